@@ -1,0 +1,55 @@
+// Configuration: every knob is an HDSM_* environment variable and a programmatic setting.
+// The single list of knobs lives in src/runtime/knobs.def; docs/configuration.md is generated
+// from it (`hdsm config --markdown`) and a test checks that the two agree.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace hdsm {
+
+enum class KnobType { integer, size, real, boolean, choice, text, peer_groups };
+
+/// One configuration knob as the documentation and validation see it.
+struct KnobInfo {
+  std::string_view name;           // "HDSM_SIM_DEVICES"
+  KnobType type;
+  std::string_view default_value;  // as it would be written in the environment
+  std::string_view accepted;       // human description of the accepted values ("1..64")
+  std::string_view description;
+};
+
+/// All knobs, in documentation order.
+std::span<const KnobInfo> knobs();
+
+/// A validated set of knob values: defaults, then the environment, then programmatic settings.
+/// Values are kept as their validated text; typed accessors parse on demand.
+class Config {
+ public:
+  /// Every knob at its default.
+  static Config defaults();
+  /// Defaults overridden by every HDSM_* variable of the process environment. An unknown HDSM_*
+  /// variable or a malformed value throws ConfigError naming the variable, value and range.
+  static Config from_environment();
+
+  /// Set one knob programmatically; validates now and throws ConfigError when invalid.
+  Config& set(std::string_view name, std::string_view value);
+  /// The value of a knob as text; throws ConfigError for an unknown name.
+  const std::string& get(std::string_view name) const;
+
+  std::int64_t integer(std::string_view name) const;
+  std::uint64_t size(std::string_view name) const;  // bytes
+  double real(std::string_view name) const;
+  bool boolean(std::string_view name) const;
+
+ private:
+  std::map<std::string, std::string, std::less<>> values_;
+};
+
+/// Parse a byte size: "4096", "64K", "64KiB", "1.5G", "4 GiB". Throws InvalidArgument.
+std::uint64_t parse_size(std::string_view text);
+
+}  // namespace hdsm

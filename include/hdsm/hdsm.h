@@ -1,0 +1,64 @@
+/* hdsm C API. Every call returns an hdsm_status; on failure hdsm_last_error() gives the message
+ * of the calling thread's last error. The calls use the implicit default runtime, which is created
+ * on first use (after any hdsm_config_set) and destroyed at exit. */
+#ifndef HDSM_HDSM_H
+#define HDSM_HDSM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum hdsm_status {
+  HDSM_SUCCESS = 0,
+  HDSM_ERROR_INVALID_ARGUMENT = 1,
+  HDSM_ERROR_INVALID_POINTER = 2,
+  HDSM_ERROR_OUT_OF_DEVICE_MEMORY = 3,
+  HDSM_ERROR_CONFIG = 4,
+  HDSM_ERROR_UNSUPPORTED = 5,
+  HDSM_ERROR_NO_DEVICE = 6,
+  HDSM_ERROR_KERNEL_FAILURE = 7,
+  HDSM_ERROR_SYSTEM = 8,
+  HDSM_ERROR_UNKNOWN = 99
+} hdsm_status;
+
+/* Message of the calling thread's last failed call ("" if none). */
+const char* hdsm_last_error(void);
+const char* hdsm_version(void);
+
+/* Set a knob (e.g. "HDSM_SIM_DEVICES", "4") before the default runtime is created. */
+hdsm_status hdsm_config_set(const char* name, const char* value);
+
+typedef struct hdsm_device_info {
+  char name[64];
+  char backend[16];
+  uint64_t memory_bytes;
+  uint32_t copy_engines;
+  int32_t peer_group;
+  double link_gbps;
+} hdsm_device_info;
+
+hdsm_status hdsm_device_count(size_t* count);
+hdsm_status hdsm_device_get_info(size_t index, hdsm_device_info* info);
+
+typedef struct hdsm_route_stats {
+  uint64_t bytes;
+  uint64_t transfers;
+} hdsm_route_stats;
+
+typedef struct hdsm_stats {
+  hdsm_route_stats h2d, d2h, d2d, peer;
+  uint64_t kernel_launches;
+  uint64_t read_faults, write_faults;
+} hdsm_stats;
+
+hdsm_status hdsm_stats_get(hdsm_stats* stats);
+hdsm_status hdsm_stats_reset(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HDSM_HDSM_H */

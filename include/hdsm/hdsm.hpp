@@ -1,0 +1,17 @@
+// hdsm: one shared memory over host RAM, accelerator memories, several devices and cluster nodes.
+// This is the one header C++ programs include.
+#pragma once
+
+#include <hdsm/config.hpp>
+#include <hdsm/device.hpp>
+#include <hdsm/error.hpp>
+#include <hdsm/kernel.hpp>
+#include <hdsm/runtime.hpp>
+#include <hdsm/stats.hpp>
+
+namespace hdsm {
+
+/// The library version, "MAJOR.MINOR.PATCH".
+const char* version() noexcept;
+
+}  // namespace hdsm

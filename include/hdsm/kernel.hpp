@@ -1,0 +1,307 @@
+// CUDA-like kernels for hdsm devices. A Kernel is a named bundle of per-backend bodies; the host
+// body runs on the CPU grid executor (the sim device, host skeletons, the cluster runtime).
+//
+// Three ways to write a host body:
+//   per_thread(name, [](const Thread& t, float* a, int n) {...})   no barrier: each block runs as
+//       a plain loop over its threads, which the compiler can vectorize;
+//   per_block(name, [](Block& b, float* a) { b.threads(...); b.threads(...); })   phases: every
+//       threads() call is one phase and the end of a phase is a block barrier; values that live
+//       across barriers go in b.shared<T>() or b.local<T>() (one T per thread);
+//   cooperative(name, [](ThreadCtx& t, float* a) { ...; t.sync(); ... })   each thread is a fiber
+//       and t.sync() is __syncthreads(); t.shared<T>(n) is a __shared__ array.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+namespace hdsm {
+
+struct Dim3 {
+  std::uint32_t x = 1, y = 1, z = 1;
+  constexpr Dim3() = default;
+  constexpr Dim3(std::uint32_t x_, std::uint32_t y_ = 1, std::uint32_t z_ = 1) : x(x_), y(y_), z(z_) {}
+  constexpr std::uint64_t volume() const { return std::uint64_t{x} * y * z; }
+  friend constexpr bool operator==(const Dim3&, const Dim3&) = default;
+};
+
+/// Grid and block shape of one launch, plus dynamic shared memory per block.
+struct Launch {
+  Dim3 grid;
+  Dim3 block;
+  std::size_t shared_bytes = 0;
+};
+
+/// A 1-D launch with enough blocks of `block` threads to cover `n` threads (the last block may
+/// be partial: kernels check their index against n, as in CUDA).
+constexpr Launch cover(std::uint64_t n, std::uint32_t block = 256) {
+  const std::uint64_t blocks = n == 0 ? 1 : (n + block - 1) / block;
+  return Launch{Dim3{static_cast<std::uint32_t>(blocks)}, Dim3{block}, 0};
+}
+
+/// The CUDA built-ins of one thread: threadIdx, blockIdx, blockDim, gridDim.
+struct Thread {
+  Dim3 idx, block, block_dim, grid_dim;
+  constexpr std::uint64_t global_x() const { return std::uint64_t{block.x} * block_dim.x + idx.x; }
+  constexpr std::uint64_t global_y() const { return std::uint64_t{block.y} * block_dim.y + idx.y; }
+  constexpr std::uint64_t global_z() const { return std::uint64_t{block.z} * block_dim.z + idx.z; }
+  /// Linear index of the thread within its block.
+  constexpr std::uint32_t rank() const { return (idx.z * block_dim.y + idx.y) * block_dim.x + idx.x; }
+};
+
+namespace exec {
+class Executor;
+}
+
+/// A non-owning reference to a callable (no allocation on the block path).
+template <class Sig>
+class FunctionRef;
+template <class R, class... A>
+class FunctionRef<R(A...)> {
+ public:
+  template <class F, class = std::enable_if_t<!std::is_same_v<std::remove_cvref_t<F>, FunctionRef>>>
+  FunctionRef(F&& f) noexcept  // NOLINT(google-explicit-constructor)
+      : obj_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))),
+        call_([](void* o, A... a) -> R {
+          return (*static_cast<std::remove_reference_t<F>*>(o))(std::forward<A>(a)...);
+        }) {}
+  R operator()(A... a) const { return call_(obj_, std::forward<A>(a)...); }
+
+ private:
+  void* obj_;
+  R (*call_)(void*, A...);
+};
+
+/// What the executor hands to the body of one block.
+struct BlockRun {
+  Dim3 block;                 // blockIdx
+  const Launch* launch;       // grid and block shape
+  std::byte* shared;          // this block's shared memory (dynamic part first)
+  std::size_t shared_capacity;
+  std::byte* scratch;         // per-worker scratch for Block::local
+  std::size_t scratch_capacity;
+  unsigned worker;            // index of the executing worker thread
+  exec::Executor* executor;
+};
+
+class ThreadCtx;
+
+namespace detail {
+/// Run `fn` once for every block of `launch`, in parallel on the executor; rethrows the first
+/// exception a block threw after all blocks have stopped.
+void for_each_block(exec::Executor& executor, const Launch& launch,
+                    FunctionRef<void(const BlockRun&)> fn);
+/// Run every thread of one block as a fiber; ThreadCtx::sync() switches to the next fiber.
+void run_cooperative(const BlockRun& run, FunctionRef<void(ThreadCtx&)> thread_fn);
+/// Block-shared allocation for cooperative threads: the k-th call of every thread of a block
+/// returns the same memory.
+void* cooperative_shared(ThreadCtx& ctx, std::size_t bytes, std::size_t align);
+void cooperative_sync(ThreadCtx& ctx);
+[[noreturn]] void throw_shared_overflow(const BlockRun& run, std::size_t bytes, const char* what);
+}  // namespace detail
+
+/// The block of a per_block (phases) kernel.
+class Block {
+ public:
+  explicit Block(const BlockRun& run) : run_(run), shared_used_(run.launch->shared_bytes) {}
+
+  const Dim3& index() const { return run_.block; }
+  const Dim3& dim() const { return run_.launch->block; }
+  const Dim3& grid_dim() const { return run_.launch->grid; }
+  std::uint32_t size() const { return static_cast<std::uint32_t>(run_.launch->block.volume()); }
+
+  /// One phase: f(const Thread&) for every thread of the block. Consecutive phases are separated
+  /// by a block barrier.
+  template <class F>
+  void threads(F&& f) const {
+    const Dim3 bd = run_.launch->block, gd = run_.launch->grid, b = run_.block;
+    for (std::uint32_t z = 0; z < bd.z; ++z)
+      for (std::uint32_t y = 0; y < bd.y; ++y)
+        for (std::uint32_t x = 0; x < bd.x; ++x) f(Thread{Dim3{x, y, z}, b, bd, gd});
+  }
+
+  /// A block-shared array of n T (zero-initialised only if T's constructor does so).
+  template <class T>
+  T* shared(std::size_t n = 1) {
+    return static_cast<T*>(bump(run_.shared, run_.shared_capacity, shared_used_, sizeof(T) * n,
+                                alignof(T), "shared"));
+  }
+  /// One T per thread, value-initialised, for thread-private values that live across phases.
+  template <class T>
+  std::span<T> local() {
+    static_assert(std::is_trivially_destructible_v<T>, "Block::local needs a trivially destructible T");
+    T* p = static_cast<T*>(bump(run_.scratch, run_.scratch_capacity, local_used_, sizeof(T) * size(),
+                                alignof(T), "local"));
+    for (std::uint32_t i = 0; i < size(); ++i) new (p + i) T();
+    return {p, size()};
+  }
+  /// The dynamic shared memory of the launch (Launch::shared_bytes).
+  void* dynamic_shared() const { return run_.shared; }
+
+ private:
+  void* bump(std::byte* base, std::size_t cap, std::size_t& used, std::size_t bytes, std::size_t align,
+             const char* what) const {
+    const std::size_t at = (used + align - 1) / align * align;
+    if (at + bytes > cap) detail::throw_shared_overflow(run_, at + bytes, what);
+    used = at + bytes;
+    return base + at;
+  }
+  const BlockRun& run_;
+  std::size_t shared_used_;
+  std::size_t local_used_ = 0;
+};
+
+/// One thread of a cooperative kernel: the CUDA built-ins plus __syncthreads and __shared__.
+class ThreadCtx : public Thread {
+ public:
+  ThreadCtx(const Thread& t, void* block_state) : Thread(t), block_state_(block_state) {}
+  /// Block barrier: returns when every thread of the block has called it.
+  void sync() { detail::cooperative_sync(*this); }
+  /// A block-shared array of n T; every thread's k-th call returns the same array.
+  template <class T>
+  T* shared(std::size_t n = 1) {
+    return static_cast<T*>(detail::cooperative_shared(*this, sizeof(T) * n, alignof(T)));
+  }
+  void* block_state() const { return block_state_; }
+  unsigned next_shared_call() { return shared_calls_++; }
+
+ private:
+  void* block_state_;
+  unsigned shared_calls_ = 0;
+};
+
+/// Arguments of one launch as the host body receives them: pointers to the argument values (like
+/// cudaLaunchKernel's void** args) and their sizes, so a body can check what it was given.
+struct ArgPack {
+  void* const* values;
+  const std::size_t* sizes;
+  std::size_t count;
+};
+
+using HostBody = std::function<void(exec::Executor&, const Launch&, const ArgPack&)>;
+
+/// A named bundle of per-backend bodies. A backend without a body for a kernel refuses to launch
+/// it with an error naming the kernel and the backend.
+struct Kernel {
+  std::string name;
+  HostBody host;                        // sim and host execution
+  std::string opencl_source;            // OpenCL C (opencl backend)
+  const void* cuda_function = nullptr;  // a __global__ function (cuda backend)
+};
+
+namespace detail {
+
+template <class T>
+struct callable_args : callable_args<decltype(&T::operator())> {};
+template <class C, class R, class First, class... A>
+struct callable_args<R (C::*)(First, A...) const> {
+  using args = std::tuple<std::decay_t<A>...>;
+};
+template <class C, class R, class First, class... A>
+struct callable_args<R (C::*)(First, A...)> {
+  using args = std::tuple<std::decay_t<A>...>;
+};
+template <class R, class First, class... A>
+struct callable_args<R (*)(First, A...)> {
+  using args = std::tuple<std::decay_t<A>...>;
+};
+
+[[noreturn]] void throw_arg_mismatch(const std::string& kernel, std::size_t index, std::size_t got,
+                                     std::size_t expected, bool count);
+
+template <class Tuple, std::size_t... I>
+Tuple unpack(const std::string& kernel, const ArgPack& pack, std::index_sequence<I...>) {
+  if (pack.count != sizeof...(I)) throw_arg_mismatch(kernel, 0, pack.count, sizeof...(I), true);
+  Tuple out;
+  (
+      [&] {
+        using T = std::tuple_element_t<I, Tuple>;
+        static_assert(std::is_trivially_copyable_v<T>, "kernel arguments must be trivially copyable");
+        if (pack.sizes[I] != sizeof(T)) throw_arg_mismatch(kernel, I, pack.sizes[I], sizeof(T), false);
+        std::memcpy(&std::get<I>(out), pack.values[I], sizeof(T));
+      }(),
+      ...);
+  return out;
+}
+
+template <class F>
+auto unpack_for(const std::string& kernel, const ArgPack& pack) {
+  using Tuple = typename callable_args<F>::args;
+  return unpack<Tuple>(kernel, pack, std::make_index_sequence<std::tuple_size_v<Tuple>>{});
+}
+
+}  // namespace detail
+
+/// A kernel whose threads never wait for each other: f(const Thread&, args...).
+template <class F>
+Kernel per_thread(std::string name, F f) {
+  Kernel k{name, {}, {}, nullptr};
+  k.host = [f, name](exec::Executor& ex, const Launch& launch, const ArgPack& pack) {
+    auto args = detail::unpack_for<F>(name, pack);
+    detail::for_each_block(ex, launch, [&](const BlockRun& run) {
+      const Dim3 bd = launch.block, gd = launch.grid, b = run.block;
+      std::apply(
+          [&](const auto&... a) {
+            for (std::uint32_t z = 0; z < bd.z; ++z)
+              for (std::uint32_t y = 0; y < bd.y; ++y)
+                for (std::uint32_t x = 0; x < bd.x; ++x) f(Thread{Dim3{x, y, z}, b, bd, gd}, a...);
+          },
+          args);
+    });
+  };
+  return k;
+}
+
+/// A kernel written block by block in phases: f(Block&, args...).
+template <class F>
+Kernel per_block(std::string name, F f) {
+  Kernel k{name, {}, {}, nullptr};
+  k.host = [f, name](exec::Executor& ex, const Launch& launch, const ArgPack& pack) {
+    auto args = detail::unpack_for<F>(name, pack);
+    detail::for_each_block(ex, launch, [&](const BlockRun& run) {
+      Block block(run);
+      std::apply([&](const auto&... a) { f(block, a...); }, args);
+    });
+  };
+  return k;
+}
+
+/// A kernel with CUDA's thread model: f(ThreadCtx&, args...) with t.sync() barriers.
+template <class F>
+Kernel cooperative(std::string name, F f) {
+  Kernel k{name, {}, {}, nullptr};
+  k.host = [f, name](exec::Executor& ex, const Launch& launch, const ArgPack& pack) {
+    auto args = detail::unpack_for<F>(name, pack);
+    detail::for_each_block(ex, launch, [&](const BlockRun& run) {
+      detail::run_cooperative(run, [&](ThreadCtx& t) {
+        std::apply([&](const auto&... a) { f(t, a...); }, args);
+      });
+    });
+  };
+  return k;
+}
+
+/// Argument values packed for a direct host launch (tests, host skeletons).
+template <class... A>
+class HostArgs {
+ public:
+  explicit HostArgs(const A&... a) : values_(a...) {
+    std::size_t i = 0;
+    std::apply([&](auto&... v) { ((ptrs_[i] = &v, sizes_[i] = sizeof(v), ++i), ...); }, values_);
+  }
+  ArgPack pack() const { return ArgPack{ptrs_, sizes_, sizeof...(A)}; }
+
+ private:
+  std::tuple<A...> values_;
+  void* ptrs_[sizeof...(A) + 1] = {};
+  std::size_t sizes_[sizeof...(A) + 1] = {};
+};
+
+}  // namespace hdsm

@@ -1,0 +1,107 @@
+// The C API: thin wrappers that turn exceptions into hdsm_status codes and a per-thread message.
+#include <hdsm/hdsm.h>
+#include <hdsm/hdsm.hpp>
+
+#include "runtime/runtime_impl.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <new>
+#include <string>
+
+namespace {
+
+thread_local std::string last_error;
+
+hdsm_status status_of(hdsm::Errc code) {
+  switch (code) {
+    case hdsm::Errc::invalid_argument: return HDSM_ERROR_INVALID_ARGUMENT;
+    case hdsm::Errc::invalid_pointer: return HDSM_ERROR_INVALID_POINTER;
+    case hdsm::Errc::out_of_device_memory: return HDSM_ERROR_OUT_OF_DEVICE_MEMORY;
+    case hdsm::Errc::config: return HDSM_ERROR_CONFIG;
+    case hdsm::Errc::unsupported: return HDSM_ERROR_UNSUPPORTED;
+    case hdsm::Errc::no_device: return HDSM_ERROR_NO_DEVICE;
+    case hdsm::Errc::kernel_failure: return HDSM_ERROR_KERNEL_FAILURE;
+    case hdsm::Errc::system: return HDSM_ERROR_SYSTEM;
+  }
+  return HDSM_ERROR_UNKNOWN;
+}
+
+template <class F>
+hdsm_status guarded(F&& f) {
+  try {
+    f();
+    return HDSM_SUCCESS;
+  } catch (const hdsm::Error& e) {
+    last_error = e.what();
+    return status_of(e.code());
+  } catch (const std::bad_alloc&) {
+    last_error = "out of host memory";
+    return HDSM_ERROR_SYSTEM;
+  } catch (const std::exception& e) {
+    last_error = e.what();
+    return HDSM_ERROR_UNKNOWN;
+  }
+}
+
+hdsm_status null_argument(const char* call, const char* what) {
+  last_error = std::string(call) + ": " + what + " is NULL";
+  return HDSM_ERROR_INVALID_ARGUMENT;
+}
+
+void copy_route(hdsm_route_stats& out, const hdsm::RouteStats& in) {
+  out.bytes = in.bytes;
+  out.transfers = in.transfers;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* hdsm_last_error(void) { return last_error.c_str(); }
+const char* hdsm_version(void) { return hdsm::version(); }
+
+hdsm_status hdsm_config_set(const char* name, const char* value) {
+  if (name == nullptr) return null_argument("hdsm_config_set", "name");
+  if (value == nullptr) return null_argument("hdsm_config_set", "value");
+  return guarded([&] { hdsm::detail::set_default_knob(name, value); });
+}
+
+hdsm_status hdsm_device_count(size_t* count) {
+  if (count == nullptr) return null_argument("hdsm_device_count", "count");
+  return guarded([&] { *count = hdsm::Runtime::instance().devices().size(); });
+}
+
+hdsm_status hdsm_device_get_info(size_t index, hdsm_device_info* info) {
+  if (info == nullptr) return null_argument("hdsm_device_get_info", "info");
+  return guarded([&] {
+    const auto& p = hdsm::Runtime::instance().device(index).properties();
+    std::memset(info, 0, sizeof *info);
+    std::snprintf(info->name, sizeof info->name, "%s", p.name.c_str());
+    std::snprintf(info->backend, sizeof info->backend, "%s", std::string(hdsm::to_string(p.backend)).c_str());
+    info->memory_bytes = p.memory_bytes;
+    info->copy_engines = p.copy_engines;
+    info->peer_group = p.peer_group;
+    info->link_gbps = p.link_gbps;
+  });
+}
+
+hdsm_status hdsm_stats_get(hdsm_stats* stats) {
+  if (stats == nullptr) return null_argument("hdsm_stats_get", "stats");
+  return guarded([&] {
+    const hdsm::Stats s = hdsm::Runtime::instance().stats();
+    copy_route(stats->h2d, s.route(hdsm::Route::h2d));
+    copy_route(stats->d2h, s.route(hdsm::Route::d2h));
+    copy_route(stats->d2d, s.route(hdsm::Route::d2d));
+    copy_route(stats->peer, s.route(hdsm::Route::peer));
+    stats->kernel_launches = s.kernel_launches;
+    stats->read_faults = s.read_faults;
+    stats->write_faults = s.write_faults;
+  });
+}
+
+hdsm_status hdsm_stats_reset(void) {
+  return guarded([] { hdsm::Runtime::instance().reset_stats(); });
+}
+
+}  // extern "C"

@@ -1,0 +1,53 @@
+#include <hdsm/error.hpp>
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+namespace hdsm {
+
+const char* to_string(Errc code) noexcept {
+  switch (code) {
+    case Errc::invalid_argument: return "invalid_argument";
+    case Errc::invalid_pointer: return "invalid_pointer";
+    case Errc::out_of_device_memory: return "out_of_device_memory";
+    case Errc::config: return "config";
+    case Errc::unsupported: return "unsupported";
+    case Errc::no_device: return "no_device";
+    case Errc::kernel_failure: return "kernel_failure";
+    case Errc::system: return "system";
+  }
+  return "unknown";
+}
+
+Error::Error(Errc code, const std::string& message) : std::runtime_error(message), code_(code) {}
+
+OutOfDeviceMemory::OutOfDeviceMemory(const std::string& device, std::size_t requested, std::size_t used,
+                                     std::size_t capacity)
+    : Error(Errc::out_of_device_memory,
+            fmt::format("out of device memory on {}: cannot allocate {} ({} bytes); {} of {} in use. "
+                        "Free device memory or raise the capacity (HDSM_SIM_MEMORY on sim devices).",
+                        device, format_bytes(requested), requested, format_bytes(used), format_bytes(capacity))),
+      requested_(requested),
+      used_(used),
+      capacity_(capacity) {}
+
+SystemError::SystemError(const std::string& call, const std::string& object, int err)
+    : Error(Errc::system, fmt::format("{} failed on {}: {} (errno {})", call, object, std::strerror(err), err)),
+      errno_(err) {}
+
+std::string format_bytes(std::size_t bytes) {
+  static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024.0 && unit < 4) {
+    value /= 1024.0;
+    ++unit;
+  }
+  if (unit == 0) return fmt::format("{} B", bytes);
+  if (value == static_cast<double>(static_cast<std::uint64_t>(value)))
+    return fmt::format("{} {}", static_cast<std::uint64_t>(value), units[unit]);
+  return fmt::format("{:.1f} {}", value, units[unit]);
+}
+
+}  // namespace hdsm

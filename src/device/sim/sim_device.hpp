@@ -1,0 +1,121 @@
+// The sim backend: an emulated discrete accelerator. Device memory is a separate mapping that no
+// user pointer reaches; copies go through DMA-engine threads that really move the bytes and then
+// hold the transfer for the modelled time (latency + bytes / bandwidth); kernels run on the CPU
+// grid executor.
+#pragma once
+
+#include <hdsm/device.hpp>
+#include <hdsm/stats.hpp>
+
+#include "device/services.hpp"
+#include "device/sim/heap.hpp"
+#include "device/sim/host_memory.hpp"
+#include "device/sim/link_model.hpp"
+#include "os/mapping.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace hdsm::obs {
+struct DeviceCounters;
+}
+
+namespace hdsm::sim {
+
+struct SimOptions {
+  unsigned devices = 2;
+  std::size_t memory_bytes = std::size_t{4} << 30;
+  double link_gbps = 3;            // 0: unthrottled
+  double latency_us = 5;
+  std::vector<int> peer_groups;    // one per device; -1: no peer
+  bool poison = false;
+};
+
+/// One DMA engine: used by one transfer at a time.
+struct Engine {
+  std::mutex busy;
+  int lane = -1;  // trace lane
+};
+
+class SimQueue;
+
+class SimDevice final : public Device {
+ public:
+  SimDevice(unsigned index, const SimOptions& options, HostMemory& host, DeviceServices services);
+  ~SimDevice() override;
+
+  const DeviceProperties& properties() const override { return props_; }
+  DeviceBuffer alloc(std::size_t bytes) override;
+  void free(DeviceBuffer buffer) override;
+  std::size_t memory_used() const override;
+  void discard(DeviceBuffer buffer, std::size_t offset, std::size_t bytes) override;
+  void* alloc_pinned(std::size_t bytes) override { return host_.alloc(bytes); }
+  void free_pinned(void* pointer) override { host_.free(pointer); }
+  bool is_pinned(const void* pointer, std::size_t bytes) const override { return host_.contains(pointer, bytes); }
+  bool can_access_peer(const Device& other) const override;
+  std::unique_ptr<Queue> create_queue() override;
+
+  // Used by SimQueue.
+  /// Device address of [offset, offset+bytes) of a buffer of this device; throws InvalidPointer for
+  /// a foreign or freed handle and InvalidArgument for a range past the end.
+  std::byte* resolve(DeviceBuffer buffer, std::size_t offset, std::size_t bytes, const char* what) const;
+  /// Copy n bytes over the link while holding the given engines for the modelled time; counts the
+  /// transfer on `route` and traces it on every held engine's lane.
+  void link_copy(Route route, Engine& first, Engine* second, void* dst, const void* src, std::size_t n);
+  /// A copy inside device memory (not limited by the link).
+  void local_copy(void* dst, const void* src, std::size_t n);
+  Engine& inbound() { return inbound_; }
+  Engine& outbound() { return outbound_; }
+  DeviceServices& services() { return services_; }
+  obs::DeviceCounters& counters() { return counters_; }
+  HostMemory& host() { return host_; }
+  bool poison() const { return poison_; }
+
+  void register_queue(SimQueue* q);
+  void unregister_queue(SimQueue* q);
+
+ private:
+  struct Allocation {
+    std::size_t offset;
+    std::size_t bytes;
+  };
+  const Allocation& find(DeviceBuffer buffer, const char* what) const;  // caller holds alloc_mutex_
+  void fill_poison(std::byte* p, std::size_t n);
+
+  DeviceProperties props_;
+  LinkModel link_;
+  bool poison_;
+  HostMemory& host_;
+  DeviceServices services_;
+  obs::DeviceCounters& counters_;
+  os::Mapping memory_;
+
+  mutable std::mutex alloc_mutex_;
+  DeviceHeap heap_;
+  std::unordered_map<std::uint64_t, Allocation> allocations_;
+  std::uint64_t next_id_ = 1;
+
+  Engine inbound_, outbound_;
+  int local_lane_ = -1;
+
+  std::mutex queues_mutex_;
+  std::vector<SimQueue*> queues_;
+  unsigned queues_created_ = 0;
+};
+
+/// The sim backend of one runtime: its devices and their shared pinned-memory registry.
+class SimBackend {
+ public:
+  SimBackend(const SimOptions& options, DeviceServices services);
+  ~SimBackend();
+  std::vector<Device*> devices() const;
+
+ private:
+  HostMemory host_;
+  std::vector<std::unique_ptr<SimDevice>> devices_;
+};
+
+}  // namespace hdsm::sim

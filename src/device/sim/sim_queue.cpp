@@ -1,0 +1,229 @@
+#include "device/sim/sim_queue.hpp"
+
+#include <hdsm/error.hpp>
+
+#include "device/event_state.hpp"
+#include "device/sim/sim_device.hpp"
+#include "obs/counters.hpp"
+#include "obs/trace.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace hdsm::sim {
+namespace {
+
+void require_host(const void* p, std::size_t bytes, const char* what, const std::string& device) {
+  if (p == nullptr && bytes > 0)
+    throw InvalidArgument(fmt::format("{} on {}: null host pointer for {}", what, device, format_bytes(bytes)));
+}
+
+}  // namespace
+
+SimQueue::SimQueue(SimDevice& device, unsigned id)
+    : device_(device), lane_(device.services().tracer.lane(fmt::format("{} queue {}", device.name(), id))) {
+  device_.register_queue(this);
+  worker_ = std::thread([this] { serve(); });
+}
+
+SimQueue::~SimQueue() {
+  {
+    std::unique_lock lock(mutex_);
+    idle_cv_.wait(lock, [&] { return ops_.empty() && !busy_; });
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  worker_.join();
+  device_.unregister_queue(this);
+}
+
+Device& SimQueue::device() { return device_; }
+
+void SimQueue::enqueue(Op op) {
+  {
+    std::lock_guard lock(mutex_);
+    ops_.push_back(std::move(op));
+  }
+  work_cv_.notify_one();
+}
+
+void SimQueue::serve() {
+  precise_timers_for_this_thread();
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    work_cv_.wait(lock, [&] { return stop_ || !ops_.empty(); });
+    if (ops_.empty()) return;  // stop_ and nothing left
+    Op op = std::move(ops_.front());
+    ops_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    std::exception_ptr failure;
+    try {
+      op();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    op = nullptr;  // release captured state outside the lock
+    lock.lock();
+    if (failure && !error_) error_ = failure;
+    busy_ = false;
+    if (ops_.empty()) idle_cv_.notify_all();
+  }
+}
+
+std::byte* SimQueue::bounce() {
+  if (bounce_.data() == nullptr)
+    bounce_ = os::Mapping(kBounceBytes, fmt::format("bounce buffer of {}", device_.name()), /*populate=*/true);
+  return bounce_.data();
+}
+
+void SimQueue::copy_to_device(DeviceBuffer dst, std::size_t dst_offset, const void* src, std::size_t bytes) {
+  require_host(src, bytes, "copy_to_device", device_.name());
+  std::byte* d = device_.resolve(dst, dst_offset, bytes, "copy_to_device");
+  if (bytes == 0) return;
+  const auto* s = static_cast<const std::byte*>(src);
+  if (device_.is_pinned(src, bytes)) {
+    enqueue([this, d, s, bytes] { device_.link_copy(Route::h2d, device_.inbound(), nullptr, d, s, bytes); });
+    return;
+  }
+  // Pageable memory: the CPU stages each chunk into the pinned bounce buffer, then the engine
+  // moves it, as a driver does.
+  enqueue([this, d, s, bytes] {
+    std::byte* stage = bounce();
+    for (std::size_t done = 0; done < bytes; done += kBounceBytes) {
+      const std::size_t n = std::min(kBounceBytes, bytes - done);
+      std::memcpy(stage, s + done, n);
+      device_.link_copy(Route::h2d, device_.inbound(), nullptr, d + done, stage, n);
+    }
+  });
+}
+
+void SimQueue::copy_to_host(void* dst, DeviceBuffer src, std::size_t src_offset, std::size_t bytes) {
+  require_host(dst, bytes, "copy_to_host", device_.name());
+  const std::byte* s = device_.resolve(src, src_offset, bytes, "copy_to_host");
+  if (bytes == 0) return;
+  auto* d = static_cast<std::byte*>(dst);
+  if (device_.is_pinned(dst, bytes)) {
+    enqueue([this, d, s, bytes] { device_.link_copy(Route::d2h, device_.outbound(), nullptr, d, s, bytes); });
+    return;
+  }
+  enqueue([this, d, s, bytes] {
+    std::byte* stage = bounce();
+    for (std::size_t done = 0; done < bytes; done += kBounceBytes) {
+      const std::size_t n = std::min(kBounceBytes, bytes - done);
+      device_.link_copy(Route::d2h, device_.outbound(), nullptr, stage, s + done, n);
+      std::memcpy(d + done, stage, n);
+    }
+  });
+}
+
+void SimQueue::copy_on_device(DeviceBuffer dst, std::size_t dst_offset, DeviceBuffer src, std::size_t src_offset,
+                              std::size_t bytes) {
+  std::byte* d = device_.resolve(dst, dst_offset, bytes, "copy_on_device (destination)");
+  const std::byte* s = device_.resolve(src, src_offset, bytes, "copy_on_device (source)");
+  if (bytes == 0) return;
+  enqueue([this, d, s, bytes] { device_.local_copy(d, s, bytes); });
+}
+
+void SimQueue::copy_from_peer(DeviceBuffer dst, std::size_t dst_offset, Device& src_device, DeviceBuffer src,
+                              std::size_t src_offset, std::size_t bytes) {
+  auto* peer = dynamic_cast<SimDevice*>(&src_device);
+  if (peer == nullptr || !device_.can_access_peer(*peer))
+    throw Unsupported(fmt::format("copy_from_peer: {} cannot copy directly from {} (not in one peer group; see "
+                                  "HDSM_SIM_PEER); stage the copy through host memory",
+                                  device_.name(), src_device.name()));
+  std::byte* d = device_.resolve(dst, dst_offset, bytes, "copy_from_peer (destination)");
+  const std::byte* s = peer->resolve(src, src_offset, bytes, "copy_from_peer (source)");
+  if (bytes == 0) return;
+  enqueue([this, peer, d, s, bytes] {
+    device_.link_copy(Route::peer, peer->outbound(), &device_.inbound(), d, s, bytes);
+  });
+}
+
+void SimQueue::fill(DeviceBuffer dst, std::size_t offset, std::size_t bytes, std::uint8_t value) {
+  std::byte* d = device_.resolve(dst, offset, bytes, "fill");
+  if (bytes == 0) return;
+  enqueue([d, bytes, value] { std::memset(d, value, bytes); });
+}
+
+void SimQueue::launch(const Kernel& kernel, const Launch& launch, std::span<const KernelArg> args) {
+  if (!kernel.host)
+    throw Unsupported(fmt::format("kernel '{}' has no body for backend sim (it needs a host body)", kernel.name));
+  // Translate buffer arguments into device addresses now, so bad handles fail at the call site.
+  struct Slot {
+    alignas(16) unsigned char bytes[KernelArg::kMaxValue];
+  };
+  std::vector<Slot> slots(args.size());
+  std::vector<std::size_t> sizes(args.size());
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const KernelArg& a = args[i];
+    sizes[i] = a.size();
+    if (a.is_buffer()) {
+      void* p = device_.resolve(a.buffer(), a.offset(), 0,
+                                fmt::format("argument {} of kernel '{}'", i, kernel.name).c_str());
+      std::memcpy(slots[i].bytes, &p, sizeof p);
+    } else {
+      std::memcpy(slots[i].bytes, a.data(), a.size());
+    }
+  }
+  device_.counters().kernel_launches.fetch_add(1, std::memory_order_relaxed);
+  enqueue([this, body = kernel.host, name = kernel.name, launch, slots = std::move(slots),
+           sizes = std::move(sizes)]() mutable {
+    std::vector<void*> values(slots.size());
+    for (std::size_t i = 0; i < slots.size(); ++i) values[i] = slots[i].bytes;
+    const auto begin = Clock::now();
+    try {
+      body(device_.services().executor, launch, ArgPack{values.data(), sizes.data(), values.size()});
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw KernelFailure(fmt::format("kernel '{}' on {} failed: {}", name, device_.name(), e.what()));
+    }
+    device_.services().tracer.span(lane_, "kernel " + name, begin, Clock::now());
+  });
+}
+
+Event SimQueue::record() {
+  auto state = std::make_shared<detail::EventState>();
+  enqueue([this, state] {
+    std::exception_ptr error;
+    {
+      std::lock_guard lock(mutex_);
+      error = error_;
+    }
+    state->complete(error);
+  });
+  return Event(state);
+}
+
+void SimQueue::wait(const Event& event) {
+  auto state = event.state();
+  if (!state) return;
+  enqueue([state] {
+    std::unique_lock lock(state->mutex);
+    state->done_cv.wait(lock, [&] { return state->done; });
+  });
+}
+
+void SimQueue::drain() {
+  std::unique_lock lock(mutex_);
+  idle_cv_.wait(lock, [&] { return ops_.empty() && !busy_; });
+}
+
+void SimQueue::synchronize() {
+  auto& tracer = device_.services().tracer;
+  const auto begin = Clock::now();
+  std::exception_ptr error;
+  {
+    std::unique_lock lock(mutex_);
+    idle_cv_.wait(lock, [&] { return ops_.empty() && !busy_; });
+    error = std::exchange(error_, nullptr);
+  }
+  if (tracer.enabled()) tracer.span(tracer.host_thread_lane(), "synchronize " + device_.name(), begin, Clock::now());
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace hdsm::sim

@@ -1,0 +1,73 @@
+#include "obs/counters.hpp"
+
+#include <fmt/format.h>
+
+namespace hdsm {
+
+const char* to_string(Route route) noexcept {
+  switch (route) {
+    case Route::h2d: return "H2D";
+    case Route::d2h: return "D2H";
+    case Route::d2d: return "D2D";
+    case Route::peer: return "peer";
+  }
+  return "?";
+}
+
+std::string Stats::to_string() const {
+  std::string out = fmt::format("hdsm statistics\n  {:<10} {:>16} {:>12} {:>12}\n", "route", "bytes", "transfers",
+                                "kernels");
+  auto row = [&](const std::string& who, const RouteStats* routes, std::uint64_t kernels) {
+    for (int r = 0; r < kRouteCount; ++r)
+      out += fmt::format("  {:<10} {:>16} {:>12} {:>12}\n", who + " " + hdsm::to_string(static_cast<Route>(r)),
+                         routes[r].bytes, routes[r].transfers, r == 0 ? fmt::format("{}", kernels) : "");
+  };
+  for (const auto& d : devices) row(d.name, d.routes, d.kernel_launches);
+  row("total", routes, kernel_launches);
+  out += fmt::format("  faults: {} read, {} write\n", read_faults, write_faults);
+  return out;
+}
+
+namespace obs {
+
+DeviceCounters& Counters::add_device(std::string name) {
+  std::lock_guard lock(mutex_);
+  return devices_.emplace_back(std::move(name));
+}
+
+Stats Counters::snapshot() const {
+  std::lock_guard lock(mutex_);
+  Stats s;
+  for (const auto& d : devices_) {
+    DeviceStats ds;
+    ds.name = d.name;
+    for (int r = 0; r < kRouteCount; ++r) {
+      ds.routes[r].bytes = d.routes[r].bytes.load(std::memory_order_relaxed);
+      ds.routes[r].transfers = d.routes[r].transfers.load(std::memory_order_relaxed);
+      s.routes[r].bytes += ds.routes[r].bytes;
+      s.routes[r].transfers += ds.routes[r].transfers;
+    }
+    ds.kernel_launches = d.kernel_launches.load(std::memory_order_relaxed);
+    s.kernel_launches += ds.kernel_launches;
+    s.devices.push_back(std::move(ds));
+  }
+  s.read_faults = read_faults.load(std::memory_order_relaxed);
+  s.write_faults = write_faults.load(std::memory_order_relaxed);
+  return s;
+}
+
+void Counters::reset() {
+  std::lock_guard lock(mutex_);
+  for (auto& d : devices_) {
+    for (auto& r : d.routes) {
+      r.bytes.store(0, std::memory_order_relaxed);
+      r.transfers.store(0, std::memory_order_relaxed);
+    }
+    d.kernel_launches.store(0, std::memory_order_relaxed);
+  }
+  read_faults.store(0, std::memory_order_relaxed);
+  write_faults.store(0, std::memory_order_relaxed);
+}
+
+}  // namespace obs
+}  // namespace hdsm

@@ -1,0 +1,47 @@
+// Transfer and kernel counters of one runtime: relaxed atomics on the hot path, a Stats snapshot
+// for readers.
+#pragma once
+
+#include <hdsm/stats.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+
+namespace hdsm::obs {
+
+struct RouteCounter {
+  std::atomic<std::uint64_t> bytes{0};
+  std::atomic<std::uint64_t> transfers{0};
+  void add(std::uint64_t n) {
+    bytes.fetch_add(n, std::memory_order_relaxed);
+    transfers.fetch_add(1, std::memory_order_relaxed);
+  }
+};
+
+struct DeviceCounters {
+  explicit DeviceCounters(std::string n) : name(std::move(n)) {}
+  std::string name;
+  RouteCounter routes[kRouteCount];
+  std::atomic<std::uint64_t> kernel_launches{0};
+  RouteCounter& route(Route r) { return routes[static_cast<int>(r)]; }
+};
+
+class Counters {
+ public:
+  /// Counters for one more device; the reference stays valid for the life of this object.
+  DeviceCounters& add_device(std::string name);
+  std::atomic<std::uint64_t> read_faults{0};
+  std::atomic<std::uint64_t> write_faults{0};
+
+  Stats snapshot() const;
+  void reset();
+
+ private:
+  mutable std::mutex mutex_;
+  std::deque<DeviceCounters> devices_;
+};
+
+}  // namespace hdsm::obs

@@ -1,0 +1,51 @@
+#include "os/mapping.hpp"
+
+#include <hdsm/error.hpp>
+
+#include <cerrno>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <utility>
+
+namespace hdsm::os {
+
+std::size_t page_size() noexcept {
+  static const std::size_t size = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  return size;
+}
+
+Mapping::Mapping(std::size_t bytes, std::string what, bool populate) : size_(bytes), what_(std::move(what)) {
+  int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+  if (populate) flags |= MAP_POPULATE;
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
+  if (p == MAP_FAILED) throw SystemError("mmap", what_ + " (" + format_bytes(bytes) + ")", errno);
+  data_ = static_cast<std::byte*>(p);
+}
+
+Mapping::~Mapping() {
+  if (data_ != nullptr) ::munmap(data_, size_);
+}
+
+Mapping::Mapping(Mapping&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)), what_(std::move(other.what_)) {}
+
+Mapping& Mapping::operator=(Mapping&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) ::munmap(data_, size_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    what_ = std::move(other.what_);
+  }
+  return *this;
+}
+
+void Mapping::release_pages(std::size_t offset, std::size_t bytes) {
+  const std::size_t page = page_size();
+  const std::size_t first = (offset + page - 1) / page * page;
+  const std::size_t last = (offset + bytes) / page * page;
+  if (last <= first) return;
+  if (::madvise(data_ + first, last - first, MADV_DONTNEED) != 0)
+    throw SystemError("madvise(MADV_DONTNEED)", what_, errno);
+}
+
+}  // namespace hdsm::os

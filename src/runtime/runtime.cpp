@@ -1,0 +1,138 @@
+#include <hdsm/error.hpp>
+#include <hdsm/hdsm.hpp>
+
+#include "runtime/knobs.hpp"
+#include "runtime/peer_groups.hpp"
+#include "runtime/runtime_impl.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cstdio>
+#include <mutex>
+
+namespace hdsm {
+
+const char* version() noexcept { return "0.1.0"; }
+
+namespace detail {
+namespace {
+
+std::string name(Knob k) { return std::string(knob_name(k)); }
+
+// HDSM_DEVICE: "backend" or "backend:index".
+std::size_t pick_default(const Config& config, const std::vector<Device*>& devices) {
+  const std::string& spec = config.get(name(Knob::device));
+  const auto colon = spec.find(':');
+  const std::string backend = spec.substr(0, colon);
+  std::size_t index = 0;
+  if (colon != std::string::npos) {
+    const std::string digits = spec.substr(colon + 1);
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+    if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size())
+      throw ConfigError(fmt::format("HDSM_DEVICE={} is invalid: '{}' is not a device index; accepted: "
+                                    "backend[:index], e.g. sim, sim:1",
+                                    spec, digits));
+  }
+  std::size_t seen = 0;
+  std::string available;
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    const auto& p = devices[i]->properties();
+    available += fmt::format("{}{} ({}:{})", available.empty() ? "" : ", ", p.name, to_string(p.backend), seen);
+    if (to_string(p.backend) == backend && seen++ == index) return i;
+  }
+  throw NoDevice(fmt::format("HDSM_DEVICE={}: no such device; available: {}", spec,
+                             available.empty() ? "none" : available));
+}
+
+}  // namespace
+
+sim::SimOptions sim_options(const Config& config) {
+  sim::SimOptions o;
+  o.devices = static_cast<unsigned>(config.integer(name(Knob::sim_devices)));
+  o.memory_bytes = config.size(name(Knob::sim_memory));
+  o.link_gbps = config.real(name(Knob::sim_link_gbps));
+  o.latency_us = config.real(name(Knob::sim_latency_us));
+  o.poison = config.boolean(name(Knob::sim_poison));
+  const std::string& peer = config.get(name(Knob::sim_peer));
+  try {
+    o.peer_groups = parse_peer_groups(peer, o.devices);
+  } catch (const InvalidArgument& e) {
+    throw ConfigError(fmt::format("HDSM_SIM_PEER={} does not fit HDSM_SIM_DEVICES={}: {}", peer, o.devices,
+                                  e.what()));
+  }
+  return o;
+}
+
+RuntimeImpl::RuntimeImpl(Config c)
+    : config(std::move(c)),
+      tracer(config.get(name(Knob::trace))),
+      executor(exec::ExecutorOptions{static_cast<unsigned>(config.integer(name(Knob::threads))),
+                                     config.size(name(Knob::fiber_stack))}) {
+  sim = std::make_unique<sim::SimBackend>(sim_options(config), DeviceServices{counters, tracer, executor});
+  devices = sim->devices();
+  default_device = pick_default(config, devices);
+}
+
+RuntimeImpl::~RuntimeImpl() {
+  sim.reset();
+  if (config.boolean(name(Knob::stats))) std::fputs(counters.snapshot().to_string().c_str(), stderr);
+}
+
+}  // namespace detail
+
+Runtime::Runtime(Config config) : impl_(std::make_unique<detail::RuntimeImpl>(std::move(config))) {}
+Runtime::~Runtime() = default;
+
+namespace {
+
+struct DefaultRuntime {
+  std::mutex mutex;
+  std::vector<std::pair<std::string, std::string>> settings;  // programmatic, applied over the environment
+  std::unique_ptr<Runtime> runtime;
+};
+
+DefaultRuntime& default_runtime() {
+  static DefaultRuntime instance;
+  return instance;
+}
+
+}  // namespace
+
+void detail::set_default_knob(std::string_view knob, std::string_view value) {
+  auto& d = default_runtime();
+  std::lock_guard lock(d.mutex);
+  if (d.runtime)
+    throw ConfigError(fmt::format("cannot set {}={}: the default runtime is already running; set knobs before the "
+                                  "first call that uses it",
+                                  knob, value));
+  Config::defaults().set(knob, value);  // validate now, so the error comes from this call
+  d.settings.emplace_back(knob, value);
+}
+
+Runtime& Runtime::instance() {
+  auto& d = default_runtime();
+  std::lock_guard lock(d.mutex);
+  if (!d.runtime) {
+    Config config = Config::from_environment();
+    for (const auto& [knob, value] : d.settings) config.set(knob, value);
+    d.runtime = std::make_unique<Runtime>(std::move(config));
+  }
+  return *d.runtime;
+}
+
+const Config& Runtime::config() const { return impl_->config; }
+std::span<Device* const> Runtime::devices() const { return impl_->devices; }
+
+Device& Runtime::device(std::size_t index) const {
+  if (index >= impl_->devices.size())
+    throw InvalidArgument(fmt::format("device index {} out of range: this runtime has {} devices", index,
+                                      impl_->devices.size()));
+  return *impl_->devices[index];
+}
+
+Device& Runtime::default_device() const { return *impl_->devices[impl_->default_device]; }
+Stats Runtime::stats() const { return impl_->counters.snapshot(); }
+void Runtime::reset_stats() { impl_->counters.reset(); }
+
+}  // namespace hdsm

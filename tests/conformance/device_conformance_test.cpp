@@ -1,0 +1,297 @@
+// The device conformance suite: written once, run on every backend. A backend that has no device
+// on this machine (or is not built yet) is reported as skipped, never as passed.
+#include <hdsm/hdsm.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+namespace {
+
+class DeviceConformance : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    auto config = hdsm::Config::defaults();
+    config.set("HDSM_DEVICE", GetParam())
+        .set("HDSM_SIM_MEMORY", "256MiB")
+        .set("HDSM_SIM_POISON", "1")
+        .set("HDSM_SIM_LINK_GBPS", "0")
+        .set("HDSM_SIM_LATENCY_US", "0");
+    try {
+      runtime_ = std::make_unique<hdsm::Runtime>(config);
+    } catch (const hdsm::NoDevice& e) {
+      GTEST_SKIP() << "backend " << GetParam() << " has no device here: " << e.what();
+    }
+    device_ = &runtime_->default_device();
+    queue_ = device_->create_queue();
+  }
+
+  void TearDown() override {
+    queue_.reset();
+    runtime_.reset();
+  }
+
+  // Another device of the same backend, or nullptr.
+  hdsm::Device* other_device() const {
+    for (hdsm::Device* d : runtime_->devices())
+      if (d != device_ && d->properties().backend == device_->properties().backend) return d;
+    return nullptr;
+  }
+
+  static std::vector<unsigned char> pattern(std::size_t n, unsigned seed) {
+    std::vector<unsigned char> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<unsigned char>((i * 131 + seed * 17 + (i >> 9)) & 0xFF);
+    return v;
+  }
+
+  std::unique_ptr<hdsm::Runtime> runtime_;
+  hdsm::Device* device_ = nullptr;
+  std::unique_ptr<hdsm::Queue> queue_;
+};
+
+TEST_P(DeviceConformance, PropertiesDescribeTheDevice) {
+  const auto& p = device_->properties();
+  EXPECT_FALSE(p.name.empty());
+  EXPECT_EQ(hdsm::to_string(p.backend), GetParam());
+  EXPECT_GT(p.memory_bytes, 0u);
+  EXPECT_GE(p.copy_engines, 1u);
+}
+
+TEST_P(DeviceConformance, AllocationIsAccountedAndReturned) {
+  const std::size_t before = device_->memory_used();
+  auto a = device_->alloc(1000);
+  auto b = device_->alloc(1 << 20);
+  EXPECT_NE(a.handle, b.handle);
+  EXPECT_EQ(a.bytes, 1000u);
+  EXPECT_GE(device_->memory_used(), before + 1000 + (1 << 20));
+  device_->free(a);
+  device_->free(b);
+  EXPECT_EQ(device_->memory_used(), before);
+}
+
+TEST_P(DeviceConformance, ZeroSizeAllocationIsAnError) {
+  EXPECT_THROW(device_->alloc(0), hdsm::InvalidArgument);
+}
+
+TEST_P(DeviceConformance, AllocationAboveCapacityFailsWithTypedErrorAndLosesNothing) {
+  auto keep = device_->alloc(4096);
+  const auto data = pattern(4096, 1);
+  queue_->copy_to_device(keep, 0, data.data(), data.size());
+  const std::size_t used = device_->memory_used();
+  const std::size_t too_much = device_->properties().memory_bytes + 1;
+  try {
+    (void)device_->alloc(too_much);
+    FAIL() << "an allocation above capacity succeeded";
+  } catch (const hdsm::OutOfDeviceMemory& e) {
+    EXPECT_EQ(e.requested(), too_much);
+    EXPECT_NE(std::string(e.what()).find(device_->name()), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(device_->memory_used(), used);
+  // Filling the device exactly still works after the failure, and the kept data is intact.
+  auto rest = device_->alloc(device_->properties().memory_bytes - used);
+  std::vector<unsigned char> back(4096);
+  queue_->copy_to_host(back.data(), keep, 0, back.size());
+  queue_->synchronize();
+  EXPECT_EQ(back, data);
+  device_->free(rest);
+  device_->free(keep);
+}
+
+TEST_P(DeviceConformance, DoubleAndForeignFreesAreErrors) {
+  auto a = device_->alloc(256);
+  device_->free(a);
+  EXPECT_THROW(device_->free(a), hdsm::InvalidPointer);
+  EXPECT_THROW(device_->free(hdsm::DeviceBuffer{0x1234, 16}), hdsm::InvalidPointer);
+  EXPECT_THROW(device_->free(hdsm::DeviceBuffer{}), hdsm::InvalidPointer);
+  if (hdsm::Device* other = other_device()) {
+    auto b = other->alloc(256);
+    EXPECT_THROW(device_->free(b), hdsm::InvalidPointer);
+    other->free(b);
+  }
+}
+
+TEST_P(DeviceConformance, RoundTripPageableAndPinnedAtManySizes) {
+  for (std::size_t n : {std::size_t{1}, std::size_t{4096 + 7}, std::size_t{3 << 20} + 5}) {
+    auto buf = device_->alloc(n + 64);
+    const auto in = pattern(n, static_cast<unsigned>(n));
+    // pageable in, pinned out, at an offset
+    queue_->copy_to_device(buf, 64, in.data(), n);
+    auto* pinned = static_cast<unsigned char*>(device_->alloc_pinned(n));
+    EXPECT_TRUE(device_->is_pinned(pinned, n));
+    queue_->copy_to_host(pinned, buf, 64, n);
+    queue_->synchronize();
+    EXPECT_EQ(0, std::memcmp(pinned, in.data(), n)) << "pinned read back of " << n << " bytes";
+    // pinned in, pageable out
+    const auto in2 = pattern(n, 99);
+    std::memcpy(pinned, in2.data(), n);
+    queue_->copy_to_device(buf, 0, pinned, n);
+    std::vector<unsigned char> out(n);
+    queue_->copy_to_host(out.data(), buf, 0, n);
+    queue_->synchronize();
+    EXPECT_EQ(out, in2) << "pageable read back of " << n << " bytes";
+    device_->free_pinned(pinned);
+    device_->free(buf);
+  }
+}
+
+TEST_P(DeviceConformance, CopiesOnOneDeviceAndFill) {
+  const std::size_t n = 100000;
+  auto a = device_->alloc(n), b = device_->alloc(n);
+  const auto in = pattern(n, 5);
+  queue_->copy_to_device(a, 0, in.data(), n);
+  queue_->copy_on_device(b, 10, a, 0, n - 10);
+  queue_->fill(b, 0, 10, 0x3C);
+  std::vector<unsigned char> out(n);
+  queue_->copy_to_host(out.data(), b, 0, n);
+  queue_->synchronize();
+  for (std::size_t i = 0; i < 10; ++i) ASSERT_EQ(out[i], 0x3C) << i;
+  EXPECT_TRUE(std::equal(out.begin() + 10, out.end(), in.begin()));
+  device_->free(a);
+  device_->free(b);
+}
+
+TEST_P(DeviceConformance, CopiesPastTheEndAreRejectedAndEnqueueNothing) {
+  auto a = device_->alloc(4096);
+  std::vector<unsigned char> host(8192, 0x11);
+  EXPECT_THROW(queue_->copy_to_device(a, 0, host.data(), 4097), hdsm::InvalidArgument);
+  EXPECT_THROW(queue_->copy_to_device(a, 4000, host.data(), 100), hdsm::InvalidArgument);
+  EXPECT_THROW(queue_->copy_to_host(host.data(), a, 1, 4096), hdsm::InvalidArgument);
+  EXPECT_THROW(queue_->copy_to_host(host.data(), a, SIZE_MAX, 2), hdsm::InvalidArgument);
+  EXPECT_THROW(queue_->copy_on_device(a, 0, a, 2048, 4096), hdsm::InvalidArgument);
+  EXPECT_THROW(queue_->fill(a, 4096, 1, 0), hdsm::InvalidArgument);
+  EXPECT_THROW(queue_->copy_to_device(a, 0, nullptr, 16), hdsm::InvalidArgument);
+  device_->free(a);
+  EXPECT_THROW(queue_->copy_to_device(a, 0, host.data(), 16), hdsm::InvalidPointer);
+  EXPECT_NO_THROW(queue_->synchronize());
+}
+
+TEST_P(DeviceConformance, PeerCopiesWhereCapable) {
+  hdsm::Device* other = other_device();
+  if (other == nullptr) GTEST_SKIP() << "only one " << GetParam() << " device";
+  const std::size_t n = (1 << 20) + 3;
+  auto src = other->alloc(n);
+  auto dst = device_->alloc(n);
+  const auto in = pattern(n, 7);
+  auto other_queue = other->create_queue();
+  other_queue->copy_to_device(src, 0, in.data(), n);
+  other_queue->synchronize();
+  if (!device_->can_access_peer(*other)) {
+    EXPECT_THROW(queue_->copy_from_peer(dst, 0, *other, src, 0, n), hdsm::Unsupported);
+  } else {
+    EXPECT_TRUE(other->can_access_peer(*device_));
+    queue_->copy_from_peer(dst, 0, *other, src, 0, n);
+    std::vector<unsigned char> out(n);
+    queue_->copy_to_host(out.data(), dst, 0, n);
+    queue_->synchronize();
+    EXPECT_EQ(out, in);
+    EXPECT_THROW(queue_->copy_from_peer(dst, 1, *other, src, 0, n), hdsm::InvalidArgument);
+  }
+  EXPECT_FALSE(device_->can_access_peer(*device_));
+  device_->free(dst);
+  other->free(src);
+}
+
+TEST_P(DeviceConformance, EventsOrderWorkAcrossQueues) {
+  // A large copy then a marker on queue A; queue B waits for A's event before reading. Without the
+  // wait, B's read would overtake A's copies.
+  const std::size_t n = 32 << 20;
+  auto buf = device_->alloc(n);
+  std::vector<unsigned char> big(n, 0x5A);
+  auto q2 = device_->create_queue();
+  queue_->copy_to_device(buf, 0, big.data(), n);
+  const unsigned char marker[4] = {1, 2, 3, 4};
+  queue_->copy_to_device(buf, n - 4, marker, 4);
+  hdsm::Event done = queue_->record();
+  q2->wait(done);
+  unsigned char seen[4] = {};
+  q2->copy_to_host(seen, buf, n - 4, 4);
+  hdsm::Event read = q2->record();
+  read.wait();
+  EXPECT_TRUE(done.query());
+  EXPECT_TRUE(read.query());
+  EXPECT_EQ(0, std::memcmp(seen, marker, 4));
+  EXPECT_TRUE(hdsm::Event().query());
+  device_->free(buf);
+}
+
+TEST_P(DeviceConformance, KernelLaunchWithBuffersAndValues) {
+  const int n = 1000;  // not a multiple of the block
+  auto a = device_->alloc(n * sizeof(float)), b = device_->alloc(n * sizeof(float)), c = device_->alloc(n * sizeof(float));
+  std::vector<float> ha(n), hb(n), hc(n, -1.f);
+  std::iota(ha.begin(), ha.end(), 0.f);
+  std::iota(hb.begin(), hb.end(), 1000.f);
+  auto vecadd = hdsm::per_thread("vecadd", [](const hdsm::Thread& t, const float* x, const float* y, float* z, int count) {
+    const auto i = t.global_x();
+    if (i < static_cast<std::uint64_t>(count)) z[i] = x[i] + y[i];
+  });
+  queue_->copy_to_device(a, 0, ha.data(), n * sizeof(float));
+  queue_->copy_to_device(b, 0, hb.data(), n * sizeof(float));
+  const hdsm::KernelArg args[] = {hdsm::KernelArg::buffer(a), hdsm::KernelArg::buffer(b), hdsm::KernelArg::buffer(c),
+                                  hdsm::KernelArg::value(n)};
+  queue_->launch(vecadd, hdsm::cover(n, 128), args);
+  queue_->copy_to_host(hc.data(), c, 0, n * sizeof(float));
+  queue_->synchronize();
+  for (int i = 0; i < n; ++i) ASSERT_EQ(hc[i], ha[i] + hb[i]) << i;
+  EXPECT_EQ(runtime_->stats().kernel_launches, 1u);
+  for (auto buf : {a, b, c}) device_->free(buf);
+}
+
+TEST_P(DeviceConformance, KernelErrorsAreTyped) {
+  auto a = device_->alloc(64);
+  hdsm::Kernel no_body{"opencl_only", {}, "__kernel void k() {}", nullptr};
+  const hdsm::KernelArg none[] = {hdsm::KernelArg::value(0)};
+  if (device_->properties().backend == hdsm::Backend::sim) {
+    EXPECT_THROW(queue_->launch(no_body, hdsm::cover(1), none), hdsm::Unsupported);
+  }
+  auto wrong_count = hdsm::per_thread("two_args", [](const hdsm::Thread&, int, int) {});
+  queue_->launch(wrong_count, hdsm::cover(1), none);
+  EXPECT_THROW(queue_->synchronize(), hdsm::InvalidArgument);
+  auto throws = hdsm::per_thread("throws", [](const hdsm::Thread& t, int) {
+    if (t.global_x() == 3) throw std::runtime_error("boom");
+  });
+  queue_->launch(throws, hdsm::cover(8, 4), none);
+  EXPECT_THROW(queue_->synchronize(), hdsm::KernelFailure);
+  const hdsm::KernelArg freed[] = {hdsm::KernelArg::buffer(a, 65)};
+  EXPECT_THROW(queue_->launch(throws, hdsm::cover(1), freed), hdsm::InvalidArgument);
+  device_->free(a);
+  EXPECT_NO_THROW(queue_->synchronize());
+}
+
+TEST_P(DeviceConformance, CountersSeeEveryRoute) {
+  runtime_->reset_stats();
+  auto a = device_->alloc(5000), b = device_->alloc(5000);
+  std::vector<unsigned char> h(5000, 1);
+  queue_->copy_to_device(a, 0, h.data(), 5000);
+  queue_->copy_on_device(b, 0, a, 0, 3000);
+  queue_->copy_to_host(h.data(), b, 0, 2000);
+  queue_->synchronize();
+  const auto s = runtime_->stats();
+  EXPECT_EQ(s.route(hdsm::Route::h2d).bytes, 5000u);
+  EXPECT_EQ(s.route(hdsm::Route::d2d).bytes, 3000u);
+  EXPECT_EQ(s.route(hdsm::Route::d2h).bytes, 2000u);
+  EXPECT_EQ(s.route(hdsm::Route::d2d).transfers, 1u);
+  device_->free(a);
+  device_->free(b);
+}
+
+TEST_P(DeviceConformance, PinnedMemoryRegistry) {
+  void* p = device_->alloc_pinned(10000);
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(device_->is_pinned(static_cast<char*>(p) + 100, 9900));
+  EXPECT_FALSE(device_->is_pinned(static_cast<char*>(p) + 100, 1u << 20));
+  std::vector<char> pageable(16);
+  EXPECT_FALSE(device_->is_pinned(pageable.data(), 16));
+  EXPECT_THROW(device_->alloc_pinned(0), hdsm::InvalidArgument);
+  device_->free_pinned(p);
+  EXPECT_THROW(device_->free_pinned(p), hdsm::InvalidPointer);
+  EXPECT_THROW(device_->free_pinned(pageable.data()), hdsm::InvalidPointer);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, DeviceConformance, ::testing::Values("sim", "opencl", "cuda"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace

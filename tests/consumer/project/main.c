@@ -1,0 +1,15 @@
+/* A C program built against the installed hdsm with pkg-config. */
+#include <hdsm/hdsm.h>
+#include <stdio.h>
+
+int main(void) {
+  size_t count = 0;
+  if (hdsm_config_set("HDSM_SIM_DEVICES", "3") != HDSM_SUCCESS || hdsm_device_count(&count) != HDSM_SUCCESS) {
+    printf("error: %s\n", hdsm_last_error());
+    return 1;
+  }
+  if (count != 3) return printf("expected 3 devices, got %zu\n", count), 1;
+  if (hdsm_config_set("HDSM_SIM_MEMORY", "oops") == HDSM_SUCCESS) return printf("bad value accepted\n"), 1;
+  printf("consumer_c: hdsm %s, %zu devices ok\n", hdsm_version(), count);
+  return 0;
+}

@@ -1,0 +1,130 @@
+// The runtime: device selection, statistics at exit, tracing and the C API.
+#include <hdsm/hdsm.h>
+#include <hdsm/hdsm.hpp>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <string>
+#include <unistd.h>
+
+namespace {
+
+hdsm::Config small() {
+  auto c = hdsm::Config::defaults();
+  c.set("HDSM_SIM_MEMORY", "64MiB").set("HDSM_SIM_LINK_GBPS", "0").set("HDSM_SIM_LATENCY_US", "0");
+  return c;
+}
+
+TEST(Runtime, DefaultDeviceFollowsHdsmDevice) {
+  auto c = small();
+  c.set("HDSM_SIM_DEVICES", "3").set("HDSM_DEVICE", "sim:2");
+  hdsm::Runtime rt(c);
+  EXPECT_EQ(rt.default_device().name(), "sim2");
+  EXPECT_EQ(rt.devices().size(), 3u);
+  EXPECT_THROW((void)rt.device(3), hdsm::InvalidArgument);
+}
+
+TEST(Runtime, MissingDeviceListsWhatExists) {
+  auto c = small();
+  c.set("HDSM_DEVICE", "opencl");
+  try {
+    hdsm::Runtime rt(c);
+    FAIL() << "opencl device found where none exists";
+  } catch (const hdsm::NoDevice& e) {
+    EXPECT_NE(std::string(e.what()).find("sim0"), std::string::npos) << e.what();
+  }
+  c.set("HDSM_DEVICE", "sim:7");
+  EXPECT_THROW(hdsm::Runtime{c}, hdsm::NoDevice);
+  c.set("HDSM_DEVICE", "sim:x");
+  EXPECT_THROW(hdsm::Runtime{c}, hdsm::ConfigError);
+}
+
+TEST(Runtime, StatsArePrintedAtExitWhenAsked) {
+  EXPECT_EXIT(
+      {
+        auto c = small();
+        c.set("HDSM_STATS", "1");
+        {
+          hdsm::Runtime rt(c);
+          auto& d = rt.default_device();
+          auto q = d.create_queue();
+          auto b = d.alloc(4096);
+          char host[4096] = {};
+          q->copy_to_device(b, 0, host, sizeof host);
+          q->synchronize();
+          d.free(b);
+        }
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "hdsm statistics(.|\n)*sim0 H2D +4096 +1");
+}
+
+TEST(Runtime, TraceHasOneLanePerEngineQueueAndHostThread) {
+  char path[] = "hdsm-trace-XXXXXX.json";
+  const int fd = ::mkstemps(path, 5);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  {
+    auto c = small();
+    c.set("HDSM_TRACE", path);
+    hdsm::Runtime rt(c);
+    auto& d = rt.default_device();
+    auto q = d.create_queue();
+    auto b = d.alloc(1 << 16);
+    void* pinned = d.alloc_pinned(1 << 16);
+    q->copy_to_device(b, 0, pinned, 1 << 16);
+    q->copy_to_host(pinned, b, 0, 1 << 16);
+    auto k = hdsm::per_thread("noop", [](const hdsm::Thread&, int) {});
+    const hdsm::KernelArg args[] = {hdsm::KernelArg::value(1)};
+    q->launch(k, hdsm::cover(64), args);
+    q->synchronize();
+    d.free_pinned(pinned);
+    d.free(b);
+  }
+  std::ifstream in(path);
+  const auto doc = nlohmann::json::parse(in);
+  std::remove(path);
+  std::map<int, std::string> lanes;
+  std::multiset<std::string> spans_by_lane;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") lanes[e["tid"].get<int>()] = e["args"]["name"];
+  }
+  for (const auto& e : doc["traceEvents"])
+    if (e["ph"] == "X") spans_by_lane.insert(lanes.at(e["tid"].get<int>()) + ": " + e["name"].get<std::string>());
+  EXPECT_EQ(spans_by_lane.count("sim0 H2D engine: H2D 64 KiB"), 1u);
+  EXPECT_EQ(spans_by_lane.count("sim0 D2H engine: D2H 64 KiB"), 1u);
+  EXPECT_EQ(spans_by_lane.count("sim0 queue 0: kernel noop"), 1u);
+  bool host_lane = false;
+  for (const auto& s : spans_by_lane) host_lane |= s.starts_with("host thread") && s.find("synchronize sim0") != std::string::npos;
+  EXPECT_TRUE(host_lane);
+}
+
+// The C API uses the implicit default runtime; run it in a child so the settings stay local.
+TEST(CApi, ConfigDevicesStatsAndErrors) {
+  EXPECT_EXIT(
+      {
+        bool ok = hdsm_config_set("HDSM_SIM_DEVICES", "3") == HDSM_SUCCESS;
+        ok &= hdsm_config_set("HDSM_SIM_MEMORY", "32MiB") == HDSM_SUCCESS;
+        ok &= hdsm_config_set("HDSM_SIM_DEVICES", "zero") == HDSM_ERROR_CONFIG;
+        ok &= std::string(hdsm_last_error()).find("HDSM_SIM_DEVICES=zero") != std::string::npos;
+        ok &= hdsm_config_set(nullptr, "1") == HDSM_ERROR_INVALID_ARGUMENT;
+        size_t count = 0;
+        ok &= hdsm_device_count(&count) == HDSM_SUCCESS && count == 3;
+        hdsm_device_info info;
+        ok &= hdsm_device_get_info(1, &info) == HDSM_SUCCESS && std::string(info.name) == "sim1" &&
+              std::string(info.backend) == "sim" && info.memory_bytes == (32u << 20);
+        ok &= hdsm_device_get_info(9, &info) == HDSM_ERROR_INVALID_ARGUMENT;
+        ok &= hdsm_config_set("HDSM_SIM_DEVICES", "2") == HDSM_ERROR_CONFIG;  // too late
+        hdsm_stats s;
+        ok &= hdsm_stats_get(&s) == HDSM_SUCCESS && s.h2d.bytes == 0 && s.kernel_launches == 0;
+        ok &= hdsm_stats_reset() == HDSM_SUCCESS;
+        std::exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+}  // namespace

@@ -1,0 +1,109 @@
+// Configuration: parsing, validation and error messages of HDSM_* knobs.
+#include <hdsm/config.hpp>
+#include <hdsm/error.hpp>
+
+#include "runtime/peer_groups.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+namespace {
+
+std::string config_error(const std::string& name, const std::string& value) {
+  try {
+    hdsm::Config::defaults().set(name, value);
+  } catch (const hdsm::ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Config, DefaultsCoverEveryKnob) {
+  const auto c = hdsm::Config::defaults();
+  for (const auto& k : hdsm::knobs()) {
+    EXPECT_NO_THROW((void)c.get(k.name)) << k.name;
+    EXPECT_TRUE(std::string(k.name).starts_with("HDSM_")) << k.name;
+    EXPECT_FALSE(k.description.empty()) << k.name;
+  }
+  EXPECT_EQ(c.integer("HDSM_SIM_DEVICES"), 2);
+  EXPECT_EQ(c.size("HDSM_SIM_MEMORY"), std::uint64_t{4} << 30);
+  EXPECT_DOUBLE_EQ(c.real("HDSM_SIM_LATENCY_US"), 5.0);
+  EXPECT_FALSE(c.boolean("HDSM_SIM_POISON"));
+}
+
+TEST(Config, DefaultsAreValidValues) {
+  for (const auto& k : hdsm::knobs())
+    EXPECT_NO_THROW(hdsm::Config::defaults().set(k.name, k.default_value)) << k.name;
+}
+
+TEST(Config, ProgrammaticSettingsAreTyped) {
+  auto c = hdsm::Config::defaults();
+  c.set("HDSM_SIM_DEVICES", "4").set("HDSM_SIM_MEMORY", "64MiB").set("HDSM_SIM_POISON", "on");
+  EXPECT_EQ(c.integer("HDSM_SIM_DEVICES"), 4);
+  EXPECT_EQ(c.size("HDSM_SIM_MEMORY"), std::uint64_t{64} << 20);
+  EXPECT_TRUE(c.boolean("HDSM_SIM_POISON"));
+  c.set("HDSM_SIM_MEMORY", "1.5G");
+  EXPECT_EQ(c.size("HDSM_SIM_MEMORY"), std::uint64_t{3} << 29);
+}
+
+TEST(Config, InvalidValuesNameVariableValueAndRange) {
+  const std::string e = config_error("HDSM_SIM_DEVICES", "abc");
+  EXPECT_NE(e.find("HDSM_SIM_DEVICES"), std::string::npos) << e;
+  EXPECT_NE(e.find("abc"), std::string::npos) << e;
+  EXPECT_NE(e.find("1..64"), std::string::npos) << e;
+  EXPECT_NE(config_error("HDSM_SIM_DEVICES", "0"), "");
+  EXPECT_NE(config_error("HDSM_SIM_DEVICES", "65"), "");
+  EXPECT_NE(config_error("HDSM_SIM_DEVICES", "2x"), "");
+  EXPECT_NE(config_error("HDSM_SIM_MEMORY", "lots"), "");
+  EXPECT_NE(config_error("HDSM_SIM_MEMORY", "12 parsecs"), "");
+  EXPECT_NE(config_error("HDSM_SIM_MEMORY", "1KiB"), "");  // below the 1 MiB minimum
+  EXPECT_NE(config_error("HDSM_SIM_LINK_GBPS", "-1"), "");
+  EXPECT_NE(config_error("HDSM_SIM_LINK_GBPS", "nan"), "");
+  EXPECT_NE(config_error("HDSM_SIM_POISON", "maybe"), "");
+  EXPECT_NE(config_error("HDSM_SIM_PEER", "0-x"), "");
+  EXPECT_NE(config_error("HDSM_NO_SUCH_KNOB", "1"), "");
+}
+
+TEST(Config, UnknownEnvironmentVariableIsAnError) {
+  ::setenv("HDSM_SIM_DEVICEZ", "3", 1);
+  try {
+    (void)hdsm::Config::from_environment();
+    ADD_FAILURE() << "an unknown HDSM_ variable was accepted";
+  } catch (const hdsm::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("HDSM_SIM_DEVICEZ"), std::string::npos);
+  }
+  ::unsetenv("HDSM_SIM_DEVICEZ");
+}
+
+TEST(Config, EnvironmentOverridesDefaults) {
+  ::setenv("HDSM_SIM_DEVICES", "3", 1);
+  EXPECT_EQ(hdsm::Config::from_environment().integer("HDSM_SIM_DEVICES"), 3);
+  ::setenv("HDSM_SIM_DEVICES", "many", 1);
+  EXPECT_THROW((void)hdsm::Config::from_environment(), hdsm::ConfigError);
+  ::unsetenv("HDSM_SIM_DEVICES");
+}
+
+TEST(Config, ParseSize) {
+  EXPECT_EQ(hdsm::parse_size("4096"), 4096u);
+  EXPECT_EQ(hdsm::parse_size("64K"), 65536u);
+  EXPECT_EQ(hdsm::parse_size("64 KiB"), 65536u);
+  EXPECT_EQ(hdsm::parse_size("2MB"), 2u << 20);
+  EXPECT_THROW(hdsm::parse_size(""), hdsm::InvalidArgument);
+  EXPECT_THROW(hdsm::parse_size("K"), hdsm::InvalidArgument);
+  EXPECT_THROW(hdsm::parse_size("0.3"), hdsm::InvalidArgument);
+}
+
+TEST(PeerGroups, Parse) {
+  using V = std::vector<int>;
+  EXPECT_EQ(hdsm::parse_peer_groups("all", 3), (V{0, 0, 0}));
+  EXPECT_EQ(hdsm::parse_peer_groups("none", 2), (V{-1, -1}));
+  EXPECT_EQ(hdsm::parse_peer_groups("0-1,2-3", 4), (V{0, 0, 1, 1}));
+  EXPECT_EQ(hdsm::parse_peer_groups("1-2", 4), (V{-1, 0, 0, -1}));
+  EXPECT_THROW(hdsm::parse_peer_groups("0-1,1-2", 4), hdsm::InvalidArgument);
+  EXPECT_THROW(hdsm::parse_peer_groups("2-1", 4), hdsm::InvalidArgument);
+  EXPECT_THROW(hdsm::parse_peer_groups("0-4", 4), hdsm::InvalidArgument);
+}
+
+}  // namespace
