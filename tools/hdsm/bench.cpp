@@ -1,0 +1,175 @@
+// `hdsm bench`: run suites on one device and write CSV, JSON, SVG plots and report.md.
+#include "commands.hpp"
+#include "common.hpp"
+#include "measure.hpp"
+#include "plot.hpp"
+#include "report.hpp"
+#include "suite.hpp"
+#include "table.hpp"
+
+#include <hdsm/hdsm.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+
+#include <unistd.h>
+
+namespace hdsm::tool {
+namespace fs = std::filesystem;
+namespace {
+
+std::string known_suites() {
+  std::vector<std::string_view> names;
+  for (const Suite& suite : suites()) names.push_back(suite.name);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+std::vector<const Suite*> select_suites(const std::vector<std::string>& names) {
+  std::vector<const Suite*> selected;
+  if (names.empty()) {
+    for (const Suite& suite : suites()) selected.push_back(&suite);
+    return selected;
+  }
+  for (const auto& name : names) {
+    const Suite* suite = find_suite(name);
+    if (suite == nullptr)
+      throw UsageError(fmt::format("unknown suite '{}'; known suites: {}", name, known_suites()));
+    if (std::find(selected.begin(), selected.end(), suite) == selected.end()) selected.push_back(suite);
+  }
+  return selected;
+}
+
+Device& select_device(const Runtime& runtime, const std::string& wanted) {
+  if (wanted.empty()) return runtime.default_device();
+  const auto devices = runtime.devices();
+  const bool is_index = wanted.size() < 6 && std::all_of(wanted.begin(), wanted.end(),
+                                                         [](unsigned char c) { return std::isdigit(c); });
+  for (Device* device : devices)
+    if (device->name() == wanted || (is_index && device->properties().index == std::stoul(wanted)))
+      return *device;
+  std::vector<std::string> listed;
+  for (const Device* device : devices)
+    listed.push_back(fmt::format("{} ({})", device->properties().index, device->name()));
+  throw UsageError(fmt::format("unknown device '{}'; devices: {}", wanted, fmt::join(listed, ", ")));
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "unknown";
+  return name;
+}
+
+void print_suite_list() {
+  Table table({"suite", "description"});
+  for (const Suite& suite : suites())
+    table.add_row({std::string(suite.name), std::string(suite.description)});
+  fmt::print("{}", table.text());
+}
+
+/// Plots, CSV and JSON of one finished suite. Returns false when a plot could not be drawn.
+bool write_suite_outputs(const fs::path& out, const RunInfo& run, SuiteOutcome& outcome, bool draw_plots) {
+  const std::string name(outcome.suite->name);
+  bool plots_ok = true;
+  for (const Plot& plot : outcome.results.plots()) {
+    std::string file;
+    if (draw_plots) {
+      file = fmt::format("{}-{}.svg", name, plot.id);
+      try {
+        render_svg(outcome.results, plot, out / file);
+      } catch (const std::exception& e) {
+        fmt::print(stderr, "hdsm: error: {}\n", e.what());
+        outcome.plot_problem = e.what();
+        file.clear();
+        plots_ok = false;
+      }
+    } else {
+      outcome.plot_problem = "gnuplot was not found on the PATH";
+    }
+    outcome.svg_files.push_back(file);
+  }
+  write_file(out / (name + ".csv"), results_csv(outcome.results));
+  write_file(out / (name + ".json"), suite_json(run, outcome).dump(2) + "\n");
+  return plots_ok;
+}
+
+/// Outputs of an earlier run would pass for this run's: remove them when the suite failed.
+void remove_stale_outputs(const fs::path& out, const SuiteOutcome& outcome) {
+  const std::string name(outcome.suite->name);
+  std::error_code ignored;
+  fs::remove(out / (name + ".csv"), ignored);
+  fs::remove(out / (name + ".json"), ignored);
+  for (const Plot& plot : outcome.results.plots())
+    fs::remove(out / fmt::format("{}-{}.svg", name, plot.id), ignored);
+}
+
+}  // namespace
+
+int run_bench(const BenchOptions& options) {
+  if (options.list) {
+    print_suite_list();
+    return 0;
+  }
+  const std::vector<const Suite*> selected = select_suites(options.suites);
+  Runtime runtime(Config::from_environment());
+  Device& device = select_device(runtime, options.device);
+
+  const fs::path out = options.out.empty() ? fs::path(".") : fs::path(options.out);
+  std::error_code error;
+  fs::create_directories(out, error);
+  if (error || !fs::is_directory(out))
+    throw std::runtime_error(fmt::format("cannot create the output folder {}: {}", out.string(),
+                                         error ? error.message() : "a file of that name exists"));
+
+  const bool draw_plots = gnuplot_available();
+  if (!draw_plots)
+    fmt::print(stderr,
+               "hdsm: gnuplot not found on the PATH: skipping plots (CSV, JSON and report.md are still "
+               "written; install gnuplot-nox to get SVG plots)\n");
+
+  const RunInfo run{
+      utc_timestamp(), version(), host_name(), device.properties(), changed_knobs(runtime.config()),
+      options.quick};
+  std::vector<std::string_view> names;
+  for (const Suite* suite : selected) names.push_back(suite->name);
+  fmt::print(stderr, "hdsm bench: {} on {}{}, output in {}\n", fmt::join(names, ", "), device.name(),
+             options.quick ? " (quick)" : "", out.string());
+
+  std::vector<SuiteOutcome> outcomes;
+  bool ok = true;
+  for (const Suite* suite : selected) {
+    SuiteOutcome outcome;
+    outcome.suite = suite;
+    Stopwatch watch;
+    {
+      Progress progress(std::string(suite->name), stderr);
+      SuiteContext context{runtime, device, options.quick, progress, outcome.results};
+      try {
+        suite->run(context);
+      } catch (const std::exception& e) {
+        progress.interrupt();
+        outcome.error = e.what();
+      }
+    }
+    outcome.seconds = watch.seconds();
+    if (outcome.failed()) {
+      fmt::print(stderr, "hdsm: error: suite '{}' failed: {}\n", suite->name, outcome.error);
+      remove_stale_outputs(out, outcome);
+      ok = false;
+    } else {
+      ok = write_suite_outputs(out, run, outcome, draw_plots) && ok;
+      fmt::print(stderr, "[{}] done in {:.1f} s\n", suite->name, outcome.seconds);
+    }
+    outcomes.push_back(std::move(outcome));
+  }
+
+  const fs::path report = out / "report.md";
+  write_file(report, report_markdown(run, outcomes));
+  fmt::print(stderr, "hdsm bench: wrote {}\n", report.string());
+  fmt::print("{}", summary_text(outcomes));
+  return ok ? 0 : kExitFailure;
+}
+
+}  // namespace hdsm::tool

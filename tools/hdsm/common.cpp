@@ -1,0 +1,105 @@
+#include "common.hpp"
+
+#include <hdsm/error.hpp>
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <ctime>
+
+namespace hdsm::tool {
+namespace {
+
+bool same_value(const KnobInfo& knob, const std::string& value) {
+  if (value == knob.default_value) return true;
+  try {
+    switch (knob.type) {
+      case KnobType::size:
+        return parse_size(value) == parse_size(knob.default_value);
+      case KnobType::real:
+        return std::stod(value) == std::stod(std::string(knob.default_value));
+      default:
+        return false;
+    }
+  } catch (const std::exception&) {
+    return false;  // not comparable as numbers (e.g. an empty default): the texts decide
+  }
+}
+
+}  // namespace
+
+std::vector<ChangedKnob> changed_knobs(const Config& config) {
+  std::vector<ChangedKnob> changed;
+  for (const KnobInfo& knob : knobs()) {
+    const std::string& value = config.get(knob.name);
+    if (!same_value(knob, value))
+      changed.push_back({std::string(knob.name), knob.type, value, std::string(knob.default_value)});
+  }
+  return changed;
+}
+
+std::string display_value(KnobType type, std::string_view value) {
+  if (value.empty()) return "(empty)";
+  if (type == KnobType::size) {
+    try {
+      return format_bytes(parse_size(value));
+    } catch (const std::exception&) {
+      // not a size after all: show the text
+    }
+  }
+  return std::string(value);
+}
+
+std::string_view knob_type_name(KnobType type) {
+  switch (type) {
+    case KnobType::integer:
+      return "integer";
+    case KnobType::size:
+      return "size";
+    case KnobType::real:
+      return "real";
+    case KnobType::boolean:
+      return "boolean";
+    case KnobType::choice:
+      return "choice";
+    case KnobType::text:
+      return "text";
+    case KnobType::peer_groups:
+      return "peer groups";
+  }
+  return "unknown";
+}
+
+std::string short_bytes(std::size_t bytes) {
+  static constexpr const char* units[] = {"", "K", "M", "G", "T"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024.0 && unit < 4) {
+    value /= 1024.0;
+    ++unit;
+  }
+  if (value == std::floor(value)) return fmt::format("{}{}", static_cast<std::uint64_t>(value), units[unit]);
+  return fmt::format("{:.1f}{}", value, units[unit]);
+}
+
+std::string format_gbps(double gbps) { return fmt::format("{} GB/s", format_number(gbps)); }
+
+std::string format_number(double value) {
+  const double magnitude = std::fabs(value);
+  if (value == 0) return "0";
+  if (magnitude >= 100) return fmt::format("{:.0f}", value);
+  if (magnitude >= 10) return fmt::format("{:.1f}", value);
+  if (magnitude >= 0.1) return fmt::format("{:.2f}", value);
+  return fmt::format("{:.3g}", value);
+}
+
+std::string utc_timestamp() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+}  // namespace hdsm::tool

@@ -1,0 +1,56 @@
+// Small helpers shared by the subcommands of the hdsm tool.
+#pragma once
+
+#include <hdsm/config.hpp>
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hdsm::tool {
+
+/// A mistake on the command line (unknown suite, unknown device): exit code 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+inline constexpr std::size_t KiB = 1024;
+inline constexpr std::size_t MiB = 1024 * KiB;
+inline constexpr std::size_t GiB = 1024 * MiB;
+
+/// A knob whose active value differs from its default.
+struct ChangedKnob {
+  std::string name;
+  KnobType type;
+  std::string value;  // as the configuration holds it (sizes in bytes)
+  std::string default_value;
+};
+
+/// A knob value for people: sizes as "1 GiB", empty text as "(empty)", anything else unchanged.
+std::string display_value(KnobType type, std::string_view value);
+
+/// The knobs of `config` that differ from their defaults, in documentation order. Sizes and reals
+/// are compared by value, so "4GiB" and "4 GiB" count as the same setting.
+std::vector<ChangedKnob> changed_knobs(const Config& config);
+
+std::string_view knob_type_name(KnobType type);
+
+/// Compact byte count for axis labels and narrow columns: "4K", "64K", "1M", "256M", "1.5G".
+std::string short_bytes(std::size_t bytes);
+
+/// A rate in GB/s (1e9 bytes per second) with a precision that suits its magnitude.
+std::string format_gbps(double gbps);
+
+/// A plain number with about three significant digits and no exponent for everyday magnitudes.
+std::string format_number(double value);
+
+/// Current UTC time as ISO 8601 ("2024-05-01T12:34:56Z").
+std::string utc_timestamp();
+
+}  // namespace hdsm::tool

@@ -1,0 +1,154 @@
+// `hdsm info`: the devices, a measured link bandwidth per device, the peer matrix and the active
+// non-default configuration.
+#include "commands.hpp"
+#include "common.hpp"
+#include "device_memory.hpp"
+#include "measure.hpp"
+#include "table.hpp"
+
+#include <hdsm/hdsm.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <stdexcept>
+
+namespace hdsm::tool {
+namespace {
+
+constexpr std::size_t kProbeBytes = 16 * MiB;
+constexpr int kProbeCopies = 3;
+
+struct LinkProbe {
+  double h2d_gbps = 0;
+  double d2h_gbps = 0;
+};
+
+/// Time kProbeCopies pinned copies each way after one warm-up copy.
+LinkProbe probe_link(Device& device) {
+  const std::size_t free_bytes = device.properties().memory_bytes - device.memory_used();
+  const std::size_t bytes = std::min(kProbeBytes, free_bytes);
+  if (bytes == 0) throw std::runtime_error(fmt::format("{} has no free memory to probe with", device.name()));
+  PinnedMemory host(device, bytes);
+  std::memset(host.get(), 0x5a, bytes);
+  DeviceMemory buffer(device, bytes);
+  auto queue = device.create_queue();
+
+  // Each copy is timed on its own and the median kept: a probe this short is easily disturbed by
+  // other work on the machine.
+  auto rate = [&](auto&& copy) {
+    copy();
+    queue->synchronize();
+    std::array<double, kProbeCopies> seconds{};
+    for (double& s : seconds) {
+      Stopwatch watch;
+      copy();
+      queue->synchronize();
+      s = watch.seconds();
+    }
+    std::sort(seconds.begin(), seconds.end());
+    return static_cast<double>(bytes) / seconds[kProbeCopies / 2] / 1e9;
+  };
+  LinkProbe probe;
+  probe.h2d_gbps = rate([&] { queue->copy_to_device(buffer.get(), 0, host.get(), bytes); });
+  probe.d2h_gbps = rate([&] { queue->copy_to_host(host.get(), buffer.get(), 0, bytes); });
+  return probe;
+}
+
+std::string link_text(const DeviceProperties& p) {
+  if (p.link_gbps > 0) return fmt::format("{} GB/s", p.link_gbps);
+  return p.backend == Backend::sim ? "unthrottled" : "unknown";
+}
+
+void print_peer_matrix(std::span<Device* const> devices) {
+  std::size_t width = 4;  // "PEER", "HOST"
+  for (const Device* d : devices) width = std::max(width, display_width(d->name()));
+  auto cell = [&](std::string_view text) { return fmt::format("{:<{}}", text, width + 2); };
+
+  auto trimmed = [](std::string line) { return line.erase(line.find_last_not_of(' ') + 1); };
+  std::string header = "  " + cell("");
+  for (const Device* d : devices) header += cell(d->name());
+  fmt::print("Peer access (row device reading column device's memory):\n{}\n", trimmed(header));
+  for (const Device* row : devices) {
+    std::string line = "  " + cell(row->name());
+    for (const Device* col : devices)
+      line += cell(row == col ? "X" : row->can_access_peer(*col) ? "PEER" : "HOST");
+    fmt::print("{}\n", trimmed(line));
+  }
+  fmt::print("  X = same device, PEER = direct device-to-device copy, HOST = staged through host memory\n");
+}
+
+void print_configuration(const Config& config) {
+  const auto changed = changed_knobs(config);
+  if (changed.empty()) {
+    fmt::print("Configuration: every knob at its default (`hdsm config` lists them)\n");
+    return;
+  }
+  fmt::print("Configuration (knobs that differ from their defaults):\n");
+  Table table({"variable", "value", "default"});
+  for (const auto& k : changed)
+    table.add_row({k.name, display_value(k.type, k.value), display_value(k.type, k.default_value)});
+  fmt::print("{}", table.text("  "));
+}
+
+}  // namespace
+
+int run_info(const InfoOptions& options) {
+  Runtime runtime(Config::from_environment());
+  const auto devices = runtime.devices();
+  fmt::print("hdsm {}: {} device{}, default {}\n\n", version(), devices.size(),
+             devices.size() == 1 ? "" : "s", runtime.default_device().name());
+
+  std::vector<std::string> header{"#",          "name",         "backend", "memory", "copy engines",
+                                  "peer group", "link (model)", "latency"};
+  if (options.probe) {
+    header.emplace_back("H2D measured");
+    header.emplace_back("D2H measured");
+  }
+  Table table(header);
+  for (std::size_t c : {0, 4, 5, 6, 7}) table.align_right(c);
+  if (options.probe) {
+    table.align_right(8);
+    table.align_right(9);
+  }
+
+  std::vector<std::string> failures;
+  for (Device* device : devices) {
+    const DeviceProperties& p = device->properties();
+    std::vector<std::string> row{fmt::format("{}", p.index),
+                                 p.name,
+                                 std::string(to_string(p.backend)),
+                                 format_bytes(p.memory_bytes),
+                                 fmt::format("{}", p.copy_engines),
+                                 p.peer_group >= 0 ? fmt::format("{}", p.peer_group) : std::string("none"),
+                                 link_text(p),
+                                 fmt::format("{} us", p.latency_us)};
+    if (options.probe) {
+      try {
+        const LinkProbe probe = probe_link(*device);
+        row.push_back(format_gbps(probe.h2d_gbps));
+        row.push_back(format_gbps(probe.d2h_gbps));
+      } catch (const std::exception& e) {
+        row.emplace_back("failed");
+        row.emplace_back("failed");
+        failures.push_back(fmt::format("link probe of {} failed: {}", p.name, e.what()));
+      }
+    }
+    table.add_row(std::move(row));
+  }
+  fmt::print("{}", table.text());
+  if (options.probe)
+    fmt::print("  measured: median of {} pinned copies of {} each way after a warm-up copy (1 GB/s = 1e9 B/s)\n",
+               kProbeCopies, format_bytes(kProbeBytes));
+  fmt::print("\n");
+  print_peer_matrix(devices);
+  fmt::print("\n");
+  print_configuration(runtime.config());
+
+  for (const auto& failure : failures) fmt::print(stderr, "hdsm: error: {}\n", failure);
+  return failures.empty() ? 0 : kExitFailure;
+}
+
+}  // namespace hdsm::tool

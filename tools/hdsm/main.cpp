@@ -1,0 +1,65 @@
+// The hdsm command: `info`, `config` and `bench`.
+#include "commands.hpp"
+#include "common.hpp"
+
+#include <hdsm/hdsm.hpp>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include <exception>
+
+int main(int argc, char** argv) {
+  using namespace hdsm::tool;
+
+  CLI::App app{"hdsm: inspect devices and configuration, run benchmark suites", "hdsm"};
+  app.set_version_flag("--version", std::string(hdsm::version()));
+  app.require_subcommand(1);
+
+  InfoOptions info;
+  CLI::App* info_cmd = app.add_subcommand("info",
+                                          "List the devices, their measured link bandwidth, the peer "
+                                          "matrix and the non-default configuration");
+  bool no_probe = false;
+  info_cmd->add_flag("--no-probe", no_probe, "Skip the link bandwidth measurement");
+
+  bool markdown = false;
+  CLI::App* config_cmd = app.add_subcommand("config", "List every configuration knob (HDSM_* variable)");
+  config_cmd->add_flag("--markdown", markdown, "Print docs/configuration.md");
+
+  BenchOptions bench;
+  CLI::App* bench_cmd =
+      app.add_subcommand("bench", "Run benchmark suites and write CSV, JSON, SVG and report.md");
+  bench_cmd->add_option("suite", bench.suites, "Suites to run (default: all; see --list)");
+  bench_cmd->add_flag("-q,--quick", bench.quick, "Fewer sizes and shorter timing (a smoke run)");
+  bench_cmd->add_option("-d,--device", bench.device,
+                        "Device index or name (default: the runtime's default device)");
+  bench_cmd->add_option("-o,--out", bench.out, "Output folder, created if missing")->capture_default_str();
+  bench_cmd->add_flag("-l,--list", bench.list, "List the suites and exit");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : kExitUsage;
+  }
+
+  try {
+    if (*info_cmd) {
+      info.probe = !no_probe;
+      return run_info(info);
+    }
+    if (*config_cmd) return run_config(markdown);
+    if (*bench_cmd) return run_bench(bench);
+  } catch (const UsageError& e) {
+    fmt::print(stderr, "hdsm: {}\n", e.what());
+    return kExitUsage;
+  } catch (const hdsm::Error& e) {
+    fmt::print(stderr, "hdsm: error ({}): {}\n", hdsm::to_string(e.code()), e.what());
+    return kExitFailure;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "hdsm: error: {}\n", e.what());
+    return kExitFailure;
+  }
+  return kExitUsage;
+}

@@ -1,0 +1,208 @@
+#include "plot.hpp"
+
+#include "common.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string_view>
+#include <vector>
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace hdsm::tool {
+namespace {
+
+constexpr std::string_view kGnuplot = "gnuplot";
+constexpr std::size_t kMaxTicLabels = 9;
+
+/// A gnuplot single-quoted string literal (a quote inside is doubled).
+std::string gnuplot_string(std::string_view text) {
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\'') out += '\'';
+    out += c;
+  }
+  out += '\'';
+  return out;
+}
+
+struct Series {
+  std::string name;
+  std::vector<std::pair<double, double>> points;
+};
+
+std::vector<Series> collect_series(const Results& results, const Plot& plot) {
+  const std::size_t xc = results.column(plot.x), yc = results.column(plot.y),
+                    sc = results.column(plot.series);
+  std::vector<Series> series;
+  for (const auto& row : results.rows()) {
+    const std::string name = cell_text(row[sc]);
+    auto it = std::find_if(series.begin(), series.end(), [&](const Series& s) { return s.name == name; });
+    if (it == series.end()) it = series.insert(series.end(), Series{name, {}});
+    it->points.emplace_back(cell_number(row[xc]), cell_number(row[yc]));
+  }
+  for (auto& s : series) std::sort(s.points.begin(), s.points.end());
+  return series;
+}
+
+std::string byte_tics(const std::vector<Series>& series) {
+  std::vector<double> xs;
+  for (const auto& s : series)
+    for (const auto& p : s.points) xs.push_back(p.first);
+  std::sort(xs.begin(), xs.end());
+  xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
+  const std::size_t every = (xs.size() + kMaxTicLabels - 1) / kMaxTicLabels;
+  std::vector<std::string> tics;
+  for (std::size_t i = 0; i < xs.size(); i += std::max<std::size_t>(every, 1))
+    tics.push_back(fmt::format("{} {}", gnuplot_string(short_bytes(static_cast<std::size_t>(xs[i]))), xs[i]));
+  return fmt::format("set xtics ({})\n", fmt::join(tics, ", "));
+}
+
+std::string find_in_path(std::string_view program) {
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  while (true) {
+    const std::size_t colon = dirs.find(':');
+    const std::string_view dir = dirs.substr(0, colon);
+    const std::string candidate = fmt::format("{}/{}", dir.empty() ? std::string_view(".") : dir, program);
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (colon == std::string_view::npos) return {};
+    dirs.remove_prefix(colon + 1);
+  }
+}
+
+/// Ignores SIGPIPE while alive, so a gnuplot that dies early turns into EPIPE, not our death.
+class IgnoreSigpipe {
+ public:
+  IgnoreSigpipe() {
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGPIPE, &ignore, &previous_);
+  }
+  ~IgnoreSigpipe() { sigaction(SIGPIPE, &previous_, nullptr); }
+  IgnoreSigpipe(const IgnoreSigpipe&) = delete;
+  IgnoreSigpipe& operator=(const IgnoreSigpipe&) = delete;
+
+ private:
+  struct sigaction previous_ {};
+};
+
+/// Start gnuplot with its stdin on a pipe and its stdout on our stderr; returns its pid and the
+/// write end of the pipe.
+std::pair<pid_t, int> spawn_gnuplot(const Plot& plot) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0)
+    throw std::runtime_error(fmt::format("plot '{}': pipe failed: {}", plot.id, std::strerror(errno)));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[0], STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);
+  char arg0[] = "gnuplot";
+  char* argv[] = {arg0, nullptr};
+  pid_t pid = 0;
+  const int err = posix_spawnp(&pid, arg0, &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[0]);
+  if (err != 0) {
+    close(fds[1]);
+    throw std::runtime_error(
+        fmt::format("plot '{}': cannot start {}: {}", plot.id, kGnuplot, std::strerror(err)));
+  }
+  return {pid, fds[1]};
+}
+
+bool write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+}  // namespace
+
+bool gnuplot_available() { return !find_in_path(kGnuplot).empty(); }
+
+std::string gnuplot_script(const Results& results, const Plot& plot, const std::filesystem::path& svg) {
+  const std::vector<Series> series = collect_series(results, plot);
+  std::string script;
+  script += "set terminal svg size 900,560 dynamic noenhanced font 'sans,12' background rgb 'white'\n";
+  script += fmt::format("set output {}\n", gnuplot_string(svg.string()));
+  script += fmt::format("set title {}\n", gnuplot_string(plot.title));
+  script += fmt::format("set xlabel {}\n", gnuplot_string(plot.x_label.empty() ? plot.x : plot.x_label));
+  script += fmt::format("set ylabel {}\n", gnuplot_string(plot.y_label.empty() ? plot.y : plot.y_label));
+  script += "set grid\nset key outside right top\nset pointsize 0.8\n";
+  if (plot.log_x) {
+    script += fmt::format("set logscale x {}\n", plot.x_format == ValueFormat::bytes ? 2 : 10);
+    // Pad the range so the first and last points (and their tic labels) sit inside the border.
+    double lo = 0, hi = 0;
+    bool first = true;
+    for (const auto& s : series)
+      for (const auto& p : s.points) {
+        lo = first ? p.first : std::min(lo, p.first);
+        hi = first ? p.first : std::max(hi, p.first);
+        first = false;
+      }
+    if (!first && lo > 0) script += fmt::format("set xrange [{}:{}]\n", lo / 1.5, hi * 1.5);
+  }
+  if (plot.log_y) script += "set logscale y 10\n";
+  if (plot.x_format == ValueFormat::bytes) script += byte_tics(series);
+  if (!plot.log_y) script += "set yrange [0:*]\n";
+
+  std::vector<std::string> lines;
+  for (std::size_t i = 0; i < series.size(); ++i) {
+    script += fmt::format("$s{} << EOD\n", i);
+    for (const auto& [x, y] : series[i].points) script += fmt::format("{} {}\n", x, y);
+    script += "EOD\n";
+    lines.push_back(
+        fmt::format("$s{} using 1:2 with linespoints lw 2 title {}", i, gnuplot_string(series[i].name)));
+  }
+  if (lines.empty()) throw std::runtime_error(fmt::format("plot '{}' has no data", plot.id));
+  script += fmt::format("plot {}\nset output\n", fmt::join(lines, ", \\\n     "));
+  return script;
+}
+
+void render_svg(const Results& results, const Plot& plot, const std::filesystem::path& svg) {
+  const std::string script = gnuplot_script(results, plot, svg);
+  std::error_code error;
+  std::filesystem::remove(svg, error);
+
+  IgnoreSigpipe guard;
+  const auto [pid, fd] = spawn_gnuplot(plot);
+  const bool written = write_all(fd, script);
+  const int write_errno = errno;
+  close(fd);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw std::runtime_error(fmt::format("plot '{}': {} failed ({}) drawing {}", plot.id, kGnuplot,
+                                         WIFEXITED(status)
+                                             ? fmt::format("exit status {}", WEXITSTATUS(status))
+                                             : fmt::format("signal {}", WTERMSIG(status)),
+                                         svg.string()));
+  if (!written)
+    throw std::runtime_error(fmt::format("plot '{}': writing the script to {} failed: {}", plot.id, kGnuplot,
+                                         std::strerror(write_errno)));
+  const auto size = std::filesystem::file_size(svg, error);
+  if (error || size == 0)
+    throw std::runtime_error(fmt::format("plot '{}': {} wrote no {}", plot.id, kGnuplot, svg.string()));
+}
+
+}  // namespace hdsm::tool

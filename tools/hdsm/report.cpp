@@ -1,0 +1,221 @@
+#include "report.hpp"
+
+#include "table.hpp"
+
+#include <hdsm/error.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+
+namespace hdsm::tool {
+namespace {
+
+std::string csv_field(const Cell& cell) {
+  std::string text = cell_text(cell);
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) {
+    if (c == '"') quoted += '"';
+    quoted += c;
+  }
+  return quoted + '"';
+}
+
+nlohmann::ordered_json cell_json(const Cell& cell) {
+  return std::visit([](const auto& v) { return nlohmann::ordered_json(v); }, cell);
+}
+
+nlohmann::ordered_json device_json(const DeviceProperties& p) {
+  return {{"index", p.index},
+          {"name", p.name},
+          {"backend", std::string(to_string(p.backend))},
+          {"memory_bytes", p.memory_bytes},
+          {"copy_engines", p.copy_engines},
+          {"peer_group", p.peer_group},
+          {"link_gbps", p.link_gbps},
+          {"latency_us", p.latency_us}};
+}
+
+std::string value_text(const SummaryItem& item) {
+  if (item.unit == "x") return format_number(item.value) + "x";
+  if (item.unit.empty()) return format_number(item.value);
+  return fmt::format("{} {}", format_number(item.value), item.unit);
+}
+
+std::string describe_device(const DeviceProperties& p) {
+  const std::string link = p.link_gbps > 0 ? fmt::format("{} GB/s", p.link_gbps) : std::string("unthrottled");
+  return fmt::format("{} ({}, {}, {} copy engines, link {}, latency {} us)", p.name, to_string(p.backend),
+                     format_bytes(p.memory_bytes), p.copy_engines, link, p.latency_us);
+}
+
+std::string format_key(double x, ValueFormat format) {
+  if (format == ValueFormat::bytes) return format_bytes(static_cast<std::size_t>(x));
+  return format_number(x);
+}
+
+/// The data of a plot as a table: one row per x value, one column per series.
+std::string pivot_markdown(const Results& results, const Plot& plot) {
+  const std::size_t xc = results.column(plot.x), yc = results.column(plot.y),
+                    sc = results.column(plot.series);
+  std::vector<std::string> series;
+  std::map<double, std::map<std::string, double>> cells;
+  for (const auto& row : results.rows()) {
+    const std::string name = cell_text(row[sc]);
+    if (std::find(series.begin(), series.end(), name) == series.end()) series.push_back(name);
+    cells[cell_number(row[xc])][name] = cell_number(row[yc]);
+  }
+  std::vector<std::string> header{plot.x_label.empty() ? plot.x : plot.x_label};
+  header.insert(header.end(), series.begin(), series.end());
+  Table table(header);
+  for (std::size_t c = 0; c < header.size(); ++c) table.align_right(c);
+  for (const auto& [x, by_series] : cells) {
+    std::vector<std::string> row{format_key(x, plot.x_format)};
+    for (const auto& name : series) {
+      const auto it = by_series.find(name);
+      row.push_back(it == by_series.end() ? "–" : format_number(it->second));
+    }
+    table.add_row(std::move(row));
+  }
+  return table.markdown();
+}
+
+std::string summary_markdown(const Results& results) {
+  Table table({"metric", "value", "detail"});
+  table.align_right(1);
+  for (const auto& item : results.summary()) table.add_row({item.metric, value_text(item), item.detail});
+  return table.markdown();
+}
+
+}  // namespace
+
+std::string results_csv(const Results& results) {
+  std::string out = fmt::format("{}\n", fmt::join(results.columns(), ","));
+  for (const auto& row : results.rows()) {
+    std::vector<std::string> fields;
+    for (const auto& cell : row) fields.push_back(csv_field(cell));
+    out += fmt::format("{}\n", fmt::join(fields, ","));
+  }
+  return out;
+}
+
+nlohmann::ordered_json suite_json(const RunInfo& run, const SuiteOutcome& outcome) {
+  const Results& results = outcome.results;
+  nlohmann::ordered_json config = nlohmann::ordered_json::object();
+  for (const auto& knob : run.knobs) config[knob.name] = knob.value;
+
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const auto& row : results.rows()) {
+    nlohmann::ordered_json object = nlohmann::ordered_json::object();
+    for (std::size_t c = 0; c < row.size(); ++c) object[results.columns()[c]] = cell_json(row[c]);
+    rows.push_back(std::move(object));
+  }
+  nlohmann::ordered_json summary = nlohmann::ordered_json::array();
+  for (const auto& item : results.summary())
+    summary.push_back(
+        {{"metric", item.metric}, {"value", item.value}, {"unit", item.unit}, {"detail", item.detail}});
+  nlohmann::ordered_json plots = nlohmann::ordered_json::array();
+  for (std::size_t i = 0; i < results.plots().size(); ++i) {
+    const Plot& plot = results.plots()[i];
+    plots.push_back({{"id", plot.id},
+                     {"title", plot.title},
+                     {"x", plot.x},
+                     {"y", plot.y},
+                     {"series", plot.series},
+                     {"file", i < outcome.svg_files.size() && !outcome.svg_files[i].empty()
+                                  ? nlohmann::ordered_json(outcome.svg_files[i])
+                                  : nlohmann::ordered_json(nullptr)}});
+  }
+  return {{"suite", std::string(outcome.suite->name)},
+          {"description", std::string(outcome.suite->description)},
+          {"date", run.date},
+          {"hdsm_version", run.version},
+          {"host", run.host},
+          {"device", device_json(run.device)},
+          {"non_default_knobs", config},
+          {"quick", run.quick},
+          {"seconds", outcome.seconds},
+          {"columns", results.columns()},
+          {"rows", rows},
+          {"summary", summary},
+          {"notes", results.notes()},
+          {"plots", plots}};
+}
+
+std::string report_markdown(const RunInfo& run, std::span<const SuiteOutcome> outcomes) {
+  std::string md = "# hdsm bench report\n\n";
+  md +=
+      fmt::format("- date: {}\n- hdsm version: {}\n- host: {}\n- device: {}\n- mode: {}\n", run.date,
+                  run.version, run.host, describe_device(run.device), run.quick ? "quick (--quick)" : "full");
+  if (run.knobs.empty()) {
+    md += "- configuration: every knob at its default\n";
+  } else {
+    std::vector<std::string> knobs;
+    for (const auto& k : run.knobs)
+      knobs.push_back(fmt::format("`{}` = {} (default {})", k.name, display_value(k.type, k.value),
+                                  display_value(k.type, k.default_value)));
+    md += fmt::format("- configuration (non-default knobs): {}\n", fmt::join(knobs, ", "));
+  }
+
+  for (const SuiteOutcome& outcome : outcomes) {
+    const std::string name(outcome.suite->name);
+    md += fmt::format("\n## {}\n\n{}\n\n", name, outcome.suite->description);
+    if (outcome.failed()) {
+      md += fmt::format("**Failed** after {:.1f} s: {}\n", outcome.seconds, outcome.error);
+      continue;
+    }
+    md += fmt::format("Ran in {:.1f} s. Data: [{}.csv]({}.csv), [{}.json]({}.json).\n\n", outcome.seconds,
+                      name, name, name, name);
+    if (!outcome.results.summary().empty())
+      md += "### Summary\n\n" + summary_markdown(outcome.results) + "\n";
+    if (!outcome.results.notes().empty()) {
+      md += "Notes:\n\n";
+      for (const auto& note : outcome.results.notes()) md += fmt::format("- {}\n", note);
+      md += '\n';
+    }
+    const auto& plots = outcome.results.plots();
+    for (std::size_t i = 0; i < plots.size(); ++i) {
+      md += fmt::format("### {}\n\n", plots[i].title);
+      if (i < outcome.svg_files.size() && !outcome.svg_files[i].empty())
+        md += fmt::format("![{}]({})\n\n", plots[i].title, outcome.svg_files[i]);
+      else
+        md += fmt::format("(plot not drawn: {})\n\n", outcome.plot_problem);
+      md += fmt::format("{} by {}:\n\n", plots[i].y_label.empty() ? plots[i].y : plots[i].y_label,
+                        plots[i].x_label.empty() ? plots[i].x : plots[i].x_label);
+      md += pivot_markdown(outcome.results, plots[i]) + "\n";
+    }
+  }
+  while (md.size() >= 2 && md.ends_with("\n\n")) md.pop_back();
+  return md;
+}
+
+std::string summary_text(std::span<const SuiteOutcome> outcomes) {
+  Table table({"suite", "metric", "value", "detail"});
+  table.align_right(2);
+  for (const SuiteOutcome& outcome : outcomes) {
+    const std::string name(outcome.suite->name);
+    if (outcome.failed()) {
+      table.add_row({name, "FAILED", "", outcome.error});
+      continue;
+    }
+    if (outcome.results.summary().empty()) table.add_row({name, "(no summary)", "", ""});
+    for (const auto& item : outcome.results.summary())
+      table.add_row({name, item.metric, value_text(item), item.detail});
+  }
+  return table.text();
+}
+
+void write_file(const std::filesystem::path& path, std::string_view content) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  if (file) file.write(content.data(), static_cast<std::streamsize>(content.size()));
+  if (file) file.close();
+  if (!file)
+    throw std::runtime_error(fmt::format("cannot write {}: {}", path.string(), std::strerror(errno)));
+}
+
+}  // namespace hdsm::tool
