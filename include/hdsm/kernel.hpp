@@ -103,6 +103,7 @@ void run_cooperative(const BlockRun& run, FunctionRef<void(ThreadCtx&)> thread_f
 /// Block-shared allocation for cooperative threads: the k-th call of every thread of a block
 /// returns the same memory.
 void* cooperative_shared(ThreadCtx& ctx, std::size_t bytes, std::size_t align);
+void* cooperative_dynamic_shared(const ThreadCtx& ctx);
 void cooperative_sync(ThreadCtx& ctx);
 [[noreturn]] void throw_shared_overflow(const BlockRun& run, std::size_t bytes, const char* what);
 }  // namespace detail
@@ -127,7 +128,8 @@ class Block {
         for (std::uint32_t x = 0; x < bd.x; ++x) f(Thread{Dim3{x, y, z}, b, bd, gd});
   }
 
-  /// A block-shared array of n T (zero-initialised only if T's constructor does so).
+  /// A block-shared array of n T. The memory is raw (nothing is constructed) and its contents are
+  /// undefined at block start, as with __shared__.
   template <class T>
   T* shared(std::size_t n = 1) {
     return static_cast<T*>(bump(run_.shared, run_.shared_capacity, shared_used_, sizeof(T) * n,
@@ -169,6 +171,8 @@ class ThreadCtx : public Thread {
   T* shared(std::size_t n = 1) {
     return static_cast<T*>(detail::cooperative_shared(*this, sizeof(T) * n, alignof(T)));
   }
+  /// The dynamic shared memory of the launch (Launch::shared_bytes), as CUDA's extern __shared__.
+  void* dynamic_shared() const { return detail::cooperative_dynamic_shared(*this); }
   void* block_state() const { return block_state_; }
   unsigned next_shared_call() { return shared_calls_++; }
 

@@ -285,6 +285,10 @@ void cooperative_sync(ThreadCtx& ctx) {
   if (b.aborting) throw exec::BlockAbort{};
 }
 
+void* cooperative_dynamic_shared(const ThreadCtx& ctx) {
+  return static_cast<const exec::CoopBlock*>(ctx.block_state())->run.shared;
+}
+
 void* cooperative_shared(ThreadCtx& ctx, std::size_t bytes, std::size_t align) {
   exec::CoopBlock& b = exec::block_of(ctx);
   if (b.aborting) throw exec::BlockAbort{};

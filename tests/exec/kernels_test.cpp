@@ -120,6 +120,26 @@ TEST_P(KernelsTest, Cooperative3DBlocksExchangeThroughShared) {
       }
 }
 
+TEST_P(KernelsTest, CooperativeDynamicSharedIsTheLaunchRegion) {
+  // Threads reverse their block's values through the launch's dynamic shared memory; a t.shared
+  // allocation must not overlap it.
+  auto k = cooperative("reverse_dynamic", [](ThreadCtx& t, const int* in, int* out) {
+    auto* dyn = static_cast<int*>(t.dynamic_shared());
+    auto* mark = t.shared<int>(1);
+    if (t.idx.x == 0) *mark = -1;
+    dyn[t.idx.x] = in[t.global_x()];
+    t.sync();
+    out[t.global_x()] = dyn[t.block_dim.x - 1 - t.idx.x] + (*mark == -1 ? 0 : 1000000);
+  });
+  const std::uint32_t block = 64, blocks = 5;
+  std::vector<int> in(block * blocks), out(in.size(), 0);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<int>(i * 3 + 1);
+  run(k, ex, Launch{Dim3(blocks), Dim3(block), block * sizeof(int)}, static_cast<const int*>(in.data()),
+      out.data());
+  for (std::uint32_t b = 0; b < blocks; ++b)
+    for (std::uint32_t t = 0; t < block; ++t) ASSERT_EQ(out[b * block + t], in[b * block + block - 1 - t]) << b << "," << t;
+}
+
 TEST_P(KernelsTest, FinishedThreadsCountAsArrived) {
   // Odd threads return at once; even ones keep synchronising and still see each other's writes.
   auto k = cooperative("early_exit", [](ThreadCtx& t, int* out) {
