@@ -1,0 +1,113 @@
+#include "os/arena.hpp"
+
+#include <hdsm/error.hpp>
+
+#include "os/mapping.hpp"
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <cerrno>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace hdsm::os {
+namespace {
+
+// Reserve `bytes` of address space aligned to `align` (inaccessible, no memory committed).
+std::uintptr_t reserve_aligned(std::size_t bytes, std::size_t align, const std::string& what) {
+  const std::size_t total = bytes + align;
+  void* p = ::mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) throw SystemError("mmap", fmt::format("{} ({} of address space)", what, format_bytes(total)), errno);
+  const auto raw = reinterpret_cast<std::uintptr_t>(p);
+  const std::uintptr_t aligned = (raw + align - 1) & ~(std::uintptr_t{align} - 1);
+  // Trim the unaligned head and the tail; failures here only leave address space reserved.
+  if (aligned > raw) ::munmap(p, aligned - raw);
+  if (const std::uintptr_t end = raw + total, used = aligned + bytes; end > used)
+    ::munmap(reinterpret_cast<void*>(used), end - used);
+  return aligned;
+}
+
+}  // namespace
+
+Arena::Arena(unsigned segments, std::size_t segment_bytes) : segments_(segments) {
+  if (segments == 0) throw InvalidArgument("an arena needs at least one segment");
+  if (!std::has_single_bit(segment_bytes) || segment_bytes < page_size())
+    throw InvalidArgument(fmt::format("arena segment size {} must be a power of two of at least one page",
+                                      format_bytes(segment_bytes)));
+  if (segment_bytes > (std::size_t{1} << 46) / segments)
+    throw InvalidArgument(fmt::format("arena of {} segments of {} exceeds the address space", segments,
+                                      format_bytes(segment_bytes)));
+  shift_ = static_cast<unsigned>(std::countr_zero(segment_bytes));
+  user_bytes_ = std::uintptr_t{segments} << shift_;
+  try {
+    user_begin_ = reserve_aligned(user_bytes_, segment_bytes, "user view of the shared-object arena");
+    shadow_begin_ = reserve_aligned(user_bytes_, segment_bytes, "shadow view of the shared-object arena");
+    for (unsigned s = 0; s < segments; ++s) {
+      const std::string what = fmt::format("arena segment {}", s);
+      const int fd = ::memfd_create(fmt::format("hdsm segment {}", s).c_str(), MFD_CLOEXEC);
+      if (fd < 0) throw SystemError("memfd_create", what, errno);
+      memfds_.push_back(fd);
+      if (::ftruncate(fd, static_cast<off_t>(segment_bytes)) != 0) throw SystemError("ftruncate", what, errno);
+      if (::mmap(user(s, 0), segment_bytes, PROT_NONE, MAP_SHARED | MAP_FIXED | MAP_NORESERVE, fd, 0) == MAP_FAILED)
+        throw SystemError("mmap", "user view of " + what, errno);
+      if (::mmap(shadow(s, 0), segment_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_NORESERVE, fd,
+                 0) == MAP_FAILED)
+        throw SystemError("mmap", "shadow view of " + what, errno);
+    }
+  } catch (...) {
+    teardown();
+    throw;
+  }
+}
+
+Arena::~Arena() { teardown(); }
+
+void Arena::teardown() noexcept {
+  if (user_begin_ != 0) ::munmap(reinterpret_cast<void*>(user_begin_), user_bytes_);
+  if (shadow_begin_ != 0) ::munmap(reinterpret_cast<void*>(shadow_begin_), user_bytes_);
+  for (int fd : memfds_) ::close(fd);
+  user_begin_ = shadow_begin_ = 0;
+  memfds_.clear();
+}
+
+void Arena::check_range(unsigned segment, std::size_t offset, std::size_t bytes, const char* what) const {
+  const std::size_t page = page_size();
+  if (segment >= segments_)
+    throw InvalidArgument(fmt::format("{}: segment {} of an arena with {} segments", what, segment, segments_));
+  if (offset % page != 0 || bytes % page != 0)
+    throw InvalidArgument(fmt::format("{}: range at offset {} of {} bytes is not page-aligned", what, offset, bytes));
+  if (offset > segment_bytes() || bytes > segment_bytes() - offset)
+    throw InvalidArgument(fmt::format("{}: range at offset {} of {} runs past the end of segment {} ({})", what,
+                                      offset, format_bytes(bytes), segment, format_bytes(segment_bytes())));
+}
+
+void Arena::protect(unsigned segment, std::size_t offset, std::size_t bytes, int prot) {
+  check_range(segment, offset, bytes, "protect");
+  if (bytes != 0 && ::mprotect(user(segment, offset), bytes, prot) != 0)
+    throw SystemError("mprotect", fmt::format("user view of arena segment {} at offset {} ({})", segment, offset,
+                                              format_bytes(bytes)),
+                      errno);
+}
+
+void Arena::release(unsigned segment, std::size_t offset, std::size_t bytes) {
+  check_range(segment, offset, bytes, "release");
+  if (bytes == 0) return;
+  protect(segment, offset, bytes, PROT_NONE);
+  if (::fallocate(memfds_[segment], FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+                  static_cast<off_t>(bytes)) != 0)
+    throw SystemError("fallocate(PUNCH_HOLE)",
+                      fmt::format("arena segment {} at offset {} ({})", segment, offset, format_bytes(bytes)), errno);
+}
+
+std::uint64_t Arena::resident_bytes(unsigned segment) const {
+  check_range(segment, 0, 0, "resident_bytes");
+  struct stat st {};
+  if (::fstat(memfds_[segment], &st) != 0) throw SystemError("fstat", fmt::format("arena segment {}", segment), errno);
+  return static_cast<std::uint64_t>(st.st_blocks) * 512;
+}
+
+}  // namespace hdsm::os

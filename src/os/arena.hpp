@@ -1,0 +1,65 @@
+// The address space of shared objects (seed 003 §4.3, Fig. 6): one segment per hosting location,
+// each `segment_bytes` long (a power of two) and aligned to its size, so "is this pointer shared",
+// "which segment" and "which offset" are a subtraction, a compare and a shift. Each segment is one
+// memfd mapped twice: the user view (the pointers programs get; its protections drive the
+// coherence protocols) and the shadow view (always read-write; the runtime's own copies use it, so
+// it never has to lift a protection of the user view).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace hdsm::os {
+
+class Arena {
+ public:
+  /// Reserves `segments` segments of `segment_bytes` (a power of two, a multiple of the page size)
+  /// for each view. Nothing is backed by memory until written through a view.
+  Arena(unsigned segments, std::size_t segment_bytes);
+  ~Arena();
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  unsigned segments() const { return segments_; }
+  std::size_t segment_bytes() const { return std::size_t{1} << shift_; }
+
+  /// True when p lies in the user view of any segment.
+  bool contains(const void* p) const { return address(p) - user_begin_ < user_bytes_; }
+  /// Segment of a user-view pointer (p must be contained).
+  unsigned segment_of(const void* p) const { return static_cast<unsigned>((address(p) - user_begin_) >> shift_); }
+  /// Offset of a user-view pointer within its segment.
+  std::size_t offset_of(const void* p) const { return (address(p) - user_begin_) & (segment_bytes() - 1); }
+
+  std::byte* user(unsigned segment, std::size_t offset) const {
+    return reinterpret_cast<std::byte*>(user_begin_ + (std::uintptr_t{segment} << shift_) + offset);
+  }
+  std::byte* shadow(unsigned segment, std::size_t offset) const {
+    return reinterpret_cast<std::byte*>(shadow_begin_ + (std::uintptr_t{segment} << shift_) + offset);
+  }
+  /// The shadow address of a user-view pointer.
+  std::byte* shadow_of(const void* user_pointer) const {
+    return reinterpret_cast<std::byte*>(address(user_pointer) - user_begin_ + shadow_begin_);
+  }
+
+  /// Set the protection (PROT_* flags) of a page-aligned range of a segment's user view.
+  void protect(unsigned segment, std::size_t offset, std::size_t bytes, int prot);
+  /// Make a page-aligned range inaccessible in the user view and give its memory back; it reads as
+  /// zero when used again.
+  void release(unsigned segment, std::size_t offset, std::size_t bytes);
+  /// Bytes of memory a segment holds now.
+  std::uint64_t resident_bytes(unsigned segment) const;
+
+ private:
+  static std::uintptr_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+  void teardown() noexcept;
+  void check_range(unsigned segment, std::size_t offset, std::size_t bytes, const char* what) const;
+
+  unsigned segments_;
+  unsigned shift_;
+  std::uintptr_t user_begin_ = 0, shadow_begin_ = 0;
+  std::uintptr_t user_bytes_ = 0;
+  std::vector<int> memfds_;  // one per segment
+};
+
+}  // namespace hdsm::os

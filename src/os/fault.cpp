@@ -1,0 +1,273 @@
+#include "os/fault.hpp"
+
+#include <hdsm/error.hpp>
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <ctime>
+#include <mutex>
+#include <sched.h>
+#include <string>
+#include <ucontext.h>
+#include <unistd.h>
+
+namespace hdsm::os {
+
+namespace {
+
+// A slot is read by the signal handler without locks. Writers (under `registry_mutex`) fill the
+// fields of a free slot and then publish it with a release store of `active`; the handler announces
+// itself in `inflight` before it trusts `active`, and unregistering waits for `inflight` to drain,
+// so a resolver never runs with a context that its owner has already freed.
+struct Slot {
+  std::atomic<bool> active{false};
+  std::atomic<std::uintptr_t> begin{0};
+  std::atomic<std::uintptr_t> end{0};
+  std::atomic<FaultResolver> resolver{nullptr};
+  std::atomic<void*> context{nullptr};
+  std::atomic<unsigned> inflight{0};
+  int generation = 0;  // only under registry_mutex
+};
+
+Slot slots[kMaxFaultRanges];
+std::mutex registry_mutex;
+
+struct Previous {
+  struct sigaction segv {};
+  struct sigaction bus {};
+};
+Previous previous;
+std::atomic<bool> installed{false};
+
+std::atomic<std::uint64_t> resolved_reads{0}, resolved_writes{0}, resolved_unknown{0}, resolver_ns{0};
+
+std::uint64_t now_ns() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+FaultAccess decode_access([[maybe_unused]] const void* ucontext) noexcept {
+#if defined(__x86_64__)
+  // The page-fault error code the kernel saves: bit 1 is set when the access was a write.
+  const auto* uc = static_cast<const ucontext_t*>(ucontext);
+  return (uc->uc_mcontext.gregs[REG_ERR] & 2) != 0 ? FaultAccess::write : FaultAccess::read;
+#else
+  return FaultAccess::unknown;
+#endif
+}
+
+// Returns true when a registered range owned the address and its resolver made the access legal.
+bool dispatch(void* address, FaultAccess access) noexcept {
+  const auto a = reinterpret_cast<std::uintptr_t>(address);
+  for (Slot& s : slots) {
+    if (!s.active.load(std::memory_order_acquire)) continue;
+    if (a < s.begin.load(std::memory_order_relaxed) || a >= s.end.load(std::memory_order_relaxed)) continue;
+    s.inflight.fetch_add(1, std::memory_order_seq_cst);
+    bool resolved = false;
+    // Re-read under the inflight announcement: the slot may have been unregistered (and even reused)
+    // between the scan above and the increment.
+    if (s.active.load(std::memory_order_seq_cst) && a >= s.begin.load(std::memory_order_relaxed) &&
+        a < s.end.load(std::memory_order_relaxed)) {
+      const FaultResolver resolver = s.resolver.load(std::memory_order_relaxed);
+      void* const context = s.context.load(std::memory_order_relaxed);
+      const std::uint64_t start = now_ns();
+      resolved = resolver(context, address, access);
+      resolver_ns.fetch_add(now_ns() - start, std::memory_order_relaxed);
+    }
+    s.inflight.fetch_sub(1, std::memory_order_release);
+    return resolved;  // ranges do not overlap: no other slot can own the address
+  }
+  return false;
+}
+
+void write_all(const char* text, std::size_t n) noexcept {
+  while (n > 0) {
+    const ssize_t w = ::write(STDERR_FILENO, text, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    text += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
+
+void write_str(const char* text) noexcept {
+  std::size_t n = 0;
+  while (text[n] != '\0') ++n;
+  write_all(text, n);
+}
+
+void write_hex(std::uintptr_t value) noexcept {
+  char buf[2 + 2 * sizeof(value)];
+  char* p = buf + sizeof(buf);
+  do {
+    *--p = "0123456789abcdef"[value & 0xf];
+    value >>= 4;
+  } while (value != 0);
+  *--p = 'x';
+  *--p = '0';
+  write_all(p, static_cast<std::size_t>(buf + sizeof(buf) - p));
+}
+
+// A fault no range resolved: hand it to whatever handled the signal before hdsm, and with no such
+// handler die of the signal, as the process would have without hdsm.
+void forward(int sig, siginfo_t* info, void* ucontext, bool in_range) noexcept {
+  const struct sigaction& prev = sig == SIGBUS ? previous.bus : previous.segv;
+  if ((prev.sa_flags & SA_SIGINFO) != 0 && prev.sa_sigaction != nullptr) {
+    prev.sa_sigaction(sig, info, ucontext);
+    return;
+  }
+  // SIG_IGN is treated as SIG_DFL: ignoring a fault would re-run the faulting instruction forever
+  // (and the kernel kills with the signal anyway).
+  if ((prev.sa_flags & SA_SIGINFO) == 0 && prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
+    prev.sa_handler(sig);
+    return;
+  }
+  write_str(sig == SIGBUS ? "hdsm: bus error at " : "hdsm: segmentation fault at ");
+  write_hex(reinterpret_cast<std::uintptr_t>(info->si_addr));
+  write_str(in_range ? " (refused by the resolver of its shared-memory range)\n"
+                     : " (not in shared memory)\n");
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(sig, &dfl, nullptr);
+  // A fault raised by the hardware repeats when the instruction is retried and then kills the process;
+  // one sent by kill/raise/tgkill (si_code <= 0) has no instruction to retry, so send it again. It
+  // stays pending (the signal is blocked in this handler) and kills the process on return.
+  if (info->si_code <= 0) ::raise(sig);
+}
+
+void on_fault(int sig, siginfo_t* info, void* ucontext) {
+  const int saved_errno = errno;
+  bool in_range = false;
+  // si_code <= 0: sent by kill/raise/tgkill, not raised by an access, so there is nothing to resolve.
+  if (info->si_code > 0 && installed.load(std::memory_order_acquire)) {
+    const FaultAccess access = decode_access(ucontext);
+    in_range = dispatch(info->si_addr, access);
+    if (in_range) {
+      auto& counter = access == FaultAccess::read    ? resolved_reads
+                      : access == FaultAccess::write ? resolved_writes
+                                                     : resolved_unknown;
+      counter.fetch_add(1, std::memory_order_relaxed);
+      errno = saved_errno;
+      return;
+    }
+    // Distinguish "no range" from "the range's resolver said no" in the message.
+    const auto a = reinterpret_cast<std::uintptr_t>(info->si_addr);
+    for (const Slot& s : slots)
+      if (s.active.load(std::memory_order_acquire) && a >= s.begin.load(std::memory_order_relaxed) &&
+          a < s.end.load(std::memory_order_relaxed))
+        in_range = true;
+  }
+  errno = saved_errno;
+  forward(sig, info, ucontext, in_range);
+  errno = saved_errno;
+}
+
+}  // namespace
+
+const char* to_string(FaultAccess access) noexcept {
+  switch (access) {
+    case FaultAccess::read:
+      return "read";
+    case FaultAccess::write:
+      return "write";
+    case FaultAccess::unknown:
+      return "unknown";
+  }
+  return "?";
+}
+
+void install_fault_handler() {
+  if (installed.load(std::memory_order_acquire)) return;
+  const std::lock_guard lock(registry_mutex);
+  if (installed.load(std::memory_order_relaxed)) return;
+  struct sigaction action {};
+  action.sa_sigaction = on_fault;
+  // SA_ONSTACK: a thread that set up an alternate stack (sigaltstack) gets its faults handled there,
+  // so a stack overflow still reaches the previous handler or the message. No SA_NODEFER: a fault
+  // inside a resolver is a bug, and with the signal blocked the kernel kills the process with it at
+  // once instead of recursing into the dispatcher. Every other signal is blocked too, so no handler
+  // of the application runs (and touches shared memory) halfway through a resolver.
+  action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigfillset(&action.sa_mask);
+  // The previous handlers are saved before ours can run; `installed` publishes them to the handler.
+  if (::sigaction(SIGSEGV, nullptr, &previous.segv) != 0 || ::sigaction(SIGBUS, nullptr, &previous.bus) != 0)
+    throw SystemError("sigaction", "previous SIGSEGV/SIGBUS handlers", errno);
+  installed.store(true, std::memory_order_release);
+  if (::sigaction(SIGSEGV, &action, nullptr) != 0) {
+    const int err = errno;
+    installed.store(false, std::memory_order_relaxed);
+    throw SystemError("sigaction", "SIGSEGV fault handler", err);
+  }
+  if (::sigaction(SIGBUS, &action, nullptr) != 0) {
+    const int err = errno;
+    ::sigaction(SIGSEGV, &previous.segv, nullptr);
+    installed.store(false, std::memory_order_relaxed);
+    throw SystemError("sigaction", "SIGBUS fault handler", err);
+  }
+}
+
+int register_fault_range(void* begin, std::size_t bytes, FaultResolver resolver, void* context) {
+  if (bytes == 0 || begin == nullptr || resolver == nullptr)
+    throw InvalidArgument("fault range needs a non-null address, a non-zero size and a resolver (got " +
+                          format_bytes(bytes) + ")");
+  const auto b = reinterpret_cast<std::uintptr_t>(begin);
+  if (bytes > UINTPTR_MAX - b)
+    throw InvalidArgument("fault range of " + format_bytes(bytes) + " wraps around");
+  const std::uintptr_t e = b + bytes;
+  install_fault_handler();
+  const std::lock_guard lock(registry_mutex);
+  int free_index = -1;
+  for (int i = 0; i < kMaxFaultRanges; ++i) {
+    Slot& s = slots[i];
+    if (!s.active.load(std::memory_order_relaxed)) {
+      if (free_index < 0) free_index = i;
+      continue;
+    }
+    if (b < s.end.load(std::memory_order_relaxed) && s.begin.load(std::memory_order_relaxed) < e)
+      throw InvalidArgument("fault range of " + format_bytes(bytes) + " overlaps a registered range");
+  }
+  if (free_index < 0)
+    throw Unsupported("all " + std::to_string(kMaxFaultRanges) +
+                      " fault ranges are registered; unregister one first");
+  Slot& s = slots[free_index];
+  // A handler that saw the previous registration of this slot may still be leaving; wait so that it
+  // never reads a half-written range.
+  while (s.inflight.load(std::memory_order_acquire) != 0) ::sched_yield();
+  s.begin.store(b, std::memory_order_relaxed);
+  s.end.store(e, std::memory_order_relaxed);
+  s.resolver.store(resolver, std::memory_order_relaxed);
+  s.context.store(context, std::memory_order_relaxed);
+  s.generation = (s.generation + 1) % (INT32_MAX / kMaxFaultRanges);
+  s.active.store(true, std::memory_order_release);
+  return s.generation * kMaxFaultRanges + free_index;
+}
+
+void unregister_fault_range(int id) {
+  const std::lock_guard lock(registry_mutex);
+  Slot& s = slots[id < 0 ? 0 : id % kMaxFaultRanges];
+  if (id < 0 || !s.active.load(std::memory_order_relaxed) || s.generation != id / kMaxFaultRanges)
+    throw InvalidPointer("fault range id " + std::to_string(id) + " is not registered");
+  s.active.store(false, std::memory_order_seq_cst);
+  while (s.inflight.load(std::memory_order_seq_cst) != 0) ::sched_yield();
+}
+
+FaultStats fault_stats() noexcept {
+  FaultStats stats;
+  stats.reads = resolved_reads.load(std::memory_order_relaxed);
+  stats.writes = resolved_writes.load(std::memory_order_relaxed);
+  stats.unknown = resolved_unknown.load(std::memory_order_relaxed);
+  stats.resolver_ns = resolver_ns.load(std::memory_order_relaxed);
+  return stats;
+}
+
+void reset_fault_stats() noexcept {
+  resolved_reads.store(0, std::memory_order_relaxed);
+  resolved_writes.store(0, std::memory_order_relaxed);
+  resolved_unknown.store(0, std::memory_order_relaxed);
+  resolver_ns.store(0, std::memory_order_relaxed);
+}
+
+}  // namespace hdsm::os

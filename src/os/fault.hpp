@@ -1,0 +1,54 @@
+// The process-wide SIGSEGV/SIGBUS dispatcher: page faults inside registered address ranges go to
+// that range's resolver (which fetches data or marks blocks dirty and changes the protection);
+// every other fault goes to the handler that was installed before hdsm, or kills the process.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace hdsm::os {
+
+enum class FaultAccess { read, write, unknown };
+
+const char* to_string(FaultAccess access) noexcept;
+
+/// Runs inside the signal handler, so it must be async-signal-safe (mprotect, memcpy, atomics; no
+/// locks, no allocation). Returns true when it made the access legal (the faulting instruction is
+/// retried) and false when the address is not its business (the fault is then foreign).
+///
+/// `access` is FaultAccess::unknown where the hardware does not tell (every architecture but
+/// x86-64 here). A resolver then maps the page read-only first: an instruction that writes faults
+/// a second time, on a read-only page, and the resolver makes it writable then.
+using FaultResolver = bool (*)(void* context, void* address, FaultAccess access);
+
+/// How many ranges can be registered at the same time.
+inline constexpr int kMaxFaultRanges = 16;
+
+/// Installs the dispatcher for SIGSEGV and SIGBUS once per process; later calls do nothing. Saves the
+/// handlers installed before it, to which foreign faults are passed. Thread-safe; covers threads
+/// created before and after it (signal dispositions are per process).
+void install_fault_handler();
+
+/// Sends faults in [begin, begin+bytes) to `resolver(context, ...)`; installs the dispatcher if it
+/// is not installed yet. Throws InvalidArgument for an empty range or one that overlaps a registered
+/// range, Unsupported when all kMaxFaultRanges slots are taken. Returns the id for unregistering.
+int register_fault_range(void* begin, std::size_t bytes, FaultResolver resolver, void* context);
+
+/// Stops dispatching to the range; returns once no resolver call for it is running on any thread,
+/// so the context may be freed afterwards. Must not be called from that range's resolver. Throws
+/// InvalidPointer for an id that is not registered.
+void unregister_fault_range(int id);
+
+/// Faults resolved since the start (or the last reset), by access kind, and the time spent inside
+/// resolvers, resolved or not.
+struct FaultStats {
+  std::uint64_t reads = 0;
+  std::uint64_t writes = 0;
+  std::uint64_t unknown = 0;
+  std::uint64_t resolver_ns = 0;
+};
+
+FaultStats fault_stats() noexcept;
+void reset_fault_stats() noexcept;
+
+}  // namespace hdsm::os

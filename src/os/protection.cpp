@@ -1,0 +1,228 @@
+// Run accounting relies on the kernel merging a changed range with neighbours of equal protection
+// (mprotect does, for the pieces of one private anonymous mapping), so one mprotect per changed run
+// is enough: widening it over neighbours that already have the protection yields the same VMAs with
+// more page-table work.
+#include "os/protection.hpp"
+
+#include "os/mapping.hpp"
+
+#include <hdsm/error.hpp>
+
+#include <fmt/format.h>
+
+#include <sys/mman.h>
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+#include <utility>
+
+namespace hdsm::os {
+
+namespace {
+
+int prot_flags(Protection p) {
+  switch (p) {
+    case Protection::none:
+      return PROT_NONE;
+    case Protection::read:
+      return PROT_READ;
+    case Protection::read_write:
+      return PROT_READ | PROT_WRITE;
+  }
+  return PROT_NONE;
+}
+
+}  // namespace
+
+const char* to_string(Protection p) noexcept {
+  switch (p) {
+    case Protection::none:
+      return "none";
+    case Protection::read:
+      return "read";
+    case Protection::read_write:
+      return "read_write";
+  }
+  return "unknown";
+}
+
+std::size_t default_run_budget(const char* max_map_count_file, const char* maps_file) {
+  std::size_t limit = 65530;  // DEFAULT_MAX_MAP_COUNT of the kernel
+  if (std::ifstream in(max_map_count_file); in) {
+    long long value = 0;
+    if (in >> value && value > 0) limit = static_cast<std::size_t>(value);
+  }
+  std::size_t used = limit / 2;
+  if (std::ifstream in(maps_file); in) {
+    used = static_cast<std::size_t>(
+        std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n'));
+  }
+  // Other regions, the allocator, thread stacks and libraries need mappings too.
+  const std::size_t margin = 1024 + limit / 16;
+  if (used + margin >= limit) return 1;
+  return std::max<std::size_t>((limit - used - margin) / 2, 1);
+}
+
+ProtectionMap::ProtectionMap(void* base, std::size_t blocks, std::size_t block_bytes, std::string what,
+                             Protection initial, std::size_t run_budget)
+    : base_(static_cast<std::byte*>(base)),
+      blocks_(blocks),
+      block_bytes_(block_bytes),
+      what_(std::move(what)),
+      budget_(run_budget) {
+  const std::size_t page = page_size();
+  if (base == nullptr || reinterpret_cast<std::uintptr_t>(base) % page != 0)
+    throw InvalidArgument(fmt::format("protection map of {}: base {} is not aligned to the page size ({})",
+                                      what_, base, format_bytes(page)));
+  if (block_bytes == 0 || block_bytes % page != 0)
+    throw InvalidArgument(
+        fmt::format("protection map of {}: block size {} is not a multiple of the page size ({})", what_,
+                    format_bytes(block_bytes), format_bytes(page)));
+  if (blocks == 0 || blocks > SIZE_MAX / block_bytes)
+    throw InvalidArgument(fmt::format("protection map of {}: {} blocks of {} do not form a region", what_,
+                                      blocks, format_bytes(block_bytes)));
+  if (run_budget == 0)
+    throw InvalidArgument(fmt::format("protection map of {}: the run budget must be at least 1", what_));
+  min_.emplace_back(blocks, initial);
+  for (std::size_t size = blocks; size > 1;) {
+    size = (size + 1) / 2;
+    min_.emplace_back(size, initial);
+  }
+  effective_.assign(blocks, initial);
+  if (!protect(0, blocks, initial)) throw SystemError("mprotect", describe(0, blocks), ENOMEM);
+}
+
+void ProtectionMap::check_block(std::size_t block, const char* call) const {
+  if (block >= blocks_)
+    throw InvalidArgument(
+        fmt::format("{}: block {} is past the end of {} ({} blocks)", call, block, what_, blocks_));
+}
+
+Protection ProtectionMap::desired(std::size_t block) const {
+  check_block(block, "ProtectionMap::desired");
+  return min_[0][block];
+}
+
+Protection ProtectionMap::effective(std::size_t block) const {
+  check_block(block, "ProtectionMap::effective");
+  return effective_[block];
+}
+
+bool ProtectionMap::allows(std::size_t block, bool write) const {
+  check_block(block, "ProtectionMap::allows");
+  return min_[0][block] >= (write ? Protection::read_write : Protection::read);
+}
+
+void ProtectionMap::set(std::size_t first_block, std::size_t count, Protection p) {
+  if (first_block > blocks_ || count > blocks_ - first_block)
+    throw InvalidArgument(
+        fmt::format("ProtectionMap::set: blocks [{}, {}) are past the end of {} ({} blocks)", first_block,
+                    first_block + count, what_, blocks_));
+  if (count == 0) return;
+  const std::size_t end = first_block + count;
+  record_desired(first_block, end, p);
+
+  // Whole groups around the range change; only boundaries from span_first to span_end can move.
+  const std::size_t span_first = first_block >> shift_ << shift_;
+  const std::size_t span_end = std::min(blocks_, (((end - 1) >> shift_) + 1) << shift_);
+  const auto boundaries = [&](auto value) {
+    std::size_t n = 0;
+    for (std::size_t i = std::max<std::size_t>(span_first, 1); i <= std::min(span_end, blocks_ - 1); ++i)
+      n += value(i - 1) != value(i);
+    return n;
+  };
+  const std::size_t runs =
+      runs_ - boundaries([&](std::size_t i) { return effective_[i]; }) + boundaries([&](std::size_t i) {
+        return i >= span_first && i < span_end ? group_target(i) : effective_[i];
+      });
+  if (runs > budget_) return coarsen(false);
+  if (!apply_targets(span_first, span_end, false)) return coarsen(true);
+  runs_ = runs;
+}
+
+bool ProtectionMap::refine(std::size_t block) {
+  check_block(block, "ProtectionMap::refine");
+  const Protection want = min_[0][block];
+  if (effective_[block] == want) return true;
+  const auto boundaries = [&](Protection p) {
+    return std::size_t{block > 0 && effective_[block - 1] != p} +
+           std::size_t{block + 1 < blocks_ && effective_[block + 1] != p};
+  };
+  const std::size_t runs = runs_ - boundaries(effective_[block]) + boundaries(want);
+  // A single block lies inside one VMA, so a refused mprotect leaves it unchanged.
+  if (runs > budget_ || !protect(block, block + 1, want)) {
+    ++stats_.refused_refinements;
+    return false;
+  }
+  runs_ = runs;
+  ++stats_.refinements;
+  return true;
+}
+
+void ProtectionMap::record_desired(std::size_t first, std::size_t end, Protection p) {
+  std::fill(min_[0].begin() + static_cast<std::ptrdiff_t>(first),
+            min_[0].begin() + static_cast<std::ptrdiff_t>(end), p);
+  for (std::size_t level = 1; level < min_.size(); ++level) {
+    first >>= 1;
+    end = (end + 1) >> 1;
+    const auto& below = min_[level - 1];
+    for (std::size_t i = first; i < end; ++i)
+      min_[level][i] = 2 * i + 1 < below.size() ? std::min(below[2 * i], below[2 * i + 1]) : below[2 * i];
+  }
+}
+
+bool ProtectionMap::apply_targets(std::size_t first, std::size_t end, bool force) {
+  for (std::size_t i = first; i < end;) {
+    const Protection p = group_target(i);
+    std::size_t j = i + 1;
+    while (j < end && group_target(j) == p) ++j;
+    std::size_t lo = i, hi = j;
+    if (!force) {
+      while (lo < hi && effective_[lo] == p) ++lo;
+      while (hi > lo && effective_[hi - 1] == p) --hi;
+    }
+    if (lo < hi && !protect(lo, hi, p)) return false;
+    i = j;
+  }
+  return true;
+}
+
+bool ProtectionMap::protect(std::size_t first, std::size_t end, Protection p) {
+  ++stats_.mprotect_calls;
+  if (::mprotect(base_ + first * block_bytes_, (end - first) * block_bytes_, prot_flags(p)) != 0) {
+    const int err = errno;
+    if (err != ENOMEM) throw SystemError("mprotect", describe(first, end), err);
+    ++stats_.enomem_failures;
+    return false;
+  }
+  std::fill(effective_.begin() + static_cast<std::ptrdiff_t>(first),
+            effective_.begin() + static_cast<std::ptrdiff_t>(end), p);
+  return true;
+}
+
+void ProtectionMap::coarsen(bool force) {
+  for (;;) {
+    // One group covers the region: nothing coarser exists, the kernel has no mapping to spare.
+    if (shift_ + 1 >= min_.size()) throw SystemError("mprotect", describe(0, blocks_), ENOMEM);
+    ++shift_;
+    ++stats_.degradations;
+    const auto& groups = min_[shift_];
+    std::size_t runs = 1;
+    for (std::size_t g = 1; g < groups.size(); ++g) runs += groups[g] != groups[g - 1];
+    if (runs > budget_) continue;
+    if (apply_targets(0, blocks_, force)) {
+      runs_ = runs;
+      return;
+    }
+    force = true;
+  }
+}
+
+std::string ProtectionMap::describe(std::size_t first, std::size_t end) const {
+  return fmt::format("blocks [{}, {}) of {} ({} blocks of {} at {})", first, end, what_, blocks_,
+                     format_bytes(block_bytes_), static_cast<const void*>(base_));
+}
+
+}  // namespace hdsm::os

@@ -1,0 +1,96 @@
+// Per-block page protection of one region, within a budget of kernel mappings (VMAs).
+//
+// Every maximal run of blocks with one protection is one VMA, and Linux caps the VMAs of a process
+// (vm.max_map_count). When the desired protections would need more runs than the budget allows, or
+// mprotect runs out of mappings (ENOMEM), the region degrades: groups of 2^k aligned blocks get the
+// most restrictive desired protection of their members, doubling k until the runs fit. Accesses may
+// then fault more often (spuriously) but never less; refine() lifts single blocks back.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hdsm::os {
+
+/// Ordered from most to least restrictive.
+enum class Protection : std::uint8_t { none, read, read_write };
+
+const char* to_string(Protection p) noexcept;
+
+struct ProtectionStats {
+  std::uint64_t mprotect_calls = 0;
+  std::uint64_t degradations = 0;         // doublings of the granularity
+  std::uint64_t enomem_failures = 0;      // mprotect calls refused for lack of mappings
+  std::uint64_t refinements = 0;          // refine() calls that applied a block's exact protection
+  std::uint64_t refused_refinements = 0;  // refine() calls the budget or the kernel refused
+};
+
+/// Runs one region may use by default: half of what vm.max_map_count leaves after the mappings the
+/// process has now and a safety margin. A file that cannot be read counts as the kernel default
+/// limit (65530) or as half of the limit in use.
+std::size_t default_run_budget(const char* max_map_count_file = "/proc/sys/vm/max_map_count",
+                               const char* maps_file = "/proc/self/maps");
+
+/// Not thread-safe: callers serialise set() and refine(); the const queries may run in a fault
+/// handler of the thread that owns the map.
+class ProtectionMap {
+ public:
+  /// Manages [base, base + blocks * block_bytes) of a mapping the caller owns and keeps mapped while
+  /// this object lives. base must be page aligned and block_bytes a multiple of the page size.
+  /// `what` names the region in error messages. The whole region gets `initial` at once.
+  ProtectionMap(void* base, std::size_t blocks, std::size_t block_bytes, std::string what,
+                Protection initial = Protection::read_write, std::size_t run_budget = default_run_budget());
+  ProtectionMap(const ProtectionMap&) = delete;
+  ProtectionMap& operator=(const ProtectionMap&) = delete;
+
+  /// Records `p` as the desired protection of [first_block, first_block + count) and applies it,
+  /// coarsened to the current granularity. Degrades rather than exceeding the budget.
+  void set(std::size_t first_block, std::size_t count, Protection p);
+  /// Applies the block's exact desired protection if the budget and the kernel allow it.
+  bool refine(std::size_t block);
+
+  Protection desired(std::size_t block) const;
+  /// The protection really applied, never less restrictive than desired().
+  Protection effective(std::size_t block) const;
+  /// Whether the desired protection permits the access: a fault it permits is spurious.
+  bool allows(std::size_t block, bool write) const;
+
+  std::size_t granularity_blocks() const { return std::size_t{1} << shift_; }
+  /// Maximal runs of equal effective protection, the VMAs this region contributes when the kernel
+  /// merges equal neighbours (see protection.cpp).
+  std::size_t runs() const { return runs_; }
+  std::size_t run_budget() const { return budget_; }
+  std::size_t blocks() const { return blocks_; }
+  std::size_t block_bytes() const { return block_bytes_; }
+  std::byte* base() const { return base_; }
+  const ProtectionStats& stats() const { return stats_; }
+
+ private:
+  void check_block(std::size_t block, const char* call) const;
+  void record_desired(std::size_t first, std::size_t end, Protection p);
+  Protection group_target(std::size_t block) const { return min_[shift_][block >> shift_]; }
+  /// Issues the mprotect calls that bring [first, end) to its group targets; false on ENOMEM.
+  bool apply_targets(std::size_t first, std::size_t end, bool force);
+  bool protect(std::size_t first, std::size_t end, Protection p);
+  /// Doubles the granularity until the runs fit the budget and the kernel accepts them. `force`
+  /// reapplies every block because a failed mprotect left the kernel's state unknown.
+  void coarsen(bool force);
+  std::string describe(std::size_t first, std::size_t end) const;
+
+  std::byte* base_;
+  std::size_t blocks_;
+  std::size_t block_bytes_;
+  std::string what_;
+  std::size_t budget_;
+  unsigned shift_ = 0;
+  std::size_t runs_ = 1;
+  /// min_[0] holds the desired protections; min_[j][i] the most restrictive of blocks
+  /// [i << j, (i + 1) << j), so a group's target is one lookup at every granularity.
+  std::vector<std::vector<Protection>> min_;
+  std::vector<Protection> effective_;
+  ProtectionStats stats_;
+};
+
+}  // namespace hdsm::os

@@ -1,0 +1,98 @@
+// The shared-object arena: O(1) address arithmetic, user and shadow views of the same memory,
+// independent protections, and memory given back on release.
+#include <hdsm/error.hpp>
+
+#include "os/arena.hpp"
+#include "os/mapping.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <sys/mman.h>
+
+namespace {
+
+using hdsm::os::Arena;
+
+constexpr std::size_t kSegment = std::size_t{1} << 30;  // 1 GiB
+
+TEST(Arena, SegmentsAreAlignedAndAddressesAreArithmetic) {
+  Arena a(3, kSegment);
+  EXPECT_EQ(a.segments(), 3u);
+  EXPECT_EQ(a.segment_bytes(), kSegment);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a.user(0, 0)) % kSegment, 0u);
+  for (unsigned s = 0; s < 3; ++s) {
+    for (std::size_t off : {std::size_t{0}, std::size_t{12345}, kSegment - 1}) {
+      const std::byte* p = a.user(s, off);
+      ASSERT_TRUE(a.contains(p));
+      EXPECT_EQ(a.segment_of(p), s);
+      EXPECT_EQ(a.offset_of(p), off);
+      EXPECT_EQ(a.shadow_of(p), a.shadow(s, off));
+    }
+  }
+  EXPECT_FALSE(a.contains(a.user(0, 0) - 1));
+  EXPECT_FALSE(a.contains(a.user(0, 0) + 3 * kSegment));
+  EXPECT_FALSE(a.contains(nullptr));
+  EXPECT_FALSE(a.contains(a.shadow(0, 0)));
+  int local = 0;
+  EXPECT_FALSE(a.contains(&local));
+}
+
+TEST(Arena, UserAndShadowViewsShareMemory) {
+  Arena a(2, kSegment);
+  const std::size_t page = hdsm::os::page_size();
+  a.protect(1, 4 * page, 2 * page, PROT_READ | PROT_WRITE);
+  auto* user = reinterpret_cast<char*>(a.user(1, 4 * page));
+  auto* shadow = reinterpret_cast<char*>(a.shadow(1, 4 * page));
+  std::strcpy(user, "written through the user view");
+  EXPECT_STREQ(shadow, "written through the user view");
+  std::strcpy(shadow + page, "and through the shadow");
+  EXPECT_STREQ(user + page, "and through the shadow");
+  // Segments are separate memory.
+  a.protect(0, 4 * page, page, PROT_READ);
+  EXPECT_EQ(reinterpret_cast<const char*>(a.user(0, 4 * page))[0], 0);
+}
+
+TEST(Arena, ShadowStaysWritableWhileUserViewIsProtected) {
+  Arena a(1, kSegment);
+  const std::size_t page = hdsm::os::page_size();
+  a.protect(0, 0, page, PROT_READ);
+  auto* shadow = reinterpret_cast<int*>(a.shadow(0, 0));
+  shadow[7] = 42;  // the runtime's copies never fault
+  EXPECT_EQ(reinterpret_cast<const int*>(a.user(0, 0))[7], 42);
+  EXPECT_DEATH(reinterpret_cast<volatile int*>(a.user(0, 0))[7] = 1, "");  // the user view is read-only
+}
+
+TEST(Arena, ReleaseGivesMemoryBackAndReadsZero) {
+  Arena a(1, kSegment);
+  const std::size_t bytes = 8 << 20;
+  a.protect(0, 0, bytes, PROT_READ | PROT_WRITE);
+  std::memset(a.user(0, 0), 0x7F, bytes);
+  EXPECT_GE(a.resident_bytes(0), bytes);
+  a.release(0, 0, bytes);
+  EXPECT_LT(a.resident_bytes(0), bytes / 8);
+  EXPECT_EQ(static_cast<unsigned char>(*a.shadow(0, 4096)), 0u);
+  EXPECT_DEATH(static_cast<void>(*reinterpret_cast<volatile char*>(a.user(0, 0))), "");  // inaccessible again
+}
+
+TEST(Arena, BadArgumentsAreTypedErrors) {
+  EXPECT_THROW(Arena(0, kSegment), hdsm::InvalidArgument);
+  EXPECT_THROW(Arena(1, kSegment + 4096), hdsm::InvalidArgument);
+  EXPECT_THROW(Arena(1, 1024), hdsm::InvalidArgument);
+  EXPECT_THROW(Arena(1u << 20, std::size_t{1} << 40), hdsm::InvalidArgument);
+  Arena a(1, kSegment);
+  EXPECT_THROW(a.protect(1, 0, 4096, PROT_READ), hdsm::InvalidArgument);
+  EXPECT_THROW(a.protect(0, 100, 4096, PROT_READ), hdsm::InvalidArgument);
+  EXPECT_THROW(a.protect(0, kSegment - 4096, 8192, PROT_READ), hdsm::InvalidArgument);
+  EXPECT_THROW(a.release(0, 0, 1000), hdsm::InvalidArgument);
+}
+
+TEST(Arena, ManyLargeSegmentsCostOnlyAddressSpace) {
+  Arena a(17, std::size_t{64} << 30);  // 17 x 64 GiB per view, like 16 devices plus the host
+  EXPECT_EQ(a.resident_bytes(16), 0u);
+  a.protect(16, 0, 4096, PROT_READ | PROT_WRITE);
+  *reinterpret_cast<int*>(a.user(16, 0)) = 5;
+  EXPECT_EQ(*reinterpret_cast<const int*>(a.shadow(16, 0)), 5);
+}
+
+}  // namespace

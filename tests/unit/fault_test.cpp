@@ -1,0 +1,353 @@
+// The SIGSEGV/SIGBUS dispatcher: read/write decoding, dispatch to the owning range, concurrency,
+// foreign faults (death and chaining) and errno.
+#include "os/fault.hpp"
+#include "os/mapping.hpp"
+
+#include <hdsm/error.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <stdexcept>
+#include <sys/mman.h>
+#include <thread>
+#include <unistd.h>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using hdsm::os::FaultAccess;
+using hdsm::os::page_size;
+
+// A PROT_NONE region of `pages` pages, unmapped at the end of the test.
+class ProtectedRegion {
+ public:
+  explicit ProtectedRegion(std::size_t pages) : bytes_(pages * page_size()) {
+    void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::runtime_error("mmap failed");
+    data_ = static_cast<char*>(p);
+  }
+  ~ProtectedRegion() { ::munmap(data_, bytes_); }
+  ProtectedRegion(const ProtectedRegion&) = delete;
+  ProtectedRegion& operator=(const ProtectedRegion&) = delete;
+
+  char* page(std::size_t i) const { return data_ + i * page_size(); }
+  std::size_t bytes() const { return bytes_; }
+  void protect(int prot) const { ASSERT_EQ(::mprotect(data_, bytes_, prot), 0); }
+
+ private:
+  char* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+void* page_of(void* address) {
+  const auto a = reinterpret_cast<std::uintptr_t>(address);
+  return reinterpret_cast<void*>(a - a % page_size());
+}
+
+// What a resolver saw, and the policy of the GMAC lazy-update protocol: a read (or an undecoded
+// access) maps the page read-only, a write maps it read/write.
+struct Recorder {
+  static constexpr int kMaxCalls = 64;
+  std::atomic<int> calls{0};
+  void* addresses[kMaxCalls] = {};
+  FaultAccess accesses[kMaxCalls] = {};
+  bool accept = true;
+  int clobber_errno = 0;
+};
+
+bool record_and_map(void* context, void* address, FaultAccess access) {
+  auto* r = static_cast<Recorder*>(context);
+  const int i = r->calls.fetch_add(1);
+  if (i < Recorder::kMaxCalls) {
+    r->addresses[i] = address;
+    r->accesses[i] = access;
+  }
+  if (r->clobber_errno != 0) errno = r->clobber_errno;
+  if (!r->accept) return false;
+  // Undecoded: read-only the first time; a fault on a page already made readable was a write.
+  bool seen = false;
+  for (int j = 0; j < i && j < Recorder::kMaxCalls; ++j)
+    seen = seen || page_of(r->addresses[j]) == page_of(address);
+  const bool write = access == FaultAccess::write || (access == FaultAccess::unknown && seen);
+  const int prot = write ? PROT_READ | PROT_WRITE : PROT_READ;
+  return ::mprotect(page_of(address), page_size(), prot) == 0;
+}
+
+bool map_read_write(void* context, void* address, FaultAccess) {
+  static_cast<std::atomic<int>*>(context)->fetch_add(1);
+  return ::mprotect(page_of(address), page_size(), PROT_READ | PROT_WRITE) == 0;
+}
+
+// Death tests re-run the test binary, and the sanitizer runtimes install their own SIGSEGV handler
+// at start-up: it would be the handler hdsm chains to (and report and exit in its own way). Reset the
+// child to the default disposition so that the tests see what a plain process does.
+void start_from_default_disposition() {
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(SIGSEGV, &dfl, nullptr);
+  ::sigaction(SIGBUS, &dfl, nullptr);
+  hdsm::os::install_fault_handler();
+}
+
+// Unregisters at scope exit, so that a failed assertion does not leave a range behind for later tests.
+class Registration {
+ public:
+  Registration(void* begin, std::size_t bytes, hdsm::os::FaultResolver resolver, void* context)
+      : id_(hdsm::os::register_fault_range(begin, bytes, resolver, context)) {}
+  ~Registration() {
+    if (id_ >= 0) hdsm::os::unregister_fault_range(id_);
+  }
+  Registration(const Registration&) = delete;
+  Registration& operator=(const Registration&) = delete;
+  int id() const { return id_; }
+  void release() { hdsm::os::unregister_fault_range(std::exchange(id_, -1)); }
+
+ private:
+  int id_;
+};
+
+int read_int(const void* address) { return *static_cast<const volatile int*>(address); }
+void write_int(void* address, int value) { *static_cast<volatile int*>(address) = value; }
+
+class FaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    hdsm::os::install_fault_handler();
+    hdsm::os::reset_fault_stats();
+  }
+};
+
+TEST_F(FaultTest, ReadThenWriteFaultsReachTheResolver) {
+  ProtectedRegion region(2);
+  write_int(region.page(1), 5678);
+  region.protect(PROT_NONE);
+  Recorder recorder;
+  Registration range(region.page(0), region.bytes(), record_and_map, &recorder);
+
+  EXPECT_EQ(read_int(region.page(1)), 5678);
+  EXPECT_EQ(read_int(region.page(1)), 5678);  // readable now: no second fault
+  ASSERT_EQ(recorder.calls.load(), 1);
+  EXPECT_EQ(recorder.addresses[0], static_cast<void*>(region.page(1)));
+  void* const written = region.page(1) + 4;
+  write_int(written, 99);
+  EXPECT_EQ(read_int(written), 99);
+  ASSERT_EQ(recorder.calls.load(), 2);
+  EXPECT_EQ(recorder.addresses[1], written);
+
+  const auto stats = hdsm::os::fault_stats();
+#if defined(__x86_64__)
+  EXPECT_EQ(recorder.accesses[0], FaultAccess::read);
+  EXPECT_EQ(recorder.accesses[1], FaultAccess::write);
+  EXPECT_EQ(stats.reads, 1u);
+  EXPECT_EQ(stats.writes, 1u);
+  EXPECT_EQ(stats.unknown, 0u);
+#else
+  EXPECT_EQ(stats.unknown, 2u);
+#endif
+  EXPECT_GT(stats.resolver_ns, 0u);
+  hdsm::os::reset_fault_stats();
+  const auto reset = hdsm::os::fault_stats();
+  EXPECT_EQ(reset.reads + reset.writes + reset.unknown + reset.resolver_ns, 0u);
+}
+
+TEST_F(FaultTest, TwoRangesDispatchToTheirOwnResolver) {
+  ProtectedRegion a(2), b(2);
+  a.protect(PROT_NONE);
+  b.protect(PROT_NONE);
+  Recorder ra;
+  std::atomic<int> rb{0};
+  Registration range_a(a.page(0), a.bytes(), record_and_map, &ra);
+  Registration range_b(b.page(0), b.bytes(), map_read_write, &rb);
+  EXPECT_NE(range_a.id(), range_b.id());
+
+  write_int(b.page(1), 7);
+  EXPECT_EQ(ra.calls.load(), 0);
+  EXPECT_EQ(rb.load(), 1);
+  EXPECT_EQ(read_int(a.page(0)), 0);
+  ASSERT_EQ(ra.calls.load(), 1);
+  EXPECT_EQ(ra.addresses[0], static_cast<void*>(a.page(0)));
+  EXPECT_EQ(rb.load(), 1);
+
+  const int stale = range_a.id();
+  range_a.release();
+  EXPECT_THROW(hdsm::os::unregister_fault_range(stale), hdsm::InvalidPointer);
+  write_int(b.page(0), 8);
+  EXPECT_EQ(ra.calls.load(), 1);
+  EXPECT_EQ(rb.load(), 2);
+}
+
+TEST_F(FaultTest, RegistrationRejectsOverlapsAndRunsOutOfSlots) {
+  ProtectedRegion region(hdsm::os::kMaxFaultRanges + 1);
+  std::atomic<int> calls{0};
+  auto first = std::make_unique<Registration>(region.page(0), 2 * page_size(), map_read_write, &calls);
+  EXPECT_THROW(hdsm::os::register_fault_range(region.page(1), page_size(), map_read_write, &calls),
+               hdsm::InvalidArgument);
+  EXPECT_THROW(hdsm::os::register_fault_range(region.page(0), 0, map_read_write, &calls),
+               hdsm::InvalidArgument);
+  first.reset();
+  std::vector<std::unique_ptr<Registration>> ranges;
+  for (int i = 0; i < hdsm::os::kMaxFaultRanges; ++i)
+    ranges.push_back(std::make_unique<Registration>(region.page(i), page_size(), map_read_write, &calls));
+  EXPECT_THROW(hdsm::os::register_fault_range(region.page(hdsm::os::kMaxFaultRanges), page_size(),
+                                              map_read_write, &calls),
+               hdsm::Unsupported);
+  EXPECT_THROW(hdsm::os::unregister_fault_range(-1), hdsm::InvalidPointer);
+}
+
+TEST_F(FaultTest, EightThreadsFaultingOnDistinctPagesAreAllResolved) {
+  constexpr int kThreads = 8, kPagesPerThread = 32;
+  ProtectedRegion region(kThreads * kPagesPerThread);
+  for (int p = 0; p < kThreads * kPagesPerThread; ++p) write_int(region.page(p), p);
+  region.protect(PROT_NONE);
+  std::atomic<int> calls{0};
+  Registration range(region.page(0), region.bytes(), map_read_write, &calls);
+  std::atomic<int> wrong{0}, waiting{kThreads};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      waiting.fetch_sub(1);
+      while (waiting.load() != 0) std::this_thread::yield();  // start together, so the faults overlap
+      for (int i = 0; i < kPagesPerThread; ++i) {
+        const int p = i * kThreads + t;  // interleaved, so neighbouring pages fault on different threads
+        if (read_int(region.page(p)) != p) wrong.fetch_add(1);
+        write_int(region.page(p) + 64, -p);
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(calls.load(), kThreads * kPagesPerThread);  // the read made each page read/write at once
+  const auto stats = hdsm::os::fault_stats();
+  EXPECT_EQ(stats.reads + stats.writes + stats.unknown,
+            static_cast<std::uint64_t>(kThreads * kPagesPerThread));
+  for (int p = 0; p < kThreads * kPagesPerThread; ++p) EXPECT_EQ(read_int(region.page(p) + 64), -p);
+}
+
+TEST_F(FaultTest, ErrnoIsPreservedAcrossTheHandler) {
+  ProtectedRegion region(1);
+  region.protect(PROT_NONE);
+  Recorder recorder;
+  recorder.clobber_errno = EIO;
+  Registration range(region.page(0), region.bytes(), record_and_map, &recorder);
+  errno = ENOTTY;
+  const int value = read_int(region.page(0));
+  const int after = errno;
+  EXPECT_EQ(value, 0);
+  EXPECT_EQ(recorder.calls.load(), 1);
+  EXPECT_EQ(after, ENOTTY);
+}
+
+class FaultDeathTest : public ::testing::Test {
+ protected:
+  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+};
+
+TEST_F(FaultDeathTest, ForeignAccessStillKillsWithSegv) {
+  ProtectedRegion foreign(1);
+  foreign.protect(PROT_NONE);
+  EXPECT_EXIT(
+      {
+        start_from_default_disposition();
+        read_int(foreign.page(0));
+        std::_Exit(0);
+      },
+      ::testing::KilledBySignal(SIGSEGV),
+      "hdsm: segmentation fault at 0x[0-9a-f]+ \\(not in shared memory\\)");
+  // A wild pointer near null (not null itself, which UBSan would catch before the hardware does).
+  EXPECT_EXIT(
+      {
+        start_from_default_disposition();
+        volatile std::uintptr_t wild = 0x10;
+        read_int(reinterpret_cast<const void*>(wild));
+        std::_Exit(0);
+      },
+      ::testing::KilledBySignal(SIGSEGV), "hdsm: segmentation fault at 0x10 \\(not in shared memory\\)");
+}
+
+TEST_F(FaultDeathTest, UnregisteredRangeIsForeign) {
+  ProtectedRegion region(2);
+  region.protect(PROT_NONE);
+  EXPECT_EXIT(
+      {
+        start_from_default_disposition();
+        Recorder recorder;
+        const int id =
+            hdsm::os::register_fault_range(region.page(0), region.bytes(), record_and_map, &recorder);
+        read_int(region.page(0));
+        hdsm::os::unregister_fault_range(id);
+        std::fprintf(stderr, "resolved %d\n", recorder.calls.load());
+        read_int(region.page(1));
+        std::_Exit(0);
+      },
+      ::testing::KilledBySignal(SIGSEGV),
+      "resolved 1\nhdsm: segmentation fault at 0x[0-9a-f]+ \\(not in shared memory\\)");
+}
+
+TEST_F(FaultDeathTest, DecliningResolverKillsWithSegv) {
+  ProtectedRegion region(1);
+  region.protect(PROT_NONE);
+  EXPECT_EXIT(
+      {
+        start_from_default_disposition();
+        Recorder recorder;
+        recorder.accept = false;
+        hdsm::os::register_fault_range(region.page(0), region.bytes(), record_and_map, &recorder);
+        read_int(region.page(0));
+        std::_Exit(0);
+      },
+      ::testing::KilledBySignal(SIGSEGV),
+      "hdsm: segmentation fault at 0x[0-9a-f]+ \\(refused by the resolver");
+}
+
+std::atomic<void*> expected_fault_address{nullptr};
+
+void exit_42(int, siginfo_t* info, void*) {
+  ::_exit(info->si_addr == expected_fault_address.load() ? 42 : 43);
+}
+void exit_44(int) { ::_exit(44); }
+
+TEST_F(FaultDeathTest, PreviousHandlerGetsForeignFaults) {
+  ProtectedRegion foreign(1), shared(1);
+  foreign.protect(PROT_NONE);
+  shared.protect(PROT_NONE);
+  EXPECT_EXIT(
+      {
+        struct sigaction action {};
+        action.sa_sigaction = exit_42;
+        action.sa_flags = SA_SIGINFO;
+        sigemptyset(&action.sa_mask);
+        ::sigaction(SIGSEGV, &action, nullptr);
+        hdsm::os::install_fault_handler();
+        hdsm::os::install_fault_handler();  // idempotent: must not save itself as the previous handler
+        std::atomic<int> calls{0};
+        hdsm::os::register_fault_range(shared.page(0), shared.bytes(), map_read_write, &calls);
+        write_int(shared.page(0), 1);  // resolved by hdsm, not passed on
+        if (calls.load() != 1) ::_exit(1);
+        expected_fault_address = foreign.page(0) + 8;
+        read_int(foreign.page(0) + 8);
+        ::_exit(0);
+      },
+      ::testing::ExitedWithCode(42), "");
+  // A plain (non-SA_SIGINFO) handler is called too.
+  EXPECT_EXIT(
+      {
+        struct sigaction action {};
+        action.sa_handler = exit_44;
+        sigemptyset(&action.sa_mask);
+        ::sigaction(SIGSEGV, &action, nullptr);
+        hdsm::os::install_fault_handler();
+        read_int(foreign.page(0));
+        ::_exit(0);
+      },
+      ::testing::ExitedWithCode(44), "");
+}
+
+}  // namespace

@@ -1,0 +1,384 @@
+// ProtectionMap: per-block protections checked against the kernel's own view in /proc/self/maps.
+#include "os/protection.hpp"
+#include "os/mapping.hpp"
+
+#include <hdsm/error.hpp>
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using hdsm::os::Mapping;
+using hdsm::os::Protection;
+using hdsm::os::ProtectionMap;
+
+struct Vma {
+  std::uintptr_t start, end;
+  Protection protection;
+};
+
+// The VMAs of /proc/self/maps that overlap [base, base + bytes), clipped to it.
+std::vector<Vma> region_vmas(const std::byte* base, std::size_t bytes) {
+  const auto lo = reinterpret_cast<std::uintptr_t>(base), hi = lo + bytes;
+  std::vector<Vma> vmas;
+  std::ifstream in("/proc/self/maps");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::uintptr_t start = 0, end = 0;
+    const char* const last = line.data() + line.size();
+    const auto dash = std::from_chars(line.data(), last, start, 16);
+    const auto space = std::from_chars(dash.ptr + 1, last, end, 16);
+    if (end <= lo || start >= hi) continue;
+    const char* perms = space.ptr + 1;
+    const Protection p = perms[1] == 'w'   ? Protection::read_write
+                         : perms[0] == 'r' ? Protection::read
+                                           : Protection::none;
+    vmas.push_back({std::max(start, lo), std::min(end, hi), p});
+  }
+  return vmas;
+}
+
+std::size_t count_runs(const ProtectionMap& map) {
+  std::size_t runs = 1;
+  for (std::size_t b = 1; b < map.blocks(); ++b) runs += map.effective(b) != map.effective(b - 1);
+  return runs;
+}
+
+// The kernel's VMAs over the region are exactly the map's runs with its effective protections, and
+// no block is less restrictive than desired.
+testing::AssertionResult matches_kernel(const ProtectionMap& map) {
+  const std::size_t bytes = map.blocks() * map.block_bytes();
+  const auto vmas = region_vmas(map.base(), bytes);
+  const auto lo = reinterpret_cast<std::uintptr_t>(map.base());
+  std::size_t covered = 0;
+  for (const auto& v : vmas) {
+    covered += v.end - v.start;
+    for (std::size_t b = (v.start - lo) / map.block_bytes(); b <= (v.end - 1 - lo) / map.block_bytes(); ++b)
+      if (map.effective(b) != v.protection)
+        return testing::AssertionFailure()
+               << "block " << b << " is " << to_string(v.protection) << " in the kernel, "
+               << to_string(map.effective(b)) << " in the map";
+  }
+  if (covered != bytes)
+    return testing::AssertionFailure() << "VMAs cover " << covered << " of " << bytes << " bytes";
+  if (vmas.size() != map.runs())
+    return testing::AssertionFailure() << vmas.size() << " VMAs, map counts " << map.runs() << " runs";
+  if (map.runs() > map.run_budget())
+    return testing::AssertionFailure() << map.runs() << " runs exceed the budget of " << map.run_budget();
+  for (std::size_t b = 0; b < map.blocks(); ++b)
+    if (map.effective(b) > map.desired(b))
+      return testing::AssertionFailure() << "block " << b << " is " << to_string(map.effective(b))
+                                         << ", desired " << to_string(map.desired(b));
+  return testing::AssertionSuccess();
+}
+
+// Asks the kernel whether it may read or write a byte, through a pipe: EFAULT instead of a signal.
+class Probe {
+ public:
+  Probe() { EXPECT_EQ(::pipe2(fds_, O_NONBLOCK), 0); }
+  ~Probe() {
+    ::close(fds_[0]);
+    ::close(fds_[1]);
+  }
+  bool readable(const std::byte* p) {
+    if (::write(fds_[1], p, 1) != 1) return false;
+    drain();
+    return true;
+  }
+  bool writable(std::byte* p) {
+    const char c = 0;
+    EXPECT_EQ(::write(fds_[1], &c, 1), 1);
+    if (::read(fds_[0], p, 1) == 1) return true;
+    drain();
+    return false;
+  }
+
+ private:
+  void drain() {
+    char c;
+    EXPECT_EQ(::read(fds_[0], &c, 1), 1);
+  }
+  int fds_[2] = {-1, -1};
+};
+
+std::size_t page() { return hdsm::os::page_size(); }
+
+TEST(ProtectionMap, AppliesProtectionsTheKernelEnforces) {
+  const std::vector<Protection> pattern = {Protection::read_write, Protection::none, Protection::read,
+                                           Protection::read,       Protection::none, Protection::read_write,
+                                           Protection::read_write, Protection::read};
+  Mapping region(pattern.size() * page(), "probe region");
+  ProtectionMap map(region.data(), pattern.size(), page(), "probe region", Protection::read_write, 100);
+  for (std::size_t b = 0; b < pattern.size(); ++b) map.set(b, 1, pattern[b]);
+  EXPECT_EQ(map.runs(), 6u);
+  EXPECT_EQ(map.granularity_blocks(), 1u);
+  EXPECT_TRUE(matches_kernel(map));
+  Probe probe;
+  for (std::size_t b = 0; b < pattern.size(); ++b) {
+    std::byte* p = region.data() + b * page();
+    EXPECT_EQ(map.effective(b), pattern[b]) << b;
+    EXPECT_EQ(probe.readable(p), pattern[b] != Protection::none) << b;
+    EXPECT_EQ(probe.writable(p), pattern[b] == Protection::read_write) << b;
+    EXPECT_EQ(map.allows(b, false), pattern[b] != Protection::none) << b;
+    EXPECT_EQ(map.allows(b, true), pattern[b] == Protection::read_write) << b;
+  }
+}
+
+TEST(ProtectionDeathTest, TouchingAnInvalidBlockFaults) {
+  Mapping region(4 * page(), "fault region");
+  ProtectionMap map(region.data(), 4, page(), "fault region", Protection::read_write, 100);
+  map.set(1, 2, Protection::none);
+  const auto read_byte = [&](std::size_t block) {
+    (void)*reinterpret_cast<volatile unsigned char*>(region.data() + block * page());
+    std::_Exit(0);
+  };
+  const auto failed = [](int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0); };
+  EXPECT_EXIT(read_byte(2), failed, "");
+  EXPECT_EXIT(read_byte(3), testing::ExitedWithCode(0), "");
+}
+
+TEST(ProtectionMap, CoalescesEqualNeighbours) {
+  const std::size_t n = 64;
+  Mapping region(n * page(), "coalescing region");
+  ProtectionMap map(region.data(), n, page(), "coalescing region", Protection::read_write, 1000);
+  for (std::size_t b = 0; b < n; ++b) {
+    map.set(b, 1, Protection::read);
+    ASSERT_EQ(map.runs(), b + 1 < n ? 2u : 1u) << b;
+  }
+  EXPECT_TRUE(matches_kernel(map));
+
+  for (std::size_t b = 0; b < n; b += 2) map.set(b, 1, Protection::none);
+  EXPECT_EQ(map.runs(), n);
+  EXPECT_TRUE(matches_kernel(map));
+
+  for (std::size_t b = 1; b < n; b += 2) {
+    map.set(b, 1, Protection::none);
+    ASSERT_EQ(map.runs(), std::max<std::size_t>(n - b - 1, 1)) << b;
+  }
+  EXPECT_TRUE(matches_kernel(map));
+
+  // Mixed states brought to one protection take one mprotect; unchanged blocks take none.
+  for (std::size_t b = 0; b < n; b += 3) map.set(b, 1, Protection::read_write);
+  auto calls = map.stats().mprotect_calls;
+  map.set(0, n, Protection::read);
+  EXPECT_EQ(map.stats().mprotect_calls, calls + 1);
+  EXPECT_EQ(map.runs(), 1u);
+  calls = map.stats().mprotect_calls;
+  map.set(5, 20, Protection::read);
+  EXPECT_EQ(map.stats().mprotect_calls, calls);
+  EXPECT_TRUE(matches_kernel(map));
+  EXPECT_EQ(map.stats().degradations, 0u);
+}
+
+TEST(ProtectionMap, DegradesToTheMostRestrictiveProtectionOfEachGroup) {
+  const std::size_t n = 16;
+  Mapping region(n * page(), "degrading region");
+  ProtectionMap map(region.data(), n, page(), "degrading region", Protection::read_write, 6);
+  map.set(1, 1, Protection::read);
+  map.set(6, 1, Protection::none);
+  EXPECT_EQ(map.runs(), 5u);
+  EXPECT_EQ(map.granularity_blocks(), 1u);
+  map.set(12, 1, Protection::read);  // seven runs of single blocks, six of pairs
+  EXPECT_EQ(map.granularity_blocks(), 2u);
+  EXPECT_EQ(map.stats().degradations, 1u);
+  const std::vector<Protection> expected = {
+      Protection::read,       Protection::read,       Protection::read_write, Protection::read_write,
+      Protection::read_write, Protection::read_write, Protection::none,       Protection::none,
+      Protection::read_write, Protection::read_write, Protection::read_write, Protection::read_write,
+      Protection::read,       Protection::read,       Protection::read_write, Protection::read_write};
+  for (std::size_t b = 0; b < n; ++b) EXPECT_EQ(map.effective(b), expected[b]) << b;
+  EXPECT_EQ(map.runs(), 6u);
+  EXPECT_TRUE(matches_kernel(map));
+
+  // A write fault on block 0 is spurious, one on block 1 or any access to block 6 is not.
+  EXPECT_TRUE(map.allows(0, true));
+  EXPECT_FALSE(map.allows(1, true));
+  EXPECT_TRUE(map.allows(1, false));
+  EXPECT_FALSE(map.allows(6, false));
+  EXPECT_FALSE(map.refine(0));  // would make seven runs
+  EXPECT_EQ(map.effective(0), Protection::read);
+  EXPECT_EQ(map.stats().refused_refinements, 1u);
+  map.set(12, 2, Protection::read_write);  // frees two runs
+  EXPECT_EQ(map.runs(), 4u);
+  EXPECT_TRUE(map.refine(0));
+  EXPECT_EQ(map.effective(0), Protection::read_write);
+  EXPECT_EQ(map.effective(1), Protection::read);
+  EXPECT_TRUE(map.refine(1));  // already exact
+  EXPECT_EQ(map.stats().refinements, 1u);
+  EXPECT_EQ(map.runs(), 5u);
+  EXPECT_TRUE(matches_kernel(map));
+  EXPECT_EQ(map.granularity_blocks(), 2u);
+}
+
+// 100 000 blocks in alternating states would need 100 000 VMAs, past vm.max_map_count (65530).
+TEST(ProtectionMap, HundredThousandAlternatingBlocksStayWithinTheMappingLimit) {
+  const std::size_t n = 100'000, block = std::max<std::size_t>(4096, page());
+  Mapping region(n * block, "alternating region");
+  ProtectionMap map(region.data(), n, block, "alternating region");
+  if (map.run_budget() >= n) GTEST_SKIP() << "vm.max_map_count allows " << map.run_budget() << " runs";
+  for (std::size_t b = 0; b < n; ++b) {
+    map.set(b, 1, b % 2 == 0 ? Protection::none : Protection::read_write);
+    if (b % 25'000 == 0) {
+      ASSERT_LE(region_vmas(region.data(), n * block).size(), map.run_budget()) << b;
+    }
+  }
+  EXPECT_GE(map.stats().degradations, 1u);
+  EXPECT_EQ(map.granularity_blocks(), 2u);  // pairs of (none, read_write) are all none: one run
+  for (std::size_t b = 0; b < n; ++b)
+    ASSERT_EQ(map.desired(b), b % 2 == 0 ? Protection::none : Protection::read_write);
+  EXPECT_EQ(count_runs(map), map.runs());
+  EXPECT_TRUE(matches_kernel(map));
+
+  ASSERT_TRUE(map.allows(12'345, true));
+  EXPECT_EQ(map.effective(12'345), Protection::none);
+  EXPECT_TRUE(map.refine(12'345));
+  EXPECT_EQ(map.effective(12'345), Protection::read_write);
+  Probe probe;
+  EXPECT_TRUE(probe.writable(region.data() + 12'345 * block));
+  EXPECT_FALSE(probe.readable(region.data() + 12'347 * block));
+
+  // Sparse invalid blocks fit at the coarse granularity; their group partners fault spuriously.
+  map.set(0, n, Protection::read_write);
+  for (std::size_t b = 0; b < n; b += 64) map.set(b, 1, Protection::none);
+  EXPECT_EQ(map.runs(), 2 * ((n + 63) / 64));
+  EXPECT_TRUE(matches_kernel(map));
+}
+
+TEST(ProtectionMap, KernelMappingLimitDegradesInsteadOfFailing) {
+  std::size_t limit = 0;
+  std::ifstream("/proc/sys/vm/max_map_count") >> limit;
+  const std::size_t n = 100'000, block = std::max<std::size_t>(4096, page());
+  if (limit == 0 || limit >= n) GTEST_SKIP() << "vm.max_map_count is " << limit;
+  Mapping region(n * block, "over-budget region");
+  // A budget the kernel cannot honour: mprotect itself runs out of mappings.
+  ProtectionMap map(region.data(), n, block, "over-budget region", Protection::read_write, 2 * n);
+  for (std::size_t b = 0; b < n; b += 2) map.set(b, 1, Protection::read);
+  EXPECT_GE(map.stats().enomem_failures, 1u);
+  EXPECT_GE(map.stats().degradations, 1u);
+  EXPECT_EQ(count_runs(map), map.runs());
+  EXPECT_TRUE(matches_kernel(map));
+}
+
+TEST(ProtectionMap, RandomOperationsMatchAReferenceModel) {
+  const std::size_t n = 300;
+  Mapping region(n * page(), "random region");
+  std::mt19937 rng(20'260'121);
+  for (const std::size_t budget : {1, 8, 40, 150, 1000}) {
+    ProtectionMap map(region.data(), n, page(), "random region", Protection::read, budget);
+    std::vector<Protection> model(n, Protection::read);
+    for (int step = 0; step < 800; ++step) {
+      if (rng() % 6 == 0) {
+        const std::size_t b = rng() % n;
+        const bool refined = map.refine(b);
+        if (refined) {
+          ASSERT_EQ(map.effective(b), model[b]);
+        }
+        if (budget >= n) {
+          ASSERT_TRUE(refined);
+        }
+      } else {
+        const std::size_t first = rng() % n;
+        const std::size_t count = 1 + rng() % std::min<std::size_t>(n - first, rng() % 4 == 0 ? n : 8);
+        const auto p = static_cast<Protection>(rng() % 3);
+        map.set(first, count, p);
+        std::fill_n(model.begin() + static_cast<std::ptrdiff_t>(first), count, p);
+      }
+      ASSERT_EQ(count_runs(map), map.runs()) << "budget " << budget << " step " << step;
+      ASSERT_LE(map.runs(), budget);
+      for (std::size_t b = 0; b < n; ++b) {
+        ASSERT_EQ(map.desired(b), model[b]) << b;
+        ASSERT_LE(map.effective(b), model[b]) << b;
+        if (budget >= n) {
+          ASSERT_EQ(map.effective(b), model[b]) << b;
+        }
+        ASSERT_EQ(map.allows(b, true), model[b] == Protection::read_write);
+      }
+      if (step % 50 == 0) {
+        ASSERT_TRUE(matches_kernel(map)) << "budget " << budget << " step " << step;
+      }
+    }
+    EXPECT_TRUE(matches_kernel(map));
+    if (budget < 40) {
+      EXPECT_GT(map.stats().degradations, 0u) << budget;
+    }
+    if (budget >= n) {
+      EXPECT_EQ(map.stats().degradations, 0u);
+    }
+  }
+}
+
+TEST(ProtectionMap, DefaultBudgetLeavesRoomForOtherMappings) {
+  // Unreadable files: the kernel's default limit with half of it assumed in use.
+  EXPECT_EQ(hdsm::os::default_run_budget("/nonexistent/max_map_count", "/nonexistent/maps"), 13'823u);
+  const std::string small = testing::TempDir() + "hdsm_max_map_count";
+  std::ofstream(small) << "1000\n";
+  EXPECT_EQ(hdsm::os::default_run_budget(small.c_str()), 1u);
+  std::remove(small.c_str());
+
+  std::size_t limit = 0;
+  std::ifstream("/proc/sys/vm/max_map_count") >> limit;
+  const std::size_t budget = hdsm::os::default_run_budget();
+  EXPECT_GT(budget, 0u);
+  if (limit > 0) {
+    EXPECT_LT(budget, limit / 2);
+  }
+}
+
+TEST(ProtectionMap, RejectsBadArgumentsAndReportsOtherFailures) {
+  Mapping region(4 * page(), "argument region");
+  EXPECT_THROW(ProtectionMap(region.data() + 1, 2, page(), "x"), hdsm::InvalidArgument);
+  EXPECT_THROW(ProtectionMap(region.data(), 2, page() + 1, "x"), hdsm::InvalidArgument);
+  EXPECT_THROW(ProtectionMap(region.data(), 0, page(), "x"), hdsm::InvalidArgument);
+  EXPECT_THROW(ProtectionMap(region.data(), 2, page(), "x", Protection::read_write, 0),
+               hdsm::InvalidArgument);
+  ProtectionMap map(region.data(), 4, page(), "argument region", Protection::read_write, 10);
+  EXPECT_THROW(map.set(3, 2, Protection::none), hdsm::InvalidArgument);
+  EXPECT_THROW(map.refine(4), hdsm::InvalidArgument);
+  EXPECT_THROW((void)map.desired(4), hdsm::InvalidArgument);
+  map.set(4, 0, Protection::none);
+  EXPECT_EQ(map.runs(), 1u);
+
+  // A shared mapping of a file opened read-only can never become writable: EACCES, not ENOMEM.
+  std::string path = testing::TempDir() + "hdsm_protection_XXXXXX";
+  const int writer = ::mkstemp(path.data());
+  ASSERT_GE(writer, 0);
+  ASSERT_EQ(::ftruncate(writer, static_cast<off_t>(2 * page())), 0);
+  ::close(writer);
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  ::unlink(path.c_str());
+  ASSERT_GE(fd, 0);
+  void* file = ::mmap(nullptr, 2 * page(), PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  ASSERT_NE(file, MAP_FAILED);
+  {
+    ProtectionMap file_map(file, 2, page(), "read-only file", Protection::read, 10);
+    try {
+      file_map.set(1, 1, Protection::read_write);
+      ADD_FAILURE() << "no SystemError";
+    } catch (const hdsm::SystemError& e) {
+      EXPECT_EQ(e.error_number(), EACCES);
+      EXPECT_NE(std::string(e.what()).find("mprotect failed on blocks [1, 2) of read-only file"),
+                std::string::npos)
+          << e.what();
+    }
+    EXPECT_EQ(file_map.desired(1), Protection::read_write);
+    EXPECT_EQ(file_map.effective(1), Protection::read);
+  }
+  ::munmap(file, 2 * page());
+}
+
+}  // namespace
