@@ -1,0 +1,43 @@
+// Coherence plans of whole objects: the transitions of protocol.hpp applied to every block of one
+// object at a kernel call (release) or at the sync (acquire), as values the caller then executes.
+#pragma once
+
+#include "coherence/protocol.hpp"
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+namespace hdsm::coherence {
+
+/// Moves blocks [first_block, first_block + blocks) of the object in `direction` (never Transfer::none).
+struct CopyStep {
+  Transfer direction;
+  std::size_t first_block;
+  std::size_t blocks;
+  bool operator==(const CopyStep&) const = default;
+};
+
+struct ProtectionRun {
+  std::size_t first_block;
+  std::size_t blocks;
+  Protection protection;
+  bool operator==(const ProtectionRun&) const = default;
+};
+
+/// Adjacent blocks with the same transfer form one step and adjacent blocks with the same new
+/// protection one run, both in block order. Runs cover only the blocks whose protection changes.
+struct Plan {
+  std::vector<CopyStep> copies;
+  std::vector<ProtectionRun> protections;
+  bool empty() const { return copies.empty() && protections.empty(); }
+  bool operator==(const Plan&) const = default;
+};
+
+/// Both update `states` (the object's blocks, in order) to their next states in place and return what
+/// to do. Under rolling-update the caller removes from its RollingWindow the blocks that were dirty
+/// and are not any more.
+Plan plan_release(ProtocolKind kind, std::span<BlockState> states, KernelUse use);
+Plan plan_acquire(ProtocolKind kind, std::span<BlockState> states, KernelUse use);
+
+}  // namespace hdsm::coherence
