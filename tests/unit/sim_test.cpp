@@ -1,7 +1,6 @@
-// The sim backend: its allocator, link model, engines, bounce buffer and poisoning.
+// The sim backend: its link model, engines, bounce buffer and poisoning (its allocator, os::OffsetHeap,
+// is tested in offset_heap_test.cpp).
 #include <hdsm/hdsm.hpp>
-
-#include "device/sim/heap.hpp"
 
 #include <gtest/gtest.h>
 
@@ -15,25 +14,6 @@ hdsm::Config sim_config(const char* gbps = "0") {
   auto c = hdsm::Config::defaults();
   c.set("HDSM_SIM_MEMORY", "256MiB").set("HDSM_SIM_LINK_GBPS", gbps).set("HDSM_SIM_LATENCY_US", "0");
   return c;
-}
-
-TEST(SimHeap, BestFitSplitAndCoalesce) {
-  hdsm::sim::DeviceHeap heap(4096);
-  const auto a = heap.allocate(1000), b = heap.allocate(1000), c = heap.allocate(1000);
-  ASSERT_TRUE(a && b && c);
-  EXPECT_EQ(*a % hdsm::sim::DeviceHeap::kAlignment, 0u);
-  EXPECT_EQ(heap.used(), 3 * 1024u);
-  EXPECT_FALSE(heap.allocate(2048));  // only 1 KiB left
-  heap.release(*b, 1000);
-  heap.release(*a, 1000);
-  const auto big = heap.allocate(2048);  // a and b coalesced
-  ASSERT_TRUE(big);
-  EXPECT_EQ(*big, *a);
-  heap.release(*big, 2048);
-  heap.release(*c, 1000);
-  EXPECT_EQ(heap.used(), 0u);
-  EXPECT_TRUE(heap.allocate(4096));  // everything coalesced back into one range
-  EXPECT_FALSE(heap.allocate(0));
 }
 
 TEST(SimDevice, PeerGroupsFollowConfiguration) {

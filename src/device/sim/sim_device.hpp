@@ -8,10 +8,10 @@
 #include <hdsm/stats.hpp>
 
 #include "device/services.hpp"
-#include "device/sim/heap.hpp"
 #include "device/sim/host_memory.hpp"
 #include "device/sim/link_model.hpp"
 #include "os/mapping.hpp"
+#include "os/offset_heap.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -94,7 +94,7 @@ class SimDevice final : public Device {
   os::Mapping memory_;
 
   mutable std::mutex alloc_mutex_;
-  DeviceHeap heap_;
+  os::OffsetHeap heap_;
   std::unordered_map<std::uint64_t, Allocation> allocations_;
   std::uint64_t next_id_ = 1;
 

@@ -1,17 +1,26 @@
-#include "device/sim/heap.hpp"
+#include "os/offset_heap.hpp"
 
-namespace hdsm::sim {
+#include <hdsm/error.hpp>
 
-DeviceHeap::DeviceHeap(std::size_t capacity) : capacity_(capacity / kAlignment * kAlignment) {
+#include <fmt/format.h>
+
+#include <bit>
+
+namespace hdsm::os {
+
+OffsetHeap::OffsetHeap(std::size_t capacity, std::size_t alignment) : alignment_(alignment) {
+  if (!std::has_single_bit(alignment))
+    throw InvalidArgument(fmt::format("offset heap alignment {} is not a power of two", alignment));
+  capacity_ = capacity & ~(alignment_ - 1);
   if (capacity_ > 0) insert_free(0, capacity_);
 }
 
-void DeviceHeap::insert_free(std::size_t offset, std::size_t bytes) {
+void OffsetHeap::insert_free(std::size_t offset, std::size_t bytes) {
   free_by_offset_.emplace(offset, bytes);
   free_by_size_.emplace(bytes, offset);
 }
 
-void DeviceHeap::erase_free(std::map<std::size_t, std::size_t>::iterator it) {
+void OffsetHeap::erase_free(std::map<std::size_t, std::size_t>::iterator it) {
   auto [first, last] = free_by_size_.equal_range(it->second);
   for (auto s = first; s != last; ++s)
     if (s->second == it->first) {
@@ -21,9 +30,9 @@ void DeviceHeap::erase_free(std::map<std::size_t, std::size_t>::iterator it) {
   free_by_offset_.erase(it);
 }
 
-std::optional<std::size_t> DeviceHeap::allocate(std::size_t bytes) {
+std::optional<std::size_t> OffsetHeap::allocate(std::size_t bytes) {
   const std::size_t need = rounded(bytes);
-  if (need == 0 || need < bytes) return std::nullopt;
+  if (need == 0 || need < bytes) return std::nullopt;  // zero bytes, or rounding overflowed
   const auto fit = free_by_size_.lower_bound(need);
   if (fit == free_by_size_.end()) return std::nullopt;
   const std::size_t offset = fit->second, size = fit->first;
@@ -33,7 +42,7 @@ std::optional<std::size_t> DeviceHeap::allocate(std::size_t bytes) {
   return offset;
 }
 
-void DeviceHeap::release(std::size_t offset, std::size_t bytes) {
+void OffsetHeap::release(std::size_t offset, std::size_t bytes) {
   std::size_t start = offset, size = rounded(bytes);
   used_ -= size;
   auto next = free_by_offset_.lower_bound(start);
@@ -53,4 +62,4 @@ void DeviceHeap::release(std::size_t offset, std::size_t bytes) {
   insert_free(start, size);
 }
 
-}  // namespace hdsm::sim
+}  // namespace hdsm::os

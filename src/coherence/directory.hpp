@@ -1,0 +1,155 @@
+// The object directory (seed 000 §4.2-4.3): the shared objects living in an os::Arena, each split
+// into fixed-size blocks. GMAC kept blocks in a balanced tree; here "which object, which block" is an
+// index computation: the arena gives segment and offset, and a per-segment block table indexed by
+// `offset >> block_shift` gives the object's slot. No search, no lock on the lookup path.
+//
+// Objects start at block boundaries (an OffsetHeap per segment aligned to the block size), so one
+// table entry never holds two objects. A pointer past an object's last byte but inside its last block
+// belongs to no object.
+//
+// Freed objects leave tombstones: the table entries they covered remember them until another object
+// takes those blocks, so describe() can say which freed object a stray pointer hits.
+//
+// Thread safety: lookup() and object_at_start() are lock-free and may run concurrently with each other
+// and with insert() and erase() of *other* objects (a new object is published with release stores
+// after it is complete). insert(), erase(), find() and describe() serialise on a mutex. For the same
+// object the caller orders things: every lookup of a pointer into an object, and every use of its
+// Object, must happen before the object's erase (the runtime holds the object's lock; a program that
+// frees memory another thread still uses has a data race of its own). Object::states belongs to the
+// caller's protocol and its locking.
+#pragma once
+
+#include "coherence/protocol.hpp"
+#include "os/arena.hpp"
+#include "os/mapping.hpp"
+#include "os/offset_heap.hpp"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace hdsm::coherence {
+
+/// Names an object for the directory's lifetime; ids are never reused, so stale ids are detected.
+using ObjectId = std::uint64_t;
+
+struct Object {
+  ObjectId id = 0;
+  unsigned segment = 0;
+  std::size_t offset = 0;          // within the segment, a multiple of the block size
+  std::size_t bytes = 0;           // as requested
+  std::size_t blocks = 0;          // ceil(bytes / block size)
+  std::vector<BlockState> states;  // one per block, all invalid until the caller's protocol sets them
+};
+
+class Directory {
+ public:
+  struct Hit {
+    Object* object = nullptr;  // nullptr: the pointer is in no live object
+    std::size_t block = 0;     // index within the object
+    std::size_t offset_in_object = 0;
+  };
+
+  /// `block_bytes`: a power of two, a multiple of the page size and at most the segment size
+  /// (hdsm::InvalidArgument otherwise). The arena must outlive the directory.
+  Directory(os::Arena& arena, std::size_t block_bytes);
+  ~Directory();
+  Directory(const Directory&) = delete;
+  Directory& operator=(const Directory&) = delete;
+
+  /// A new object of `bytes` (> 0, else hdsm::InvalidArgument) at a block-aligned offset of `segment`;
+  /// hdsm::OutOfDeviceMemory naming the segment when no free range fits.
+  ObjectId insert(unsigned segment, std::size_t bytes);
+  /// Forget the object, give its pages back (arena.release) and free its range. An id that is not live
+  /// (freed already, or never returned by insert) throws hdsm::InvalidPointer.
+  void erase(ObjectId id);
+
+  /// O(1) and lock-free: the live object holding `user_pointer` (a user-view pointer), its block and
+  /// the offset within the object.
+  Hit lookup(const void* user_pointer) const {
+    if (!arena_.contains(user_pointer)) return {};
+    const std::size_t offset = arena_.offset_of(user_pointer);
+    const std::uint32_t slot = entry(tables_[arena_.segment_of(user_pointer)].live, offset >> shift_)
+                                   .load(std::memory_order_acquire);
+    if (slot == 0) return {};
+    Object* object = &slot_at(slot).object;
+    const std::size_t in_object = offset - object->offset;
+    if (in_object >= object->bytes) return {};
+    return {object, in_object >> shift_, in_object};
+  }
+  /// The live object that starts exactly at `user_pointer`; nullptr for an interior pointer or none.
+  Object* object_at_start(const void* user_pointer) const {
+    const Hit hit = lookup(user_pointer);
+    return hit.object != nullptr && hit.offset_in_object == 0 ? hit.object : nullptr;
+  }
+  /// The live object with this id, or nullptr.
+  Object* find(ObjectId id) const;
+  /// What `p` points at, for error messages: "0x7f.. is inside freed object #12 (4 MiB, freed)".
+  std::string describe(const void* p) const;
+
+  os::Arena& arena() const { return arena_; }
+  std::size_t block_bytes() const { return std::size_t{1} << shift_; }
+  unsigned block_shift() const { return shift_; }
+  /// Number of live objects.
+  std::size_t size() const;
+  /// The user-view address of an object's first byte.
+  std::byte* user(const Object& object) const { return arena_.user(object.segment, object.offset); }
+
+ private:
+  static constexpr unsigned kChunkShift = 10;  // slots are allocated 1024 at a time
+  static constexpr std::uint32_t kChunkSlots = std::uint32_t{1} << kChunkShift;
+
+  struct Slot {
+    Object object;
+    std::uint32_t next_free = 0;
+  };
+  struct Tombstone {
+    ObjectId id = 0;
+    std::size_t offset = 0, bytes = 0;
+    std::size_t blocks_left = 0;  // table entries still naming it; recycled at zero
+    std::uint32_t next_free = 0;
+  };
+  struct Segment {
+    os::OffsetHeap heap;
+    os::Mapping live;   // uint32 per block: slot of the live object, 0 = none (atomic)
+    os::Mapping freed;  // uint32 per block: tombstone of the last object freed there (under mutex_)
+  };
+
+  // The tables are plain zero-filled uint32 mappings (nothing is constructed in them, so untouched
+  // pages cost nothing); the live table is accessed only through atomic_ref.
+  static std::atomic_ref<std::uint32_t> entry(const os::Mapping& table, std::size_t index) {
+    return std::atomic_ref<std::uint32_t>(reinterpret_cast<std::uint32_t*>(table.data())[index]);
+  }
+  static std::uint32_t& freed_entry(const os::Mapping& table, std::size_t index) {
+    return reinterpret_cast<std::uint32_t*>(table.data())[index];
+  }
+  Slot& slot_at(std::uint32_t slot) const {
+    const std::uint32_t i = slot - 1;
+    return chunks_[i >> kChunkShift].load(std::memory_order_relaxed)[i & (kChunkSlots - 1)];
+  }
+
+  std::uint32_t take_slot();  // caller holds mutex_
+  void forget_tombstones(const Segment& segment, std::size_t first, std::size_t blocks);  // holds mutex_
+
+  os::Arena& arena_;
+  unsigned shift_;
+  std::vector<Segment> tables_;
+  // Readers reach slots through chunks_ (published before any table entry naming their slots);
+  // owned_ holds them.
+  std::unique_ptr<std::atomic<Slot*>[]> chunks_;
+  std::vector<std::unique_ptr<Slot[]>> owned_;
+
+  mutable std::mutex mutex_;
+  std::uint32_t slots_used_ = 0, free_slot_ = 0;
+  std::vector<Tombstone> tombstones_;  // index 0 unused
+  std::uint32_t free_tombstone_ = 0;
+  std::unordered_map<ObjectId, std::uint32_t> slots_by_id_;
+  ObjectId next_id_ = 1;
+};
+
+}  // namespace hdsm::coherence
