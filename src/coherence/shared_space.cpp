@@ -1,0 +1,305 @@
+#include "coherence/shared_space.hpp"
+
+#include "coherence/plan.hpp"
+
+#include <hdsm/error.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <exception>
+
+namespace hdsm::coherence {
+
+namespace {
+
+bool permits(Protection p, bool write) { return p >= (write ? Protection::read_write : Protection::read); }
+
+}  // namespace
+
+SharedSpace::SharedSpace(std::span<Device* const> devices, ProtocolKind kind, std::size_t block_bytes,
+                         obs::Counters& counters, std::size_t segment_bytes, unsigned rolling_step)
+    : kind_(kind),
+      counters_(counters),
+      devices_(devices.begin(), devices.end()),
+      arena_(static_cast<unsigned>(devices.size()), segment_bytes),
+      directory_(arena_, block_bytes),
+      rolling_step_(rolling_step) {
+  if (devices_.empty()) throw InvalidArgument("shared space: no devices");
+  // Rolling-window ids pack the object id and the block index into 32 bits each.
+  if (segment_bytes / block_bytes > (std::size_t{1} << 32))
+    throw InvalidArgument(fmt::format("shared space: segments of {} hold more than 2^32 blocks of {}",
+                                      format_bytes(segment_bytes), format_bytes(block_bytes)));
+  for (Device* d : devices_) queues_.push_back(d->create_queue());
+  fault_service_ = std::make_unique<os::FaultService>(&SharedSpace::resolve_on_service, this);
+  os::install_fault_handler();
+  fault_range_ = os::register_fault_range(arena_.user(0, 0), arena_.segments() * arena_.segment_bytes(),
+                                          &SharedSpace::resolve, this);
+}
+
+SharedSpace::~SharedSpace() {
+  os::unregister_fault_range(fault_range_);
+  fault_service_.reset();
+  for (auto& queue : queues_) {
+    try {
+      queue->synchronize();
+    } catch (const std::exception&) {  // a kernel error nobody acquired; the space goes away anyway
+    }
+  }
+  for (auto& [id, e] : objects_) {
+    e->protection.reset();
+    try {
+      devices_[e->device]->free(e->buffer);
+    } catch (const std::exception&) {
+    }
+  }
+  objects_.clear();
+  queues_.clear();
+}
+
+std::size_t SharedSpace::rolling_capacity() const {
+  std::lock_guard lock(window_mutex_);
+  return window_.capacity();
+}
+
+void SharedSpace::check_device(unsigned device, const char* call) const {
+  if (device >= devices_.size())
+    throw InvalidArgument(
+        fmt::format("{}: device {} does not exist ({} devices)", call, device, devices_.size()));
+}
+
+std::shared_ptr<SharedSpace::Entry> SharedSpace::entry_of(ObjectId id) const {
+  std::lock_guard lock(objects_mutex_);
+  const auto it = objects_.find(id);
+  return it == objects_.end() ? nullptr : it->second;
+}
+
+void* SharedSpace::alloc(std::size_t bytes, unsigned device) {
+  check_device(device, "SharedSpace::alloc");
+  const ObjectId id = directory_.insert(device, bytes);
+  Object* object = directory_.find(id);
+  auto e = std::make_shared<Entry>();
+  e->object = object;
+  e->device = device;
+  bool inserted = false;
+  try {
+    e->buffer = devices_[device]->alloc(bytes);
+    const Transition start = initial(kind_);
+    e->protection = std::make_unique<os::ProtectionMap>(
+        directory_.user(*object), object->blocks, directory_.block_bytes(),
+        fmt::format("shared object #{} ({})", id, format_bytes(bytes)), start.protection, kRunBudget);
+    object->states.assign(object->blocks, start.next);
+    {
+      std::lock_guard lock(objects_mutex_);
+      objects_.emplace(id, e);
+    }
+    inserted = true;
+    // The host view starts as zeros; so must the device copy (a poisoning device fills it otherwise).
+    queues_[device]->fill(e->buffer, 0, bytes, 0);
+    e->pending = queues_[device]->record();
+  } catch (...) {
+    if (inserted) {
+      std::lock_guard lock(objects_mutex_);
+      objects_.erase(id);
+    }
+    e->protection.reset();
+    if (e->buffer) devices_[device]->free(e->buffer);
+    directory_.erase(id);
+    throw;
+  }
+  if (kind_ == ProtocolKind::rolling) {
+    std::lock_guard lock(window_mutex_);
+    window_.grow(rolling_step_);
+  }
+  return directory_.user(*object);
+}
+
+void SharedSpace::free(void* p) {
+  Object* object = directory_.object_at_start(p);
+  std::shared_ptr<Entry> e = object != nullptr ? entry_of(object->id) : nullptr;
+  if (e == nullptr)
+    throw InvalidPointer(
+        fmt::format("free({}): not the start of a live shared object: {}", p, directory_.describe(p)));
+  const ObjectId id = object->id;
+  std::lock_guard lock(e->mutex);
+  try {
+    e->pending.wait();
+  } catch (const std::exception&) {  // a failed upload of data that is being thrown away
+  }
+  if (kind_ == ProtocolKind::rolling) {
+    std::lock_guard window_lock(window_mutex_);
+    for (std::size_t b = 0; b < object->blocks; ++b) window_.remove(block_id(id, b));
+  }
+  {
+    std::lock_guard objects_lock(objects_mutex_);
+    objects_.erase(id);
+  }
+  e->protection.reset();
+  devices_[e->device]->free(e->buffer);
+  directory_.erase(id);
+}
+
+KernelArg SharedSpace::argument(const void* p) const {
+  const Directory::Hit hit = directory_.lookup(p);
+  const std::shared_ptr<Entry> e = hit.object != nullptr ? entry_of(hit.object->id) : nullptr;
+  if (e == nullptr)
+    throw InvalidArgument(
+        fmt::format("kernel argument {} is not in a live shared object: {}", p, directory_.describe(p)));
+  return KernelArg::buffer(e->buffer, hit.offset_in_object);
+}
+
+void SharedSpace::launch(unsigned device, const Kernel& kernel, const Launch& shape,
+                         std::span<const KernelArg> args) {
+  check_device(device, "SharedSpace::launch");
+  queues_[device]->launch(kernel, shape, args);
+}
+
+std::vector<std::pair<std::shared_ptr<SharedSpace::Entry>, KernelUse>> SharedSpace::select(
+    unsigned device, std::span<const std::pair<const void*, KernelUse>> uses, const char* call) const {
+  check_device(device, call);
+  std::vector<std::pair<std::shared_ptr<Entry>, KernelUse>> out;
+  if (uses.empty()) {
+    std::lock_guard lock(objects_mutex_);
+    for (const auto& [id, e] : objects_)
+      if (e->device == device) out.emplace_back(e, KernelUse::unknown);
+    return out;
+  }
+  for (const auto& [p, use] : uses) {
+    const Directory::Hit hit = directory_.lookup(p);
+    std::shared_ptr<Entry> e = hit.object != nullptr ? entry_of(hit.object->id) : nullptr;
+    if (e == nullptr)
+      throw InvalidArgument(
+          fmt::format("{}: {} is not in a live shared object: {}", call, p, directory_.describe(p)));
+    if (e->device != device)
+      throw InvalidArgument(fmt::format("{}: shared object #{} at {} lives on device {}, not on device {}",
+                                        call, hit.object->id, p, e->device, device));
+    out.emplace_back(std::move(e), use);
+  }
+  return out;
+}
+
+void SharedSpace::copy_blocks(Entry& e, Transfer direction, std::size_t first, std::size_t count) {
+  const Object& o = *e.object;
+  const std::size_t offset = first * directory_.block_bytes();
+  const std::size_t bytes = std::min(count * directory_.block_bytes(), o.bytes - offset);
+  std::byte* shadow = arena_.shadow(o.segment, o.offset + offset);
+  Queue& queue = *queues_[e.device];
+  if (direction == Transfer::to_device)
+    queue.copy_to_device(e.buffer, offset, shadow, bytes);
+  else
+    queue.copy_to_host(shadow, e.buffer, offset, bytes);
+}
+
+void SharedSpace::forget_clean(const Entry& e, std::size_t first, std::size_t end) {
+  if (kind_ != ProtocolKind::rolling) return;
+  std::lock_guard lock(window_mutex_);
+  for (std::size_t b = first; b < end; ++b)
+    if (e.object->states[b] != BlockState::dirty) window_.remove(block_id(e.object->id, b));
+}
+
+void SharedSpace::release(unsigned device, std::span<const std::pair<const void*, KernelUse>> uses) {
+  for (auto& [e, use] : select(device, uses, "SharedSpace::release")) {
+    std::lock_guard lock(e->mutex);
+    const Plan plan = plan_release(kind_, e->object->states, use);
+    for (const ProtectionRun& run : plan.protections)
+      e->protection->set(run.first_block, run.blocks, run.protection);
+    for (const CopyStep& step : plan.copies) copy_blocks(*e, step.direction, step.first_block, step.blocks);
+    if (!plan.copies.empty()) e->pending = queues_[device]->record();
+    forget_clean(*e, 0, e->object->blocks);
+  }
+}
+
+void SharedSpace::acquire(unsigned device, std::span<const std::pair<const void*, KernelUse>> uses) {
+  auto selected = select(device, uses, "SharedSpace::acquire");
+  queues_[device]->synchronize();
+  for (auto& [e, use] : selected) {
+    std::lock_guard lock(e->mutex);
+    const Plan plan = plan_acquire(kind_, e->object->states, use);
+    for (const CopyStep& step : plan.copies) copy_blocks(*e, step.direction, step.first_block, step.blocks);
+    if (!plan.copies.empty()) queues_[device]->record().wait();
+    for (const ProtectionRun& run : plan.protections)
+      e->protection->set(run.first_block, run.blocks, run.protection);
+    forget_clean(*e, 0, e->object->blocks);
+  }
+}
+
+bool SharedSpace::resolve(void* context, void* address, os::FaultAccess access) {
+  return static_cast<SharedSpace*>(context)->fault_service_->submit(address, access);
+}
+
+bool SharedSpace::resolve_on_service(void* context, void* address, os::FaultAccess access) {
+  return static_cast<SharedSpace*>(context)->on_fault(address, access);
+}
+
+bool SharedSpace::on_fault(void* address, os::FaultAccess access) {
+  const Directory::Hit hit = directory_.lookup(address);
+  const std::shared_ptr<Entry> e = hit.object != nullptr ? entry_of(hit.object->id) : nullptr;
+  if (e == nullptr) return false;
+  std::optional<RollingWindow::BlockId> victim;
+  {
+    std::lock_guard lock(e->mutex);
+    os::ProtectionMap& protection = *e->protection;
+    // Undecoded accesses are reads first; a write then faults again on the readable block.
+    const bool write = access == os::FaultAccess::write ||
+                       (access == os::FaultAccess::unknown && protection.allows(hit.block, false));
+    if (protection.allows(hit.block, write)) {
+      protection.refine(hit.block);
+      return true;
+    }
+    e->pending.wait();
+    std::vector<BlockState>& states = e->object->states;
+    // Lazy-update moves whole objects, rolling-update single blocks.
+    const std::size_t first = kind_ == ProtocolKind::lazy ? 0 : hit.block;
+    const std::size_t end = kind_ == ProtocolKind::lazy ? states.size() : hit.block + 1;
+    std::vector<Transition> next(end - first);
+    std::size_t fetch_first = end, fetch_end = first;
+    for (std::size_t b = first; b < end; ++b) {
+      if (permits(protection_of(kind_, states[b]), write)) {
+        next[b - first] = {states[b], protection_of(kind_, states[b]), Transfer::none};
+        continue;
+      }
+      next[b - first] = coherence::on_fault(kind_, states[b], write ? Access::write : Access::read);
+      if (next[b - first].transfer == Transfer::to_host) {
+        fetch_first = std::min(fetch_first, b);
+        fetch_end = b + 1;
+      }
+    }
+    // Blocks in between that needed no fetch are not dirty (a fault never skips a dirty block of a
+    // lazy object: its blocks share one state), so refetching them loses nothing.
+    if (fetch_first < fetch_end) {
+      copy_blocks(*e, Transfer::to_host, fetch_first, fetch_end - fetch_first);
+      queues_[e->device]->record().wait();
+    }
+    for (std::size_t b = first; b < end;) {
+      const Protection p = next[b - first].protection;
+      std::size_t run_end = b + 1;
+      while (run_end < end && next[run_end - first].protection == p) ++run_end;
+      protection.set(b, run_end - b, p);
+      b = run_end;
+    }
+    for (std::size_t b = first; b < end; ++b) states[b] = next[b - first].next;
+    (write ? counters_.write_faults : counters_.read_faults).fetch_add(1, std::memory_order_relaxed);
+    if (kind_ == ProtocolKind::rolling && states[hit.block] == BlockState::dirty) {
+      std::lock_guard window_lock(window_mutex_);
+      victim = window_.on_dirty(block_id(hit.object->id, hit.block));
+    }
+  }
+  if (victim) evict(*victim);
+  return true;
+}
+
+void SharedSpace::evict(RollingWindow::BlockId block) {
+  const std::shared_ptr<Entry> e = entry_of(block >> 32);
+  if (e == nullptr) return;
+  const std::size_t index = block & 0xffffffffu;
+  std::lock_guard lock(e->mutex);
+  BlockState& state = e->object->states[index];
+  if (state != BlockState::dirty) return;  // released since the window let it go
+  const Transition t = on_evict(kind_, state);
+  e->protection->set(index, 1, t.protection);
+  copy_blocks(*e, Transfer::to_device, index, 1);
+  e->pending = queues_[e->device]->record();
+  state = t.next;
+}
+
+}  // namespace hdsm::coherence

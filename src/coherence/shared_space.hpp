@@ -1,0 +1,122 @@
+// The shared address space of ADSM (seed 000 §3.3, §4.2-4.3, Fig. 6): objects allocated in an
+// os::Arena segment of their device, a copy on the device, and a coherence protocol that keeps the two
+// consistent. The CPU side is driven by page faults on the user view; the device side by release (at
+// a kernel call: the CPU's newer blocks go up) and acquire (at the sync: the kernel's results come
+// down, eagerly for batch, on fault for lazy and rolling).
+//
+// Every runtime copy goes through the arena's shadow view, so it never faults and never lifts a
+// protection of the user view. Faults are resolved on an os::FaultService thread while the faulting
+// thread sleeps in its handler: it is in user code and holds no runtime lock, so the resolution may
+// lock, allocate and wait for the device.
+//
+// Locks: objects_mutex_ (the object table) is held only to look an entry up, add or remove it, and
+// no other lock is taken while it is held. An object's mutex may be followed by window_mutex_; a
+// block the rolling window evicts is handled after both are released, under its own object's lock.
+#pragma once
+
+#include "coherence/directory.hpp"
+#include "coherence/protocol.hpp"
+#include "coherence/rolling_window.hpp"
+#include "obs/counters.hpp"
+#include "os/arena.hpp"
+#include "os/fault.hpp"
+#include "os/fault_service.hpp"
+#include "os/protection.hpp"
+
+#include <hdsm/device.hpp>
+#include <hdsm/kernel.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace hdsm::coherence {
+
+class SharedSpace {
+ public:
+  static constexpr std::size_t kDefaultSegmentBytes = std::size_t{16} << 30;
+  /// Runs each object's ProtectionMap may use before it degrades.
+  static constexpr std::size_t kRunBudget = 4096;
+
+  /// The devices must outlive the space. One arena segment and one queue per device; faults in the
+  /// whole user view go to this space until it is destroyed.
+  SharedSpace(std::span<Device* const> devices, ProtocolKind kind, std::size_t block_bytes,
+              obs::Counters& counters, std::size_t segment_bytes = kDefaultSegmentBytes,
+              unsigned rolling_step = default_rolling_step);
+  ~SharedSpace();
+  SharedSpace(const SharedSpace&) = delete;
+  SharedSpace& operator=(const SharedSpace&) = delete;
+
+  /// A new shared object of `bytes` hosted by `device`, zero on both sides.
+  void* alloc(std::size_t bytes, unsigned device);
+  /// `p` must be the start of a live object (hdsm::InvalidPointer otherwise).
+  void free(void* p);
+
+  /// Kernel call on `device`: the objects named in `uses`, or every object of the device used as
+  /// KernelUse::unknown when `uses` is empty, are released (the CPU's newer blocks are uploaded).
+  void release(unsigned device, std::span<const std::pair<const void*, KernelUse>> uses);
+  /// The device-side argument for a pointer into a live shared object (hdsm::InvalidArgument otherwise).
+  KernelArg argument(const void* p) const;
+  void launch(unsigned device, const Kernel& kernel, const Launch& shape, std::span<const KernelArg> args);
+  /// Sync on `device`: waits for its queue (rethrowing kernel errors), then acquires the objects as
+  /// release() chose them.
+  void acquire(unsigned device, std::span<const std::pair<const void*, KernelUse>> uses);
+
+  ProtocolKind kind() const { return kind_; }
+  std::size_t block_bytes() const { return directory_.block_bytes(); }
+  const Directory& directory() const { return directory_; }
+  std::size_t rolling_capacity() const;
+
+ private:
+  struct Entry {
+    Object* object = nullptr;  // owned by the directory
+    unsigned device = 0;
+    DeviceBuffer buffer;
+    std::mutex mutex;
+    std::unique_ptr<os::ProtectionMap> protection;
+    Event pending;  // the last asynchronous upload of the object (eviction, release)
+  };
+
+  static bool resolve(void* context, void* address, os::FaultAccess access);  // in the handler
+  static bool resolve_on_service(void* context, void* address, os::FaultAccess access);
+  bool on_fault(void* address, os::FaultAccess access);
+  std::shared_ptr<Entry> entry_of(ObjectId id) const;
+  /// The entries `uses` names (all of the device as unknown when empty), each validated.
+  std::vector<std::pair<std::shared_ptr<Entry>, KernelUse>> select(
+      unsigned device, std::span<const std::pair<const void*, KernelUse>> uses, const char* call) const;
+  void check_device(unsigned device, const char* call) const;
+  /// Copies blocks [first, first + count) of an object between shadow view and device (clamped to the
+  /// object's size); enqueued on the object's queue, not waited for.
+  void copy_blocks(Entry& e, Transfer direction, std::size_t first, std::size_t count);
+  /// Removes blocks [first, end) of the object that are not dirty from the rolling window.
+  void forget_clean(const Entry& e, std::size_t first, std::size_t end);
+  /// Uploads and read-protects a block the rolling window pushed out.
+  void evict(RollingWindow::BlockId block);
+  static RollingWindow::BlockId block_id(ObjectId object, std::size_t block) {
+    return (object << 32) | block;
+  }
+
+  ProtocolKind kind_;
+  obs::Counters& counters_;
+  std::vector<Device*> devices_;
+  os::Arena arena_;
+  Directory directory_;
+  std::vector<std::unique_ptr<Queue>> queues_;
+  std::size_t rolling_step_;
+
+  mutable std::mutex objects_mutex_;
+  std::unordered_map<ObjectId, std::shared_ptr<Entry>> objects_;
+
+  mutable std::mutex window_mutex_;
+  RollingWindow window_;
+
+  std::unique_ptr<os::FaultService> fault_service_;
+  int fault_range_ = -1;
+};
+
+}  // namespace hdsm::coherence

@@ -1,0 +1,48 @@
+// Resolves page faults on a helper thread. A fault handler may only do async-signal-safe work, but
+// resolving a fault of a shared object takes locks, allocates and waits for device copies. So the
+// handler hands the fault to this service (a lock-free push and a futex wake) and sleeps on a futex
+// until the service thread has run the real resolver. The faulting thread never runs runtime code
+// in the handler; the service thread never touches the user view, so it cannot fault there itself.
+#pragma once
+
+#include "os/fault.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+
+namespace hdsm::os {
+
+class FaultService {
+ public:
+  /// `resolver(context, ...)` runs on the service thread, one fault at a time; an exception it
+  /// throws is reported on stderr and refuses the fault.
+  FaultService(FaultResolver resolver, void* context);
+  /// Stops the thread; no submit() may be running or start afterwards (unregister the range first).
+  ~FaultService();
+  FaultService(const FaultService&) = delete;
+  FaultService& operator=(const FaultService&) = delete;
+
+  /// Async-signal-safe: runs the resolver on the service thread and returns its answer.
+  bool submit(void* address, FaultAccess access) noexcept;
+
+ private:
+  struct Request {
+    void* address;
+    FaultAccess access;
+    bool result = false;
+    std::uint32_t done = 0;  // accessed through atomic_ref (futex word)
+    Request* next = nullptr;
+  };
+
+  void run();
+
+  FaultResolver resolver_;
+  void* context_;
+  std::atomic<Request*> head_{nullptr};
+  alignas(4) std::uint32_t sequence_ = 0;  // bumped on every submission and on stop (futex word)
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace hdsm::os
