@@ -5,17 +5,32 @@
 
 #include <hdsm/config.hpp>
 #include <hdsm/device.hpp>
+#include <hdsm/kernel.hpp>
 #include <hdsm/stats.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 
 namespace hdsm {
 
+/// How a kernel call uses a shared object (hdsm::in, hdsm::out, hdsm::inout in adsm.hpp).
+enum class Use : std::uint8_t { in, out, inout };
+
 namespace detail {
 struct RuntimeImpl;
-}
+
+/// One argument of Runtime::call as the runtime sees it: a plain value, a raw pointer (translated
+/// when it points into a shared object) or an annotated pointer.
+struct CallArg {
+  enum class Kind : std::uint8_t { value, pointer, annotated };
+  Kind kind = Kind::value;
+  Use use = Use::inout;
+  const void* pointer = nullptr;
+  KernelArg value;
+};
+}  // namespace detail
 
 class Runtime {
  public:
@@ -33,6 +48,20 @@ class Runtime {
   Device& device(std::size_t index) const;
   /// The device HDSM_DEVICE names (by default the first one).
   Device& default_device() const;
+
+  /// Shared memory (ADSM, adsm.hpp): one pointer for the CPU and the kernels of `device` (-1: the
+  /// default device). The object is zero-filled.
+  void* alloc(std::size_t bytes, int device = -1);
+  template <class T>
+  T* alloc(std::size_t n, int device = -1);
+  /// `p` must be the start of a live shared object of this runtime (InvalidPointer otherwise).
+  void free(void* p);
+  /// Release, then launch asynchronously on the device hosting the shared-pointer arguments.
+  template <class... A>
+  void call(const Kernel& kernel, const Launch& launch, A&&... args);
+  /// Wait for every call in flight, then acquire what they used; a no-op with nothing in flight.
+  void sync();
+  void call_args(const Kernel& kernel, const Launch& launch, std::span<const detail::CallArg> args);
 
   Stats stats() const;
   void reset_stats();

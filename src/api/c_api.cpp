@@ -104,4 +104,17 @@ hdsm_status hdsm_stats_reset(void) {
   return guarded([] { hdsm::Runtime::instance().reset_stats(); });
 }
 
+hdsm_status hdsm_alloc(size_t bytes, int device, void** out) {
+  if (out == nullptr) return null_argument("hdsm_alloc", "out");
+  return guarded([&] { *out = hdsm::Runtime::instance().alloc(bytes, device); });
+}
+
+hdsm_status hdsm_free(void* pointer) {
+  return guarded([&] { hdsm::Runtime::instance().free(pointer); });
+}
+
+hdsm_status hdsm_sync(void) {
+  return guarded([] { hdsm::Runtime::instance().sync(); });
+}
+
 }  // extern "C"

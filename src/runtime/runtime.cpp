@@ -75,6 +75,7 @@ RuntimeImpl::RuntimeImpl(Config c)
 }
 
 RuntimeImpl::~RuntimeImpl() {
+  destroy_space();
   sim.reset();
   if (config.boolean(name(Knob::stats))) std::fputs(counters.snapshot().to_string().c_str(), stderr);
 }

@@ -1,16 +1,20 @@
 // The state of one Runtime. Member order is destruction order in reverse: devices go first (their
-// queues drain), then the executor, counters and finally the tracer, which writes its file.
+// queues drain), then the executor, counters and finally the tracer, which writes its file. The
+// shared space goes before the devices (the destructor resets it first).
 #pragma once
 
 #include <hdsm/runtime.hpp>
 
+#include "coherence/shared_space.hpp"
 #include "device/sim/sim_device.hpp"
 #include "exec/executor.hpp"
 #include "obs/counters.hpp"
 #include "obs/trace.hpp"
 
 #include <memory>
+#include <mutex>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace hdsm::detail {
@@ -26,6 +30,25 @@ struct RuntimeImpl {
   std::unique_ptr<sim::SimBackend> sim;
   std::vector<Device*> devices;
   std::size_t default_device = 0;
+
+  /// The shared space over all devices, created on first use with the configured protocol.
+  coherence::SharedSpace& shared_space();
+  /// The shared space if it exists (nullptr otherwise).
+  coherence::SharedSpace* existing_space();
+  /// Destroys the shared space (before the devices go).
+  void destroy_space() noexcept;
+
+  using Uses = std::vector<std::pair<const void*, coherence::KernelUse>>;
+  struct Call {
+    unsigned device;
+    Uses uses;  // empty: every object of the device (an unannotated call)
+  };
+  std::mutex calls_mutex;  // orders release + launch and the in-flight list
+  std::vector<Call> in_flight;
+
+ private:
+  std::mutex space_mutex_;
+  std::unique_ptr<coherence::SharedSpace> space_;
 };
 
 /// Set a knob of the implicit default runtime before it is created (C API hdsm_config_set).

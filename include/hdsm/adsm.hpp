@@ -1,0 +1,121 @@
+// Shared memory between the CPU and accelerators (ADSM, seed 000): alloc gives one pointer that both
+// the CPU and kernels use; call releases (the CPU's newer data goes to the device) and launches
+// asynchronously; sync waits and acquires (the kernels' results become visible to the CPU, fetched
+// on access by lazy and rolling update). HDSM_PROTOCOL, HDSM_BLOCK_SIZE and HDSM_ROLLING_STEP choose
+// the coherence protocol.
+//
+// Annotations say how a call uses an object: in(p) (only read: the host copy stays valid), out(p)
+// (only written: nothing is uploaded) and inout(p). In a call with at least one annotation only the
+// named objects are released and acquired (a raw shared pointer counts as inout); a call without any
+// releases and acquires every object of its device, as the seed does.
+#pragma once
+
+#include <hdsm/kernel.hpp>
+#include <hdsm/runtime.hpp>
+
+#include <array>
+#include <cstddef>
+#include <memory>
+#include <type_traits>
+#include <utility>
+
+namespace hdsm {
+
+template <class T>
+struct Annotated {
+  T* pointer;
+  Use use;
+};
+
+template <class T>
+Annotated<T> in(T* p) {
+  return {p, Use::in};
+}
+template <class T>
+Annotated<T> out(T* p) {
+  return {p, Use::out};
+}
+template <class T>
+Annotated<T> inout(T* p) {
+  return {p, Use::inout};
+}
+
+/// A launch of `blocks` blocks of `threads` threads each.
+constexpr Launch grid(Dim3 blocks, Dim3 threads, std::size_t shared_bytes = 0) {
+  return {blocks, threads, shared_bytes};
+}
+
+namespace detail {
+
+template <class T>
+struct is_annotated : std::false_type {};
+template <class T>
+struct is_annotated<Annotated<T>> : std::true_type {};
+
+template <class A>
+CallArg call_arg(const A& a) {
+  if constexpr (is_annotated<A>::value) {
+    return {CallArg::Kind::annotated, a.use, a.pointer, {}};
+  } else if constexpr (std::is_pointer_v<A> && !std::is_function_v<std::remove_pointer_t<A>>) {
+    return {CallArg::Kind::pointer, Use::inout, a, KernelArg::value(a)};
+  } else {
+    return {CallArg::Kind::value, Use::inout, nullptr, KernelArg::value(a)};
+  }
+}
+
+}  // namespace detail
+
+template <class T>
+T* Runtime::alloc(std::size_t n, int device) {
+  static_assert(std::is_trivially_copyable_v<T>, "shared objects hold trivially copyable elements");
+  return static_cast<T*>(alloc(n * sizeof(T), device));
+}
+
+template <class... A>
+void Runtime::call(const Kernel& kernel, const Launch& launch, A&&... args) {
+  const std::array<detail::CallArg, sizeof...(A)> packed{detail::call_arg(std::decay_t<A>(args))...};
+  call_args(kernel, launch, packed);
+}
+
+/// The same calls on the default runtime (Runtime::instance()).
+inline void* alloc(std::size_t bytes, int device = -1) { return Runtime::instance().alloc(bytes, device); }
+template <class T>
+T* alloc(std::size_t n, int device = -1) {
+  return Runtime::instance().alloc<T>(n, device);
+}
+inline void free(void* p) { Runtime::instance().free(p); }
+template <class... A>
+void call(const Kernel& kernel, const Launch& launch, A&&... args) {
+  Runtime::instance().call(kernel, launch, std::forward<A>(args)...);
+}
+inline void sync() { Runtime::instance().sync(); }
+
+/// Frees a shared object of its runtime (nullptr: the default one).
+struct SharedDeleter {
+  Runtime* runtime = nullptr;
+  void operator()(const void* p) const {
+    (runtime != nullptr ? *runtime : Runtime::instance()).free(const_cast<void*>(p));
+  }
+};
+
+template <class T>
+using unique_ptr = std::unique_ptr<T[], SharedDeleter>;
+
+template <class T>
+unique_ptr<T> make_unique(Runtime& runtime, std::size_t n, int device = -1) {
+  return unique_ptr<T>(runtime.alloc<T>(n, device), SharedDeleter{&runtime});
+}
+template <class T>
+unique_ptr<T> make_unique(std::size_t n, int device = -1) {
+  return unique_ptr<T>(alloc<T>(n, device), SharedDeleter{});
+}
+template <class T>
+std::shared_ptr<T[]> make_shared(Runtime& runtime, std::size_t n, int device = -1) {
+  return std::shared_ptr<T[]>(runtime.alloc<T>(n, device), SharedDeleter{&runtime});
+}
+template <class T>
+std::shared_ptr<T[]> make_shared(std::size_t n, int device = -1) {
+  return std::shared_ptr<T[]>(alloc<T>(n, device), SharedDeleter{});
+}
+
+}  // namespace hdsm

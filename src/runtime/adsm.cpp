@@ -1,0 +1,234 @@
+// The public ADSM calls of a Runtime (alloc, free, call, sync) over its coherence::SharedSpace.
+#include <hdsm/adsm.hpp>
+#include <hdsm/error.hpp>
+
+#include "os/mapping.hpp"
+#include "runtime/knobs.hpp"
+#include "runtime/runtime_impl.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <exception>
+#include <optional>
+#include <unordered_map>
+
+namespace hdsm {
+namespace detail {
+namespace {
+
+using coherence::KernelUse;
+
+// The user views of the live arenas of all runtimes, so that a pointer of another runtime is told
+// apart from a plain host pointer.
+struct ArenaRange {
+  std::uintptr_t begin, bytes;
+  const RuntimeImpl* owner;
+};
+
+struct ArenaRegistry {
+  std::mutex mutex;
+  std::vector<ArenaRange> ranges;
+};
+
+ArenaRegistry& arenas() {
+  static ArenaRegistry registry;
+  return registry;
+}
+
+const RuntimeImpl* arena_owner(const void* p) {
+  const auto address = reinterpret_cast<std::uintptr_t>(p);
+  auto& registry = arenas();
+  std::lock_guard lock(registry.mutex);
+  for (const ArenaRange& r : registry.ranges)
+    if (address - r.begin < r.bytes) return r.owner;
+  return nullptr;
+}
+
+std::size_t checked_size(const Config& config, Knob knob, bool page_multiple) {
+  const std::size_t bytes = config.size(knob_name(knob));
+  const std::size_t page = os::page_size();
+  if (!std::has_single_bit(bytes) || (page_multiple && bytes % page != 0))
+    throw ConfigError(
+        fmt::format("{}={} is invalid: not a power of two{}", knob_name(knob), bytes,
+                    page_multiple ? fmt::format(" multiple of the page size ({} bytes)", page) : ""));
+  return bytes;
+}
+
+KernelUse kernel_use(Use use) {
+  switch (use) {
+    case Use::in: return KernelUse::in;
+    case Use::out: return KernelUse::out;
+    case Use::inout: return KernelUse::inout;
+  }
+  return KernelUse::inout;
+}
+
+// Two uses of one object in the same call (or in calls merged at the sync).
+KernelUse combine(KernelUse a, KernelUse b) {
+  if (a == KernelUse::unknown || b == KernelUse::unknown) return KernelUse::unknown;
+  if (a == KernelUse::none) return b;
+  if (b == KernelUse::none) return a;
+  return a == b ? a : KernelUse::inout;
+}
+
+// One entry per object, keyed by the object the pointer lies in.
+void add_use(RuntimeImpl::Uses& uses, const coherence::Directory& directory, const void* p, KernelUse use) {
+  const coherence::Object* object = directory.lookup(p).object;
+  for (auto& [q, u] : uses)
+    if (directory.lookup(q).object == object) {
+      u = combine(u, use);
+      return;
+    }
+  uses.emplace_back(p, use);
+}
+
+}  // namespace
+
+coherence::SharedSpace& RuntimeImpl::shared_space() {
+  std::lock_guard lock(space_mutex_);
+  if (space_) return *space_;
+  const auto kind = coherence::parse_protocol(config.get(knob_name(Knob::protocol)));
+  const std::size_t block = checked_size(config, Knob::block_size, true);
+  const std::size_t segment = checked_size(config, Knob::arena_segment, false);
+  const auto step = static_cast<unsigned>(config.integer(knob_name(Knob::rolling_step)));
+  space_ = std::make_unique<coherence::SharedSpace>(devices, kind, block, counters, segment, step);
+  const os::Arena& arena = space_->directory().arena();
+  auto& registry = arenas();
+  std::lock_guard registry_lock(registry.mutex);
+  registry.ranges.push_back({reinterpret_cast<std::uintptr_t>(arena.user(0, 0)),
+                             std::uintptr_t{arena.segments()} * arena.segment_bytes(), this});
+  return *space_;
+}
+
+coherence::SharedSpace* RuntimeImpl::existing_space() {
+  std::lock_guard lock(space_mutex_);
+  return space_.get();
+}
+
+void RuntimeImpl::destroy_space() noexcept {
+  std::lock_guard lock(space_mutex_);
+  if (!space_) return;
+  {
+    auto& registry = arenas();
+    std::lock_guard registry_lock(registry.mutex);
+    std::erase_if(registry.ranges, [this](const ArenaRange& r) { return r.owner == this; });
+  }
+  in_flight.clear();
+  space_.reset();
+}
+
+}  // namespace detail
+
+void* Runtime::alloc(std::size_t bytes, int device) {
+  const std::size_t index = device < 0 ? impl_->default_device : static_cast<std::size_t>(device);
+  if (index >= impl_->devices.size())
+    throw InvalidArgument(fmt::format("alloc({}, device {}): this runtime has {} devices",
+                                      format_bytes(bytes), device, impl_->devices.size()));
+  return impl_->shared_space().alloc(bytes, static_cast<unsigned>(index));
+}
+
+void Runtime::free(void* p) {
+  if (p == nullptr) return;
+  coherence::SharedSpace* space = impl_->existing_space();
+  if (space == nullptr || !space->directory().arena().contains(p)) {
+    const bool foreign = detail::arena_owner(p) != nullptr;
+    throw InvalidPointer(fmt::format("free({}): not a shared object of this runtime{}", p,
+                                     foreign ? " (it belongs to another hdsm::Runtime)" : ""));
+  }
+  // A kernel may still use the object: finish the calls in flight on its device first.
+  const unsigned device = space->directory().arena().segment_of(p);
+  bool busy = false;
+  {
+    std::lock_guard lock(impl_->calls_mutex);
+    for (const auto& c : impl_->in_flight) busy |= c.device == device;
+  }
+  if (busy) sync();
+  space->free(p);
+}
+
+void Runtime::call_args(const Kernel& kernel, const Launch& launch, std::span<const detail::CallArg> args) {
+  using Kind = detail::CallArg::Kind;
+  coherence::SharedSpace& space = impl_->shared_space();
+  const coherence::Directory& directory = space.directory();
+  const os::Arena& arena = directory.arena();
+  const bool annotated = std::any_of(args.begin(), args.end(),
+                                     [](const detail::CallArg& a) { return a.kind == Kind::annotated; });
+  std::optional<unsigned> device;
+  std::vector<KernelArg> kernel_args;
+  detail::RuntimeImpl::Uses uses;
+  kernel_args.reserve(args.size());
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const detail::CallArg& a = args[i];
+    if (a.kind == Kind::value) {
+      kernel_args.push_back(a.value);
+      continue;
+    }
+    if (!arena.contains(a.pointer)) {
+      if (detail::arena_owner(a.pointer) != nullptr)
+        throw InvalidArgument(
+            fmt::format("call({}): argument {} ({}) points into the shared memory of another "
+                        "hdsm::Runtime",
+                        kernel.name, i, a.pointer));
+      if (a.kind == Kind::annotated)
+        throw InvalidArgument(fmt::format("call({}): annotated argument {} ({}) is not a shared object",
+                                          kernel.name, i, a.pointer));
+      kernel_args.push_back(a.value);
+      continue;
+    }
+    const unsigned d = arena.segment_of(a.pointer);
+    if (!device) device = d;
+    if (d != *device)
+      throw Unsupported(
+          fmt::format("call({}): argument {} lives on device {} but the call runs on device {}; "
+                      "remote access arrives with the multi-device issue",
+                      kernel.name, i, d, *device));
+    kernel_args.push_back(space.argument(a.pointer));
+    if (annotated)
+      detail::add_use(uses, directory, a.pointer,
+                      a.kind == Kind::annotated ? detail::kernel_use(a.use) : coherence::KernelUse::inout);
+  }
+  const unsigned target = device.value_or(static_cast<unsigned>(impl_->default_device));
+  std::lock_guard lock(impl_->calls_mutex);
+  space.release(target, uses);
+  space.launch(target, kernel, launch, kernel_args);
+  impl_->in_flight.push_back({target, std::move(uses)});
+}
+
+void Runtime::sync() {
+  std::vector<detail::RuntimeImpl::Call> calls;
+  {
+    std::lock_guard lock(impl_->calls_mutex);
+    calls.swap(impl_->in_flight);
+  }
+  if (calls.empty()) return;
+  coherence::SharedSpace& space = impl_->shared_space();
+  // One acquire per device, in the order of the devices' first calls; an unannotated call makes the
+  // device's acquire cover every object.
+  std::vector<detail::RuntimeImpl::Call> merged;
+  for (auto& c : calls) {
+    auto it = std::find_if(merged.begin(), merged.end(), [&](const auto& m) { return m.device == c.device; });
+    if (it == merged.end()) {
+      merged.push_back(std::move(c));
+      continue;
+    }
+    if (it->uses.empty() || c.uses.empty()) {
+      it->uses.clear();
+      continue;
+    }
+    for (const auto& [p, use] : c.uses) detail::add_use(it->uses, space.directory(), p, use);
+  }
+  std::exception_ptr first_error;
+  for (const auto& c : merged) {
+    try {
+      space.acquire(c.device, c.uses);
+    } catch (...) {
+      if (!first_error) first_error = std::current_exception();
+    }
+  }
+  if (first_error) std::rethrow_exception(first_error);
+}
+
+}  // namespace hdsm

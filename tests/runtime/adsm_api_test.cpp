@@ -1,0 +1,274 @@
+// The public ADSM API: alloc/free/call/sync with annotations, pointer translation, smart pointers,
+// bad input and the C API, on explicit Runtime instances over poisoning sim devices.
+#include <hdsm/hdsm.h>
+#include <hdsm/hdsm.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace {
+
+hdsm::Config adsm_config(const std::string& protocol = "rolling") {
+  auto c = hdsm::Config::defaults();
+  c.set("HDSM_SIM_MEMORY", "64MiB")
+      .set("HDSM_SIM_LINK_GBPS", "0")
+      .set("HDSM_SIM_LATENCY_US", "0")
+      .set("HDSM_SIM_POISON", "1")
+      .set("HDSM_ARENA_SEGMENT", "1GiB")
+      .set("HDSM_BLOCK_SIZE", "4KiB")
+      .set("HDSM_PROTOCOL", protocol);
+  return c;
+}
+
+const hdsm::Kernel& vecadd() {
+  static const hdsm::Kernel k =
+      hdsm::per_thread("vecadd", [](const hdsm::Thread& t, const float* a, float* b, std::uint64_t n) {
+        if (const auto i = t.global_x(); i < n) b[i] += a[i];
+      });
+  return k;
+}
+
+// x[i] = value for i < n (writes only).
+const hdsm::Kernel& fill() {
+  static const hdsm::Kernel k =
+      hdsm::per_thread("fill", [](const hdsm::Thread& t, int* x, std::uint64_t n, int v) {
+        if (const auto i = t.global_x(); i < n) x[i] = v;
+      });
+  return k;
+}
+
+std::uint64_t faults(const hdsm::Runtime& rt) { return rt.stats().read_faults + rt.stats().write_faults; }
+
+class AdsmApi : public ::testing::TestWithParam<std::string> {
+ protected:
+  hdsm::Runtime rt{adsm_config(GetParam())};
+};
+
+TEST_P(AdsmApi, DesignExampleVecadd) {
+  const std::size_t n = 3 * 1024 + 100;
+  float* a = rt.alloc<float>(n);
+  float* b = rt.alloc<float>(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    a[i] = static_cast<float>(i);
+    b[i] = 1.0f;
+  }
+  rt.call(vecadd(), hdsm::grid((n + 255) / 256, 256), hdsm::in(a), hdsm::inout(b), std::uint64_t{n});
+  rt.sync();
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(b[i], static_cast<float>(i) + 1.0f) << "element " << i;
+  // A second round sees the first one's results.
+  rt.call(vecadd(), hdsm::cover(n), hdsm::in(a), hdsm::inout(b), std::uint64_t{n});
+  rt.sync();
+  EXPECT_EQ(b[42], 85.0f);
+  rt.free(a);
+  rt.free(b);
+}
+
+TEST_P(AdsmApi, UnannotatedCallActsOnEveryObjectOfTheDevice) {
+  const std::size_t n = 2048;
+  int* x = rt.alloc<int>(n);
+  int* other = rt.alloc<int>(n);
+  other[7] = 7;
+  rt.call(fill(), hdsm::cover(n), x, std::uint64_t{n}, 3);
+  rt.sync();
+  EXPECT_EQ(x[n - 1], 3);
+  const std::uint64_t before = faults(rt);
+  EXPECT_EQ(other[7], 7);  // released and acquired although the kernel never saw it
+  if (GetParam() != "batch") {
+    EXPECT_GT(faults(rt), before);
+  }
+  rt.free(x);
+  rt.free(other);
+}
+
+TEST_P(AdsmApi, InObjectStaysValidOnTheHost) {
+  const std::size_t n = 2048;
+  float* a = rt.alloc<float>(n);
+  float* b = rt.alloc<float>(n);
+  for (std::size_t i = 0; i < n; ++i) a[i] = 2.0f;
+  rt.call(vecadd(), hdsm::cover(n), hdsm::in(a), hdsm::inout(b), std::uint64_t{n});
+  rt.sync();
+  const std::uint64_t before = faults(rt);
+  float sum = 0;
+  for (std::size_t i = 0; i < n; ++i) sum += a[i];
+  EXPECT_EQ(sum, 2.0f * n);
+  if (GetParam() != "batch") {
+    EXPECT_EQ(faults(rt), before);
+  }
+  EXPECT_EQ(b[5], 2.0f);
+  rt.free(a);
+  rt.free(b);
+}
+
+TEST_P(AdsmApi, OutObjectIsNotUploaded) {
+  const std::size_t n = 2048;  // two blocks: within the rolling window, so nothing is evicted either
+  int* x = rt.alloc<int>(n);
+  for (std::size_t i = 0; i < n; ++i) x[i] = -1;
+  rt.reset_stats();
+  rt.call(fill(), hdsm::cover(n), hdsm::out(x), std::uint64_t{n}, 9);
+  rt.sync();
+  EXPECT_EQ(rt.stats().route(hdsm::Route::h2d).bytes, 0u);
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(x[i], 9) << "element " << i;
+  // The same call as inout uploads the CPU's data.
+  x[0] = 1;
+  rt.call(fill(), hdsm::cover(n), hdsm::inout(x), std::uint64_t{n}, 4);
+  rt.sync();
+  EXPECT_GT(rt.stats().route(hdsm::Route::h2d).bytes, 0u);
+  EXPECT_EQ(x[n - 1], 4);
+  rt.free(x);
+}
+
+TEST_P(AdsmApi, InteriorPointerArgumentsAreTranslated) {
+  const std::size_t n = 4096;
+  int* x = rt.alloc<int>(n);
+  for (std::size_t i = 0; i < n; ++i) x[i] = 1;
+  rt.call(fill(), hdsm::cover(100), hdsm::inout(x + 1500), std::uint64_t{100}, 6);
+  rt.sync();
+  EXPECT_EQ(x[1499], 1);
+  EXPECT_EQ(x[1500], 6);
+  EXPECT_EQ(x[1599], 6);
+  EXPECT_EQ(x[1600], 1);
+  // A raw interior pointer in an unannotated call too.
+  rt.call(fill(), hdsm::cover(10), x + 3000, std::uint64_t{10}, 8);
+  rt.sync();
+  EXPECT_EQ(x[2999], 1);
+  EXPECT_EQ(x[3000], 8);
+  EXPECT_EQ(x[3010], 1);
+  rt.free(x);
+}
+
+TEST_P(AdsmApi, TypedAllocAndSmartPointers) {
+  {
+    hdsm::unique_ptr<int> u = hdsm::make_unique<int>(rt, 1000);
+    auto s = hdsm::make_shared<double>(rt, 10, 1);
+    EXPECT_EQ(u[999], 0);
+    u[3] = 4;
+    s[9] = 2.5;
+    rt.call(fill(), hdsm::cover(10), hdsm::inout(u.get()), std::uint64_t{10}, 5);
+    rt.sync();
+    EXPECT_EQ(u[3], 5);
+    EXPECT_EQ(s[9], 2.5);
+  }
+  // Both were freed: their memory is back (the 64 MiB device memory would not hold this otherwise).
+  for (int i = 0; i < 8; ++i) rt.free(rt.alloc(32 << 20));
+}
+
+TEST_P(AdsmApi, BadFreesAreInvalidPointer) {
+  int* x = rt.alloc<int>(1024);
+  int local = 0;
+  EXPECT_THROW(rt.free(x + 1), hdsm::InvalidPointer);
+  EXPECT_THROW(rt.free(&local), hdsm::InvalidPointer);
+  rt.free(x);
+  EXPECT_THROW(rt.free(x), hdsm::InvalidPointer);
+  rt.free(nullptr);
+}
+
+TEST_P(AdsmApi, SyncWithNothingInFlightIsANoOp) {
+  rt.sync();
+  int* x = rt.alloc<int>(1024);
+  x[0] = 1;
+  const std::uint64_t before = faults(rt);
+  const auto launches = rt.stats().kernel_launches;
+  rt.sync();
+  EXPECT_EQ(x[0], 1);
+  EXPECT_EQ(faults(rt), before);
+  EXPECT_EQ(rt.stats().kernel_launches, launches);
+  rt.free(x);
+}
+
+TEST_P(AdsmApi, ObjectOnAnotherDeviceThanTheCallIsUnsupported) {
+  int* a = rt.alloc<int>(1024, 0);
+  int* b = rt.alloc<int>(1024, 1);
+  try {
+    rt.call(vecadd(), hdsm::cover(1024), hdsm::in(a), hdsm::inout(b), std::uint64_t{1024});
+    FAIL() << "a call over two devices was accepted";
+  } catch (const hdsm::Unsupported& e) {
+    EXPECT_NE(std::string(e.what()).find("multi-device"), std::string::npos) << e.what();
+  }
+  // A call on device 1 alone works.
+  rt.call(fill(), hdsm::cover(1024), hdsm::out(b), std::uint64_t{1024}, 2);
+  rt.sync();
+  EXPECT_EQ(b[1023], 2);
+  rt.free(a);
+  rt.free(b);
+}
+
+TEST_P(AdsmApi, PointerOfAnotherRuntimeIsInvalidArgument) {
+  hdsm::Runtime other(adsm_config(GetParam()));
+  int* mine = rt.alloc<int>(1024);
+  int* theirs = other.alloc<int>(1024);
+  try {
+    rt.call(fill(), hdsm::cover(1024), hdsm::inout(mine), theirs, 1);
+    FAIL() << "a pointer of another runtime was accepted";
+  } catch (const hdsm::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("another hdsm::Runtime"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(rt.free(theirs), hdsm::InvalidPointer);
+  other.free(theirs);
+  rt.free(mine);
+}
+
+INSTANTIATE_TEST_SUITE_P(Protocols, AdsmApi, ::testing::Values("batch", "lazy", "rolling"),
+                         [](const auto& info) { return info.param; });
+
+TEST(AdsmConfig, BadKnobsAreConfigErrors) {
+  auto c = hdsm::Config::defaults();
+  try {
+    c.set("HDSM_PROTOCOL", "bogus");
+    FAIL() << "HDSM_PROTOCOL=bogus accepted";
+  } catch (const hdsm::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("HDSM_PROTOCOL=bogus"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(c.set("HDSM_BLOCK_SIZE", "3000"), hdsm::ConfigError);
+  EXPECT_THROW(c.set("HDSM_ROLLING_STEP", "0"), hdsm::ConfigError);
+  // In range but not a power of two: refused where the shared space is created.
+  auto odd = adsm_config();
+  odd.set("HDSM_BLOCK_SIZE", "12KiB");
+  hdsm::Runtime rt(odd);
+  try {
+    (void)rt.alloc(4096);
+    FAIL() << "a 12 KiB block size was accepted";
+  } catch (const hdsm::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("HDSM_BLOCK_SIZE"), std::string::npos) << e.what();
+  }
+}
+
+TEST(AdsmConfig, ExplicitProtocolPerInstance) {
+  hdsm::Runtime lazy(adsm_config("lazy"));
+  hdsm::Runtime batch(adsm_config("batch"));
+  int* x = lazy.alloc<int>(1024);
+  int* y = batch.alloc<int>(1024);
+  x[0] = 1;
+  y[0] = 1;
+  EXPECT_GT(faults(lazy), 0u);   // lazy detects the write
+  EXPECT_EQ(faults(batch), 0u);  // batch detects nothing
+  lazy.free(x);
+  batch.free(y);
+}
+
+TEST(AdsmCApi, AllocFreeSync) {
+  EXPECT_EXIT(
+      {
+        bool ok = hdsm_config_set("HDSM_SIM_MEMORY", "32MiB") == HDSM_SUCCESS;
+        ok &= hdsm_config_set("HDSM_ARENA_SEGMENT", "1GiB") == HDSM_SUCCESS;
+        ok &= hdsm_sync() == HDSM_SUCCESS;
+        void* p = nullptr;
+        ok &= hdsm_alloc(4096, -1, &p) == HDSM_SUCCESS && p != nullptr;
+        static_cast<int*>(p)[10] = 5;
+        ok &= hdsm_alloc(4096, 0, nullptr) == HDSM_ERROR_INVALID_ARGUMENT;
+        ok &= hdsm_alloc(4096, 99, &p) == HDSM_ERROR_INVALID_ARGUMENT;
+        ok &= static_cast<int*>(p)[10] == 5;
+        ok &= hdsm_free(static_cast<char*>(p) + 4) == HDSM_ERROR_INVALID_POINTER;
+        ok &= hdsm_sync() == HDSM_SUCCESS;
+        ok &= hdsm_free(p) == HDSM_SUCCESS;
+        ok &= hdsm_free(p) == HDSM_ERROR_INVALID_POINTER;
+        ok &= std::string(hdsm_last_error()).find("free") != std::string::npos;
+        std::exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+}  // namespace

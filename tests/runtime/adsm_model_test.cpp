@@ -1,0 +1,279 @@
+// Randomized model test of ADSM: random CPU reads and writes at random offsets and sizes, kernel calls
+// (annotated or not) that write a pattern into a range or checksum one range into another object,
+// allocations and frees, over every protocol x block size x 1-3 devices, compared with plain memory
+// after every step. HDSM_MODEL_SEED and HDSM_MODEL_ITERATIONS set the seed and the number of steps.
+#include <hdsm/hdsm.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+constexpr std::uint64_t kDefaultSeed = 0x5eed2008;
+constexpr int kDefaultIterations = 300;
+constexpr std::size_t kMaxObjects = 6;
+
+std::uint64_t env_number(const char* name, std::uint64_t fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::strtoull(v, nullptr, 0) : fallback;
+}
+
+unsigned char pattern_byte(std::uint64_t i, std::uint32_t salt) {
+  return static_cast<unsigned char>((i * 131u + salt) ^ (i >> 9));
+}
+
+std::uint64_t checksum(const unsigned char* p, std::uint64_t n) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (std::uint64_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+const hdsm::Kernel& pattern_kernel() {
+  static const hdsm::Kernel k = hdsm::per_thread(
+      "model_pattern", [](const hdsm::Thread& t, unsigned char* dst, std::uint64_t n, std::uint32_t salt) {
+        if (const auto i = t.global_x(); i < n) dst[i] = pattern_byte(i, salt);
+      });
+  return k;
+}
+
+const hdsm::Kernel& checksum_kernel() {
+  static const hdsm::Kernel k = hdsm::per_thread(
+      "model_checksum",
+      [](const hdsm::Thread& t, const unsigned char* src, std::uint64_t n, unsigned char* dst) {
+        if (t.global_x() != 0) return;
+        const std::uint64_t h = checksum(src, n);
+        std::memcpy(dst, &h, sizeof h);
+      });
+  return k;
+}
+
+struct Param {
+  const char* protocol;
+  std::size_t block_bytes;
+  unsigned devices;
+};
+
+void PrintTo(const Param& p, std::ostream* os) {
+  *os << p.protocol << ", " << hdsm::format_bytes(p.block_bytes) << " blocks, " << p.devices << " devices";
+}
+
+struct Object {
+  unsigned char* p;
+  unsigned device;
+  std::vector<unsigned char> ref;
+};
+
+class AdsmModel : public ::testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
+    auto c = hdsm::Config::defaults();
+    c.set("HDSM_SIM_DEVICES", std::to_string(GetParam().devices))
+        .set("HDSM_SIM_MEMORY", "64MiB")
+        .set("HDSM_SIM_LINK_GBPS", "0")
+        .set("HDSM_SIM_LATENCY_US", "0")
+        .set("HDSM_SIM_POISON", "1")
+        .set("HDSM_ARENA_SEGMENT", "1GiB")
+        .set("HDSM_BLOCK_SIZE", std::to_string(GetParam().block_bytes))
+        .set("HDSM_PROTOCOL", GetParam().protocol);
+    rt_ = std::make_unique<hdsm::Runtime>(c);
+    base_seed_ = env_number("HDSM_MODEL_SEED", kDefaultSeed);
+    iterations_ = static_cast<int>(env_number("HDSM_MODEL_ITERATIONS", kDefaultIterations));
+    rng_.seed(base_seed_ ^ (std::hash<std::string>{}(GetParam().protocol) + GetParam().block_bytes * 7 +
+                            GetParam().devices));
+    block_ = GetParam().block_bytes;
+    max_bytes_ = std::min<std::size_t>(3 * block_ + block_ / 3, std::size_t{2} << 20);
+  }
+  void TearDown() override {
+    for (auto& o : objects_) rt_->free(o.p);
+    rt_.reset();
+  }
+
+  std::size_t below(std::size_t n) { return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng_); }
+  bool coin(double p = 0.5) { return std::bernoulli_distribution(p)(rng_); }
+
+  // A random size: often under a block, sometimes several blocks, sometimes exactly block-sized.
+  std::size_t random_size() {
+    switch (below(4)) {
+      case 0:
+        return 1 + below(std::min<std::size_t>(block_ / 2, 4096));
+      case 1:
+        return block_ * (1 + below(2));
+      default:
+        return 1 + below(max_bytes_);
+    }
+  }
+  // A random range [offset, offset + len) of an object of `bytes`, len > 0.
+  std::pair<std::size_t, std::size_t> random_range(std::size_t bytes) {
+    if (coin(0.15)) return {0, bytes};
+    const std::size_t offset = below(bytes);
+    const std::size_t len = 1 + below(std::min(bytes - offset, 2 * block_ + 77));
+    return {offset, len};
+  }
+
+  void log(std::string line) {
+    trace_.push_back(std::move(line));
+    if (trace_.size() > 12) trace_.pop_front();
+  }
+  std::string where() const {
+    std::string s = "reproduce with HDSM_MODEL_SEED=" + std::to_string(base_seed_) + " (iterations " +
+                    std::to_string(iterations_) + "); last steps:";
+    for (const auto& line : trace_) s += "\n  " + line;
+    return s;
+  }
+
+  void check_range(const Object& o, std::size_t offset, std::size_t len, const char* what) {
+    std::vector<unsigned char> got(len);
+    std::memcpy(got.data(), o.p + offset, len);
+    if (std::memcmp(got.data(), o.ref.data() + offset, len) == 0) return;
+    std::size_t i = 0;
+    while (got[i] == o.ref[offset + i]) ++i;
+    FAIL() << what << ": object at " << static_cast<void*>(o.p) << " (" << o.ref.size() << " bytes, device "
+           << o.device << ") byte " << offset + i << " is " << int(got[i]) << ", expected "
+           << int(o.ref[offset + i]) << "; " << where();
+  }
+
+  void cpu_write() {
+    Object& o = objects_[below(objects_.size())];
+    const auto [offset, len] = random_range(o.ref.size());
+    std::vector<unsigned char> data(len);
+    for (auto& b : data) b = static_cast<unsigned char>(rng_());
+    log("write " + std::to_string(len) + " at " + std::to_string(offset) + " of " +
+        std::to_string(o.ref.size()));
+    std::memcpy(o.p + offset, data.data(), len);
+    std::memcpy(o.ref.data() + offset, data.data(), len);
+  }
+
+  void cpu_read() {
+    const Object& o = objects_[below(objects_.size())];
+    const auto [offset, len] = random_range(o.ref.size());
+    log("read " + std::to_string(len) + " at " + std::to_string(offset) + " of " +
+        std::to_string(o.ref.size()));
+    check_range(o, offset, len, "CPU read");
+  }
+
+  void alloc() {
+    const unsigned device = static_cast<unsigned>(below(GetParam().devices));
+    const std::size_t bytes = random_size();
+    log("alloc " + std::to_string(bytes) + " on device " + std::to_string(device));
+    auto* p = static_cast<unsigned char*>(rt_->alloc(bytes, static_cast<int>(device)));
+    objects_.push_back({p, device, std::vector<unsigned char>(bytes, 0)});
+  }
+
+  void free_one() {
+    const std::size_t i = below(objects_.size());
+    log("free object of " + std::to_string(objects_[i].ref.size()));
+    rt_->free(objects_[i].p);
+    objects_.erase(objects_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+
+  // Pattern into a range of a random object, or a checksum of a range of one object into another of the
+  // same device; annotated (in/out/inout where they are correct) or raw pointers (the seed's behaviour).
+  void kernel_call() {
+    const bool annotate = coin();
+    Object& a = objects_[below(objects_.size())];
+    const auto [offset, len] = random_range(a.ref.size());
+    const auto salt = static_cast<std::uint32_t>(rng_());
+    std::vector<Object*> peers;
+    for (auto& o : objects_)
+      if (o.device == a.device && o.ref.size() >= 8) peers.push_back(&o);
+    if (peers.empty() || coin()) {
+      log(std::string("pattern ") + (annotate ? "annotated " : "") + std::to_string(len) + " at " +
+          std::to_string(offset) + " of " + std::to_string(a.ref.size()) + " on device " +
+          std::to_string(a.device));
+      unsigned char* dst = a.p + offset;
+      const bool whole = offset == 0 && len == a.ref.size();
+      if (!annotate)
+        rt_->call(pattern_kernel(), hdsm::cover(len), dst, std::uint64_t{len}, salt);
+      else if (whole && coin())
+        rt_->call(pattern_kernel(), hdsm::cover(len), hdsm::out(dst), std::uint64_t{len}, salt);
+      else
+        rt_->call(pattern_kernel(), hdsm::cover(len), hdsm::inout(dst), std::uint64_t{len}, salt);
+      for (std::size_t i = 0; i < len; ++i) a.ref[offset + i] = pattern_byte(i, salt);
+      return;
+    }
+    Object& b = *peers[below(peers.size())];
+    const std::size_t at = below(b.ref.size() - 7);
+    log(std::string("checksum ") + (annotate ? "annotated " : "") + std::to_string(len) + " at " +
+        std::to_string(offset) + " of " + std::to_string(a.ref.size()) + " into " + std::to_string(at) +
+        " of " + std::to_string(b.ref.size()) + " on device " + std::to_string(a.device));
+    const unsigned char* src = a.p + offset;
+    if (annotate)
+      rt_->call(checksum_kernel(), hdsm::cover(1), hdsm::in(src), std::uint64_t{len}, hdsm::inout(b.p + at));
+    else
+      rt_->call(checksum_kernel(), hdsm::cover(1), src, std::uint64_t{len}, b.p + at);
+    const std::uint64_t h = checksum(a.ref.data() + offset, len);
+    std::memcpy(b.ref.data() + at, &h, sizeof h);
+  }
+
+  // One or two calls, the sync, then possibly a CPU access to blocks the sync may have invalidated.
+  void kernel_step() {
+    const int calls = 1 + static_cast<int>(below(2));
+    for (int c = 0; c < calls; ++c) kernel_call();
+    log("sync");
+    rt_->sync();
+    if (coin()) cpu_write();
+    if (coin()) cpu_read();
+  }
+
+  void check_all() {
+    for (const auto& o : objects_) {
+      check_range(o, 0, o.ref.size(), "check after the step");
+      if (HasFatalFailure()) return;
+    }
+  }
+
+  std::unique_ptr<hdsm::Runtime> rt_;
+  std::mt19937_64 rng_;
+  std::uint64_t base_seed_ = 0;
+  int iterations_ = 0;
+  std::size_t block_ = 0, max_bytes_ = 0;
+  std::vector<Object> objects_;
+  std::deque<std::string> trace_;
+};
+
+TEST_P(AdsmModel, MatchesPlainMemory) {
+  for (int step = 0; step < iterations_; ++step) {
+    const std::size_t r = below(100);
+    if (objects_.empty() || (r < 10 && objects_.size() < kMaxObjects)) {
+      alloc();
+    } else if (r < 16) {
+      free_one();
+    } else if (r < 40) {
+      cpu_write();
+    } else if (r < 60) {
+      cpu_read();
+    } else {
+      kernel_step();
+    }
+    if (HasFatalFailure()) return;
+    check_all();
+    if (HasFatalFailure()) return;
+  }
+}
+
+std::vector<Param> all_params() {
+  std::vector<Param> out;
+  for (const char* protocol : {"batch", "lazy", "rolling"})
+    for (std::size_t block : {std::size_t{4} << 10, std::size_t{64} << 10, std::size_t{1} << 20})
+      for (unsigned devices = 1; devices <= 3; ++devices) out.push_back({protocol, block, devices});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, AdsmModel, ::testing::ValuesIn(all_params()), [](const auto& info) {
+  return std::string(info.param.protocol) + "_" + std::to_string(info.param.block_bytes >> 10) + "KiB_" +
+         std::to_string(info.param.devices) + "dev";
+});
+
+}  // namespace
