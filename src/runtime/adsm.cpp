@@ -34,8 +34,10 @@ struct ArenaRegistry {
 };
 
 ArenaRegistry& arenas() {
-  static ArenaRegistry registry;
-  return registry;
+  // Never destroyed: runtimes (the default one among them) unregister from it during static
+  // destruction, which may come after this function's statics would have been destroyed.
+  static ArenaRegistry* registry = new ArenaRegistry;
+  return *registry;
 }
 
 const RuntimeImpl* arena_owner(const void* p) {
