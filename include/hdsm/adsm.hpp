@@ -71,6 +71,16 @@ T* Runtime::alloc(std::size_t n, int device) {
   return static_cast<T*>(alloc(n * sizeof(T), device));
 }
 
+template <class T>
+T* Runtime::safe_alloc(std::size_t n, int device) {
+  return alloc<T>(n, device);
+}
+
+template <class T>
+T* Runtime::safe(T* p) const {
+  return static_cast<T*>(safe(static_cast<const void*>(p)));
+}
+
 template <class... A>
 void Runtime::call(const Kernel& kernel, const Launch& launch, A&&... args) {
   const std::array<detail::CallArg, sizeof...(A)> packed{detail::call_arg(std::decay_t<A>(args))...};
@@ -84,6 +94,16 @@ T* alloc(std::size_t n, int device = -1) {
   return Runtime::instance().alloc<T>(n, device);
 }
 inline void free(void* p) { Runtime::instance().free(p); }
+inline void* safe_alloc(std::size_t bytes, int device = -1) { return Runtime::instance().safe_alloc(bytes, device); }
+template <class T>
+T* safe_alloc(std::size_t n, int device = -1) {
+  return Runtime::instance().safe_alloc<T>(n, device);
+}
+/// The device address of `p` (Runtime::safe), typed: `node->next = hdsm::safe(next_node)`.
+template <class T>
+T* safe(T* p) {
+  return Runtime::instance().safe(p);
+}
 template <class... A>
 void call(const Kernel& kernel, const Launch& launch, A&&... args) {
   Runtime::instance().call(kernel, launch, std::forward<A>(args)...);

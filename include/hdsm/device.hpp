@@ -139,6 +139,12 @@ class Device {
   virtual std::size_t memory_used() const = 0;
   /// Declare a range's contents invalid (with poisoning on, it is overwritten with a pattern).
   virtual void discard(DeviceBuffer buffer, std::size_t offset, std::size_t bytes) = 0;
+  /// The address a kernel of this device sees for byte `offset` of `buffer` (offset == bytes: one
+  /// past the end), for storing device pointers inside device data that kernels follow (sim: the
+  /// pointer kernel bodies receive; cuda: the CUdeviceptr). Throws InvalidPointer for a foreign or
+  /// freed buffer, InvalidArgument for an offset past the end, and Unsupported on a backend whose
+  /// buffers have no stable addresses.
+  virtual std::uint64_t address(DeviceBuffer buffer, std::size_t offset) const = 0;
 
   /// Page-locked host memory that copies can use directly (no bounce buffer).
   virtual void* alloc_pinned(std::size_t bytes) = 0;

@@ -64,6 +64,13 @@ hdsm_status hdsm_free(void* pointer);
 hdsm_status hdsm_sync(void);
 hdsm_status hdsm_stats_reset(void);
 
+/* GMAC's adsmSafeAlloc and adsmSafe. hdsm_safe_alloc is hdsm_alloc: hdsm translates every pointer
+ * argument of a kernel call, so every object is already what GMAC calls a safe allocation.
+ * hdsm_safe gives the address kernels of the hosting device see for `pointer` (which may point inside
+ * an object), to store in shared data that kernels follow; never dereference it on the host. */
+hdsm_status hdsm_safe_alloc(size_t bytes, int device, void** out);
+hdsm_status hdsm_safe(const void* pointer, void** out);
+
 #ifdef __cplusplus
 }
 #endif

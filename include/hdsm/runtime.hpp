@@ -56,6 +56,19 @@ class Runtime {
   T* alloc(std::size_t n, int device = -1);
   /// `p` must be the start of a live shared object of this runtime (InvalidPointer otherwise).
   void free(void* p);
+  /// GMAC's adsmSafeAlloc: the same allocation as alloc. Every hdsm object is what GMAC calls a safe
+  /// allocation, since hdsm translates every pointer argument of call() and so never needs the host
+  /// and device addresses of an object to be equal; safe_alloc exists so GMAC programs port unchanged.
+  void* safe_alloc(std::size_t bytes, int device = -1);
+  template <class T>
+  T* safe_alloc(std::size_t n, int device = -1);
+  /// GMAC's adsmSafe: the address kernels of the hosting device see for `p` (interior pointers
+  /// included), for device pointers stored inside shared data that kernels follow (a table of
+  /// pointers, a linked structure). Never dereference it on the host. InvalidArgument when `p` is
+  /// not in a live shared object of this runtime.
+  void* safe(const void* p) const;
+  template <class T>
+  T* safe(T* p) const;
   /// Release, then launch asynchronously on the device hosting the shared-pointer arguments.
   template <class... A>
   void call(const Kernel& kernel, const Launch& launch, A&&... args);

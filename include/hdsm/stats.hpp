@@ -11,6 +11,14 @@ enum class Route { h2d, d2h, d2d, peer };
 inline constexpr int kRouteCount = 4;
 const char* to_string(Route route) noexcept;
 
+/// Why shared memory (ADSM) moved data: the coherence action behind a transfer. release: the CPU's
+/// newer blocks uploaded at a kernel call; acquire: results downloaded at the sync (batch-update);
+/// fault: blocks fetched when the CPU touched invalid data; evict: dirty blocks the rolling window
+/// pushed to the device early.
+enum class Action { release, acquire, fault, evict };
+inline constexpr int kActionCount = 4;
+const char* to_string(Action action) noexcept;
+
 struct RouteStats {
   std::uint64_t bytes = 0;
   std::uint64_t transfers = 0;
@@ -29,8 +37,12 @@ struct Stats {
   std::uint64_t kernel_launches = 0;
   std::uint64_t read_faults = 0;
   std::uint64_t write_faults = 0;
+  /// Time threads spent in the fault handler for shared memory, resolving included.
+  std::uint64_t fault_handler_ns = 0;
+  RouteStats actions[kActionCount];  // indexed by Action; also counted in the routes
   std::vector<DeviceStats> devices;
   const RouteStats& route(Route r) const { return routes[static_cast<int>(r)]; }
+  const RouteStats& action(Action a) const { return actions[static_cast<int>(a)]; }
   /// A human-readable table (what HDSM_STATS=1 prints at exit).
   std::string to_string() const;
 };

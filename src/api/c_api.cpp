@@ -113,6 +113,16 @@ hdsm_status hdsm_free(void* pointer) {
   return guarded([&] { hdsm::Runtime::instance().free(pointer); });
 }
 
+hdsm_status hdsm_safe_alloc(size_t bytes, int device, void** out) {
+  if (out == nullptr) return null_argument("hdsm_safe_alloc", "out");
+  return guarded([&] { *out = hdsm::Runtime::instance().safe_alloc(bytes, device); });
+}
+
+hdsm_status hdsm_safe(const void* pointer, void** out) {
+  if (out == nullptr) return null_argument("hdsm_safe", "out");
+  return guarded([&] { *out = hdsm::Runtime::instance().safe(pointer); });
+}
+
 hdsm_status hdsm_sync(void) {
   return guarded([] { hdsm::Runtime::instance().sync(); });
 }

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <ctime>
 #include <exception>
 
 namespace hdsm::coherence {
@@ -15,12 +17,20 @@ namespace {
 
 bool permits(Protection p, bool write) { return p >= (write ? Protection::read_write : Protection::read); }
 
+std::uint64_t monotonic_ns() noexcept {  // async-signal-safe, unlike std::chrono's guarantees
+  timespec t{};
+  ::clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<std::uint64_t>(t.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(t.tv_nsec);
+}
+
 }  // namespace
 
 SharedSpace::SharedSpace(std::span<Device* const> devices, ProtocolKind kind, std::size_t block_bytes,
-                         obs::Counters& counters, std::size_t segment_bytes, unsigned rolling_step)
+                         obs::Counters& counters, std::size_t segment_bytes, unsigned rolling_step,
+                         obs::Tracer* tracer)
     : kind_(kind),
       counters_(counters),
+      tracer_(tracer != nullptr && tracer->enabled() ? tracer : nullptr),
       devices_(devices.begin(), devices.end()),
       arena_(static_cast<unsigned>(devices.size()), segment_bytes),
       directory_(arena_, block_bytes),
@@ -31,6 +41,7 @@ SharedSpace::SharedSpace(std::span<Device* const> devices, ProtocolKind kind, st
     throw InvalidArgument(fmt::format("shared space: segments of {} hold more than 2^32 blocks of {}",
                                       format_bytes(segment_bytes), format_bytes(block_bytes)));
   for (Device* d : devices_) queues_.push_back(d->create_queue());
+  if (tracer_ != nullptr) fault_lane_ = tracer_->lane("shared-memory faults");
   fault_service_ = std::make_unique<os::FaultService>(&SharedSpace::resolve_on_service, this);
   os::install_fault_handler();
   fault_range_ = os::register_fault_range(arena_.user(0, 0), arena_.segments() * arena_.segment_bytes(),
@@ -148,6 +159,15 @@ KernelArg SharedSpace::argument(const void* p) const {
   return KernelArg::buffer(e->buffer, hit.offset_in_object);
 }
 
+std::uint64_t SharedSpace::device_address(const void* p) const {
+  const Directory::Hit hit = directory_.lookup(p);
+  const std::shared_ptr<Entry> e = hit.object != nullptr ? entry_of(hit.object->id) : nullptr;
+  if (e == nullptr)
+    throw InvalidArgument(
+        fmt::format("safe({}): not in a live shared object: {}", p, directory_.describe(p)));
+  return devices_[e->device]->address(e->buffer, hit.offset_in_object);
+}
+
 void SharedSpace::launch(unsigned device, const Kernel& kernel, const Launch& shape,
                          std::span<const KernelArg> args) {
   check_device(device, "SharedSpace::launch");
@@ -178,7 +198,14 @@ std::vector<std::pair<std::shared_ptr<SharedSpace::Entry>, KernelUse>> SharedSpa
   return out;
 }
 
-void SharedSpace::copy_blocks(Entry& e, Transfer direction, std::size_t first, std::size_t count) {
+void SharedSpace::trace(std::string_view what, obs::Clock::time_point begin, std::size_t bytes,
+                        int lane) const {
+  if (tracer_ == nullptr) return;
+  tracer_->span(lane >= 0 ? lane : tracer_->host_thread_lane(), what, begin, obs::Clock::now(), bytes);
+}
+
+std::size_t SharedSpace::copy_blocks(Entry& e, Transfer direction, std::size_t first, std::size_t count,
+                                     Action why) {
   const Object& o = *e.object;
   const std::size_t offset = first * directory_.block_bytes();
   const std::size_t bytes = std::min(count * directory_.block_bytes(), o.bytes - offset);
@@ -188,6 +215,8 @@ void SharedSpace::copy_blocks(Entry& e, Transfer direction, std::size_t first, s
     queue.copy_to_device(e.buffer, offset, shadow, bytes);
   else
     queue.copy_to_host(shadow, e.buffer, offset, bytes);
+  counters_.action(why).add(bytes);
+  return bytes;
 }
 
 void SharedSpace::forget_clean(const Entry& e, std::size_t first, std::size_t end) {
@@ -198,33 +227,45 @@ void SharedSpace::forget_clean(const Entry& e, std::size_t first, std::size_t en
 }
 
 void SharedSpace::release(unsigned device, std::span<const std::pair<const void*, KernelUse>> uses) {
+  const auto begin = obs::Clock::now();
+  std::size_t bytes = 0;
   for (auto& [e, use] : select(device, uses, "SharedSpace::release")) {
     std::lock_guard lock(e->mutex);
     const Plan plan = plan_release(kind_, e->object->states, use);
     for (const ProtectionRun& run : plan.protections)
       e->protection->set(run.first_block, run.blocks, run.protection);
-    for (const CopyStep& step : plan.copies) copy_blocks(*e, step.direction, step.first_block, step.blocks);
+    for (const CopyStep& step : plan.copies)
+      bytes += copy_blocks(*e, step.direction, step.first_block, step.blocks, Action::release);
     if (!plan.copies.empty()) e->pending = queues_[device]->record();
     forget_clean(*e, 0, e->object->blocks);
   }
+  if (tracer_ != nullptr) trace(fmt::format("release on device {}", device), begin, bytes);
 }
 
 void SharedSpace::acquire(unsigned device, std::span<const std::pair<const void*, KernelUse>> uses) {
   auto selected = select(device, uses, "SharedSpace::acquire");
   queues_[device]->synchronize();
+  const auto begin = obs::Clock::now();
+  std::size_t bytes = 0;
   for (auto& [e, use] : selected) {
     std::lock_guard lock(e->mutex);
     const Plan plan = plan_acquire(kind_, e->object->states, use);
-    for (const CopyStep& step : plan.copies) copy_blocks(*e, step.direction, step.first_block, step.blocks);
+    for (const CopyStep& step : plan.copies)
+      bytes += copy_blocks(*e, step.direction, step.first_block, step.blocks, Action::acquire);
     if (!plan.copies.empty()) queues_[device]->record().wait();
     for (const ProtectionRun& run : plan.protections)
       e->protection->set(run.first_block, run.blocks, run.protection);
     forget_clean(*e, 0, e->object->blocks);
   }
+  if (tracer_ != nullptr) trace(fmt::format("acquire on device {}", device), begin, bytes);
 }
 
 bool SharedSpace::resolve(void* context, void* address, os::FaultAccess access) {
-  return static_cast<SharedSpace*>(context)->fault_service_->submit(address, access);
+  auto* self = static_cast<SharedSpace*>(context);
+  const std::uint64_t begin = monotonic_ns();
+  const bool resolved = self->fault_service_->submit(address, access);
+  self->counters_.fault_handler_ns.fetch_add(monotonic_ns() - begin, std::memory_order_relaxed);
+  return resolved;
 }
 
 bool SharedSpace::resolve_on_service(void* context, void* address, os::FaultAccess access) {
@@ -234,14 +275,24 @@ bool SharedSpace::resolve_on_service(void* context, void* address, os::FaultAcce
 bool SharedSpace::on_fault(void* address, os::FaultAccess access) {
   const Directory::Hit hit = directory_.lookup(address);
   const std::shared_ptr<Entry> e = hit.object != nullptr ? entry_of(hit.object->id) : nullptr;
-  if (e == nullptr) return false;
+  if (e == nullptr) {
+    // A real bug (use after free, a stray pointer): say what the address was before the process dies.
+    std::fputs(
+        fmt::format("hdsm: invalid {} access: {}\n", os::to_string(access), directory_.describe(address))
+            .c_str(),
+        stderr);
+    return false;
+  }
+  const auto begin = obs::Clock::now();
+  std::size_t fetched = 0;
+  bool write = false;
   std::optional<RollingWindow::BlockId> victim;
   {
     std::lock_guard lock(e->mutex);
     os::ProtectionMap& protection = *e->protection;
     // Undecoded accesses are reads first; a write then faults again on the readable block.
-    const bool write = access == os::FaultAccess::write ||
-                       (access == os::FaultAccess::unknown && protection.allows(hit.block, false));
+    write = access == os::FaultAccess::write ||
+            (access == os::FaultAccess::unknown && protection.allows(hit.block, false));
     if (protection.allows(hit.block, write)) {
       protection.refine(hit.block);
       return true;
@@ -267,7 +318,7 @@ bool SharedSpace::on_fault(void* address, os::FaultAccess access) {
     // Blocks in between that needed no fetch are not dirty (a fault never skips a dirty block of a
     // lazy object: its blocks share one state), so refetching them loses nothing.
     if (fetch_first < fetch_end) {
-      copy_blocks(*e, Transfer::to_host, fetch_first, fetch_end - fetch_first);
+      fetched = copy_blocks(*e, Transfer::to_host, fetch_first, fetch_end - fetch_first, Action::fault);
       queues_[e->device]->record().wait();
     }
     for (std::size_t b = first; b < end;) {
@@ -284,6 +335,9 @@ bool SharedSpace::on_fault(void* address, os::FaultAccess access) {
       victim = window_.on_dirty(block_id(hit.object->id, hit.block));
     }
   }
+  if (tracer_ != nullptr)
+    trace(fmt::format("{} fault, object #{} block {}", write ? "write" : "read", hit.object->id, hit.block),
+          begin, fetched, fault_lane_);
   if (victim) evict(*victim);
   return true;
 }
@@ -297,7 +351,7 @@ void SharedSpace::evict(RollingWindow::BlockId block) {
   if (state != BlockState::dirty) return;  // released since the window let it go
   const Transition t = on_evict(kind_, state);
   e->protection->set(index, 1, t.protection);
-  copy_blocks(*e, Transfer::to_device, index, 1);
+  copy_blocks(*e, Transfer::to_device, index, 1, Action::evict);
   e->pending = queues_[e->device]->record();
   state = t.next;
 }

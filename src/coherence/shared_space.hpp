@@ -18,6 +18,7 @@
 #include "coherence/protocol.hpp"
 #include "coherence/rolling_window.hpp"
 #include "obs/counters.hpp"
+#include "obs/trace.hpp"
 #include "os/arena.hpp"
 #include "os/fault.hpp"
 #include "os/fault_service.hpp"
@@ -31,6 +32,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -43,11 +45,11 @@ class SharedSpace {
   /// Runs each object's ProtectionMap may use before it degrades.
   static constexpr std::size_t kRunBudget = 4096;
 
-  /// The devices must outlive the space. One arena segment and one queue per device; faults in the
-  /// whole user view go to this space until it is destroyed.
+  /// The devices (and the tracer, when given) must outlive the space. One arena segment and one
+  /// queue per device; faults in the whole user view go to this space until it is destroyed.
   SharedSpace(std::span<Device* const> devices, ProtocolKind kind, std::size_t block_bytes,
               obs::Counters& counters, std::size_t segment_bytes = kDefaultSegmentBytes,
-              unsigned rolling_step = default_rolling_step);
+              unsigned rolling_step = default_rolling_step, obs::Tracer* tracer = nullptr);
   ~SharedSpace();
   SharedSpace(const SharedSpace&) = delete;
   SharedSpace& operator=(const SharedSpace&) = delete;
@@ -62,6 +64,8 @@ class SharedSpace {
   void release(unsigned device, std::span<const std::pair<const void*, KernelUse>> uses);
   /// The device-side argument for a pointer into a live shared object (hdsm::InvalidArgument otherwise).
   KernelArg argument(const void* p) const;
+  /// The address kernels of the hosting device see for `p` (hdsm::InvalidArgument as argument()).
+  std::uint64_t device_address(const void* p) const;
   void launch(unsigned device, const Kernel& kernel, const Launch& shape, std::span<const KernelArg> args);
   /// Sync on `device`: waits for its queue (rethrowing kernel errors), then acquires the objects as
   /// release() chose them.
@@ -91,8 +95,11 @@ class SharedSpace {
       unsigned device, std::span<const std::pair<const void*, KernelUse>> uses, const char* call) const;
   void check_device(unsigned device, const char* call) const;
   /// Copies blocks [first, first + count) of an object between shadow view and device (clamped to the
-  /// object's size); enqueued on the object's queue, not waited for.
-  void copy_blocks(Entry& e, Transfer direction, std::size_t first, std::size_t count);
+  /// object's size) and counts it for `why`; enqueued on the object's queue, not waited for. Returns
+  /// the bytes.
+  std::size_t copy_blocks(Entry& e, Transfer direction, std::size_t first, std::size_t count, Action why);
+  /// A span on the calling thread's trace lane (when tracing).
+  void trace(std::string_view what, obs::Clock::time_point begin, std::size_t bytes, int lane = -1) const;
   /// Removes blocks [first, end) of the object that are not dirty from the rolling window.
   void forget_clean(const Entry& e, std::size_t first, std::size_t end);
   /// Uploads and read-protects a block the rolling window pushed out.
@@ -103,6 +110,8 @@ class SharedSpace {
 
   ProtocolKind kind_;
   obs::Counters& counters_;
+  obs::Tracer* tracer_;
+  int fault_lane_ = -1;  // the trace lane of the fault service thread
   std::vector<Device*> devices_;
   os::Arena arena_;
   Directory directory_;

@@ -6,25 +6,48 @@ namespace hdsm {
 
 const char* to_string(Route route) noexcept {
   switch (route) {
-    case Route::h2d: return "H2D";
-    case Route::d2h: return "D2H";
-    case Route::d2d: return "D2D";
-    case Route::peer: return "peer";
+    case Route::h2d:
+      return "H2D";
+    case Route::d2h:
+      return "D2H";
+    case Route::d2d:
+      return "D2D";
+    case Route::peer:
+      return "peer";
+  }
+  return "?";
+}
+
+const char* to_string(Action action) noexcept {
+  switch (action) {
+    case Action::release:
+      return "call upload";
+    case Action::acquire:
+      return "sync download";
+    case Action::fault:
+      return "fault fetch";
+    case Action::evict:
+      return "eviction upload";
   }
   return "?";
 }
 
 std::string Stats::to_string() const {
-  std::string out = fmt::format("hdsm statistics\n  {:<10} {:>16} {:>12} {:>12}\n", "route", "bytes", "transfers",
-                                "kernels");
+  std::string out = fmt::format("hdsm statistics\n  {:<10} {:>16} {:>12} {:>12}\n", "route", "bytes",
+                                "transfers", "kernels");
   auto row = [&](const std::string& who, const RouteStats* routes, std::uint64_t kernels) {
     for (int r = 0; r < kRouteCount; ++r)
-      out += fmt::format("  {:<10} {:>16} {:>12} {:>12}\n", who + " " + hdsm::to_string(static_cast<Route>(r)),
-                         routes[r].bytes, routes[r].transfers, r == 0 ? fmt::format("{}", kernels) : "");
+      out +=
+          fmt::format("  {:<10} {:>16} {:>12} {:>12}\n", who + " " + hdsm::to_string(static_cast<Route>(r)),
+                      routes[r].bytes, routes[r].transfers, r == 0 ? fmt::format("{}", kernels) : "");
   };
   for (const auto& d : devices) row(d.name, d.routes, d.kernel_launches);
   row("total", routes, kernel_launches);
-  out += fmt::format("  faults: {} read, {} write\n", read_faults, write_faults);
+  out += fmt::format("  shared memory faults: {} read, {} write, {:.3f} ms in the handler\n", read_faults,
+                     write_faults, static_cast<double>(fault_handler_ns) / 1e6);
+  for (int a = 0; a < kActionCount; ++a)
+    out += fmt::format("  {:<16} {:>16} {:>12}\n", hdsm::to_string(static_cast<Action>(a)), actions[a].bytes,
+                       actions[a].transfers);
   return out;
 }
 
@@ -53,6 +76,11 @@ Stats Counters::snapshot() const {
   }
   s.read_faults = read_faults.load(std::memory_order_relaxed);
   s.write_faults = write_faults.load(std::memory_order_relaxed);
+  s.fault_handler_ns = fault_handler_ns.load(std::memory_order_relaxed);
+  for (int a = 0; a < kActionCount; ++a) {
+    s.actions[a].bytes = actions[a].bytes.load(std::memory_order_relaxed);
+    s.actions[a].transfers = actions[a].transfers.load(std::memory_order_relaxed);
+  }
   return s;
 }
 
@@ -67,6 +95,11 @@ void Counters::reset() {
   }
   read_faults.store(0, std::memory_order_relaxed);
   write_faults.store(0, std::memory_order_relaxed);
+  fault_handler_ns.store(0, std::memory_order_relaxed);
+  for (auto& a : actions) {
+    a.bytes.store(0, std::memory_order_relaxed);
+    a.transfers.store(0, std::memory_order_relaxed);
+  }
 }
 
 }  // namespace obs

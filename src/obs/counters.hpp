@@ -35,6 +35,9 @@ class Counters {
   DeviceCounters& add_device(std::string name);
   std::atomic<std::uint64_t> read_faults{0};
   std::atomic<std::uint64_t> write_faults{0};
+  std::atomic<std::uint64_t> fault_handler_ns{0};
+  RouteCounter actions[kActionCount];
+  RouteCounter& action(Action a) { return actions[static_cast<int>(a)]; }
 
   Stats snapshot() const;
   void reset();

@@ -1,5 +1,7 @@
 #include "os/fault.hpp"
 
+#include "os/signal_safe_io.hpp"
+
 #include <hdsm/error.hpp>
 
 #include <atomic>
@@ -82,33 +84,8 @@ bool dispatch(void* address, FaultAccess access) noexcept {
   return false;
 }
 
-void write_all(const char* text, std::size_t n) noexcept {
-  while (n > 0) {
-    const ssize_t w = ::write(STDERR_FILENO, text, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;
-    text += w;
-    n -= static_cast<std::size_t>(w);
-  }
-}
-
-void write_str(const char* text) noexcept {
-  std::size_t n = 0;
-  while (text[n] != '\0') ++n;
-  write_all(text, n);
-}
-
-void write_hex(std::uintptr_t value) noexcept {
-  char buf[2 + 2 * sizeof(value)];
-  char* p = buf + sizeof(buf);
-  do {
-    *--p = "0123456789abcdef"[value & 0xf];
-    value >>= 4;
-  } while (value != 0);
-  *--p = 'x';
-  *--p = '0';
-  write_all(p, static_cast<std::size_t>(buf + sizeof(buf) - p));
-}
+using signal_safe::write_hex;
+using signal_safe::write_str;
 
 // A fault no range resolved: hand it to whatever handled the signal before hdsm, and with no such
 // handler die of the signal, as the process would have without hdsm.
@@ -126,7 +103,7 @@ void forward(int sig, siginfo_t* info, void* ucontext, bool in_range) noexcept {
   }
   write_str(sig == SIGBUS ? "hdsm: bus error at " : "hdsm: segmentation fault at ");
   write_hex(reinterpret_cast<std::uintptr_t>(info->si_addr));
-  write_str(in_range ? " (refused by the resolver of its shared-memory range)\n"
+  write_str(in_range ? " (refused by the resolver of its registered range)\n"
                      : " (not in shared memory)\n");
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
@@ -243,6 +220,13 @@ int register_fault_range(void* begin, std::size_t bytes, FaultResolver resolver,
   s.generation = (s.generation + 1) % (INT32_MAX / kMaxFaultRanges);
   s.active.store(true, std::memory_order_release);
   return s.generation * kMaxFaultRanges + free_index;
+}
+
+int free_fault_ranges() {
+  const std::lock_guard lock(registry_mutex);
+  int count = 0;
+  for (const Slot& s : slots) count += s.active.load(std::memory_order_relaxed) ? 0 : 1;
+  return count;
 }
 
 void unregister_fault_range(int id) {

@@ -34,6 +34,10 @@ void install_fault_handler();
 /// range, Unsupported when all kMaxFaultRanges slots are taken. Returns the id for unregistering.
 int register_fault_range(void* begin, std::size_t bytes, FaultResolver resolver, void* context);
 
+/// How many of the kMaxFaultRanges slots are free now (for optional registrations that should leave
+/// room for ranges that cannot do without one).
+int free_fault_ranges();
+
 /// Stops dispatching to the range; returns once no resolver call for it is running on any thread,
 /// so the context may be freed afterwards. Must not be called from that range's resolver. Throws
 /// InvalidPointer for an id that is not registered.

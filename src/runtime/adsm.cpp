@@ -96,7 +96,7 @@ coherence::SharedSpace& RuntimeImpl::shared_space() {
   const std::size_t block = checked_size(config, Knob::block_size, true);
   const std::size_t segment = checked_size(config, Knob::arena_segment, false);
   const auto step = static_cast<unsigned>(config.integer(knob_name(Knob::rolling_step)));
-  space_ = std::make_unique<coherence::SharedSpace>(devices, kind, block, counters, segment, step);
+  space_ = std::make_unique<coherence::SharedSpace>(devices, kind, block, counters, segment, step, &tracer);
   const os::Arena& arena = space_->directory().arena();
   auto& registry = arenas();
   std::lock_guard registry_lock(registry.mutex);
@@ -149,6 +149,18 @@ void Runtime::free(void* p) {
   }
   if (busy) sync();
   space->free(p);
+}
+
+void* Runtime::safe_alloc(std::size_t bytes, int device) { return alloc(bytes, device); }
+
+void* Runtime::safe(const void* p) const {
+  coherence::SharedSpace* space = impl_->existing_space();
+  const bool mine = space != nullptr && space->directory().arena().contains(p);
+  if (!mine && detail::arena_owner(p) != nullptr)
+    throw InvalidArgument(fmt::format("safe({}): it points into the shared memory of another hdsm::Runtime", p));
+  if (space == nullptr)
+    throw InvalidArgument(fmt::format("safe({}): not in a shared object (this runtime has none yet)", p));
+  return reinterpret_cast<void*>(static_cast<std::uintptr_t>(space->device_address(p)));
 }
 
 void Runtime::call_args(const Kernel& kernel, const Launch& launch, std::span<const detail::CallArg> args) {

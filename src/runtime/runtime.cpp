@@ -54,6 +54,13 @@ sim::SimOptions sim_options(const Config& config) {
   o.link_gbps = config.real(name(Knob::sim_link_gbps));
   o.latency_us = config.real(name(Knob::sim_latency_us));
   o.poison = config.boolean(name(Knob::sim_poison));
+  const std::string& bounds = config.get(name(Knob::sim_bounds_check));
+#ifdef NDEBUG
+  constexpr bool debug_build = false;
+#else
+  constexpr bool debug_build = true;
+#endif
+  o.bounds_check = bounds == "auto" ? debug_build : bounds == "1" || bounds == "on";
   const std::string& peer = config.get(name(Knob::sim_peer));
   try {
     o.peer_groups = parse_peer_groups(peer, o.devices);

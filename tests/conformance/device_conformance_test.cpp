@@ -240,6 +240,47 @@ TEST_P(DeviceConformance, KernelLaunchWithBuffersAndValues) {
   for (auto buf : {a, b, c}) device_->free(buf);
 }
 
+TEST_P(DeviceConformance, KernelFollowsAddressesStoredInABuffer) {
+  const int n = 64;
+  auto data = device_->alloc(n * sizeof(int));
+  auto table = device_->alloc(3 * sizeof(const int*));
+  auto out = device_->alloc(3 * sizeof(int));
+  std::vector<int> values(n);
+  std::iota(values.begin(), values.end(), 100);
+  const int* addresses[3] = {};
+  try {
+    for (int i = 0; i < 3; ++i)
+      addresses[i] = reinterpret_cast<const int*>(device_->address(data, static_cast<std::size_t>(i) * 20 * sizeof(int)));
+  } catch (const hdsm::Unsupported& e) {
+    for (auto buf : {data, table, out}) device_->free(buf);
+    GTEST_SKIP() << "backend " << GetParam() << " has no stable device addresses: " << e.what();
+  }
+  auto gather = hdsm::per_thread("gather_through_table", [](const hdsm::Thread& t, const int* const* pointers, int* result) {
+    if (const auto i = t.global_x(); i < 3) result[i] = *pointers[i];
+  });
+  queue_->copy_to_device(data, 0, values.data(), n * sizeof(int));
+  queue_->copy_to_device(table, 0, addresses, sizeof addresses);
+  const hdsm::KernelArg args[] = {hdsm::KernelArg::buffer(table), hdsm::KernelArg::buffer(out)};
+  queue_->launch(gather, hdsm::cover(3), args);
+  int result[3] = {};
+  queue_->copy_to_host(result, out, 0, sizeof result);
+  queue_->synchronize();
+  EXPECT_EQ(result[0], 100);
+  EXPECT_EQ(result[1], 120);
+  EXPECT_EQ(result[2], 140);
+  // One past the end is an address; beyond it, freed and foreign buffers are errors.
+  EXPECT_EQ(device_->address(data, n * sizeof(int)), device_->address(data, 0) + n * sizeof(int));
+  EXPECT_THROW((void)device_->address(data, n * sizeof(int) + 1), hdsm::InvalidArgument);
+  EXPECT_THROW((void)device_->address(hdsm::DeviceBuffer{0x1234, 16}, 0), hdsm::InvalidPointer);
+  if (hdsm::Device* other = other_device()) {
+    auto b = other->alloc(256);
+    EXPECT_THROW((void)device_->address(b, 0), hdsm::InvalidPointer);
+    other->free(b);
+  }
+  for (auto buf : {data, table, out}) device_->free(buf);
+  EXPECT_THROW((void)device_->address(data, 0), hdsm::InvalidPointer);
+}
+
 TEST_P(DeviceConformance, KernelErrorsAreTyped) {
   auto a = device_->alloc(64);
   hdsm::Kernel no_body{"opencl_only", {}, "__kernel void k() {}", nullptr};

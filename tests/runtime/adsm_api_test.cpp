@@ -1,5 +1,7 @@
 // The public ADSM API: alloc/free/call/sync with annotations, pointer translation, smart pointers,
 // bad input and the C API, on explicit Runtime instances over poisoning sim devices.
+#include "support/test_support.hpp"
+
 #include <hdsm/hdsm.h>
 #include <hdsm/hdsm.hpp>
 
@@ -13,15 +15,7 @@
 namespace {
 
 hdsm::Config adsm_config(const std::string& protocol = "rolling") {
-  auto c = hdsm::Config::defaults();
-  c.set("HDSM_SIM_MEMORY", "64MiB")
-      .set("HDSM_SIM_LINK_GBPS", "0")
-      .set("HDSM_SIM_LATENCY_US", "0")
-      .set("HDSM_SIM_POISON", "1")
-      .set("HDSM_ARENA_SEGMENT", "1GiB")
-      .set("HDSM_BLOCK_SIZE", "4KiB")
-      .set("HDSM_PROTOCOL", protocol);
-  return c;
+  return hdsm::test::fast_sim_config(protocol);
 }
 
 const hdsm::Kernel& vecadd() {
@@ -211,6 +205,108 @@ TEST_P(AdsmApi, PointerOfAnotherRuntimeIsInvalidArgument) {
   rt.free(mine);
 }
 
+// Reads through device pointers that the host stored in shared memory (GMAC's adsmSafe).
+const hdsm::Kernel& gather_through_table() {
+  static const hdsm::Kernel k = hdsm::per_thread(
+      "gather_through_table", [](const hdsm::Thread& t, const int* const* table, int* out, std::uint64_t n) {
+        if (const auto i = t.global_x(); i < n) out[i] = *table[i];
+      });
+  return k;
+}
+
+struct Node {
+  int value;
+  const Node* next;  // a device address (Runtime::safe), null at the end
+};
+
+// out[0] = the sum of the list's values, walked on the device.
+const hdsm::Kernel& sum_list() {
+  static const hdsm::Kernel k = hdsm::per_thread("sum_list", [](const hdsm::Thread& t, const Node* head, int* out) {
+    if (t.global_x() != 0) return;
+    int sum = 0;
+    for (const Node* n = head; n != nullptr; n = n->next) sum += n->value;
+    out[0] = sum;
+  });
+  return k;
+}
+
+TEST_P(AdsmApi, KernelsFollowSafePointersStoredInSharedMemory) {
+  const std::size_t rows = 8, row_length = 256;
+  std::vector<int*> row(rows);
+  for (std::size_t r = 0; r < rows; ++r) {
+    row[r] = rt.safe_alloc<int>(row_length);
+    for (std::size_t i = 0; i < row_length; ++i) row[r][i] = static_cast<int>(r * 1000 + i);
+  }
+  auto* table = rt.safe_alloc<const int*>(rows);
+  int* out = rt.alloc<int>(rows);
+  for (std::size_t r = 0; r < rows; ++r) table[r] = rt.safe(row[r] + r);  // interior pointers
+  // Unannotated: every object of the device is released, the rows the table reaches included.
+  rt.call(gather_through_table(), hdsm::cover(rows), table, out, std::uint64_t{rows});
+  rt.sync();
+  for (std::size_t r = 0; r < rows; ++r) EXPECT_EQ(out[r], static_cast<int>(r * 1001)) << "row " << r;
+  // The CPU changes a row and the table; the next call sees both.
+  row[3][7] = -5;
+  table[3] = rt.safe(&row[3][7]);
+  rt.call(gather_through_table(), hdsm::cover(rows), table, out, std::uint64_t{rows});
+  rt.sync();
+  EXPECT_EQ(out[3], -5);
+  for (int* r : row) rt.free(r);
+  rt.free(table);
+  rt.free(out);
+}
+
+TEST_P(AdsmApi, KernelsWalkALinkedStructure) {
+  const int n = 5;
+  Node* nodes[n] = {};
+  for (int i = 0; i < n; ++i) nodes[i] = rt.safe_alloc<Node>(1);  // separate objects
+  for (int i = 0; i < n; ++i) *nodes[i] = Node{i + 1, nullptr};
+  for (int i = 0; i + 1 < n; ++i) nodes[i]->next = rt.safe(static_cast<const Node*>(nodes[i + 1]));
+  int* out = rt.alloc<int>(1);
+  rt.call(sum_list(), hdsm::cover(1), nodes[0], out);
+  rt.sync();
+  EXPECT_EQ(out[0], 15);
+  for (Node* node : nodes) rt.free(node);
+  rt.free(out);
+}
+
+TEST_P(AdsmApi, SafeTranslatesInteriorPointers) {
+  int* x = rt.alloc<int>(1024);
+  auto* device = static_cast<char*>(rt.safe(static_cast<void*>(x)));
+  EXPECT_NE(device, reinterpret_cast<char*>(x));  // a device address, not the shared pointer
+  EXPECT_EQ(reinterpret_cast<char*>(rt.safe(x + 10)), device + 10 * sizeof(int));
+  EXPECT_EQ(reinterpret_cast<char*>(rt.safe(x + 1023)), device + 1023 * sizeof(int));
+  const int* cx = x;
+  const int* const_result = rt.safe(cx);
+  EXPECT_EQ(reinterpret_cast<const char*>(const_result), device);
+  rt.free(x);
+}
+
+TEST_P(AdsmApi, SafeOfAPointerOutsideSharedObjectsIsInvalidArgument) {
+  auto message = [&](const void* p) -> std::string {
+    try {
+      (void)rt.safe(p);
+    } catch (const hdsm::InvalidArgument& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  int local = 0;
+  EXPECT_NE(message(&local).find("safe("), std::string::npos) << message(&local);  // before any object exists
+  int* x = rt.alloc<int>(1024);
+  const std::string outside = message(&local);
+  EXPECT_NE(outside.find("not in the shared-object arena"), std::string::npos) << outside;
+  int* y = rt.alloc<int>(1024);
+  rt.free(y);
+  const std::string freed = message(y + 3);
+  EXPECT_NE(freed.find("freed object"), std::string::npos) << freed;
+  hdsm::Runtime other(adsm_config(GetParam()));
+  int* theirs = other.alloc<int>(16);
+  const std::string foreign = message(theirs);
+  EXPECT_NE(foreign.find("another hdsm::Runtime"), std::string::npos) << foreign;
+  other.free(theirs);
+  rt.free(x);
+}
+
 INSTANTIATE_TEST_SUITE_P(Protocols, AdsmApi, ::testing::Values("batch", "lazy", "rolling"),
                          [](const auto& info) { return info.param; });
 
@@ -266,6 +362,33 @@ TEST(AdsmCApi, AllocFreeSync) {
         ok &= hdsm_free(p) == HDSM_SUCCESS;
         ok &= hdsm_free(p) == HDSM_ERROR_INVALID_POINTER;
         ok &= std::string(hdsm_last_error()).find("free") != std::string::npos;
+        std::exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST(AdsmCApi, SafeAllocAndSafe) {
+  EXPECT_EXIT(
+      {
+        bool ok = hdsm_config_set("HDSM_SIM_MEMORY", "32MiB") == HDSM_SUCCESS;
+        ok &= hdsm_config_set("HDSM_ARENA_SEGMENT", "1GiB") == HDSM_SUCCESS;
+        void* p = nullptr;
+        void* device = nullptr;
+        void* interior = nullptr;
+        ok &= hdsm_safe_alloc(4096, -1, &p) == HDSM_SUCCESS && p != nullptr;
+        ok &= hdsm_safe_alloc(4096, 0, nullptr) == HDSM_ERROR_INVALID_ARGUMENT;
+        ok &= hdsm_safe(p, &device) == HDSM_SUCCESS && device != nullptr && device != p;
+        ok &= hdsm_safe(static_cast<char*>(p) + 100, &interior) == HDSM_SUCCESS;
+        ok &= static_cast<char*>(interior) == static_cast<char*>(device) + 100;
+        ok &= hdsm_safe(p, nullptr) == HDSM_ERROR_INVALID_ARGUMENT;
+        int local = 0;
+        ok &= hdsm_safe(&local, &device) == HDSM_ERROR_INVALID_ARGUMENT;
+        ok &= std::string(hdsm_last_error()).find("safe(") != std::string::npos;
+        ok &= hdsm_free(p) == HDSM_SUCCESS;
+        // The C++ free functions on the same default runtime.
+        auto* q = hdsm::safe_alloc<int>(16);
+        ok &= hdsm::safe(q + 2) == hdsm::safe(q) + 2;
+        hdsm::free(q);
         std::exit(ok ? 0 : 1);
       },
       ::testing::ExitedWithCode(0), "");

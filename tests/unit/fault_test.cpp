@@ -193,10 +193,13 @@ TEST_F(FaultTest, RegistrationRejectsOverlapsAndRunsOutOfSlots) {
                hdsm::InvalidArgument);
   EXPECT_THROW(hdsm::os::register_fault_range(region.page(0), 0, map_read_write, &calls),
                hdsm::InvalidArgument);
+  const int free_before = hdsm::os::free_fault_ranges();
   first.reset();
+  EXPECT_EQ(hdsm::os::free_fault_ranges(), free_before + 1);
   std::vector<std::unique_ptr<Registration>> ranges;
   for (int i = 0; i < hdsm::os::kMaxFaultRanges; ++i)
     ranges.push_back(std::make_unique<Registration>(region.page(i), page_size(), map_read_write, &calls));
+  EXPECT_EQ(hdsm::os::free_fault_ranges(), 0);
   EXPECT_THROW(hdsm::os::register_fault_range(region.page(hdsm::os::kMaxFaultRanges), page_size(),
                                               map_read_write, &calls),
                hdsm::Unsupported);

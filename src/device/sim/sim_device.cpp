@@ -5,11 +5,14 @@
 #include "device/sim/sim_queue.hpp"
 #include "obs/counters.hpp"
 #include "obs/trace.hpp"
+#include "os/signal_safe_io.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <sys/mman.h>
 
 namespace hdsm::sim {
 namespace {
@@ -20,6 +23,30 @@ constexpr int kDeviceShift = 48;
 
 constexpr unsigned char kPoison[4] = {0xDE, 0xAD, 0xBE, 0xEF};
 
+// Bounds checking. Each allocation takes [guard page][padding][object][guard page] from the heap,
+// the object's end rounded up to kGuardAlign placed against the back guard: overruns fault at once
+// (up to the rounding, which keeps 64-byte alignment for vector loads), underruns once they leave the
+// padding (at once for objects whose rounded size is a page multiple). The heap spans more address
+// space than the device offers (kGuardSlack, untouched and not committed) so that the guards never
+// reduce the capacity programs see; memory_used() counts the objects alone.
+constexpr std::size_t kGuardAlign = 64;
+constexpr std::size_t kGuardSlack = std::size_t{4} << 30;
+// Dispatcher slots a device leaves free for the ranges that cannot work without one (the shared
+// spaces of runtimes); the guard messages are only a diagnostic.
+constexpr int kSpareFaultRanges = 8;
+
+std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+std::size_t heap_bytes(const SimOptions& options) {
+  return options.bounds_check ? 2 * options.memory_bytes + kGuardSlack : options.memory_bytes;
+}
+
+// A guard page's entry in guard_owners_: the owning object's size and which side of it the page is
+// on; 0 for every other page. One word, so that the fault handler reads it without a lock.
+constexpr std::uint64_t guard_entry(std::size_t bytes, bool front) {
+  return std::uint64_t{bytes} << 1 | (front ? 1 : 0);
+}
+
 }  // namespace
 
 SimDevice::SimDevice(unsigned index, const SimOptions& options, HostMemory& host, DeviceServices services)
@@ -28,13 +55,16 @@ SimDevice::SimDevice(unsigned index, const SimOptions& options, HostMemory& host
       host_(host),
       services_(services),
       counters_(services.counters.add_device(fmt::format("sim{}", index))),
-      memory_(options.memory_bytes, fmt::format("memory of sim{}", index)),
-      heap_(options.memory_bytes),
+      memory_(heap_bytes(options), fmt::format("memory of sim{}", index)),
+      bounds_check_(options.bounds_check),
+      page_(os::page_size()),
+      capacity_(options.memory_bytes / os::OffsetHeap::kDefaultAlignment * os::OffsetHeap::kDefaultAlignment),
+      heap_(heap_bytes(options), bounds_check_ ? page_ : os::OffsetHeap::kDefaultAlignment),
       next_id_((std::uint64_t{index} + 1) << kDeviceShift) {
   props_.name = fmt::format("sim{}", index);
   props_.backend = Backend::sim;
   props_.index = index;
-  props_.memory_bytes = heap_.capacity();
+  props_.memory_bytes = capacity_;
   props_.copy_engines = 2;
   props_.peer_group = index < options.peer_groups.size() ? options.peer_groups[index] : -1;
   props_.link_gbps = options.link_gbps;
@@ -42,9 +72,24 @@ SimDevice::SimDevice(unsigned index, const SimOptions& options, HostMemory& host
   inbound_.lane = services_.tracer.lane(props_.name + " H2D engine");
   outbound_.lane = services_.tracer.lane(props_.name + " D2H engine");
   local_lane_ = services_.tracer.lane(props_.name + " D2D");
+  if (bounds_check_) {
+    guard_owners_ = os::Mapping(round_up(memory_.size() / page_ * sizeof(std::uint64_t), page_),
+                                fmt::format("guard page table of {}", props_.name));
+    // With few slots left (many devices or runtimes) the guard pages still fault, only the message
+    // names the bare address instead of the kernel and the buffer.
+    if (os::free_fault_ranges() > kSpareFaultRanges) {
+      try {
+        fault_range_ = os::register_fault_range(memory_.data(), memory_.size(), &SimDevice::on_guard_fault, this);
+      } catch (const Unsupported&) {
+        // Taken by another thread since the check: the same fallback.
+      }
+    }
+  }
 }
 
-SimDevice::~SimDevice() = default;
+SimDevice::~SimDevice() {
+  if (fault_range_ >= 0) os::unregister_fault_range(fault_range_);
+}
 
 const SimDevice::Allocation& SimDevice::find(DeviceBuffer buffer, const char* what) const {
   const auto it = allocations_.find(buffer.handle);
@@ -60,6 +105,7 @@ const SimDevice::Allocation& SimDevice::find(DeviceBuffer buffer, const char* wh
 
 DeviceBuffer SimDevice::alloc(std::size_t bytes) {
   if (bytes == 0) throw InvalidArgument(fmt::format("cannot allocate 0 bytes on {}", props_.name));
+  if (bounds_check_) return alloc_guarded(bytes);
   std::byte* p = nullptr;
   DeviceBuffer b;
   {
@@ -67,7 +113,7 @@ DeviceBuffer SimDevice::alloc(std::size_t bytes) {
     const auto offset = bytes <= heap_.capacity() ? heap_.allocate(bytes) : std::nullopt;
     if (!offset) throw OutOfDeviceMemory(props_.name, bytes, heap_.used(), heap_.capacity());
     b = DeviceBuffer{next_id_++, bytes};
-    allocations_.emplace(b.handle, Allocation{*offset, bytes});
+    allocations_.emplace(b.handle, Allocation{*offset, bytes, *offset, bytes});
     p = memory_.data() + *offset;
   }
   if (poison_) fill_poison(p, bytes);
@@ -88,18 +134,126 @@ void SimDevice::free(DeviceBuffer buffer) {
   }
   if (poison_) fill_poison(memory_.data() + a.offset, a.bytes);
   else if (a.bytes >= (std::size_t{1} << 20)) memory_.release_pages(a.offset, a.bytes);
+  if (bounds_check_) return release_guarded(a);
   std::lock_guard lock(alloc_mutex_);
   heap_.release(a.offset, a.bytes);
 }
 
 std::size_t SimDevice::memory_used() const {
   std::lock_guard lock(alloc_mutex_);
-  return heap_.used();
+  return bounds_check_ ? guarded_used_ : heap_.used();
+}
+
+DeviceBuffer SimDevice::alloc_guarded(std::size_t bytes) {
+  const std::size_t body = round_up(bytes, kGuardAlign);
+  const std::size_t span = page_ + round_up(body, page_) + page_;
+  std::unique_lock lock(alloc_mutex_);
+  // Charged as the plain heap would charge it, so memory_used() reads the same with and without.
+  const std::size_t charge = bytes <= capacity_ ? round_up(bytes, os::OffsetHeap::kDefaultAlignment) : 0;
+  if (charge == 0 || charge > capacity_ - guarded_used_)
+    throw OutOfDeviceMemory(props_.name, bytes, guarded_used_, capacity_);
+  const auto base = heap_.allocate(span);
+  if (!base)
+    throw OutOfDeviceMemory(props_.name + fmt::format(" (address space for the guard pages of HDSM_SIM_BOUNDS_CHECK "
+                                                      "is exhausted: {} buffers are live)",
+                                                      allocations_.size()),
+                            bytes, guarded_used_, capacity_);
+  const std::size_t front = *base;
+  const std::size_t back = *base + span - page_;
+  const DeviceBuffer b{next_id_, bytes};
+  try {
+    set_guard(front, guard_entry(bytes, true), b);
+    try {
+      set_guard(back, guard_entry(bytes, false), b);
+    } catch (...) {
+      set_guard(front, 0, b);
+      throw;
+    }
+  } catch (...) {
+    heap_.release(*base, span);
+    throw;
+  }
+  ++next_id_;
+  allocations_.emplace(b.handle, Allocation{back - body, bytes, *base, span});
+  guarded_used_ += charge;
+  lock.unlock();
+  if (poison_) fill_poison(memory_.data() + (back - body), bytes);
+  return b;
+}
+
+void SimDevice::release_guarded(const Allocation& a) {
+  const DeviceBuffer b{0, a.bytes};
+  set_guard(a.heap_offset, 0, b);
+  set_guard(a.heap_offset + a.heap_bytes - page_, 0, b);
+  std::lock_guard lock(alloc_mutex_);
+  heap_.release(a.heap_offset, a.heap_bytes);
+  guarded_used_ -= round_up(a.bytes, os::OffsetHeap::kDefaultAlignment);
+}
+
+// owner != 0: make the page a guard of a `buffer` of that entry; 0: an ordinary page again.
+void SimDevice::set_guard(std::size_t page_offset, std::uint64_t owner, DeviceBuffer buffer) {
+  std::uint64_t& entry = reinterpret_cast<std::uint64_t*>(guard_owners_.data())[page_offset / page_];
+  if (owner == 0) std::atomic_ref(entry).store(0, std::memory_order_release);
+  if (::mprotect(memory_.data() + page_offset, page_, owner != 0 ? PROT_NONE : PROT_READ | PROT_WRITE) != 0)
+    throw SystemError(owner != 0 ? "mprotect(PROT_NONE)" : "mprotect(PROT_READ|PROT_WRITE)",
+                      fmt::format("guard page at offset {:#x} of the memory of {} ({}-byte buffer)", page_offset,
+                                  props_.name, buffer.bytes),
+                      errno);
+  if (owner != 0) std::atomic_ref(entry).store(owner, std::memory_order_release);
+}
+
+// Runs inside the SIGSEGV handler: atomics and write(2) only. Never resolves the fault; it only says
+// which kernel left which buffer before the process dies of the signal.
+bool SimDevice::on_guard_fault(void* context, void* address, os::FaultAccess access) noexcept {
+  namespace io = os::signal_safe;
+  const auto* d = static_cast<const SimDevice*>(context);
+  const auto a = reinterpret_cast<std::uintptr_t>(address);
+  const std::size_t offset = a - reinterpret_cast<std::uintptr_t>(d->memory_.data());
+  const std::size_t page_offset = offset - offset % d->page_;
+  std::uint64_t& slot = reinterpret_cast<std::uint64_t*>(d->guard_owners_.data())[offset / d->page_];
+  const std::uint64_t entry = std::atomic_ref(slot).load(std::memory_order_acquire);
+  if (entry == 0) return false;  // not a guard page: the dispatcher's own message names the address
+  const std::size_t bytes = entry >> 1;
+  const std::size_t body = round_up(bytes, kGuardAlign);
+  // The object's first byte, from the guard page: the back guard starts where the rounded body ends.
+  const std::size_t start = (entry & 1) != 0 ? page_offset + d->page_ + round_up(body, d->page_) - body
+                                             : page_offset - body;
+  const char* kernel = d->running_kernel_.load(std::memory_order_acquire);
+  if (kernel != nullptr) {
+    io::write_str("hdsm: kernel '");
+    io::write_str(kernel);
+    io::write_str("' on ");
+  } else {
+    io::write_str("hdsm: code outside any kernel on ");
+  }
+  io::write_str(d->props_.name.c_str());
+  io::write_str(access == os::FaultAccess::write  ? " wrote"
+                : access == os::FaultAccess::read ? " read"
+                                                  : " accessed");
+  io::write_str(" device address ");
+  io::write_hex(a);
+  io::write_str(": offset ");
+  if (offset < start) {
+    io::write_str("-");
+    io::write_decimal(start - offset);
+  } else {
+    io::write_decimal(offset - start);
+  }
+  io::write_str(" of a ");
+  io::write_decimal(bytes);
+  io::write_str(offset < start ? "-byte buffer, before the start" : "-byte buffer, past the end");
+  io::write_str(" (HDSM_SIM_BOUNDS_CHECK)\n");
+  return false;
 }
 
 void SimDevice::discard(DeviceBuffer buffer, std::size_t offset, std::size_t bytes) {
   std::byte* p = resolve(buffer, offset, bytes, "discard");
   if (poison_) fill_poison(p, bytes);
+}
+
+std::uint64_t SimDevice::address(DeviceBuffer buffer, std::size_t offset) const {
+  // The same translation as a kernel's buffer arguments (SimQueue::launch).
+  return reinterpret_cast<std::uintptr_t>(resolve(buffer, offset, 0, "address"));
 }
 
 std::byte* SimDevice::resolve(DeviceBuffer buffer, std::size_t offset, std::size_t bytes, const char* what) const {

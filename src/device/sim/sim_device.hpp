@@ -10,9 +10,11 @@
 #include "device/services.hpp"
 #include "device/sim/host_memory.hpp"
 #include "device/sim/link_model.hpp"
+#include "os/fault.hpp"
 #include "os/mapping.hpp"
 #include "os/offset_heap.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -32,6 +34,9 @@ struct SimOptions {
   double latency_us = 5;
   std::vector<int> peer_groups;    // one per device; -1: no peer
   bool poison = false;
+  /// Guard pages around every allocation; kernel accesses into them die with a message naming the
+  /// kernel and the buffer (HDSM_SIM_BOUNDS_CHECK).
+  bool bounds_check = false;
 };
 
 /// One DMA engine: used by one transfer at a time.
@@ -52,6 +57,7 @@ class SimDevice final : public Device {
   void free(DeviceBuffer buffer) override;
   std::size_t memory_used() const override;
   void discard(DeviceBuffer buffer, std::size_t offset, std::size_t bytes) override;
+  std::uint64_t address(DeviceBuffer buffer, std::size_t offset) const override;
   void* alloc_pinned(std::size_t bytes) override { return host_.alloc(bytes); }
   void free_pinned(void* pointer) override { host_.free(pointer); }
   bool is_pinned(const void* pointer, std::size_t bytes) const override { return host_.contains(pointer, bytes); }
@@ -73,17 +79,32 @@ class SimDevice final : public Device {
   obs::DeviceCounters& counters() { return counters_; }
   HostMemory& host() { return host_; }
   bool poison() const { return poison_; }
+  bool bounds_check() const { return bounds_check_; }
+  /// The kernel a guard-page fault message names (bounds checking only). With kernels of several
+  /// queues running at once it names the one that started last.
+  void kernel_started(const char* name) noexcept { running_kernel_.store(name, std::memory_order_release); }
+  void kernel_finished(const char* name) noexcept {
+    running_kernel_.compare_exchange_strong(name, nullptr, std::memory_order_acq_rel);
+  }
 
   void register_queue(SimQueue* q);
   void unregister_queue(SimQueue* q);
 
  private:
   struct Allocation {
-    std::size_t offset;
+    std::size_t offset;  // of the first byte in memory_
     std::size_t bytes;
+    std::size_t heap_offset;  // the range taken from heap_ (with bounds checking: guards included)
+    std::size_t heap_bytes;
   };
   const Allocation& find(DeviceBuffer buffer, const char* what) const;  // caller holds alloc_mutex_
   void fill_poison(std::byte* p, std::size_t n);
+
+  // Bounds checking (sim_device.cpp explains the layout).
+  DeviceBuffer alloc_guarded(std::size_t bytes);
+  void release_guarded(const Allocation& a);
+  void set_guard(std::size_t page_offset, std::uint64_t owner, DeviceBuffer buffer);
+  static bool on_guard_fault(void* context, void* address, os::FaultAccess access) noexcept;
 
   DeviceProperties props_;
   LinkModel link_;
@@ -92,9 +113,16 @@ class SimDevice final : public Device {
   DeviceServices services_;
   obs::DeviceCounters& counters_;
   os::Mapping memory_;
+  bool bounds_check_;
+  std::size_t page_;
+  std::size_t capacity_;     // what the device offers programs (heap_ is larger with guards)
+  os::Mapping guard_owners_;  // bounds checking: one std::uint64_t per page of memory_ (see .cpp)
+  int fault_range_ = -1;
+  std::atomic<const char*> running_kernel_{nullptr};
 
   mutable std::mutex alloc_mutex_;
   os::OffsetHeap heap_;
+  std::size_t guarded_used_ = 0;  // bounds checking: memory_used() without the guards
   std::unordered_map<std::uint64_t, Allocation> allocations_;
   std::uint64_t next_id_ = 1;
 

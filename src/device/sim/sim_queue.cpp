@@ -21,6 +21,23 @@ void require_host(const void* p, std::size_t bytes, const char* what, const std:
     throw InvalidArgument(fmt::format("{} on {}: null host pointer for {}", what, device, format_bytes(bytes)));
 }
 
+// Names the kernel in the device's guard-page fault message while its body runs.
+class RunningKernel {
+ public:
+  RunningKernel(SimDevice& device, const char* name) : device_(device), name_(name) {
+    if (device_.bounds_check()) device_.kernel_started(name_);
+  }
+  ~RunningKernel() {
+    if (device_.bounds_check()) device_.kernel_finished(name_);
+  }
+  RunningKernel(const RunningKernel&) = delete;
+  RunningKernel& operator=(const RunningKernel&) = delete;
+
+ private:
+  SimDevice& device_;
+  const char* name_;
+};
+
 }  // namespace
 
 SimQueue::SimQueue(SimDevice& device, unsigned id)
@@ -176,6 +193,7 @@ void SimQueue::launch(const Kernel& kernel, const Launch& launch, std::span<cons
     for (std::size_t i = 0; i < slots.size(); ++i) values[i] = slots[i].bytes;
     const auto begin = Clock::now();
     try {
+      const RunningKernel running(device_, name.c_str());
       body(device_.services().executor, launch, ArgPack{values.data(), sizes.data(), values.size()});
     } catch (const Error&) {
       throw;

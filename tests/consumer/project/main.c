@@ -10,6 +10,11 @@ int main(void) {
   }
   if (count != 3) return printf("expected 3 devices, got %zu\n", count), 1;
   if (hdsm_config_set("HDSM_SIM_MEMORY", "oops") == HDSM_SUCCESS) return printf("bad value accepted\n"), 1;
+  void* shared = NULL;
+  void* device = NULL;
+  if (hdsm_safe_alloc(64, -1, &shared) != HDSM_SUCCESS || hdsm_safe(shared, &device) != HDSM_SUCCESS ||
+      device == NULL || hdsm_free(shared) != HDSM_SUCCESS)
+    return printf("safe: %s\n", hdsm_last_error()), 1;
   printf("consumer_c: hdsm %s, %zu devices ok\n", hdsm_version(), count);
   return 0;
 }

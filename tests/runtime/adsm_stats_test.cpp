@@ -1,0 +1,177 @@
+// Statistics and tracing of shared memory: bytes and transfers per coherence action, time in the
+// fault handler, trace spans, and the message a stray access to freed memory leaves before dying.
+#include "support/test_support.hpp"
+
+#include <hdsm/hdsm.hpp>
+
+#include <gtest/gtest.h>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+namespace {
+
+constexpr std::size_t kBlock = 4096;
+
+hdsm::Config stats_config(const std::string& protocol, const std::string& rolling_step = "2") {
+  auto c = hdsm::test::fast_sim_config(protocol);
+  c.set("HDSM_ROLLING_STEP", rolling_step);
+  return c;
+}
+
+const hdsm::Kernel& increment() {
+  static const hdsm::Kernel k =
+      hdsm::per_thread("increment", [](const hdsm::Thread& t, int* x, std::uint64_t n) {
+        if (const auto i = t.global_x(); i < n) x[i] += 1;
+      });
+  return k;
+}
+
+std::uint64_t action_bytes(const hdsm::Stats& s, hdsm::Action a) { return s.action(a).bytes; }
+
+// Every transfer of shared memory is counted under exactly one action, so the actions add up to the
+// routes.
+void expect_actions_match_routes(const hdsm::Stats& s) {
+  EXPECT_EQ(action_bytes(s, hdsm::Action::release) + action_bytes(s, hdsm::Action::evict),
+            s.route(hdsm::Route::h2d).bytes);
+  EXPECT_EQ(action_bytes(s, hdsm::Action::acquire) + action_bytes(s, hdsm::Action::fault),
+            s.route(hdsm::Route::d2h).bytes);
+}
+
+TEST(AdsmStats, LazyCountsCallUploadAndFaultFetch) {
+  hdsm::Runtime rt{stats_config("lazy")};
+  const std::size_t n = 3 * kBlock / sizeof(int);
+  int* x = rt.alloc<int>(n);
+  rt.reset_stats();
+  for (std::size_t i = 0; i < n; ++i) x[i] = 1;  // one write fault on a read-only object
+  rt.call(increment(), hdsm::cover(n), x, std::uint64_t{n});
+  rt.sync();
+  EXPECT_EQ(x[n - 1], 2);  // one read fault fetches the whole object
+  const hdsm::Stats s = rt.stats();
+  EXPECT_EQ(s.write_faults, 1u);
+  EXPECT_EQ(s.read_faults, 1u);
+  EXPECT_EQ(action_bytes(s, hdsm::Action::release), n * sizeof(int));
+  EXPECT_EQ(s.action(hdsm::Action::release).transfers, 1u);
+  EXPECT_EQ(action_bytes(s, hdsm::Action::fault), n * sizeof(int));
+  EXPECT_EQ(action_bytes(s, hdsm::Action::acquire), 0u);
+  EXPECT_EQ(action_bytes(s, hdsm::Action::evict), 0u);
+  EXPECT_GT(s.fault_handler_ns, 0u);
+  expect_actions_match_routes(s);
+  EXPECT_NE(s.to_string().find("fault fetch"), std::string::npos) << s.to_string();
+  rt.reset_stats();
+  EXPECT_EQ(rt.stats().fault_handler_ns, 0u);
+  EXPECT_EQ(action_bytes(rt.stats(), hdsm::Action::fault), 0u);
+  rt.free(x);
+}
+
+TEST(AdsmStats, BatchCountsSyncDownload) {
+  hdsm::Runtime rt{stats_config("batch")};
+  const std::size_t n = 2 * kBlock / sizeof(int);
+  int* x = rt.alloc<int>(n);
+  rt.reset_stats();
+  rt.call(increment(), hdsm::cover(n), x, std::uint64_t{n});
+  rt.sync();
+  EXPECT_EQ(x[0], 1);
+  const hdsm::Stats s = rt.stats();
+  EXPECT_EQ(action_bytes(s, hdsm::Action::release), n * sizeof(int));
+  EXPECT_EQ(action_bytes(s, hdsm::Action::acquire), n * sizeof(int));
+  EXPECT_EQ(s.read_faults + s.write_faults, 0u);
+  EXPECT_EQ(s.fault_handler_ns, 0u);
+  expect_actions_match_routes(s);
+  rt.free(x);
+}
+
+TEST(AdsmStats, RollingCountsEvictions) {
+  hdsm::Runtime rt{stats_config("rolling", "1")};  // one object: at most one dirty block
+  const std::size_t blocks = 8, n = blocks * kBlock / sizeof(int);
+  int* x = rt.alloc<int>(n);
+  rt.reset_stats();
+  for (std::size_t i = 0; i < n; ++i) x[i] = 5;
+  rt.call(increment(), hdsm::cover(n), x, std::uint64_t{n});
+  rt.sync();
+  EXPECT_EQ(x[n - 1], 6);
+  const hdsm::Stats s = rt.stats();
+  EXPECT_EQ(s.action(hdsm::Action::evict).transfers, blocks - 1);
+  EXPECT_EQ(action_bytes(s, hdsm::Action::evict), (blocks - 1) * kBlock);
+  EXPECT_EQ(action_bytes(s, hdsm::Action::release), kBlock);  // the block still in the window
+  EXPECT_EQ(action_bytes(s, hdsm::Action::fault), kBlock);    // rolling fetches only the block read
+  expect_actions_match_routes(s);
+  rt.free(x);
+}
+
+// The tracer writes to a path; a memfd's /proc/self/fd path keeps the test out of shared directories.
+class MemfdFile {
+ public:
+  MemfdFile() : fd_(::memfd_create("hdsm trace test", MFD_CLOEXEC)) {}
+  ~MemfdFile() { ::close(fd_); }
+  MemfdFile(const MemfdFile&) = delete;
+  MemfdFile& operator=(const MemfdFile&) = delete;
+  std::string path() const { return "/proc/self/fd/" + std::to_string(fd_); }
+  std::string contents() const {
+    std::string out;
+    char buf[4096];
+    for (off_t at = 0;;) {
+      const ssize_t n = ::pread(fd_, buf, sizeof buf, at);
+      if (n <= 0) break;
+      out.append(buf, static_cast<std::size_t>(n));
+      at += n;
+    }
+    return out;
+  }
+  bool ok() const { return fd_ >= 0; }
+
+ private:
+  int fd_;
+};
+
+TEST(AdsmStats, TraceShowsReleaseAcquireAndFaults) {
+  MemfdFile file;
+  ASSERT_TRUE(file.ok());
+  {
+    auto config = stats_config("rolling");
+    config.set("HDSM_TRACE", file.path());
+    hdsm::Runtime rt{config};
+    int* x = rt.alloc<int>(1024);
+    x[3] = 1;
+    rt.call(increment(), hdsm::cover(1024), x, std::uint64_t{1024});
+    rt.sync();
+    EXPECT_EQ(x[3], 2);
+    rt.free(x);
+  }
+  const std::string trace = file.contents();
+  EXPECT_NE(trace.find("shared-memory faults"), std::string::npos);
+  EXPECT_NE(trace.find("write fault, object #1 block 0"), std::string::npos);
+  EXPECT_NE(trace.find("read fault, object #1 block 0"), std::string::npos);
+  EXPECT_NE(trace.find("release on device 0"), std::string::npos);
+  EXPECT_NE(trace.find("acquire on device 0"), std::string::npos);
+}
+
+using hdsm::test::default_disposition_under_sanitizers;
+
+[[gnu::noinline]] int read_int(const volatile int* p) { return *p; }
+
+TEST(AdsmStatsDeathTest, TouchingFreedMemoryNamesTheObject) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        default_disposition_under_sanitizers();
+        hdsm::Runtime rt{stats_config("lazy")};
+        int* keep = rt.alloc<int>(10);
+        int* x = rt.alloc<int>(3000);
+        x[0] = 1;
+        rt.free(x);
+        read_int(x + 2000);
+        rt.free(keep);
+        std::_Exit(0);
+      },
+      ::testing::KilledBySignal(SIGSEGV),
+      "invalid (read|unknown) access: 0x[0-9a-f]+ is inside freed object #2 \\(11\\.7 KiB, freed\\) at "
+      "offset 8000");
+}
+
+}  // namespace

@@ -1,0 +1,40 @@
+// What several test programs share: a fast sim configuration and the set-up of death tests.
+#pragma once
+
+#include <hdsm/config.hpp>
+
+#include <csignal>
+#include <string>
+
+namespace hdsm::test {
+
+/// Sim devices without the link model (copies at memory speed, no latency) and with poisoning, so a
+/// test that reads data nobody moved sees garbage; shared memory in 1 GiB segments of `block`
+/// blocks under `protocol`. Tests set more knobs on the result.
+inline Config fast_sim_config(const std::string& protocol = "rolling", const std::string& block = "4KiB",
+                              const std::string& memory = "64MiB") {
+  Config c = Config::defaults();
+  c.set("HDSM_SIM_MEMORY", memory)
+      .set("HDSM_SIM_LINK_GBPS", "0")
+      .set("HDSM_SIM_LATENCY_US", "0")
+      .set("HDSM_SIM_POISON", "1")
+      .set("HDSM_ARENA_SEGMENT", "1GiB")
+      .set("HDSM_BLOCK_SIZE", block)
+      .set("HDSM_PROTOCOL", protocol);
+  return c;
+}
+
+/// The sanitizer runtimes install a SIGSEGV handler at start-up, which hdsm would chain foreign
+/// faults to (reporting and exiting their own way); a death test's child starts from the default
+/// disposition instead, so it dies of the signal as a plain build does.
+inline void default_disposition_under_sanitizers() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(SIGSEGV, &dfl, nullptr);
+  ::sigaction(SIGBUS, &dfl, nullptr);
+#endif
+}
+
+}  // namespace hdsm::test
