@@ -1,0 +1,152 @@
+// What mri-q and mri-fhd share: the same inputs (k-space samples with per-sample weights, voxel
+// coordinates) and the same second phase, where the CPU packs k-space chunks into a small buffer
+// (Parboil's constant memory) and one call per chunk adds the chunk's contribution to two sums per
+// voxel. Each app keeps its own kernels and value layout.
+#pragma once
+
+#include "apps/app.hpp"
+#include "apps/random.hpp"
+
+#include <hdsm/hdsm.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace hdsm::apps::parboil::mri {
+
+struct Shape {
+  std::uint32_t voxels, samples;
+  std::uint32_t chunk;  // k-space samples per call
+};
+
+constexpr float kTwoPi = 6.2831853071795864769f;
+constexpr std::uint32_t kWeightThreads = 512, kChunkThreads = 256;
+
+// Only the test size differs between the two apps.
+inline Shape shape(Scale scale, const Shape& test) {
+  return by_scale<Shape>(scale, test, {65536, 64, 16}, {262144, 96, 16});
+}
+
+// Where the inputs go: host memory or shared objects, written in the same order either way.
+// `weights` are the per-sample values the first call combines (phi, and d in mri-fhd).
+template <std::size_t N>
+struct Inputs {
+  float *kx, *ky, *kz;
+  std::array<float*, N> weights;
+  float *x, *y, *z;
+};
+
+// Each array has its own seed, counting up from `seed` in the order of Inputs.
+template <std::size_t N>
+void generate(const Shape& s, std::uint64_t seed, const Inputs<N>& in) {
+  for (float* p : {in.kx, in.ky, in.kz}) fill(p, s.samples, seed++, -4, 4);
+  for (float* p : in.weights) fill(p, s.samples, seed++, -1, 1);
+  for (float* p : {in.x, in.y, in.z}) fill(p, s.voxels, seed++, -0.5f, 0.5f);
+}
+
+// The inputs in host memory, generated.
+template <std::size_t N>
+struct HostInputs {
+  std::vector<float> kx, ky, kz;
+  std::array<std::vector<float>, N> weights;
+  std::vector<float> x, y, z;
+
+  HostInputs(const Shape& s, std::uint64_t seed)
+      : kx(s.samples), ky(s.samples), kz(s.samples), x(s.voxels), y(s.voxels), z(s.voxels) {
+    Inputs<N> in{kx.data(), ky.data(), kz.data(), {}, x.data(), y.data(), z.data()};
+    for (std::size_t i = 0; i < N; ++i) {
+      weights[i].resize(s.samples);
+      in.weights[i] = weights[i].data();
+    }
+    generate(s, seed, in);
+  }
+};
+
+// The output: every voxel's real sums, then its imaginary ones.
+inline Output read_sums(const float* re, const float* im, std::uint32_t voxels) {
+  Output out;
+  out.values.reserve(2 * std::size_t{voxels});
+  out.values.assign(re, re + voxels);
+  out.values.insert(out.values.end(), im, im + voxels);
+  return out;
+}
+
+// The adsm version's objects. k-space stays in host memory, since only the CPU reads it (to pack the
+// chunks); the rest are shared objects: the weights, the first call's results from them, voxels,
+// sums (zero-filled) and the chunk buffer, allocated in that order and generated on construction.
+template <std::size_t N, std::size_t M, class KValue>
+class SharedObjects {
+ public:
+  SharedObjects(Runtime& rt, int device, const Shape& s, std::uint64_t seed)
+      : kx(s.samples), ky(s.samples), kz(s.samples), rt_(rt) {
+    for (float*& p : weights) p = rt.alloc<float>(s.samples, device);
+    for (float*& p : results) p = rt.alloc<float>(s.samples, device);
+    for (float** p : {&x, &y, &z, &re, &im}) *p = rt.alloc<float>(s.voxels, device);
+    chunk = rt.alloc<KValue>(s.chunk, device);
+    generate<N>(s, seed, {kx.data(), ky.data(), kz.data(), weights, x, y, z});
+  }
+  SharedObjects(const SharedObjects&) = delete;
+  SharedObjects& operator=(const SharedObjects&) = delete;
+  ~SharedObjects() {
+    for (float* p : weights) rt_.free(p);
+    for (float* p : results) rt_.free(p);
+    for (float* p : {x, y, z, re, im}) rt_.free(p);
+    rt_.free(chunk);
+  }
+
+  std::vector<float> kx, ky, kz;
+  std::array<float*, N> weights{};
+  std::array<float*, M> results{};
+  float *x = nullptr, *y = nullptr, *z = nullptr, *re = nullptr, *im = nullptr;
+  KValue* chunk = nullptr;
+
+ private:
+  Runtime& rt_;
+};
+
+// The second phase on shared objects: chunk[k] = pack(sample), then one call of `kernel` that adds the
+// chunk to the sums re and im.
+template <std::size_t N, std::size_t M, class KValue, class Pack>
+void accumulate(Runtime& rt, const Kernel& kernel, const Shape& s, const SharedObjects<N, M, KValue>& o,
+                const Pack& pack) {
+  for (std::uint32_t start = 0; start < s.samples; start += s.chunk) {
+    const std::uint32_t count = std::min(s.chunk, s.samples - start);
+    for (std::uint32_t k = 0; k < count; ++k) o.chunk[k] = pack(start + k);
+    rt.call(kernel, cover(s.voxels, kChunkThreads), o.x, o.y, o.z, o.re, o.im, o.chunk, count, s.voxels);
+    rt.sync();  // the next chunk overwrites the buffer this call reads
+  }
+}
+
+// The second phase with explicit copies, from every sample's packed value; returns read_sums' output.
+template <class KValue, std::size_t N>
+Output accumulate(Device& d, Queue& queue, const Kernel& kernel, const Shape& s,
+                  const std::vector<KValue>& kvals, const HostInputs<N>& in) {
+  const std::size_t xbytes = s.voxels * sizeof(float);
+  const DeviceBuffer x_d = d.alloc(xbytes), y_d = d.alloc(xbytes), z_d = d.alloc(xbytes);
+  const DeviceBuffer re_d = d.alloc(xbytes), im_d = d.alloc(xbytes);
+  const DeviceBuffer chunk_d = d.alloc(s.chunk * sizeof(KValue));
+  queue.copy_to_device(x_d, 0, in.x.data(), xbytes);
+  queue.copy_to_device(y_d, 0, in.y.data(), xbytes);
+  queue.copy_to_device(z_d, 0, in.z.data(), xbytes);
+  queue.fill(re_d, 0, xbytes, 0);
+  queue.fill(im_d, 0, xbytes, 0);
+  for (std::uint32_t start = 0; start < s.samples; start += s.chunk) {
+    const std::uint32_t count = std::min(s.chunk, s.samples - start);
+    queue.copy_to_device(chunk_d, 0, kvals.data() + start, count * sizeof(KValue));
+    const KernelArg args[] = {KernelArg::buffer(x_d),  KernelArg::buffer(y_d),    KernelArg::buffer(z_d),
+                              KernelArg::buffer(re_d), KernelArg::buffer(im_d),   KernelArg::buffer(chunk_d),
+                              KernelArg::value(count), KernelArg::value(s.voxels)};
+    queue.launch(kernel, cover(s.voxels, kChunkThreads), args);
+  }
+  std::vector<float> re(s.voxels), im(s.voxels);
+  queue.copy_to_host(re.data(), re_d, 0, xbytes);
+  queue.copy_to_host(im.data(), im_d, 0, xbytes);
+  queue.synchronize();
+  for (DeviceBuffer b : {x_d, y_d, z_d, re_d, im_d, chunk_d}) d.free(b);
+  return read_sums(re.data(), im.data(), s.voxels);
+}
+
+}  // namespace hdsm::apps::parboil::mri

@@ -1,0 +1,223 @@
+// rpes: Parboil's Rys polynomial equation solver (seed 000, Table 2), reduced to contracted s-type
+// shells, where the one-root Rys quadrature is exactly the Boys function F0. The CPU writes the
+// shells (centre, exponents, contraction coefficients) into shared memory; a first call computes the
+// Gaussian product data of every primitive pair on the device; then many calls, one per batch of
+// bra shell pairs, each write the (ij|kl) integrals of their batch (kl <= ij) into one large shared
+// output array. The CPU reads the whole output only at the end. Every call of batch-update moves the
+// whole output both ways, which is why rpes is the seed's second-worst case (18x in Fig. 7).
+#include "apps/parboil/parboil.hpp"
+#include "apps/random.hpp"
+
+#include <hdsm/hdsm.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numbers>
+#include <vector>
+
+namespace hdsm::apps::parboil {
+namespace {
+
+constexpr int kMaxPrims = 2;  // primitives of a contracted (core) shell; valence shells have one
+constexpr std::uint32_t kBlock = 64;
+constexpr std::size_t kSampled = 4096;
+
+struct Shell {
+  float x, y, z;
+  float alpha[kMaxPrims];
+  float coef[kMaxPrims];
+  std::uint32_t prims;
+};
+
+// A Gaussian product: exponent p, centre P, and prefactor K (coefficients, normalisation, overlap).
+struct PrimPair {
+  float p, x, y, z, k;
+};
+
+struct ShellPair {
+  PrimPair prim[kMaxPrims * kMaxPrims];
+  std::uint32_t prims;
+};
+
+struct Sizes {
+  std::uint32_t shells, batch;  // batch: bra shell pairs per call
+  std::uint64_t pairs() const { return std::uint64_t{shells} * (shells + 1) / 2; }
+  std::uint64_t quartets() const { return pairs() * (pairs() + 1) / 2; }
+};
+
+Sizes sizes(Scale scale) { return by_scale<Sizes>(scale, {12, 16}, {48, 32}, {72, 48}); }
+
+// Four shells per atom, from tight to diffuse, atoms scattered in a box a few bohr across; the
+// tightest (core) shell is a contraction of two primitives, as in split-valence basis sets.
+void make_shells(const Sizes& s, Shell* shells) {
+  Xorshift64Star rng{0x59e11ULL};
+  const double box = 3.0 * std::cbrt(s.shells / 4.0);
+  float ax = 0, ay = 0, az = 0;
+  for (std::uint32_t i = 0; i < s.shells; ++i) {
+    if (i % 4 == 0) {
+      ax = static_cast<float>(box * rng.uniform());
+      ay = static_cast<float>(box * rng.uniform());
+      az = static_cast<float>(box * rng.uniform());
+    }
+    const double tight = std::pow(10.0, 1.5 - 0.6 * (i % 4) + 0.3 * rng.uniform());
+    const double c = i % 4 == 0 ? 0.3 + 0.4 * rng.uniform() : 1.0;
+    shells[i] = Shell{ax,
+                      ay,
+                      az,
+                      {static_cast<float>(tight), static_cast<float>(tight / (2.5 + rng.uniform()))},
+                      {static_cast<float>(c), static_cast<float>(1 - c)},
+                      i % 4 == 0 ? 2u : 1u};
+  }
+}
+
+inline std::uint64_t pair_index(std::uint64_t i, std::uint64_t j) { return i * (i + 1) / 2 + j; }
+
+inline void make_pair(const Shell& a, const Shell& b, ShellPair& out) {
+  const float dx = a.x - b.x, dy = a.y - b.y, dz = a.z - b.z, r2 = dx * dx + dy * dy + dz * dz;
+  const float two_over_pi = static_cast<float>(2 / std::numbers::pi);
+  out.prims = a.prims * b.prims;
+  for (std::uint32_t u = 0; u < a.prims; ++u)
+    for (std::uint32_t v = 0; v < b.prims; ++v) {
+      const float al = a.alpha[u], be = b.alpha[v], p = al + be;
+      const float norm = std::pow(two_over_pi * al, 0.75f) * std::pow(two_over_pi * be, 0.75f);
+      out.prim[u * b.prims + v] =
+          PrimPair{p, (al * a.x + be * b.x) / p, (al * a.y + be * b.y) / p, (al * a.z + be * b.z) / p,
+                   a.coef[u] * b.coef[v] * norm * std::exp(-al * be / p * r2)};
+    }
+}
+
+// F0(t) = integral of exp(-t u^2) over [0, 1]: a short series near 0, the erf form elsewhere.
+inline float boys0(float t) {
+  if (t < 1e-3f) return 1 - t / 3 + t * t / 10;
+  const float r = std::sqrt(t);
+  return 0.5f * std::sqrt(std::numbers::pi_v<float>) * std::erf(r) / r;
+}
+
+inline float eri(const ShellPair& bra, const ShellPair& ket) {
+  float acc = 0;
+  for (std::uint32_t a = 0; a < bra.prims; ++a)
+    for (std::uint32_t b = 0; b < ket.prims; ++b) {
+      const PrimPair& P = bra.prim[a];
+      const PrimPair& Q = ket.prim[b];
+      const float dx = P.x - Q.x, dy = P.y - Q.y, dz = P.z - Q.z, pq = P.p + Q.p;
+      const float t = P.p * Q.p / pq * (dx * dx + dy * dy + dz * dz);
+      acc += P.k * Q.k * boys0(t) / (P.p * Q.p * std::sqrt(pq));
+    }
+  return static_cast<float>(2 * std::pow(std::numbers::pi, 2.5)) * acc;
+}
+
+const Kernel& pair_kernel() {
+  static const Kernel k =
+      per_thread("rpes_pairs", [](const Thread& t, const Shell* shells, ShellPair* pairs, std::uint32_t n) {
+        const std::uint64_t j = t.global_x(), i = t.global_y();
+        if (i < n && j <= i) make_pair(shells[i], shells[j], pairs[pair_index(i, j)]);
+      });
+  return k;
+}
+
+const Kernel& eri_kernel() {
+  static const Kernel k = per_thread("rpes_eri", [](const Thread& t, const ShellPair* pairs, float* out,
+                                                    std::uint64_t first, std::uint64_t npairs) {
+    const std::uint64_t kl = t.global_x(), ij = first + t.global_y();
+    if (ij < npairs && kl <= ij) out[pair_index(ij, kl)] = eri(pairs[ij], pairs[kl]);
+  });
+  return k;
+}
+
+Launch pair_launch(const Sizes& s) { return {Dim3{(s.shells + 31) / 32, s.shells}, Dim3{32}, 0}; }
+
+// Bra pairs [first, first + batch) against every ket pair up to the last bra of the batch.
+Launch batch_launch(const Sizes& s, std::uint64_t first) {
+  const std::uint64_t last = std::min<std::uint64_t>(first + s.batch, s.pairs());
+  return {Dim3{static_cast<std::uint32_t>((last + kBlock - 1) / kBlock),
+               static_cast<std::uint32_t>(last - first)},
+          Dim3{kBlock}, 0};
+}
+
+// A deterministic sample of the integrals, then their sum and largest value.
+Output summarise(const float* out, std::uint64_t n) {
+  Output o;
+  const std::uint64_t stride = n > kSampled ? n / kSampled : 1;
+  for (std::uint64_t i = 0; i < n; i += stride) o.values.push_back(out[i]);
+  double sum = 0, max = 0;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    sum += out[i];
+    max = std::max(max, static_cast<double>(out[i]));
+  }
+  o.values.push_back(sum);
+  o.values.push_back(max);
+  return o;
+}
+
+Output run_adsm(Runtime& rt, int device, Scale scale) {
+  const Sizes s = sizes(scale);
+  auto* shells = rt.alloc<Shell>(s.shells, device);
+  auto* pairs = rt.alloc<ShellPair>(s.pairs(), device);
+  auto* out = rt.alloc<float>(s.quartets(), device);
+  make_shells(s, shells);
+  rt.call(pair_kernel(), pair_launch(s), shells, pairs, s.shells);
+  rt.sync();
+  for (std::uint64_t first = 0; first < s.pairs(); first += s.batch) {
+    rt.call(eri_kernel(), batch_launch(s, first), pairs, out, first, s.pairs());
+    rt.sync();
+  }
+  Output o = summarise(out, s.quartets());
+  rt.free(shells);
+  rt.free(pairs);
+  rt.free(out);
+  return o;
+}
+
+Output run_explicit(Device& d, Scale scale) {
+  const Sizes s = sizes(scale);
+  std::vector<Shell> shells(s.shells);
+  std::vector<float> out(s.quartets());
+  make_shells(s, shells.data());
+  const DeviceBuffer d_shells = d.alloc(shells.size() * sizeof(Shell)),
+                     d_pairs = d.alloc(s.pairs() * sizeof(ShellPair)),
+                     d_out = d.alloc(out.size() * sizeof(float));
+  auto q = d.create_queue();
+  q->copy_to_device(d_shells, 0, shells.data(), shells.size() * sizeof(Shell));
+  const KernelArg pair_args[] = {KernelArg::buffer(d_shells), KernelArg::buffer(d_pairs),
+                                 KernelArg::value(s.shells)};
+  q->launch(pair_kernel(), pair_launch(s), pair_args);
+  for (std::uint64_t first = 0; first < s.pairs(); first += s.batch) {
+    const KernelArg args[] = {KernelArg::buffer(d_pairs), KernelArg::buffer(d_out), KernelArg::value(first),
+                              KernelArg::value(s.pairs())};
+    q->launch(eri_kernel(), batch_launch(s, first), args);
+  }
+  q->copy_to_host(out.data(), d_out, 0, out.size() * sizeof(float));
+  q->synchronize();
+  d.free(d_shells);
+  d.free(d_pairs);
+  d.free(d_out);
+  return summarise(out.data(), out.size());
+}
+
+Output run_reference(Scale scale) {
+  const Sizes s = sizes(scale);
+  std::vector<Shell> shells(s.shells);
+  make_shells(s, shells.data());
+  std::vector<ShellPair> pairs(s.pairs());
+  for (std::uint64_t i = 0; i < s.shells; ++i)
+    for (std::uint64_t j = 0; j <= i; ++j) make_pair(shells[i], shells[j], pairs[pair_index(i, j)]);
+  std::vector<float> out(s.quartets());
+  for (std::uint64_t ij = 0; ij < s.pairs(); ++ij)
+    for (std::uint64_t kl = 0; kl <= ij; ++kl) out[pair_index(ij, kl)] = eri(pairs[ij], pairs[kl]);
+  return summarise(out.data(), out.size());
+}
+
+}  // namespace
+
+App rpes() {
+  return {"rpes",
+          "CPU writes shells; a pair call, then one call per batch of bra pairs writing a large integral "
+          "array; CPU reads the whole array at the end",
+          run_adsm,
+          run_explicit,
+          run_reference,
+          1e-4};
+}
+
+}  // namespace hdsm::apps::parboil

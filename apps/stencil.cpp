@@ -1,0 +1,155 @@
+#include "apps/stencil.hpp"
+
+#include <hdsm/hdsm.hpp>
+
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+namespace hdsm::apps {
+namespace {
+
+constexpr float kCentre = 0.4f, kNeighbour = 0.1f;
+constexpr std::uint32_t kRow = 64;
+constexpr std::size_t kStagingBytes = std::size_t{1} << 20;
+
+struct Shape {
+  std::uint32_t nx, ny, nz;
+};
+
+Shape shape_of(const StencilProblem& p) { return {p.nx, p.ny, p.nz}; }
+std::size_t source_index(const StencilProblem& p) {
+  return (std::size_t{p.nz} / 2 * p.ny + p.ny / 3) * p.nx + p.nx / 4;
+}
+float source_value(unsigned step) { return std::sin(0.3f * static_cast<float>(step + 1)); }
+
+// The same expression, in the same order, for the kernel and the reference.
+inline float update(const float* u, std::size_t i, std::size_t sx, std::size_t sxy) {
+  return kCentre * u[i] +
+         kNeighbour * (((u[i - 1] + u[i + 1]) + (u[i - sx] + u[i + sx])) + (u[i - sxy] + u[i + sxy]));
+}
+
+inline bool boundary(std::uint32_t x, std::uint32_t y, std::uint32_t z, const Shape& s) {
+  return x == 0 || y == 0 || z == 0 || x + 1 == s.nx || y + 1 == s.ny || z + 1 == s.nz;
+}
+
+const Kernel& stencil_kernel() {
+  static const Kernel k = per_thread("stencil7", [](const Thread& t, const float* u, float* next, Shape s) {
+    const auto x = static_cast<std::uint32_t>(t.global_x());
+    if (x >= s.nx) return;
+    const std::uint32_t y = t.block.y, z = t.block.z;
+    const std::size_t sx = s.nx, sxy = std::size_t{s.nx} * s.ny, i = z * sxy + y * sx + x;
+    next[i] = boundary(x, y, z, s) ? u[i] : update(u, i, sx, sxy);
+  });
+  return k;
+}
+
+Launch stencil_launch(const StencilProblem& p) {
+  return {Dim3{(p.nx + kRow - 1) / kRow, p.ny, p.nz}, Dim3{kRow}, 0};
+}
+
+void write_all(int fd, const void* data, std::size_t bytes) {
+  const auto* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::write(fd, p, bytes);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw SystemError("write", fmt::format("stencil output (fd {})", fd), errno);
+    p += n;
+    bytes -= static_cast<std::size_t>(n);
+  }
+}
+
+// The CPU reads the volume through a staging buffer, as a program formatting its output would.
+void write_volume(int fd, const float* volume, std::size_t points, std::vector<char>& staging) {
+  const std::size_t bytes = points * sizeof(float);
+  for (std::size_t at = 0; at < bytes; at += staging.size()) {
+    const std::size_t n = std::min(staging.size(), bytes - at);
+    std::memcpy(staging.data(), reinterpret_cast<const char*>(volume) + at, n);
+    if (fd >= 0) write_all(fd, staging.data(), n);
+  }
+}
+
+Output sample(const float* volume, const StencilProblem& p) {
+  const std::size_t stride = std::max<std::size_t>(1, p.points() / 65536);
+  Output out;
+  for (std::size_t i = 0; i < p.points(); i += stride) out.values.push_back(volume[i]);
+  out.values.push_back(volume[source_index(p)]);
+  return out;
+}
+
+}  // namespace
+
+Output stencil_adsm(Runtime& rt, int device, const StencilProblem& p, int output_fd) {
+  float* u = rt.alloc<float>(p.points(), device);
+  float* next = rt.alloc<float>(p.points(), device);
+  std::vector<char> staging(kStagingBytes);
+  for (unsigned step = 0; step < p.steps; ++step) {
+    u[source_index(p)] += source_value(step);
+    rt.call(stencil_kernel(), stencil_launch(p), u, next, shape_of(p));
+    rt.sync();
+    std::swap(u, next);
+    if (p.output_every != 0 && (step + 1) % p.output_every == 0)
+      write_volume(output_fd, u, p.points(), staging);
+  }
+  Output out = sample(u, p);
+  rt.free(u);
+  rt.free(next);
+  return out;
+}
+
+Output stencil_explicit(Device& d, const StencilProblem& p, int output_fd) {
+  const std::size_t bytes = p.points() * sizeof(float);
+  std::vector<float> host(p.points());
+  DeviceBuffer u = d.alloc(bytes), next = d.alloc(bytes);
+  auto queue = d.create_queue();
+  queue->fill(u, 0, bytes, 0);
+  queue->fill(next, 0, bytes, 0);
+  const std::size_t at = source_index(p) * sizeof(float);
+  std::vector<char> staging(kStagingBytes);
+  float value = 0;  // an asynchronous copy reads it after the call: it must outlive the iteration
+  for (unsigned step = 0; step < p.steps; ++step) {
+    queue->copy_to_host(&value, u, at, sizeof value);
+    queue->synchronize();
+    value += source_value(step);
+    queue->copy_to_device(u, at, &value, sizeof value);
+    const KernelArg args[] = {KernelArg::buffer(u), KernelArg::buffer(next), KernelArg::value(shape_of(p))};
+    queue->launch(stencil_kernel(), stencil_launch(p), args);
+    std::swap(u, next);
+    if (p.output_every != 0 && (step + 1) % p.output_every == 0) {
+      queue->copy_to_host(host.data(), u, 0, bytes);
+      queue->synchronize();
+      write_volume(output_fd, host.data(), p.points(), staging);
+    }
+  }
+  queue->copy_to_host(host.data(), u, 0, bytes);
+  queue->synchronize();
+  d.free(u);
+  d.free(next);
+  return sample(host.data(), p);
+}
+
+Output stencil_reference(const StencilProblem& p) {
+  std::vector<float> u(p.points(), 0.0f), next(p.points(), 0.0f);
+  const Shape s = shape_of(p);
+  const std::size_t sx = s.nx, sxy = std::size_t{s.nx} * s.ny;
+  for (unsigned step = 0; step < p.steps; ++step) {
+    u[source_index(p)] += source_value(step);
+    for (std::uint32_t z = 0; z < s.nz; ++z)
+      for (std::uint32_t y = 0; y < s.ny; ++y)
+        for (std::uint32_t x = 0; x < s.nx; ++x) {
+          const std::size_t i = z * sxy + y * sx + x;
+          next[i] = boundary(x, y, z, s) ? u[i] : update(u.data(), i, sx, sxy);
+        }
+    std::swap(u, next);
+  }
+  return sample(u.data(), p);
+}
+
+}  // namespace hdsm::apps
