@@ -37,26 +37,7 @@ std::string gnuplot_string(std::string_view text) {
   return out;
 }
 
-struct Series {
-  std::string name;
-  std::vector<std::pair<double, double>> points;
-};
-
-std::vector<Series> collect_series(const Results& results, const Plot& plot) {
-  const std::size_t xc = results.column(plot.x), yc = results.column(plot.y),
-                    sc = results.column(plot.series);
-  std::vector<Series> series;
-  for (const auto& row : results.rows()) {
-    const std::string name = cell_text(row[sc]);
-    auto it = std::find_if(series.begin(), series.end(), [&](const Series& s) { return s.name == name; });
-    if (it == series.end()) it = series.insert(series.end(), Series{name, {}});
-    it->points.emplace_back(cell_number(row[xc]), cell_number(row[yc]));
-  }
-  for (auto& s : series) std::sort(s.points.begin(), s.points.end());
-  return series;
-}
-
-std::string byte_tics(const std::vector<Series>& series) {
+std::string byte_tics(const std::vector<PlotSeries>& series) {
   std::vector<double> xs;
   for (const auto& s : series)
     for (const auto& p : s.points) xs.push_back(p.first);
@@ -137,10 +118,38 @@ bool write_all(int fd, std::string_view data) {
 
 }  // namespace
 
+PlotData plot_data(const Results& results, const Plot& plot) {
+  const std::size_t xc = results.column(plot.x), yc = results.column(plot.y),
+                    sc = results.column(plot.series);
+  const std::size_t wc = plot.where_column.empty() ? 0 : results.column(plot.where_column);
+  PlotData data;
+  for (const auto& row : results.rows()) {
+    if (!plot.where_column.empty() && cell_text(row[wc]) != plot.where_value) continue;
+    const std::string name = cell_text(row[sc]);
+    auto it = std::find_if(data.series.begin(), data.series.end(),
+                           [&](const PlotSeries& s) { return s.name == name; });
+    if (it == data.series.end()) it = data.series.insert(data.series.end(), PlotSeries{name, {}});
+    double x = 0;
+    if (plot.categorical_x) {
+      const std::string category = cell_text(row[xc]);
+      auto c = std::find(data.categories.begin(), data.categories.end(), category);
+      if (c == data.categories.end()) c = data.categories.insert(data.categories.end(), category);
+      x = static_cast<double>(c - data.categories.begin());
+    } else {
+      x = cell_number(row[xc]);
+    }
+    it->points.emplace_back(x, cell_number(row[yc]));
+  }
+  for (auto& s : data.series) std::sort(s.points.begin(), s.points.end());
+  return data;
+}
+
 bool gnuplot_available() { return !find_in_path(kGnuplot).empty(); }
 
 std::string gnuplot_script(const Results& results, const Plot& plot, const std::filesystem::path& svg) {
-  const std::vector<Series> series = collect_series(results, plot);
+  const PlotData data = plot_data(results, plot);
+  const std::vector<PlotSeries>& series = data.series;
+  const std::vector<std::string>& categories = data.categories;
   std::string script;
   script += "set terminal svg size 900,560 dynamic noenhanced font 'sans,12' background rgb 'white'\n";
   script += fmt::format("set output {}\n", gnuplot_string(svg.string()));
@@ -161,17 +170,31 @@ std::string gnuplot_script(const Results& results, const Plot& plot, const std::
       }
     if (!first && lo > 0) script += fmt::format("set xrange [{}:{}]\n", lo / 1.5, hi * 1.5);
   }
+  if (plot.categorical_x) {
+    std::vector<std::string> tics;
+    for (std::size_t i = 0; i < categories.size(); ++i)
+      tics.push_back(fmt::format("{} {}", gnuplot_string(categories[i]), i));
+    script += fmt::format("set xtics ({})\nset xrange [-0.6:{}]\nset style fill solid 0.8 border -1\n",
+                          fmt::join(tics, ", "), static_cast<double>(categories.size()) - 0.4);
+  }
   if (plot.log_y) script += "set logscale y 10\n";
+  // Bars on a log axis grow from the bottom of the range: start below 1 so ratios of 1 show.
+  if (plot.log_y && plot.categorical_x) script += "set yrange [0.25:*]\n";
   if (plot.x_format == ValueFormat::bytes) script += byte_tics(series);
   if (!plot.log_y) script += "set yrange [0:*]\n";
 
   std::vector<std::string> lines;
   for (std::size_t i = 0; i < series.size(); ++i) {
     script += fmt::format("$s{} << EOD\n", i);
-    for (const auto& [x, y] : series[i].points) script += fmt::format("{} {}\n", x, y);
+    // Bars of one category sit side by side, one slot per series, within 0.8 of an x unit.
+    const double width = 0.8 / static_cast<double>(series.size());
+    const double shift = plot.categorical_x ? (static_cast<double>(i) + 0.5) * width - 0.4 : 0.0;
+    for (const auto& [x, y] : series[i].points) script += fmt::format("{} {}\n", x + shift, y);
     script += "EOD\n";
-    lines.push_back(
-        fmt::format("$s{} using 1:2 with linespoints lw 2 title {}", i, gnuplot_string(series[i].name)));
+    lines.push_back(plot.categorical_x ? fmt::format("$s{} using 1:2:({}) with boxes title {}", i, width,
+                                                     gnuplot_string(series[i].name))
+                                       : fmt::format("$s{} using 1:2 with linespoints lw 2 title {}", i,
+                                                     gnuplot_string(series[i].name)));
   }
   if (lines.empty()) throw std::runtime_error(fmt::format("plot '{}' has no data", plot.id));
   script += fmt::format("plot {}\nset output\n", fmt::join(lines, ", \\\n     "));

@@ -5,8 +5,22 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace hdsm::tool {
+
+/// The points of a plot, one series per distinct value of its series column, sorted by x. For a
+/// categorical x, x is the index of the row's name in `categories` (in order of first appearance).
+struct PlotSeries {
+  std::string name;
+  std::vector<std::pair<double, double>> points;
+};
+struct PlotData {
+  std::vector<PlotSeries> series;
+  std::vector<std::string> categories;
+};
+PlotData plot_data(const Results& results, const Plot& plot);
 
 /// True when a `gnuplot` executable is on the PATH.
 bool gnuplot_available();

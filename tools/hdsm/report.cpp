@@ -1,5 +1,7 @@
 #include "report.hpp"
 
+#include "plot.hpp"
+
 #include "table.hpp"
 
 #include <hdsm/error.hpp>
@@ -61,23 +63,19 @@ std::string format_key(double x, ValueFormat format) {
 
 /// The data of a plot as a table: one row per x value, one column per series.
 std::string pivot_markdown(const Results& results, const Plot& plot) {
-  const std::size_t xc = results.column(plot.x), yc = results.column(plot.y),
-                    sc = results.column(plot.series);
-  std::vector<std::string> series;
+  const PlotData data = plot_data(results, plot);
   std::map<double, std::map<std::string, double>> cells;
-  for (const auto& row : results.rows()) {
-    const std::string name = cell_text(row[sc]);
-    if (std::find(series.begin(), series.end(), name) == series.end()) series.push_back(name);
-    cells[cell_number(row[xc])][name] = cell_number(row[yc]);
-  }
+  for (const auto& s : data.series)
+    for (const auto& [x, y] : s.points) cells[x][s.name] = y;
   std::vector<std::string> header{plot.x_label.empty() ? plot.x : plot.x_label};
-  header.insert(header.end(), series.begin(), series.end());
+  for (const auto& s : data.series) header.push_back(s.name);
   Table table(header);
   for (std::size_t c = 0; c < header.size(); ++c) table.align_right(c);
   for (const auto& [x, by_series] : cells) {
-    std::vector<std::string> row{format_key(x, plot.x_format)};
-    for (const auto& name : series) {
-      const auto it = by_series.find(name);
+    std::vector<std::string> row{plot.categorical_x ? data.categories.at(static_cast<std::size_t>(x))
+                                                    : format_key(x, plot.x_format)};
+    for (const auto& s : data.series) {
+      const auto it = by_series.find(s.name);
       row.push_back(it == by_series.end() ? "–" : format_number(it->second));
     }
     table.add_row(std::move(row));

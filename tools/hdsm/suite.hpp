@@ -39,6 +39,12 @@ struct Plot {
   bool log_x = false;
   bool log_y = false;
   ValueFormat x_format = ValueFormat::number;
+  /// x holds names (apps, versions): one group of bars per name instead of lines.
+  bool categorical_x = false;
+  /// When set, only rows whose `where_column` reads `where_value` (a suite's table may hold several
+  /// experiments).
+  std::string where_column;
+  std::string where_value;
 };
 
 /// One line of a suite's summary: a derived figure with the numbers it came from.
