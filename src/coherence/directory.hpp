@@ -45,6 +45,7 @@ struct Object {
   std::size_t bytes = 0;           // as requested
   std::size_t blocks = 0;          // ceil(bytes / block size)
   std::vector<BlockState> states;  // one per block, all invalid until the caller's protocol sets them
+  void* owner = nullptr;           // the caller's record of the object (SharedSpace: its Entry)
 };
 
 class Directory {

@@ -42,7 +42,8 @@ SharedSpace::SharedSpace(std::span<Device* const> devices, ProtocolKind kind, st
                                       format_bytes(segment_bytes), format_bytes(block_bytes)));
   for (Device* d : devices_) queues_.push_back(d->create_queue());
   if (tracer_ != nullptr) fault_lane_ = tracer_->lane("shared-memory faults");
-  fault_service_ = std::make_unique<os::FaultService>(&SharedSpace::resolve_on_service, this);
+  fault_service_ = std::make_unique<os::FaultService>(&SharedSpace::resolve_on_service, this,
+                                                      &SharedSpace::drain_dirty_on_service);
   os::install_fault_handler();
   fault_range_ = os::register_fault_range(arena_.user(0, 0), arena_.segments() * arena_.segment_bytes(),
                                           &SharedSpace::resolve, this);
@@ -100,6 +101,7 @@ void* SharedSpace::alloc(std::size_t bytes, unsigned device) {
         directory_.user(*object), object->blocks, directory_.block_bytes(),
         fmt::format("shared object #{} ({})", id, format_bytes(bytes)), start.protection, kRunBudget);
     object->states.assign(object->blocks, start.next);
+    object->owner = e.get();
     {
       std::lock_guard lock(objects_mutex_);
       objects_.emplace(id, e);
@@ -121,6 +123,7 @@ void* SharedSpace::alloc(std::size_t bytes, unsigned device) {
   if (kind_ == ProtocolKind::rolling) {
     std::lock_guard lock(window_mutex_);
     window_.grow(rolling_step_);
+    publish_window();
   }
   return directory_.user(*object);
 }
@@ -137,9 +140,12 @@ void SharedSpace::free(void* p) {
     e->pending.wait();
   } catch (const std::exception&) {  // a failed upload of data that is being thrown away
   }
+  object->owner = nullptr;
+  e->live = false;
   if (kind_ == ProtocolKind::rolling) {
     std::lock_guard window_lock(window_mutex_);
     for (std::size_t b = 0; b < object->blocks; ++b) window_.remove(block_id(id, b));
+    publish_window();
   }
   {
     std::lock_guard objects_lock(objects_mutex_);
@@ -224,6 +230,34 @@ void SharedSpace::forget_clean(const Entry& e, std::size_t first, std::size_t en
   std::lock_guard lock(window_mutex_);
   for (std::size_t b = first; b < end; ++b)
     if (e.object->states[b] != BlockState::dirty) window_.remove(block_id(e.object->id, b));
+  publish_window();
+}
+
+void SharedSpace::publish_window() {
+  window_size_.store(window_.size(), std::memory_order_relaxed);
+  window_capacity_.store(window_.capacity(), std::memory_order_relaxed);
+}
+
+void SharedSpace::drain_dirty_on_service(void* context) { static_cast<SharedSpace*>(context)->drain_dirty(); }
+
+void SharedSpace::drain_dirty() {
+  while (const std::optional<std::uint64_t> id = dirty_ring_.pop()) {
+    const std::shared_ptr<Entry> e = entry_of(*id >> 32);
+    if (e == nullptr) continue;  // freed since
+    std::optional<RollingWindow::BlockId> victim;
+    {
+      std::lock_guard lock(e->mutex);
+      if (!e->live) continue;
+      const std::size_t block = *id & 0xffffffffu;
+      // Released, acquired or evicted since the handler made it dirty, or already in the window.
+      if (e->object->states[block] != BlockState::dirty) continue;
+      std::lock_guard window_lock(window_mutex_);
+      if (window_.contains(*id)) continue;
+      victim = window_.on_dirty(*id);
+      publish_window();
+    }
+    if (victim) evict(*victim);
+  }
 }
 
 void SharedSpace::release(unsigned device, std::span<const std::pair<const void*, KernelUse>> uses) {
@@ -263,9 +297,48 @@ void SharedSpace::acquire(unsigned device, std::span<const std::pair<const void*
 bool SharedSpace::resolve(void* context, void* address, os::FaultAccess access) {
   auto* self = static_cast<SharedSpace*>(context);
   const std::uint64_t begin = monotonic_ns();
-  const bool resolved = self->fault_service_->submit(address, access);
+  const bool resolved =
+      self->resolve_in_handler(address, access) || self->fault_service_->submit(address, access);
   self->counters_.fault_handler_ns.fetch_add(monotonic_ns() - begin, std::memory_order_relaxed);
   return resolved;
+}
+
+bool SharedSpace::resolve_in_handler(void* address, os::FaultAccess access) noexcept {
+  // Traced faults take the service path, which can format their spans.
+  if (access != os::FaultAccess::write || kind_ == ProtocolKind::batch || tracer_ != nullptr) return false;
+  const Directory::Hit hit = directory_.lookup(address);
+  if (hit.object == nullptr) return false;
+  auto* e = static_cast<Entry*>(hit.object->owner);
+  if (e == nullptr) return false;
+  std::unique_lock lock(e->mutex, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  std::vector<BlockState>& states = e->object->states;
+  os::ProtectionMap& protection = *e->protection;
+  const bool lazy = kind_ == ProtocolKind::lazy;
+  const std::size_t first = lazy ? 0 : hit.block, end = lazy ? states.size() : hit.block + 1;
+  for (std::size_t b = first; b < end; ++b)
+    if (states[b] != BlockState::read_only) return false;
+  // A lazy object is one run of one mapping, so its mprotect cannot stop half way.
+  if (lazy && protection.runs() != 1) return false;
+  const RollingWindow::BlockId id = block_id(hit.object->id, hit.block);
+  // A block that would overflow the rolling window needs an eviction, which moves data: the service
+  // does that. Room is checked before anything changes, so the push below cannot fail (others only
+  // make room, and only while this object's lock is held does this thread push).
+  if (!lazy && (dirty_ring_.size() >= DirtyRing::kCapacity / 2 ||
+                window_size_.load(std::memory_order_relaxed) + dirty_ring_.size() >=
+                    window_capacity_.load(std::memory_order_relaxed)))
+    return false;
+  const Transition t = coherence::on_fault(kind_, BlockState::read_only, Access::write);
+  if (!protection.try_set(first, end - first, t.protection)) return false;
+  std::fill(states.begin() + static_cast<std::ptrdiff_t>(first),
+            states.begin() + static_cast<std::ptrdiff_t>(end), t.next);
+  counters_.write_faults.fetch_add(1, std::memory_order_relaxed);
+  if (!lazy) {
+    dirty_ring_.push(id);
+    // The service moves the ring into the window in the background; wake it before the ring fills.
+    if (dirty_ring_.size() >= DirtyRing::kCapacity / 4) fault_service_->kick();
+  }
+  return true;
 }
 
 bool SharedSpace::resolve_on_service(void* context, void* address, os::FaultAccess access) {
@@ -273,6 +346,8 @@ bool SharedSpace::resolve_on_service(void* context, void* address, os::FaultAcce
 }
 
 bool SharedSpace::on_fault(void* address, os::FaultAccess access) {
+  // The window must hold the blocks handlers made dirty before this fault adds one and evicts.
+  if (kind_ == ProtocolKind::rolling) drain_dirty();
   const Directory::Hit hit = directory_.lookup(address);
   const std::shared_ptr<Entry> e = hit.object != nullptr ? entry_of(hit.object->id) : nullptr;
   if (e == nullptr) {
@@ -289,6 +364,7 @@ bool SharedSpace::on_fault(void* address, os::FaultAccess access) {
   std::optional<RollingWindow::BlockId> victim;
   {
     std::lock_guard lock(e->mutex);
+    if (!e->live) return false;  // freed by another thread while this one touched it
     os::ProtectionMap& protection = *e->protection;
     // Undecoded accesses are reads first; a write then faults again on the readable block.
     write = access == os::FaultAccess::write ||
@@ -333,6 +409,7 @@ bool SharedSpace::on_fault(void* address, os::FaultAccess access) {
     if (kind_ == ProtocolKind::rolling && states[hit.block] == BlockState::dirty) {
       std::lock_guard window_lock(window_mutex_);
       victim = window_.on_dirty(block_id(hit.object->id, hit.block));
+      publish_window();
     }
   }
   if (tracer_ != nullptr)
@@ -347,6 +424,7 @@ void SharedSpace::evict(RollingWindow::BlockId block) {
   if (e == nullptr) return;
   const std::size_t index = block & 0xffffffffu;
   std::lock_guard lock(e->mutex);
+  if (!e->live) return;  // freed since the window let it go
   BlockState& state = e->object->states[index];
   if (state != BlockState::dirty) return;  // released since the window let it go
   const Transition t = on_evict(kind_, state);

@@ -5,9 +5,12 @@
 // down, eagerly for batch, on fault for lazy and rolling).
 //
 // Every runtime copy goes through the arena's shadow view, so it never faults and never lifts a
-// protection of the user view. Faults are resolved on an os::FaultService thread while the faulting
-// thread sleeps in its handler: it is in user code and holds no runtime lock, so the resolution may
-// lock, allocate and wait for the device.
+// protection of the user view. A write to a read-only block that fits the rolling window moves no
+// data, and the handler resolves it itself (try-lock, ProtectionMap::try_set, a push to dirty_ring_,
+// nothing that allocates or blocks); the fault service moves the ring into the window later, and
+// before any fault that may evict. Every other fault is resolved on an os::FaultService thread while
+// the faulting thread sleeps in its handler: it is in user code and holds no runtime lock, so the
+// resolution may lock, allocate and wait for the device.
 //
 // Locks: objects_mutex_ (the object table) is held only to look an entry up, add or remove it, and
 // no other lock is taken while it is held. An object's mutex may be followed by window_mutex_; a
@@ -15,6 +18,7 @@
 #pragma once
 
 #include "coherence/directory.hpp"
+#include "coherence/dirty_ring.hpp"
 #include "coherence/protocol.hpp"
 #include "coherence/rolling_window.hpp"
 #include "obs/counters.hpp"
@@ -27,6 +31,7 @@
 #include <hdsm/device.hpp>
 #include <hdsm/kernel.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -83,10 +88,20 @@ class SharedSpace {
     DeviceBuffer buffer;
     std::mutex mutex;
     std::unique_ptr<os::ProtectionMap> protection;
-    Event pending;  // the last asynchronous upload of the object (eviction, release)
+    Event pending;     // the last asynchronous upload of the object (eviction, release)
+    bool live = true;  // false once free() has run: a thread that found the entry before must let go
   };
 
   static bool resolve(void* context, void* address, os::FaultAccess access);  // in the handler
+  /// The handler's own resolution of a write to a read-only block, the one transition that moves no
+  /// data: no allocation, no blocking lock, no exception. False sends the fault to the service.
+  bool resolve_in_handler(void* address, os::FaultAccess access) noexcept;
+  /// Puts the blocks handlers made dirty into the rolling window, evicting what overflows it (on the
+  /// fault service thread, and before the window is read elsewhere).
+  static void drain_dirty_on_service(void* context);
+  void drain_dirty();
+  /// Mirrors the window's size and capacity for handlers, which cannot take window_mutex_.
+  void publish_window();  // holds window_mutex_
   static bool resolve_on_service(void* context, void* address, os::FaultAccess access);
   bool on_fault(void* address, os::FaultAccess access);
   std::shared_ptr<Entry> entry_of(ObjectId id) const;
@@ -123,6 +138,8 @@ class SharedSpace {
 
   mutable std::mutex window_mutex_;
   RollingWindow window_;
+  DirtyRing dirty_ring_;  // rolling blocks handlers made dirty, not yet in window_
+  std::atomic<std::size_t> window_size_{0}, window_capacity_{0};
 
   std::unique_ptr<os::FaultService> fault_service_;
   int fault_range_ = -1;

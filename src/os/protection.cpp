@@ -142,6 +142,29 @@ void ProtectionMap::set(std::size_t first_block, std::size_t count, Protection p
   runs_ = runs;
 }
 
+bool ProtectionMap::try_set(std::size_t first_block, std::size_t count, Protection p) noexcept {
+  if (shift_ != 0 || count == 0 || first_block > blocks_ || count > blocks_ - first_block) return false;
+  const std::size_t end = first_block + count;
+  // At granularity 1 a block's effective protection is its desired one: boundaries move only at the
+  // range's edges and inside it.
+  const auto before = [&](std::size_t i) { return effective_[i]; };
+  const auto after = [&](std::size_t i) { return i >= first_block && i < end ? p : effective_[i]; };
+  std::size_t removed = 0, added = 0;
+  for (std::size_t i = std::max<std::size_t>(first_block, 1); i <= std::min(end, blocks_ - 1); ++i) {
+    removed += before(i - 1) != before(i);
+    added += after(i - 1) != after(i);
+  }
+  const std::size_t runs = runs_ - removed + added;
+  if (runs > budget_) return false;
+  if (::mprotect(base_ + first_block * block_bytes_, count * block_bytes_, prot_flags(p)) != 0) return false;
+  ++stats_.mprotect_calls;
+  record_desired(first_block, end, p);  // fills arrays: no allocation
+  std::fill(effective_.begin() + static_cast<std::ptrdiff_t>(first_block),
+            effective_.begin() + static_cast<std::ptrdiff_t>(end), p);
+  runs_ = runs;
+  return true;
+}
+
 bool ProtectionMap::refine(std::size_t block) {
   check_block(block, "ProtectionMap::refine");
   const Protection want = min_[0][block];

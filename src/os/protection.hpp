@@ -50,6 +50,10 @@ class ProtectionMap {
   void set(std::size_t first_block, std::size_t count, Protection p);
   /// Applies the block's exact desired protection if the budget and the kernel allow it.
   bool refine(std::size_t block);
+  /// set() for a fault handler: neither allocates nor throws. Applies `p` to the blocks and returns
+  /// true when that needs no degradation and mprotect succeeds; otherwise changes nothing and returns
+  /// false (the caller then takes the general path).
+  bool try_set(std::size_t first_block, std::size_t count, Protection p) noexcept;
 
   Protection desired(std::size_t block) const;
   /// The protection really applied, never less restrictive than desired().

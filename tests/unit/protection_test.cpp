@@ -184,6 +184,34 @@ TEST(ProtectionMap, CoalescesEqualNeighbours) {
   EXPECT_EQ(map.stats().degradations, 0u);
 }
 
+// try_set is set() for fault handlers: it applies what fits the budget exactly like set() and
+// refuses, changing nothing, what would need a degradation.
+TEST(ProtectionMap, TrySetAppliesWithinBudgetAndRefusesBeyond) {
+  const std::size_t n = 16;
+  Mapping region(n * page(), "try_set region");
+  ProtectionMap map(region.data(), n, page(), "try_set region", Protection::read, 3);
+  ASSERT_TRUE(map.try_set(4, 1, Protection::read_write));  // read | rw | read: 3 runs
+  EXPECT_EQ(map.runs(), 3u);
+  EXPECT_EQ(map.desired(4), Protection::read_write);
+  EXPECT_TRUE(map.allows(4, true));
+  EXPECT_TRUE(matches_kernel(map));
+  ASSERT_TRUE(map.try_set(5, 1, Protection::read_write));  // grows the run: still 3
+  EXPECT_EQ(map.runs(), 3u);
+  const auto calls = map.stats().mprotect_calls;
+  EXPECT_FALSE(map.try_set(9, 1, Protection::read_write));  // 5 runs > budget 3
+  EXPECT_EQ(map.stats().mprotect_calls, calls);
+  EXPECT_EQ(map.desired(9), Protection::read);
+  EXPECT_EQ(map.effective(9), Protection::read);
+  EXPECT_FALSE(map.try_set(n - 1, 2, Protection::read_write));  // past the end
+  EXPECT_FALSE(map.try_set(0, 0, Protection::read_write));
+  EXPECT_TRUE(matches_kernel(map));
+  // Once degraded (set() coarsened the granularity) only set() applies protections.
+  map.set(9, 1, Protection::none);
+  ASSERT_GT(map.granularity_blocks(), 1u);
+  EXPECT_FALSE(map.try_set(0, 1, Protection::read_write));
+  EXPECT_TRUE(matches_kernel(map));
+}
+
 TEST(ProtectionMap, DegradesToTheMostRestrictiveProtectionOfEachGroup) {
   const std::size_t n = 16;
   Mapping region(n * page(), "degrading region");
