@@ -197,7 +197,7 @@ class AdsmSuite {
 
   // Sizes of each experiment.
   apps::Scale scale() const { return ctx_.quick ? apps::Scale::quick : apps::Scale::full; }
-  int reps() const { return ctx_.quick ? 1 : 3; }
+  int reps() const { return ctx_.quick ? 1 : 5; }
   std::vector<unsigned> volumes() const {
     return ctx_.quick ? std::vector<unsigned>{64, 128} : std::vector<unsigned>{64, 128, 192, 256};
   }
