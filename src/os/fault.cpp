@@ -42,13 +42,7 @@ struct Previous {
 Previous previous;
 std::atomic<bool> installed{false};
 
-std::atomic<std::uint64_t> resolved_reads{0}, resolved_writes{0}, resolved_unknown{0}, resolver_ns{0};
-
-std::uint64_t now_ns() noexcept {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
-}
+std::atomic<std::uint64_t> resolved_reads{0}, resolved_writes{0}, resolved_unknown{0};
 
 FaultAccess decode_access([[maybe_unused]] const void* ucontext) noexcept {
 #if defined(__x86_64__)
@@ -74,9 +68,7 @@ bool dispatch(void* address, FaultAccess access) noexcept {
         a < s.end.load(std::memory_order_relaxed)) {
       const FaultResolver resolver = s.resolver.load(std::memory_order_relaxed);
       void* const context = s.context.load(std::memory_order_relaxed);
-      const std::uint64_t start = now_ns();
       resolved = resolver(context, address, access);
-      resolver_ns.fetch_add(now_ns() - start, std::memory_order_relaxed);
     }
     s.inflight.fetch_sub(1, std::memory_order_release);
     return resolved;  // ranges do not overlap: no other slot can own the address
@@ -243,7 +235,6 @@ FaultStats fault_stats() noexcept {
   stats.reads = resolved_reads.load(std::memory_order_relaxed);
   stats.writes = resolved_writes.load(std::memory_order_relaxed);
   stats.unknown = resolved_unknown.load(std::memory_order_relaxed);
-  stats.resolver_ns = resolver_ns.load(std::memory_order_relaxed);
   return stats;
 }
 
@@ -251,7 +242,6 @@ void reset_fault_stats() noexcept {
   resolved_reads.store(0, std::memory_order_relaxed);
   resolved_writes.store(0, std::memory_order_relaxed);
   resolved_unknown.store(0, std::memory_order_relaxed);
-  resolver_ns.store(0, std::memory_order_relaxed);
 }
 
 }  // namespace hdsm::os

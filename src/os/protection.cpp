@@ -86,10 +86,6 @@ ProtectionMap::ProtectionMap(void* base, std::size_t blocks, std::size_t block_b
   if (run_budget == 0)
     throw InvalidArgument(fmt::format("protection map of {}: the run budget must be at least 1", what_));
   min_.emplace_back(blocks, initial);
-  for (std::size_t size = blocks; size > 1;) {
-    size = (size + 1) / 2;
-    min_.emplace_back(size, initial);
-  }
   effective_.assign(blocks, initial);
   if (!protect(0, blocks, initial)) throw SystemError("mprotect", describe(0, blocks), ENOMEM);
 }
@@ -187,6 +183,7 @@ bool ProtectionMap::refine(std::size_t block) {
 void ProtectionMap::record_desired(std::size_t first, std::size_t end, Protection p) {
   std::fill(min_[0].begin() + static_cast<std::ptrdiff_t>(first),
             min_[0].begin() + static_cast<std::ptrdiff_t>(end), p);
+  if (!levels_built_) return;
   for (std::size_t level = 1; level < min_.size(); ++level) {
     first >>= 1;
     end = (end + 1) >> 1;
@@ -225,7 +222,21 @@ bool ProtectionMap::protect(std::size_t first, std::size_t end, Protection p) {
   return true;
 }
 
+void ProtectionMap::build_levels() {
+  if (levels_built_) return;
+  for (std::size_t size = blocks_; size > 1;) {
+    size = (size + 1) / 2;
+    const auto& below = min_.back();
+    std::vector<Protection> level(size);
+    for (std::size_t i = 0; i < size; ++i)
+      level[i] = 2 * i + 1 < below.size() ? std::min(below[2 * i], below[2 * i + 1]) : below[2 * i];
+    min_.push_back(std::move(level));
+  }
+  levels_built_ = true;
+}
+
 void ProtectionMap::coarsen(bool force) {
+  build_levels();
   for (;;) {
     // One group covers the region: nothing coarser exists, the kernel has no mapping to spare.
     if (shift_ + 1 >= min_.size()) throw SystemError("mprotect", describe(0, blocks_), ENOMEM);
