@@ -71,6 +71,14 @@ hdsm_status hdsm_stats_reset(void);
 hdsm_status hdsm_safe_alloc(size_t bytes, int device, void** out);
 hdsm_status hdsm_safe(const void* pointer, void** out);
 
+/* Bulk memory on any mix of host memory and shared objects (hdsm::Runtime::memcpy): blocks whose
+ * host copy is invalid are filled or copied on the device, never fetched; no page fault is raised.
+ * A shared range must lie in live objects (HDSM_INVALID_ARGUMENT otherwise, nothing written).
+ * hdsm_memcpy accepts overlapping ranges. */
+hdsm_status hdsm_memcpy(void* dst, const void* src, size_t bytes);
+hdsm_status hdsm_memmove(void* dst, const void* src, size_t bytes);
+hdsm_status hdsm_memset(void* dst, int value, size_t bytes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -69,6 +69,18 @@ class Runtime {
   void* safe(const void* p) const;
   template <class T>
   T* safe(T* p) const;
+  /// Bulk memory (seed 000 §4.4) for any mix of host memory and shared objects of this runtime, ranges
+  /// spanning several objects included. Each block of a shared range is handled where its data is:
+  /// the device fills or copies blocks whose host copy is invalid (or that the call overwrites
+  /// entirely while they are read-only) without fetching them; the host view is written otherwise,
+  /// through the runtime's shadow mapping, so no page fault is raised. They return `dst` once the
+  /// data is in place. Every byte of a shared range must be in a live object of this runtime:
+  /// InvalidArgument names the first byte that is not, and nothing is written. memcpy accepts
+  /// overlapping ranges (it is memmove); with only host memory involved they are the libc calls.
+  void* memcpy(void* dst, const void* src, std::size_t n);
+  void* memmove(void* dst, const void* src, std::size_t n);
+  void* memset(void* dst, int value, std::size_t n);
+
   /// Release, then launch asynchronously on the device hosting the shared-pointer arguments.
   template <class... A>
   void call(const Kernel& kernel, const Launch& launch, A&&... args);

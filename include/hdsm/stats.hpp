@@ -14,9 +14,10 @@ const char* to_string(Route route) noexcept;
 /// Why shared memory (ADSM) moved data: the coherence action behind a transfer. release: the CPU's
 /// newer blocks uploaded at a kernel call; acquire: results downloaded at the sync (batch-update);
 /// fault: blocks fetched when the CPU touched invalid data; evict: dirty blocks the rolling window
-/// pushed to the device early.
-enum class Action { release, acquire, fault, evict };
-inline constexpr int kActionCount = 4;
+/// pushed to the device early; bulk: hdsm::memcpy, memset and I/O on shared objects (transfers they
+/// make between host and device; their device-side fills and copies move nothing over the link).
+enum class Action { release, acquire, fault, evict, bulk };
+inline constexpr int kActionCount = 5;
 const char* to_string(Action action) noexcept;
 
 struct RouteStats {

@@ -127,4 +127,16 @@ hdsm_status hdsm_sync(void) {
   return guarded([] { hdsm::Runtime::instance().sync(); });
 }
 
+hdsm_status hdsm_memcpy(void* dst, const void* src, size_t bytes) {
+  return guarded([&] { hdsm::Runtime::instance().memcpy(dst, src, bytes); });
+}
+
+hdsm_status hdsm_memmove(void* dst, const void* src, size_t bytes) {
+  return guarded([&] { hdsm::Runtime::instance().memmove(dst, src, bytes); });
+}
+
+hdsm_status hdsm_memset(void* dst, int value, size_t bytes) {
+  return guarded([&] { hdsm::Runtime::instance().memset(dst, value, bytes); });
+}
+
 }  // extern "C"

@@ -75,6 +75,18 @@ const char* to_string(Transfer transfer) noexcept {
   return "?";
 }
 
+const char* to_string(Side side) noexcept {
+  switch (side) {
+    case Side::host:
+      return "host";
+    case Side::device:
+      return "device";
+    case Side::both:
+      return "both";
+  }
+  return "?";
+}
+
 ProtocolKind parse_protocol(std::string_view name) {
   for (const auto kind : {ProtocolKind::batch, ProtocolKind::lazy, ProtocolKind::rolling}) {
     if (name == to_string(kind)) return kind;
@@ -138,6 +150,23 @@ Transition on_acquire(ProtocolKind kind, BlockState state, KernelUse use) noexce
 Transition on_evict(ProtocolKind kind, BlockState state) {
   if (kind != ProtocolKind::rolling || state != BlockState::dirty) impossible("an eviction", kind, state, "");
   return to(kind, BlockState::read_only, Transfer::to_device);
+}
+
+BulkStep on_bulk_write(ProtocolKind kind, BlockState state, bool whole) noexcept {
+  switch (state) {
+    case BlockState::invalid:
+      return {Side::device, BlockState::invalid};
+    case BlockState::read_only:
+      if (whole && kind != ProtocolKind::batch) return {Side::device, BlockState::invalid};
+      return {Side::both, BlockState::read_only};
+    case BlockState::dirty:
+      break;
+  }
+  return {Side::host, BlockState::dirty};
+}
+
+Side on_bulk_read(BlockState state) noexcept {
+  return state == BlockState::invalid ? Side::device : Side::host;
 }
 
 }  // namespace hdsm::coherence

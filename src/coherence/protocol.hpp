@@ -44,6 +44,18 @@
 //   on_evict           rolling only: dirty -> read_only / up (asynchronous upload); any other state or
 //                      protocol: std::logic_error
 //
+//   bulk operations (memcpy, memset, I/O; seed 000 §4.4): where the operation works and the next
+//   state. A "unit" is a block (batch, rolling) or the whole object (lazy); "whole" = the operation
+//   overwrites the entire unit. Reads never change the state: invalid -> device, otherwise host.
+//     write            lazy, rolling                       batch
+//     invalid          device / invalid                    device / invalid
+//     read_only whole  device / invalid                    both / read_only
+//     read_only part   both / read_only                    both / read_only
+//     dirty            host / dirty                        host / dirty
+//   "both" writes the host copy (through the shadow view) and the device copy, so the block stays
+//   valid on both sides and nothing is fetched or uploaded later. Batch cannot detect CPU reads, so it
+//   never makes a host copy invalid outside a call.
+//
 // Release and acquire are total: a block may be invalid at release (a second call before the sync) and
 // read_only or dirty at acquire (the CPU touched the object while the kernel ran, or the call did not
 // name it). A kernel that may have written the object wins over CPU writes made while it ran: those are
@@ -65,6 +77,8 @@ enum class ProtocolKind : std::uint8_t { batch, lazy, rolling };
 enum class BlockState : std::uint8_t { invalid, read_only, dirty };
 enum class KernelUse : std::uint8_t { unknown, none, in, out, inout };
 enum class Access : std::uint8_t { read, write };
+/// Where a bulk operation works on a block: the host copy (shadow view), the device copy, or both.
+enum class Side : std::uint8_t { host, device, both };
 /// to_host: fetch the block before the CPU access proceeds (or at the sync); to_device: upload.
 enum class Transfer : std::uint8_t { none, to_device, to_host };
 
@@ -73,6 +87,7 @@ const char* to_string(BlockState state) noexcept;
 const char* to_string(KernelUse use) noexcept;
 const char* to_string(Access access) noexcept;
 const char* to_string(Transfer transfer) noexcept;
+const char* to_string(Side side) noexcept;
 
 /// "batch", "lazy" or "rolling"; anything else throws hdsm::ConfigError naming the value and the choices.
 ProtocolKind parse_protocol(std::string_view name);
@@ -95,6 +110,15 @@ Transition on_fault(ProtocolKind kind, BlockState state, Access access);
 Transition on_release(ProtocolKind kind, BlockState state, KernelUse use) noexcept;
 /// The sync after a call that used the block's object as `use`.
 Transition on_acquire(ProtocolKind kind, BlockState state, KernelUse use) noexcept;
+struct BulkStep {
+  Side side;
+  BlockState next;
+  bool operator==(const BulkStep&) const = default;
+};
+/// A bulk operation writes all (`whole`) or part of a unit in `state` (see the table above).
+BulkStep on_bulk_write(ProtocolKind kind, BlockState state, bool whole) noexcept;
+/// A bulk operation reads a unit in `state`: from the device copy when the host copy is invalid.
+Side on_bulk_read(BlockState state) noexcept;
 /// Rolling-update pushes a dirty block out of the rolling window. Throws std::logic_error otherwise.
 Transition on_evict(ProtocolKind kind, BlockState state);
 

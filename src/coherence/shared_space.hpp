@@ -76,6 +76,22 @@ class SharedSpace {
   /// release() chose them.
   void acquire(unsigned device, std::span<const std::pair<const void*, KernelUse>> uses);
 
+  /// Bulk memory on shared objects (seed 000 §4.4), each decided per block by its state (protocol.hpp:
+  /// on_bulk_write, on_bulk_read): an invalid host copy is never fetched, the device works on its
+  /// copy; a dirty one is written through the shadow view. The runtime's accesses never fault. Each
+  /// returns once the data is in place. Every byte of a shared range must lie in a live object
+  /// (hdsm::InvalidArgument naming the first byte that does not, before anything is written).
+  /// [dst, dst + n) shared, [src, src + n) host memory.
+  void write(void* dst, const void* src, std::size_t n);
+  /// [dst, dst + n) host memory, [src, src + n) shared.
+  void read(void* dst, const void* src, std::size_t n);
+  /// [dst, dst + n) shared, every byte set to `value`.
+  void fill(void* dst, std::uint8_t value, std::size_t n);
+  /// Both ranges shared (any objects, any devices); they may overlap (memmove semantics).
+  void copy(void* dst, const void* src, std::size_t n);
+  /// Whether `p` is in this space's user view (a live object or not).
+  bool owns(const void* p) const { return arena_.contains(p); }
+
   ProtocolKind kind() const { return kind_; }
   std::size_t block_bytes() const { return directory_.block_bytes(); }
   const Directory& directory() const { return directory_; }
@@ -91,6 +107,41 @@ class SharedSpace {
     Event pending;     // the last asynchronous upload of the object (eviction, release)
     bool live = true;  // false once free() has run: a thread that found the entry before must let go
   };
+
+  /// The part of one live object a shared range covers.
+  struct Span {
+    std::shared_ptr<Entry> entry;
+    std::size_t offset = 0;  // within the object
+    std::size_t bytes = 0;
+  };
+  /// Where the bytes a bulk write stores come from.
+  struct Source {
+    enum class Kind : std::uint8_t { host, device, value } kind = Kind::host;
+    const std::byte* host = nullptr;  // host: the first byte
+    Entry* entry = nullptr;           // device: the object whose device copy holds them
+    std::size_t offset = 0;           // device: offset in that object
+    std::uint8_t value = 0;           // value: every byte
+    Source advanced(std::size_t n) const;
+  };
+  /// The live objects covering [p, p + n) in address order (hdsm::InvalidArgument on a gap).
+  std::vector<Span> spans(const void* p, std::size_t n, const char* call) const;
+  /// Stores `span.bytes` bytes from `source` at `span.offset` of its object; waits for completion.
+  void write_span(const Span& span, const Source& source);
+  /// A stretch of one object that a bulk operation handles on one side.
+  struct BulkRun {
+    std::size_t offset = 0;
+    std::size_t bytes = 0;
+    Side side = Side::host;
+  };
+  /// Maximal runs of [offset, offset + bytes) of a live object whose units are read from the same
+  /// side (the caller holds the object's lock).
+  std::vector<BulkRun> read_runs(const Entry& e, std::size_t offset, std::size_t bytes) const;
+  /// Stores `n` bytes from `source` at byte `at` of a range whose spans are `dst`.
+  void write_spans(const std::vector<Span>& dst, std::size_t at, std::size_t n, const Source& source);
+  /// Device-to-device copy between two objects' device copies (through the host between devices).
+  void copy_device(Entry& dst, std::size_t dst_offset, Entry& src, std::size_t src_offset, std::size_t n);
+  /// A copy between overlapping shared ranges, through a host bounce buffer.
+  void copy_overlapping(std::byte* dst, const std::byte* src, std::size_t n);
 
   static bool resolve(void* context, void* address, os::FaultAccess access);  // in the handler
   /// The handler's own resolution of a write to a read-only block, the one transition that moves no

@@ -28,6 +28,8 @@ const char* to_string(Action action) noexcept {
       return "fault fetch";
     case Action::evict:
       return "eviction upload";
+    case Action::bulk:
+      return "memcpy/memset/io";
   }
   return "?";
 }

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <optional>
 #include <unordered_map>
@@ -149,6 +150,46 @@ void Runtime::free(void* p) {
   }
   if (busy) sync();
   space->free(p);
+}
+
+namespace {
+
+/// The shared space `p` is in: nullptr for host memory; InvalidArgument for another runtime's.
+coherence::SharedSpace* space_of(coherence::SharedSpace* mine, const void* p, const char* call) {
+  if (mine != nullptr && mine->owns(p)) return mine;
+  if (detail::arena_owner(p) != nullptr)
+    throw InvalidArgument(fmt::format("{}: {} points into the shared memory of another hdsm::Runtime", call, p));
+  return nullptr;
+}
+
+}  // namespace
+
+void* Runtime::memmove(void* dst, const void* src, std::size_t n) {
+  if (n == 0) return dst;
+  coherence::SharedSpace* space = impl_->existing_space();
+  coherence::SharedSpace* to = space_of(space, dst, "memmove");
+  coherence::SharedSpace* from = space_of(space, src, "memmove");
+  if (to != nullptr && from != nullptr)
+    space->copy(dst, src, n);
+  else if (to != nullptr)
+    space->write(dst, src, n);
+  else if (from != nullptr)
+    space->read(dst, src, n);
+  else
+    std::memmove(dst, src, n);
+  return dst;
+}
+
+void* Runtime::memcpy(void* dst, const void* src, std::size_t n) { return memmove(dst, src, n); }
+
+void* Runtime::memset(void* dst, int value, std::size_t n) {
+  if (n == 0) return dst;
+  coherence::SharedSpace* space = space_of(impl_->existing_space(), dst, "memset");
+  if (space != nullptr)
+    space->fill(dst, static_cast<std::uint8_t>(value), n);
+  else
+    std::memset(dst, value, n);
+  return dst;
 }
 
 void* Runtime::safe_alloc(std::size_t bytes, int device) { return alloc(bytes, device); }

@@ -1,7 +1,9 @@
 // Randomized model test of ADSM: random CPU reads and writes at random offsets and sizes, kernel calls
 // (annotated or not) that write a pattern into a range or checksum one range into another object,
-// allocations and frees, over every protocol x block size x 1-3 devices, compared with plain memory
-// after every step. HDSM_MODEL_SEED and HDSM_MODEL_ITERATIONS set the seed and the number of steps.
+// allocations and frees, bulk memory (Runtime::memset, memcpy between host memory and objects and
+// between objects, overlapping ones included), over every protocol x block size x 1-3 devices,
+// compared with plain memory after every step (read by the CPU or by a bulk copy, which must not
+// fetch what it reads). HDSM_MODEL_SEED and HDSM_MODEL_ITERATIONS set the seed and the number of steps.
 #include <hdsm/hdsm.hpp>
 
 #include <gtest/gtest.h>
@@ -163,6 +165,56 @@ class AdsmModel : public ::testing::TestWithParam<Param> {
     check_range(o, offset, len, "CPU read");
   }
 
+  // Bulk memory: a memset or a memcpy from host memory into a random range, a memcpy out of one
+  // (checked against the reference), or a copy between two objects' ranges, which may overlap.
+  void bulk_op() {
+    Object& o = objects_[below(objects_.size())];
+    const auto [offset, len] = random_range(o.ref.size());
+    const std::string range = std::to_string(len) + " at " + std::to_string(offset) + " of " +
+                              std::to_string(o.ref.size());
+    switch (below(4)) {
+      case 0: {
+        const int value = static_cast<int>(below(256));
+        log("memset " + range + " to " + std::to_string(value));
+        rt_->memset(o.p + offset, value, len);
+        std::memset(o.ref.data() + offset, value, len);
+        return;
+      }
+      case 1: {
+        std::vector<unsigned char> data(len);
+        for (auto& b : data) b = static_cast<unsigned char>(rng_());
+        log("memcpy from the host into " + range);
+        rt_->memcpy(o.p + offset, data.data(), len);
+        std::memcpy(o.ref.data() + offset, data.data(), len);
+        return;
+      }
+      case 2: {
+        log("memcpy to the host from " + range);
+        std::vector<unsigned char> got(len);
+        rt_->memcpy(got.data(), o.p + offset, len);
+        if (std::memcmp(got.data(), o.ref.data() + offset, len) != 0) {
+          std::size_t i = 0;
+          while (got[i] == o.ref[offset + i]) ++i;
+          FAIL() << "bulk read: byte " << offset + i << " is " << int(got[i]) << ", expected "
+                 << int(o.ref[offset + i]) << "; " << where();
+        }
+        return;
+      }
+      default: {
+        Object& to = objects_[below(objects_.size())];
+        const std::size_t n = std::min(len, to.ref.size());
+        const std::size_t at = below(to.ref.size() - n + 1);
+        log("memmove " + std::to_string(n) + " from " + std::to_string(offset) + " of " +
+            std::to_string(o.ref.size()) + " (device " + std::to_string(o.device) + ") to " +
+            std::to_string(at) + " of " + std::to_string(to.ref.size()) + " (device " +
+            std::to_string(to.device) + ")");
+        rt_->memmove(to.p + at, o.p + offset, n);
+        std::memmove(to.ref.data() + at, o.ref.data() + offset, n);
+        return;
+      }
+    }
+  }
+
   void alloc() {
     const unsigned device = static_cast<unsigned>(below(GetParam().devices));
     const std::size_t bytes = random_size();
@@ -223,12 +275,26 @@ class AdsmModel : public ::testing::TestWithParam<Param> {
     for (int c = 0; c < calls; ++c) kernel_call();
     log("sync");
     rt_->sync();
+    if (coin()) bulk_op();  // on blocks the sync may have made invalid
+    if (HasFatalFailure()) return;
     if (coin()) cpu_write();
     if (coin()) cpu_read();
   }
 
+  // Half of the objects are read with a bulk copy, which leaves invalid blocks invalid for later steps.
   void check_all() {
     for (const auto& o : objects_) {
+      if (coin()) {
+        std::vector<unsigned char> got(o.ref.size());
+        rt_->memcpy(got.data(), o.p, got.size());
+        if (got != o.ref) {
+          std::size_t i = 0;
+          while (got[i] == o.ref[i]) ++i;
+          FAIL() << "bulk check after the step: byte " << i << " of the object at " << static_cast<void*>(o.p)
+                 << " is " << int(got[i]) << ", expected " << int(o.ref[i]) << "; " << where();
+        }
+        continue;
+      }
       check_range(o, 0, o.ref.size(), "check after the step");
       if (HasFatalFailure()) return;
     }
@@ -252,8 +318,10 @@ TEST_P(AdsmModel, MatchesPlainMemory) {
       free_one();
     } else if (r < 40) {
       cpu_write();
-    } else if (r < 60) {
+    } else if (r < 52) {
       cpu_read();
+    } else if (r < 64) {
+      bulk_op();
     } else {
       kernel_step();
     }

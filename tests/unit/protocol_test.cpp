@@ -234,6 +234,28 @@ TEST(ProtocolTransitionTest, OnlyRollingEvictsAndOnlyDirtyBlocks) {
   }
 }
 
+// Bulk operations (seed 000 §4.4): the whole table of protocol.hpp, written out.
+TEST(ProtocolTransitionTest, EveryBulkWrite) {
+  using Sd = Side;
+  for (const K kind : kKinds) {
+    const bool batch = kind == K::batch;
+    for (const bool whole : {false, true}) {
+      const std::string what = std::string(to_string(kind)) + (whole ? " whole" : " part");
+      EXPECT_EQ(on_bulk_write(kind, S::invalid, whole), (BulkStep{Sd::device, S::invalid})) << what;
+      EXPECT_EQ(on_bulk_write(kind, S::dirty, whole), (BulkStep{Sd::host, S::dirty})) << what;
+      const BulkStep read_only = whole && !batch ? BulkStep{Sd::device, S::invalid} : BulkStep{Sd::both, S::read_only};
+      EXPECT_EQ(on_bulk_write(kind, S::read_only, whole), read_only) << what;
+    }
+  }
+}
+
+TEST(ProtocolTransitionTest, BulkReadsUseTheDeviceOnlyForInvalidBlocks) {
+  EXPECT_EQ(on_bulk_read(S::invalid), Side::device);
+  EXPECT_EQ(on_bulk_read(S::read_only), Side::host);
+  EXPECT_EQ(on_bulk_read(S::dirty), Side::host);
+  EXPECT_STREQ(to_string(Side::both), "both");
+}
+
 // A whole lifetime under lazy-update, as the seed describes it.
 TEST(ProtocolTransitionTest, LazyLifetime) {
   Transition t = initial(K::lazy);
