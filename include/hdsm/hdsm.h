@@ -6,6 +6,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -78,6 +81,19 @@ hdsm_status hdsm_safe(const void* pointer, void** out);
 hdsm_status hdsm_memcpy(void* dst, const void* src, size_t bytes);
 hdsm_status hdsm_memmove(void* dst, const void* src, size_t bytes);
 hdsm_status hdsm_memset(void* dst, int value, size_t bytes);
+
+/* I/O with buffers in shared memory (hdsm::Runtime::read and the rest): the libc calls' arguments,
+ * results and errno, on the default runtime. A buffer range leaving the live shared objects gives -1
+ * and EFAULT (hdsm_fread/hdsm_fwrite: 0) before anything moves; a device failure gives -1 and EIO,
+ * with the message in hdsm_last_error(). Host-memory buffers go straight to libc. */
+ssize_t hdsm_read(int fd, void* buf, size_t bytes);
+ssize_t hdsm_write(int fd, const void* buf, size_t bytes);
+ssize_t hdsm_pread(int fd, void* buf, size_t bytes, off_t offset);
+ssize_t hdsm_pwrite(int fd, const void* buf, size_t bytes, off_t offset);
+ssize_t hdsm_readv(int fd, const struct iovec* iov, int count);
+ssize_t hdsm_writev(int fd, const struct iovec* iov, int count);
+size_t hdsm_fread(void* buf, size_t size, size_t count, FILE* stream);
+size_t hdsm_fwrite(const void* buf, size_t size, size_t count, FILE* stream);
 
 #ifdef __cplusplus
 }

@@ -9,9 +9,13 @@
 #include <hdsm/stats.hpp>
 
 #include <cstddef>
+#include <cstdio>
 #include <cstdint>
 #include <memory>
 #include <span>
+
+#include <sys/types.h>
+#include <sys/uio.h>
 
 namespace hdsm {
 
@@ -80,6 +84,22 @@ class Runtime {
   void* memcpy(void* dst, const void* src, std::size_t n);
   void* memmove(void* dst, const void* src, std::size_t n);
   void* memset(void* dst, int value, std::size_t n);
+
+  /// I/O on shared objects (seed 000 §4.4) with the libc calls' arguments, results and errno. A buffer
+  /// in shared memory is moved in chunks of the pinned staging pool, double-buffered, straight
+  /// between the file and the device copy where the host copy is invalid, through the host view
+  /// otherwise; no page fault is raised, so no system call is interrupted halfway and restarted. A
+  /// buffer range that leaves the live shared objects gives -1 with EFAULT (fread/fwrite: 0) before
+  /// any byte moves. Host-memory buffers go straight to libc. readv/writev handle their vectors in
+  /// order, each as one read/write, and so are not atomic when a vector is shared.
+  ssize_t read(int fd, void* buf, std::size_t n);
+  ssize_t write(int fd, const void* buf, std::size_t n);
+  ssize_t pread(int fd, void* buf, std::size_t n, off_t offset);
+  ssize_t pwrite(int fd, const void* buf, std::size_t n, off_t offset);
+  ssize_t readv(int fd, const struct iovec* iov, int count);
+  ssize_t writev(int fd, const struct iovec* iov, int count);
+  std::size_t fread(void* buf, std::size_t size, std::size_t count, std::FILE* stream);
+  std::size_t fwrite(const void* buf, std::size_t size, std::size_t count, std::FILE* stream);
 
   /// Release, then launch asynchronously on the device hosting the shared-pointer arguments.
   template <class... A>

@@ -4,6 +4,7 @@
 
 #include "runtime/runtime_impl.hpp"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -42,6 +43,20 @@ hdsm_status guarded(F&& f) {
     last_error = e.what();
     return HDSM_ERROR_UNKNOWN;
   }
+}
+
+/// An I/O call: its result, or `failed` with errno EIO (and the message kept) when hdsm throws.
+template <class R, class F>
+R io_guarded(R failed, F&& f) {
+  hdsm_status status = HDSM_SUCCESS;
+  R result = failed;
+  int saved = 0;
+  status = guarded([&] {
+    result = f();
+    saved = errno;
+  });
+  errno = status == HDSM_SUCCESS ? saved : EIO;
+  return status == HDSM_SUCCESS ? result : failed;
 }
 
 hdsm_status null_argument(const char* call, const char* what) {
@@ -137,6 +152,38 @@ hdsm_status hdsm_memmove(void* dst, const void* src, size_t bytes) {
 
 hdsm_status hdsm_memset(void* dst, int value, size_t bytes) {
   return guarded([&] { hdsm::Runtime::instance().memset(dst, value, bytes); });
+}
+
+ssize_t hdsm_read(int fd, void* buf, size_t bytes) {
+  return io_guarded<ssize_t>(-1, [&] { return hdsm::Runtime::instance().read(fd, buf, bytes); });
+}
+
+ssize_t hdsm_write(int fd, const void* buf, size_t bytes) {
+  return io_guarded<ssize_t>(-1, [&] { return hdsm::Runtime::instance().write(fd, buf, bytes); });
+}
+
+ssize_t hdsm_pread(int fd, void* buf, size_t bytes, off_t offset) {
+  return io_guarded<ssize_t>(-1, [&] { return hdsm::Runtime::instance().pread(fd, buf, bytes, offset); });
+}
+
+ssize_t hdsm_pwrite(int fd, const void* buf, size_t bytes, off_t offset) {
+  return io_guarded<ssize_t>(-1, [&] { return hdsm::Runtime::instance().pwrite(fd, buf, bytes, offset); });
+}
+
+ssize_t hdsm_readv(int fd, const struct iovec* iov, int count) {
+  return io_guarded<ssize_t>(-1, [&] { return hdsm::Runtime::instance().readv(fd, iov, count); });
+}
+
+ssize_t hdsm_writev(int fd, const struct iovec* iov, int count) {
+  return io_guarded<ssize_t>(-1, [&] { return hdsm::Runtime::instance().writev(fd, iov, count); });
+}
+
+size_t hdsm_fread(void* buf, size_t size, size_t count, FILE* stream) {
+  return io_guarded<size_t>(0, [&] { return hdsm::Runtime::instance().fread(buf, size, count, stream); });
+}
+
+size_t hdsm_fwrite(const void* buf, size_t size, size_t count, FILE* stream) {
+  return io_guarded<size_t>(0, [&] { return hdsm::Runtime::instance().fwrite(buf, size, count, stream); });
 }
 
 }  // extern "C"

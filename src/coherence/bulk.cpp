@@ -91,7 +91,7 @@ void SharedSpace::copy_device(Entry& dst, std::size_t dst_offset, Entry& src, st
   }
 }
 
-void SharedSpace::write_span(const Span& span, const Source& source) {
+void SharedSpace::write_span(const Span& span, const Source& source, std::vector<Event>* pending) {
   Entry& e = *span.entry;
   std::lock_guard lock(e.mutex);
   if (!e.live) freed_during("bulk write");
@@ -171,24 +171,31 @@ void SharedSpace::write_span(const Span& span, const Source& source) {
       copy_device(e, r.offset, *src.entry, src.offset, r.bytes);
     }
   }
-  if (device_work) queue.record().wait();
+  if (!device_work) return;
+  Event done = queue.record();
+  if (pending == nullptr) return done.wait();
+  e.pending = done;  // a "both" run uploads from the shadow view, which writers must not change yet
+  pending->push_back(std::move(done));
 }
 
-void SharedSpace::write_spans(const std::vector<Span>& dst, std::size_t at, std::size_t n, const Source& source) {
+void SharedSpace::write_spans(const std::vector<Span>& dst, std::size_t at, std::size_t n, const Source& source,
+                              std::vector<Event>* pending) {
   std::size_t span_begin = 0;
   for (const Span& span : dst) {
     const std::size_t span_end = span_begin + span.bytes;
     const std::size_t lo = std::max(at, span_begin), hi = std::min(at + n, span_end);
-    if (lo < hi) write_span({span.entry, span.offset + (lo - span_begin), hi - lo}, source.advanced(lo - at));
+    if (lo < hi)
+      write_span({span.entry, span.offset + (lo - span_begin), hi - lo}, source.advanced(lo - at), pending);
     span_begin = span_end;
     if (span_begin >= at + n) break;
   }
 }
 
-void SharedSpace::write(void* dst, const void* src, std::size_t n) {
+void SharedSpace::write(void* dst, const void* src, std::size_t n, std::vector<Event>* pending) {
   if (n == 0) return;
   const std::vector<Span> dst_spans = spans(dst, n, "write to shared memory");
-  write_spans(dst_spans, 0, n, Source{.kind = Source::Kind::host, .host = static_cast<const std::byte*>(src)});
+  write_spans(dst_spans, 0, n, Source{.kind = Source::Kind::host, .host = static_cast<const std::byte*>(src)},
+              pending);
 }
 
 void SharedSpace::fill(void* dst, std::uint8_t value, std::size_t n) {
@@ -197,7 +204,7 @@ void SharedSpace::fill(void* dst, std::uint8_t value, std::size_t n) {
   write_spans(dst_spans, 0, n, Source{.kind = Source::Kind::value, .value = value});
 }
 
-void SharedSpace::read(void* dst, const void* src, std::size_t n) {
+void SharedSpace::read(void* dst, const void* src, std::size_t n, std::vector<Event>* pending) {
   if (n == 0) return;
   auto* out = static_cast<std::byte*>(dst);
   for (const Span& span : spans(src, n, "read from shared memory")) {
@@ -219,7 +226,13 @@ void SharedSpace::read(void* dst, const void* src, std::size_t n) {
         counters_.action(Action::bulk).add(r.bytes);
         device_work = true;
       }
-      if (device_work) queue.record().wait();
+      if (device_work) {
+        Event done = queue.record();
+        if (pending == nullptr)
+          done.wait();
+        else
+          pending->push_back(std::move(done));
+      }
     }
     out += span.bytes;
   }

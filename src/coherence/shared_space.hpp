@@ -81,14 +81,19 @@ class SharedSpace {
   /// copy; a dirty one is written through the shadow view. The runtime's accesses never fault. Each
   /// returns once the data is in place. Every byte of a shared range must lie in a live object
   /// (hdsm::InvalidArgument naming the first byte that does not, before anything is written).
-  /// [dst, dst + n) shared, [src, src + n) host memory.
-  void write(void* dst, const void* src, std::size_t n);
-  /// [dst, dst + n) host memory, [src, src + n) shared.
-  void read(void* dst, const void* src, std::size_t n);
+  /// [dst, dst + n) shared, [src, src + n) host memory. With `pending`, device work may still read
+  /// the source when this returns: its events are appended there, to wait for before the source
+  /// changes (later operations on the objects are ordered after it anyway).
+  void write(void* dst, const void* src, std::size_t n, std::vector<Event>* pending = nullptr);
+  /// [dst, dst + n) host memory, [src, src + n) shared. With `pending`, device work may still write
+  /// the destination when this returns: wait for the appended events before reading it.
+  void read(void* dst, const void* src, std::size_t n, std::vector<Event>* pending = nullptr);
   /// [dst, dst + n) shared, every byte set to `value`.
   void fill(void* dst, std::uint8_t value, std::size_t n);
   /// Both ranges shared (any objects, any devices); they may overlap (memmove semantics).
   void copy(void* dst, const void* src, std::size_t n);
+  /// hdsm::InvalidArgument, as write and read give it, unless every byte of [p, p + n) is in a live object.
+  void check(const void* p, std::size_t n, const char* call) const { (void)spans(p, n, call); }
   /// Whether `p` is in this space's user view (a live object or not).
   bool owns(const void* p) const { return arena_.contains(p); }
 
@@ -125,8 +130,9 @@ class SharedSpace {
   };
   /// The live objects covering [p, p + n) in address order (hdsm::InvalidArgument on a gap).
   std::vector<Span> spans(const void* p, std::size_t n, const char* call) const;
-  /// Stores `span.bytes` bytes from `source` at `span.offset` of its object; waits for completion.
-  void write_span(const Span& span, const Source& source);
+  /// Stores `span.bytes` bytes from `source` at `span.offset` of its object; waits for completion,
+  /// or appends the event to wait for to `pending`.
+  void write_span(const Span& span, const Source& source, std::vector<Event>* pending);
   /// A stretch of one object that a bulk operation handles on one side.
   struct BulkRun {
     std::size_t offset = 0;
@@ -137,7 +143,8 @@ class SharedSpace {
   /// side (the caller holds the object's lock).
   std::vector<BulkRun> read_runs(const Entry& e, std::size_t offset, std::size_t bytes) const;
   /// Stores `n` bytes from `source` at byte `at` of a range whose spans are `dst`.
-  void write_spans(const std::vector<Span>& dst, std::size_t at, std::size_t n, const Source& source);
+  void write_spans(const std::vector<Span>& dst, std::size_t at, std::size_t n, const Source& source,
+                   std::vector<Event>* pending = nullptr);
   /// Device-to-device copy between two objects' device copies (through the host between devices).
   void copy_device(Entry& dst, std::size_t dst_offset, Entry& src, std::size_t src_offset, std::size_t n);
   /// A copy between overlapping shared ranges, through a host bounce buffer.

@@ -83,6 +83,7 @@ RuntimeImpl::RuntimeImpl(Config c)
 
 RuntimeImpl::~RuntimeImpl() {
   destroy_space();
+  staging_.reset();  // pinned memory of a device
   sim.reset();
   if (config.boolean(name(Knob::stats))) std::fputs(counters.snapshot().to_string().c_str(), stderr);
 }

@@ -6,6 +6,7 @@
 #include <hdsm/runtime.hpp>
 
 #include "coherence/shared_space.hpp"
+#include "device/staging_pool.hpp"
 #include "device/sim/sim_device.hpp"
 #include "exec/executor.hpp"
 #include "obs/counters.hpp"
@@ -37,6 +38,8 @@ struct RuntimeImpl {
   coherence::SharedSpace* existing_space();
   /// Destroys the shared space (before the devices go).
   void destroy_space() noexcept;
+  /// The pinned staging pool (HDSM_STAGING_BYTES, HDSM_STAGING_CHUNK), created on first use.
+  StagingPool& staging();
 
   using Uses = std::vector<std::pair<const void*, coherence::KernelUse>>;
   struct Call {
@@ -49,6 +52,8 @@ struct RuntimeImpl {
  private:
   std::mutex space_mutex_;
   std::unique_ptr<coherence::SharedSpace> space_;
+  std::mutex staging_mutex_;
+  std::unique_ptr<StagingPool> staging_;
 };
 
 /// Set a knob of the implicit default runtime before it is created (C API hdsm_config_set).

@@ -1,0 +1,268 @@
+// I/O on shared objects (seed 000 §4.4, seed 003 §5.4): read, write, pread, pwrite, readv, writev,
+// fread and fwrite with a buffer in shared memory. A system call never sees the user view (a fault
+// inside the kernel's copy would end the call with EFAULT after part of the data moved); the data
+// goes through chunks of the pinned staging pool instead, and SharedSpace::write/read place each chunk
+// by block state, straight into the device copy where the host copy is invalid. Two chunks, when the
+// pool has them free, overlap the device transfer of one chunk with the file transfer of the other.
+#include <hdsm/error.hpp>
+#include <hdsm/runtime.hpp>
+
+#include "runtime/knobs.hpp"
+#include "runtime/runtime_impl.hpp"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include <unistd.h>
+
+namespace hdsm {
+namespace detail {
+
+StagingPool& RuntimeImpl::staging() {
+  std::lock_guard lock(staging_mutex_);
+  if (!staging_)
+    staging_ = std::make_unique<StagingPool>(*devices.at(default_device),
+                                             config.size(knob_name(Knob::staging_bytes)),
+                                             config.size(knob_name(Knob::staging_chunk)));
+  return *staging_;
+}
+
+}  // namespace detail
+
+namespace {
+
+using Pending = std::vector<Event>;
+
+/// Up to two staging chunks and the device work still using each; waits for that work however the
+/// transfer ends, before the chunks go back to the pool.
+class Buffers {
+ public:
+  explicit Buffers(StagingPool& pool) {
+    leases_.push_back(pool.acquire());
+    if (auto second = pool.try_acquire()) leases_.push_back(std::move(*second));
+    pending_.resize(leases_.size());
+  }
+  ~Buffers() {
+    for (std::size_t i = 0; i < leases_.size(); ++i) {
+      try {
+        settle(i);
+      } catch (const std::exception&) {  // reported by the wait that the transfer itself made
+      }
+    }
+  }
+  Buffers(const Buffers&) = delete;
+  Buffers& operator=(const Buffers&) = delete;
+
+  std::size_t count() const { return leases_.size(); }
+  std::size_t chunk() const { return leases_[0].size(); }
+  std::byte* data(std::size_t i) { return leases_[i % count()].data(); }
+  Pending& pending(std::size_t i) { return pending_[i % count()]; }
+  /// Waits for the device work on buffer `i`; rethrows its error.
+  void settle(std::size_t i) {
+    Pending& p = pending(i);
+    for (const Event& e : p) e.wait();
+    p.clear();
+  }
+
+ private:
+  std::vector<StagingPool::Lease> leases_;
+  std::vector<Pending> pending_;
+};
+
+/// The shared space a buffer of the runtime is in, or nullptr for host memory (and for a runtime
+/// without shared objects yet).
+coherence::SharedSpace* shared(detail::RuntimeImpl& impl, const void* p) {
+  coherence::SharedSpace* space = impl.existing_space();
+  return space != nullptr && space->owns(p) ? space : nullptr;
+}
+
+/// EFAULT, as the kernel gives for a buffer outside the process's memory, unless the range lies in
+/// live shared objects.
+bool range_ok(coherence::SharedSpace& space, const void* p, std::size_t n, const char* call) {
+  try {
+    space.check(p, n, call);
+    return true;
+  } catch (const InvalidArgument&) {
+    errno = EFAULT;
+    return false;
+  }
+}
+
+/// File to shared memory. `transfer(chunk, bytes, done)` reads up to `bytes` of the file into the
+/// chunk (`done` bytes are already in) and returns the count, 0 at the end or -1 with errno.
+template <class Transfer>
+ssize_t into_shared(detail::RuntimeImpl& impl, coherence::SharedSpace& space, void* dst, std::size_t n,
+                    Transfer&& transfer) {
+  Buffers buffers(impl.staging());
+  auto* out = static_cast<std::byte*>(dst);
+  std::size_t done = 0;
+  int error = 0;
+  for (std::size_t i = 0; done < n; ++i) {
+    buffers.settle(i);  // the device no longer reads this chunk
+    const std::size_t want = std::min(n - done, buffers.chunk());
+    const ssize_t got = transfer(buffers.data(i), want, done);
+    if (got < 0) error = errno;
+    if (got <= 0) break;
+    space.write(out + done, buffers.data(i), static_cast<std::size_t>(got), &buffers.pending(i));
+    done += static_cast<std::size_t>(got);
+    if (static_cast<std::size_t>(got) < want) break;  // short: end of file, or what a pipe had
+  }
+  for (std::size_t i = 0; i < buffers.count(); ++i) buffers.settle(i);
+  if (done == 0 && error != 0) {
+    errno = error;
+    return -1;
+  }
+  return static_cast<ssize_t>(done);
+}
+
+/// Shared memory to a file. `transfer(chunk, bytes, done)` writes the chunk and returns the count
+/// written or -1 with errno. Chunk i + 1 is staged while chunk i is written.
+template <class Transfer>
+ssize_t from_shared(detail::RuntimeImpl& impl, coherence::SharedSpace& space, const void* src, std::size_t n,
+                    Transfer&& transfer) {
+  Buffers buffers(impl.staging());
+  const auto* in = static_cast<const std::byte*>(src);
+  const auto stage = [&](std::size_t i, std::size_t at) {
+    space.read(buffers.data(i), in + at, std::min(n - at, buffers.chunk()), &buffers.pending(i));
+  };
+  std::size_t done = 0;
+  int error = 0;
+  stage(0, 0);
+  for (std::size_t i = 0; done < n; ++i) {
+    const std::size_t want = std::min(n - done, buffers.chunk());
+    buffers.settle(i);
+    if (buffers.count() > 1 && done + want < n) stage(i + 1, done + want);
+    const ssize_t put = transfer(buffers.data(i), want, done);
+    if (put < 0) error = errno;
+    if (put <= 0) break;
+    done += static_cast<std::size_t>(put);
+    if (static_cast<std::size_t>(put) < want) break;  // short write: report what went out
+    if (buffers.count() == 1 && done < n) stage(i + 1, done);
+  }
+  for (std::size_t i = 0; i < buffers.count(); ++i) buffers.settle(i);
+  if (done == 0 && error != 0) {
+    errno = error;
+    return -1;
+  }
+  return static_cast<ssize_t>(done);
+}
+
+/// size * count, or nullopt (errno EOVERFLOW) when it does not fit.
+bool item_bytes(std::size_t size, std::size_t count, std::size_t& bytes) {
+  if (size != 0 && count > SIZE_MAX / size) {
+    errno = EOVERFLOW;
+    return false;
+  }
+  bytes = size * count;
+  return true;
+}
+
+}  // namespace
+
+ssize_t Runtime::read(int fd, void* buf, std::size_t n) {
+  coherence::SharedSpace* space = shared(*impl_, buf);
+  if (space == nullptr || n == 0) return ::read(fd, buf, n);
+  if (!range_ok(*space, buf, n, "read")) return -1;
+  return into_shared(*impl_, *space, buf, n,
+                     [fd](std::byte* chunk, std::size_t bytes, std::size_t) { return ::read(fd, chunk, bytes); });
+}
+
+ssize_t Runtime::pread(int fd, void* buf, std::size_t n, off_t offset) {
+  coherence::SharedSpace* space = shared(*impl_, buf);
+  if (space == nullptr || n == 0) return ::pread(fd, buf, n, offset);
+  if (!range_ok(*space, buf, n, "pread")) return -1;
+  return into_shared(*impl_, *space, buf, n, [fd, offset](std::byte* chunk, std::size_t bytes, std::size_t done) {
+    return ::pread(fd, chunk, bytes, offset + static_cast<off_t>(done));
+  });
+}
+
+ssize_t Runtime::write(int fd, const void* buf, std::size_t n) {
+  coherence::SharedSpace* space = shared(*impl_, buf);
+  if (space == nullptr || n == 0) return ::write(fd, buf, n);
+  if (!range_ok(*space, buf, n, "write")) return -1;
+  return from_shared(*impl_, *space, buf, n, [fd](const std::byte* chunk, std::size_t bytes, std::size_t) {
+    return ::write(fd, chunk, bytes);
+  });
+}
+
+ssize_t Runtime::pwrite(int fd, const void* buf, std::size_t n, off_t offset) {
+  coherence::SharedSpace* space = shared(*impl_, buf);
+  if (space == nullptr || n == 0) return ::pwrite(fd, buf, n, offset);
+  if (!range_ok(*space, buf, n, "pwrite")) return -1;
+  return from_shared(*impl_, *space, buf, n,
+                     [fd, offset](const std::byte* chunk, std::size_t bytes, std::size_t done) {
+                       return ::pwrite(fd, chunk, bytes, offset + static_cast<off_t>(done));
+                     });
+}
+
+namespace {
+
+/// readv/writev with at least one shared vector: the vectors in order, each through `one` (a read or
+/// write of the runtime), stopping at the first short one. `plain` is libc's call for host memory.
+template <class Plain, class One>
+ssize_t vectored(detail::RuntimeImpl& impl, const struct iovec* iov, int count, const char* call, Plain&& plain,
+                 One&& one) {
+  bool any_shared = false;
+  for (int i = 0; i < count && iov != nullptr; ++i) any_shared |= shared(impl, iov[i].iov_base) != nullptr;
+  if (!any_shared) return plain();
+  for (int i = 0; i < count; ++i) {
+    coherence::SharedSpace* space = shared(impl, iov[i].iov_base);
+    if (space != nullptr && iov[i].iov_len != 0 && !range_ok(*space, iov[i].iov_base, iov[i].iov_len, call))
+      return -1;
+  }
+  std::size_t done = 0;
+  for (int i = 0; i < count; ++i) {
+    const ssize_t moved = one(iov[i]);
+    if (moved < 0) return done == 0 ? -1 : static_cast<ssize_t>(done);
+    done += static_cast<std::size_t>(moved);
+    if (static_cast<std::size_t>(moved) < iov[i].iov_len) break;
+  }
+  return static_cast<ssize_t>(done);
+}
+
+}  // namespace
+
+ssize_t Runtime::readv(int fd, const struct iovec* iov, int count) {
+  return vectored(
+      *impl_, iov, count, "readv", [&] { return ::readv(fd, iov, count); },
+      [&](const struct iovec& v) { return read(fd, v.iov_base, v.iov_len); });
+}
+
+ssize_t Runtime::writev(int fd, const struct iovec* iov, int count) {
+  return vectored(
+      *impl_, iov, count, "writev", [&] { return ::writev(fd, iov, count); },
+      [&](const struct iovec& v) { return write(fd, v.iov_base, v.iov_len); });
+}
+
+std::size_t Runtime::fread(void* buf, std::size_t size, std::size_t count, std::FILE* stream) {
+  coherence::SharedSpace* space = shared(*impl_, buf);
+  if (space == nullptr) return std::fread(buf, size, count, stream);
+  std::size_t n = 0;
+  if (!item_bytes(size, count, n) || n == 0) return 0;
+  if (!range_ok(*space, buf, n, "fread")) return 0;
+  const ssize_t done =
+      into_shared(*impl_, *space, buf, n, [stream](std::byte* chunk, std::size_t bytes, std::size_t) -> ssize_t {
+        const std::size_t got = std::fread(chunk, 1, bytes, stream);
+        return got == 0 && std::ferror(stream) ? -1 : static_cast<ssize_t>(got);
+      });
+  return done <= 0 ? 0 : static_cast<std::size_t>(done) / size;
+}
+
+std::size_t Runtime::fwrite(const void* buf, std::size_t size, std::size_t count, std::FILE* stream) {
+  coherence::SharedSpace* space = shared(*impl_, buf);
+  if (space == nullptr) return std::fwrite(buf, size, count, stream);
+  std::size_t n = 0;
+  if (!item_bytes(size, count, n) || n == 0) return 0;
+  if (!range_ok(*space, buf, n, "fwrite")) return 0;
+  const ssize_t done = from_shared(*impl_, *space, buf, n,
+                                   [stream](const std::byte* chunk, std::size_t bytes, std::size_t) -> ssize_t {
+                                     const std::size_t put = std::fwrite(chunk, 1, bytes, stream);
+                                     return put == 0 && std::ferror(stream) ? -1 : static_cast<ssize_t>(put);
+                                   });
+  return done <= 0 ? 0 : static_cast<std::size_t>(done) / size;
+}
+
+}  // namespace hdsm

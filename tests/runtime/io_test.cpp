@@ -1,0 +1,356 @@
+// I/O on shared objects: Runtime::read/write/pread/pwrite/readv/writev/fread/fwrite against libc on
+// plain memory, for every block state and protocol, ranges over several objects, files larger than
+// the staging pool, short reads, EOF and errors with libc's errno. Files are memfds (no /tmp).
+#include <hdsm/hdsm.h>
+#include <hdsm/hdsm.hpp>
+
+#include "support/test_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+namespace {
+
+constexpr std::size_t kBlock = 4096;
+
+const hdsm::Kernel& fill_kernel() {
+  static const hdsm::Kernel k =
+      hdsm::per_thread("io_fill", [](const hdsm::Thread& t, unsigned char* p, std::uint64_t n, int v) {
+        if (const auto i = t.global_x(); i < n) p[i] = static_cast<unsigned char>(v + i % 7);
+      });
+  return k;
+}
+
+/// A memfd holding `data`, offset at 0.
+int file_with(const std::vector<unsigned char>& data) {
+  const int fd = ::memfd_create("hdsm io test", MFD_CLOEXEC);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  EXPECT_EQ(::lseek(fd, 0, SEEK_SET), 0);
+  return fd;
+}
+
+std::vector<unsigned char> contents(int fd) {
+  const off_t size = ::lseek(fd, 0, SEEK_END);
+  std::vector<unsigned char> out(static_cast<std::size_t>(size));
+  EXPECT_EQ(::pread(fd, out.data(), out.size(), 0), size);
+  return out;
+}
+
+std::vector<unsigned char> pattern(std::size_t n, unsigned salt) {
+  std::vector<unsigned char> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<unsigned char>(i * 31 + salt + (i >> 12));
+  return v;
+}
+
+std::uint64_t faults(const hdsm::Stats& s) { return s.read_faults + s.write_faults; }
+
+class Io : public ::testing::TestWithParam<const char*> {
+ protected:
+  // A 64 KiB pool of 16 KiB chunks, so a few hundred KiB is already "larger than the pool".
+  Io()
+      : rt_(hdsm::test::fast_sim_config(GetParam(), "4KiB")
+                .set("HDSM_STAGING_BYTES", "64KiB")
+                .set("HDSM_STAGING_CHUNK", "16KiB")) {}
+
+  enum class State { read_only, dirty, invalid };
+  static constexpr State kStates[] = {State::read_only, State::dirty, State::invalid};
+  static const char* name(State s) {
+    return s == State::read_only ? "read-only" : s == State::dirty ? "dirty" : "invalid";
+  }
+
+  /// An object of `bytes` whose blocks are all in `state` (batch: dirty or read-write anyway), with
+  /// its expected contents in `ref`.
+  unsigned char* object_in(State state, std::size_t bytes, std::vector<unsigned char>& ref) {
+    auto* p = static_cast<unsigned char*>(rt_.alloc(bytes));
+    ref.assign(bytes, 0);
+    if (state == State::dirty) {
+      ref = pattern(bytes, 5);
+      std::memcpy(p, ref.data(), bytes);
+    } else if (state == State::invalid) {
+      rt_.call(fill_kernel(), hdsm::cover(bytes), hdsm::out(p), std::uint64_t{bytes}, 40);
+      rt_.sync();
+      for (std::size_t i = 0; i < bytes; ++i) ref[i] = static_cast<unsigned char>(40 + i % 7);
+    }
+    return p;
+  }
+
+  hdsm::Runtime rt_;
+};
+
+TEST_P(Io, ReadIntoEveryStateMatchesLibc) {
+  for (State state : kStates) {
+    SCOPED_TRACE(name(state));
+    const std::size_t bytes = 40 * kBlock + 123;  // several pool-fulls
+    std::vector<unsigned char> ref;
+    unsigned char* p = object_in(state, bytes, ref);
+    const std::vector<unsigned char> data = pattern(30 * kBlock + 77, 9);
+    const int fd = file_with(data);
+    rt_.reset_stats();
+    // Starts inside a block, ends inside another; the file ends before the buffer does.
+    const std::size_t at = 1000;
+    const ssize_t got = rt_.read(fd, p + at, bytes - at);
+    EXPECT_EQ(got, static_cast<ssize_t>(data.size()));
+    EXPECT_EQ(faults(rt_.stats()), 0u) << "the runtime's own copies never fault";
+    std::memcpy(ref.data() + at, data.data(), data.size());
+    EXPECT_EQ(std::memcmp(p, ref.data(), bytes), 0);
+    EXPECT_EQ(rt_.read(fd, p, 10), 0) << "at the end of the file";
+    ::close(fd);
+    rt_.free(p);
+  }
+}
+
+TEST_P(Io, WriteFromEveryStateMatchesLibc) {
+  for (State state : kStates) {
+    SCOPED_TRACE(name(state));
+    const std::size_t bytes = 37 * kBlock + 5;
+    std::vector<unsigned char> ref;
+    unsigned char* p = object_in(state, bytes, ref);
+    const int fd = ::memfd_create("hdsm io out", MFD_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    rt_.reset_stats();
+    EXPECT_EQ(rt_.write(fd, p + 3, bytes - 3), static_cast<ssize_t>(bytes - 3));
+    EXPECT_EQ(rt_.pwrite(fd, p, 100, 1), 100);
+    EXPECT_EQ(faults(rt_.stats()), 0u);
+    std::vector<unsigned char> expected(ref.begin() + 3, ref.end());
+    std::memcpy(expected.data() + 1, ref.data(), 100);
+    EXPECT_EQ(contents(fd), expected);
+    ::close(fd);
+    rt_.free(p);
+  }
+}
+
+TEST_P(Io, PreadAndReadvAcrossObjectsAndHostMemory) {
+  auto* a = static_cast<unsigned char*>(rt_.alloc(2 * kBlock));
+  auto* b = static_cast<unsigned char*>(rt_.alloc(2 * kBlock));
+  ASSERT_EQ(b, a + 2 * kBlock) << "the test needs two neighbouring objects";
+  const std::vector<unsigned char> data = pattern(6 * kBlock, 3);
+  const int fd = file_with(data);
+  // One pread over the end of `a` into `b`.
+  EXPECT_EQ(rt_.pread(fd, a + kBlock, 2 * kBlock, 100), static_cast<ssize_t>(2 * kBlock));
+  EXPECT_EQ(std::memcmp(a + kBlock, data.data() + 100, 2 * kBlock), 0);
+  EXPECT_EQ(::lseek(fd, 0, SEEK_CUR), 0) << "pread leaves the offset alone";
+  // readv: host, shared, host.
+  std::vector<unsigned char> h1(10), h2(50);
+  iovec iov[3] = {{h1.data(), h1.size()}, {b + 7, 3000}, {h2.data(), h2.size()}};
+  EXPECT_EQ(rt_.readv(fd, iov, 3), 3060);
+  EXPECT_EQ(std::memcmp(h1.data(), data.data(), 10), 0);
+  EXPECT_EQ(std::memcmp(b + 7, data.data() + 10, 3000), 0);
+  EXPECT_EQ(std::memcmp(h2.data(), data.data() + 3010, 50), 0);
+  // writev back out in another order.
+  const int out = ::memfd_create("hdsm io writev", MFD_CLOEXEC);
+  iovec back[2] = {{b + 7, 3000}, {h1.data(), h1.size()}};
+  EXPECT_EQ(rt_.writev(out, back, 2), 3010);
+  std::vector<unsigned char> expected(data.begin() + 10, data.begin() + 3010);
+  expected.insert(expected.end(), data.begin(), data.begin() + 10);
+  EXPECT_EQ(contents(out), expected);
+  ::close(out);
+  ::close(fd);
+  rt_.free(a);
+  rt_.free(b);
+}
+
+TEST_P(Io, ShortReadsFromAPipeReturnWhatArrived) {
+  auto* p = static_cast<unsigned char*>(rt_.alloc(8 * kBlock));
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  ASSERT_EQ(::write(fds[1], "hello", 5), 5);
+  EXPECT_EQ(rt_.read(fds[0], p, 8 * kBlock), 5);
+  EXPECT_EQ(std::memcmp(p, "hello", 5), 0);
+  ::close(fds[1]);
+  EXPECT_EQ(rt_.read(fds[0], p, 8 * kBlock), 0) << "end of file";
+  ::close(fds[0]);
+  rt_.free(p);
+}
+
+TEST_P(Io, ErrorsAreLibcs) {
+  auto* p = static_cast<unsigned char*>(rt_.alloc(kBlock + 10));
+  std::memset(p, 6, kBlock + 10);
+  const std::vector<unsigned char> data = pattern(3 * kBlock, 1);
+  const int fd = file_with(data);
+  // A closed descriptor.
+  const int closed = ::dup(fd);
+  ::close(closed);
+  errno = 0;
+  EXPECT_EQ(rt_.read(closed, p, 100), -1);
+  EXPECT_EQ(errno, EBADF);
+  EXPECT_EQ(rt_.write(closed, p, 100), -1);
+  EXPECT_EQ(errno, EBADF);
+  // A range leaving the object: EFAULT, and neither the file offset nor the object moved.
+  errno = 0;
+  EXPECT_EQ(rt_.read(fd, p + kBlock, 100), -1);
+  EXPECT_EQ(errno, EFAULT);
+  EXPECT_EQ(::lseek(fd, 0, SEEK_CUR), 0);
+  for (std::size_t i = 0; i < kBlock + 10; ++i) ASSERT_EQ(p[i], 6) << "byte " << i;
+  errno = 0;
+  EXPECT_EQ(rt_.write(fd, p + 5, kBlock + 10), -1);
+  EXPECT_EQ(errno, EFAULT);
+  // A freed object.
+  auto* q = static_cast<unsigned char*>(rt_.alloc(kBlock));
+  rt_.free(q);
+  errno = 0;
+  EXPECT_EQ(rt_.read(fd, q, 10), -1);
+  EXPECT_EQ(errno, EFAULT);
+  // Host memory the user made read-only: the kernel's EFAULT, as with libc.
+  void* ro = ::mmap(nullptr, kBlock, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(ro, MAP_FAILED);
+  errno = 0;
+  EXPECT_EQ(rt_.read(fd, ro, 10), -1);
+  EXPECT_EQ(errno, EFAULT);
+  ::munmap(ro, kBlock);
+  // Writing to a descriptor opened read-only.
+  const int rd = ::open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(rd, 0);
+  errno = 0;
+  EXPECT_EQ(rt_.write(rd, p, 10), -1);
+  EXPECT_EQ(errno, EBADF);
+  ::close(rd);
+  ::close(fd);
+  rt_.free(p);
+}
+
+TEST_P(Io, FreadAndFwriteCountWholeItems) {
+  auto* p = static_cast<unsigned char*>(rt_.alloc(20 * kBlock));
+  const std::vector<unsigned char> data = pattern(10 * kBlock + 6, 2);
+  std::FILE* in = ::fdopen(file_with(data), "rb");
+  ASSERT_NE(in, nullptr);
+  EXPECT_EQ(rt_.fread(p, 8, 20 * kBlock / 8, in), (10 * kBlock + 6) / 8) << "whole items up to EOF";
+  EXPECT_TRUE(std::feof(in));
+  EXPECT_EQ(std::memcmp(p, data.data(), data.size()), 0) << "the partial item's bytes arrive too";
+  std::fclose(in);
+  const int fd = ::memfd_create("hdsm io fwrite", MFD_CLOEXEC);
+  std::FILE* out = ::fdopen(fd, "wb");
+  ASSERT_NE(out, nullptr);
+  EXPECT_EQ(rt_.fwrite(p + 2, 4, 1000, out), 1000u);
+  ASSERT_EQ(std::fflush(out), 0);
+  EXPECT_EQ(contents(fd), std::vector<unsigned char>(data.begin() + 2, data.begin() + 4002));
+  std::fclose(out);
+  // Overflowing size * count.
+  errno = 0;
+  EXPECT_EQ(rt_.fread(p, SIZE_MAX / 2, 4, stdin), 0u);
+  EXPECT_EQ(errno, EOVERFLOW);
+  rt_.free(p);
+}
+
+INSTANTIATE_TEST_SUITE_P(Protocols, Io, ::testing::Values("batch", "lazy", "rolling"),
+                         [](const auto& info) { return std::string(info.param); });
+
+TEST(IoStaging, APoolWithoutAChunkOrAboveMemoryIsAConfigError) {
+  for (const char* bytes : {"0", "1KiB", "1TiB"}) {
+    hdsm::Runtime rt(hdsm::test::fast_sim_config().set("HDSM_STAGING_BYTES", bytes));
+    void* p = rt.alloc(kBlock);
+    const int fd = file_with(pattern(100, 0));
+    try {
+      (void)rt.read(fd, p, 100);
+      ADD_FAILURE() << "HDSM_STAGING_BYTES=" << bytes << " was accepted";
+    } catch (const hdsm::ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("HDSM_STAGING_BYTES"), std::string::npos) << e.what();
+    }
+    ::close(fd);
+    rt.free(p);
+  }
+}
+
+TEST(IoCApi, ReadAndWriteOnTheDefaultRuntime) {
+  EXPECT_EXIT(
+      {
+        bool ok = hdsm_config_set("HDSM_SIM_MEMORY", "32MiB") == HDSM_SUCCESS;
+        ok &= hdsm_config_set("HDSM_ARENA_SEGMENT", "1GiB") == HDSM_SUCCESS;
+        void* p = nullptr;
+        ok &= hdsm_alloc(3 * kBlock, -1, &p) == HDSM_SUCCESS;
+        const std::vector<unsigned char> data = pattern(3 * kBlock, 8);
+        const int fd = file_with(data);
+        ok &= hdsm_read(fd, p, 3 * kBlock) == static_cast<ssize_t>(3 * kBlock);
+        ok &= std::memcmp(p, data.data(), data.size()) == 0;
+        ok &= hdsm_pwrite(fd, p, 10, 3 * kBlock) == 10;
+        errno = 0;
+        ok &= hdsm_read(fd, static_cast<char*>(p) + 3 * kBlock - 1, 2) == -1 && errno == EFAULT;
+        ok &= hdsm_free(p) == HDSM_SUCCESS;
+        std::exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+}  // namespace
+
+namespace {
+
+// Eight threads, each with objects of its own and one object they all read, mixing CPU accesses
+// (faults), bulk memory and file I/O, checked against plain memory after every step (TSan in CI).
+TEST(IoThreads, EightThreadsMixFaultsBulkMemoryAndIo) {
+  hdsm::Runtime rt(hdsm::test::fast_sim_config("rolling", "4KiB")
+                       .set("HDSM_STAGING_BYTES", "128KiB")
+                       .set("HDSM_STAGING_CHUNK", "16KiB"));
+  constexpr std::size_t kCommon = 16 * kBlock, kOwn = 12 * kBlock;
+  auto* common = static_cast<unsigned char*>(rt.alloc(kCommon));
+  const std::vector<unsigned char> common_ref = pattern(kCommon, 77);
+  rt.memcpy(common, common_ref.data(), kCommon);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (unsigned t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(1234 + t);
+      auto* own = static_cast<unsigned char*>(rt.alloc(kOwn));
+      std::vector<unsigned char> ref(kOwn, 0);
+      const int fd = ::memfd_create("hdsm io thread", MFD_CLOEXEC);
+      std::vector<unsigned char> file(kOwn, 0);
+      if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(kOwn)) != 0) ++failures;
+      for (int step = 0; step < 60 && failures == 0; ++step) {
+        const std::size_t at = rng() % kOwn, n = 1 + rng() % (kOwn - at);
+        switch (rng() % 6) {
+          case 0:  // CPU write: faults
+            for (std::size_t i = at; i < at + n; i += 97) own[i] = ref[i] = static_cast<unsigned char>(rng());
+            break;
+          case 1: {
+            const int v = static_cast<int>(rng() % 256);
+            rt.memset(own + at, v, n);
+            std::memset(ref.data() + at, v, n);
+            break;
+          }
+          case 2:  // own -> file
+            if (rt.pwrite(fd, own + at, n, static_cast<off_t>(at)) != static_cast<ssize_t>(n)) ++failures;
+            std::memcpy(file.data() + at, ref.data() + at, n);
+            break;
+          case 3:  // file -> own
+            if (rt.pread(fd, own + at, n, static_cast<off_t>(at)) != static_cast<ssize_t>(n)) ++failures;
+            std::memcpy(ref.data() + at, file.data() + at, n);
+            break;
+          case 4: {  // the common object, read by everyone with a bulk copy and by the CPU
+            const std::size_t c = rng() % (kCommon - 64);
+            std::vector<unsigned char> got(64);
+            rt.memcpy(got.data(), common + c, 64);
+            if (std::memcmp(got.data(), common_ref.data() + c, 64) != 0 || common[c] != common_ref[c]) ++failures;
+            break;
+          }
+          default: {
+            std::vector<unsigned char> got(n);
+            rt.memcpy(got.data(), own + at, n);
+            if (std::memcmp(got.data(), ref.data() + at, n) != 0) ++failures;
+          }
+        }
+        if (std::memcmp(own, ref.data(), kOwn) != 0) ++failures;
+      }
+      ::close(fd);
+      rt.free(own);
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  rt.free(common);
+}
+
+}  // namespace
