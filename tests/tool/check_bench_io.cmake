@@ -1,0 +1,25 @@
+# Run `hdsm bench io --quick` into a fresh folder and check that every experiment reported (each
+# version's data is checked by the suite itself before its time counts).
+#   cmake -DHDSM=<hdsm executable> -DOUT=<folder> -P check_bench_io.cmake
+cmake_minimum_required(VERSION 3.25)
+
+file(REMOVE_RECURSE ${OUT})
+execute_process(COMMAND ${HDSM} bench io --quick --out ${OUT}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+set(transcript "exit: ${rc}\n--- stdout ---\n${out}--- stderr ---\n${err}")
+if(NOT rc STREQUAL "0")
+  message(FATAL_ERROR "hdsm bench io --quick failed\n${transcript}")
+endif()
+foreach(metric "file -> device 8 MiB: hdsm / double-buffered" "device -> file 32 MiB: speed-up of hdsm")
+  if(NOT out MATCHES "${metric}")
+    message(FATAL_ERROR "the summary lacks '${metric}'\n${transcript}")
+  endif()
+endforeach()
+file(READ ${OUT}/io.csv csv)
+foreach(row "file -> device,hdsm," "device -> file,double-buffered," "memory,memset: hdsm on invalid blocks,"
+            "faults,8 threads,")
+  if(NOT csv MATCHES "\n${row}")
+    message(FATAL_ERROR "io.csv has no '${row}' row")
+  endif()
+endforeach()
+message(STATUS "ok: ${OUT}")

@@ -1,0 +1,361 @@
+// The `io` suite: I/O and bulk memory on shared objects (seed 003 Fig. 11, seed 000 §4.4).
+//   file       file -> device and device -> file with a user (pageable) buffer, one pinned buffer of
+//              the whole size, hand-written double buffering through two pinned 2 MiB chunks, and
+//              hdsm's transparent pread/pwrite on a shared object
+//   memory     memset and memcpy on shared objects against the explicit device calls
+//   faults     write faults per second with 1, 2, 4 and 8 threads faulting at once
+// The file is a memfd (page cache, no disk), so the device link is the bottleneck as in the seed.
+// Every version's result is checked before its time counts.
+#include "common.hpp"
+#include "device_memory.hpp"
+#include "measure.hpp"
+#include "suite.hpp"
+
+#include <hdsm/hdsm.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace hdsm::tool {
+namespace {
+
+constexpr std::size_t kChunk = 2 * MiB;  // the seed's double-buffering chunk
+
+/// A memfd of `bytes` holding a pattern; closed on destruction.
+class File {
+ public:
+  explicit File(std::size_t bytes) : fd_(::memfd_create("hdsm bench io", MFD_CLOEXEC)), bytes_(bytes) {
+    if (fd_ < 0) throw SystemError("memfd_create", "I/O benchmark file", errno);
+    std::vector<unsigned char> data(bytes);
+    for (std::size_t i = 0; i < bytes; ++i) data[i] = static_cast<unsigned char>(i * 131 + (i >> 16));
+    if (::pwrite(fd_, data.data(), bytes, 0) != static_cast<ssize_t>(bytes)) {
+      const int err = errno;
+      ::close(fd_);
+      throw SystemError("pwrite", "I/O benchmark file", err);
+    }
+  }
+  ~File() { ::close(fd_); }
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+  int fd() const { return fd_; }
+  /// Throws unless [data, data + bytes) equals the file's first bytes.
+  void expect(const void* data, std::size_t bytes, const std::string& who) const {
+    std::vector<unsigned char> file(bytes);
+    if (::pread(fd_, file.data(), bytes, 0) != static_cast<ssize_t>(bytes))
+      throw SystemError("pread", "I/O benchmark file", errno);
+    if (std::memcmp(file.data(), data, bytes) != 0) throw std::logic_error(who + " moved the wrong bytes");
+  }
+
+ private:
+  int fd_;
+  std::size_t bytes_;
+};
+
+void full_pread(int fd, void* p, std::size_t n, off_t at) {
+  if (::pread(fd, p, n, at) != static_cast<ssize_t>(n)) throw SystemError("pread", "I/O benchmark file", errno);
+}
+void full_pwrite(int fd, const void* p, std::size_t n, off_t at) {
+  if (::pwrite(fd, p, n, at) != static_cast<ssize_t>(n))
+    throw SystemError("pwrite", "I/O benchmark file", errno);
+}
+
+class IoSuite {
+ public:
+  explicit IoSuite(SuiteContext& context)
+      : ctx_(context), device_(context.device), index_(static_cast<int>(device_.properties().index)) {}
+
+  void run() {
+    ctx_.results.set_columns({"experiment", "version", "bytes", "threads", "seconds", "GBps"});
+    Plot in{.id = "file-to-device", .title = "file -> device (seed 003 Fig. 11)", .x = "bytes", .y = "GBps",
+            .series = "version", .x_label = "bytes", .y_label = "GB/s", .log_x = true,
+            .x_format = ValueFormat::bytes, .where_column = "experiment", .where_value = "file -> device"};
+    ctx_.results.add_plot(in);
+    Plot out = in;
+    out.id = "device-to-file";
+    out.title = "device -> file (seed 003 Fig. 11)";
+    out.where_value = "device -> file";
+    ctx_.results.add_plot(out);
+    ctx_.results.add_plot({.id = "faults", .title = "write faults with concurrent threads", .x = "threads",
+                           .y = "seconds", .series = "experiment", .x_label = "threads",
+                           .y_label = "seconds per fault (wall / all threads' faults)",
+                           .where_column = "experiment", .where_value = "faults"});
+    const std::vector<std::size_t> sizes =
+        ctx_.quick ? std::vector<std::size_t>{8 * MiB, 32 * MiB} : std::vector<std::size_t>{8 * MiB, 32 * MiB, 128 * MiB};
+    ctx_.progress.set_total(sizes.size() * 8 + 6 + 4);
+    for (std::size_t bytes : sizes) files(bytes);
+    memory(sizes.back());
+    faults();
+    ctx_.results.add_note(
+        "Interposition (LD_PRELOAD, libc memcpy/memset) is not built yet, so its overhead is not measured.");
+  }
+
+ private:
+  std::unique_ptr<Runtime> runtime() {
+    Config c = ctx_.runtime.config();
+    c.set("HDSM_PROTOCOL", "rolling").set("HDSM_SIM_POISON", "0").set("HDSM_STATS", "0").set("HDSM_TRACE", "");
+    return std::make_unique<Runtime>(c);
+  }
+
+  double time(const std::string& what, const std::function<void()>& once) {
+    const MeasureOptions options{ctx_.quick ? 0.05 : 0.3, 3};
+    ctx_.progress.start(what);
+    const Measurement m = measure(
+        [&](std::size_t reps) {
+          for (std::size_t r = 0; r < reps; ++r) once();
+        },
+        options);
+    return m.seconds_per_rep;
+  }
+
+  void add(const std::string& experiment, const std::string& version, std::size_t bytes, int threads,
+           double seconds) {
+    const double gbps = bytes == 0 ? 0 : static_cast<double>(bytes) / seconds / 1e9;
+    ctx_.results.add_row({{"experiment", experiment},
+                          {"version", version},
+                          {"bytes", static_cast<std::int64_t>(bytes)},
+                          {"threads", static_cast<std::int64_t>(threads)},
+                          {"seconds", seconds},
+                          {"GBps", gbps}});
+    ctx_.progress.finish(bytes == 0 ? fmt::format("{:.2f} us", seconds * 1e6) : format_gbps(gbps));
+  }
+
+  // Seed 003 Fig. 11, both directions, four versions each.
+  void files(std::size_t bytes) {
+    const File file(bytes);
+    DeviceMemory dev(device_, bytes);
+    auto queue = device_.create_queue();
+    std::vector<unsigned char> user(bytes);
+    PinnedMemory pinned(device_, bytes);
+    PinnedMemory chunks(device_, 2 * kChunk);
+    std::vector<unsigned char> check(bytes);
+    const auto device_holds_file = [&](const std::string& who) {
+      std::fill(check.begin(), check.end(), 0);
+      queue->copy_to_host(check.data(), dev.get(), 0, bytes);
+      queue->synchronize();
+      file.expect(check.data(), bytes, who);
+      queue->fill(dev.get(), 0, bytes, 0);
+      queue->synchronize();
+    };
+    const std::string in = "file -> device", out = "device -> file";
+    std::map<std::string, double> s;
+
+    s["user"] = time(fmt::format("{} user buffer {}", in, format_bytes(bytes)), [&] {
+      full_pread(file.fd(), user.data(), bytes, 0);
+      queue->copy_to_device(dev.get(), 0, user.data(), bytes);
+      queue->synchronize();
+    });
+    device_holds_file("user buffer");
+    add(in, "user buffer", bytes, 1, s["user"]);
+
+    s["pinned"] = time(fmt::format("{} pinned {}", in, format_bytes(bytes)), [&] {
+      full_pread(file.fd(), pinned.get(), bytes, 0);
+      queue->copy_to_device(dev.get(), 0, pinned.get(), bytes);
+      queue->synchronize();
+    });
+    device_holds_file("pinned");
+    add(in, "pinned", bytes, 1, s["pinned"]);
+
+    s["double"] = time(fmt::format("{} double-buffered {}", in, format_bytes(bytes)), [&] {
+      Event slot[2];
+      for (std::size_t done = 0, i = 0; done < bytes; done += kChunk, ++i) {
+        const std::size_t c = std::min(kChunk, bytes - done);
+        std::byte* buf = chunks.get() + (i % 2) * kChunk;
+        slot[i % 2].wait();
+        full_pread(file.fd(), buf, c, static_cast<off_t>(done));
+        queue->copy_to_device(dev.get(), done, buf, c);
+        slot[i % 2] = queue->record();
+      }
+      queue->synchronize();
+    });
+    device_holds_file("double-buffered");
+    add(in, "double-buffered", bytes, 1, s["double"]);
+
+    auto rt = runtime();
+    auto* shared = static_cast<unsigned char*>(rt->alloc(bytes, index_));
+    s["hdsm"] = time(fmt::format("{} hdsm pread {}", in, format_bytes(bytes)), [&] {
+      if (rt->pread(file.fd(), shared, bytes, 0) != static_cast<ssize_t>(bytes))
+        throw SystemError("pread", "shared object", errno);
+    });
+    rt->memcpy(check.data(), shared, bytes);
+    file.expect(check.data(), bytes, "hdsm pread");
+    add(in, "hdsm", bytes, 1, s["hdsm"]);
+    if (rt->stats().read_faults + rt->stats().write_faults != 0)
+      throw std::logic_error("hdsm pread raised page faults");
+
+    // Device -> file: the device holds the file's bytes (hdsm: the shared object, whose host copy is
+    // invalid after pread); each version writes them to a second file.
+    queue->copy_to_device(dev.get(), 0, check.data(), bytes);
+    queue->synchronize();
+    const File sink(bytes);
+    const auto sink_holds_file = [&](const std::string& who) {
+      std::vector<unsigned char> written(bytes);
+      full_pread(sink.fd(), written.data(), bytes, 0);
+      file.expect(written.data(), bytes, who);
+      std::fill(written.begin(), written.end(), 0);
+      full_pwrite(sink.fd(), written.data(), bytes, 0);
+    };
+    std::map<std::string, double> t;
+    t["user"] = time(fmt::format("{} user buffer {}", out, format_bytes(bytes)), [&] {
+      queue->copy_to_host(user.data(), dev.get(), 0, bytes);
+      queue->synchronize();
+      full_pwrite(sink.fd(), user.data(), bytes, 0);
+    });
+    sink_holds_file("user buffer");
+    add(out, "user buffer", bytes, 1, t["user"]);
+    t["pinned"] = time(fmt::format("{} pinned {}", out, format_bytes(bytes)), [&] {
+      queue->copy_to_host(pinned.get(), dev.get(), 0, bytes);
+      queue->synchronize();
+      full_pwrite(sink.fd(), pinned.get(), bytes, 0);
+    });
+    sink_holds_file("pinned");
+    add(out, "pinned", bytes, 1, t["pinned"]);
+    t["double"] = time(fmt::format("{} double-buffered {}", out, format_bytes(bytes)), [&] {
+      Event slot[2];
+      const auto stage = [&](std::size_t i) {
+        const std::size_t at = i * kChunk;
+        queue->copy_to_host(chunks.get() + (i % 2) * kChunk, dev.get(), at, std::min(kChunk, bytes - at));
+        slot[i % 2] = queue->record();
+      };
+      stage(0);
+      for (std::size_t done = 0, i = 0; done < bytes; done += kChunk, ++i) {
+        slot[i % 2].wait();
+        if (done + kChunk < bytes) stage(i + 1);
+        full_pwrite(sink.fd(), chunks.get() + (i % 2) * kChunk, std::min(kChunk, bytes - done),
+                    static_cast<off_t>(done));
+      }
+    });
+    sink_holds_file("double-buffered");
+    add(out, "double-buffered", bytes, 1, t["double"]);
+    rt->reset_stats();
+    t["hdsm"] = time(fmt::format("{} hdsm pwrite {}", out, format_bytes(bytes)), [&] {
+      if (rt->pwrite(sink.fd(), shared, bytes, 0) != static_cast<ssize_t>(bytes))
+        throw SystemError("pwrite", "shared object", errno);
+    });
+    if (rt->stats().read_faults + rt->stats().write_faults != 0)
+      throw std::logic_error("hdsm pwrite raised page faults");
+    sink_holds_file("hdsm pwrite");
+    add(out, "hdsm", bytes, 1, t["hdsm"]);
+    rt->free(shared);
+
+    const std::string size = format_bytes(bytes);
+    ctx_.results.add_summary({fmt::format("{} {}: hdsm / double-buffered", in, size), s["hdsm"] / s["double"],
+                              "x", "time ratio; target <= 1.1"});
+    ctx_.results.add_summary({fmt::format("{} {}: speed-up of hdsm over the user buffer", in, size),
+                              s["user"] / s["hdsm"], "x", "target >= 2"});
+    ctx_.results.add_summary({fmt::format("{} {}: hdsm / double-buffered", out, size), t["hdsm"] / t["double"],
+                              "x", "time ratio"});
+    ctx_.results.add_summary({fmt::format("{} {}: speed-up of hdsm over the user buffer", out, size),
+                              t["user"] / t["hdsm"], "x", ""});
+  }
+
+  // memset and memcpy on shared objects whose host copy is invalid, against the device calls.
+  void memory(std::size_t bytes) {
+    DeviceMemory dev(device_, bytes);
+    auto queue = device_.create_queue();
+    std::vector<unsigned char> host(bytes, 5), back(bytes);
+    auto rt = runtime();
+    auto* shared = static_cast<unsigned char*>(rt->alloc(bytes, index_));
+    rt->memcpy(shared, host.data(), bytes);  // whole read-only blocks: uploaded, host copy invalid
+    const auto expect = [&](const void* p, int value, const char* who) {
+      if (std::memcmp(p, std::vector<unsigned char>(bytes, static_cast<unsigned char>(value)).data(), bytes) != 0)
+        throw std::logic_error(std::string(who) + " left the wrong bytes");
+    };
+    const std::string e = "memory";
+    add(e, "memset: device fill", bytes, 1, time("memset: device fill", [&] {
+          queue->fill(dev.get(), 0, bytes, 7);
+          queue->synchronize();
+        }));
+    queue->copy_to_host(back.data(), dev.get(), 0, bytes);
+    queue->synchronize();
+    expect(back.data(), 7, "fill");
+    add(e, "memset: hdsm on invalid blocks", bytes, 1, time("memset: hdsm", [&] { rt->memset(shared, 7, bytes); }));
+    rt->memcpy(back.data(), shared, bytes);
+    expect(back.data(), 7, "hdsm memset");
+    add(e, "memcpy host -> device: pageable copy", bytes, 1, time("memcpy h2d: device copy", [&] {
+          queue->copy_to_device(dev.get(), 0, host.data(), bytes);
+          queue->synchronize();
+        }));
+    add(e, "memcpy host -> shared: hdsm", bytes, 1,
+        time("memcpy h2d: hdsm", [&] { rt->memcpy(shared, host.data(), bytes); }));
+    add(e, "memcpy device -> host: pageable copy", bytes, 1, time("memcpy d2h: device copy", [&] {
+          queue->copy_to_host(back.data(), dev.get(), 0, bytes);
+          queue->synchronize();
+        }));
+    add(e, "memcpy shared -> host: hdsm", bytes, 1,
+        time("memcpy d2h: hdsm", [&] { rt->memcpy(back.data(), shared, bytes); }));
+    expect(back.data(), 5, "hdsm memcpy");
+    if (rt->stats().read_faults + rt->stats().write_faults != 0)
+      throw std::logic_error("hdsm memcpy/memset raised page faults");
+    rt->free(shared);
+  }
+
+  // Each thread writes one byte in each 4 KiB block of its own read-only object; the figure is wall
+  // time over all threads' faults, so perfect scaling halves it with each doubling of threads up to
+  // the number of cores.
+  void faults() {
+    constexpr std::size_t kPages = 1024;  // per thread; the window grows by as much per object
+    for (int threads : {1, 2, 4, 8}) {
+      Config c = ctx_.runtime.config();
+      c.set("HDSM_PROTOCOL", "rolling")
+          .set("HDSM_BLOCK_SIZE", "4KiB")
+          .set("HDSM_ROLLING_STEP", std::to_string(kPages))
+          .set("HDSM_SIM_POISON", "0");
+      Runtime rt(c);
+      ctx_.progress.start(fmt::format("write faults, {} threads", threads));
+      std::vector<double> runs;
+      for (int rep = 0; rep < 5; ++rep) {
+        std::vector<volatile char*> objects;
+        for (int t = 0; t < threads; ++t)
+          objects.push_back(static_cast<volatile char*>(rt.alloc(kPages * 4 * KiB, index_)));
+        // Read first, so no thread pays for the kernel allocating pages inside the timed faults.
+        unsigned sum = 0;
+        for (volatile char* p : objects)
+          for (std::size_t i = 0; i < kPages; ++i) sum += static_cast<unsigned char>(p[i * 4 * KiB]);
+        if (sum != 0) throw std::logic_error("a new shared object is not zero");
+        std::atomic<int> ready{0};
+        std::atomic<bool> go{false};
+        std::vector<std::thread> workers;
+        for (int t = 0; t < threads; ++t)
+          workers.emplace_back([&, t] {
+            volatile char* p = objects[static_cast<std::size_t>(t)];
+            ++ready;
+            while (!go.load()) std::this_thread::yield();
+            for (std::size_t i = 0; i < kPages; ++i) p[i * 4 * KiB] = 1;
+          });
+        while (ready.load() != threads) std::this_thread::yield();
+        Stopwatch watch;
+        go = true;
+        for (auto& w : workers) w.join();
+        runs.push_back(watch.seconds() / static_cast<double>(kPages * static_cast<std::size_t>(threads)));
+        for (volatile char* p : objects) rt.free(const_cast<char*>(p));
+      }
+      std::sort(runs.begin(), runs.end());
+      add("faults", fmt::format("{} threads", threads), 0, threads, runs[runs.size() / 2]);
+    }
+  }
+
+  SuiteContext& ctx_;
+  Device& device_;
+  int index_;
+};
+
+}  // namespace
+
+Suite io_suite() {
+  return {"io", "seed 003 Fig. 11 and seed 000 4.4: file <-> device, memset/memcpy on shared objects, concurrent faults",
+          [](SuiteContext& context) { IoSuite(context).run(); }};
+}
+
+}  // namespace hdsm::tool
