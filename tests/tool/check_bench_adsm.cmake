@@ -2,13 +2,8 @@
 #   cmake -DHDSM=<hdsm executable> -DOUT=<folder> -P check_bench_adsm.cmake
 cmake_minimum_required(VERSION 3.25)
 
-file(REMOVE_RECURSE ${OUT})
-execute_process(COMMAND ${HDSM} bench adsm --quick --out ${OUT}
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-set(transcript "exit: ${rc}\n--- stdout ---\n${out}--- stderr ---\n${err}")
-if(NOT rc STREQUAL "0")
-  message(FATAL_ERROR "hdsm bench adsm --quick failed\n${transcript}")
-endif()
+set(SUITE adsm)
+include(${CMAKE_CURRENT_LIST_DIR}/run_bench.cmake)
 foreach(metric "parboil lazy time / explicit" "parboil rolling bytes / explicit" "parboil batch worst slow-down"
                "rolling \\(256 KiB\\) bytes per step / lazy" "fault handling / raw round trip"
                "pointer -> block lookup")

@@ -3,13 +3,8 @@
 #   cmake -DHDSM=<hdsm executable> -DOUT=<folder> -P check_bench_io.cmake
 cmake_minimum_required(VERSION 3.25)
 
-file(REMOVE_RECURSE ${OUT})
-execute_process(COMMAND ${HDSM} bench io --quick --out ${OUT}
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-set(transcript "exit: ${rc}\n--- stdout ---\n${out}--- stderr ---\n${err}")
-if(NOT rc STREQUAL "0")
-  message(FATAL_ERROR "hdsm bench io --quick failed\n${transcript}")
-endif()
+set(SUITE io)
+include(${CMAKE_CURRENT_LIST_DIR}/run_bench.cmake)
 foreach(metric "file -> device 8 MiB: hdsm / double-buffered" "device -> file 32 MiB: speed-up of hdsm")
   if(NOT out MATCHES "${metric}")
     message(FATAL_ERROR "the summary lacks '${metric}'\n${transcript}")

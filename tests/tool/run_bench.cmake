@@ -1,0 +1,9 @@
+# Included by the check_bench_*.cmake scripts: runs `hdsm bench ${SUITE} --quick` into a fresh
+# ${OUT} and fails with the transcript unless it succeeds; leaves `out` and `transcript` set.
+file(REMOVE_RECURSE ${OUT})
+execute_process(COMMAND ${HDSM} bench ${SUITE} --quick --out ${OUT}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+set(transcript "exit: ${rc}\n--- stdout ---\n${out}--- stderr ---\n${err}")
+if(NOT rc STREQUAL "0")
+  message(FATAL_ERROR "hdsm bench ${SUITE} --quick failed\n${transcript}")
+endif()
