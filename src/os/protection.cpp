@@ -85,7 +85,13 @@ ProtectionMap::ProtectionMap(void* base, std::size_t blocks, std::size_t block_b
                                       blocks, format_bytes(block_bytes)));
   if (run_budget == 0)
     throw InvalidArgument(fmt::format("protection map of {}: the run budget must be at least 1", what_));
+  // Every level is allocated now, though filled only on the first coarsening: that happens when the
+  // process has run out of kernel mappings, when an allocator that needs a new mapping would fail.
   min_.emplace_back(blocks, initial);
+  for (std::size_t size = blocks; size > 1;) {
+    size = (size + 1) / 2;
+    min_.emplace_back(size, initial);
+  }
   effective_.assign(blocks, initial);
   if (!protect(0, blocks, initial)) throw SystemError("mprotect", describe(0, blocks), ENOMEM);
 }
@@ -224,13 +230,10 @@ bool ProtectionMap::protect(std::size_t first, std::size_t end, Protection p) {
 
 void ProtectionMap::build_levels() {
   if (levels_built_) return;
-  for (std::size_t size = blocks_; size > 1;) {
-    size = (size + 1) / 2;
-    const auto& below = min_.back();
-    std::vector<Protection> level(size);
-    for (std::size_t i = 0; i < size; ++i)
-      level[i] = 2 * i + 1 < below.size() ? std::min(below[2 * i], below[2 * i + 1]) : below[2 * i];
-    min_.push_back(std::move(level));
+  for (std::size_t level = 1; level < min_.size(); ++level) {
+    const auto& below = min_[level - 1];
+    for (std::size_t i = 0; i < min_[level].size(); ++i)
+      min_[level][i] = 2 * i + 1 < below.size() ? std::min(below[2 * i], below[2 * i + 1]) : below[2 * i];
   }
   levels_built_ = true;
 }

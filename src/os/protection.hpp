@@ -74,7 +74,7 @@ class ProtectionMap {
  private:
   void check_block(std::size_t block, const char* call) const;
   void record_desired(std::size_t first, std::size_t end, Protection p);
-  /// Builds min_[1..] from min_[0], once, before the first coarsening needs them.
+  /// Fills min_[1..] from min_[0] (no allocation), once, before the first coarsening needs them.
   void build_levels();
   Protection group_target(std::size_t block) const { return min_[shift_][block >> shift_]; }
   /// Issues the mprotect calls that bring [first, end) to its group targets; false on ENOMEM.
@@ -94,8 +94,8 @@ class ProtectionMap {
   std::size_t runs_ = 1;
   /// min_[0] holds the desired protections; min_[j][i] the most restrictive of blocks
   /// [i << j, (i + 1) << j), so a group's target is one lookup at every granularity. The levels
-  /// above 0 are built on the first coarsening and kept from then on: until then no lookup needs
-  /// them, and a fault at granularity 1 updates one byte instead of one per level.
+  /// above 0 are filled on the first coarsening and kept current from then on: until then no lookup
+  /// needs them, and a fault at granularity 1 updates one byte instead of one per level.
   std::vector<std::vector<Protection>> min_;
   bool levels_built_ = false;
   std::vector<Protection> effective_;
