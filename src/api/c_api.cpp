@@ -48,15 +48,14 @@ hdsm_status guarded(F&& f) {
 /// An I/O call: its result, or `failed` with errno EIO (and the message kept) when hdsm throws.
 template <class R, class F>
 R io_guarded(R failed, F&& f) {
-  hdsm_status status = HDSM_SUCCESS;
   R result = failed;
-  int saved = 0;
-  status = guarded([&] {
+  int saved = 0;  // errno as the call left it; guarded's bookkeeping must not change it
+  const hdsm_status status = guarded([&] {
     result = f();
     saved = errno;
   });
   errno = status == HDSM_SUCCESS ? saved : EIO;
-  return status == HDSM_SUCCESS ? result : failed;
+  return result;
 }
 
 hdsm_status null_argument(const char* call, const char* what) {
