@@ -85,7 +85,10 @@ hdsm_status hdsm_memset(void* dst, int value, size_t bytes);
 /* I/O with buffers in shared memory (hdsm::Runtime::read and the rest): the libc calls' arguments,
  * results and errno, on the default runtime. A buffer range leaving the live shared objects gives -1
  * and EFAULT (hdsm_fread/hdsm_fwrite: 0) before anything moves; a device failure gives -1 and EIO,
- * with the message in hdsm_last_error(). Host-memory buffers go straight to libc. */
+ * with the message in hdsm_last_error(). Host-memory buffers go straight to libc.
+ * A program linked with libhdsm gets the same for its plain read, write, pread, pwrite, readv, writev,
+ * fread and fwrite calls (symbol interposition, whichever runtime owns the buffer); running it with
+ * LD_PRELOAD=libhdsm_preload.so does so for memcpy, memmove and memset too. */
 ssize_t hdsm_read(int fd, void* buf, size_t bytes);
 ssize_t hdsm_write(int fd, const void* buf, size_t bytes);
 ssize_t hdsm_pread(int fd, void* buf, size_t bytes, off_t offset);

@@ -2,6 +2,7 @@
 #include <hdsm/hdsm.h>
 #include <hdsm/hdsm.hpp>
 
+#include "api/guarded.hpp"
 #include "runtime/runtime_impl.hpp"
 
 #include <cerrno>
@@ -10,56 +11,36 @@
 #include <new>
 #include <string>
 
-namespace {
+namespace hdsm::api {
 
-thread_local std::string last_error;
+std::string& last_error() {
+  thread_local std::string message;
+  return message;
+}
 
-hdsm_status status_of(hdsm::Errc code) {
+hdsm_status status_of(Errc code) {
   switch (code) {
-    case hdsm::Errc::invalid_argument: return HDSM_ERROR_INVALID_ARGUMENT;
-    case hdsm::Errc::invalid_pointer: return HDSM_ERROR_INVALID_POINTER;
-    case hdsm::Errc::out_of_device_memory: return HDSM_ERROR_OUT_OF_DEVICE_MEMORY;
-    case hdsm::Errc::config: return HDSM_ERROR_CONFIG;
-    case hdsm::Errc::unsupported: return HDSM_ERROR_UNSUPPORTED;
-    case hdsm::Errc::no_device: return HDSM_ERROR_NO_DEVICE;
-    case hdsm::Errc::kernel_failure: return HDSM_ERROR_KERNEL_FAILURE;
-    case hdsm::Errc::system: return HDSM_ERROR_SYSTEM;
+    case Errc::invalid_argument: return HDSM_ERROR_INVALID_ARGUMENT;
+    case Errc::invalid_pointer: return HDSM_ERROR_INVALID_POINTER;
+    case Errc::out_of_device_memory: return HDSM_ERROR_OUT_OF_DEVICE_MEMORY;
+    case Errc::config: return HDSM_ERROR_CONFIG;
+    case Errc::unsupported: return HDSM_ERROR_UNSUPPORTED;
+    case Errc::no_device: return HDSM_ERROR_NO_DEVICE;
+    case Errc::kernel_failure: return HDSM_ERROR_KERNEL_FAILURE;
+    case Errc::system: return HDSM_ERROR_SYSTEM;
   }
   return HDSM_ERROR_UNKNOWN;
 }
 
-template <class F>
-hdsm_status guarded(F&& f) {
-  try {
-    f();
-    return HDSM_SUCCESS;
-  } catch (const hdsm::Error& e) {
-    last_error = e.what();
-    return status_of(e.code());
-  } catch (const std::bad_alloc&) {
-    last_error = "out of host memory";
-    return HDSM_ERROR_SYSTEM;
-  } catch (const std::exception& e) {
-    last_error = e.what();
-    return HDSM_ERROR_UNKNOWN;
-  }
-}
+}  // namespace hdsm::api
 
-/// An I/O call: its result, or `failed` with errno EIO (and the message kept) when hdsm throws.
-template <class R, class F>
-R io_guarded(R failed, F&& f) {
-  R result = failed;
-  int saved = 0;  // errno as the call left it; guarded's bookkeeping must not change it
-  const hdsm_status status = guarded([&] {
-    result = f();
-    saved = errno;
-  });
-  errno = status == HDSM_SUCCESS ? saved : EIO;
-  return result;
-}
+namespace {
+
+using hdsm::api::guarded;
+using hdsm::api::io_guarded;
 
 hdsm_status null_argument(const char* call, const char* what) {
-  last_error = std::string(call) + ": " + what + " is NULL";
+  hdsm::api::last_error() = std::string(call) + ": " + what + " is NULL";
   return HDSM_ERROR_INVALID_ARGUMENT;
 }
 
@@ -72,7 +53,7 @@ void copy_route(hdsm_route_stats& out, const hdsm::RouteStats& in) {
 
 extern "C" {
 
-const char* hdsm_last_error(void) { return last_error.c_str(); }
+const char* hdsm_last_error(void) { return hdsm::api::last_error().c_str(); }
 const char* hdsm_version(void) { return hdsm::version(); }
 
 hdsm_status hdsm_config_set(const char* name, const char* value) {

@@ -5,6 +5,7 @@
 #include "os/mapping.hpp"
 #include "runtime/knobs.hpp"
 #include "runtime/runtime_impl.hpp"
+#include "runtime/shared_ranges.hpp"
 
 #include <fmt/format.h>
 
@@ -22,33 +23,9 @@ namespace {
 
 using coherence::KernelUse;
 
-// The user views of the live arenas of all runtimes, so that a pointer of another runtime is told
-// apart from a plain host pointer.
-struct ArenaRange {
-  std::uintptr_t begin, bytes;
-  const RuntimeImpl* owner;
-};
-
-struct ArenaRegistry {
-  std::mutex mutex;
-  std::vector<ArenaRange> ranges;
-};
-
-ArenaRegistry& arenas() {
-  // Never destroyed: runtimes (the default one among them) unregister from it during static
-  // destruction, which may come after this function's statics would have been destroyed.
-  static ArenaRegistry* registry = new ArenaRegistry;
-  return *registry;
-}
-
-const RuntimeImpl* arena_owner(const void* p) {
-  const auto address = reinterpret_cast<std::uintptr_t>(p);
-  auto& registry = arenas();
-  std::lock_guard lock(registry.mutex);
-  for (const ArenaRange& r : registry.ranges)
-    if (address - r.begin < r.bytes) return r.owner;
-  return nullptr;
-}
+/// The runtime whose shared memory holds p (nullptr: host memory), so that a pointer of another
+/// runtime is told apart from a plain host pointer.
+const Runtime* arena_owner(const void* p) { return shared_ranges.owner(p); }
 
 std::size_t checked_size(const Config& config, Knob knob, bool page_multiple) {
   const std::size_t bytes = config.size(knob_name(knob));
@@ -99,10 +76,13 @@ coherence::SharedSpace& RuntimeImpl::shared_space() {
   const auto step = static_cast<unsigned>(config.integer(knob_name(Knob::rolling_step)));
   space_ = std::make_unique<coherence::SharedSpace>(devices, kind, block, counters, segment, step, &tracer);
   const os::Arena& arena = space_->directory().arena();
-  auto& registry = arenas();
-  std::lock_guard registry_lock(registry.mutex);
-  registry.ranges.push_back({reinterpret_cast<std::uintptr_t>(arena.user(0, 0)),
-                             std::uintptr_t{arena.segments()} * arena.segment_bytes(), this});
+  try {
+    shared_ranges.add(reinterpret_cast<std::uintptr_t>(arena.user(0, 0)),
+                      std::uintptr_t{arena.segments()} * arena.segment_bytes(), self);
+  } catch (...) {
+    space_.reset();
+    throw;
+  }
   return *space_;
 }
 
@@ -114,11 +94,7 @@ coherence::SharedSpace* RuntimeImpl::existing_space() {
 void RuntimeImpl::destroy_space() noexcept {
   std::lock_guard lock(space_mutex_);
   if (!space_) return;
-  {
-    auto& registry = arenas();
-    std::lock_guard registry_lock(registry.mutex);
-    std::erase_if(registry.ranges, [this](const ArenaRange& r) { return r.owner == this; });
-  }
+  shared_ranges.remove(self);
   in_flight.clear();
   space_.reset();
 }

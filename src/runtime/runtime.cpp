@@ -90,7 +90,9 @@ RuntimeImpl::~RuntimeImpl() {
 
 }  // namespace detail
 
-Runtime::Runtime(Config config) : impl_(std::make_unique<detail::RuntimeImpl>(std::move(config))) {}
+Runtime::Runtime(Config config) : impl_(std::make_unique<detail::RuntimeImpl>(std::move(config))) {
+  impl_->self = this;
+}
 Runtime::~Runtime() = default;
 
 namespace {

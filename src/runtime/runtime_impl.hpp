@@ -24,6 +24,7 @@ struct RuntimeImpl {
   explicit RuntimeImpl(Config c);
   ~RuntimeImpl();
 
+  Runtime* self = nullptr;  // the Runtime this is the state of (its owner in shared_ranges)
   Config config;
   obs::Tracer tracer;
   obs::Counters counters;

@@ -290,8 +290,11 @@ TEST(IoCApi, ReadAndWriteOnTheDefaultRuntime) {
 namespace {
 
 // Eight threads, each with objects of its own and one object they all read, mixing CPU accesses
-// (faults), bulk memory and file I/O, checked against plain memory after every step (TSan in CI).
-TEST(IoThreads, EightThreadsMixFaultsBulkMemoryAndIo) {
+// (faults), bulk memory, file I/O (half of it through the interposed libc calls) and kernel calls
+// with syncs, checked against plain memory after every step (TSan in CI).
+// Threads alternate between the two sim devices, so their kernel calls, syncs and transfers overlap
+// on each device and across both.
+TEST(IoThreads, EightThreadsMixFaultsBulkMemoryIoAndKernelCalls) {
   hdsm::Runtime rt(hdsm::test::fast_sim_config("rolling", "4KiB")
                        .set("HDSM_STAGING_BYTES", "128KiB")
                        .set("HDSM_STAGING_CHUNK", "16KiB"));
@@ -304,14 +307,14 @@ TEST(IoThreads, EightThreadsMixFaultsBulkMemoryAndIo) {
   for (unsigned t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
       std::mt19937 rng(1234 + t);
-      auto* own = static_cast<unsigned char*>(rt.alloc(kOwn));
+      auto* own = static_cast<unsigned char*>(rt.alloc(kOwn, static_cast<int>(t % rt.devices().size())));
       std::vector<unsigned char> ref(kOwn, 0);
       const int fd = ::memfd_create("hdsm io thread", MFD_CLOEXEC);
       std::vector<unsigned char> file(kOwn, 0);
       if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(kOwn)) != 0) ++failures;
       for (int step = 0; step < 60 && failures == 0; ++step) {
         const std::size_t at = rng() % kOwn, n = 1 + rng() % (kOwn - at);
-        switch (rng() % 6) {
+        switch (rng() % 7) {
           case 0:  // CPU write: faults
             for (std::size_t i = at; i < at + n; i += 97) own[i] = ref[i] = static_cast<unsigned char>(rng());
             break;
@@ -321,15 +324,26 @@ TEST(IoThreads, EightThreadsMixFaultsBulkMemoryAndIo) {
             std::memset(ref.data() + at, v, n);
             break;
           }
-          case 2:  // own -> file
-            if (rt.pwrite(fd, own + at, n, static_cast<off_t>(at)) != static_cast<ssize_t>(n)) ++failures;
+          case 2:  // own -> file; every other time through the interposed libc call
+            if ((step % 2 == 0 ? rt.pwrite(fd, own + at, n, static_cast<off_t>(at))
+                               : ::pwrite(fd, own + at, n, static_cast<off_t>(at))) != static_cast<ssize_t>(n))
+              ++failures;
             std::memcpy(file.data() + at, ref.data() + at, n);
             break;
           case 3:  // file -> own
-            if (rt.pread(fd, own + at, n, static_cast<off_t>(at)) != static_cast<ssize_t>(n)) ++failures;
+            if ((step % 2 == 0 ? rt.pread(fd, own + at, n, static_cast<off_t>(at))
+                               : ::pread(fd, own + at, n, static_cast<off_t>(at))) != static_cast<ssize_t>(n))
+              ++failures;
             std::memcpy(ref.data() + at, file.data() + at, n);
             break;
-          case 4: {  // the common object, read by everyone with a bulk copy and by the CPU
+          case 4: {  // a kernel rewrites part of the thread's object; the thread waits for it
+            const int v = static_cast<int>(rng() % 200);
+            rt.call(fill_kernel(), hdsm::cover(n), hdsm::inout(own + at), std::uint64_t{n}, v);
+            rt.sync();
+            for (std::size_t i = 0; i < n; ++i) ref[at + i] = static_cast<unsigned char>(v + i % 7);
+            break;
+          }
+          case 5: {  // the common object, read by everyone with a bulk copy and by the CPU
             const std::size_t c = rng() % (kCommon - 64);
             std::vector<unsigned char> got(64);
             rt.memcpy(got.data(), common + c, 64);

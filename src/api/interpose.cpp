@@ -1,0 +1,273 @@
+// The interposed I/O calls of libhdsm.so (see interpose.hpp). A buffer that may touch shared
+// memory goes to the Runtime that owns it (hdsm::Runtime::read and the rest), whatever runtime that
+// is; every other call goes to libc untouched, errno included.
+#undef _FORTIFY_SOURCE  // the fortified headers define read and fread inline; these are the real ones
+
+#include "api/interpose.hpp"
+
+#include <hdsm/runtime.hpp>
+
+#include "api/guarded.hpp"
+#include "os/signal_safe_io.hpp"
+#include "runtime/shared_ranges.hpp"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+
+#include <dlfcn.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+namespace hdsm::api {
+namespace {
+
+thread_local unsigned reentry_depth = 0;
+
+[[noreturn]] void fatal(const char* call, const char* what) noexcept {
+  namespace out = os::signal_safe;
+  out::write_str("hdsm: ");
+  out::write_str(call);
+  out::write_str(": ");
+  out::write_str(what);
+  out::write_str("\n");
+  std::abort();
+}
+
+/// libc's definition of an interposed symbol: the next one after libhdsm.so in the lookup order. When
+/// libc comes first (libhdsm.so loaded as a dependency of a preloaded library, or by dlopen), there
+/// is no next one and libc's own is taken; calls then reach libhdsm's definitions only from code
+/// that binds to them first.
+template <class Fn>
+class Next {
+ public:
+  explicit constexpr Next(const char* name) : name_(name) {}
+  Fn operator*() {
+    Fn f = fn_.load(std::memory_order_acquire);
+    if (f == nullptr) {
+      void* symbol = dlsym(RTLD_NEXT, name_);
+      if (symbol == nullptr) symbol = from_libc();
+      f = reinterpret_cast<Fn>(symbol);
+      fn_.store(f, std::memory_order_release);
+    }
+    return f;
+  }
+
+ private:
+  void* from_libc() const noexcept {
+    void* libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+    void* symbol = libc != nullptr ? dlsym(libc, name_) : nullptr;
+    if (symbol == nullptr) {
+      const char* why = dlerror();
+      fatal(name_, why != nullptr ? why : "libc.so.6 has no such symbol");
+    }
+    dlclose(libc);  // only drops the reference RTLD_NOLOAD took: libc stays
+    return symbol;
+  }
+
+  const char* name_;
+  std::atomic<Fn> fn_{nullptr};
+};
+
+using ReadFn = ssize_t (*)(int, void*, std::size_t);
+using WriteFn = ssize_t (*)(int, const void*, std::size_t);
+using PreadFn = ssize_t (*)(int, void*, std::size_t, off_t);
+using PwriteFn = ssize_t (*)(int, const void*, std::size_t, off_t);
+using VectorFn = ssize_t (*)(int, const struct iovec*, int);
+using FreadFn = std::size_t (*)(void*, std::size_t, std::size_t, std::FILE*);
+using FwriteFn = std::size_t (*)(const void*, std::size_t, std::size_t, std::FILE*);
+using ReadChkFn = ssize_t (*)(int, void*, std::size_t, std::size_t);
+using PreadChkFn = ssize_t (*)(int, void*, std::size_t, off_t, std::size_t);
+using FreadChkFn = std::size_t (*)(void*, std::size_t, std::size_t, std::size_t, std::FILE*);
+
+constinit Next<ReadFn> libc_read{"read"};
+constinit Next<WriteFn> libc_write{"write"};
+constinit Next<PreadFn> libc_pread{"pread"};
+constinit Next<PwriteFn> libc_pwrite{"pwrite"};
+constinit Next<VectorFn> libc_readv{"readv"};
+constinit Next<VectorFn> libc_writev{"writev"};
+constinit Next<FreadFn> libc_fread{"fread"};
+constinit Next<FwriteFn> libc_fwrite{"fwrite"};
+constinit Next<FreadFn> libc_fread_unlocked{"fread_unlocked"};
+constinit Next<FwriteFn> libc_fwrite_unlocked{"fwrite_unlocked"};
+constinit Next<ReadChkFn> libc_read_chk{"__read_chk"};
+constinit Next<PreadChkFn> libc_pread_chk{"__pread_chk"};
+constinit Next<FreadChkFn> libc_fread_chk{"__fread_chk"};
+
+// Resolved while the process starts, so that no later first call (one from a signal handler, say)
+// runs dlsym.
+template <class... Fn>
+void resolve(Next<Fn>&... next) {
+  (static_cast<void>(*next), ...);
+}
+
+[[gnu::constructor]] void resolve_all() {
+  resolve(libc_read, libc_write, libc_pread, libc_pwrite, libc_readv, libc_writev, libc_fread, libc_fwrite,
+          libc_fread_unlocked, libc_fwrite_unlocked, libc_read_chk, libc_pread_chk, libc_fread_chk);
+}
+
+/// The runtime that owns `p`, unless this thread is inside an interposed call already.
+Runtime* owner_of(const void* p) noexcept {
+  return Reentry::active() ? nullptr : detail::shared_ranges.owner(p);
+}
+
+/// `shared(runtime)` when `p` is in shared memory, else `plain()`; hdsm errors become `failed`
+/// and EIO, as the C API's I/O calls give.
+template <class R, class Shared, class Plain>
+R dispatch(const void* p, R failed, Shared&& shared, Plain&& plain) {
+  Runtime* runtime = owner_of(p);
+  if (runtime == nullptr) return plain();
+  Reentry guard;
+  return io_guarded<R>(failed, [&] { return shared(*runtime); });
+}
+
+/// The first vector that may touch shared memory, or nullptr.
+const void* shared_vector(const struct iovec* iov, int count) noexcept {
+  if (iov == nullptr) return nullptr;
+  for (int i = 0; i < count; ++i)
+    if (detail::shared_ranges.may_touch(iov[i].iov_base, iov[i].iov_len) && owner_of(iov[i].iov_base) != nullptr)
+      return iov[i].iov_base;
+  return nullptr;
+}
+
+bool may_touch(const void* p, std::size_t n) noexcept { return detail::shared_ranges.may_touch(p, n); }
+
+}  // namespace
+
+Reentry::Reentry() noexcept { ++reentry_depth; }
+Reentry::~Reentry() { --reentry_depth; }
+bool Reentry::active() noexcept { return reentry_depth != 0; }
+
+bool shared_memmove(void* dst, const void* src, std::size_t n) noexcept {
+  Runtime* runtime = owner_of(dst);
+  if (runtime == nullptr) runtime = owner_of(src);
+  if (runtime == nullptr) return false;
+  Reentry guard;
+  try {
+    runtime->memmove(dst, src, n);
+    return true;
+  } catch (const InvalidArgument&) {
+    return false;
+  } catch (const std::exception& e) {
+    fatal("memmove on shared memory", e.what());
+  }
+}
+
+bool shared_memset(void* dst, int value, std::size_t n) noexcept {
+  Runtime* runtime = owner_of(dst);
+  if (runtime == nullptr) return false;
+  Reentry guard;
+  try {
+    runtime->memset(dst, value, n);
+    return true;
+  } catch (const InvalidArgument&) {
+    return false;
+  } catch (const std::exception& e) {
+    fatal("memset on shared memory", e.what());
+  }
+}
+
+}  // namespace hdsm::api
+
+using hdsm::api::dispatch;
+using hdsm::api::may_touch;
+using hdsm::Runtime;
+
+extern "C" {
+
+ssize_t __read_chk(int fd, void* buf, std::size_t n, std::size_t buf_bytes);
+ssize_t __pread_chk(int fd, void* buf, std::size_t n, off_t offset, std::size_t buf_bytes);
+ssize_t __pread64_chk(int fd, void* buf, std::size_t n, off_t offset, std::size_t buf_bytes);
+std::size_t __fread_chk(void* buf, std::size_t buf_bytes, std::size_t size, std::size_t count, std::FILE* stream);
+
+ssize_t read(int fd, void* buf, std::size_t n) {
+  const auto plain = [&] { return (*hdsm::api::libc_read)(fd, buf, n); };
+  if (!may_touch(buf, n)) return plain();
+  return dispatch<ssize_t>(buf, -1, [&](Runtime& r) { return r.read(fd, buf, n); }, plain);
+}
+
+ssize_t write(int fd, const void* buf, std::size_t n) {
+  const auto plain = [&] { return (*hdsm::api::libc_write)(fd, buf, n); };
+  if (!may_touch(buf, n)) return plain();
+  return dispatch<ssize_t>(buf, -1, [&](Runtime& r) { return r.write(fd, buf, n); }, plain);
+}
+
+ssize_t pread(int fd, void* buf, std::size_t n, off_t offset) {
+  const auto plain = [&] { return (*hdsm::api::libc_pread)(fd, buf, n, offset); };
+  if (!may_touch(buf, n)) return plain();
+  return dispatch<ssize_t>(buf, -1, [&](Runtime& r) { return r.pread(fd, buf, n, offset); }, plain);
+}
+
+ssize_t pwrite(int fd, const void* buf, std::size_t n, off_t offset) {
+  const auto plain = [&] { return (*hdsm::api::libc_pwrite)(fd, buf, n, offset); };
+  if (!may_touch(buf, n)) return plain();
+  return dispatch<ssize_t>(buf, -1, [&](Runtime& r) { return r.pwrite(fd, buf, n, offset); }, plain);
+}
+
+// What programs built with _FILE_OFFSET_BITS=64 call: the same functions where off_t is 64 bits, as on
+// every target hdsm supports (x86-64, AArch64).
+static_assert(sizeof(off_t) == 8);
+ssize_t pread64(int fd, void* buf, std::size_t n, off_t offset) __attribute__((alias("pread")));
+ssize_t pwrite64(int fd, const void* buf, std::size_t n, off_t offset) __attribute__((alias("pwrite")));
+
+ssize_t readv(int fd, const struct iovec* iov, int count) {
+  const auto plain = [&] { return (*hdsm::api::libc_readv)(fd, iov, count); };
+  const void* shared = hdsm::api::shared_vector(iov, count);
+  if (shared == nullptr) return plain();
+  return dispatch<ssize_t>(shared, -1, [&](Runtime& r) { return r.readv(fd, iov, count); }, plain);
+}
+
+ssize_t writev(int fd, const struct iovec* iov, int count) {
+  const auto plain = [&] { return (*hdsm::api::libc_writev)(fd, iov, count); };
+  const void* shared = hdsm::api::shared_vector(iov, count);
+  if (shared == nullptr) return plain();
+  return dispatch<ssize_t>(shared, -1, [&](Runtime& r) { return r.writev(fd, iov, count); }, plain);
+}
+
+std::size_t fread(void* buf, std::size_t size, std::size_t count, std::FILE* stream) {
+  const auto plain = [&] { return (*hdsm::api::libc_fread)(buf, size, count, stream); };
+  if (!may_touch(buf, size * count)) return plain();
+  return dispatch<std::size_t>(buf, 0, [&](Runtime& r) { return r.fread(buf, size, count, stream); }, plain);
+}
+
+std::size_t fwrite(const void* buf, std::size_t size, std::size_t count, std::FILE* stream) {
+  const auto plain = [&] { return (*hdsm::api::libc_fwrite)(buf, size, count, stream); };
+  if (!may_touch(buf, size * count)) return plain();
+  return dispatch<std::size_t>(buf, 0, [&](Runtime& r) { return r.fwrite(buf, size, count, stream); }, plain);
+}
+
+// The stream lock is recursive, so the locking fread/fwrite the runtime uses are right here too.
+std::size_t fread_unlocked(void* buf, std::size_t size, std::size_t count, std::FILE* stream) {
+  const auto plain = [&] { return (*hdsm::api::libc_fread_unlocked)(buf, size, count, stream); };
+  if (!may_touch(buf, size * count)) return plain();
+  return dispatch<std::size_t>(buf, 0, [&](Runtime& r) { return r.fread(buf, size, count, stream); }, plain);
+}
+
+std::size_t fwrite_unlocked(const void* buf, std::size_t size, std::size_t count, std::FILE* stream) {
+  const auto plain = [&] { return (*hdsm::api::libc_fwrite_unlocked)(buf, size, count, stream); };
+  if (!may_touch(buf, size * count)) return plain();
+  return dispatch<std::size_t>(buf, 0, [&](Runtime& r) { return r.fwrite(buf, size, count, stream); }, plain);
+}
+
+// What _FORTIFY_SOURCE builds call. A request larger than the buffer goes to libc, which stops the
+// program as it would without hdsm.
+ssize_t __read_chk(int fd, void* buf, std::size_t n, std::size_t buf_bytes) {
+  if (n > buf_bytes || !may_touch(buf, n)) return (*hdsm::api::libc_read_chk)(fd, buf, n, buf_bytes);
+  return read(fd, buf, n);
+}
+
+ssize_t __pread_chk(int fd, void* buf, std::size_t n, off_t offset, std::size_t buf_bytes) {
+  if (n > buf_bytes || !may_touch(buf, n)) return (*hdsm::api::libc_pread_chk)(fd, buf, n, offset, buf_bytes);
+  return pread(fd, buf, n, offset);
+}
+
+ssize_t __pread64_chk(int fd, void* buf, std::size_t n, off_t offset, std::size_t buf_bytes)
+    __attribute__((alias("__pread_chk")));
+
+std::size_t __fread_chk(void* buf, std::size_t buf_bytes, std::size_t size, std::size_t count, std::FILE* stream) {
+  if (size * count > buf_bytes || !may_touch(buf, size * count))
+    return (*hdsm::api::libc_fread_chk)(buf, buf_bytes, size, count, stream);
+  return fread(buf, size, count, stream);
+}
+
+}  // extern "C"
