@@ -20,7 +20,8 @@ enum class Backend { sim, opencl, cuda };
 std::string_view to_string(Backend backend);
 
 struct DeviceProperties {
-  std::string name;          // "sim0"
+  std::string name;          // "sim0", "opencl0"
+  std::string description;   // what the platform calls the device (OpenCL: CL_DEVICE_NAME), may be empty
   Backend backend = Backend::sim;
   unsigned index = 0;        // position in the runtime's device list
   std::size_t memory_bytes = 0;

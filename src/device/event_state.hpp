@@ -3,7 +3,10 @@
 
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 namespace hdsm::detail {
 
@@ -12,14 +15,33 @@ struct EventState {
   std::condition_variable done_cv;
   bool done = false;
   std::exception_ptr error;
+  /// Run once the event completes (a backend's queue waiting for another backend's event).
+  std::vector<std::function<void(std::exception_ptr)>> continuations;
 
   void complete(std::exception_ptr e = nullptr) {
+    std::vector<std::function<void(std::exception_ptr)>> then;
     {
       std::lock_guard lock(mutex);
       done = true;
-      error = std::move(e);
+      error = e;
+      then.swap(continuations);
     }
     done_cv.notify_all();
+    for (auto& f : then) f(e);
+  }
+
+  /// Calls f(error) when the event completes; at once (on this thread) if it has.
+  void then(std::function<void(std::exception_ptr)> f) {
+    std::exception_ptr e;
+    {
+      std::lock_guard lock(mutex);
+      if (!done) {
+        continuations.push_back(std::move(f));
+        return;
+      }
+      e = error;
+    }
+    f(e);
   }
 };
 

@@ -76,14 +76,23 @@ RuntimeImpl::RuntimeImpl(Config c)
       tracer(config.get(name(Knob::trace))),
       executor(exec::ExecutorOptions{static_cast<unsigned>(config.integer(name(Knob::threads))),
                                      config.size(name(Knob::fiber_stack))}) {
-  sim = std::make_unique<sim::SimBackend>(sim_options(config), DeviceServices{counters, tracer, executor});
+  const DeviceServices services{counters, tracer, executor};
+  sim = std::make_unique<sim::SimBackend>(sim_options(config), services);
   devices = sim->devices();
+  const std::string& opencl_knob = config.get(name(Knob::opencl));
+  const bool opencl_named = config.get(name(Knob::device)).starts_with("opencl");
+  if (opencl_knob == "on" || (opencl_knob == "auto" && opencl_named)) {
+    opencl = open_opencl(services, OpenclOptions{static_cast<unsigned>(devices.size()), false,
+                                                 config.size(name(Knob::opencl_memory))});
+    for (Device* d : opencl->devices()) devices.push_back(d);
+  }
   default_device = pick_default(config, devices);
 }
 
 RuntimeImpl::~RuntimeImpl() {
   destroy_space();
   staging_.reset();  // pinned memory of a device
+  opencl.reset();
   sim.reset();
   if (config.boolean(name(Knob::stats))) std::fputs(counters.snapshot().to_string().c_str(), stderr);
 }

@@ -6,6 +6,7 @@
 #include <hdsm/runtime.hpp>
 
 #include "coherence/shared_space.hpp"
+#include "device/backends.hpp"
 #include "device/staging_pool.hpp"
 #include "device/sim/sim_device.hpp"
 #include "exec/executor.hpp"
@@ -30,6 +31,7 @@ struct RuntimeImpl {
   obs::Counters counters;
   exec::Executor executor;
   std::unique_ptr<sim::SimBackend> sim;
+  std::unique_ptr<DeviceBackend> opencl;  // when HDSM_OPENCL asks for it
   std::vector<Device*> devices;
   std::size_t default_device = 0;
 

@@ -18,6 +18,7 @@ class DeviceConformance : public ::testing::TestWithParam<std::string> {
     auto config = hdsm::Config::defaults();
     config.set("HDSM_DEVICE", GetParam())
         .set("HDSM_SIM_MEMORY", "256MiB")
+        .set("HDSM_OPENCL_MEMORY", "256MiB")
         .set("HDSM_SIM_POISON", "1")
         .set("HDSM_SIM_LINK_GBPS", "0")
         .set("HDSM_SIM_LATENCY_US", "0");
@@ -228,6 +229,11 @@ TEST_P(DeviceConformance, KernelLaunchWithBuffersAndValues) {
     const auto i = t.global_x();
     if (i < static_cast<std::uint64_t>(count)) z[i] = x[i] + y[i];
   });
+  vecadd.opencl_source = R"(
+    __kernel void vecadd(__global const float* x, __global const float* y, __global float* z, int count) {
+      const size_t i = get_global_id(0);
+      if (i < (size_t)count) z[i] = x[i] + y[i];
+    })";
   queue_->copy_to_device(a, 0, ha.data(), n * sizeof(float));
   queue_->copy_to_device(b, 0, hb.data(), n * sizeof(float));
   const hdsm::KernelArg args[] = {hdsm::KernelArg::buffer(a), hdsm::KernelArg::buffer(b), hdsm::KernelArg::buffer(c),
@@ -238,6 +244,49 @@ TEST_P(DeviceConformance, KernelLaunchWithBuffersAndValues) {
   for (int i = 0; i < n; ++i) ASSERT_EQ(hc[i], ha[i] + hb[i]) << i;
   EXPECT_EQ(runtime_->stats().kernel_launches, 1u);
   for (auto buf : {a, b, c}) device_->free(buf);
+}
+
+// A pointer argument inside a buffer (KernelArg::buffer(b, offset)): the kernel sees the data from
+// that byte on. OpenCL passes it as a sub-buffer, which needs an offset aligned to the device's
+// CL_DEVICE_MEM_BASE_ADDR_ALIGN; a misaligned one is InvalidArgument naming that rule.
+TEST_P(DeviceConformance, KernelArgumentsInsideBuffers) {
+  const int n = 300;
+  const std::size_t at = 4096;  // a multiple of every device's base alignment
+  auto a = device_->alloc(at + n * sizeof(float)), c = device_->alloc(at + n * sizeof(float));
+  std::vector<float> in(at / sizeof(float) + n), out(n);
+  std::iota(in.begin(), in.end(), 0.f);
+  auto twice = hdsm::per_thread("twice", [](const hdsm::Thread& t, const float* x, float* y, int count) {
+    if (const auto i = t.global_x(); i < static_cast<std::uint64_t>(count)) y[i] = 2 * x[i];
+  });
+  twice.opencl_source = R"(
+    __kernel void twice(__global const float* x, __global float* y, int count) {
+      const size_t i = get_global_id(0);
+      if (i < (size_t)count) y[i] = 2 * x[i];
+    })";
+  queue_->copy_to_device(a, 0, in.data(), in.size() * sizeof(float));
+  const hdsm::KernelArg args[] = {hdsm::KernelArg::buffer(a, at), hdsm::KernelArg::buffer(c, at),
+                                  hdsm::KernelArg::value(n)};
+  queue_->launch(twice, hdsm::cover(n, 64), args);
+  queue_->copy_to_host(out.data(), c, at, n * sizeof(float));
+  queue_->synchronize();
+  for (int i = 0; i < n; ++i) ASSERT_EQ(out[i], 2 * in[at / sizeof(float) + i]) << i;
+  const hdsm::KernelArg odd[] = {hdsm::KernelArg::buffer(a, 4), hdsm::KernelArg::buffer(c, 4),
+                                 hdsm::KernelArg::value(n)};
+  if (device_->properties().backend == hdsm::Backend::opencl) {
+    try {
+      queue_->launch(twice, hdsm::cover(n, 64), odd);
+      FAIL() << "a misaligned sub-buffer launched";
+    } catch (const hdsm::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("CL_DEVICE_MEM_BASE_ADDR_ALIGN"), std::string::npos) << e.what();
+    }
+  } else {
+    queue_->launch(twice, hdsm::cover(n, 64), odd);
+    queue_->copy_to_host(out.data(), c, 4, n * sizeof(float));
+    queue_->synchronize();
+    for (int i = 0; i < n; ++i) ASSERT_EQ(out[i], 2 * in[1 + i]) << i;
+  }
+  device_->free(a);
+  device_->free(c);
 }
 
 TEST_P(DeviceConformance, KernelFollowsAddressesStoredInABuffer) {
@@ -283,21 +332,46 @@ TEST_P(DeviceConformance, KernelFollowsAddressesStoredInABuffer) {
 
 TEST_P(DeviceConformance, KernelErrorsAreTyped) {
   auto a = device_->alloc(64);
-  hdsm::Kernel no_body{"opencl_only", {}, "__kernel void k() {}", nullptr};
+  const bool opencl = device_->properties().backend == hdsm::Backend::opencl;
   const hdsm::KernelArg none[] = {hdsm::KernelArg::value(0)};
-  if (device_->properties().backend == hdsm::Backend::sim) {
-    EXPECT_THROW(queue_->launch(no_body, hdsm::cover(1), none), hdsm::Unsupported);
+  // A missing body for this backend is Unsupported, naming the kernel and the backend.
+  hdsm::Kernel opencl_only{"opencl_only", {}, "__kernel void opencl_only(int x) {}", nullptr};
+  auto host_only = hdsm::per_thread("host_only", [](const hdsm::Thread&, int) {});
+  try {
+    queue_->launch(opencl ? host_only : opencl_only, hdsm::cover(1), none);
+    FAIL() << "a kernel without a body for " << GetParam() << " launched";
+  } catch (const hdsm::Unsupported& e) {
+    EXPECT_NE(std::string(e.what()).find(opencl ? "host_only" : "opencl_only"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(GetParam()), std::string::npos) << e.what();
   }
+  // The wrong number of arguments: at the launch or at the next synchronize, as the backend can tell.
   auto wrong_count = hdsm::per_thread("two_args", [](const hdsm::Thread&, int, int) {});
-  queue_->launch(wrong_count, hdsm::cover(1), none);
-  EXPECT_THROW(queue_->synchronize(), hdsm::InvalidArgument);
-  auto throws = hdsm::per_thread("throws", [](const hdsm::Thread& t, int) {
-    if (t.global_x() == 3) throw std::runtime_error("boom");
-  });
-  queue_->launch(throws, hdsm::cover(8, 4), none);
-  EXPECT_THROW(queue_->synchronize(), hdsm::KernelFailure);
-  const hdsm::KernelArg freed[] = {hdsm::KernelArg::buffer(a, 65)};
-  EXPECT_THROW(queue_->launch(throws, hdsm::cover(1), freed), hdsm::InvalidArgument);
+  wrong_count.opencl_source = "__kernel void two_args(int a, int b) {}";
+  EXPECT_THROW(
+      {
+        queue_->launch(wrong_count, hdsm::cover(1), none);
+        queue_->synchronize();
+      },
+      hdsm::InvalidArgument);
+  if (opencl) {
+    // A build error carries the compiler's log.
+    hdsm::Kernel broken{"broken", {}, "__kernel void broken(int x) { this is not C; }", nullptr};
+    try {
+      queue_->launch(broken, hdsm::cover(1), none);
+      FAIL() << "a kernel that does not build launched";
+    } catch (const hdsm::KernelFailure& e) {
+      EXPECT_NE(std::string(e.what()).find("broken"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("error"), std::string::npos) << "the build log: " << e.what();
+    }
+  } else {
+    auto throws = hdsm::per_thread("throws", [](const hdsm::Thread& t, int) {
+      if (t.global_x() == 3) throw std::runtime_error("boom");
+    });
+    queue_->launch(throws, hdsm::cover(8, 4), none);
+    EXPECT_THROW(queue_->synchronize(), hdsm::KernelFailure);
+  }
+  const hdsm::KernelArg past_end[] = {hdsm::KernelArg::buffer(a, 65)};
+  EXPECT_THROW(queue_->launch(opencl ? opencl_only : host_only, hdsm::cover(1), past_end), hdsm::InvalidArgument);
   device_->free(a);
   EXPECT_NO_THROW(queue_->synchronize());
 }

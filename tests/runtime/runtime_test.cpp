@@ -30,12 +30,14 @@ TEST(Runtime, DefaultDeviceFollowsHdsmDevice) {
 
 TEST(Runtime, MissingDeviceListsWhatExists) {
   auto c = small();
-  c.set("HDSM_DEVICE", "opencl");
-  try {
-    hdsm::Runtime rt(c);
-    FAIL() << "opencl device found where none exists";
-  } catch (const hdsm::NoDevice& e) {
-    EXPECT_NE(std::string(e.what()).find("sim0"), std::string::npos) << e.what();
+  for (const char* missing : {"cuda", "opencl"}) {  // no CUDA backend yet; OpenCL switched off
+    c.set("HDSM_DEVICE", missing).set("HDSM_OPENCL", "off");
+    try {
+      hdsm::Runtime rt(c);
+      FAIL() << missing << " device found where none exists";
+    } catch (const hdsm::NoDevice& e) {
+      EXPECT_NE(std::string(e.what()).find("sim0"), std::string::npos) << e.what();
+    }
   }
   c.set("HDSM_DEVICE", "sim:7");
   EXPECT_THROW(hdsm::Runtime{c}, hdsm::NoDevice);

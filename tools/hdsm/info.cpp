@@ -95,8 +95,22 @@ void print_configuration(const Config& config) {
 
 }  // namespace
 
+/// The environment's configuration, with the OpenCL devices opened too unless HDSM_OPENCL says
+/// otherwise: info lists every device there is.
+std::unique_ptr<Runtime> runtime_with_every_backend() {
+  Config config = Config::from_environment();
+  if (config.get("HDSM_OPENCL") != "auto") return std::make_unique<Runtime>(config);
+  try {
+    return std::make_unique<Runtime>(Config(config).set("HDSM_OPENCL", "on"));
+  } catch (const NoDevice& e) {
+    fmt::print(stderr, "hdsm: note: no OpenCL devices listed: {}\n", e.what());
+    return std::make_unique<Runtime>(config);
+  }
+}
+
 int run_info(const InfoOptions& options) {
-  Runtime runtime(Config::from_environment());
+  const std::unique_ptr<Runtime> owned = runtime_with_every_backend();
+  Runtime& runtime = *owned;
   const auto devices = runtime.devices();
   fmt::print("hdsm {}: {} device{}, default {}\n\n", version(), devices.size(),
              devices.size() == 1 ? "" : "s", runtime.default_device().name());
@@ -139,6 +153,9 @@ int run_info(const InfoOptions& options) {
     table.add_row(std::move(row));
   }
   fmt::print("{}", table.text());
+  for (Device* device : devices)
+    if (!device->properties().description.empty())
+      fmt::print("  {}: {}\n", device->name(), device->properties().description);
   if (options.probe)
     fmt::print("  measured: median of {} pinned copies of {} each way after a warm-up copy (1 GB/s = 1e9 B/s)\n",
                kProbeCopies, format_bytes(kProbeBytes));

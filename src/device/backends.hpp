@@ -1,0 +1,31 @@
+// Backends other than sim, opened by the runtime when the configuration asks for them. Each one
+// owns its devices; a backend that is not built into this libhdsm (no OpenCL headers at build
+// time, say) throws NoDevice saying so.
+#pragma once
+
+#include <hdsm/device.hpp>
+
+#include "device/services.hpp"
+
+#include <memory>
+#include <vector>
+
+namespace hdsm {
+
+class DeviceBackend {
+ public:
+  virtual ~DeviceBackend() = default;
+  virtual std::vector<Device*> devices() const = 0;
+};
+
+struct OpenclOptions {
+  unsigned first_index = 0;  // DeviceProperties::index of the first device
+  bool poison = false;       // discarded and new buffers are filled with DE AD BE EF
+  std::size_t memory_bytes = 0;  // capacity offered per device; 0: the device's global memory
+};
+
+/// Every device of every OpenCL platform (ICD) on this machine; none is not an error (an empty
+/// backend), a missing ICD loader or a failing platform is NoDevice with the OpenCL error.
+std::unique_ptr<DeviceBackend> open_opencl(DeviceServices services, const OpenclOptions& options);
+
+}  // namespace hdsm

@@ -1,0 +1,301 @@
+// OpenCL discovery and devices: buffers, pinned memory, program builds.
+#include "device/opencl/opencl.hpp"
+
+#include <hdsm/error.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace hdsm {
+namespace opencl {
+
+const char* error_name(cl_int code) {
+  switch (code) {
+#define HDSM_CL_ERROR(name) \
+  case name: return #name;
+    HDSM_CL_ERROR(CL_DEVICE_NOT_FOUND)
+    HDSM_CL_ERROR(CL_DEVICE_NOT_AVAILABLE)
+    HDSM_CL_ERROR(CL_COMPILER_NOT_AVAILABLE)
+    HDSM_CL_ERROR(CL_MEM_OBJECT_ALLOCATION_FAILURE)
+    HDSM_CL_ERROR(CL_OUT_OF_RESOURCES)
+    HDSM_CL_ERROR(CL_OUT_OF_HOST_MEMORY)
+    HDSM_CL_ERROR(CL_MEM_COPY_OVERLAP)
+    HDSM_CL_ERROR(CL_BUILD_PROGRAM_FAILURE)
+    HDSM_CL_ERROR(CL_MAP_FAILURE)
+    HDSM_CL_ERROR(CL_MISALIGNED_SUB_BUFFER_OFFSET)
+    HDSM_CL_ERROR(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
+    HDSM_CL_ERROR(CL_INVALID_VALUE)
+    HDSM_CL_ERROR(CL_INVALID_DEVICE)
+    HDSM_CL_ERROR(CL_INVALID_CONTEXT)
+    HDSM_CL_ERROR(CL_INVALID_COMMAND_QUEUE)
+    HDSM_CL_ERROR(CL_INVALID_MEM_OBJECT)
+    HDSM_CL_ERROR(CL_INVALID_BUFFER_SIZE)
+    HDSM_CL_ERROR(CL_INVALID_PROGRAM)
+    HDSM_CL_ERROR(CL_INVALID_PROGRAM_EXECUTABLE)
+    HDSM_CL_ERROR(CL_INVALID_KERNEL_NAME)
+    HDSM_CL_ERROR(CL_INVALID_KERNEL)
+    HDSM_CL_ERROR(CL_INVALID_ARG_INDEX)
+    HDSM_CL_ERROR(CL_INVALID_ARG_VALUE)
+    HDSM_CL_ERROR(CL_INVALID_ARG_SIZE)
+    HDSM_CL_ERROR(CL_INVALID_KERNEL_ARGS)
+    HDSM_CL_ERROR(CL_INVALID_WORK_DIMENSION)
+    HDSM_CL_ERROR(CL_INVALID_WORK_GROUP_SIZE)
+    HDSM_CL_ERROR(CL_INVALID_WORK_ITEM_SIZE)
+    HDSM_CL_ERROR(CL_INVALID_GLOBAL_OFFSET)
+    HDSM_CL_ERROR(CL_INVALID_EVENT_WAIT_LIST)
+    HDSM_CL_ERROR(CL_INVALID_EVENT)
+    HDSM_CL_ERROR(CL_INVALID_OPERATION)
+    HDSM_CL_ERROR(CL_INVALID_BUILD_OPTIONS)
+    HDSM_CL_ERROR(CL_INVALID_GLOBAL_WORK_SIZE)
+    HDSM_CL_ERROR(CL_INVALID_PLATFORM)
+#undef HDSM_CL_ERROR
+    case -1001: return "CL_PLATFORM_NOT_FOUND_KHR";
+  }
+  return "unknown OpenCL error";
+}
+
+void check(cl_int code, const char* call, const std::string& object) {
+  if (code == CL_SUCCESS) return;
+  const std::string message = fmt::format("{} failed on {}: {} ({})", call, object, error_name(code), code);
+  if (code == CL_MEM_OBJECT_ALLOCATION_FAILURE || code == CL_OUT_OF_RESOURCES)
+    throw Error(Errc::out_of_device_memory, message);
+  throw Error(Errc::system, message);
+}
+
+namespace {
+
+template <class T>
+T device_info(cl_device_id id, cl_device_info what, const char* name) {
+  T value{};
+  check(clGetDeviceInfo(id, what, sizeof value, &value, nullptr), "clGetDeviceInfo", name);
+  return value;
+}
+
+std::string device_string(cl_device_id id, cl_device_info what) {
+  std::size_t n = 0;
+  check(clGetDeviceInfo(id, what, 0, nullptr, &n), "clGetDeviceInfo", "an OpenCL device");
+  std::string s(n, '\0');
+  check(clGetDeviceInfo(id, what, n, s.data(), nullptr), "clGetDeviceInfo", "an OpenCL device");
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+
+class OpenclBackend final : public DeviceBackend {
+ public:
+  OpenclBackend(DeviceServices services, const OpenclOptions& options) {
+    cl_uint count = 0;
+    const cl_int found = clGetPlatformIDs(0, nullptr, &count);
+    if (found == -1001 /* CL_PLATFORM_NOT_FOUND_KHR: the ICD loader found no platform */ || count == 0) return;
+    check(found, "clGetPlatformIDs", "the OpenCL ICD loader");
+    std::vector<cl_platform_id> platforms(count);
+    check(clGetPlatformIDs(count, platforms.data(), nullptr), "clGetPlatformIDs", "the OpenCL ICD loader");
+    for (cl_platform_id platform : platforms) {
+      cl_uint n = 0;
+      const cl_int listed = clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 0, nullptr, &n);
+      if (listed == CL_DEVICE_NOT_FOUND || n == 0) continue;
+      check(listed, "clGetDeviceIDs", "an OpenCL platform");
+      std::vector<cl_device_id> ids(n);
+      check(clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, n, ids.data(), nullptr), "clGetDeviceIDs",
+            "an OpenCL platform");
+      cl_int err = CL_SUCCESS;
+      const cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(platform),
+                                             0};
+      cl_context context = clCreateContext(props, n, ids.data(), nullptr, nullptr, &err);
+      check(err, "clCreateContext", "an OpenCL platform");
+      auto shared = std::make_shared<Context>(context);
+      for (cl_device_id id : ids) {
+        const auto ordinal = static_cast<unsigned>(devices_.size());
+        devices_.push_back(
+            std::make_unique<OpenclDevice>(options.first_index + ordinal, ordinal, id, shared, services, options));
+      }
+    }
+  }
+
+  std::vector<Device*> devices() const override {
+    std::vector<Device*> out;
+    for (const auto& d : devices_) out.push_back(d.get());
+    return out;
+  }
+
+ private:
+  std::vector<std::unique_ptr<OpenclDevice>> devices_;
+};
+
+}  // namespace
+
+OpenclDevice::OpenclDevice(unsigned index, unsigned ordinal, cl_device_id id, std::shared_ptr<Context> context,
+                           DeviceServices services, const OpenclOptions& options)
+    : id_(id),
+      context_(std::move(context)),
+      counters_(services.counters.add_device(fmt::format("opencl{}", ordinal))),
+      poison_(options.poison) {
+  props_.name = fmt::format("opencl{}", ordinal);
+  props_.description = device_string(id, CL_DEVICE_NAME) + " (" + device_string(id, CL_DEVICE_VERSION) + ")";
+  props_.backend = Backend::opencl;
+  props_.index = index;
+  props_.memory_bytes = device_info<cl_ulong>(id, CL_DEVICE_GLOBAL_MEM_SIZE, props_.name.c_str());
+  if (options.memory_bytes != 0) props_.memory_bytes = std::min<std::size_t>(props_.memory_bytes, options.memory_bytes);
+  props_.copy_engines = 1;  // OpenCL does not say; one in-order queue per copy direction is what hdsm uses
+  max_alloc_ = device_info<cl_ulong>(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE, props_.name.c_str());
+  base_align_ = std::max<std::size_t>(1, device_info<cl_uint>(id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, props_.name.c_str()) / 8);
+  internal_ = std::make_unique<OpenclQueue>(*this);
+}
+
+OpenclDevice::~OpenclDevice() {
+  if (internal_) clFinish(internal_->get());
+  std::lock_guard lock(mutex_);
+  for (auto& [address, p] : pinned_)
+    clEnqueueUnmapMemObject(internal_->get(), p.mem.get(), reinterpret_cast<void*>(address), 0, nullptr, nullptr);
+  if (internal_) clFinish(internal_->get());
+}
+
+DeviceBuffer OpenclDevice::alloc(std::size_t bytes) {
+  if (bytes == 0) throw InvalidArgument(fmt::format("alloc(0) on {}: a buffer needs at least one byte", name()));
+  std::unique_lock lock(mutex_);
+  if (bytes > max_alloc_ || used_ + bytes > props_.memory_bytes)
+    throw OutOfDeviceMemory(name(), bytes, used_, bytes > max_alloc_ ? max_alloc_ : props_.memory_bytes);
+  cl_int err = CL_SUCCESS;
+  Mem mem(clCreateBuffer(context(), CL_MEM_READ_WRITE, bytes, nullptr, &err));
+  check(err, "clCreateBuffer", fmt::format("{} bytes on {}", bytes, name()));
+  const std::uint64_t handle = next_id_++;
+  const cl_mem m = mem.get();
+  buffers_.emplace(handle, std::move(mem));
+  sizes_.emplace(handle, bytes);
+  used_ += bytes;
+  lock.unlock();
+  // Place the buffer on this device now (OpenCL allocates on first use), poisoned when asked.
+  static constexpr unsigned char dead[4] = {0xDE, 0xAD, 0xBE, 0xEF};
+  const unsigned char zero = 0;
+  cl_int filled = poison_ && bytes % 4 == 0
+                      ? clEnqueueFillBuffer(internal_->get(), m, dead, 4, 0, bytes, 0, nullptr, nullptr)
+                      : clEnqueueFillBuffer(internal_->get(), m, poison_ ? dead : &zero, 1, 0, bytes, 0, nullptr, nullptr);
+  if (filled == CL_SUCCESS) filled = clFinish(internal_->get());
+  if (filled != CL_SUCCESS) {
+    free({handle, bytes});
+    if (filled == CL_MEM_OBJECT_ALLOCATION_FAILURE || filled == CL_OUT_OF_RESOURCES)
+      throw OutOfDeviceMemory(name(), bytes, memory_used(), props_.memory_bytes);
+    check(filled, "clEnqueueFillBuffer", fmt::format("a new buffer of {} bytes on {}", bytes, name()));
+  }
+  return {handle, bytes};
+}
+
+void OpenclDevice::free(DeviceBuffer buffer) {
+  std::lock_guard lock(mutex_);
+  const auto it = buffers_.find(buffer.handle);
+  if (it == buffers_.end())
+    throw InvalidPointer(fmt::format("free on {}: buffer {} is not a live buffer of this device (freed twice, "
+                                     "or another device's)",
+                                     name(), buffer.handle));
+  used_ -= sizes_.at(buffer.handle);
+  sizes_.erase(buffer.handle);
+  buffers_.erase(it);  // commands already enqueued keep their own reference
+}
+
+std::size_t OpenclDevice::memory_used() const {
+  std::lock_guard lock(mutex_);
+  return used_;
+}
+
+cl_mem OpenclDevice::resolve(DeviceBuffer buffer, std::size_t offset, std::size_t bytes,
+                             const std::string& what) const {
+  std::lock_guard lock(mutex_);
+  const auto it = buffers_.find(buffer.handle);
+  if (it == buffers_.end())
+    throw InvalidPointer(fmt::format("{} on {}: buffer {} is not a live buffer of this device", what, name(),
+                                     buffer.handle));
+  const std::size_t size = sizes_.at(buffer.handle);
+  if (offset > size || bytes > size - offset)
+    throw InvalidArgument(fmt::format("{} on {}: bytes [{}, {}) are past the end of a {}-byte buffer", what, name(),
+                                      offset, offset + bytes, size));
+  return it->second.get();
+}
+
+void OpenclDevice::discard(DeviceBuffer buffer, std::size_t offset, std::size_t bytes) {
+  const cl_mem m = resolve(buffer, offset, bytes, "discard");
+  if (!poison_ || bytes == 0) return;
+  static constexpr unsigned char dead = 0xDE;
+  check(clEnqueueFillBuffer(internal_->get(), m, &dead, 1, offset, bytes, 0, nullptr, nullptr),
+        "clEnqueueFillBuffer", fmt::format("a discarded range on {}", name()));
+  check(clFinish(internal_->get()), "clFinish", name());
+}
+
+std::uint64_t OpenclDevice::address(DeviceBuffer buffer, std::size_t offset) const {
+  resolve(buffer, offset, 0, "address");
+  throw Unsupported(fmt::format("address on {}: OpenCL 1.2 buffers have no stable device addresses; pass "
+                                "buffers as kernel arguments instead of storing pointers in device data",
+                                name()));
+}
+
+void* OpenclDevice::alloc_pinned(std::size_t bytes) {
+  if (bytes == 0) throw InvalidArgument(fmt::format("alloc_pinned(0) on {}", name()));
+  cl_int err = CL_SUCCESS;
+  Mem mem(clCreateBuffer(context(), CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes, nullptr, &err));
+  check(err, "clCreateBuffer(CL_MEM_ALLOC_HOST_PTR)", fmt::format("{} pinned bytes for {}", bytes, name()));
+  void* p = clEnqueueMapBuffer(internal_->get(), mem.get(), CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes, 0, nullptr,
+                               nullptr, &err);
+  check(err, "clEnqueueMapBuffer", fmt::format("{} pinned bytes for {}", bytes, name()));
+  std::lock_guard lock(mutex_);
+  pinned_.emplace(reinterpret_cast<std::uintptr_t>(p), Pinned{std::move(mem), bytes});
+  return p;
+}
+
+void OpenclDevice::free_pinned(void* pointer) {
+  if (pointer == nullptr) return;
+  std::unique_lock lock(mutex_);
+  const auto it = pinned_.find(reinterpret_cast<std::uintptr_t>(pointer));
+  if (it == pinned_.end())
+    throw InvalidPointer(fmt::format("free_pinned({}) on {}: not pinned memory of this device", pointer, name()));
+  Pinned p = std::move(it->second);
+  pinned_.erase(it);
+  lock.unlock();
+  check(clEnqueueUnmapMemObject(internal_->get(), p.mem.get(), pointer, 0, nullptr, nullptr),
+        "clEnqueueUnmapMemObject", fmt::format("pinned memory of {}", name()));
+  check(clFinish(internal_->get()), "clFinish", name());
+}
+
+bool OpenclDevice::is_pinned(const void* pointer, std::size_t bytes) const {
+  const auto a = reinterpret_cast<std::uintptr_t>(pointer);
+  std::lock_guard lock(mutex_);
+  auto it = pinned_.upper_bound(a);
+  if (it == pinned_.begin()) return false;
+  --it;
+  return a - it->first <= it->second.bytes && bytes <= it->second.bytes - (a - it->first);
+}
+
+bool OpenclDevice::can_access_peer(const Device& other) const {
+  const auto* o = dynamic_cast<const OpenclDevice*>(&other);
+  return o != nullptr && o != this && o->context() == context();
+}
+
+std::unique_ptr<Queue> OpenclDevice::create_queue() { return std::make_unique<OpenclQueue>(*this); }
+
+cl_program OpenclDevice::program(const std::string& kernel, const std::string& source) {
+  std::lock_guard lock(mutex_);
+  if (const auto it = programs_.find(source); it != programs_.end()) return it->second.get();
+  const char* text = source.c_str();
+  const std::size_t length = source.size();
+  cl_int err = CL_SUCCESS;
+  Program program(clCreateProgramWithSource(context(), 1, &text, &length, &err));
+  check(err, "clCreateProgramWithSource", fmt::format("kernel '{}'", kernel));
+  const cl_int built = clBuildProgram(program.get(), 1, &id_, "", nullptr, nullptr);
+  if (built != CL_SUCCESS) {
+    std::size_t n = 0;
+    clGetProgramBuildInfo(program.get(), id_, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
+    std::string log(n, '\0');
+    clGetProgramBuildInfo(program.get(), id_, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
+    while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+    throw KernelFailure(fmt::format("kernel '{}': the OpenCL C source does not build for {} ({}):\n{}", kernel,
+                                    name(), error_name(built), log));
+  }
+  return programs_.emplace(source, std::move(program)).first->second.get();
+}
+
+}  // namespace opencl
+
+std::unique_ptr<DeviceBackend> open_opencl(DeviceServices services, const OpenclOptions& options) {
+  return std::make_unique<opencl::OpenclBackend>(services, options);
+}
+
+}  // namespace hdsm
