@@ -2,6 +2,8 @@
 // device, under each protocol. Backends without a device here are skipped, never passed.
 #include <hdsm/hdsm.hpp>
 
+#include "support/test_support.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -30,6 +32,8 @@ const hdsm::Kernel& saxpy() {
 class AdsmBackends : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
  protected:
   void SetUp() override {
+    if (std::string(std::get<0>(GetParam())) == "opencl" && hdsm::test::opencl_only_without_lsan())
+      GTEST_SKIP() << "OpenCL under ASan runs in conformance.opencl_without_lsan";
     auto config = hdsm::Config::defaults();
     config.set("HDSM_DEVICE", std::get<0>(GetParam()))
         .set("HDSM_PROTOCOL", std::get<1>(GetParam()))

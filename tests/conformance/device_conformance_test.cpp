@@ -2,6 +2,8 @@
 // on this machine (or is not built yet) is reported as skipped, never as passed.
 #include <hdsm/hdsm.hpp>
 
+#include "support/test_support.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +17,8 @@ namespace {
 class DeviceConformance : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
+    if (std::string(GetParam()) == "opencl" && hdsm::test::opencl_only_without_lsan())
+      GTEST_SKIP() << "OpenCL under ASan runs in conformance.opencl_without_lsan";
     auto config = hdsm::Config::defaults();
     config.set("HDSM_DEVICE", GetParam())
         .set("HDSM_SIM_MEMORY", "256MiB")

@@ -4,6 +4,7 @@
 #include <hdsm/config.hpp>
 
 #include <csignal>
+#include <cstdlib>
 #include <string>
 
 namespace hdsm::test {
@@ -34,6 +35,17 @@ inline void default_disposition_under_sanitizers() {
   sigemptyset(&dfl.sa_mask);
   ::sigaction(SIGSEGV, &dfl, nullptr);
   ::sigaction(SIGBUS, &dfl, nullptr);
+#endif
+}
+
+/// Under ASan, OpenCL runs only in the ctest entry that turns LeakSanitizer off
+/// (conformance.opencl_without_lsan): PoCL's worker threads outlive main, and LeakSanitizer's
+/// stop-the-world tracer now and then crashes on them at exit, after every test passed.
+inline bool opencl_only_without_lsan() {
+#if defined(__SANITIZE_ADDRESS__)
+  return std::getenv("HDSM_TEST_OPENCL_WITHOUT_LSAN") == nullptr;
+#else
+  return false;
 #endif
 }
 
