@@ -12,7 +12,7 @@ foreach(metric "file -> device 8 MiB: hdsm / double-buffered" "device -> file 32
   endif()
 endforeach()
 file(READ ${OUT}/io.csv csv)
-foreach(row "file -> device,hdsm," "device -> file,double-buffered," "memory,memset: hdsm on invalid blocks,"
+foreach(row "file -> device,hdsm," "file -> device,link only" "device -> file,double-buffered," "memory,memset: hdsm on invalid blocks,"
             "faults,8 threads," "interposition,memcpy libhdsm_preload,4096," "interposition,memset libc,8,")
   if(NOT csv MATCHES "\n${row}")
     message(FATAL_ERROR "io.csv has no '${row}' row")
