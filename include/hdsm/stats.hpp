@@ -29,6 +29,8 @@ struct DeviceStats {
   std::string name;
   RouteStats routes[kRouteCount];  // indexed by Route; peer copies count on the receiving device
   std::uint64_t kernel_launches = 0;
+  std::uint64_t program_builds = 0;       // kernel programs compiled from source (OpenCL)
+  std::uint64_t program_cache_loads = 0;  // kernel programs loaded from the cache (HDSM_CACHE_DIR)
   const RouteStats& route(Route r) const { return routes[static_cast<int>(r)]; }
 };
 

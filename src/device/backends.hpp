@@ -8,6 +8,7 @@
 #include "device/services.hpp"
 
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace hdsm {
@@ -22,6 +23,7 @@ struct OpenclOptions {
   unsigned first_index = 0;  // DeviceProperties::index of the first device
   bool poison = false;       // discarded and new buffers are filled with DE AD BE EF
   std::size_t memory_bytes = 0;  // capacity offered per device; 0: the device's global memory
+  std::string cache_dir;         // compiled programs (HDSM_CACHE_DIR): "off", empty for the default, or a path
 };
 
 /// Every device of every OpenCL platform (ICD) on this machine; none is not an error (an empty

@@ -45,6 +45,10 @@ std::string Stats::to_string() const {
   };
   for (const auto& d : devices) row(d.name, d.routes, d.kernel_launches);
   row("total", routes, kernel_launches);
+  for (const auto& d : devices)
+    if (d.program_builds + d.program_cache_loads != 0)
+      out += fmt::format("  {} programs: {} built from source, {} loaded from the cache\n", d.name, d.program_builds,
+                         d.program_cache_loads);
   out += fmt::format("  shared memory faults: {} read, {} write, {:.3f} ms in the handler\n", read_faults,
                      write_faults, static_cast<double>(fault_handler_ns) / 1e6);
   for (int a = 0; a < kActionCount; ++a)
@@ -73,6 +77,8 @@ Stats Counters::snapshot() const {
       s.routes[r].transfers += ds.routes[r].transfers;
     }
     ds.kernel_launches = d.kernel_launches.load(std::memory_order_relaxed);
+    ds.program_builds = d.program_builds.load(std::memory_order_relaxed);
+    ds.program_cache_loads = d.program_cache_loads.load(std::memory_order_relaxed);
     s.kernel_launches += ds.kernel_launches;
     s.devices.push_back(std::move(ds));
   }
@@ -94,6 +100,8 @@ void Counters::reset() {
       r.transfers.store(0, std::memory_order_relaxed);
     }
     d.kernel_launches.store(0, std::memory_order_relaxed);
+    d.program_builds.store(0, std::memory_order_relaxed);
+    d.program_cache_loads.store(0, std::memory_order_relaxed);
   }
   read_faults.store(0, std::memory_order_relaxed);
   write_faults.store(0, std::memory_order_relaxed);

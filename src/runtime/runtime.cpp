@@ -83,7 +83,8 @@ RuntimeImpl::RuntimeImpl(Config c)
   const bool opencl_named = config.get(name(Knob::device)).starts_with("opencl");
   if (opencl_knob == "on" || (opencl_knob == "auto" && opencl_named)) {
     opencl = open_opencl(services, OpenclOptions{static_cast<unsigned>(devices.size()), false,
-                                                 config.size(name(Knob::opencl_memory))});
+                                                 config.size(name(Knob::opencl_memory)),
+                                                 config.get(name(Knob::cache_dir))});
     for (Device* d : opencl->devices()) devices.push_back(d);
   }
   default_device = pick_default(config, devices);

@@ -5,7 +5,12 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
+#include <system_error>
+#include <vector>
+
+#include <unistd.h>
 
 namespace hdsm::test {
 
@@ -48,5 +53,34 @@ inline bool opencl_only_without_lsan() {
   return false;
 #endif
 }
+
+/// A private directory (mode 0700) under the test's working directory (the build tree, not a
+/// world-writable place), named after `tag` and the process, removed with its contents at the end.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& tag)
+      : path_(std::filesystem::current_path() / (tag + "." + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directory(path_);
+    std::filesystem::permissions(path_, std::filesystem::perms::owner_all);
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  /// The regular files directly inside, by name.
+  std::vector<std::string> files() const {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(path_))
+      if (e.is_regular_file()) out.push_back(e.path().filename().string());
+    return out;
+  }
+
+ private:
+  std::filesystem::path path_;
+};
 
 }  // namespace hdsm::test

@@ -10,6 +10,7 @@
 #include <CL/cl.h>
 
 #include "device/backends.hpp"
+#include "device/program_cache.hpp"
 #include "obs/counters.hpp"
 
 #include <cstdint>
@@ -58,7 +59,7 @@ class OpenclQueue;
 class OpenclDevice final : public Device {
  public:
   OpenclDevice(unsigned index, unsigned ordinal, cl_device_id id, std::shared_ptr<Context> context,
-               DeviceServices services, const OpenclOptions& options);
+               std::shared_ptr<const ProgramCache> cache, DeviceServices services, const OpenclOptions& options);
   ~OpenclDevice() override;
 
   const DeviceProperties& properties() const override { return props_; }
@@ -79,7 +80,8 @@ class OpenclDevice final : public Device {
   /// The cl_mem of [offset, offset + bytes) of a live buffer; InvalidPointer for a foreign or freed
   /// buffer, InvalidArgument for a range past its end.
   cl_mem resolve(DeviceBuffer buffer, std::size_t offset, std::size_t bytes, const std::string& what) const;
-  /// The program built from `source` for this device (built once; the compiler log is in the error).
+  /// The program built from `source` for this device: built once per device, and its binary kept in
+  /// the program cache so later processes load it instead (the compiler log is in the error).
   cl_program program(const std::string& kernel, const std::string& source);
   std::size_t base_align() const { return base_align_; }
   obs::DeviceCounters& counters() { return counters_; }
@@ -103,8 +105,17 @@ class OpenclDevice final : public Device {
     std::size_t bytes;
   };
   std::map<std::uintptr_t, Pinned> pinned_;  // by host address
-  std::unordered_map<std::string, Program> programs_;
   std::unique_ptr<OpenclQueue> internal_;  // discard fills and pinned maps
+
+  // Builds take seconds, so they hold their own lock rather than mutex_.
+  std::mutex programs_mutex_;
+  std::unordered_map<std::string, Program> programs_;  // by source
+  std::shared_ptr<const ProgramCache> cache_;
+  std::string cache_identity_;  // platform, device and driver: what a binary is valid for
+
+  /// The program from the cache entry for `key`, or an empty Program when there is none or the
+  /// binary no longer builds.
+  Program load_cached(const std::string& key);
 };
 
 class OpenclQueue final : public Queue {

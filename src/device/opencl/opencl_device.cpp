@@ -73,13 +73,22 @@ T device_info(cl_device_id id, cl_device_info what, const char* name) {
   return value;
 }
 
-std::string device_string(cl_device_id id, cl_device_info what) {
+/// A string property through clGet*Info (size query, then the text without its terminator).
+template <class Id, class Info>
+std::string info_string(cl_int (*get)(Id, Info, std::size_t, void*, std::size_t*), Id id, Info what,
+                        const char* call, const char* object) {
   std::size_t n = 0;
-  check(clGetDeviceInfo(id, what, 0, nullptr, &n), "clGetDeviceInfo", "an OpenCL device");
+  check(get(id, what, 0, nullptr, &n), call, object);
   std::string s(n, '\0');
-  check(clGetDeviceInfo(id, what, n, s.data(), nullptr), "clGetDeviceInfo", "an OpenCL device");
+  check(get(id, what, n, s.data(), nullptr), call, object);
   while (!s.empty() && s.back() == '\0') s.pop_back();
   return s;
+}
+std::string device_string(cl_device_id id, cl_device_info what) {
+  return info_string(clGetDeviceInfo, id, what, "clGetDeviceInfo", "an OpenCL device");
+}
+std::string platform_string(cl_platform_id id, cl_platform_info what) {
+  return info_string(clGetPlatformInfo, id, what, "clGetPlatformInfo", "an OpenCL platform");
 }
 
 class OpenclBackend final : public DeviceBackend {
@@ -89,6 +98,7 @@ class OpenclBackend final : public DeviceBackend {
     const cl_int found = clGetPlatformIDs(0, nullptr, &count);
     if (found == -1001 /* CL_PLATFORM_NOT_FOUND_KHR: the ICD loader found no platform */ || count == 0) return;
     check(found, "clGetPlatformIDs", "the OpenCL ICD loader");
+    const auto cache = std::make_shared<const ProgramCache>(options.cache_dir);
     std::vector<cl_platform_id> platforms(count);
     check(clGetPlatformIDs(count, platforms.data(), nullptr), "clGetPlatformIDs", "the OpenCL ICD loader");
     for (cl_platform_id platform : platforms) {
@@ -107,8 +117,8 @@ class OpenclBackend final : public DeviceBackend {
       auto shared = std::make_shared<Context>(context);
       for (cl_device_id id : ids) {
         const auto ordinal = static_cast<unsigned>(devices_.size());
-        devices_.push_back(
-            std::make_unique<OpenclDevice>(options.first_index + ordinal, ordinal, id, shared, services, options));
+        devices_.push_back(std::make_unique<OpenclDevice>(options.first_index + ordinal, ordinal, id, shared, cache,
+                                                          services, options));
       }
     }
   }
@@ -126,11 +136,18 @@ class OpenclBackend final : public DeviceBackend {
 }  // namespace
 
 OpenclDevice::OpenclDevice(unsigned index, unsigned ordinal, cl_device_id id, std::shared_ptr<Context> context,
-                           DeviceServices services, const OpenclOptions& options)
+                           std::shared_ptr<const ProgramCache> cache, DeviceServices services,
+                           const OpenclOptions& options)
     : id_(id),
       context_(std::move(context)),
       counters_(services.counters.add_device(fmt::format("opencl{}", ordinal))),
-      poison_(options.poison) {
+      poison_(options.poison),
+      cache_(std::move(cache)) {
+  const auto platform = device_info<cl_platform_id>(id, CL_DEVICE_PLATFORM, "an OpenCL device");
+  cache_identity_ = fmt::format("hdsm OpenCL program v1\nplatform: {} {}\ndevice: {} {}\ndriver: {}\n",
+                                platform_string(platform, CL_PLATFORM_NAME),
+                                platform_string(platform, CL_PLATFORM_VERSION), device_string(id, CL_DEVICE_NAME),
+                                device_string(id, CL_DEVICE_VERSION), device_string(id, CL_DRIVER_VERSION));
   props_.name = fmt::format("opencl{}", ordinal);
   props_.description = device_string(id, CL_DEVICE_NAME) + " (" + device_string(id, CL_DEVICE_VERSION) + ")";
   props_.backend = Backend::opencl;
@@ -271,24 +288,72 @@ bool OpenclDevice::can_access_peer(const Device& other) const {
 
 std::unique_ptr<Queue> OpenclDevice::create_queue() { return std::make_unique<OpenclQueue>(*this); }
 
+namespace {
+
+std::string build_log(cl_program program, cl_device_id id) {
+  std::size_t n = 0;
+  clGetProgramBuildInfo(program, id, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
+  std::string log(n, '\0');
+  clGetProgramBuildInfo(program, id, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+  return log;
+}
+
+/// The binary `program` holds for device `id` (a program of a context lists every device of it).
+std::vector<unsigned char> program_binary(cl_program program, cl_device_id id, const std::string& kernel) {
+  const std::string what = fmt::format("the program of kernel '{}'", kernel);
+  cl_uint count = 0;
+  check(clGetProgramInfo(program, CL_PROGRAM_NUM_DEVICES, sizeof count, &count, nullptr), "clGetProgramInfo", what);
+  std::vector<cl_device_id> ids(count);
+  std::vector<std::size_t> sizes(count);
+  check(clGetProgramInfo(program, CL_PROGRAM_DEVICES, count * sizeof(cl_device_id), ids.data(), nullptr),
+        "clGetProgramInfo", what);
+  check(clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, count * sizeof(std::size_t), sizes.data(), nullptr),
+        "clGetProgramInfo", what);
+  const auto at = static_cast<std::size_t>(std::find(ids.begin(), ids.end(), id) - ids.begin());
+  if (at == count || sizes[at] == 0) return {};
+  std::vector<unsigned char> binary(sizes[at]);
+  std::vector<unsigned char*> pointers(count, nullptr);  // null entries: devices skipped
+  pointers[at] = binary.data();
+  check(clGetProgramInfo(program, CL_PROGRAM_BINARIES, count * sizeof(unsigned char*), pointers.data(), nullptr),
+        "clGetProgramInfo", what);
+  return binary;
+}
+
+}  // namespace
+
+Program OpenclDevice::load_cached(const std::string& key) {
+  const auto binary = cache_->load(key);
+  if (!binary) return {};
+  const unsigned char* data = binary->data();
+  const std::size_t size = binary->size();
+  cl_int status = CL_SUCCESS, err = CL_SUCCESS;
+  Program program(clCreateProgramWithBinary(context(), 1, &id_, &size, &data, &status, &err));
+  // A binary the driver no longer accepts is rebuilt from source (and the entry replaced).
+  if (err != CL_SUCCESS || status != CL_SUCCESS) return {};
+  if (clBuildProgram(program.get(), 1, &id_, "", nullptr, nullptr) != CL_SUCCESS) return {};
+  return program;
+}
+
 cl_program OpenclDevice::program(const std::string& kernel, const std::string& source) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(programs_mutex_);
   if (const auto it = programs_.find(source); it != programs_.end()) return it->second.get();
+  const std::string key = cache_->enabled() ? cache_identity_ + "options: \nsource:\n" + source : std::string();
+  if (Program cached = cache_->enabled() ? load_cached(key) : Program(); cached.get() != nullptr) {
+    counters_.program_cache_loads.fetch_add(1, std::memory_order_relaxed);
+    return programs_.emplace(source, std::move(cached)).first->second.get();
+  }
   const char* text = source.c_str();
   const std::size_t length = source.size();
   cl_int err = CL_SUCCESS;
   Program program(clCreateProgramWithSource(context(), 1, &text, &length, &err));
   check(err, "clCreateProgramWithSource", fmt::format("kernel '{}'", kernel));
   const cl_int built = clBuildProgram(program.get(), 1, &id_, "", nullptr, nullptr);
-  if (built != CL_SUCCESS) {
-    std::size_t n = 0;
-    clGetProgramBuildInfo(program.get(), id_, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
-    std::string log(n, '\0');
-    clGetProgramBuildInfo(program.get(), id_, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
-    while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+  if (built != CL_SUCCESS)
     throw KernelFailure(fmt::format("kernel '{}': the OpenCL C source does not build for {} ({}):\n{}", kernel,
-                                    name(), error_name(built), log));
-  }
+                                    name(), error_name(built), build_log(program.get(), id_)));
+  counters_.program_builds.fetch_add(1, std::memory_order_relaxed);
+  if (cache_->enabled()) cache_->store(key, program_binary(program.get(), id_, kernel));
   return programs_.emplace(source, std::move(program)).first->second.get();
 }
 

@@ -1,0 +1,173 @@
+#include "device/program_cache.hpp"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace hdsm {
+namespace {
+
+// File layout: magic, key length, key, binary length, binary (lengths as little-endian u64).
+constexpr char kMagic[8] = {'H', 'D', 'S', 'M', 'P', 'R', 'G', '1'};
+
+std::uint64_t fnv1a(std::string_view s) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (const char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+  return h;
+}
+
+std::string default_directory() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && xdg[0] == '/')
+    return std::string(xdg) + "/hdsm";
+  if (const char* home = std::getenv("HOME"); home != nullptr && home[0] == '/')
+    return std::string(home) + "/.cache/hdsm";
+  return {};
+}
+
+void put_u64(std::vector<unsigned char>& out, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<unsigned char>(v >> (8 * i)));
+}
+std::uint64_t get_u64(const unsigned char* p) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= std::uint64_t{p[i]} << (8 * i);
+  return v;
+}
+
+/// Write all of [p, p + n) to fd; false with errno set on failure.
+bool write_all(int fd, const unsigned char* p, std::size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+}  // namespace
+
+ProgramCache::ProgramCache(const std::string& dir) : dir_(dir == "off" ? "" : dir.empty() ? default_directory() : dir) {
+  while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
+  if (!dir_.empty() && !usable_directory(false)) dir_.clear();
+}
+
+void ProgramCache::warn(const std::string& what) const {
+  if (!warned_.exchange(true))
+    std::fprintf(stderr, "hdsm: program cache: %s; kernels are built from source\n", what.c_str());
+}
+
+// A directory that does not exist yet is fine until the first store creates it.
+bool ProgramCache::usable_directory(bool create) const {
+  struct stat st {};
+  if (::stat(dir_.c_str(), &st) != 0) {
+    if (errno != ENOENT) {
+      warn(fmt::format("stat({}): {}", dir_, std::strerror(errno)));
+      return false;
+    }
+    if (!create) return true;
+    for (std::size_t at = dir_.find('/', 1);; at = dir_.find('/', at + 1)) {
+      const std::string part = dir_.substr(0, at);
+      if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) {
+        warn(fmt::format("mkdir({}): {}", part, std::strerror(errno)));
+        return false;
+      }
+      if (at == std::string::npos) break;
+    }
+    if (::stat(dir_.c_str(), &st) != 0) {
+      warn(fmt::format("stat({}): {}", dir_, std::strerror(errno)));
+      return false;
+    }
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    warn(fmt::format("{} is not a directory", dir_));
+    return false;
+  }
+  if (st.st_uid != ::geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    warn(fmt::format("{} belongs to another user or others may write to it (mode {:o})", dir_, st.st_mode & 07777));
+    return false;
+  }
+  return true;
+}
+
+std::string ProgramCache::path_for(std::string_view key) const {
+  return fmt::format("{}/{:016x}.bin", dir_, fnv1a(key));
+}
+
+std::optional<std::vector<unsigned char>> ProgramCache::load(std::string_view key) const {
+  if (!enabled()) return std::nullopt;
+  const std::string path = path_for(key);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    if (errno != ENOENT) warn(fmt::format("open({}): {}", path, std::strerror(errno)));
+    return std::nullopt;
+  }
+  std::optional<std::vector<unsigned char>> result;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    warn(fmt::format("fstat({}): {}", path, std::strerror(errno)));
+  } else if (S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && st.st_size >= 24 &&
+             static_cast<std::uint64_t>(st.st_size) <= kMaxEntryBytes) {
+    std::vector<unsigned char> file(static_cast<std::size_t>(st.st_size));
+    std::size_t got = 0;
+    while (got < file.size()) {
+      const ssize_t r = ::read(fd, file.data() + got, file.size() - got);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) warn(fmt::format("read({}): {}", path, std::strerror(errno)));
+      if (r <= 0) break;
+      got += static_cast<std::size_t>(r);
+    }
+    const std::uint64_t key_bytes = got == file.size() ? get_u64(file.data() + 8) : 0;
+    if (got == file.size() && std::memcmp(file.data(), kMagic, 8) == 0 && key_bytes == key.size() &&
+        key_bytes <= file.size() - 24 &&
+        std::memcmp(file.data() + 16, key.data(), key.size()) == 0) {
+      const std::size_t at = 16 + key.size();
+      const std::uint64_t binary_bytes = get_u64(file.data() + at);
+      if (binary_bytes == file.size() - at - 8)
+        result.emplace(file.begin() + static_cast<std::ptrdiff_t>(at + 8), file.end());
+    }
+  }
+  ::close(fd);
+  return result;
+}
+
+void ProgramCache::store(std::string_view key, std::span<const unsigned char> binary) const {
+  if (!enabled() || binary.empty() || key.size() + binary.size() + 24 > kMaxEntryBytes) return;
+  if (!usable_directory(true)) return;
+  std::vector<unsigned char> file(kMagic, kMagic + 8);
+  file.reserve(24 + key.size() + binary.size());
+  put_u64(file, key.size());
+  file.insert(file.end(), key.begin(), key.end());
+  put_u64(file, binary.size());
+  file.insert(file.end(), binary.begin(), binary.end());
+
+  const std::string path = path_for(key);
+  const std::string temp = fmt::format("{}.{}.{:x}", path, ::getpid(), std::random_device{}());
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    warn(fmt::format("open({}): {}", temp, std::strerror(errno)));
+    return;
+  }
+  const bool written = write_all(fd, file.data(), file.size());
+  const int write_errno = errno;
+  if (::close(fd) != 0 || !written) {
+    warn(fmt::format("write({}): {}", temp, std::strerror(written ? errno : write_errno)));
+    ::unlink(temp.c_str());
+    return;
+  }
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    warn(fmt::format("rename({}, {}): {}", temp, path, std::strerror(errno)));
+    ::unlink(temp.c_str());
+  }
+}
+
+}  // namespace hdsm
