@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <regex>
 #include <cctype>
 #include <filesystem>
 
@@ -40,6 +41,12 @@ std::vector<const Suite*> select_suites(const std::vector<std::string>& names) {
     if (std::find(selected.begin(), selected.end(), suite) == selected.end()) selected.push_back(suite);
   }
   return selected;
+}
+
+/// "sim", "opencl:1": a backend and optionally the index among its devices (HDSM_DEVICE's syntax).
+bool names_a_backend(const std::string& wanted) {
+  static const std::regex spec("(sim|opencl|cuda)(:[0-9]{1,4})?");
+  return std::regex_match(wanted, spec);
 }
 
 Device& select_device(const Runtime& runtime, const std::string& wanted) {
@@ -113,8 +120,14 @@ int run_bench(const BenchOptions& options) {
     return 0;
   }
   const std::vector<const Suite*> selected = select_suites(options.suites);
-  Runtime runtime(Config::from_environment());
-  Device& device = select_device(runtime, options.device);
+  Config config = Config::from_environment();
+  const bool backend_named = names_a_backend(options.device);
+  // A device of a backend the runtime opens only on request (opencl, cuda): ask for it, so the
+  // suites' own runtimes, made from this configuration, open it too.
+  if (backend_named) config.set("HDSM_DEVICE", options.device);
+  if (options.device.starts_with("opencl")) config.set("HDSM_OPENCL", "on");
+  Runtime runtime(config);
+  Device& device = backend_named ? runtime.default_device() : select_device(runtime, options.device);
 
   const fs::path out = options.out.empty() ? fs::path(".") : fs::path(options.out);
   std::error_code error;

@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("suite", bench.suites, "Suites to run (default: all; see --list)");
   bench_cmd->add_flag("-q,--quick", bench.quick, "Fewer sizes and shorter timing (a smoke run)");
   bench_cmd->add_option("-d,--device", bench.device,
-                        "Device index or name (default: the runtime's default device)");
+                        "Device: a backend with an optional index (sim, opencl, opencl:1, cuda), a device name (sim1) or an "
+                        "index (default: the runtime's default device)");
   bench_cmd->add_option("-o,--out", bench.out, "Output folder, created if missing")->capture_default_str();
   bench_cmd->add_flag("-l,--list", bench.list, "List the suites and exit");
 
