@@ -82,7 +82,8 @@ RuntimeImpl::RuntimeImpl(Config c)
   const std::string& opencl_knob = config.get(name(Knob::opencl));
   const bool opencl_named = config.get(name(Knob::device)).starts_with("opencl");
   if (opencl_knob == "on" || (opencl_knob == "auto" && opencl_named)) {
-    opencl = open_opencl(services, OpenclOptions{static_cast<unsigned>(devices.size()), false,
+    opencl = open_opencl(services, OpenclOptions{static_cast<unsigned>(devices.size()),
+                                                 config.boolean(name(Knob::opencl_poison)),
                                                  config.size(name(Knob::opencl_memory)),
                                                  config.get(name(Knob::cache_dir))});
     for (Device* d : opencl->devices()) devices.push_back(d);

@@ -4,7 +4,11 @@
 // between objects, overlapping ones included), over every protocol x block size x 1-3 devices,
 // compared with plain memory after every step (read by the CPU or by a bulk copy, which must not
 // fetch what it reads). HDSM_MODEL_SEED and HDSM_MODEL_ITERATIONS set the seed and the number of steps.
+// The same model runs on the OpenCL device (PoCL in CI), with the kernels' OpenCL C bodies; there,
+// kernel ranges start on 512-byte boundaries, the sub-buffer alignment OpenCL devices ask for.
 #include <hdsm/hdsm.hpp>
+
+#include "support/test_support.hpp"
 
 #include <gtest/gtest.h>
 
@@ -43,21 +47,40 @@ std::uint64_t checksum(const unsigned char* p, std::uint64_t n) {
 }
 
 const hdsm::Kernel& pattern_kernel() {
-  static const hdsm::Kernel k = hdsm::per_thread(
-      "model_pattern", [](const hdsm::Thread& t, unsigned char* dst, std::uint64_t n, std::uint32_t salt) {
-        if (const auto i = t.global_x(); i < n) dst[i] = pattern_byte(i, salt);
-      });
+  static const hdsm::Kernel k = [] {
+    auto kernel = hdsm::per_thread(
+        "model_pattern", [](const hdsm::Thread& t, unsigned char* dst, std::uint64_t n, std::uint32_t salt) {
+          if (const auto i = t.global_x(); i < n) dst[i] = pattern_byte(i, salt);
+        });
+    kernel.opencl_source = R"(
+      __kernel void model_pattern(__global uchar* dst, ulong n, uint salt) {
+        const ulong i = get_global_id(0);
+        if (i < n) dst[i] = (uchar)(((uint)i * 131u + salt) ^ (uint)(i >> 9));
+      })";
+    return kernel;
+  }();
   return k;
 }
 
 const hdsm::Kernel& checksum_kernel() {
-  static const hdsm::Kernel k = hdsm::per_thread(
-      "model_checksum",
-      [](const hdsm::Thread& t, const unsigned char* src, std::uint64_t n, unsigned char* dst) {
-        if (t.global_x() != 0) return;
-        const std::uint64_t h = checksum(src, n);
-        std::memcpy(dst, &h, sizeof h);
-      });
+  static const hdsm::Kernel k = [] {
+    auto kernel = hdsm::per_thread(
+        "model_checksum",
+        [](const hdsm::Thread& t, const unsigned char* src, std::uint64_t n, unsigned char* dst) {
+          if (t.global_x() != 0) return;
+          const std::uint64_t h = checksum(src, n);
+          std::memcpy(dst, &h, sizeof h);
+        });
+    // dst is any byte of an object: the checksum is stored byte by byte (little-endian, as the host).
+    kernel.opencl_source = R"(
+      __kernel void model_checksum(__global const uchar* src, ulong n, __global uchar* dst) {
+        if (get_global_id(0) != 0) return;
+        ulong h = 1469598103934665603ul;
+        for (ulong i = 0; i < n; ++i) h = (h ^ src[i]) * 1099511628211ul;
+        for (int b = 0; b < 8; ++b) dst[b] = (uchar)(h >> (8 * b));
+      })";
+    return kernel;
+  }();
   return k;
 }
 
@@ -65,10 +88,12 @@ struct Param {
   const char* protocol;
   std::size_t block_bytes;
   unsigned devices;
+  const char* backend = "sim";
 };
 
 void PrintTo(const Param& p, std::ostream* os) {
-  *os << p.protocol << ", " << hdsm::format_bytes(p.block_bytes) << " blocks, " << p.devices << " devices";
+  *os << p.backend << ", " << p.protocol << ", " << hdsm::format_bytes(p.block_bytes) << " blocks, " << p.devices
+      << " devices";
 }
 
 struct Object {
@@ -80,7 +105,14 @@ struct Object {
 class AdsmModel : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
+    const bool opencl = std::string(GetParam().backend) == "opencl";
+    if (opencl && hdsm::test::opencl_only_without_lsan())
+      GTEST_SKIP() << "OpenCL under ASan runs in runtime.opencl_without_lsan";
     auto c = hdsm::Config::defaults();
+    if (opencl) {
+      c.set("HDSM_DEVICE", "opencl").set("HDSM_OPENCL_MEMORY", "64MiB").set("HDSM_OPENCL_POISON", "1");
+      kernel_align_ = 512;
+    }
     c.set("HDSM_SIM_DEVICES", std::to_string(GetParam().devices))
         .set("HDSM_SIM_MEMORY", "64MiB")
         .set("HDSM_SIM_LINK_GBPS", "0")
@@ -89,7 +121,12 @@ class AdsmModel : public ::testing::TestWithParam<Param> {
         .set("HDSM_ARENA_SEGMENT", "1GiB")
         .set("HDSM_BLOCK_SIZE", std::to_string(GetParam().block_bytes))
         .set("HDSM_PROTOCOL", GetParam().protocol);
-    rt_ = std::make_unique<hdsm::Runtime>(c);
+    try {
+      rt_ = std::make_unique<hdsm::Runtime>(c);
+    } catch (const hdsm::NoDevice& e) {
+      GTEST_SKIP() << "no " << GetParam().backend << " device here: " << e.what();
+    }
+    first_device_ = opencl ? rt_->default_device().properties().index : 0;
     base_seed_ = env_number("HDSM_MODEL_SEED", kDefaultSeed);
     iterations_ = static_cast<int>(env_number("HDSM_MODEL_ITERATIONS", kDefaultIterations));
     rng_.seed(base_seed_ ^ (std::hash<std::string>{}(GetParam().protocol) + GetParam().block_bytes * 7 +
@@ -98,7 +135,8 @@ class AdsmModel : public ::testing::TestWithParam<Param> {
     max_bytes_ = std::min<std::size_t>(3 * block_ + block_ / 3, std::size_t{2} << 20);
   }
   void TearDown() override {
-    for (auto& o : objects_) rt_->free(o.p);
+    if (rt_)
+      for (auto& o : objects_) rt_->free(o.p);
     rt_.reset();
   }
 
@@ -219,7 +257,7 @@ class AdsmModel : public ::testing::TestWithParam<Param> {
     const unsigned device = static_cast<unsigned>(below(GetParam().devices));
     const std::size_t bytes = random_size();
     log("alloc " + std::to_string(bytes) + " on device " + std::to_string(device));
-    auto* p = static_cast<unsigned char*>(rt_->alloc(bytes, static_cast<int>(device)));
+    auto* p = static_cast<unsigned char*>(rt_->alloc(bytes, static_cast<int>(first_device_ + device)));
     objects_.push_back({p, device, std::vector<unsigned char>(bytes, 0)});
   }
 
@@ -235,7 +273,10 @@ class AdsmModel : public ::testing::TestWithParam<Param> {
   void kernel_call() {
     const bool annotate = coin();
     Object& a = objects_[below(objects_.size())];
-    const auto [offset, len] = random_range(a.ref.size());
+    auto [offset, len] = random_range(a.ref.size());
+    const std::size_t aligned = offset / kernel_align_ * kernel_align_;
+    len += offset - aligned;
+    offset = aligned;
     const auto salt = static_cast<std::uint32_t>(rng_());
     std::vector<Object*> peers;
     for (auto& o : objects_)
@@ -256,7 +297,7 @@ class AdsmModel : public ::testing::TestWithParam<Param> {
       return;
     }
     Object& b = *peers[below(peers.size())];
-    const std::size_t at = below(b.ref.size() - 7);
+    const std::size_t at = below((b.ref.size() - 8) / kernel_align_ + 1) * kernel_align_;
     log(std::string("checksum ") + (annotate ? "annotated " : "") + std::to_string(len) + " at " +
         std::to_string(offset) + " of " + std::to_string(a.ref.size()) + " into " + std::to_string(at) +
         " of " + std::to_string(b.ref.size()) + " on device " + std::to_string(a.device));
@@ -305,6 +346,8 @@ class AdsmModel : public ::testing::TestWithParam<Param> {
   std::uint64_t base_seed_ = 0;
   int iterations_ = 0;
   std::size_t block_ = 0, max_bytes_ = 0;
+  std::size_t kernel_align_ = 1;  // where kernel ranges may start
+  unsigned first_device_ = 0;     // the runtime's index of the model's device 0
   std::vector<Object> objects_;
   std::deque<std::string> trace_;
 };
@@ -336,12 +379,15 @@ std::vector<Param> all_params() {
   for (const char* protocol : {"batch", "lazy", "rolling"})
     for (std::size_t block : {std::size_t{4} << 10, std::size_t{64} << 10, std::size_t{1} << 20})
       for (unsigned devices = 1; devices <= 3; ++devices) out.push_back({protocol, block, devices});
+  for (const char* protocol : {"batch", "lazy", "rolling"})
+    for (std::size_t block : {std::size_t{4} << 10, std::size_t{64} << 10}) out.push_back({protocol, block, 1, "opencl"});
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(All, AdsmModel, ::testing::ValuesIn(all_params()), [](const auto& info) {
-  return std::string(info.param.protocol) + "_" + std::to_string(info.param.block_bytes >> 10) + "KiB_" +
-         std::to_string(info.param.devices) + "dev";
+  const std::string backend = info.param.backend;
+  return (backend == "sim" ? "" : backend + "_") + info.param.protocol + "_" +
+         std::to_string(info.param.block_bytes >> 10) + "KiB_" + std::to_string(info.param.devices) + "dev";
 });
 
 }  // namespace
