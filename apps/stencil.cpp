@@ -1,5 +1,7 @@
 #include "apps/stencil.hpp"
 
+#include "apps/opencl.hpp"
+
 #include <hdsm/hdsm.hpp>
 
 #include <fmt/format.h>
@@ -40,14 +42,33 @@ inline bool boundary(std::uint32_t x, std::uint32_t y, std::uint32_t z, const Sh
   return x == 0 || y == 0 || z == 0 || x + 1 == s.nx || y + 1 == s.ny || z + 1 == s.nz;
 }
 
+// The OpenCL body: update() and boundary() above, in the same order.
+std::string stencil_opencl() {
+  return cl_define("CENTRE", kCentre) + cl_define("NEIGHBOUR", kNeighbour) + R"(
+typedef struct { uint nx, ny, nz; } Shape;
+
+__kernel void stencil7(__global const float* u, __global float* next, Shape s) {
+  const uint x = (uint)get_global_id(0);
+  if (x >= s.nx) return;
+  const uint y = (uint)get_group_id(1), z = (uint)get_group_id(2);
+  const ulong sx = s.nx, sxy = (ulong)s.nx * s.ny, i = z * sxy + y * sx + x;
+  if (x == 0 || y == 0 || z == 0 || x + 1 == s.nx || y + 1 == s.ny || z + 1 == s.nz)
+    next[i] = u[i];
+  else
+    next[i] = CENTRE * u[i] +
+              NEIGHBOUR * (((u[i - 1] + u[i + 1]) + (u[i - sx] + u[i + sx])) + (u[i - sxy] + u[i + sxy]));
+})";
+}
+
 const Kernel& stencil_kernel() {
-  static const Kernel k = per_thread("stencil7", [](const Thread& t, const float* u, float* next, Shape s) {
-    const auto x = static_cast<std::uint32_t>(t.global_x());
-    if (x >= s.nx) return;
-    const std::uint32_t y = t.block.y, z = t.block.z;
-    const std::size_t sx = s.nx, sxy = std::size_t{s.nx} * s.ny, i = z * sxy + y * sx + x;
-    next[i] = boundary(x, y, z, s) ? u[i] : update(u, i, sx, sxy);
-  });
+  static const Kernel k = with_opencl(
+      stencil_opencl(), per_thread("stencil7", [](const Thread& t, const float* u, float* next, Shape s) {
+        const auto x = static_cast<std::uint32_t>(t.global_x());
+        if (x >= s.nx) return;
+        const std::uint32_t y = t.block.y, z = t.block.z;
+        const std::size_t sx = s.nx, sxy = std::size_t{s.nx} * s.ny, i = z * sxy + y * sx + x;
+        next[i] = boundary(x, y, z, s) ? u[i] : update(u, i, sx, sxy);
+      }));
   return k;
 }
 

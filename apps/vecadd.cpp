@@ -1,5 +1,7 @@
 #include "apps/vecadd.hpp"
 
+#include "apps/opencl.hpp"
+
 #include <hdsm/hdsm.hpp>
 
 #include <cstdint>
@@ -11,11 +13,18 @@ namespace {
 float a_of(std::size_t i) { return static_cast<float>(i % 1024) * 0.5f; }
 float b_of(std::size_t i) { return static_cast<float>(i % 977) + 1.0f; }
 
+const char* const kVecaddOpencl = R"(
+__kernel void vecadd(__global const float* a, __global const float* b, __global float* c, ulong n) {
+  const ulong i = get_global_id(0);
+  if (i < n) c[i] = a[i] + b[i];
+})";
+
 const Kernel& vecadd_kernel() {
-  static const Kernel k =
+  static const Kernel k = with_opencl(
+      kVecaddOpencl,
       per_thread("vecadd", [](const Thread& t, const float* a, const float* b, float* c, std::uint64_t n) {
         if (const auto i = t.global_x(); i < n) c[i] = a[i] + b[i];
-      });
+      }));
   return k;
 }
 

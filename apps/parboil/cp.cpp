@@ -3,6 +3,7 @@
 // whole run; the atoms go through a small buffer chunk by chunk (Parboil copies 4000 atoms at a
 // time into constant memory), each chunk followed by one kernel call that adds the chunk's
 // contribution to every grid point. The CPU reads the whole plane at the end.
+#include "apps/opencl.hpp"
 #include "apps/parboil/parboil.hpp"
 #include "apps/random.hpp"
 
@@ -66,26 +67,53 @@ Launch energy_launch(const Shape& s) {
   return {Dim3{s.nx / (kBlock.x * kUnroll), s.ny / kBlock.y}, kBlock, 0};
 }
 
+std::string energy_opencl() {
+  return cl_define("UNROLL", kUnroll) + cl_define("SPACING", kSpacing) + R"(
+typedef struct { float x, y, dz2, q; } AtomInfo;
+
+__kernel void cp_energy(__global float* grid, __global const AtomInfo* atoms, uint count, uint nx) {
+  const ulong x0 = get_global_id(0) * UNROLL, y = get_global_id(1);
+  const float py = SPACING * (float)y;
+  float px[UNROLL], e[UNROLL];
+  for (uint k = 0; k < UNROLL; ++k) {
+    px[k] = SPACING * (float)(x0 + k);
+    e[k] = 0.0f;
+  }
+  for (uint i = 0; i < count; ++i) {
+    const AtomInfo a = atoms[i];
+    const float dy = py - a.y;
+    const float dyz2 = dy * dy + a.dz2;
+    for (uint k = 0; k < UNROLL; ++k) {
+      const float dx = px[k] - a.x;
+      e[k] += a.q / sqrt(dx * dx + dyz2);
+    }
+  }
+  __global float* row = grid + y * nx + x0;
+  for (uint k = 0; k < UNROLL; ++k) row[k] += e[k];
+})";
+}
+
 // Each thread owns kUnroll consecutive points of one row and adds the chunk's potential to them.
 const Kernel& energy_kernel() {
-  static const Kernel k = per_thread("cp_energy", [](const Thread& t, float* grid, const AtomInfo* atoms,
-                                                     std::uint32_t count, std::uint32_t nx) {
-    const std::uint64_t x0 = t.global_x() * kUnroll, y = t.global_y();
-    const float py = kSpacing * static_cast<float>(y);
-    float px[kUnroll], e[kUnroll] = {};
-    for (std::uint32_t k = 0; k < kUnroll; ++k) px[k] = kSpacing * static_cast<float>(x0 + k);
-    for (std::uint32_t i = 0; i < count; ++i) {
-      const AtomInfo a = atoms[i];
-      const float dy = py - a.y;
-      const float dyz2 = dy * dy + a.dz2;
-      for (std::uint32_t k = 0; k < kUnroll; ++k) {
-        const float dx = px[k] - a.x;
-        e[k] += a.q / std::sqrt(dx * dx + dyz2);
-      }
-    }
-    float* row = grid + y * nx + x0;
-    for (std::uint32_t k = 0; k < kUnroll; ++k) row[k] += e[k];
-  });
+  static const Kernel k = with_opencl(
+      energy_opencl(), per_thread("cp_energy", [](const Thread& t, float* grid, const AtomInfo* atoms,
+                                                  std::uint32_t count, std::uint32_t nx) {
+        const std::uint64_t x0 = t.global_x() * kUnroll, y = t.global_y();
+        const float py = kSpacing * static_cast<float>(y);
+        float px[kUnroll], e[kUnroll] = {};
+        for (std::uint32_t k = 0; k < kUnroll; ++k) px[k] = kSpacing * static_cast<float>(x0 + k);
+        for (std::uint32_t i = 0; i < count; ++i) {
+          const AtomInfo a = atoms[i];
+          const float dy = py - a.y;
+          const float dyz2 = dy * dy + a.dz2;
+          for (std::uint32_t k = 0; k < kUnroll; ++k) {
+            const float dx = px[k] - a.x;
+            e[k] += a.q / std::sqrt(dx * dx + dyz2);
+          }
+        }
+        float* row = grid + y * nx + x0;
+        for (std::uint32_t k = 0; k < kUnroll; ++k) row[k] += e[k];
+      }));
   return k;
 }
 

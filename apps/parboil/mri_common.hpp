@@ -1,10 +1,12 @@
 // What mri-q and mri-fhd share: the same inputs (k-space samples with per-sample weights, voxel
 // coordinates) and the same second phase, where the CPU packs k-space chunks into a small buffer
 // (Parboil's constant memory) and one call per chunk adds the chunk's contribution to two sums per
-// voxel. Each app keeps its own kernels and value layout.
+// voxel. Each app keeps its own kernels and value layout; the second-phase kernels share their loop
+// over the chunk (accumulate_kernel) and differ in what they add per sample.
 #pragma once
 
 #include "apps/app.hpp"
+#include "apps/opencl.hpp"
 #include "apps/random.hpp"
 
 #include <hdsm/hdsm.hpp>
@@ -13,6 +15,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace hdsm::apps::parboil::mri {
@@ -106,6 +110,46 @@ class SharedObjects {
  private:
   Runtime& rt_;
 };
+
+// The second-phase kernel `name`, with the arguments accumulate() passes: every voxel adds the
+// chunk's samples to its sums, add(r, im, kv[k], arg) for sample k at phase arg. The OpenCL body is
+// the same loop with `opencl_add` (the same statements in OpenCL C, over r, im, kv[k] and arg) and a
+// KValue struct of the float fields `kvalue` ("kx, ky, kz, ...").
+template <class KValue, class Add>
+Kernel accumulate_kernel(const std::string& name, std::string_view kvalue, std::string_view opencl_add,
+                         Add add) {
+  std::string source = cl_define("TWO_PI", kTwoPi);
+  source.append("typedef struct { float ").append(kvalue).append("; } KValue;\n__kernel void ").append(name);
+  source.append(R"((__global const float* x, __global const float* y, __global const float* z,
+                   __global float* re, __global float* im_sums, __global const KValue* kv, uint count,
+                   uint voxels) {
+  const ulong i = get_global_id(0);
+  if (i >= voxels) return;
+  const float xi = x[i], yi = y[i], zi = z[i];
+  float r = re[i], im = im_sums[i];
+  for (uint k = 0; k < count; ++k) {
+    const float arg = TWO_PI * (kv[k].kx * xi + kv[k].ky * yi + kv[k].kz * zi);)");
+  source.append(opencl_add).append(R"(
+  }
+  re[i] = r;
+  im_sums[i] = im;
+})");
+  return with_opencl(
+      source,
+      per_thread(name, [add](const Thread& t, const float* x, const float* y, const float* z, float* re,
+                             float* im_sums, const KValue* kv, std::uint32_t count, std::uint32_t voxels) {
+        const auto i = t.global_x();
+        if (i >= voxels) return;
+        const float xi = x[i], yi = y[i], zi = z[i];
+        float r = re[i], im = im_sums[i];
+        for (std::uint32_t k = 0; k < count; ++k) {
+          const float arg = kTwoPi * (kv[k].kx * xi + kv[k].ky * yi + kv[k].kz * zi);
+          add(r, im, kv[k], arg);
+        }
+        re[i] = r;
+        im_sums[i] = im;
+      }));
+}
 
 // The second phase on shared objects: chunk[k] = pack(sample), then one call of `kernel` that adds the
 // chunk to the sums re and im.

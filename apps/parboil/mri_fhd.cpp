@@ -4,6 +4,7 @@
 // back and, chunk by chunk, packs (kx, ky, kz, rhoPhi) into a small buffer (Parboil's constant
 // memory) for one call each that accumulates rFhD and iFhD of every voxel, which stay on the
 // device until the CPU reads them.
+#include "apps/opencl.hpp"
 #include "apps/parboil/mri_common.hpp"
 #include "apps/parboil/parboil.hpp"
 
@@ -29,35 +30,43 @@ mri::Shape shape(Scale scale) { return mri::shape(scale, {2048, 160, 48}); }
 float rho_real(float pr, float pi, float dr, float di) { return pr * dr + pi * di; }
 float rho_imag(float pr, float pi, float dr, float di) { return pr * di - pi * dr; }
 
+const char* const kRhoPhiOpencl = R"(
+__kernel void mrifhd_rho_phi(__global const float* phi_r, __global const float* phi_i, __global const float* d_r,
+                             __global const float* d_i, __global float* rho_r, __global float* rho_i, uint n) {
+  const ulong i = get_global_id(0);
+  if (i < n) {
+    rho_r[i] = phi_r[i] * d_r[i] + phi_i[i] * d_i[i];
+    rho_i[i] = phi_r[i] * d_i[i] - phi_i[i] * d_r[i];
+  }
+})";
+
 const Kernel& rho_phi_kernel() {
-  static const Kernel k = per_thread(
-      "mrifhd_rho_phi", [](const Thread& t, const float* phi_r, const float* phi_i, const float* d_r,
-                           const float* d_i, float* rho_r, float* rho_i, std::uint32_t n) {
-        if (const auto i = t.global_x(); i < n) {
-          rho_r[i] = rho_real(phi_r[i], phi_i[i], d_r[i], d_i[i]);
-          rho_i[i] = rho_imag(phi_r[i], phi_i[i], d_r[i], d_i[i]);
-        }
-      });
+  static const Kernel k = with_opencl(
+      kRhoPhiOpencl, per_thread("mrifhd_rho_phi",
+                                [](const Thread& t, const float* phi_r, const float* phi_i, const float* d_r,
+                                   const float* d_i, float* rho_r, float* rho_i, std::uint32_t n) {
+                                  if (const auto i = t.global_x(); i < n) {
+                                    rho_r[i] = rho_real(phi_r[i], phi_i[i], d_r[i], d_i[i]);
+                                    rho_i[i] = rho_imag(phi_r[i], phi_i[i], d_r[i], d_i[i]);
+                                  }
+                                }));
   return k;
 }
 
+// What fhd_kernel adds per sample, in OpenCL C (the host body is the lambda below).
+const char* const kFhdAddOpencl = R"(
+    const float c = cos(arg), sn = sin(arg);
+    r += kv[k].rho_r * c - kv[k].rho_i * sn;
+    im += kv[k].rho_i * c + kv[k].rho_r * sn;)";
+
 const Kernel& fhd_kernel() {
-  static const Kernel k = per_thread(
-      "mrifhd_compute_fh", [](const Thread& t, const float* x, const float* y, const float* z, float* rfhd,
-                              float* ifhd, const KValue* kv, std::uint32_t count, std::uint32_t voxels) {
-        const auto i = t.global_x();
-        if (i >= voxels) return;
-        const float xi = x[i], yi = y[i], zi = z[i];
-        float r = rfhd[i], im = ifhd[i];
-        for (std::uint32_t k = 0; k < count; ++k) {
-          const float arg = kTwoPi * (kv[k].kx * xi + kv[k].ky * yi + kv[k].kz * zi);
-          const float c = std::cos(arg), sn = std::sin(arg);
-          r += kv[k].rho_r * c - kv[k].rho_i * sn;
-          im += kv[k].rho_i * c + kv[k].rho_r * sn;
-        }
-        rfhd[i] = r;
-        ifhd[i] = im;
-      });
+  static const Kernel k =
+      mri::accumulate_kernel<KValue>("mrifhd_compute_fh", "kx, ky, kz, rho_r, rho_i", kFhdAddOpencl,
+                                     [](float& r, float& im, const KValue& kv, float arg) {
+                                       const float c = std::cos(arg), sn = std::sin(arg);
+                                       r += kv.rho_r * c - kv.rho_i * sn;
+                                       im += kv.rho_i * c + kv.rho_r * sn;
+                                     });
   return k;
 }
 

@@ -3,6 +3,7 @@
 // A first call computes phiMag = |phi|^2 on the device; the CPU reads phiMag back and, chunk by
 // chunk, packs (kx, ky, kz, phiMag) into a small buffer (Parboil's constant memory) for one call
 // each that accumulates Qr and Qi of every voxel, which stay on the device until the CPU reads them.
+#include "apps/opencl.hpp"
 #include "apps/parboil/mri_common.hpp"
 #include "apps/parboil/parboil.hpp"
 
@@ -25,30 +26,34 @@ constexpr std::uint64_t kSeed = 11;
 
 mri::Shape shape(Scale scale) { return mri::shape(scale, {2048, 192, 64}); }
 
+const char* const kPhiMagOpencl = R"(
+__kernel void mriq_phi_mag(__global const float* phi_r, __global const float* phi_i, __global float* phi_mag,
+                           uint n) {
+  const ulong i = get_global_id(0);
+  if (i < n) phi_mag[i] = phi_r[i] * phi_r[i] + phi_i[i] * phi_i[i];
+})";
+
 const Kernel& phi_mag_kernel() {
-  static const Kernel k = per_thread("mriq_phi_mag", [](const Thread& t, const float* phi_r,
-                                                        const float* phi_i, float* phi_mag, std::uint32_t n) {
-    if (const auto i = t.global_x(); i < n) phi_mag[i] = phi_r[i] * phi_r[i] + phi_i[i] * phi_i[i];
-  });
+  static const Kernel k = with_opencl(
+      kPhiMagOpencl, per_thread("mriq_phi_mag", [](const Thread& t, const float* phi_r, const float* phi_i,
+                                                   float* phi_mag, std::uint32_t n) {
+        if (const auto i = t.global_x(); i < n) phi_mag[i] = phi_r[i] * phi_r[i] + phi_i[i] * phi_i[i];
+      }));
   return k;
 }
 
+// What q_kernel adds per sample, in OpenCL C (the host body is the lambda below).
+const char* const kQAddOpencl = R"(
+    r += kv[k].phi_mag * cos(arg);
+    im += kv[k].phi_mag * sin(arg);)";
+
 const Kernel& q_kernel() {
-  static const Kernel k = per_thread(
-      "mriq_compute_q", [](const Thread& t, const float* x, const float* y, const float* z, float* qr,
-                           float* qi, const KValue* kv, std::uint32_t count, std::uint32_t voxels) {
-        const auto i = t.global_x();
-        if (i >= voxels) return;
-        const float xi = x[i], yi = y[i], zi = z[i];
-        float r = qr[i], im = qi[i];
-        for (std::uint32_t k = 0; k < count; ++k) {
-          const float arg = kTwoPi * (kv[k].kx * xi + kv[k].ky * yi + kv[k].kz * zi);
-          r += kv[k].phi_mag * std::cos(arg);
-          im += kv[k].phi_mag * std::sin(arg);
-        }
-        qr[i] = r;
-        qi[i] = im;
-      });
+  static const Kernel k =
+      mri::accumulate_kernel<KValue>("mriq_compute_q", "kx, ky, kz, phi_mag", kQAddOpencl,
+                                     [](float& r, float& im, const KValue& kv, float arg) {
+                                       r += kv.phi_mag * std::cos(arg);
+                                       im += kv.phi_mag * std::sin(arg);
+                                     });
   return k;
 }
 

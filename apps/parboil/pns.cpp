@@ -7,6 +7,7 @@
 // and stay on the device between calls, so batch-update, which moves every object on every call and
 // sync, is the seed's worst case (65x in Fig. 7). Integer state and one xorshift stream per replica
 // make the output bit-reproducible.
+#include "apps/opencl.hpp"
 #include "apps/parboil/parboil.hpp"
 #include "apps/random.hpp"
 
@@ -90,14 +91,44 @@ inline void simulate(const std::int32_t* arcs, std::int32_t* marking, std::uint6
   for (std::uint32_t p = 0; p < kPlaces; ++p) sums[p] += static_cast<std::uint32_t>(m[p]);
 }
 
+// The OpenCL body: simulate() above, with Xorshift64's step and below() written out.
+std::string simulate_opencl() {
+  return cl_define("PLACES", kPlaces) + R"(
+__kernel void pns_simulate(__global const int* arcs, __global int* marking, __global ulong* rng,
+                           __global uint* sums, uint replicas, uint transitions, uint steps) {
+  const ulong r = get_global_id(0);
+  if (r >= replicas) return;
+  __global int* mark = marking + r * PLACES;
+  __global uint* sum = sums + r * PLACES;
+  int m[PLACES];
+  for (uint p = 0; p < PLACES; ++p) m[p] = mark[p];
+  ulong s = rng[r];
+  for (uint i = 0; i < steps; ++i) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    __global const int* a = arcs + 4 * (uint)(((s >> 32) * transitions) >> 32);
+    const int fire = (m[a[0]] > 0) & (m[a[1]] > 0);
+    m[a[0]] -= fire;
+    m[a[1]] -= fire;
+    m[a[2]] += fire;
+    m[a[3]] += fire;
+  }
+  rng[r] = s;
+  for (uint p = 0; p < PLACES; ++p) mark[p] = m[p];
+  for (uint p = 0; p < PLACES; ++p) sum[p] += (uint)m[p];
+})";
+}
+
 const Kernel& simulate_kernel() {
-  static const Kernel k =
+  static const Kernel k = with_opencl(
+      simulate_opencl(),
       per_thread("pns_simulate", [](const Thread& t, const std::int32_t* arcs, std::int32_t* marking,
                                     std::uint64_t* rng, std::uint32_t* sums, std::uint32_t replicas,
                                     std::uint32_t transitions, std::uint32_t steps) {
         if (const std::uint64_t r = t.global_x(); r < replicas)
           simulate(arcs, marking + r * kPlaces, rng[r], sums + r * kPlaces, transitions, steps);
-      });
+      }));
   return k;
 }
 

@@ -5,6 +5,7 @@
 // bra shell pairs, each write the (ij|kl) integrals of their batch (kl <= ij) into one large shared
 // output array. The CPU reads the whole output only at the end. Every call of batch-update moves the
 // whole output both ways, which is why rpes is the seed's second-worst case (18x in Fig. 7).
+#include "apps/opencl.hpp"
 #include "apps/parboil/parboil.hpp"
 #include "apps/random.hpp"
 
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <numbers>
+#include <string>
 #include <vector>
 
 namespace hdsm::apps::parboil {
@@ -107,21 +109,91 @@ inline float eri(const ShellPair& bra, const ShellPair& ket) {
   return static_cast<float>(2 * std::pow(std::numbers::pi, 2.5)) * acc;
 }
 
+// The OpenCL bodies: the types and functions above, and the constants they use.
+const char* const kRpesOpencl = R"(
+typedef struct {
+  float x, y, z;
+  float alpha[MAX_PRIMS];
+  float coef[MAX_PRIMS];
+  uint prims;
+} Shell;
+typedef struct { float p, x, y, z, k; } PrimPair;
+typedef struct {
+  PrimPair prim[MAX_PRIMS * MAX_PRIMS];
+  uint prims;
+} ShellPair;
+
+ulong pair_index(ulong i, ulong j) { return i * (i + 1) / 2 + j; }
+
+void make_pair(const Shell a, const Shell b, __global ShellPair* out) {
+  const float dx = a.x - b.x, dy = a.y - b.y, dz = a.z - b.z, r2 = dx * dx + dy * dy + dz * dz;
+  out->prims = a.prims * b.prims;
+  for (uint u = 0; u < a.prims; ++u)
+    for (uint v = 0; v < b.prims; ++v) {
+      const float al = a.alpha[u], be = b.alpha[v], p = al + be;
+      const float norm = pow(TWO_OVER_PI * al, 0.75f) * pow(TWO_OVER_PI * be, 0.75f);
+      __global PrimPair* out_pp = &out->prim[u * b.prims + v];
+      out_pp->p = p;
+      out_pp->x = (al * a.x + be * b.x) / p;
+      out_pp->y = (al * a.y + be * b.y) / p;
+      out_pp->z = (al * a.z + be * b.z) / p;
+      out_pp->k = a.coef[u] * b.coef[v] * norm * exp(-al * be / p * r2);
+    }
+}
+
+float boys0(float t) {
+  if (t < 1e-3f) return 1 - t / 3 + t * t / 10;
+  const float r = sqrt(t);
+  return 0.5f * SQRT_PI * erf(r) / r;
+}
+
+float eri(__global const ShellPair* bra, __global const ShellPair* ket) {
+  float acc = 0;
+  for (uint a = 0; a < bra->prims; ++a)
+    for (uint b = 0; b < ket->prims; ++b) {
+      const PrimPair P = bra->prim[a];
+      const PrimPair Q = ket->prim[b];
+      const float dx = P.x - Q.x, dy = P.y - Q.y, dz = P.z - Q.z, pq = P.p + Q.p;
+      const float t = P.p * Q.p / pq * (dx * dx + dy * dy + dz * dz);
+      acc += P.k * Q.k * boys0(t) / (P.p * Q.p * sqrt(pq));
+    }
+  return ERI_SCALE * acc;
+}
+
+__kernel void rpes_pairs(__global const Shell* shells, __global ShellPair* pairs, uint n) {
+  const ulong j = get_global_id(0), i = get_global_id(1);
+  if (i < n && j <= i) make_pair(shells[i], shells[j], &pairs[pair_index(i, j)]);
+}
+
+__kernel void rpes_eri(__global const ShellPair* pairs, __global float* out, ulong first, ulong npairs) {
+  const ulong kl = get_global_id(0), ij = first + get_global_id(1);
+  if (ij < npairs && kl <= ij) out[pair_index(ij, kl)] = eri(&pairs[ij], &pairs[kl]);
+})";
+
+std::string rpes_opencl() {
+  return cl_define("MAX_PRIMS", kMaxPrims) +
+         cl_define("TWO_OVER_PI", static_cast<float>(2 / std::numbers::pi)) +
+         cl_define("SQRT_PI", std::sqrt(std::numbers::pi_v<float>)) +
+         cl_define("ERI_SCALE", static_cast<float>(2 * std::pow(std::numbers::pi, 2.5))) + kRpesOpencl;
+}
+
 const Kernel& pair_kernel() {
-  static const Kernel k =
+  static const Kernel k = with_opencl(
+      rpes_opencl(),
       per_thread("rpes_pairs", [](const Thread& t, const Shell* shells, ShellPair* pairs, std::uint32_t n) {
         const std::uint64_t j = t.global_x(), i = t.global_y();
         if (i < n && j <= i) make_pair(shells[i], shells[j], pairs[pair_index(i, j)]);
-      });
+      }));
   return k;
 }
 
 const Kernel& eri_kernel() {
-  static const Kernel k = per_thread("rpes_eri", [](const Thread& t, const ShellPair* pairs, float* out,
-                                                    std::uint64_t first, std::uint64_t npairs) {
-    const std::uint64_t kl = t.global_x(), ij = first + t.global_y();
-    if (ij < npairs && kl <= ij) out[pair_index(ij, kl)] = eri(pairs[ij], pairs[kl]);
-  });
+  static const Kernel k = with_opencl(
+      rpes_opencl(), per_thread("rpes_eri", [](const Thread& t, const ShellPair* pairs, float* out,
+                                               std::uint64_t first, std::uint64_t npairs) {
+        const std::uint64_t kl = t.global_x(), ij = first + t.global_y();
+        if (ij < npairs && kl <= ij) out[pair_index(ij, kl)] = eri(pairs[ij], pairs[kl]);
+      }));
   return k;
 }
 

@@ -3,6 +3,7 @@
 // 4x4 block of every 16x16 macroblock, the sum of absolute differences at every displacement of the
 // search window; the second and third calls derive the 8x8 and 16x16 SADs from those on the device.
 // The CPU reads all three SAD arrays (tens of MiB at full scale) back.
+#include "apps/opencl.hpp"
 #include "apps/parboil/parboil.hpp"
 #include "apps/random.hpp"
 
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 namespace hdsm::apps::parboil {
@@ -54,10 +56,72 @@ std::uint32_t clamped(std::int64_t v, std::uint32_t size) {
   return static_cast<std::uint32_t>(std::clamp<std::int64_t>(v, 0, std::int64_t{size} - 1));
 }
 
+// Frame and its counts, and the clamped read of the reference frame, for the OpenCL bodies.
+const char* const kFrameOpencl = R"(
+typedef struct { uint width, height; int range; } Frame;
+uint side(Frame f) { return 2 * (uint)f.range + 1; }
+uint positions(Frame f) { return side(f) * side(f); }
+uint macroblocks(Frame f) { return (f.width / 16) * (f.height / 16); }
+uint clamped(long v, uint size) { return (uint)clamp(v, (long)0, (long)size - 1); }
+)";
+
+std::string sad4_opencl() {
+  return std::string(kFrameOpencl) + R"(
+__kernel void sad_4x4(__global const ushort* cur, __global const ushort* ref, __global ushort* sad4, Frame f) {
+  __local ushort mb[256];
+  const uint mx = (uint)get_group_id(0) * 16, my = (uint)get_group_id(1) * 16;
+  const uint size = (uint)(get_local_size(0) * get_local_size(1) * get_local_size(2));
+  const uint rank =
+      (uint)((get_local_id(2) * get_local_size(1) + get_local_id(1)) * get_local_size(0) + get_local_id(0));
+  for (uint i = rank; i < 256; i += size) mb[i] = cur[(my + i / 16) * f.width + mx + i % 16];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const ulong mbi = (ulong)get_group_id(1) * get_num_groups(0) + get_group_id(0);
+  const uint tx = (uint)get_local_id(0), ty = (uint)get_local_id(1);
+  const long dx = (long)tx - f.range, dy = (long)ty - f.range;
+  uint rows[16], cols[16];
+  for (uint k = 0; k < 16; ++k) {
+    rows[k] = clamped(my + k + dy, f.height) * f.width;
+    cols[k] = clamped(mx + k + dx, f.width);
+  }
+  const uint pos = ty * side(f) + tx;
+  for (uint sub = 0; sub < 16; ++sub) {
+    const uint y0 = sub / 4 * 4, x0 = sub % 4 * 4;
+    uint sum = 0;
+    for (uint r = y0; r < y0 + 4; ++r)
+      for (uint c = x0; c < x0 + 4; ++c) sum += abs((int)mb[r * 16 + c] - (int)ref[rows[r] + cols[c]]);
+    sad4[(mbi * 16 + sub) * positions(f) + pos] = (ushort)sum;
+  }
+})";
+}
+
+std::string sad8_opencl() {
+  return std::string(kFrameOpencl) + R"(
+__kernel void sad_8x8(__global const ushort* sad4, __global ushort* sad8, Frame f) {
+  const ulong i = get_global_id(0), p = positions(f);
+  if (i >= (ulong)macroblocks(f) * 4 * p) return;
+  const ulong mb = i / p / 4, q = i / p % 4, pos = i % p;
+  const ulong first = mb * 16 + q / 2 * 8 + q % 2 * 2;
+  sad8[i] = (ushort)(sad4[first * p + pos] + sad4[(first + 1) * p + pos] + sad4[(first + 4) * p + pos] +
+                     sad4[(first + 5) * p + pos]);
+})";
+}
+
+std::string sad16_opencl() {
+  return std::string(kFrameOpencl) + R"(
+__kernel void sad_16x16(__global const ushort* sad8, __global ushort* sad16, Frame f) {
+  const ulong i = get_global_id(0), p = positions(f);
+  if (i >= (ulong)macroblocks(f) * p) return;
+  const ulong mb = i / p, pos = i % p;
+  sad16[i] = (ushort)(sad8[(mb * 4) * p + pos] + sad8[(mb * 4 + 1) * p + pos] + sad8[(mb * 4 + 2) * p + pos] +
+                      sad8[(mb * 4 + 3) * p + pos]);
+})";
+}
+
 // One block per macroblock, one thread per displacement: the macroblock goes to shared memory, then
 // every thread computes the macroblock's sixteen 4x4 SADs at its displacement.
 const Kernel& sad4_kernel() {
-  static const Kernel k =
+  static const Kernel k = with_opencl(
+      sad4_opencl(),
       per_block("sad_4x4", [](Block& b, const Pixel* cur, const Pixel* ref, Sad* sad4, Frame f) {
         Pixel* mb = b.shared<Pixel>(256);
         const std::uint32_t mx = b.index().x * 16, my = b.index().y * 16;
@@ -83,31 +147,33 @@ const Kernel& sad4_kernel() {
             sad4[(mbi * 16 + sub) * f.positions() + pos] = static_cast<Sad>(sum);
           }
         });
-      });
+      }));
   return k;
 }
 
 // 8x8 block q (2x2 in the macroblock) is 4x4 blocks (2qy + r) * 4 + 2qx + c for r, c in {0, 1}.
 const Kernel& sad8_kernel() {
-  static const Kernel k = per_thread("sad_8x8", [](const Thread& t, const Sad* sad4, Sad* sad8, Frame f) {
-    const std::uint64_t i = t.global_x(), p = f.positions();
-    if (i >= f.sad8_count()) return;
-    const std::uint64_t mb = i / p / 4, q = i / p % 4, pos = i % p;
-    const std::uint64_t first = mb * 16 + q / 2 * 8 + q % 2 * 2;
-    sad8[i] = static_cast<Sad>(sad4[first * p + pos] + sad4[(first + 1) * p + pos] +
-                               sad4[(first + 4) * p + pos] + sad4[(first + 5) * p + pos]);
-  });
+  static const Kernel k = with_opencl(
+      sad8_opencl(), per_thread("sad_8x8", [](const Thread& t, const Sad* sad4, Sad* sad8, Frame f) {
+        const std::uint64_t i = t.global_x(), p = f.positions();
+        if (i >= f.sad8_count()) return;
+        const std::uint64_t mb = i / p / 4, q = i / p % 4, pos = i % p;
+        const std::uint64_t first = mb * 16 + q / 2 * 8 + q % 2 * 2;
+        sad8[i] = static_cast<Sad>(sad4[first * p + pos] + sad4[(first + 1) * p + pos] +
+                                   sad4[(first + 4) * p + pos] + sad4[(first + 5) * p + pos]);
+      }));
   return k;
 }
 
 const Kernel& sad16_kernel() {
-  static const Kernel k = per_thread("sad_16x16", [](const Thread& t, const Sad* sad8, Sad* sad16, Frame f) {
-    const std::uint64_t i = t.global_x(), p = f.positions();
-    if (i >= f.sad16_count()) return;
-    const std::uint64_t mb = i / p, pos = i % p;
-    sad16[i] = static_cast<Sad>(sad8[(mb * 4) * p + pos] + sad8[(mb * 4 + 1) * p + pos] +
-                                sad8[(mb * 4 + 2) * p + pos] + sad8[(mb * 4 + 3) * p + pos]);
-  });
+  static const Kernel k = with_opencl(
+      sad16_opencl(), per_thread("sad_16x16", [](const Thread& t, const Sad* sad8, Sad* sad16, Frame f) {
+        const std::uint64_t i = t.global_x(), p = f.positions();
+        if (i >= f.sad16_count()) return;
+        const std::uint64_t mb = i / p, pos = i % p;
+        sad16[i] = static_cast<Sad>(sad8[(mb * 4) * p + pos] + sad8[(mb * 4 + 1) * p + pos] +
+                                    sad8[(mb * 4 + 2) * p + pos] + sad8[(mb * 4 + 3) * p + pos]);
+      }));
   return k;
 }
 

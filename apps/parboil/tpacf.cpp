@@ -6,6 +6,7 @@
 // DR and RR per random set); after each sync the CPU reads that call's per-block histograms and
 // accumulates them. Each point of the first set is paired with a window of `partners` points of the
 // second, a sampled estimator that keeps the O(n^2) pair count within the bench's time budget.
+#include "apps/opencl.hpp"
 #include "apps/parboil/parboil.hpp"
 #include "apps/random.hpp"
 
@@ -109,9 +110,46 @@ inline void count_pairs(std::uint64_t* hist, const float* binb, Point p, std::ui
   }
 }
 
+// The OpenCL body: count_pairs and bin_of as above. Its threads run at once, so they count into the
+// block histogram with local atomics, in 32 bits (a block counts at most block size * partners
+// pairs); the sums are integers, the same whatever the order.
+std::string histogram_opencl() {
+  return cl_define("BOUNDS", kBounds) + cl_define("SLOTS", kSlots) + R"(
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+typedef struct { float x, y, z; } Point;
+
+__kernel void tpacf_histogram(__global const Point* set1, uint n, __global const Point* set2, uint partners,
+                              uint self, __global const float* binb, __global ulong* hist) {
+  __local uint h[SLOTS];
+  __local float bounds[BOUNDS];
+  const uint size = (uint)(get_local_size(0) * get_local_size(1) * get_local_size(2));
+  const uint rank =
+      (uint)((get_local_id(2) * get_local_size(1) + get_local_id(1)) * get_local_size(0) + get_local_id(0));
+  for (uint k = rank; k < SLOTS; k += size) h[k] = 0;
+  for (uint k = rank; k < BOUNDS; k += size) bounds[k] = binb[k];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const ulong i = get_global_id(0);
+  if (i < n) {
+    const Point p = set1[i];
+    ulong j = self != 0 ? i + 1 : i;
+    for (uint k = 0; k < partners; ++k, ++j) {
+      const Point q = set2[j < n ? j : j - n];
+      const double dot = (double)p.x * q.x + (double)p.y * q.y + (double)p.z * q.z;
+      const float d = (float)dot;
+      int bin = 0;
+      for (int b = 0; b < BOUNDS; ++b) bin += bounds[b] > d ? 1 : 0;
+      atomic_inc(&h[bin]);
+    }
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint k = rank; k < SLOTS; k += size) hist[get_group_id(0) * SLOTS + k] = h[k];
+})";
+}
+
 // One block histogram in shared memory, written out per block: no atomics, deterministic.
 const Kernel& histogram_kernel() {
-  static const Kernel k =
+  static const Kernel k = with_opencl(
+      histogram_opencl(),
       per_block("tpacf_histogram",
                 [](Block& b, const Point* set1, std::uint32_t n, const Point* set2, std::uint32_t partners,
                    std::uint32_t self, const float* binb, std::uint64_t* hist) {
@@ -124,7 +162,7 @@ const Kernel& histogram_kernel() {
                       count_pairs(h, bounds, set1[i], i, set2, n, partners, self);
                   });
                   std::copy(h, h + kSlots, hist + std::size_t{b.index().x} * kSlots);
-                });
+                }));
   return k;
 }
 

@@ -43,9 +43,10 @@ inline void default_disposition_under_sanitizers() {
 #endif
 }
 
-/// Under ASan, OpenCL runs only in the ctest entry that turns LeakSanitizer off
-/// (conformance.opencl_without_lsan, runtime.opencl_without_lsan): PoCL's worker threads outlive main, and LeakSanitizer's
-/// stop-the-world tracer now and then crashes on them at exit, after every test passed.
+/// Under ASan, OpenCL runs only in the ctest entries that turn LeakSanitizer off
+/// (<program>.opencl_without_lsan for conformance, runtime and apps): PoCL's worker threads outlive
+/// main, and LeakSanitizer's stop-the-world tracer now and then crashes on them at exit, after
+/// every test passed.
 inline bool opencl_only_without_lsan() {
 #if defined(__SANITIZE_ADDRESS__)
   return std::getenv("HDSM_TEST_OPENCL_WITHOUT_LSAN") == nullptr;
