@@ -4,6 +4,9 @@ cmake_minimum_required(VERSION 3.25)
 
 set(SUITE adsm)
 include(${CMAKE_CURRENT_LIST_DIR}/run_bench.cmake)
+if(DEFINED DEVICE AND NOT transcript MATCHES "adsm on ${DEVICE}[0-9]")
+  message(FATAL_ERROR "the suite did not run on a ${DEVICE} device\n${transcript}")
+endif()
 foreach(metric "parboil lazy time / explicit" "parboil rolling bytes / explicit" "parboil batch worst slow-down"
                "rolling \\(256 KiB\\) bytes per step / lazy" "fault handling / raw round trip"
                "pointer -> block lookup")

@@ -1,7 +1,12 @@
 # Included by the check_bench_*.cmake scripts: runs `hdsm bench ${SUITE} --quick` into a fresh
 # ${OUT} and fails with the transcript unless it succeeds; leaves `out` and `transcript` set.
+# -DDEVICE=<spec> runs it on that device (`--device`).
 file(REMOVE_RECURSE ${OUT})
-execute_process(COMMAND ${HDSM} bench ${SUITE} --quick --out ${OUT}
+set(device_args "")
+if(DEFINED DEVICE)
+  set(device_args --device ${DEVICE})
+endif()
+execute_process(COMMAND ${HDSM} bench ${SUITE} --quick --out ${OUT} ${device_args}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 set(transcript "exit: ${rc}\n--- stdout ---\n${out}--- stderr ---\n${err}")
 if(NOT rc STREQUAL "0")
