@@ -11,6 +11,13 @@
 namespace hdsm::detail {
 
 struct EventState {
+  EventState() = default;
+  EventState(const EventState&) = delete;
+  EventState& operator=(const EventState&) = delete;
+  /// Virtual so that a backend can keep more per event (the CUDA backend its cudaEvent, which its
+  /// queues wait for on the device) and recognise its own events with dynamic_cast.
+  virtual ~EventState() = default;
+
   std::mutex mutex;
   std::condition_variable done_cv;
   bool done = false;

@@ -11,11 +11,11 @@
 
 #include "device/backends.hpp"
 #include "device/program_cache.hpp"
+#include "device/range_table.hpp"
 #include "obs/counters.hpp"
 
 #include <cstdint>
 #include <utility>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -100,11 +100,7 @@ class OpenclDevice final : public Device {
   std::unordered_map<std::uint64_t, std::size_t> sizes_;
   std::uint64_t next_id_ = 1;
   std::size_t used_ = 0;
-  struct Pinned {
-    Mem mem;
-    std::size_t bytes;
-  };
-  std::map<std::uintptr_t, Pinned> pinned_;  // by host address
+  RangeTable<Mem> pinned_;  // mapped CL_MEM_ALLOC_HOST_PTR buffers by host address
   std::unique_ptr<OpenclQueue> internal_;  // discard fills and pinned maps
 
   // Builds take seconds, so they hold their own lock rather than mutex_.

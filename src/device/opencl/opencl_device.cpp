@@ -1,6 +1,8 @@
 // OpenCL discovery and devices: buffers, pinned memory, program builds.
 #include "device/opencl/opencl.hpp"
 
+#include "device/checks.hpp"
+
 #include <hdsm/error.hpp>
 
 #include <fmt/format.h>
@@ -91,7 +93,7 @@ std::string platform_string(cl_platform_id id, cl_platform_info what) {
   return info_string(clGetPlatformInfo, id, what, "clGetPlatformInfo", "an OpenCL platform");
 }
 
-class OpenclBackend final : public DeviceBackend {
+class OpenclBackend final : public BackendOf<OpenclDevice> {
  public:
   OpenclBackend(DeviceServices services, const OpenclOptions& options) {
     cl_uint count = 0;
@@ -122,15 +124,6 @@ class OpenclBackend final : public DeviceBackend {
       }
     }
   }
-
-  std::vector<Device*> devices() const override {
-    std::vector<Device*> out;
-    for (const auto& d : devices_) out.push_back(d.get());
-    return out;
-  }
-
- private:
-  std::vector<std::unique_ptr<OpenclDevice>> devices_;
 };
 
 }  // namespace
@@ -163,8 +156,9 @@ OpenclDevice::OpenclDevice(unsigned index, unsigned ordinal, cl_device_id id, st
 OpenclDevice::~OpenclDevice() {
   if (internal_) clFinish(internal_->get());
   std::lock_guard lock(mutex_);
-  for (auto& [address, p] : pinned_)
-    clEnqueueUnmapMemObject(internal_->get(), p.mem.get(), reinterpret_cast<void*>(address), 0, nullptr, nullptr);
+  pinned_.for_each([&](void* address, const RangeTable<Mem>::Range& p) {
+    clEnqueueUnmapMemObject(internal_->get(), p.value.get(), address, 0, nullptr, nullptr);
+  });
   if (internal_) clFinish(internal_->get());
 }
 
@@ -222,10 +216,7 @@ cl_mem OpenclDevice::resolve(DeviceBuffer buffer, std::size_t offset, std::size_
   if (it == buffers_.end())
     throw InvalidPointer(fmt::format("{} on {}: buffer {} is not a live buffer of this device", what, name(),
                                      buffer.handle));
-  const std::size_t size = sizes_.at(buffer.handle);
-  if (offset > size || bytes > size - offset)
-    throw InvalidArgument(fmt::format("{} on {}: bytes [{}, {}) are past the end of a {}-byte buffer", what, name(),
-                                      offset, offset + bytes, size));
+  require_range(what, name(), offset, bytes, sizes_.at(buffer.handle));
   return it->second.get();
 }
 
@@ -254,31 +245,24 @@ void* OpenclDevice::alloc_pinned(std::size_t bytes) {
                                nullptr, &err);
   check(err, "clEnqueueMapBuffer", fmt::format("{} pinned bytes for {}", bytes, name()));
   std::lock_guard lock(mutex_);
-  pinned_.emplace(reinterpret_cast<std::uintptr_t>(p), Pinned{std::move(mem), bytes});
+  pinned_.insert(p, bytes, std::move(mem));
   return p;
 }
 
 void OpenclDevice::free_pinned(void* pointer) {
   if (pointer == nullptr) return;
   std::unique_lock lock(mutex_);
-  const auto it = pinned_.find(reinterpret_cast<std::uintptr_t>(pointer));
-  if (it == pinned_.end())
-    throw InvalidPointer(fmt::format("free_pinned({}) on {}: not pinned memory of this device", pointer, name()));
-  Pinned p = std::move(it->second);
-  pinned_.erase(it);
+  auto p = pinned_.take(pointer);
+  if (!p) throw InvalidPointer(fmt::format("free_pinned({}) on {}: not pinned memory of this device", pointer, name()));
   lock.unlock();
-  check(clEnqueueUnmapMemObject(internal_->get(), p.mem.get(), pointer, 0, nullptr, nullptr),
+  check(clEnqueueUnmapMemObject(internal_->get(), p->value.get(), pointer, 0, nullptr, nullptr),
         "clEnqueueUnmapMemObject", fmt::format("pinned memory of {}", name()));
   check(clFinish(internal_->get()), "clFinish", name());
 }
 
 bool OpenclDevice::is_pinned(const void* pointer, std::size_t bytes) const {
-  const auto a = reinterpret_cast<std::uintptr_t>(pointer);
   std::lock_guard lock(mutex_);
-  auto it = pinned_.upper_bound(a);
-  if (it == pinned_.begin()) return false;
-  --it;
-  return a - it->first <= it->second.bytes && bytes <= it->second.bytes - (a - it->first);
+  return pinned_.contains(pointer, bytes);
 }
 
 bool OpenclDevice::can_access_peer(const Device& other) const {

@@ -1,4 +1,5 @@
 // OpenCL queues: asynchronous copies, fills and kernel launches on an in-order command queue.
+#include "device/checks.hpp"
 #include "device/event_state.hpp"
 #include "device/opencl/opencl.hpp"
 
@@ -10,10 +11,6 @@
 
 namespace hdsm::opencl {
 namespace {
-
-void require_host(const void* p, std::size_t bytes, const char* what, const std::string& device) {
-  if (p == nullptr && bytes != 0) throw InvalidArgument(fmt::format("{} on {}: the host pointer is null", what, device));
-}
 
 /// One kernel argument as OpenCL takes it; a sub-buffer for a pointer inside a buffer.
 struct ArgValue {
