@@ -197,7 +197,7 @@ struct Kernel {
   std::string name;
   HostBody host;                        // sim and host execution
   std::string opencl_source;            // OpenCL C (opencl backend)
-  const void* cuda_function = nullptr;  // a __global__ function (cuda backend)
+  const void* cuda_function = nullptr;  // a __global__ function's cudaKernel_t (cuda backend; <hdsm/cuda.hpp>)
 };
 
 namespace detail {

@@ -1,0 +1,154 @@
+// The CUDA backend: the CUDA runtime API on every device cudaGetDeviceCount reports. libhdsm links
+// the static CUDA runtime, so it loads where no toolkit is installed and a missing driver is an
+// error of cudaGetDeviceCount. Buffers are cudaMalloc allocations whose handle is the device
+// address; queues are non-blocking streams; an event is a cudaEvent (what other CUDA queues wait
+// for, on the device) plus a stream callback that completes the host-side state; pinned memory is
+// portable cudaHostAlloc memory. Every enqueued action is an NVTX range on the calling thread.
+//
+// Kernels are __global__ functions compiled by nvcc into the program. The program's CUDA runtime
+// is not libhdsm's (each static runtime keeps its own table of host stubs), so a Kernel names its
+// CUDA body by the kernel's cudaKernel_t, which every runtime of a process accepts
+// (hdsm::cuda_kernel in <hdsm/cuda.hpp>), not by the host stub's address.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "device/backends.hpp"
+#include "device/event_state.hpp"
+#include "device/range_table.hpp"
+#include "obs/counters.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+namespace hdsm::cuda {
+
+/// Throws an hdsm::Error naming the call, what it was applied to and the CUDA error, unless code
+/// is cudaSuccess: KernelFailure for a fault of a kernel, Errc::out_of_device_memory for an
+/// allocation, Errc::system otherwise. Clears the calling thread's last CUDA error.
+void check(cudaError_t code, const char* call, const std::string& object);
+/// The name of an error that a faulting kernel leaves behind (cudaErrorIllegalAddress...), or
+/// nullptr. A table of our own: it is what stream callbacks, which must not call CUDA, can use.
+const char* kernel_fault_name(cudaError_t code);
+
+/// The cudaEvents of one device, reused. An event comes back when the last hdsm::Event recorded
+/// with it goes, which can happen inside a stream callback, where CUDA must not be called: giving
+/// one back only takes a lock.
+class EventPool {
+ public:
+  explicit EventPool(std::string device) : device_(std::move(device)) {}
+  ~EventPool();
+  EventPool(const EventPool&) = delete;
+  EventPool& operator=(const EventPool&) = delete;
+  /// A free event of the device, created when there is none (the device must be current).
+  cudaEvent_t take();
+  void give(cudaEvent_t event) noexcept;
+
+ private:
+  std::string device_;
+  std::mutex mutex_;
+  std::vector<cudaEvent_t> free_;
+};
+
+/// The state of an hdsm::Event recorded by a CUDA queue: its cudaEvent, recorded on the stream
+/// just before the callback that completes the state.
+struct CudaEventState final : detail::EventState {
+  CudaEventState(std::shared_ptr<EventPool> p, cudaEvent_t e) : pool(std::move(p)), event(e) {}
+  ~CudaEventState() override { pool->give(event); }
+  std::shared_ptr<EventPool> pool;
+  cudaEvent_t event;
+};
+
+class CudaQueue;
+
+class CudaDevice final : public Device {
+ public:
+  /// `peers`: by ordinal, whether this device and that one can access each other's memory.
+  CudaDevice(unsigned index, int ordinal, int peer_group, std::vector<bool> peers, DeviceServices services,
+             const CudaOptions& options);
+  ~CudaDevice() override;
+
+  const DeviceProperties& properties() const override { return props_; }
+  DeviceBuffer alloc(std::size_t bytes) override;
+  void free(DeviceBuffer buffer) override;
+  std::size_t memory_used() const override;
+  void discard(DeviceBuffer buffer, std::size_t offset, std::size_t bytes) override;
+  std::uint64_t address(DeviceBuffer buffer, std::size_t offset) const override;
+  void* alloc_pinned(std::size_t bytes) override;
+  void free_pinned(void* pointer) override;
+  bool is_pinned(const void* pointer, std::size_t bytes) const override;
+  bool can_access_peer(const Device& other) const override;
+  std::unique_ptr<Queue> create_queue() override;
+
+  // Used by CudaQueue.
+  int ordinal() const { return ordinal_; }
+  /// Makes this device the calling thread's current CUDA device (cudaSetDevice, cheap when it is).
+  void activate() const;
+  /// The device address of byte `offset` of a live buffer; InvalidPointer for a foreign or freed
+  /// buffer, InvalidArgument when [offset, offset + bytes) runs past its end.
+  std::byte* resolve(DeviceBuffer buffer, std::size_t offset, std::size_t bytes, const std::string& what) const;
+  /// The sizes of a __global__ function's parameters (cudaFuncGetParamInfo, asked once per
+  /// function); nothing when the driver cannot say.
+  std::optional<std::vector<std::size_t>> parameters(const Kernel& kernel);
+  /// Enables this device's access to `peer`'s memory the first time a copy needs it.
+  void enable_peer_access(const CudaDevice& peer);
+  const std::shared_ptr<EventPool>& events() const { return events_; }
+  obs::DeviceCounters& counters() { return counters_; }
+
+ private:
+  /// Fills [p, p + bytes) with `value` on the internal stream and waits for it.
+  cudaError_t fill_now(void* p, std::size_t bytes, unsigned char value);
+
+  DeviceProperties props_;
+  int ordinal_;
+  std::vector<bool> peers_;
+  obs::DeviceCounters& counters_;
+  bool poison_;
+  cudaStream_t internal_ = nullptr;  // fills of new and discarded buffers
+  std::shared_ptr<EventPool> events_;
+
+  mutable std::mutex mutex_;  // the tables below
+  std::unordered_map<std::uint64_t, std::size_t> buffers_;  // live allocations: device address -> bytes
+  std::size_t used_ = 0;
+  RangeTable<std::monostate> pinned_;
+  std::unordered_map<const void*, std::optional<std::vector<std::size_t>>> parameters_;
+  std::vector<bool> peer_enabled_;  // by ordinal
+};
+
+class CudaQueue final : public Queue {
+ public:
+  explicit CudaQueue(CudaDevice& device);
+  ~CudaQueue() override;
+
+  Device& device() override { return device_; }
+  void copy_to_device(DeviceBuffer dst, std::size_t dst_offset, const void* src, std::size_t bytes) override;
+  void copy_to_host(void* dst, DeviceBuffer src, std::size_t src_offset, std::size_t bytes) override;
+  void copy_on_device(DeviceBuffer dst, std::size_t dst_offset, DeviceBuffer src, std::size_t src_offset,
+                      std::size_t bytes) override;
+  void copy_from_peer(DeviceBuffer dst, std::size_t dst_offset, Device& src_device, DeviceBuffer src,
+                      std::size_t src_offset, std::size_t bytes) override;
+  void fill(DeviceBuffer dst, std::size_t offset, std::size_t bytes, std::uint8_t value) override;
+  void launch(const Kernel& kernel, const Launch& launch, std::span<const KernelArg> args) override;
+  Event record() override;
+  void wait(const Event& event) override;
+  void synchronize() override;
+
+ private:
+  /// Issues one asynchronous CUDA call on the stream inside an NVTX range named `action`.
+  template <class Call>
+  void issue(const char* action, const char* call, Call&& enqueue);
+
+  CudaDevice& device_;
+  cudaStream_t stream_ = nullptr;
+  std::mutex mutex_;
+  std::exception_ptr error_;  // the first failure of a foreign event this queue waited for
+};
+
+}  // namespace hdsm::cuda

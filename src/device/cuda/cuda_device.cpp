@@ -1,0 +1,316 @@
+// CUDA discovery and devices: buffers, pinned memory, peer access, kernel parameter layouts.
+#include "device/cuda/cuda.hpp"
+
+#include "device/checks.hpp"
+
+#include <hdsm/error.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+
+namespace hdsm {
+namespace cuda {
+
+const char* kernel_fault_name(cudaError_t code) {
+  switch (code) {
+#define HDSM_CUDA_FAULT(name) \
+  case name: return #name;
+    HDSM_CUDA_FAULT(cudaErrorIllegalAddress)
+    HDSM_CUDA_FAULT(cudaErrorLaunchFailure)
+    HDSM_CUDA_FAULT(cudaErrorAssert)
+    HDSM_CUDA_FAULT(cudaErrorIllegalInstruction)
+    HDSM_CUDA_FAULT(cudaErrorMisalignedAddress)
+    HDSM_CUDA_FAULT(cudaErrorInvalidAddressSpace)
+    HDSM_CUDA_FAULT(cudaErrorInvalidPc)
+    HDSM_CUDA_FAULT(cudaErrorHardwareStackError)
+    HDSM_CUDA_FAULT(cudaErrorLaunchTimeout)
+    HDSM_CUDA_FAULT(cudaErrorLaunchOutOfResources)
+#undef HDSM_CUDA_FAULT
+    default: return nullptr;
+  }
+}
+
+void check(cudaError_t code, const char* call, const std::string& object) {
+  if (code == cudaSuccess) return;
+  (void)cudaGetLastError();  // a non-sticky error must not show up again at the next launch
+  const std::string message =
+      fmt::format("{} failed on {}: {} ({})", call, object, cudaGetErrorString(code), cudaGetErrorName(code));
+  if (kernel_fault_name(code) != nullptr) throw KernelFailure(message);
+  if (code == cudaErrorMemoryAllocation) throw Error(Errc::out_of_device_memory, message);
+  throw Error(Errc::system, message);
+}
+
+EventPool::~EventPool() {
+  for (cudaEvent_t e : free_) cudaEventDestroy(e);  // errors ignored: the runtime may be shutting down
+}
+
+cudaEvent_t EventPool::take() {
+  {
+    std::lock_guard lock(mutex_);
+    if (!free_.empty()) {
+      cudaEvent_t e = free_.back();
+      free_.pop_back();
+      return e;
+    }
+  }
+  cudaEvent_t e = nullptr;
+  check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags", device_);
+  return e;
+}
+
+void EventPool::give(cudaEvent_t event) noexcept {
+  std::lock_guard lock(mutex_);
+  free_.push_back(event);
+}
+
+namespace {
+
+class CudaBackend final : public BackendOf<CudaDevice> {
+ public:
+  CudaBackend(DeviceServices services, const CudaOptions& options) {
+    int count = 0;
+    const cudaError_t found = cudaGetDeviceCount(&count);
+    if (found != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw NoDevice(fmt::format("no CUDA device: cudaGetDeviceCount failed: {} ({}){}", cudaGetErrorString(found),
+                                 cudaGetErrorName(found),
+                                 found == cudaErrorInsufficientDriver
+                                     ? "; no NVIDIA driver is loaded, or it is older than the CUDA runtime libhdsm "
+                                       "was built with"
+                                     : ""));
+    }
+    if (count == 0) throw NoDevice("no CUDA device: cudaGetDeviceCount reports none");
+
+    // Peer access both ways; peer groups are the connected sets of such pairs.
+    const auto n = static_cast<std::size_t>(count);
+    std::vector<std::vector<bool>> peers(n, std::vector<bool>(n, false));
+    for (int i = 0; i < count; ++i)
+      for (int j = 0; j < count; ++j) {
+        if (i == j) continue;
+        int can = 0;
+        check(cudaDeviceCanAccessPeer(&can, i, j), "cudaDeviceCanAccessPeer", fmt::format("cuda{} and cuda{}", i, j));
+        peers[i][j] = can != 0;
+      }
+    std::vector<std::size_t> root(n);
+    std::iota(root.begin(), root.end(), std::size_t{0});
+    auto find = [&](std::size_t i) {
+      while (root[i] != i) i = root[i] = root[root[i]];
+      return i;
+    };
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = i + 1; j < n; ++j) {
+        peers[i][j] = peers[j][i] = peers[i][j] && peers[j][i];
+        if (peers[i][j]) {
+          const std::size_t a = find(i), b = find(j);
+          root[std::max(a, b)] = std::min(a, b);
+        }
+      }
+    for (std::size_t i = 0; i < n; ++i) {
+      const bool alone = std::none_of(peers[i].begin(), peers[i].end(), [](bool b) { return b; });
+      devices_.push_back(std::make_unique<CudaDevice>(options.first_index + static_cast<unsigned>(i),
+                                                      static_cast<int>(i), alone ? -1 : static_cast<int>(find(i)),
+                                                      peers[i], services, options));
+    }
+  }
+};
+
+}  // namespace
+
+CudaDevice::CudaDevice(unsigned index, int ordinal, int peer_group, std::vector<bool> peers, DeviceServices services,
+                       const CudaOptions& options)
+    : ordinal_(ordinal),
+      peers_(std::move(peers)),
+      counters_(services.counters.add_device(fmt::format("cuda{}", ordinal))),
+      poison_(options.poison),
+      events_(std::make_shared<EventPool>(fmt::format("cuda{}", ordinal))),
+      peer_enabled_(peers_.size(), false) {
+  props_.name = fmt::format("cuda{}", ordinal);
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, ordinal), "cudaGetDeviceProperties", props_.name);
+  props_.description = fmt::format("{} (compute capability {}.{})", prop.name, prop.major, prop.minor);
+  props_.backend = Backend::cuda;
+  props_.index = index;
+  props_.memory_bytes = prop.totalGlobalMem;
+  if (options.memory_bytes != 0) props_.memory_bytes = std::min<std::size_t>(props_.memory_bytes, options.memory_bytes);
+  props_.copy_engines = static_cast<unsigned>(std::max(1, prop.asyncEngineCount));
+  props_.peer_group = peer_group;
+  props_.link_gbps = 0;  // nominal: CUDA does not report the link's rate
+  activate();
+  check(cudaStreamCreateWithFlags(&internal_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags", props_.name);
+}
+
+CudaDevice::~CudaDevice() {
+  // Errors are ignored: at exit the CUDA runtime may already have shut down.
+  if (cudaSetDevice(ordinal_) != cudaSuccess) return;
+  cudaStreamSynchronize(internal_);
+  cudaStreamDestroy(internal_);
+  std::lock_guard lock(mutex_);
+  for (const auto& [address, bytes] : buffers_) cudaFree(reinterpret_cast<void*>(address));
+  pinned_.for_each([](void* p, const auto&) { cudaFreeHost(p); });
+  (void)cudaGetLastError();
+}
+
+void CudaDevice::activate() const { check(cudaSetDevice(ordinal_), "cudaSetDevice", props_.name); }
+
+cudaError_t CudaDevice::fill_now(void* p, std::size_t bytes, unsigned char value) {
+  cudaError_t e = cudaMemsetAsync(p, value, bytes, internal_);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(internal_);
+  return e;
+}
+
+DeviceBuffer CudaDevice::alloc(std::size_t bytes) {
+  if (bytes == 0) throw InvalidArgument(fmt::format("alloc(0) on {}: a buffer needs at least one byte", name()));
+  {
+    std::lock_guard lock(mutex_);
+    if (used_ + bytes > props_.memory_bytes) throw OutOfDeviceMemory(name(), bytes, used_, props_.memory_bytes);
+    used_ += bytes;  // reserved while cudaMalloc runs
+  }
+  auto unreserve = [&] {
+    std::lock_guard lock(mutex_);
+    used_ -= bytes;
+  };
+  activate();
+  void* p = nullptr;
+  const cudaError_t allocated = cudaMalloc(&p, bytes);
+  if (allocated != cudaSuccess) {
+    unreserve();
+    if (allocated == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      throw OutOfDeviceMemory(name(), bytes, memory_used(), props_.memory_bytes);
+    }
+    check(allocated, "cudaMalloc", fmt::format("{} bytes on {}", bytes, name()));
+  }
+  // New buffers hold zeros (or the poison byte), as on the other backends.
+  const cudaError_t filled = fill_now(p, bytes, poison_ ? 0xDE : 0);
+  if (filled != cudaSuccess) {
+    cudaFree(p);
+    unreserve();
+    check(filled, "cudaMemsetAsync", fmt::format("a new buffer of {} bytes on {}", bytes, name()));
+  }
+  const auto handle = reinterpret_cast<std::uint64_t>(p);
+  std::lock_guard lock(mutex_);
+  buffers_.emplace(handle, bytes);
+  return {handle, bytes};
+}
+
+void CudaDevice::free(DeviceBuffer buffer) {
+  std::unique_lock lock(mutex_);
+  const auto it = buffers_.find(buffer.handle);
+  if (it == buffers_.end())
+    throw InvalidPointer(fmt::format("free on {}: buffer {:#x} is not a live buffer of this device (freed twice, "
+                                     "or another device's)",
+                                     name(), buffer.handle));
+  used_ -= it->second;
+  buffers_.erase(it);
+  lock.unlock();
+  activate();
+  check(cudaFree(reinterpret_cast<void*>(buffer.handle)), "cudaFree", fmt::format("a buffer of {}", name()));
+}
+
+std::size_t CudaDevice::memory_used() const {
+  std::lock_guard lock(mutex_);
+  return used_;
+}
+
+std::byte* CudaDevice::resolve(DeviceBuffer buffer, std::size_t offset, std::size_t bytes,
+                               const std::string& what) const {
+  std::lock_guard lock(mutex_);
+  const auto it = buffers_.find(buffer.handle);
+  if (it == buffers_.end())
+    throw InvalidPointer(fmt::format("{} on {}: buffer {:#x} is not a live buffer of this device", what, name(),
+                                     buffer.handle));
+  require_range(what, name(), offset, bytes, it->second);
+  return reinterpret_cast<std::byte*>(buffer.handle) + offset;
+}
+
+void CudaDevice::discard(DeviceBuffer buffer, std::size_t offset, std::size_t bytes) {
+  std::byte* p = resolve(buffer, offset, bytes, "discard");
+  if (!poison_ || bytes == 0) return;
+  activate();
+  check(fill_now(p, bytes, 0xDE), "cudaMemsetAsync", fmt::format("a discarded range on {}", name()));
+}
+
+std::uint64_t CudaDevice::address(DeviceBuffer buffer, std::size_t offset) const {
+  return reinterpret_cast<std::uint64_t>(resolve(buffer, offset, 0, "address"));
+}
+
+void* CudaDevice::alloc_pinned(std::size_t bytes) {
+  if (bytes == 0) throw InvalidArgument(fmt::format("alloc_pinned(0) on {}", name()));
+  activate();
+  void* p = nullptr;
+  // Portable: pinned for every device's copies, as the memory of the other backends is.
+  check(cudaHostAlloc(&p, bytes, cudaHostAllocPortable), "cudaHostAlloc",
+        fmt::format("{} pinned bytes for {}", bytes, name()));
+  std::lock_guard lock(mutex_);
+  pinned_.insert(p, bytes);
+  return p;
+}
+
+void CudaDevice::free_pinned(void* pointer) {
+  if (pointer == nullptr) return;
+  std::unique_lock lock(mutex_);
+  if (!pinned_.take(pointer))
+    throw InvalidPointer(fmt::format("free_pinned({}) on {}: not pinned memory of this device", pointer, name()));
+  lock.unlock();
+  activate();
+  check(cudaFreeHost(pointer), "cudaFreeHost", fmt::format("pinned memory of {}", name()));
+}
+
+bool CudaDevice::is_pinned(const void* pointer, std::size_t bytes) const {
+  std::lock_guard lock(mutex_);
+  return pinned_.contains(pointer, bytes);
+}
+
+bool CudaDevice::can_access_peer(const Device& other) const {
+  const auto* o = dynamic_cast<const CudaDevice*>(&other);
+  return o != nullptr && o != this && static_cast<std::size_t>(o->ordinal_) < peers_.size() && peers_[o->ordinal_];
+}
+
+void CudaDevice::enable_peer_access(const CudaDevice& peer) {
+  std::lock_guard lock(mutex_);
+  if (peer_enabled_[peer.ordinal_]) return;
+  activate();
+  const cudaError_t e = cudaDeviceEnablePeerAccess(peer.ordinal_, 0);
+  // Another runtime of this process may have enabled it in the (shared) primary context already.
+  if (e == cudaErrorPeerAccessAlreadyEnabled)
+    (void)cudaGetLastError();
+  else
+    check(e, "cudaDeviceEnablePeerAccess", fmt::format("{} to {}", name(), peer.name()));
+  peer_enabled_[peer.ordinal_] = true;
+}
+
+std::optional<std::vector<std::size_t>> CudaDevice::parameters(const Kernel& kernel) {
+  std::lock_guard lock(mutex_);
+  if (const auto it = parameters_.find(kernel.cuda_function); it != parameters_.end()) return it->second;
+  std::optional<std::vector<std::size_t>> sizes(std::in_place);
+  for (std::size_t i = 0;; ++i) {
+    std::size_t offset = 0, size = 0;
+    const cudaError_t e = cudaFuncGetParamInfo(kernel.cuda_function, i, &offset, &size);
+    if (e == cudaSuccess) {
+      sizes->push_back(size);
+      continue;
+    }
+    (void)cudaGetLastError();
+    if (e == cudaErrorInvalidValue) break;  // past the last parameter
+    if (e == cudaErrorNotSupported || e == cudaErrorCallRequiresNewerDriver) {
+      sizes.reset();  // the driver cannot say; the launch goes ahead unchecked
+      break;
+    }
+    throw KernelFailure(fmt::format("kernel '{}' on {}: cudaFuncGetParamInfo failed: {} ({}); cuda_function must be "
+                                    "the kernel's cudaKernel_t (hdsm::cuda_kernel in <hdsm/cuda.hpp>)",
+                                    kernel.name, name(), cudaGetErrorString(e), cudaGetErrorName(e)));
+  }
+  return parameters_.emplace(kernel.cuda_function, sizes).first->second;
+}
+
+std::unique_ptr<Queue> CudaDevice::create_queue() { return std::make_unique<CudaQueue>(*this); }
+
+}  // namespace cuda
+
+std::unique_ptr<DeviceBackend> open_cuda(DeviceServices services, const CudaOptions& options) {
+  return std::make_unique<cuda::CudaBackend>(services, options);
+}
+
+}  // namespace hdsm

@@ -1,0 +1,214 @@
+// CUDA queues: asynchronous copies, fills and kernel launches on a non-blocking stream.
+#include "device/checks.hpp"
+#include "device/cuda/cuda.hpp"
+
+#include <hdsm/error.hpp>
+
+#include <fmt/format.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include <utility>
+
+namespace hdsm::cuda {
+namespace {
+
+/// An NVTX range on the calling thread: the hdsm action a profiler shows around the CUDA calls it
+/// issues. Without a tool attached, push and pop return at once.
+class NvtxRange {
+ public:
+  explicit NvtxRange(const char* name) { nvtxRangePushA(name); }
+  ~NvtxRange() { nvtxRangePop(); }
+  NvtxRange(const NvtxRange&) = delete;
+  NvtxRange& operator=(const NvtxRange&) = delete;
+};
+
+/// What a stream callback needs to complete an event. No CUDA call is made there (not even
+/// cudaGetErrorString): the message is built from our own table of kernel faults.
+struct Recorded {
+  std::shared_ptr<detail::EventState> state;
+  std::string device;
+};
+
+void CUDART_CB on_recorded(cudaStream_t, cudaError_t status, void* data) {
+  const std::unique_ptr<Recorded> recorded(static_cast<Recorded*>(data));
+  std::exception_ptr error;
+  if (status != cudaSuccess) {
+    const char* fault = kernel_fault_name(status);
+    const std::string message =
+        fmt::format("CUDA work queued on {} before an event failed: {} ({}); synchronize its queue for the "
+                    "CUDA error's description",
+                    recorded->device, fault != nullptr ? fault : "CUDA error", static_cast<int>(status));
+    error = fault != nullptr ? std::make_exception_ptr(KernelFailure(message))
+                             : std::make_exception_ptr(Error(Errc::system, message));
+  }
+  recorded->state->complete(error);
+}
+
+}  // namespace
+
+CudaQueue::CudaQueue(CudaDevice& device) : device_(device) {
+  device_.activate();
+  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags", device.name());
+}
+
+CudaQueue::~CudaQueue() {
+  // Errors are ignored: at exit the CUDA runtime may already have shut down.
+  if (cudaSetDevice(device_.ordinal()) == cudaSuccess) {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+  (void)cudaGetLastError();
+}
+
+template <class Call>
+void CudaQueue::issue(const char* action, const char* call, Call&& enqueue) {
+  device_.activate();
+  const NvtxRange range(action);
+  check(enqueue(), call, device_.name());
+}
+
+void CudaQueue::copy_to_device(DeviceBuffer dst, std::size_t dst_offset, const void* src, std::size_t bytes) {
+  require_host(src, bytes, "copy_to_device", device_.name());
+  std::byte* d = device_.resolve(dst, dst_offset, bytes, "copy_to_device");
+  if (bytes == 0) return;
+  // Pageable host memory is fine: cudaMemcpyAsync stages it through the driver's own pinned buffers.
+  issue("hdsm copy_to_device", "cudaMemcpyAsync",
+        [&] { return cudaMemcpyAsync(d, src, bytes, cudaMemcpyHostToDevice, stream_); });
+  device_.counters().route(Route::h2d).add(bytes);
+}
+
+void CudaQueue::copy_to_host(void* dst, DeviceBuffer src, std::size_t src_offset, std::size_t bytes) {
+  require_host(dst, bytes, "copy_to_host", device_.name());
+  const std::byte* s = device_.resolve(src, src_offset, bytes, "copy_to_host");
+  if (bytes == 0) return;
+  issue("hdsm copy_to_host", "cudaMemcpyAsync",
+        [&] { return cudaMemcpyAsync(dst, s, bytes, cudaMemcpyDeviceToHost, stream_); });
+  device_.counters().route(Route::d2h).add(bytes);
+}
+
+void CudaQueue::copy_on_device(DeviceBuffer dst, std::size_t dst_offset, DeviceBuffer src, std::size_t src_offset,
+                               std::size_t bytes) {
+  std::byte* d = device_.resolve(dst, dst_offset, bytes, "copy_on_device (destination)");
+  const std::byte* s = device_.resolve(src, src_offset, bytes, "copy_on_device (source)");
+  if (bytes == 0) return;
+  issue("hdsm copy_on_device", "cudaMemcpyAsync",
+        [&] { return cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice, stream_); });
+  device_.counters().route(Route::d2d).add(bytes);
+}
+
+void CudaQueue::copy_from_peer(DeviceBuffer dst, std::size_t dst_offset, Device& src_device, DeviceBuffer src,
+                               std::size_t src_offset, std::size_t bytes) {
+  auto* peer = dynamic_cast<CudaDevice*>(&src_device);
+  if (peer == nullptr || !device_.can_access_peer(*peer))
+    throw Unsupported(fmt::format("copy_from_peer: {} cannot copy directly from {} (no CUDA peer access between "
+                                  "them); stage the copy through host memory",
+                                  device_.name(), src_device.name()));
+  std::byte* d = device_.resolve(dst, dst_offset, bytes, "copy_from_peer (destination)");
+  const std::byte* s = peer->resolve(src, src_offset, bytes, "copy_from_peer (source)");
+  if (bytes == 0) return;
+  device_.enable_peer_access(*peer);
+  issue("hdsm copy_from_peer", "cudaMemcpyPeerAsync",
+        [&] { return cudaMemcpyPeerAsync(d, device_.ordinal(), s, peer->ordinal(), bytes, stream_); });
+  device_.counters().route(Route::peer).add(bytes);
+}
+
+void CudaQueue::fill(DeviceBuffer dst, std::size_t offset, std::size_t bytes, std::uint8_t value) {
+  std::byte* d = device_.resolve(dst, offset, bytes, "fill");
+  if (bytes == 0) return;
+  issue("hdsm fill", "cudaMemsetAsync", [&] { return cudaMemsetAsync(d, value, bytes, stream_); });
+}
+
+void CudaQueue::launch(const Kernel& kernel, const Launch& launch, std::span<const KernelArg> args) {
+  if (kernel.cuda_function == nullptr)
+    throw Unsupported(fmt::format("kernel '{}' has no body for backend cuda (it needs a __global__ function: "
+                                  "Kernel::cuda_function = hdsm::cuda_kernel(f), see <hdsm/cuda.hpp>)",
+                                  kernel.name));
+  // Arguments first, so that a bad one throws before anything is enqueued. cudaLaunchKernel takes
+  // a pointer to each argument's value: a buffer's value is its device address.
+  std::vector<std::uint64_t> addresses(args.size());
+  std::vector<void*> values(args.size());
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const KernelArg& a = args[i];
+    if (a.is_buffer()) {
+      addresses[i] = reinterpret_cast<std::uint64_t>(
+          device_.resolve(a.buffer(), a.offset(), 0, fmt::format("argument {} of kernel '{}'", i, kernel.name)));
+      values[i] = &addresses[i];
+    } else {
+      values[i] = const_cast<void*>(a.data());
+    }
+  }
+  device_.activate();
+  if (const auto sizes = device_.parameters(kernel)) {
+    if (sizes->size() != args.size())
+      throw InvalidArgument(fmt::format("kernel '{}' takes {} arguments in its __global__ function; the call passes {}",
+                                        kernel.name, sizes->size(), args.size()));
+    for (std::size_t i = 0; i < args.size(); ++i)
+      if ((*sizes)[i] != args[i].size())
+        throw InvalidArgument(fmt::format("argument {} of kernel '{}' has {} bytes; the __global__ function's "
+                                          "parameter has {}",
+                                          i, kernel.name, args[i].size(), (*sizes)[i]));
+  }
+  const NvtxRange range(kernel.name.c_str());
+  const dim3 grid(launch.grid.x, launch.grid.y, launch.grid.z);
+  const dim3 block(launch.block.x, launch.block.y, launch.block.z);
+  cudaError_t e = cudaLaunchKernel(kernel.cuda_function, grid, block, values.data(), launch.shared_bytes, stream_);
+  const cudaError_t last = cudaGetLastError();
+  if (e == cudaSuccess) e = last;
+  if (e != cudaSuccess)
+    throw KernelFailure(fmt::format("kernel '{}' did not launch on {} (grid {}x{}x{}, block {}x{}x{}, {} bytes of "
+                                    "dynamic shared memory): {} ({})",
+                                    kernel.name, device_.name(), grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                                    launch.shared_bytes, cudaGetErrorString(e), cudaGetErrorName(e)));
+  device_.counters().kernel_launches.fetch_add(1, std::memory_order_relaxed);
+}
+
+Event CudaQueue::record() {
+  device_.activate();
+  // The state owns the event from here on, so a failure below gives it back to the pool.
+  auto state = std::make_shared<CudaEventState>(device_.events(), device_.events()->take());
+  check(cudaEventRecord(state->event, stream_), "cudaEventRecord", device_.name());
+  auto recorded = std::make_unique<Recorded>(Recorded{state, device_.name()});
+  // cudaStreamAddCallback rather than cudaLaunchHostFunc: it still runs after a fault of earlier
+  // work, with the error, where a host function would never run and the event never complete.
+  check(cudaStreamAddCallback(stream_, on_recorded, recorded.get(), 0), "cudaStreamAddCallback", device_.name());
+  recorded.release();  // on_recorded deletes it
+  return Event(std::move(state));
+}
+
+void CudaQueue::wait(const Event& event) {
+  const auto& state = event.state();
+  if (!state) return;
+  if (const auto* recorded = dynamic_cast<const CudaEventState*>(state.get())) {
+    device_.activate();
+    check(cudaStreamWaitEvent(stream_, recorded->event, 0), "cudaStreamWaitEvent", device_.name());
+    return;
+  }
+  // An event of another backend (sim, opencl): the calling thread waits for it here, so later work
+  // of this queue is enqueued only once it has completed. Not a stream callback that blocks until
+  // then: CUDA may run the callbacks of all streams on one thread, and a foreign event that itself
+  // waits for a CUDA event (whose completion is such a callback) would then never complete. This
+  // wait cannot deadlock: everything the event depends on was enqueued before it was recorded.
+  std::unique_lock lock(state->mutex);
+  state->done_cv.wait(lock, [&] { return state->done; });
+  if (state->error) {
+    std::lock_guard mine(mutex_);
+    if (!error_) error_ = state->error;  // synchronize() rethrows it
+  }
+}
+
+void CudaQueue::synchronize() {
+  device_.activate();
+  const cudaError_t e = cudaStreamSynchronize(stream_);
+  std::exception_ptr error;
+  {
+    std::lock_guard lock(mutex_);
+    error = std::exchange(error_, nullptr);
+  }
+  if (error) {
+    if (e != cudaSuccess) (void)cudaGetLastError();
+    std::rethrow_exception(error);
+  }
+  check(e, "cudaStreamSynchronize", fmt::format("the queued work of {}", device_.name()));
+}
+
+}  // namespace hdsm::cuda
