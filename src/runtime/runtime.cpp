@@ -79,14 +79,26 @@ RuntimeImpl::RuntimeImpl(Config c)
   const DeviceServices services{counters, tracer, executor};
   sim = std::make_unique<sim::SimBackend>(sim_options(config), services);
   devices = sim->devices();
-  const std::string& opencl_knob = config.get(name(Knob::opencl));
-  const bool opencl_named = config.get(name(Knob::device)).starts_with("opencl");
-  if (opencl_knob == "on" || (opencl_knob == "auto" && opencl_named)) {
+  // HDSM_OPENCL / HDSM_CUDA: on, or auto and HDSM_DEVICE names the backend.
+  auto wanted = [&](Knob knob, std::string_view backend) {
+    const std::string& value = config.get(name(knob));
+    return value == "on" || (value == "auto" && config.get(name(Knob::device)).starts_with(backend));
+  };
+  auto add = [&](const std::unique_ptr<DeviceBackend>& backend) {
+    for (Device* d : backend->devices()) devices.push_back(d);
+  };
+  if (wanted(Knob::opencl, "opencl")) {
     opencl = open_opencl(services, OpenclOptions{static_cast<unsigned>(devices.size()),
                                                  config.boolean(name(Knob::opencl_poison)),
                                                  config.size(name(Knob::opencl_memory)),
                                                  config.get(name(Knob::cache_dir))});
-    for (Device* d : opencl->devices()) devices.push_back(d);
+    add(opencl);
+  }
+  if (wanted(Knob::cuda, "cuda")) {
+    cuda = open_cuda(services, CudaOptions{static_cast<unsigned>(devices.size()),
+                                           config.boolean(name(Knob::cuda_poison)),
+                                           config.size(name(Knob::cuda_memory))});
+    add(cuda);
   }
   default_device = pick_default(config, devices);
 }
@@ -94,6 +106,7 @@ RuntimeImpl::RuntimeImpl(Config c)
 RuntimeImpl::~RuntimeImpl() {
   destroy_space();
   staging_.reset();  // pinned memory of a device
+  cuda.reset();
   opencl.reset();
   sim.reset();
   if (config.boolean(name(Knob::stats))) std::fputs(counters.snapshot().to_string().c_str(), stderr);

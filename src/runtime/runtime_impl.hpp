@@ -32,6 +32,7 @@ struct RuntimeImpl {
   exec::Executor executor;
   std::unique_ptr<sim::SimBackend> sim;
   std::unique_ptr<DeviceBackend> opencl;  // when HDSM_OPENCL asks for it
+  std::unique_ptr<DeviceBackend> cuda;    // when HDSM_CUDA asks for it
   std::vector<Device*> devices;
   std::size_t default_device = 0;
 

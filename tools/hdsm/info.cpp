@@ -14,6 +14,7 @@
 #include <array>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 namespace hdsm::tool {
 namespace {
@@ -95,17 +96,26 @@ void print_configuration(const Config& config) {
 
 }  // namespace
 
-/// The environment's configuration, with the OpenCL devices opened too unless HDSM_OPENCL says
-/// otherwise: info lists every device there is.
+/// The environment's configuration, with the OpenCL and CUDA devices opened too unless HDSM_OPENCL
+/// or HDSM_CUDA say otherwise: info lists every device there is, and for a backend that has none
+/// prints why. Each backend left at auto is tried on its own (CUDA first: without a driver it fails
+/// at once), and the runtime of the last successful try is kept when no later one replaces it.
 std::unique_ptr<Runtime> runtime_with_every_backend() {
   Config config = Config::from_environment();
-  if (config.get("HDSM_OPENCL") != "auto") return std::make_unique<Runtime>(config);
-  try {
-    return std::make_unique<Runtime>(Config(config).set("HDSM_OPENCL", "on"));
-  } catch (const NoDevice& e) {
-    fmt::print(stderr, "hdsm: note: no OpenCL devices listed: {}\n", e.what());
-    return std::make_unique<Runtime>(config);
+  std::unique_ptr<Runtime> runtime;
+  for (const auto& [knob, backend] : {std::pair{"HDSM_CUDA", "CUDA"}, std::pair{"HDSM_OPENCL", "OpenCL"}}) {
+    if (config.get(knob) != "auto") continue;
+    try {
+      Config trial(config);
+      trial.set(knob, "on");
+      runtime = std::make_unique<Runtime>(trial);
+      config = std::move(trial);
+    } catch (const NoDevice& e) {
+      fmt::print(stderr, "hdsm: note: no {} devices listed: {}\n", backend, e.what());
+    }
   }
+  if (!runtime) runtime = std::make_unique<Runtime>(config);
+  return runtime;
 }
 
 int run_info(const InfoOptions& options) {
