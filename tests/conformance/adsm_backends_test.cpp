@@ -2,6 +2,7 @@
 // device, under each protocol. Backends without a device here are skipped, never passed.
 #include <hdsm/hdsm.hpp>
 
+#include "conformance/cuda_kernels.hpp"
 #include "support/test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -38,6 +39,7 @@ class AdsmBackends : public ::testing::TestWithParam<std::tuple<std::string, std
     config.set("HDSM_DEVICE", std::get<0>(GetParam()))
         .set("HDSM_PROTOCOL", std::get<1>(GetParam()))
         .set("HDSM_OPENCL_MEMORY", "256MiB")
+        .set("HDSM_CUDA_MEMORY", "256MiB")
         .set("HDSM_SIM_LINK_GBPS", "0")
         .set("HDSM_SIM_LATENCY_US", "0")
         .set("HDSM_SIM_POISON", "1");
@@ -46,8 +48,10 @@ class AdsmBackends : public ::testing::TestWithParam<std::tuple<std::string, std
     } catch (const hdsm::NoDevice& e) {
       GTEST_SKIP() << "backend " << std::get<0>(GetParam()) << " has no device here: " << e.what();
     }
+    if (!hdsm::test::give_cuda_body(saxpy_, rt_->default_device())) GTEST_SKIP() << hdsm::test::kNoCudaKernels;
   }
   std::unique_ptr<hdsm::Runtime> rt_;
+  hdsm::Kernel saxpy_ = saxpy();  // with its CUDA body on a CUDA device
 };
 
 TEST_P(AdsmBackends, IterativeKernelWithCpuUpdatesBetweenCalls) {
@@ -60,7 +64,7 @@ TEST_P(AdsmBackends, IterativeKernelWithCpuUpdatesBetweenCalls) {
   }
   std::vector<float> ref(n, 1);
   for (int step = 0; step < 3; ++step) {
-    rt_->call(saxpy(), hdsm::cover(n), 2.0f, hdsm::in(x), hdsm::inout(y), n);
+    rt_->call(saxpy_, hdsm::cover(n), 2.0f, hdsm::in(x), hdsm::inout(y), n);
     rt_->sync();
     for (std::uint64_t i = 0; i < n; ++i) ref[i] = 2.0f * static_cast<float>(i % 100) + ref[i];
     // The CPU changes a few elements between the calls; only their blocks move back.

@@ -2,6 +2,7 @@
 // on this machine (or is not built yet) is reported as skipped, never as passed.
 #include <hdsm/hdsm.hpp>
 
+#include "conformance/cuda_kernels.hpp"
 #include "support/test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -23,6 +24,7 @@ class DeviceConformance : public ::testing::TestWithParam<std::string> {
     config.set("HDSM_DEVICE", GetParam())
         .set("HDSM_SIM_MEMORY", "256MiB")
         .set("HDSM_OPENCL_MEMORY", "256MiB")
+        .set("HDSM_CUDA_MEMORY", "256MiB")
         .set("HDSM_SIM_POISON", "1")
         .set("HDSM_SIM_LINK_GBPS", "0")
         .set("HDSM_SIM_LATENCY_US", "0");
@@ -238,6 +240,7 @@ TEST_P(DeviceConformance, KernelLaunchWithBuffersAndValues) {
       const size_t i = get_global_id(0);
       if (i < (size_t)count) z[i] = x[i] + y[i];
     })";
+  if (!hdsm::test::give_cuda_body(vecadd, *device_)) GTEST_SKIP() << hdsm::test::kNoCudaKernels;
   queue_->copy_to_device(a, 0, ha.data(), n * sizeof(float));
   queue_->copy_to_device(b, 0, hb.data(), n * sizeof(float));
   const hdsm::KernelArg args[] = {hdsm::KernelArg::buffer(a), hdsm::KernelArg::buffer(b), hdsm::KernelArg::buffer(c),
@@ -267,6 +270,7 @@ TEST_P(DeviceConformance, KernelArgumentsInsideBuffers) {
       const size_t i = get_global_id(0);
       if (i < (size_t)count) y[i] = 2 * x[i];
     })";
+  if (!hdsm::test::give_cuda_body(twice, *device_)) GTEST_SKIP() << hdsm::test::kNoCudaKernels;
   queue_->copy_to_device(a, 0, in.data(), in.size() * sizeof(float));
   const hdsm::KernelArg args[] = {hdsm::KernelArg::buffer(a, at), hdsm::KernelArg::buffer(c, at),
                                   hdsm::KernelArg::value(n)};
@@ -311,6 +315,10 @@ TEST_P(DeviceConformance, KernelFollowsAddressesStoredInABuffer) {
   auto gather = hdsm::per_thread("gather_through_table", [](const hdsm::Thread& t, const int* const* pointers, int* result) {
     if (const auto i = t.global_x(); i < 3) result[i] = *pointers[i];
   });
+  if (!hdsm::test::give_cuda_body(gather, *device_)) {
+    for (auto buf : {data, table, out}) device_->free(buf);
+    GTEST_SKIP() << hdsm::test::kNoCudaKernels;
+  }
   queue_->copy_to_device(data, 0, values.data(), n * sizeof(int));
   queue_->copy_to_device(table, 0, addresses, sizeof addresses);
   const hdsm::KernelArg args[] = {hdsm::KernelArg::buffer(table), hdsm::KernelArg::buffer(out)};
@@ -335,8 +343,16 @@ TEST_P(DeviceConformance, KernelFollowsAddressesStoredInABuffer) {
 }
 
 TEST_P(DeviceConformance, KernelErrorsAreTyped) {
-  auto a = device_->alloc(64);
   const bool opencl = device_->properties().backend == hdsm::Backend::opencl;
+  const bool cuda = device_->properties().backend == hdsm::Backend::cuda;
+  // A kernel with a body for every backend, for the checks that need one.
+  auto one_arg = hdsm::per_thread("one_arg", [](const hdsm::Thread&, int) {});
+  one_arg.opencl_source = "__kernel void one_arg(int x) {}";
+  auto wrong_count = hdsm::per_thread("two_args", [](const hdsm::Thread&, int, int) {});
+  wrong_count.opencl_source = "__kernel void two_args(int a, int b) {}";
+  if (!hdsm::test::give_cuda_body(one_arg, *device_) || !hdsm::test::give_cuda_body(wrong_count, *device_))
+    GTEST_SKIP() << hdsm::test::kNoCudaKernels;
+  auto a = device_->alloc(64);
   const hdsm::KernelArg none[] = {hdsm::KernelArg::value(0)};
   // A missing body for this backend is Unsupported, naming the kernel and the backend.
   hdsm::Kernel opencl_only{"opencl_only", {}, "__kernel void opencl_only(int x) {}", nullptr};
@@ -349,8 +365,6 @@ TEST_P(DeviceConformance, KernelErrorsAreTyped) {
     EXPECT_NE(std::string(e.what()).find(GetParam()), std::string::npos) << e.what();
   }
   // The wrong number of arguments: at the launch or at the next synchronize, as the backend can tell.
-  auto wrong_count = hdsm::per_thread("two_args", [](const hdsm::Thread&, int, int) {});
-  wrong_count.opencl_source = "__kernel void two_args(int a, int b) {}";
   EXPECT_THROW(
       {
         queue_->launch(wrong_count, hdsm::cover(1), none);
@@ -367,6 +381,18 @@ TEST_P(DeviceConformance, KernelErrorsAreTyped) {
       EXPECT_NE(std::string(e.what()).find("broken"), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find("error"), std::string::npos) << "the build log: " << e.what();
     }
+  } else if (cuda) {
+    // A launch CUDA refuses (more threads a block than any GPU has) is a KernelFailure naming the
+    // kernel and the CUDA error; it leaves the device usable.
+    try {
+      queue_->launch(one_arg, hdsm::Launch{hdsm::Dim3{1}, hdsm::Dim3{4096}, 0}, none);
+      FAIL() << "a block of 4096 threads launched";
+    } catch (const hdsm::KernelFailure& e) {
+      EXPECT_NE(std::string(e.what()).find("one_arg"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("cudaError"), std::string::npos) << e.what();
+    }
+    queue_->launch(one_arg, hdsm::cover(1), none);
+    EXPECT_NO_THROW(queue_->synchronize());
   } else {
     auto throws = hdsm::per_thread("throws", [](const hdsm::Thread& t, int) {
       if (t.global_x() == 3) throw std::runtime_error("boom");
@@ -375,7 +401,7 @@ TEST_P(DeviceConformance, KernelErrorsAreTyped) {
     EXPECT_THROW(queue_->synchronize(), hdsm::KernelFailure);
   }
   const hdsm::KernelArg past_end[] = {hdsm::KernelArg::buffer(a, 65)};
-  EXPECT_THROW(queue_->launch(opencl ? opencl_only : host_only, hdsm::cover(1), past_end), hdsm::InvalidArgument);
+  EXPECT_THROW(queue_->launch(one_arg, hdsm::cover(1), past_end), hdsm::InvalidArgument);
   device_->free(a);
   EXPECT_NO_THROW(queue_->synchronize());
 }

@@ -1,0 +1,61 @@
+// The conformance kernels as __global__ functions: the same names, parameters and results as
+// their host bodies and OpenCL sources in device_conformance_test.cpp and adsm_backends_test.cpp.
+// C++17 (see tests/CMakeLists.txt): it declares what cuda_kernels.hpp, which needs C++20, does.
+#include <hdsm/cuda.hpp>
+
+#include <cstdint>
+#include <cstring>
+
+namespace {
+
+__device__ std::uint64_t global_x() { return std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; }
+
+__global__ void vecadd(const float* x, const float* y, float* z, int count) {
+  const std::uint64_t i = global_x();
+  if (i < static_cast<std::uint64_t>(count)) z[i] = x[i] + y[i];
+}
+
+__global__ void twice(const float* x, float* y, int count) {
+  const std::uint64_t i = global_x();
+  if (i < static_cast<std::uint64_t>(count)) y[i] = 2 * x[i];
+}
+
+__global__ void gather_through_table(const int* const* pointers, int* result) {
+  const std::uint64_t i = global_x();
+  if (i < 3) result[i] = *pointers[i];
+}
+
+__global__ void two_args(int, int) {}
+
+__global__ void one_arg(int) {}
+
+__global__ void saxpy(float a, const float* x, float* y, std::uint64_t n) {
+  const std::uint64_t i = global_x();
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+
+}  // namespace
+
+namespace hdsm::test {
+
+const void* cuda_test_kernel(const char* name);
+
+const void* cuda_test_kernel(const char* name) {
+  struct Entry {
+    const char* name;
+    const void* (*get)();
+  };
+  static const Entry table[] = {
+      {"vecadd", [] { return hdsm::cuda_kernel(vecadd); }},
+      {"twice", [] { return hdsm::cuda_kernel(twice); }},
+      {"gather_through_table", [] { return hdsm::cuda_kernel(gather_through_table); }},
+      {"two_args", [] { return hdsm::cuda_kernel(two_args); }},
+      {"one_arg", [] { return hdsm::cuda_kernel(one_arg); }},
+      {"saxpy", [] { return hdsm::cuda_kernel(saxpy); }},
+  };
+  for (const Entry& e : table)
+    if (std::strcmp(e.name, name) == 0) return e.get();
+  return nullptr;
+}
+
+}  // namespace hdsm::test
