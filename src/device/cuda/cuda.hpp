@@ -149,6 +149,10 @@ class CudaQueue final : public Queue {
   cudaStream_t stream_ = nullptr;
   std::mutex mutex_;
   std::exception_ptr error_;  // the first failure of a foreign event this queue waited for
+  /// CUDA events this queue waited for (on the device) since its last record(): the next event it
+  /// records completes only after them, so that an event's completion implies that of every event
+  /// its work waited for, as on the other backends (CUDA runs stream callbacks in no set order).
+  std::vector<std::shared_ptr<detail::EventState>> waited_;
 };
 
 }  // namespace hdsm::cuda

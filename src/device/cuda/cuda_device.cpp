@@ -164,7 +164,7 @@ DeviceBuffer CudaDevice::alloc(std::size_t bytes) {
   if (bytes == 0) throw InvalidArgument(fmt::format("alloc(0) on {}: a buffer needs at least one byte", name()));
   {
     std::lock_guard lock(mutex_);
-    if (used_ + bytes > props_.memory_bytes) throw OutOfDeviceMemory(name(), bytes, used_, props_.memory_bytes);
+    if (bytes > props_.memory_bytes - used_) throw OutOfDeviceMemory(name(), bytes, used_, props_.memory_bytes);
     used_ += bytes;  // reserved while cudaMalloc runs
   }
   auto unreserve = [&] {

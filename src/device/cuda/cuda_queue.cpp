@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nvtx3/nvToolsExt.h>
 
+#include <atomic>
 #include <utility>
 
 namespace hdsm::cuda {
@@ -27,6 +28,7 @@ class NvtxRange {
 struct Recorded {
   std::shared_ptr<detail::EventState> state;
   std::string device;
+  std::vector<std::shared_ptr<detail::EventState>> after;  // complete the state only after these
 };
 
 void CUDART_CB on_recorded(cudaStream_t, cudaError_t status, void* data) {
@@ -41,7 +43,14 @@ void CUDART_CB on_recorded(cudaStream_t, cudaError_t status, void* data) {
     error = fault != nullptr ? std::make_exception_ptr(KernelFailure(message))
                              : std::make_exception_ptr(Error(Errc::system, message));
   }
-  recorded->state->complete(error);
+  // The last of the callback and the events waited for completes the state, on whichever thread
+  // completes it; nothing blocks here.
+  auto pending = std::make_shared<std::atomic<std::size_t>>(recorded->after.size() + 1);
+  auto finish = [pending, state = recorded->state, error](std::exception_ptr) {
+    if (pending->fetch_sub(1, std::memory_order_acq_rel) == 1) state->complete(error);
+  };
+  for (const auto& earlier : recorded->after) earlier->then(finish);
+  finish(nullptr);
 }
 
 }  // namespace
@@ -167,10 +176,19 @@ Event CudaQueue::record() {
   // The state owns the event from here on, so a failure below gives it back to the pool.
   auto state = std::make_shared<CudaEventState>(device_.events(), device_.events()->take());
   check(cudaEventRecord(state->event, stream_), "cudaEventRecord", device_.name());
-  auto recorded = std::make_unique<Recorded>(Recorded{state, device_.name()});
+  auto recorded = std::make_unique<Recorded>(Recorded{state, device_.name(), {}});
+  {
+    std::lock_guard lock(mutex_);
+    recorded->after.swap(waited_);
+  }
   // cudaStreamAddCallback rather than cudaLaunchHostFunc: it still runs after a fault of earlier
   // work, with the error, where a host function would never run and the event never complete.
-  check(cudaStreamAddCallback(stream_, on_recorded, recorded.get(), 0), "cudaStreamAddCallback", device_.name());
+  const cudaError_t added = cudaStreamAddCallback(stream_, on_recorded, recorded.get(), 0);
+  if (added != cudaSuccess) {
+    std::lock_guard lock(mutex_);
+    waited_.insert(waited_.end(), recorded->after.begin(), recorded->after.end());
+  }
+  check(added, "cudaStreamAddCallback", device_.name());
   recorded.release();  // on_recorded deletes it
   return Event(std::move(state));
 }
@@ -181,6 +199,8 @@ void CudaQueue::wait(const Event& event) {
   if (const auto* recorded = dynamic_cast<const CudaEventState*>(state.get())) {
     device_.activate();
     check(cudaStreamWaitEvent(stream_, recorded->event, 0), "cudaStreamWaitEvent", device_.name());
+    std::lock_guard lock(mutex_);
+    waited_.push_back(state);
     return;
   }
   // An event of another backend (sim, opencl): the calling thread waits for it here, so later work
