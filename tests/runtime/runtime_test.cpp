@@ -30,8 +30,8 @@ TEST(Runtime, DefaultDeviceFollowsHdsmDevice) {
 
 TEST(Runtime, MissingDeviceListsWhatExists) {
   auto c = small();
-  for (const char* missing : {"cuda", "opencl"}) {  // no CUDA backend yet; OpenCL switched off
-    c.set("HDSM_DEVICE", missing).set("HDSM_OPENCL", "off");
+  for (const char* missing : {"cuda", "opencl"}) {  // both backends switched off
+    c.set("HDSM_DEVICE", missing).set("HDSM_OPENCL", "off").set("HDSM_CUDA", "off");
     try {
       hdsm::Runtime rt(c);
       FAIL() << missing << " device found where none exists";
