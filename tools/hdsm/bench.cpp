@@ -126,6 +126,7 @@ int run_bench(const BenchOptions& options) {
   // suites' own runtimes, made from this configuration, open it too.
   if (backend_named) config.set("HDSM_DEVICE", options.device);
   if (options.device.starts_with("opencl")) config.set("HDSM_OPENCL", "on");
+  if (options.device.starts_with("cuda")) config.set("HDSM_CUDA", "on");
   Runtime runtime(config);
   Device& device = backend_named ? runtime.default_device() : select_device(runtime, options.device);
 
