@@ -106,11 +106,13 @@ void* Runtime::alloc(std::size_t bytes, int device) {
   if (index >= impl_->devices.size())
     throw InvalidArgument(fmt::format("alloc({}, device {}): this runtime has {} devices",
                                       format_bytes(bytes), device, impl_->devices.size()));
+  if (impl_->unified) return impl_->unified->alloc(bytes, static_cast<unsigned>(index));
   return impl_->shared_space().alloc(bytes, static_cast<unsigned>(index));
 }
 
 void Runtime::free(void* p) {
   if (p == nullptr) return;
+  if (impl_->unified) return impl_->unified->free(p);
   coherence::SharedSpace* space = impl_->existing_space();
   if (space == nullptr || !space->directory().arena().contains(p)) {
     const bool foreign = detail::arena_owner(p) != nullptr;
@@ -171,6 +173,11 @@ void* Runtime::memset(void* dst, int value, std::size_t n) {
 void* Runtime::safe_alloc(std::size_t bytes, int device) { return alloc(bytes, device); }
 
 void* Runtime::safe(const void* p) const {
+  if (impl_->unified) {  // unified memory has one address for the CPU and the device
+    if (!impl_->unified->find(p))
+      throw InvalidArgument(fmt::format("safe({}): not in a shared object of this runtime", p));
+    return const_cast<void*>(p);
+  }
   coherence::SharedSpace* space = impl_->existing_space();
   const bool mine = space != nullptr && space->directory().arena().contains(p);
   if (!mine && detail::arena_owner(p) != nullptr)
@@ -180,8 +187,34 @@ void* Runtime::safe(const void* p) const {
   return reinterpret_cast<void*>(static_cast<std::uintptr_t>(space->device_address(p)));
 }
 
+namespace {
+
+/// call under HDSM_PROTOCOL=um: pointers go to the kernel as they are; the call runs on the device
+/// of its first shared object (managed memory is reachable from every device).
+void call_unified(detail::UnifiedSpace& space, std::size_t default_device, const Kernel& kernel,
+                  const Launch& launch, std::span<const detail::CallArg> args) {
+  using Kind = detail::CallArg::Kind;
+  std::vector<KernelArg> kernel_args;
+  std::vector<detail::UnifiedSpace::Object> used;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const detail::CallArg& a = args[i];
+    kernel_args.push_back(a.kind == Kind::annotated ? KernelArg::value(a.pointer) : a.value);
+    if (a.kind == Kind::value) continue;
+    if (const auto o = space.find(a.pointer))
+      used.push_back(*o);
+    else if (a.kind == Kind::annotated)
+      throw InvalidArgument(
+          fmt::format("call({}): annotated argument {} ({}) is not a shared object", kernel.name, i, a.pointer));
+  }
+  const unsigned device = used.empty() ? static_cast<unsigned>(default_device) : used.front().device;
+  space.call(device, kernel, launch, kernel_args, used);
+}
+
+}  // namespace
+
 void Runtime::call_args(const Kernel& kernel, const Launch& launch, std::span<const detail::CallArg> args) {
   using Kind = detail::CallArg::Kind;
+  if (impl_->unified) return call_unified(*impl_->unified, impl_->default_device, kernel, launch, args);
   coherence::SharedSpace& space = impl_->shared_space();
   const coherence::Directory& directory = space.directory();
   const os::Arena& arena = directory.arena();
@@ -229,6 +262,7 @@ void Runtime::call_args(const Kernel& kernel, const Launch& launch, std::span<co
 }
 
 void Runtime::sync() {
+  if (impl_->unified) return impl_->unified->sync();
   std::vector<detail::RuntimeImpl::Call> calls;
   {
     std::lock_guard lock(impl_->calls_mutex);

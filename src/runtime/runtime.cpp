@@ -101,9 +101,17 @@ RuntimeImpl::RuntimeImpl(Config c)
     add(cuda);
   }
   default_device = pick_default(config, devices);
+  if (config.get(name(Knob::protocol)) == "um") {
+    const std::string& advice = config.get(name(Knob::um_advice));
+    unified = std::make_unique<UnifiedSpace>(devices, config.boolean(name(Knob::um_prefetch)),
+                                             advice == "device" ? UmAdvice::device
+                                             : advice == "host" ? UmAdvice::host
+                                                                : UmAdvice::none);
+  }
 }
 
 RuntimeImpl::~RuntimeImpl() {
+  unified.reset();  // its objects are memory of the devices
   destroy_space();
   staging_.reset();  // pinned memory of a device
   cuda.reset();

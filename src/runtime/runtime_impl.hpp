@@ -12,6 +12,7 @@
 #include "exec/executor.hpp"
 #include "obs/counters.hpp"
 #include "obs/trace.hpp"
+#include "runtime/unified.hpp"
 
 #include <memory>
 #include <mutex>
@@ -35,6 +36,9 @@ struct RuntimeImpl {
   std::unique_ptr<DeviceBackend> cuda;    // when HDSM_CUDA asks for it
   std::vector<Device*> devices;
   std::size_t default_device = 0;
+
+  /// HDSM_PROTOCOL=um: shared objects are the devices' unified memory (nullptr otherwise).
+  std::unique_ptr<UnifiedSpace> unified;
 
   /// The shared space over all devices, created on first use with the configured protocol.
   coherence::SharedSpace& shared_space();

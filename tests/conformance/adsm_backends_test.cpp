@@ -2,7 +2,7 @@
 // device, under each protocol. Backends without a device here are skipped, never passed.
 #include <hdsm/hdsm.hpp>
 
-#include "conformance/cuda_kernels.hpp"
+#include "support/cuda_kernels.hpp"
 #include "support/test_support.hpp"
 
 #include <gtest/gtest.h>

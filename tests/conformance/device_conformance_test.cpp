@@ -2,7 +2,7 @@
 // on this machine (or is not built yet) is reported as skipped, never as passed.
 #include <hdsm/hdsm.hpp>
 
-#include "conformance/cuda_kernels.hpp"
+#include "support/cuda_kernels.hpp"
 #include "support/test_support.hpp"
 
 #include <gtest/gtest.h>

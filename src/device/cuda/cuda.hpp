@@ -15,6 +15,7 @@
 
 #include "device/backends.hpp"
 #include "device/event_state.hpp"
+#include "device/managed.hpp"
 #include "device/range_table.hpp"
 #include "obs/counters.hpp"
 
@@ -68,7 +69,7 @@ struct CudaEventState final : detail::EventState {
 
 class CudaQueue;
 
-class CudaDevice final : public Device {
+class CudaDevice final : public Device, public ManagedMemory {
  public:
   /// `peers`: by ordinal, whether this device and that one can access each other's memory.
   CudaDevice(unsigned index, int ordinal, int peer_group, std::vector<bool> peers, DeviceServices services,
@@ -86,6 +87,12 @@ class CudaDevice final : public Device {
   bool is_pinned(const void* pointer, std::size_t bytes) const override;
   bool can_access_peer(const Device& other) const override;
   std::unique_ptr<Queue> create_queue() override;
+
+  // Unified memory (the um protocol): cudaMallocManaged, cudaMemPrefetchAsync, cudaMemAdvise.
+  void* alloc_managed(std::size_t bytes) override;
+  void free_managed(void* pointer) override;
+  void prefetch(const void* pointer, std::size_t bytes, bool to_device, Queue& queue) override;
+  void advise(const void* pointer, std::size_t bytes, UmAdvice advice) override;
 
   // Used by CudaQueue.
   int ordinal() const { return ordinal_; }
@@ -118,6 +125,7 @@ class CudaDevice final : public Device {
   std::unordered_map<std::uint64_t, std::size_t> buffers_;  // live allocations: device address -> bytes
   std::size_t used_ = 0;
   RangeTable<std::monostate> pinned_;
+  RangeTable<std::monostate> managed_;
   std::unordered_map<const void*, std::optional<std::vector<std::size_t>>> parameters_;
   std::vector<bool> peer_enabled_;  // by ordinal
 };
@@ -128,6 +136,7 @@ class CudaQueue final : public Queue {
   ~CudaQueue() override;
 
   Device& device() override { return device_; }
+  cudaStream_t stream() const { return stream_; }
   void copy_to_device(DeviceBuffer dst, std::size_t dst_offset, const void* src, std::size_t bytes) override;
   void copy_to_host(void* dst, DeviceBuffer src, std::size_t src_offset, std::size_t bytes) override;
   void copy_on_device(DeviceBuffer dst, std::size_t dst_offset, DeviceBuffer src, std::size_t src_offset,

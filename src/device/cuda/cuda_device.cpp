@@ -263,6 +263,63 @@ bool CudaDevice::is_pinned(const void* pointer, std::size_t bytes) const {
   return pinned_.contains(pointer, bytes);
 }
 
+void* CudaDevice::alloc_managed(std::size_t bytes) {
+  if (bytes == 0) throw InvalidArgument(fmt::format("alloc_managed(0) on {}", name()));
+  activate();
+  void* p = nullptr;
+  const cudaError_t e = cudaMallocManaged(&p, bytes, cudaMemAttachGlobal);
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    throw OutOfDeviceMemory(name(), bytes, memory_used(), props_.memory_bytes);
+  }
+  check(e, "cudaMallocManaged", fmt::format("{} managed bytes for {}", bytes, name()));
+  // Managed memory starts undefined; shared objects start zero-filled on every protocol.
+  const cudaError_t filled = fill_now(p, bytes, 0);
+  if (filled != cudaSuccess) {
+    cudaFree(p);
+    check(filled, "cudaMemsetAsync", fmt::format("{} new managed bytes on {}", bytes, name()));
+  }
+  std::lock_guard lock(mutex_);
+  managed_.insert(p, bytes);
+  return p;
+}
+
+void CudaDevice::free_managed(void* pointer) {
+  std::unique_lock lock(mutex_);
+  if (!managed_.take(pointer))
+    throw InvalidPointer(fmt::format("free_managed({}) on {}: not managed memory of this device", pointer, name()));
+  lock.unlock();
+  activate();
+  check(cudaFree(pointer), "cudaFree", fmt::format("managed memory of {}", name()));
+}
+
+void CudaDevice::prefetch(const void* pointer, std::size_t bytes, bool to_device, Queue& queue) {
+  auto* q = dynamic_cast<CudaQueue*>(&queue);
+  if (q == nullptr || &q->device() != this)
+    throw InvalidArgument(fmt::format("prefetch on {}: the queue is not one of this device", name()));
+  cudaMemLocation where{};
+  where.type = to_device ? cudaMemLocationTypeDevice : cudaMemLocationTypeHost;
+  where.id = to_device ? ordinal_ : 0;
+  activate();
+  check(cudaMemPrefetchAsync(pointer, bytes, where, 0, q->stream()), "cudaMemPrefetchAsync",
+        fmt::format("{} managed bytes at {} {} {}", bytes, pointer, to_device ? "to" : "from", name()));
+}
+
+void CudaDevice::advise(const void* pointer, std::size_t bytes, UmAdvice advice) {
+  if (advice == UmAdvice::none) return;
+  cudaMemLocation where{};
+  where.type = advice == UmAdvice::device ? cudaMemLocationTypeDevice : cudaMemLocationTypeHost;
+  where.id = advice == UmAdvice::device ? ordinal_ : 0;
+  activate();
+  check(cudaMemAdvise(pointer, bytes, cudaMemAdviseSetPreferredLocation, where), "cudaMemAdvise",
+        fmt::format("{} managed bytes at {} on {}", bytes, pointer, name()));
+  // The device maps the pages wherever they live, so its first touch does not fault.
+  where.type = cudaMemLocationTypeDevice;
+  where.id = ordinal_;
+  check(cudaMemAdvise(pointer, bytes, cudaMemAdviseSetAccessedBy, where), "cudaMemAdvise",
+        fmt::format("{} managed bytes at {} on {}", bytes, pointer, name()));
+}
+
 bool CudaDevice::can_access_peer(const Device& other) const {
   const auto* o = dynamic_cast<const CudaDevice*>(&other);
   return o != nullptr && o != this && static_cast<std::size_t>(o->ordinal_) < peers_.size() && peers_[o->ordinal_];

@@ -265,6 +265,30 @@ std::byte* SimDevice::resolve(DeviceBuffer buffer, std::size_t offset, std::size
   return memory_.data() + a.offset + offset;
 }
 
+void* SimDevice::alloc_managed(std::size_t bytes) {
+  if (bytes == 0) throw InvalidArgument(fmt::format("alloc_managed(0) on {}", name()));
+  os::Mapping mapping(bytes, fmt::format("managed memory of {}", name()));
+  void* p = mapping.data();
+  std::lock_guard lock(alloc_mutex_);
+  managed_.emplace(p, std::move(mapping));
+  return p;
+}
+
+void SimDevice::free_managed(void* pointer) {
+  os::Mapping gone;  // unmapped after the lock is released
+  std::lock_guard lock(alloc_mutex_);
+  const auto it = managed_.find(pointer);
+  if (it == managed_.end())
+    throw InvalidPointer(fmt::format("free_managed({}) on {}: not managed memory of this device", pointer, name()));
+  gone = std::move(it->second);
+  managed_.erase(it);
+}
+
+void SimDevice::prefetch(const void*, std::size_t, bool, Queue& queue) {
+  if (&queue.device() != this)
+    throw InvalidArgument(fmt::format("prefetch on {}: the queue is not one of this device", name()));
+}
+
 bool SimDevice::can_access_peer(const Device& other) const {
   const auto* o = dynamic_cast<const SimDevice*>(&other);
   return o != nullptr && o != this && &o->host_ == &host_ && props_.peer_group >= 0 &&

@@ -7,6 +7,7 @@
 #include <hdsm/device.hpp>
 #include <hdsm/stats.hpp>
 
+#include "device/managed.hpp"
 #include "device/services.hpp"
 #include "device/sim/host_memory.hpp"
 #include "device/sim/link_model.hpp"
@@ -47,7 +48,7 @@ struct Engine {
 
 class SimQueue;
 
-class SimDevice final : public Device {
+class SimDevice final : public Device, public ManagedMemory {
  public:
   SimDevice(unsigned index, const SimOptions& options, HostMemory& host, DeviceServices services);
   ~SimDevice() override;
@@ -63,6 +64,13 @@ class SimDevice final : public Device {
   bool is_pinned(const void* pointer, std::size_t bytes) const override { return host_.contains(pointer, bytes); }
   bool can_access_peer(const Device& other) const override;
   std::unique_ptr<Queue> create_queue() override;
+
+  // Unified memory on sim is what an integrated GPU has: the kernels run on the CPU, so a managed
+  // allocation is one zero-filled host mapping both use, and prefetching has nothing to move.
+  void* alloc_managed(std::size_t bytes) override;
+  void free_managed(void* pointer) override;
+  void prefetch(const void* pointer, std::size_t bytes, bool to_device, Queue& queue) override;
+  void advise(const void*, std::size_t, UmAdvice) override {}
 
   // Used by SimQueue.
   /// Device address of [offset, offset+bytes) of a buffer of this device; throws InvalidPointer for
@@ -125,6 +133,7 @@ class SimDevice final : public Device {
   std::size_t guarded_used_ = 0;  // bounds checking: memory_used() without the guards
   std::unordered_map<std::uint64_t, Allocation> allocations_;
   std::uint64_t next_id_ = 1;
+  std::unordered_map<const void*, os::Mapping> managed_;  // by start address
 
   Engine inbound_, outbound_;
   int local_lane_ = -1;

@@ -1,4 +1,4 @@
-// CUDA bodies of the conformance suite's kernels (cuda_kernels.cu, built when CMake finds nvcc).
+// CUDA bodies of the test kernels (cuda_kernels.cu, built when CMake finds nvcc).
 #pragma once
 
 #include <hdsm/device.hpp>

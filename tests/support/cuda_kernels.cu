@@ -1,4 +1,4 @@
-// The conformance kernels as __global__ functions: the same names, parameters and results as
+// The test kernels (conformance suite, unified memory) as __global__ functions: the same names, parameters and results as
 // their host bodies and OpenCL sources in device_conformance_test.cpp and adsm_backends_test.cpp.
 // C++17 (see tests/CMakeLists.txt): it declares what cuda_kernels.hpp, which needs C++20, does.
 #include <hdsm/cuda.hpp>
@@ -34,6 +34,11 @@ __global__ void saxpy(float a, const float* x, float* y, std::uint64_t n) {
   if (i < n) y[i] = a * x[i] + y[i];
 }
 
+__global__ void um_scale_add(const float* x, float* y, std::uint64_t n) {
+  const std::uint64_t i = global_x();
+  if (i < n) y[i] = 2 * x[i] + y[i];
+}
+
 }  // namespace
 
 namespace hdsm::test {
@@ -52,6 +57,7 @@ const void* cuda_test_kernel(const char* name) {
       {"two_args", [] { return hdsm::cuda_kernel(two_args); }},
       {"one_arg", [] { return hdsm::cuda_kernel(one_arg); }},
       {"saxpy", [] { return hdsm::cuda_kernel(saxpy); }},
+      {"um_scale_add", [] { return hdsm::cuda_kernel(um_scale_add); }},
   };
   for (const Entry& e : table)
     if (std::strcmp(e.name, name) == 0) return e.get();

@@ -1,0 +1,136 @@
+#include "runtime/unified.hpp"
+
+#include <hdsm/error.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <exception>
+
+namespace hdsm::detail {
+
+UnifiedSpace::UnifiedSpace(std::vector<Device*> devices, bool prefetch, UmAdvice advice)
+    : devices_(std::move(devices)),
+      prefetch_(prefetch),
+      advice_(advice),
+      queues_(devices_.size()),
+      in_flight_(devices_.size()),
+      busy_(devices_.size(), false) {}
+
+UnifiedSpace::~UnifiedSpace() {
+  try {
+    sync();
+  } catch (...) {  // a kernel's error nobody synced for: the objects still go
+  }
+  for (auto& [start, o] : objects_) {
+    try {
+      managed(o.device).free_managed(o.start);
+    } catch (...) {
+    }
+  }
+}
+
+ManagedMemory& UnifiedSpace::managed(unsigned device) const {
+  auto* m = dynamic_cast<ManagedMemory*>(devices_.at(device));
+  if (m == nullptr)
+    throw Unsupported(fmt::format("HDSM_PROTOCOL=um: device {} ({}, {}) has no unified memory; um runs on CUDA "
+                                  "devices (and on sim, as an integrated GPU would)",
+                                  device, devices_[device]->name(), to_string(devices_[device]->properties().backend)));
+  return *m;
+}
+
+Queue& UnifiedSpace::queue(unsigned device) {
+  if (!queues_[device]) queues_[device] = devices_[device]->create_queue();
+  return *queues_[device];
+}
+
+void* UnifiedSpace::alloc(std::size_t bytes, unsigned device) {
+  if (bytes == 0) throw InvalidArgument("alloc(0): a shared object needs at least one byte");
+  ManagedMemory& m = managed(device);
+  auto* p = static_cast<std::byte*>(m.alloc_managed(bytes));
+  try {
+    m.advise(p, bytes, advice_);
+    std::lock_guard lock(mutex_);
+    objects_.emplace(reinterpret_cast<std::uintptr_t>(p), Object{p, bytes, device});
+  } catch (...) {
+    m.free_managed(p);
+    throw;
+  }
+  return p;
+}
+
+std::optional<UnifiedSpace::Object> UnifiedSpace::find(const void* p) const {
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  std::lock_guard lock(mutex_);
+  auto it = objects_.upper_bound(at);
+  if (it == objects_.begin()) return std::nullopt;
+  --it;
+  if (at - it->first >= it->second.bytes) return std::nullopt;
+  return it->second;
+}
+
+void UnifiedSpace::free(void* p) {
+  std::optional<Object> o;
+  {
+    std::lock_guard lock(mutex_);
+    const auto it = objects_.find(reinterpret_cast<std::uintptr_t>(p));
+    if (it != objects_.end()) o = it->second;
+  }
+  if (!o) {
+    const std::optional<Object> inside = find(p);
+    throw InvalidPointer(inside ? fmt::format("free({}): not the start of a shared object (it lies {} bytes into "
+                                              "the object at {})",
+                                              p, static_cast<const std::byte*>(p) - inside->start,
+                                              static_cast<void*>(inside->start))
+                                : fmt::format("free({}): not a shared object of this runtime (freed already?)", p));
+  }
+  sync_device(o->device);  // a kernel may still use it
+  {
+    std::lock_guard lock(mutex_);
+    objects_.erase(reinterpret_cast<std::uintptr_t>(p));
+  }
+  managed(o->device).free_managed(p);
+}
+
+void UnifiedSpace::call(unsigned device, const Kernel& kernel, const Launch& launch, std::span<const KernelArg> args,
+                        const std::vector<Object>& used) {
+  ManagedMemory& m = managed(device);
+  std::lock_guard lock(mutex_);
+  Queue& q = queue(device);
+  if (prefetch_)
+    for (const Object& o : used) m.prefetch(o.start, o.bytes, true, q);
+  q.launch(kernel, launch, args);
+  busy_[device] = true;
+  in_flight_[device].insert(in_flight_[device].end(), used.begin(), used.end());
+}
+
+void UnifiedSpace::sync_device(unsigned device) {
+  std::unique_lock lock(mutex_);
+  if (!busy_[device]) return;
+  Queue& q = *queues_[device];
+  std::vector<Object> used;
+  used.swap(in_flight_[device]);
+  busy_[device] = false;
+  if (prefetch_) {
+    std::sort(used.begin(), used.end(), [](const Object& a, const Object& b) { return a.start < b.start; });
+    used.erase(std::unique(used.begin(), used.end(), [](const Object& a, const Object& b) { return a.start == b.start; }),
+               used.end());
+    for (const Object& o : used) managed(device).prefetch(o.start, o.bytes, false, q);
+  }
+  lock.unlock();
+  q.synchronize();
+}
+
+void UnifiedSpace::sync() {
+  std::exception_ptr first;
+  for (unsigned d = 0; d < devices_.size(); ++d) {
+    try {
+      sync_device(d);
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+}  // namespace hdsm::detail

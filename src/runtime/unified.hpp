@@ -1,0 +1,68 @@
+// The um protocol (HDSM_PROTOCOL=um): shared objects are the device's managed (unified) memory,
+// which the platform migrates page by page as the CPU and the kernels touch it (CUDA unified
+// memory), instead of objects in hdsm's arena kept coherent by hdsm. call launches with the object
+// pointers as they are; with HDSM_UM_PREFETCH=1 the objects a call uses are prefetched to the
+// device before it and back to the host at the sync; HDSM_UM_ADVICE sets their preferred location.
+// It is the baseline hdsm's own protocols are measured against, in the same program and run.
+#pragma once
+
+#include <hdsm/device.hpp>
+
+#include "device/managed.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace hdsm::detail {
+
+class UnifiedSpace {
+ public:
+  UnifiedSpace(std::vector<Device*> devices, bool prefetch, UmAdvice advice);
+  ~UnifiedSpace();
+  UnifiedSpace(const UnifiedSpace&) = delete;
+  UnifiedSpace& operator=(const UnifiedSpace&) = delete;
+
+  /// Managed memory of `bytes` on `device`; Unsupported when the device has none (sim and CUDA do).
+  void* alloc(std::size_t bytes, unsigned device);
+  /// Frees an object after the calls in flight on its device; InvalidPointer unless p starts one.
+  void free(void* p);
+
+  struct Object {
+    std::byte* start;
+    std::size_t bytes;
+    unsigned device;
+  };
+  /// The object holding p, if any.
+  std::optional<Object> find(const void* p) const;
+
+  /// Launches on `device` (the objects in `used` prefetched there first when asked).
+  void call(unsigned device, const Kernel& kernel, const Launch& launch, std::span<const KernelArg> args,
+            const std::vector<Object>& used);
+  /// Waits for every call (prefetching their objects back to the host first when asked); rethrows
+  /// the first error.
+  void sync();
+  /// Waits for the calls in flight on one device.
+  void sync_device(unsigned device);
+
+ private:
+  ManagedMemory& managed(unsigned device) const;
+  Queue& queue(unsigned device);  // caller holds mutex_
+
+  std::vector<Device*> devices_;
+  bool prefetch_;
+  UmAdvice advice_;
+  mutable std::mutex mutex_;
+  std::map<std::uintptr_t, Object> objects_;       // by start address
+  std::vector<std::unique_ptr<Queue>> queues_;     // by device, created on first call
+  std::vector<std::vector<Object>> in_flight_;     // by device: objects of calls since the sync
+  std::vector<bool> busy_;                         // by device: calls since the sync
+};
+
+}  // namespace hdsm::detail
