@@ -21,8 +21,9 @@ class DirtyRing {
   DirtyRing(const DirtyRing&) = delete;
   DirtyRing& operator=(const DirtyRing&) = delete;
 
-  /// False when the ring is full.
-  bool push(std::uint64_t value) noexcept {
+  /// How many values were pushed so far, this one included (a ticket: pushers can act on every
+  /// n-th push without reading the consumer's position); 0 when the ring is full.
+  std::size_t push(std::uint64_t value) noexcept {
     std::size_t pos = tail_.load(std::memory_order_relaxed);
     for (;;) {
       Cell& cell = cells_[pos & (kCapacity - 1)];
@@ -32,10 +33,10 @@ class DirtyRing {
         if (tail_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
           cell.value = value;
           cell.sequence.store(pos + 1, std::memory_order_release);
-          return true;
+          return pos + 1;
         }
       } else if (diff < 0) {
-        return false;
+        return 0;
       } else {
         pos = tail_.load(std::memory_order_relaxed);
       }

@@ -31,6 +31,7 @@ SharedSpace::SharedSpace(std::span<Device* const> devices, ProtocolKind kind, st
     : kind_(kind),
       counters_(counters),
       tracer_(tracer != nullptr && tracer->enabled() ? tracer : nullptr),
+      time_faults_(counters.time_faults || tracer_ != nullptr),
       devices_(devices.begin(), devices.end()),
       arena_(static_cast<unsigned>(devices.size()), segment_bytes),
       directory_(arena_, block_bytes),
@@ -233,6 +234,10 @@ void SharedSpace::forget_clean(const Entry& e, std::size_t first, std::size_t en
   publish_window();
 }
 
+void SharedSpace::wait_transfers() {
+  for (auto& queue : queues_) queue->synchronize();
+}
+
 void SharedSpace::publish_window() {
   window_size_.store(window_.size(), std::memory_order_relaxed);
   window_capacity_.store(window_.capacity(), std::memory_order_relaxed);
@@ -296,6 +301,8 @@ void SharedSpace::acquire(unsigned device, std::span<const std::pair<const void*
 
 bool SharedSpace::resolve(void* context, void* address, os::FaultAccess access) {
   auto* self = static_cast<SharedSpace*>(context);
+  if (!self->time_faults_)
+    return self->resolve_in_handler(address, access) || self->fault_service_->submit(address, access);
   const std::uint64_t begin = monotonic_ns();
   const bool resolved =
       self->resolve_in_handler(address, access) || self->fault_service_->submit(address, access);
@@ -330,13 +337,16 @@ bool SharedSpace::resolve_in_handler(void* address, os::FaultAccess access) noex
     return false;
   const Transition t = coherence::on_fault(kind_, BlockState::read_only, Access::write);
   if (!protection.try_set(first, end - first, t.protection)) return false;
-  std::fill(states.begin() + static_cast<std::ptrdiff_t>(first),
-            states.begin() + static_cast<std::ptrdiff_t>(end), t.next);
+  if (lazy)
+    std::fill(states.begin(), states.end(), t.next);
+  else
+    states[first] = t.next;
   counters_.write_faults.fetch_add(1, std::memory_order_relaxed);
   if (!lazy) {
-    dirty_ring_.push(id);
-    // The service moves the ring into the window in the background; wake it before the ring fills.
-    if (dirty_ring_.size() >= DirtyRing::kCapacity / 4) fault_service_->kick();
+    // The service moves the ring into the window in the background. It is woken once per quarter
+    // ring of pushes, not on every push past a fill level: each wake is a futex call here, and a
+    // service running beside a burst of faults makes every mprotect above interrupt its CPU.
+    if (dirty_ring_.push(id) % (DirtyRing::kCapacity / 4) == 0) fault_service_->kick();
   }
   return true;
 }

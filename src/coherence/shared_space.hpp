@@ -97,6 +97,10 @@ class SharedSpace {
   /// Whether `p` is in this space's user view (a live object or not).
   bool owns(const void* p) const { return arena_.contains(p); }
 
+  /// Waits for every transfer the space queued (the zero fill of new objects, evictions): for
+  /// benchmarks that time the CPU side alone.
+  void wait_transfers();
+
   ProtocolKind kind() const { return kind_; }
   std::size_t block_bytes() const { return directory_.block_bytes(); }
   const Directory& directory() const { return directory_; }
@@ -184,6 +188,7 @@ class SharedSpace {
   ProtocolKind kind_;
   obs::Counters& counters_;
   obs::Tracer* tracer_;
+  bool time_faults_;  // count fault_handler_ns
   int fault_lane_ = -1;  // the trace lane of the fault service thread
   std::vector<Device*> devices_;
   os::Arena arena_;

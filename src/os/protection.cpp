@@ -144,6 +144,19 @@ void ProtectionMap::set(std::size_t first_block, std::size_t count, Protection p
   runs_ = runs;
 }
 
+namespace {
+
+// The fault handler sets one block at a time: a store, not a call to memset (whose vector stores in
+// a signal handler cost more than the whole update).
+void fill_blocks(std::vector<Protection>& v, std::size_t first, std::size_t end, Protection p) {
+  if (end - first == 1)
+    v[first] = p;
+  else
+    std::fill(v.begin() + static_cast<std::ptrdiff_t>(first), v.begin() + static_cast<std::ptrdiff_t>(end), p);
+}
+
+}  // namespace
+
 bool ProtectionMap::try_set(std::size_t first_block, std::size_t count, Protection p) noexcept {
   if (shift_ != 0 || count == 0 || first_block > blocks_ || count > blocks_ - first_block) return false;
   const std::size_t end = first_block + count;
@@ -161,8 +174,7 @@ bool ProtectionMap::try_set(std::size_t first_block, std::size_t count, Protecti
   if (::mprotect(base_ + first_block * block_bytes_, count * block_bytes_, prot_flags(p)) != 0) return false;
   ++stats_.mprotect_calls;
   record_desired(first_block, end, p);  // fills arrays: no allocation
-  std::fill(effective_.begin() + static_cast<std::ptrdiff_t>(first_block),
-            effective_.begin() + static_cast<std::ptrdiff_t>(end), p);
+  fill_blocks(effective_, first_block, end, p);
   runs_ = runs;
   return true;
 }
@@ -187,8 +199,7 @@ bool ProtectionMap::refine(std::size_t block) {
 }
 
 void ProtectionMap::record_desired(std::size_t first, std::size_t end, Protection p) {
-  std::fill(min_[0].begin() + static_cast<std::ptrdiff_t>(first),
-            min_[0].begin() + static_cast<std::ptrdiff_t>(end), p);
+  fill_blocks(min_[0], first, end, p);
   if (!levels_built_) return;
   for (std::size_t level = 1; level < min_.size(); ++level) {
     first >>= 1;

@@ -76,6 +76,7 @@ RuntimeImpl::RuntimeImpl(Config c)
       tracer(config.get(name(Knob::trace))),
       executor(exec::ExecutorOptions{static_cast<unsigned>(config.integer(name(Knob::threads))),
                                      config.size(name(Knob::fiber_stack))}) {
+  counters.time_faults = config.boolean(name(Knob::stats));
   const DeviceServices services{counters, tracer, executor};
   sim = std::make_unique<sim::SimBackend>(sim_options(config), services);
   devices = sim->devices();

@@ -20,7 +20,7 @@ constexpr std::size_t kBlock = 4096;
 
 hdsm::Config stats_config(const std::string& protocol, const std::string& rolling_step = "2") {
   auto c = hdsm::test::fast_sim_config(protocol);
-  c.set("HDSM_ROLLING_STEP", rolling_step);
+  c.set("HDSM_ROLLING_STEP", rolling_step).set("HDSM_STATS", "1");  // fault_handler_ns counts
   return c;
 }
 
