@@ -4,7 +4,9 @@
 //   adsm      - the program ported to hdsm as the seed ports Parboil: the CPU initialises inputs in
 //               shared objects, kernels get the shared pointers (unannotated calls: the seed's
 //               release/acquire-everything semantics), the CPU reads results from shared memory;
-//   explicit  - the hand-written "CUDA" version: host buffers, device buffers, queue copies;
+//   explicit  - the hand-written "CUDA" version: host buffers, device buffers, queue copies, and a
+//               queue wait wherever the adsm version syncs with no CPU access after it (the
+//               program's own waits, which the seed's ports keep);
 //   reference - plain serial C++ on the CPU, no hdsm, the output the other two are checked against.
 // The kernel bodies are shared by adsm and explicit, so the two differ only in how data moves.
 #pragma once

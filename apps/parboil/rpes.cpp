@@ -253,11 +253,14 @@ Output run_explicit(Device& d, Scale scale) {
   q->copy_to_device(d_shells, 0, shells.data(), shells.size() * sizeof(Shell));
   const KernelArg pair_args[] = {KernelArg::buffer(d_shells), KernelArg::buffer(d_pairs),
                                  KernelArg::value(s.shells)};
+  // One wait per call, as the adsm version's sync after every call: only the data movement differs.
   q->launch(pair_kernel(), pair_launch(s), pair_args);
+  q->synchronize();
   for (std::uint64_t first = 0; first < s.pairs(); first += s.batch) {
     const KernelArg args[] = {KernelArg::buffer(d_pairs), KernelArg::buffer(d_out), KernelArg::value(first),
                               KernelArg::value(s.pairs())};
     q->launch(eri_kernel(), batch_launch(s, first), args);
+    q->synchronize();
   }
   q->copy_to_host(out.data(), d_out, 0, out.size() * sizeof(float));
   q->synchronize();
