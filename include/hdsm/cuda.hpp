@@ -11,7 +11,10 @@
 //   add.cuda_function = hdsm::cuda_kernel(add_kernel);
 //
 // Call it where a CUDA device is present (the program's runtime loads the driver); arguments
-// follow the kernel's parameters in order, a buffer argument being a device pointer.
+// follow the kernel's parameters in order, a buffer argument being a device pointer. A kernel that
+// also runs where there is no driver (on sim or OpenCL devices) names its CUDA body lazily instead:
+//
+//   add.cuda_lookup = &hdsm::cuda_lookup<add_kernel>;  // resolved at its first launch on CUDA
 #pragma once
 
 #include <hdsm/error.hpp>
@@ -33,6 +36,15 @@ const void* cuda_kernel(void (*function)(Params...)) {
                     cudaGetErrorName(e) + ")");
   }
   return reinterpret_cast<const void*>(kernel);
+}
+
+/// A Kernel::cuda_lookup for the __global__ function `function`: its cudaKernel_t, got by
+/// cuda_kernel the first time the cuda backend launches the kernel (where a driver is loaded) and
+/// kept for the process (a failure throws and is tried again at the next launch).
+template <auto function>
+const void* cuda_lookup() {
+  static const void* const kernel = cuda_kernel(function);
+  return kernel;
 }
 
 }  // namespace hdsm

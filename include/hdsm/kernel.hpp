@@ -198,6 +198,12 @@ struct Kernel {
   HostBody host;                        // sim and host execution
   std::string opencl_source;            // OpenCL C (opencl backend)
   const void* cuda_function = nullptr;  // a __global__ function's cudaKernel_t (cuda backend; <hdsm/cuda.hpp>)
+  /// The CUDA body found late: where cuda_function is null, the cuda backend calls this at every
+  /// launch and uses the cudaKernel_t it returns (nullptr: no CUDA body). Getting a cudaKernel_t
+  /// needs a CUDA driver, so a kernel that also runs where there is none (sim, OpenCL) names its
+  /// __global__ function here instead: hdsm::cuda_lookup<f> in <hdsm/cuda.hpp> resolves it on the
+  /// first call and keeps it.
+  const void* (*cuda_lookup)() = nullptr;
 };
 
 namespace detail {
@@ -246,7 +252,8 @@ auto unpack_for(const std::string& kernel, const ArgPack& pack) {
 /// A kernel whose threads never wait for each other: f(const Thread&, args...).
 template <class F>
 Kernel per_thread(std::string name, F f) {
-  Kernel k{name, {}, {}, nullptr};
+  Kernel k;
+  k.name = name;
   k.host = [f, name](exec::Executor& ex, const Launch& launch, const ArgPack& pack) {
     auto args = detail::unpack_for<F>(name, pack);
     detail::for_each_block(ex, launch, [&](const BlockRun& run) {
@@ -266,7 +273,8 @@ Kernel per_thread(std::string name, F f) {
 /// A kernel written block by block in phases: f(Block&, args...).
 template <class F>
 Kernel per_block(std::string name, F f) {
-  Kernel k{name, {}, {}, nullptr};
+  Kernel k;
+  k.name = name;
   k.host = [f, name](exec::Executor& ex, const Launch& launch, const ArgPack& pack) {
     auto args = detail::unpack_for<F>(name, pack);
     detail::for_each_block(ex, launch, [&](const BlockRun& run) {
@@ -280,7 +288,8 @@ Kernel per_block(std::string name, F f) {
 /// A kernel with CUDA's thread model: f(ThreadCtx&, args...) with t.sync() barriers.
 template <class F>
 Kernel cooperative(std::string name, F f) {
-  Kernel k{name, {}, {}, nullptr};
+  Kernel k;
+  k.name = name;
   k.host = [f, name](exec::Executor& ex, const Launch& launch, const ArgPack& pack) {
     auto args = detail::unpack_for<F>(name, pack);
     detail::for_each_block(ex, launch, [&](const BlockRun& run) {

@@ -1,7 +1,9 @@
 // Argument checks the OpenCL and CUDA backends make before they enqueue anything, with one wording.
+// Header-only and free of device APIs, so that unit tests check them without a device.
 #pragma once
 
 #include <hdsm/error.hpp>
+#include <hdsm/kernel.hpp>
 
 #include <fmt/format.h>
 
@@ -21,6 +23,21 @@ inline void require_range(const std::string& what, const std::string& device, st
   if (offset > size || bytes > size - offset)
     throw InvalidArgument(fmt::format("{} on {}: bytes [{}, {}) are past the end of a {}-byte buffer", what, device,
                                       offset, offset + bytes, size));
+}
+
+/// The __global__ function (cudaKernel_t) the cuda backend launches `kernel` with:
+/// Kernel::cuda_function, else what Kernel::cuda_lookup returns. Unsupported naming the kernel and
+/// the backend when neither gives one; an error of the lookup itself (no driver) goes through.
+inline const void* require_cuda_body(const Kernel& kernel) {
+  const void* function = kernel.cuda_function;
+  if (function == nullptr && kernel.cuda_lookup != nullptr) function = kernel.cuda_lookup();
+  if (function == nullptr)
+    throw Unsupported(
+        fmt::format("kernel '{}' has no body for backend cuda (it needs a __global__ function: "
+                    "Kernel::cuda_function = hdsm::cuda_kernel(f), or Kernel::cuda_lookup = "
+                    "&hdsm::cuda_lookup<f>; see <hdsm/cuda.hpp>)",
+                    kernel.name));
+  return function;
 }
 
 }  // namespace hdsm

@@ -1,11 +1,15 @@
 // The CUDA backend as the runtime opens it (HDSM_CUDA, HDSM_DEVICE=cuda). These tests run
 // everywhere: without a driver or a GPU they check the NoDevice error, with one the device list.
+#include "support/cuda_kernels.hpp"
+
 #include <hdsm/hdsm.hpp>
 
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -80,27 +84,65 @@ TEST(CudaBackend, OffNeverOpensCuda) {
   }
 }
 
+/// The first CUDA device of `runtime`.
+hdsm::Device& first_cuda(const hdsm::Runtime& runtime) {
+  for (hdsm::Device* d : runtime.devices())
+    if (d->properties().backend == hdsm::Backend::cuda) return *d;
+  throw std::logic_error("the runtime opened no CUDA device");
+}
+
 TEST(CudaBackend, KernelWithoutCudaBodyNamesKernelAndBackend) {
   std::string why;
   const auto runtime = with_cuda(why);
   if (!runtime) GTEST_SKIP() << why;
-  hdsm::Device* cuda = nullptr;
-  for (hdsm::Device* d : runtime->devices())
-    if (d->properties().backend == hdsm::Backend::cuda && cuda == nullptr) cuda = d;
-  ASSERT_NE(cuda, nullptr);
-  auto queue = cuda->create_queue();
+  hdsm::Device& cuda = first_cuda(*runtime);
+  auto queue = cuda.create_queue();
   auto host_only = hdsm::per_thread("host_and_opencl_only", [](const hdsm::Thread&, int) {});
   host_only.opencl_source = "__kernel void host_and_opencl_only(int x) {}";
+  auto lookup_finds_none = host_only;
+  lookup_finds_none.cuda_lookup = [] { return static_cast<const void*>(nullptr); };
   const hdsm::KernelArg args[] = {hdsm::KernelArg::value(1)};
-  try {
-    queue->launch(host_only, hdsm::cover(1), args);
-    FAIL() << "a kernel without a CUDA body launched on " << cuda->name();
-  } catch (const hdsm::Unsupported& e) {
-    const std::string message = e.what();
-    EXPECT_NE(message.find("host_and_opencl_only"), std::string::npos) << message;
-    EXPECT_NE(message.find("backend cuda"), std::string::npos) << message;
+  for (const hdsm::Kernel* kernel : {&host_only, &lookup_finds_none}) {
+    try {
+      queue->launch(*kernel, hdsm::cover(1), args);
+      FAIL() << "a kernel without a CUDA body launched on " << cuda.name();
+    } catch (const hdsm::Unsupported& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find("host_and_opencl_only"), std::string::npos) << message;
+      EXPECT_NE(message.find("backend cuda"), std::string::npos) << message;
+    }
   }
   EXPECT_NO_THROW(queue->synchronize());
+}
+
+// A kernel whose CUDA body is only a Kernel::cuda_lookup (hdsm::cuda_lookup<f>, as the apps give
+// theirs) launches with what the lookup resolves, again and again.
+TEST(CudaBackend, KernelWithCudaLookupLaunches) {
+  std::string why;
+  const auto runtime = with_cuda(why);
+  if (!runtime) GTEST_SKIP() << why;
+  auto twice = hdsm::per_thread("twice", [](const hdsm::Thread&, const float*, float*, int) {});
+  twice.cuda_lookup = hdsm::test::cuda_test_lookup("twice");
+  if (twice.cuda_lookup == nullptr) GTEST_SKIP() << hdsm::test::kNoCudaKernels;
+  hdsm::Device& cuda = first_cuda(*runtime);
+  auto queue = cuda.create_queue();
+  const int n = 1000;
+  std::vector<float> in(n), out(n);
+  for (int i = 0; i < n; ++i) in[i] = static_cast<float>(i);
+  const hdsm::DeviceBuffer x = cuda.alloc(n * sizeof(float)), y = cuda.alloc(n * sizeof(float));
+  queue->copy_to_device(x, 0, in.data(), n * sizeof(float));
+  const hdsm::KernelArg args[] = {hdsm::KernelArg::buffer(x), hdsm::KernelArg::buffer(y),
+                                  hdsm::KernelArg::value(n)};
+  for (int round = 0; round < 2; ++round) {
+    queue->launch(twice, hdsm::cover(n, 128), args);
+    queue->copy_to_host(out.data(), y, 0, n * sizeof(float));
+    queue->synchronize();
+    for (int i = 0; i < n; ++i) ASSERT_EQ(out[i], 2 * in[i]) << "round " << round << ", element " << i;
+  }
+  EXPECT_EQ(twice.cuda_lookup(), hdsm::test::cuda_test_kernel("twice"))
+      << "the lookup did not keep its handle";
+  cuda.free(x);
+  cuda.free(y);
 }
 
 }  // namespace

@@ -43,25 +43,31 @@ __global__ void um_scale_add(const float* x, float* y, std::uint64_t n) {
 
 namespace hdsm::test {
 
+const void* (*cuda_test_lookup(const char* name))();
 const void* cuda_test_kernel(const char* name);
 
-const void* cuda_test_kernel(const char* name) {
+const void* (*cuda_test_lookup(const char* name))() {
   struct Entry {
     const char* name;
-    const void* (*get)();
+    const void* (*lookup)();
   };
   static const Entry table[] = {
-      {"vecadd", [] { return hdsm::cuda_kernel(vecadd); }},
-      {"twice", [] { return hdsm::cuda_kernel(twice); }},
-      {"gather_through_table", [] { return hdsm::cuda_kernel(gather_through_table); }},
-      {"two_args", [] { return hdsm::cuda_kernel(two_args); }},
-      {"one_arg", [] { return hdsm::cuda_kernel(one_arg); }},
-      {"saxpy", [] { return hdsm::cuda_kernel(saxpy); }},
-      {"um_scale_add", [] { return hdsm::cuda_kernel(um_scale_add); }},
+      {"vecadd", &hdsm::cuda_lookup<vecadd>},
+      {"twice", &hdsm::cuda_lookup<twice>},
+      {"gather_through_table", &hdsm::cuda_lookup<gather_through_table>},
+      {"two_args", &hdsm::cuda_lookup<two_args>},
+      {"one_arg", &hdsm::cuda_lookup<one_arg>},
+      {"saxpy", &hdsm::cuda_lookup<saxpy>},
+      {"um_scale_add", &hdsm::cuda_lookup<um_scale_add>},
   };
   for (const Entry& e : table)
-    if (std::strcmp(e.name, name) == 0) return e.get();
+    if (std::strcmp(e.name, name) == 0) return e.lookup;
   return nullptr;
+}
+
+const void* cuda_test_kernel(const char* name) {
+  const auto lookup = cuda_test_lookup(name);
+  return lookup != nullptr ? lookup() : nullptr;
 }
 
 }  // namespace hdsm::test

@@ -9,9 +9,13 @@ namespace hdsm::test {
 /// The cudaKernel_t of the named test kernel, as Kernel::cuda_function takes it (nullptr for an
 /// unknown name). Call it only where a CUDA device is present.
 const void* cuda_test_kernel(const char* name);
+/// The same as a Kernel::cuda_lookup (hdsm::cuda_lookup of the kernel's __global__ function), which
+/// may be set anywhere: it is called at the launch.
+const void* (*cuda_test_lookup(const char* name))();
 #else
 /// This test program was built without nvcc: there are no CUDA bodies.
 inline const void* cuda_test_kernel(const char*) { return nullptr; }
+inline const void* (*cuda_test_lookup(const char*))() { return nullptr; }
 #endif
 
 inline constexpr const char* kNoCudaKernels =

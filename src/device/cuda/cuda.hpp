@@ -101,9 +101,9 @@ class CudaDevice final : public Device, public ManagedMemory {
   /// The device address of byte `offset` of a live buffer; InvalidPointer for a foreign or freed
   /// buffer, InvalidArgument when [offset, offset + bytes) runs past its end.
   std::byte* resolve(DeviceBuffer buffer, std::size_t offset, std::size_t bytes, const std::string& what) const;
-  /// The sizes of a __global__ function's parameters (cudaFuncGetParamInfo, asked once per
-  /// function); nothing when the driver cannot say.
-  std::optional<std::vector<std::size_t>> parameters(const Kernel& kernel);
+  /// The sizes of the parameters of `function`, the CUDA body of `kernel` (cudaFuncGetParamInfo,
+  /// asked once per function); nothing when the driver cannot say.
+  std::optional<std::vector<std::size_t>> parameters(const Kernel& kernel, const void* function);
   /// Enables this device's access to `peer`'s memory the first time a copy needs it.
   void enable_peer_access(const CudaDevice& peer);
   const std::shared_ptr<EventPool>& events() const { return events_; }

@@ -338,13 +338,13 @@ void CudaDevice::enable_peer_access(const CudaDevice& peer) {
   peer_enabled_[peer.ordinal_] = true;
 }
 
-std::optional<std::vector<std::size_t>> CudaDevice::parameters(const Kernel& kernel) {
+std::optional<std::vector<std::size_t>> CudaDevice::parameters(const Kernel& kernel, const void* function) {
   std::lock_guard lock(mutex_);
-  if (const auto it = parameters_.find(kernel.cuda_function); it != parameters_.end()) return it->second;
+  if (const auto it = parameters_.find(function); it != parameters_.end()) return it->second;
   std::optional<std::vector<std::size_t>> sizes(std::in_place);
   for (std::size_t i = 0;; ++i) {
     std::size_t offset = 0, size = 0;
-    const cudaError_t e = cudaFuncGetParamInfo(kernel.cuda_function, i, &offset, &size);
+    const cudaError_t e = cudaFuncGetParamInfo(function, i, &offset, &size);
     if (e == cudaSuccess) {
       sizes->push_back(size);
       continue;
@@ -355,11 +355,12 @@ std::optional<std::vector<std::size_t>> CudaDevice::parameters(const Kernel& ker
       sizes.reset();  // the driver cannot say; the launch goes ahead unchecked
       break;
     }
-    throw KernelFailure(fmt::format("kernel '{}' on {}: cudaFuncGetParamInfo failed: {} ({}); cuda_function must be "
-                                    "the kernel's cudaKernel_t (hdsm::cuda_kernel in <hdsm/cuda.hpp>)",
-                                    kernel.name, name(), cudaGetErrorString(e), cudaGetErrorName(e)));
+    throw KernelFailure(
+        fmt::format("kernel '{}' on {}: cudaFuncGetParamInfo failed: {} ({}); its CUDA body must be "
+                    "the kernel's cudaKernel_t (hdsm::cuda_kernel in <hdsm/cuda.hpp>)",
+                    kernel.name, name(), cudaGetErrorString(e), cudaGetErrorName(e)));
   }
-  return parameters_.emplace(kernel.cuda_function, sizes).first->second;
+  return parameters_.emplace(function, sizes).first->second;
 }
 
 std::unique_ptr<Queue> CudaDevice::create_queue() { return std::make_unique<CudaQueue>(*this); }

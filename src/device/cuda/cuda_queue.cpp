@@ -128,10 +128,7 @@ void CudaQueue::fill(DeviceBuffer dst, std::size_t offset, std::size_t bytes, st
 }
 
 void CudaQueue::launch(const Kernel& kernel, const Launch& launch, std::span<const KernelArg> args) {
-  if (kernel.cuda_function == nullptr)
-    throw Unsupported(fmt::format("kernel '{}' has no body for backend cuda (it needs a __global__ function: "
-                                  "Kernel::cuda_function = hdsm::cuda_kernel(f), see <hdsm/cuda.hpp>)",
-                                  kernel.name));
+  const void* function = require_cuda_body(kernel);
   // Arguments first, so that a bad one throws before anything is enqueued. cudaLaunchKernel takes
   // a pointer to each argument's value: a buffer's value is its device address.
   std::vector<std::uint64_t> addresses(args.size());
@@ -147,7 +144,7 @@ void CudaQueue::launch(const Kernel& kernel, const Launch& launch, std::span<con
     }
   }
   device_.activate();
-  if (const auto sizes = device_.parameters(kernel)) {
+  if (const auto sizes = device_.parameters(kernel, function)) {
     if (sizes->size() != args.size())
       throw InvalidArgument(fmt::format("kernel '{}' takes {} arguments in its __global__ function; the call passes {}",
                                         kernel.name, sizes->size(), args.size()));
@@ -160,7 +157,7 @@ void CudaQueue::launch(const Kernel& kernel, const Launch& launch, std::span<con
   const NvtxRange range(kernel.name.c_str());
   const dim3 grid(launch.grid.x, launch.grid.y, launch.grid.z);
   const dim3 block(launch.block.x, launch.block.y, launch.block.z);
-  cudaError_t e = cudaLaunchKernel(kernel.cuda_function, grid, block, values.data(), launch.shared_bytes, stream_);
+  cudaError_t e = cudaLaunchKernel(function, grid, block, values.data(), launch.shared_bytes, stream_);
   const cudaError_t last = cudaGetLastError();
   if (e == cudaSuccess) e = last;
   if (e != cudaSuccess)
