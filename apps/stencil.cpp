@@ -1,6 +1,8 @@
 #include "apps/stencil.hpp"
 
+#include "apps/cuda.hpp"
 #include "apps/opencl.hpp"
+#include "apps/stencil_kernel.hpp"
 
 #include <hdsm/hdsm.hpp>
 
@@ -18,13 +20,10 @@
 namespace hdsm::apps {
 namespace {
 
-constexpr float kCentre = 0.4f, kNeighbour = 0.1f;
+using namespace stencil_kernel;
+
 constexpr std::uint32_t kRow = 64;
 constexpr std::size_t kStagingBytes = std::size_t{1} << 20;
-
-struct Shape {
-  std::uint32_t nx, ny, nz;
-};
 
 Shape shape_of(const StencilProblem& p) { return {p.nx, p.ny, p.nz}; }
 std::size_t source_index(const StencilProblem& p) {
@@ -32,17 +31,7 @@ std::size_t source_index(const StencilProblem& p) {
 }
 float source_value(unsigned step) { return std::sin(0.3f * static_cast<float>(step + 1)); }
 
-// The same expression, in the same order, for the kernel and the reference.
-inline float update(const float* u, std::size_t i, std::size_t sx, std::size_t sxy) {
-  return kCentre * u[i] +
-         kNeighbour * (((u[i - 1] + u[i + 1]) + (u[i - sx] + u[i + sx])) + (u[i - sxy] + u[i + sxy]));
-}
-
-inline bool boundary(std::uint32_t x, std::uint32_t y, std::uint32_t z, const Shape& s) {
-  return x == 0 || y == 0 || z == 0 || x + 1 == s.nx || y + 1 == s.ny || z + 1 == s.nz;
-}
-
-// The OpenCL body: update() and boundary() above, in the same order.
+// The OpenCL body: step_point() of stencil_kernel.hpp, in the same order.
 std::string stencil_opencl() {
   return cl_define("CENTRE", kCentre) + cl_define("NEIGHBOUR", kNeighbour) + R"(
 typedef struct { uint nx, ny, nz; } Shape;
@@ -60,15 +49,13 @@ __kernel void stencil7(__global const float* u, __global float* next, Shape s) {
 })";
 }
 
-const Kernel& stencil_kernel() {
-  static const Kernel k = with_opencl(
+// One block is up to kRow points of one row (y, z); the CUDA body is apps/cuda/stencil.cu.
+const Kernel& stencil7_kernel() {
+  static const Kernel k = with_cuda(with_opencl(
       stencil_opencl(), per_thread("stencil7", [](const Thread& t, const float* u, float* next, Shape s) {
         const auto x = static_cast<std::uint32_t>(t.global_x());
-        if (x >= s.nx) return;
-        const std::uint32_t y = t.block.y, z = t.block.z;
-        const std::size_t sx = s.nx, sxy = std::size_t{s.nx} * s.ny, i = z * sxy + y * sx + x;
-        next[i] = boundary(x, y, z, s) ? u[i] : update(u, i, sx, sxy);
-      }));
+        if (x < s.nx) step_point(u, next, s, x, t.block.y, t.block.z);
+      })));
   return k;
 }
 
@@ -113,7 +100,7 @@ Output stencil_adsm(Runtime& rt, int device, const StencilProblem& p, int output
   std::vector<char> staging(kStagingBytes);
   for (unsigned step = 0; step < p.steps; ++step) {
     u[source_index(p)] += source_value(step);
-    rt.call(stencil_kernel(), stencil_launch(p), u, next, shape_of(p));
+    rt.call(stencil7_kernel(), stencil_launch(p), u, next, shape_of(p));
     rt.sync();
     std::swap(u, next);
     if (p.output_every != 0 && (step + 1) % p.output_every == 0)
@@ -141,7 +128,7 @@ Output stencil_explicit(Device& d, const StencilProblem& p, int output_fd) {
     value += source_value(step);
     queue->copy_to_device(u, at, &value, sizeof value);
     const KernelArg args[] = {KernelArg::buffer(u), KernelArg::buffer(next), KernelArg::value(shape_of(p))};
-    queue->launch(stencil_kernel(), stencil_launch(p), args);
+    queue->launch(stencil7_kernel(), stencil_launch(p), args);
     std::swap(u, next);
     if (p.output_every != 0 && (step + 1) % p.output_every == 0) {
       queue->copy_to_host(host.data(), u, 0, bytes);
@@ -159,15 +146,11 @@ Output stencil_explicit(Device& d, const StencilProblem& p, int output_fd) {
 Output stencil_reference(const StencilProblem& p) {
   std::vector<float> u(p.points(), 0.0f), next(p.points(), 0.0f);
   const Shape s = shape_of(p);
-  const std::size_t sx = s.nx, sxy = std::size_t{s.nx} * s.ny;
   for (unsigned step = 0; step < p.steps; ++step) {
     u[source_index(p)] += source_value(step);
     for (std::uint32_t z = 0; z < s.nz; ++z)
       for (std::uint32_t y = 0; y < s.ny; ++y)
-        for (std::uint32_t x = 0; x < s.nx; ++x) {
-          const std::size_t i = z * sxy + y * sx + x;
-          next[i] = boundary(x, y, z, s) ? u[i] : update(u.data(), i, sx, sxy);
-        }
+        for (std::uint32_t x = 0; x < s.nx; ++x) step_point(u.data(), next.data(), s, x, y, z);
     std::swap(u, next);
   }
   return sample(u.data(), p);

@@ -1,5 +1,6 @@
 #include "apps/vecadd.hpp"
 
+#include "apps/cuda.hpp"
 #include "apps/opencl.hpp"
 
 #include <hdsm/hdsm.hpp>
@@ -20,11 +21,11 @@ __kernel void vecadd(__global const float* a, __global const float* b, __global 
 })";
 
 const Kernel& vecadd_kernel() {
-  static const Kernel k = with_opencl(
+  static const Kernel k = with_cuda(with_opencl(
       kVecaddOpencl,
       per_thread("vecadd", [](const Thread& t, const float* a, const float* b, float* c, std::uint64_t n) {
         if (const auto i = t.global_x(); i < n) c[i] = a[i] + b[i];
-      }));
+      })));
   return k;
 }
 

@@ -3,7 +3,9 @@
 // whole run; the atoms go through a small buffer chunk by chunk (Parboil copies 4000 atoms at a
 // time into constant memory), each chunk followed by one kernel call that adds the chunk's
 // contribution to every grid point. The CPU reads the whole plane at the end.
+#include "apps/cuda.hpp"
 #include "apps/opencl.hpp"
+#include "apps/parboil/cp_kernel.hpp"
 #include "apps/parboil/parboil.hpp"
 #include "apps/random.hpp"
 
@@ -17,11 +19,7 @@
 namespace hdsm::apps::parboil {
 namespace {
 
-// One atom as the kernel sees it: the squared distance to the plane is precomputed by the CPU, as
-// Parboil's copyatomstoconstbuf does.
-struct AtomInfo {
-  float x, y, dz2, q;
-};
+using namespace cp_kernel;
 
 struct Atom {
   float x, y, z, q;
@@ -33,8 +31,6 @@ struct Shape {
   std::uint32_t chunk;  // atoms per call
 };
 
-constexpr float kSpacing = 0.1f;
-constexpr std::uint32_t kUnroll = 8;  // grid points per thread along x (Parboil's UNROLLX)
 constexpr Dim3 kBlock{16, 8};
 
 Shape shape(Scale scale) {
@@ -67,6 +63,7 @@ Launch energy_launch(const Shape& s) {
   return {Dim3{s.nx / (kBlock.x * kUnroll), s.ny / kBlock.y}, kBlock, 0};
 }
 
+// The OpenCL body: add_energy of cp_kernel.hpp.
 std::string energy_opencl() {
   return cl_define("UNROLL", kUnroll) + cl_define("SPACING", kSpacing) + R"(
 typedef struct { float x, y, dz2, q; } AtomInfo;
@@ -93,27 +90,14 @@ __kernel void cp_energy(__global float* grid, __global const AtomInfo* atoms, ui
 })";
 }
 
-// Each thread owns kUnroll consecutive points of one row and adds the chunk's potential to them.
+// Each thread owns kUnroll consecutive points of one row and adds the chunk's potential to them
+// (add_energy; the CUDA body is apps/cuda/cp.cu).
 const Kernel& energy_kernel() {
-  static const Kernel k = with_opencl(
+  static const Kernel k = with_cuda(with_opencl(
       energy_opencl(), per_thread("cp_energy", [](const Thread& t, float* grid, const AtomInfo* atoms,
                                                   std::uint32_t count, std::uint32_t nx) {
-        const std::uint64_t x0 = t.global_x() * kUnroll, y = t.global_y();
-        const float py = kSpacing * static_cast<float>(y);
-        float px[kUnroll], e[kUnroll] = {};
-        for (std::uint32_t k = 0; k < kUnroll; ++k) px[k] = kSpacing * static_cast<float>(x0 + k);
-        for (std::uint32_t i = 0; i < count; ++i) {
-          const AtomInfo a = atoms[i];
-          const float dy = py - a.y;
-          const float dyz2 = dy * dy + a.dz2;
-          for (std::uint32_t k = 0; k < kUnroll; ++k) {
-            const float dx = px[k] - a.x;
-            e[k] += a.q / std::sqrt(dx * dx + dyz2);
-          }
-        }
-        float* row = grid + y * nx + x0;
-        for (std::uint32_t k = 0; k < kUnroll; ++k) row[k] += e[k];
-      }));
+        add_energy(grid, atoms, count, nx, t.global_x() * kUnroll, t.global_y());
+      })));
   return k;
 }
 

@@ -6,7 +6,9 @@
 #pragma once
 
 #include "apps/app.hpp"
+#include "apps/cuda.hpp"
 #include "apps/opencl.hpp"
+#include "apps/parboil/mri_kernel.hpp"
 #include "apps/random.hpp"
 
 #include <hdsm/hdsm.hpp>
@@ -26,7 +28,6 @@ struct Shape {
   std::uint32_t chunk;  // k-space samples per call
 };
 
-constexpr float kTwoPi = 6.2831853071795864769f;
 constexpr std::uint32_t kWeightThreads = 512, kChunkThreads = 256;
 
 // Only the test size differs between the two apps.
@@ -112,9 +113,10 @@ class SharedObjects {
 };
 
 // The second-phase kernel `name`, with the arguments accumulate() passes: every voxel adds the
-// chunk's samples to its sums, add(r, im, kv[k], arg) for sample k at phase arg. The OpenCL body is
-// the same loop with `opencl_add` (the same statements in OpenCL C, over r, im, kv[k] and arg) and a
-// KValue struct of the float fields `kvalue` ("kx, ky, kz, ...").
+// chunk's samples to its sums (accumulate_voxel with `add`, one of mri_kernel.hpp's, as the CUDA
+// body in apps/cuda/mri.cu). The OpenCL body is the same loop with `opencl_add` (the same statements
+// in OpenCL C, over r, im, kv[k] and arg) and a KValue struct of the float fields `kvalue` ("kx, ky,
+// kz, ...").
 template <class KValue, class Add>
 Kernel accumulate_kernel(const std::string& name, std::string_view kvalue, std::string_view opencl_add,
                          Add add) {
@@ -134,21 +136,12 @@ Kernel accumulate_kernel(const std::string& name, std::string_view kvalue, std::
   re[i] = r;
   im_sums[i] = im;
 })");
-  return with_opencl(
+  return with_cuda(with_opencl(
       source,
       per_thread(name, [add](const Thread& t, const float* x, const float* y, const float* z, float* re,
                              float* im_sums, const KValue* kv, std::uint32_t count, std::uint32_t voxels) {
-        const auto i = t.global_x();
-        if (i >= voxels) return;
-        const float xi = x[i], yi = y[i], zi = z[i];
-        float r = re[i], im = im_sums[i];
-        for (std::uint32_t k = 0; k < count; ++k) {
-          const float arg = kTwoPi * (kv[k].kx * xi + kv[k].ky * yi + kv[k].kz * zi);
-          add(r, im, kv[k], arg);
-        }
-        re[i] = r;
-        im_sums[i] = im;
-      }));
+        accumulate_voxel(x, y, z, re, im_sums, kv, count, voxels, t.global_x(), add);
+      })));
 }
 
 // The second phase on shared objects: chunk[k] = pack(sample), then one call of `kernel` that adds the

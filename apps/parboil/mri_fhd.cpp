@@ -4,6 +4,7 @@
 // back and, chunk by chunk, packs (kx, ky, kz, rhoPhi) into a small buffer (Parboil's constant
 // memory) for one call each that accumulates rFhD and iFhD of every voxel, which stay on the
 // device until the CPU reads them.
+#include "apps/cuda.hpp"
 #include "apps/opencl.hpp"
 #include "apps/parboil/mri_common.hpp"
 #include "apps/parboil/parboil.hpp"
@@ -18,17 +19,13 @@ namespace hdsm::apps::parboil {
 namespace {
 
 using mri::kTwoPi;
-
-struct KValue {
-  float kx, ky, kz, rho_r, rho_i;
-};
+using mri::rho_imag;
+using mri::rho_real;
+using KValue = mri::FhdValue;
 
 constexpr std::uint64_t kSeed = 21;
 
 mri::Shape shape(Scale scale) { return mri::shape(scale, {2048, 160, 48}); }
-
-float rho_real(float pr, float pi, float dr, float di) { return pr * dr + pi * di; }
-float rho_imag(float pr, float pi, float dr, float di) { return pr * di - pi * dr; }
 
 const char* const kRhoPhiOpencl = R"(
 __kernel void mrifhd_rho_phi(__global const float* phi_r, __global const float* phi_i, __global const float* d_r,
@@ -41,7 +38,7 @@ __kernel void mrifhd_rho_phi(__global const float* phi_r, __global const float* 
 })";
 
 const Kernel& rho_phi_kernel() {
-  static const Kernel k = with_opencl(
+  static const Kernel k = with_cuda(with_opencl(
       kRhoPhiOpencl, per_thread("mrifhd_rho_phi",
                                 [](const Thread& t, const float* phi_r, const float* phi_i, const float* d_r,
                                    const float* d_i, float* rho_r, float* rho_i, std::uint32_t n) {
@@ -49,24 +46,19 @@ const Kernel& rho_phi_kernel() {
                                     rho_r[i] = rho_real(phi_r[i], phi_i[i], d_r[i], d_i[i]);
                                     rho_i[i] = rho_imag(phi_r[i], phi_i[i], d_r[i], d_i[i]);
                                   }
-                                }));
+                                })));
   return k;
 }
 
-// What fhd_kernel adds per sample, in OpenCL C (the host body is the lambda below).
+// What fhd_kernel adds per sample (mri::AddFhd), in OpenCL C.
 const char* const kFhdAddOpencl = R"(
     const float c = cos(arg), sn = sin(arg);
     r += kv[k].rho_r * c - kv[k].rho_i * sn;
     im += kv[k].rho_i * c + kv[k].rho_r * sn;)";
 
 const Kernel& fhd_kernel() {
-  static const Kernel k =
-      mri::accumulate_kernel<KValue>("mrifhd_compute_fh", "kx, ky, kz, rho_r, rho_i", kFhdAddOpencl,
-                                     [](float& r, float& im, const KValue& kv, float arg) {
-                                       const float c = std::cos(arg), sn = std::sin(arg);
-                                       r += kv.rho_r * c - kv.rho_i * sn;
-                                       im += kv.rho_i * c + kv.rho_r * sn;
-                                     });
+  static const Kernel k = mri::accumulate_kernel<KValue>("mrifhd_compute_fh", "kx, ky, kz, rho_r, rho_i",
+                                                         kFhdAddOpencl, mri::AddFhd{});
   return k;
 }
 

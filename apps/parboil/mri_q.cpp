@@ -3,6 +3,7 @@
 // A first call computes phiMag = |phi|^2 on the device; the CPU reads phiMag back and, chunk by
 // chunk, packs (kx, ky, kz, phiMag) into a small buffer (Parboil's constant memory) for one call
 // each that accumulates Qr and Qi of every voxel, which stay on the device until the CPU reads them.
+#include "apps/cuda.hpp"
 #include "apps/opencl.hpp"
 #include "apps/parboil/mri_common.hpp"
 #include "apps/parboil/parboil.hpp"
@@ -17,10 +18,7 @@ namespace hdsm::apps::parboil {
 namespace {
 
 using mri::kTwoPi;
-
-struct KValue {
-  float kx, ky, kz, phi_mag;
-};
+using KValue = mri::QValue;
 
 constexpr std::uint64_t kSeed = 11;
 
@@ -34,26 +32,22 @@ __kernel void mriq_phi_mag(__global const float* phi_r, __global const float* ph
 })";
 
 const Kernel& phi_mag_kernel() {
-  static const Kernel k = with_opencl(
+  static const Kernel k = with_cuda(with_opencl(
       kPhiMagOpencl, per_thread("mriq_phi_mag", [](const Thread& t, const float* phi_r, const float* phi_i,
                                                    float* phi_mag, std::uint32_t n) {
-        if (const auto i = t.global_x(); i < n) phi_mag[i] = phi_r[i] * phi_r[i] + phi_i[i] * phi_i[i];
-      }));
+        if (const auto i = t.global_x(); i < n) phi_mag[i] = mri::phi_magnitude(phi_r[i], phi_i[i]);
+      })));
   return k;
 }
 
-// What q_kernel adds per sample, in OpenCL C (the host body is the lambda below).
+// What q_kernel adds per sample (mri::AddQ), in OpenCL C.
 const char* const kQAddOpencl = R"(
     r += kv[k].phi_mag * cos(arg);
     im += kv[k].phi_mag * sin(arg);)";
 
 const Kernel& q_kernel() {
   static const Kernel k =
-      mri::accumulate_kernel<KValue>("mriq_compute_q", "kx, ky, kz, phi_mag", kQAddOpencl,
-                                     [](float& r, float& im, const KValue& kv, float arg) {
-                                       r += kv.phi_mag * std::cos(arg);
-                                       im += kv.phi_mag * std::sin(arg);
-                                     });
+      mri::accumulate_kernel<KValue>("mriq_compute_q", "kx, ky, kz, phi_mag", kQAddOpencl, mri::AddQ{});
   return k;
 }
 
@@ -64,7 +58,7 @@ Output run_reference(Scale scale) {
   std::vector<float> qr(s.voxels, 0.0f), qi(s.voxels, 0.0f);
   for (std::uint32_t i = 0; i < s.voxels; ++i)
     for (std::uint32_t k = 0; k < s.samples; ++k) {
-      const float mag = phi_r[k] * phi_r[k] + phi_i[k] * phi_i[k];
+      const float mag = mri::phi_magnitude(phi_r[k], phi_i[k]);
       const float arg = kTwoPi * (in.kx[k] * in.x[i] + in.ky[k] * in.y[i] + in.kz[k] * in.z[i]);
       qr[i] += mag * std::cos(arg);
       qi[i] += mag * std::sin(arg);

@@ -7,8 +7,10 @@
 // and stay on the device between calls, so batch-update, which moves every object on every call and
 // sync, is the seed's worst case (65x in Fig. 7). Integer state and one xorshift stream per replica
 // make the output bit-reproducible.
+#include "apps/cuda.hpp"
 #include "apps/opencl.hpp"
 #include "apps/parboil/parboil.hpp"
+#include "apps/parboil/pns_kernel.hpp"
 #include "apps/random.hpp"
 
 #include <hdsm/hdsm.hpp>
@@ -20,8 +22,9 @@
 namespace hdsm::apps::parboil {
 namespace {
 
+using namespace pns_kernel;
+
 constexpr std::uint32_t kBlock = 128;
-constexpr std::uint32_t kPlaces = 32;
 constexpr std::size_t kSampled = 2048;  // per-replica sums sampled into the output
 
 struct Sizes {
@@ -70,28 +73,7 @@ void init_replicas(const Net& net, const Sizes& s, std::int32_t* marking, std::u
   for (std::uint32_t r = 0; r < s.replicas; ++r) seeds[r] = splitmix(r ^ 0xabcdefULL) | 1;
 }
 
-// One call's work for one replica; the same function serves the kernel and the reference. The
-// marking is worked on in a local copy (registers on a GPU) and a transition fires without a
-// branch, since whether it is enabled is a coin toss the CPU would mispredict.
-inline void simulate(const std::int32_t* arcs, std::int32_t* marking, std::uint64_t& rng, std::uint32_t* sums,
-                     std::uint32_t transitions, std::uint32_t steps) {
-  std::int32_t m[kPlaces];
-  std::copy(marking, marking + kPlaces, m);
-  Xorshift64 s{rng};
-  for (std::uint32_t i = 0; i < steps; ++i) {
-    const std::int32_t* a = arcs + 4 * s.below(transitions);
-    const std::int32_t fire = (m[a[0]] > 0) & (m[a[1]] > 0);
-    m[a[0]] -= fire;
-    m[a[1]] -= fire;
-    m[a[2]] += fire;
-    m[a[3]] += fire;
-  }
-  rng = s.state();
-  std::copy(m, m + kPlaces, marking);
-  for (std::uint32_t p = 0; p < kPlaces; ++p) sums[p] += static_cast<std::uint32_t>(m[p]);
-}
-
-// The OpenCL body: simulate() above, with Xorshift64's step and below() written out.
+// The OpenCL body: simulate() of pns_kernel.hpp, with Xorshift64's step and below() written out.
 std::string simulate_opencl() {
   return cl_define("PLACES", kPlaces) + R"(
 __kernel void pns_simulate(__global const int* arcs, __global int* marking, __global ulong* rng,
@@ -120,15 +102,16 @@ __kernel void pns_simulate(__global const int* arcs, __global int* marking, __gl
 })";
 }
 
+// One thread per replica (the CUDA body is apps/cuda/pns.cu).
 const Kernel& simulate_kernel() {
-  static const Kernel k = with_opencl(
+  static const Kernel k = with_cuda(with_opencl(
       simulate_opencl(),
       per_thread("pns_simulate", [](const Thread& t, const std::int32_t* arcs, std::int32_t* marking,
                                     std::uint64_t* rng, std::uint32_t* sums, std::uint32_t replicas,
                                     std::uint32_t transitions, std::uint32_t steps) {
         if (const std::uint64_t r = t.global_x(); r < replicas)
           simulate(arcs, marking + r * kPlaces, rng[r], sums + r * kPlaces, transitions, steps);
-      }));
+      })));
   return k;
 }
 

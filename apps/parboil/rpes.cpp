@@ -5,8 +5,10 @@
 // bra shell pairs, each write the (ij|kl) integrals of their batch (kl <= ij) into one large shared
 // output array. The CPU reads the whole output only at the end. Every call of batch-update moves the
 // whole output both ways, which is why rpes is the seed's second-worst case (18x in Fig. 7).
+#include "apps/cuda.hpp"
 #include "apps/opencl.hpp"
 #include "apps/parboil/parboil.hpp"
+#include "apps/parboil/rpes_kernel.hpp"
 #include "apps/random.hpp"
 
 #include <hdsm/hdsm.hpp>
@@ -14,33 +16,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <numbers>
 #include <string>
 #include <vector>
 
 namespace hdsm::apps::parboil {
 namespace {
 
-constexpr int kMaxPrims = 2;  // primitives of a contracted (core) shell; valence shells have one
+using namespace rpes_kernel;
+
 constexpr std::uint32_t kBlock = 64;
 constexpr std::size_t kSampled = 4096;
-
-struct Shell {
-  float x, y, z;
-  float alpha[kMaxPrims];
-  float coef[kMaxPrims];
-  std::uint32_t prims;
-};
-
-// A Gaussian product: exponent p, centre P, and prefactor K (coefficients, normalisation, overlap).
-struct PrimPair {
-  float p, x, y, z, k;
-};
-
-struct ShellPair {
-  PrimPair prim[kMaxPrims * kMaxPrims];
-  std::uint32_t prims;
-};
 
 struct Sizes {
   std::uint32_t shells, batch;  // batch: bra shell pairs per call
@@ -73,43 +58,7 @@ void make_shells(const Sizes& s, Shell* shells) {
   }
 }
 
-inline std::uint64_t pair_index(std::uint64_t i, std::uint64_t j) { return i * (i + 1) / 2 + j; }
-
-inline void make_pair(const Shell& a, const Shell& b, ShellPair& out) {
-  const float dx = a.x - b.x, dy = a.y - b.y, dz = a.z - b.z, r2 = dx * dx + dy * dy + dz * dz;
-  const float two_over_pi = static_cast<float>(2 / std::numbers::pi);
-  out.prims = a.prims * b.prims;
-  for (std::uint32_t u = 0; u < a.prims; ++u)
-    for (std::uint32_t v = 0; v < b.prims; ++v) {
-      const float al = a.alpha[u], be = b.alpha[v], p = al + be;
-      const float norm = std::pow(two_over_pi * al, 0.75f) * std::pow(two_over_pi * be, 0.75f);
-      out.prim[u * b.prims + v] =
-          PrimPair{p, (al * a.x + be * b.x) / p, (al * a.y + be * b.y) / p, (al * a.z + be * b.z) / p,
-                   a.coef[u] * b.coef[v] * norm * std::exp(-al * be / p * r2)};
-    }
-}
-
-// F0(t) = integral of exp(-t u^2) over [0, 1]: a short series near 0, the erf form elsewhere.
-inline float boys0(float t) {
-  if (t < 1e-3f) return 1 - t / 3 + t * t / 10;
-  const float r = std::sqrt(t);
-  return 0.5f * std::sqrt(std::numbers::pi_v<float>) * std::erf(r) / r;
-}
-
-inline float eri(const ShellPair& bra, const ShellPair& ket) {
-  float acc = 0;
-  for (std::uint32_t a = 0; a < bra.prims; ++a)
-    for (std::uint32_t b = 0; b < ket.prims; ++b) {
-      const PrimPair& P = bra.prim[a];
-      const PrimPair& Q = ket.prim[b];
-      const float dx = P.x - Q.x, dy = P.y - Q.y, dz = P.z - Q.z, pq = P.p + Q.p;
-      const float t = P.p * Q.p / pq * (dx * dx + dy * dy + dz * dz);
-      acc += P.k * Q.k * boys0(t) / (P.p * Q.p * std::sqrt(pq));
-    }
-  return static_cast<float>(2 * std::pow(std::numbers::pi, 2.5)) * acc;
-}
-
-// The OpenCL bodies: the types and functions above, and the constants they use.
+// The OpenCL bodies: the types and functions of rpes_kernel.hpp, and the constants they use.
 const char* const kRpesOpencl = R"(
 typedef struct {
   float x, y, z;
@@ -171,29 +120,28 @@ __kernel void rpes_eri(__global const ShellPair* pairs, __global float* out, ulo
 })";
 
 std::string rpes_opencl() {
-  return cl_define("MAX_PRIMS", kMaxPrims) +
-         cl_define("TWO_OVER_PI", static_cast<float>(2 / std::numbers::pi)) +
-         cl_define("SQRT_PI", std::sqrt(std::numbers::pi_v<float>)) +
-         cl_define("ERI_SCALE", static_cast<float>(2 * std::pow(std::numbers::pi, 2.5))) + kRpesOpencl;
+  return cl_define("MAX_PRIMS", kMaxPrims) + cl_define("TWO_OVER_PI", two_over_pi()) +
+         cl_define("SQRT_PI", sqrt_pi()) + cl_define("ERI_SCALE", eri_scale()) + kRpesOpencl;
 }
 
+// The CUDA bodies of both kernels are apps/cuda/rpes.cu.
 const Kernel& pair_kernel() {
-  static const Kernel k = with_opencl(
+  static const Kernel k = with_cuda(with_opencl(
       rpes_opencl(),
       per_thread("rpes_pairs", [](const Thread& t, const Shell* shells, ShellPair* pairs, std::uint32_t n) {
         const std::uint64_t j = t.global_x(), i = t.global_y();
         if (i < n && j <= i) make_pair(shells[i], shells[j], pairs[pair_index(i, j)]);
-      }));
+      })));
   return k;
 }
 
 const Kernel& eri_kernel() {
-  static const Kernel k = with_opencl(
+  static const Kernel k = with_cuda(with_opencl(
       rpes_opencl(), per_thread("rpes_eri", [](const Thread& t, const ShellPair* pairs, float* out,
                                                std::uint64_t first, std::uint64_t npairs) {
         const std::uint64_t kl = t.global_x(), ij = first + t.global_y();
         if (ij < npairs && kl <= ij) out[pair_index(ij, kl)] = eri(pairs[ij], pairs[kl]);
-      }));
+      })));
   return k;
 }
 

@@ -3,8 +3,10 @@
 // 4x4 block of every 16x16 macroblock, the sum of absolute differences at every displacement of the
 // search window; the second and third calls derive the 8x8 and 16x16 SADs from those on the device.
 // The CPU reads all three SAD arrays (tens of MiB at full scale) back.
+#include "apps/cuda.hpp"
 #include "apps/opencl.hpp"
 #include "apps/parboil/parboil.hpp"
+#include "apps/parboil/sad_kernel.hpp"
 #include "apps/random.hpp"
 
 #include <hdsm/hdsm.hpp>
@@ -18,20 +20,7 @@
 namespace hdsm::apps::parboil {
 namespace {
 
-using Pixel = std::uint16_t;
-using Sad = std::uint16_t;  // a 16x16 SAD of 8-bit pixels is at most 65280
-
-struct Frame {
-  std::uint32_t width, height;  // multiples of 16
-  std::int32_t range;           // displacements -range..range in x and y
-  std::uint32_t side() const { return 2 * static_cast<std::uint32_t>(range) + 1; }
-  std::uint32_t positions() const { return side() * side(); }
-  std::uint32_t macroblocks() const { return (width / 16) * (height / 16); }
-  std::size_t sad4_count() const { return std::size_t{macroblocks()} * 16 * positions(); }
-  std::size_t sad8_count() const { return std::size_t{macroblocks()} * 4 * positions(); }
-  std::size_t sad16_count() const { return std::size_t{macroblocks()} * positions(); }
-  std::size_t pixels() const { return std::size_t{width} * height; }
-};
+using namespace sad_kernel;
 
 Frame frame(Scale scale) { return by_scale<Frame>(scale, {64, 48, 3}, {512, 384, 5}, {1024, 768, 7}); }
 
@@ -49,11 +38,6 @@ void generate(const Frame& f, Pixel* cur, Pixel* ref) {
       const int v = cur[sy * f.width + sx] + static_cast<int>(rng.below(9)) - 4;
       ref[y * f.width + x] = static_cast<Pixel>(std::clamp(v, 0, 255));
     }
-}
-
-// The reference frame is read with clamped coordinates, as Parboil reads it through a clamping texture.
-std::uint32_t clamped(std::int64_t v, std::uint32_t size) {
-  return static_cast<std::uint32_t>(std::clamp<std::int64_t>(v, 0, std::int64_t{size} - 1));
 }
 
 // Frame and its counts, and the clamped read of the reference frame, for the OpenCL bodies.
@@ -118,62 +102,34 @@ __kernel void sad_16x16(__global const ushort* sad8, __global ushort* sad16, Fra
 }
 
 // One block per macroblock, one thread per displacement: the macroblock goes to shared memory, then
-// every thread computes the macroblock's sixteen 4x4 SADs at its displacement.
+// every thread computes the macroblock's sixteen 4x4 SADs at its displacement. The CUDA bodies of
+// the three kernels are apps/cuda/sad.cu.
 const Kernel& sad4_kernel() {
-  static const Kernel k = with_opencl(
+  static const Kernel k = with_cuda(with_opencl(
       sad4_opencl(),
       per_block("sad_4x4", [](Block& b, const Pixel* cur, const Pixel* ref, Sad* sad4, Frame f) {
         Pixel* mb = b.shared<Pixel>(256);
         const std::uint32_t mx = b.index().x * 16, my = b.index().y * 16;
-        b.threads([&](const Thread& t) {
-          for (std::uint32_t i = t.rank(); i < 256; i += b.size())
-            mb[i] = cur[(my + i / 16) * f.width + mx + i % 16];
-        });
+        b.threads([&](const Thread& t) { load_macroblock(mb, cur, f, mx, my, t.rank(), b.size()); });
         const std::size_t mbi = std::size_t{b.index().y} * b.grid_dim().x + b.index().x;
-        b.threads([&](const Thread& t) {
-          const std::int64_t dx = std::int64_t{t.idx.x} - f.range, dy = std::int64_t{t.idx.y} - f.range;
-          std::uint32_t rows[16], cols[16];
-          for (std::uint32_t k = 0; k < 16; ++k) {
-            rows[k] = clamped(my + k + dy, f.height) * f.width;
-            cols[k] = clamped(mx + k + dx, f.width);
-          }
-          const std::uint32_t pos = t.idx.y * f.side() + t.idx.x;
-          for (std::uint32_t sub = 0; sub < 16; ++sub) {
-            const std::uint32_t y0 = sub / 4 * 4, x0 = sub % 4 * 4;
-            std::uint32_t sum = 0;
-            for (std::uint32_t r = y0; r < y0 + 4; ++r)
-              for (std::uint32_t c = x0; c < x0 + 4; ++c)
-                sum += std::abs(int{mb[r * 16 + c]} - int{ref[rows[r] + cols[c]]});
-            sad4[(mbi * 16 + sub) * f.positions() + pos] = static_cast<Sad>(sum);
-          }
-        });
-      }));
+        b.threads([&](const Thread& t) { sad4_thread(mb, ref, sad4, f, mx, my, mbi, t.idx.x, t.idx.y); });
+      })));
   return k;
 }
 
-// 8x8 block q (2x2 in the macroblock) is 4x4 blocks (2qy + r) * 4 + 2qx + c for r, c in {0, 1}.
 const Kernel& sad8_kernel() {
-  static const Kernel k = with_opencl(
+  static const Kernel k = with_cuda(with_opencl(
       sad8_opencl(), per_thread("sad_8x8", [](const Thread& t, const Sad* sad4, Sad* sad8, Frame f) {
-        const std::uint64_t i = t.global_x(), p = f.positions();
-        if (i >= f.sad8_count()) return;
-        const std::uint64_t mb = i / p / 4, q = i / p % 4, pos = i % p;
-        const std::uint64_t first = mb * 16 + q / 2 * 8 + q % 2 * 2;
-        sad8[i] = static_cast<Sad>(sad4[first * p + pos] + sad4[(first + 1) * p + pos] +
-                                   sad4[(first + 4) * p + pos] + sad4[(first + 5) * p + pos]);
-      }));
+        sad8_element(sad4, sad8, f, t.global_x());
+      })));
   return k;
 }
 
 const Kernel& sad16_kernel() {
-  static const Kernel k = with_opencl(
+  static const Kernel k = with_cuda(with_opencl(
       sad16_opencl(), per_thread("sad_16x16", [](const Thread& t, const Sad* sad8, Sad* sad16, Frame f) {
-        const std::uint64_t i = t.global_x(), p = f.positions();
-        if (i >= f.sad16_count()) return;
-        const std::uint64_t mb = i / p, pos = i % p;
-        sad16[i] = static_cast<Sad>(sad8[(mb * 4) * p + pos] + sad8[(mb * 4 + 1) * p + pos] +
-                                    sad8[(mb * 4 + 2) * p + pos] + sad8[(mb * 4 + 3) * p + pos]);
-      }));
+        sad16_element(sad8, sad16, f, t.global_x());
+      })));
   return k;
 }
 

@@ -6,8 +6,10 @@
 // DR and RR per random set); after each sync the CPU reads that call's per-block histograms and
 // accumulates them. Each point of the first set is paired with a window of `partners` points of the
 // second, a sampled estimator that keeps the O(n^2) pair count within the bench's time budget.
+#include "apps/cuda.hpp"
 #include "apps/opencl.hpp"
 #include "apps/parboil/parboil.hpp"
+#include "apps/parboil/tpacf_kernel.hpp"
 #include "apps/random.hpp"
 
 #include <hdsm/hdsm.hpp>
@@ -22,12 +24,8 @@
 namespace hdsm::apps::parboil {
 namespace {
 
-struct Point {
-  float x, y, z;
-};
+using namespace tpacf_kernel;
 
-constexpr int kBounds = 24;          // bin boundaries, as cosines of log-spaced angles
-constexpr int kSlots = kBounds + 1;  // a pair lands between two boundaries or beyond the ends
 constexpr std::uint32_t kBlock = 128;
 
 struct Sizes {
@@ -87,32 +85,15 @@ void bin_bounds(float* binb) {
   }
 }
 
-// The number of boundaries above `dot` (binb is descending). Parboil searches the boundaries
-// binarily; a branch-free, vectorised count over the 24 of them is as exact and much faster on a
-// CPU, where the search's data-dependent branches mispredict on every pair.
-inline int bin_of(float dot, const float* binb) {
-  int n = 0;
-  for (int k = 0; k < kBounds; ++k) n += binb[k] > dot ? 1 : 0;
-  return n;
-}
+// A histogram as count_pairs counts into it (in the host body and the reference).
+struct CountInto {
+  std::uint64_t* hist;
+  void operator()(int bin) const { ++hist[bin]; }
+};
 
-// Pairs of point i with a window of the second set: points i+1 .. i+partners of its own set in an
-// autocorrelation (each unordered pair once), i .. i+partners-1 of another set, both modulo n.
-inline void count_pairs(std::uint64_t* hist, const float* binb, Point p, std::uint64_t i, const Point* set2,
-                        std::uint32_t n, std::uint32_t partners, std::uint32_t self) {
-  std::uint64_t j = self != 0 ? i + 1 : i;
-  for (std::uint32_t k = 0; k < partners; ++k, ++j) {
-    const Point q = set2[j < n ? j : j - n];
-    // Products of floats are exact in double, so contracting them into FMAs cannot move a pair
-    // across a boundary: kernel and reference bin identically whatever the compiler fuses.
-    const double dot = double{p.x} * q.x + double{p.y} * q.y + double{p.z} * q.z;
-    ++hist[bin_of(static_cast<float>(dot), binb)];
-  }
-}
-
-// The OpenCL body: count_pairs and bin_of as above. Its threads run at once, so they count into the
-// block histogram with local atomics, in 32 bits (a block counts at most block size * partners
-// pairs); the sums are integers, the same whatever the order.
+// The OpenCL body: count_pairs and bin_of of tpacf_kernel.hpp. Its threads run at once, so they
+// count into the block histogram with local atomics, in 32 bits (a block counts at most block size
+// * partners pairs); the sums are integers, the same whatever the order.
 std::string histogram_opencl() {
   return cl_define("BOUNDS", kBounds) + cl_define("SLOTS", kSlots) + R"(
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
@@ -146,9 +127,10 @@ __kernel void tpacf_histogram(__global const Point* set1, uint n, __global const
 })";
 }
 
-// One block histogram in shared memory, written out per block: no atomics, deterministic.
+// One block histogram in shared memory, written out per block: no atomics, deterministic. The CUDA
+// body (apps/cuda/tpacf.cu) counts as the OpenCL body does.
 const Kernel& histogram_kernel() {
-  static const Kernel k = with_opencl(
+  static const Kernel k = with_cuda(with_opencl(
       histogram_opencl(),
       per_block("tpacf_histogram",
                 [](Block& b, const Point* set1, std::uint32_t n, const Point* set2, std::uint32_t partners,
@@ -159,10 +141,10 @@ const Kernel& histogram_kernel() {
                   std::copy(binb, binb + kBounds, bounds);
                   b.threads([&](const Thread& t) {
                     if (const std::uint64_t i = t.global_x(); i < n)
-                      count_pairs(h, bounds, set1[i], i, set2, n, partners, self);
+                      count_pairs(CountInto{h}, bounds, set1[i], i, set2, n, partners, self);
                   });
                   std::copy(h, h + kSlots, hist + std::size_t{b.index().x} * kSlots);
-                }));
+                })));
   return k;
 }
 
@@ -278,7 +260,7 @@ Output run_reference(Scale scale) {
     const Point* set1 = points.data() + std::size_t{calls[c][0]} * s.points;
     const Point* set2 = points.data() + std::size_t{calls[c][1]} * s.points;
     for (std::uint64_t i = 0; i < s.points; ++i)
-      count_pairs(hist, binb, set1[i], i, set2, s.points, s.partners,
+      count_pairs(CountInto{hist}, binb, set1[i], i, set2, s.points, s.partners,
                   std::uint32_t{calls[c][0] == calls[c][1]});
     add_blocks(out, c, hist, 1);
   }

@@ -1,7 +1,10 @@
-// Every app's kernels have OpenCL C bodies: on an OpenCL device (PoCL where it is installed) the
-// adsm version under every protocol and the explicit-copy version compute the app's reference
-// output within the app's tolerance. Without an OpenCL device the tests skip and say why.
+// Every app's kernels have OpenCL C and CUDA bodies: on an OpenCL device (PoCL where it is
+// installed) and on a CUDA device (a GPU, scripts/gpu-check), the adsm version under every protocol
+// (unified memory too, on CUDA) and the explicit-copy version compute the app's reference output
+// within the app's tolerance. Without such a device, or without the CUDA bodies (a build without
+// nvcc), the tests skip and say why.
 #include "apps/app.hpp"
+#include "apps/cuda.hpp"
 #include "apps/stencil.hpp"
 #include "apps/vecadd.hpp"
 #include "support/test_support.hpp"
@@ -53,31 +56,41 @@ const App& workload(std::string_view name) {
   throw std::invalid_argument("no workload " + std::string(name));
 }
 
-// {workload, mode}: mode is a protocol for the adsm version or "explicit".
-std::vector<std::tuple<std::string, std::string>> cases() {
-  std::vector<std::tuple<std::string, std::string>> out;
+// {backend, workload, mode}: mode is a protocol for the adsm version ("um-prefetch": um with
+// HDSM_UM_PREFETCH=1) or "explicit". Unified memory is a CUDA mode: OpenCL devices have none.
+using Case = std::tuple<std::string, std::string, std::string>;
+std::vector<Case> cases(const std::string& backend) {
+  std::vector<std::string> protocols{"batch", "lazy", "rolling"};
+  if (backend == "cuda") protocols.insert(protocols.end(), {"um", "um-prefetch"});
+  std::vector<Case> out;
   for (const App& app : workloads()) {
-    for (const char* protocol : {"batch", "lazy", "rolling"}) out.emplace_back(app.name, protocol);
-    if (app.run_explicit != nullptr) out.emplace_back(app.name, "explicit");
+    for (const std::string& protocol : protocols) out.emplace_back(backend, app.name, protocol);
+    if (app.run_explicit != nullptr) out.emplace_back(backend, app.name, "explicit");
   }
   return out;
 }
 
-class AppsOnOpencl : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
+class AppsOnDevice : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
-    if (hdsm::test::opencl_only_without_lsan())
+    const auto& [backend, name, mode] = GetParam();
+    if (backend == "opencl" && hdsm::test::opencl_only_without_lsan())
       GTEST_SKIP() << "OpenCL under ASan runs in apps.opencl_without_lsan";
-    const std::string& mode = std::get<1>(GetParam());
+    if (backend == "cuda" && !hdsm::apps::have_cuda_bodies())
+      GTEST_SKIP() << "hdsm_apps has no CUDA kernel bodies (CMake found no CUDA compiler at configure time)";
+    std::string protocol = mode;
+    if (mode == "explicit") protocol = "rolling";
+    if (mode == "um-prefetch") protocol = "um";
     auto config = hdsm::Config::defaults();
-    config.set("HDSM_DEVICE", "opencl")
-        .set("HDSM_OPENCL", "on")
-        .set("HDSM_OPENCL_MEMORY", "256MiB")
-        .set("HDSM_PROTOCOL", mode == "explicit" ? "rolling" : mode);
+    config.set("HDSM_DEVICE", backend)
+        .set(backend == "opencl" ? "HDSM_OPENCL" : "HDSM_CUDA", "on")
+        .set(backend == "opencl" ? "HDSM_OPENCL_MEMORY" : "HDSM_CUDA_MEMORY", "256MiB")
+        .set("HDSM_PROTOCOL", protocol)
+        .set("HDSM_UM_PREFETCH", mode == "um-prefetch" ? "1" : "0");
     try {
       rt_ = std::make_unique<hdsm::Runtime>(config);
     } catch (const hdsm::NoDevice& e) {
-      GTEST_SKIP() << "no OpenCL device here: " << e.what();
+      GTEST_SKIP() << backend << ": " << e.what();
     }
   }
 
@@ -91,14 +104,14 @@ class AppsOnOpencl : public ::testing::TestWithParam<std::tuple<std::string, std
   std::unique_ptr<hdsm::Runtime> rt_;
 };
 
-TEST_P(AppsOnOpencl, MatchesReference) {
-  const auto& [name, mode] = GetParam();
+TEST_P(AppsOnDevice, MatchesReference) {
+  const auto& [backend, name, mode] = GetParam();
   const App& app = workload(name);
   const Output want = app.run_reference(Scale::test);
   ASSERT_FALSE(want.values.empty());
 
   hdsm::Device& device = rt_->default_device();
-  ASSERT_EQ(device.properties().backend, hdsm::Backend::opencl) << device.properties().name;
+  ASSERT_EQ(hdsm::to_string(device.properties().backend), backend) << device.properties().name;
   const Output got = mode == "explicit"
                          ? app.run_explicit(device, Scale::test)
                          : app.run_adsm(*rt_, static_cast<int>(device.properties().index), Scale::test);
@@ -108,11 +121,14 @@ TEST_P(AppsOnOpencl, MatchesReference) {
   EXPECT_EQ(device.memory_used(), 0u) << "the app leaked device memory";
 }
 
-INSTANTIATE_TEST_SUITE_P(opencl, AppsOnOpencl, ::testing::ValuesIn(cases()), [](const auto& info) {
-  std::string s = std::get<0>(info.param) + "_" + std::get<1>(info.param);
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  std::string s = std::get<1>(info.param) + "_" + std::get<2>(info.param);
   for (char& ch : s)
     if (ch == '-') ch = '_';
   return s;
-});
+}
+
+INSTANTIATE_TEST_SUITE_P(opencl, AppsOnDevice, ::testing::ValuesIn(cases("opencl")), case_name);
+INSTANTIATE_TEST_SUITE_P(cuda, AppsOnDevice, ::testing::ValuesIn(cases("cuda")), case_name);
 
 }  // namespace

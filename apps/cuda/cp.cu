@@ -1,0 +1,23 @@
+// cp's CUDA body (apps/parboil/cp.cpp).
+#include "apps/cuda/common.cuh"
+#include "apps/parboil/cp_kernel.hpp"
+
+#include <cstdint>
+
+namespace hdsm::apps::cuda {
+namespace {
+
+using namespace parboil::cp_kernel;
+
+__global__ void cp_energy(float* grid, const AtomInfo* atoms, std::uint32_t count, std::uint32_t nx) {
+  add_energy(grid, atoms, count, nx, global_x() * kUnroll, global_y());
+}
+
+}  // namespace
+
+Bodies cp_bodies() {
+  static const Body table[] = {HDSM_APPS_CUDA_BODY(cp_energy)};
+  return bodies_of(table);
+}
+
+}  // namespace hdsm::apps::cuda

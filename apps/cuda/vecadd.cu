@@ -1,0 +1,20 @@
+// vecadd's CUDA body (apps/vecadd.cpp).
+#include "apps/cuda/common.cuh"
+
+#include <cstdint>
+
+namespace hdsm::apps::cuda {
+namespace {
+
+__global__ void vecadd(const float* a, const float* b, float* c, std::uint64_t n) {
+  if (const std::uint64_t i = global_x(); i < n) c[i] = a[i] + b[i];
+}
+
+}  // namespace
+
+Bodies vecadd_bodies() {
+  static const Body table[] = {HDSM_APPS_CUDA_BODY(vecadd)};
+  return bodies_of(table);
+}
+
+}  // namespace hdsm::apps::cuda
