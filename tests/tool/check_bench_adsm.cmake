@@ -1,8 +1,19 @@
 # Run `hdsm bench adsm --quick` into a fresh folder and check that every experiment reported.
-#   cmake -DHDSM=<hdsm executable> -DOUT=<folder> -P check_bench_adsm.cmake
+#   cmake -DHDSM=<hdsm executable> -DOUT=<folder> [-DDEVICE=<spec>] [-DUM=ON] -P check_bench_adsm.cmake
+# With UM (`--um`), or on a CUDA device, the parboil experiment must also have the unified memory
+# versions and the issue's targets as summary rows.
 cmake_minimum_required(VERSION 3.25)
 
 set(SUITE adsm)
+set(bench_args "")
+set(unified OFF)
+if(UM)
+  set(bench_args --um)
+  set(unified ON)
+endif()
+if(DEFINED DEVICE AND DEVICE MATCHES "^cuda")
+  set(unified ON)
+endif()
 include(${CMAKE_CURRENT_LIST_DIR}/run_bench.cmake)
 if(DEFINED DEVICE AND NOT transcript MATCHES "adsm on ${DEVICE}[0-9]")
   message(FATAL_ERROR "the suite did not run on a ${DEVICE} device\n${transcript}")
@@ -15,9 +26,30 @@ foreach(metric "parboil lazy time / explicit" "parboil rolling bytes / explicit"
   endif()
 endforeach()
 
+set(versions explicit batch lazy rolling)
+if(unified)
+  list(APPEND versions um um-prefetch)
+  foreach(metric "parboil um time / explicit" "parboil um-prefetch time / explicit"
+                 "target: parboil lazy time / explicit <= 1.03 \\(geomean\\) +[0-9.]+x +(met|missed)"
+                 "target: parboil rolling time / explicit <= 1.03" "target: parboil lazy time / um <= 1 on every app"
+                 "target: parboil rolling time / um <= 1 on every app")
+    if(NOT out MATCHES "${metric}")
+      message(FATAL_ERROR "the summary lacks '${metric}'\n${transcript}")
+    endif()
+  endforeach()
+  if(out MATCHES "parboil um[-a-z]* bytes")
+    message(FATAL_ERROR "the summary has a bytes ratio for unified memory, which moves nothing hdsm counts\n${transcript}")
+  endif()
+elseif(out MATCHES "parboil um")
+  message(FATAL_ERROR "unified memory columns without --um on a device that is not CUDA\n${transcript}")
+endif()
+if(DEFINED DEVICE AND DEVICE MATCHES "^opencl" AND NOT out MATCHES "target: parboil lazy time / explicit <= 1.05")
+  message(FATAL_ERROR "the summary lacks the OpenCL target (1.05x of explicit)\n${transcript}")
+endif()
+
 file(READ ${OUT}/adsm.csv csv)
 foreach(app cp mri-q mri-fhd sad tpacf pns rpes)
-  foreach(version explicit batch lazy rolling)
+  foreach(version ${versions})
     if(NOT csv MATCHES "\nparboil,${app},${version},")
       message(FATAL_ERROR "adsm.csv has no parboil row for ${app} ${version}")
     endif()

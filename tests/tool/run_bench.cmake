@@ -1,14 +1,15 @@
 # Included by the check_bench_*.cmake scripts: runs `hdsm bench ${SUITE} --quick` into a fresh
 # ${OUT} and fails with the transcript unless it succeeds; leaves `out` and `transcript` set.
-# -DDEVICE=<spec> runs it on that device (`--device`).
+# -DDEVICE=<spec> runs it on that device (`--device`); the including script may set `bench_args`
+# to more options.
 file(REMOVE_RECURSE ${OUT})
 set(device_args "")
 if(DEFINED DEVICE)
   set(device_args --device ${DEVICE})
 endif()
-execute_process(COMMAND ${HDSM} bench ${SUITE} --quick --out ${OUT} ${device_args}
+execute_process(COMMAND ${HDSM} bench ${SUITE} --quick --out ${OUT} ${device_args} ${bench_args}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 set(transcript "exit: ${rc}\n--- stdout ---\n${out}--- stderr ---\n${err}")
 if(NOT rc STREQUAL "0")
-  message(FATAL_ERROR "hdsm bench ${SUITE} --quick failed\n${transcript}")
+  message(FATAL_ERROR "hdsm bench ${SUITE} --quick ${bench_args} failed\n${transcript}")
 endif()

@@ -159,7 +159,7 @@ int run_bench(const BenchOptions& options) {
     Stopwatch watch;
     {
       Progress progress(std::string(suite->name), stderr);
-      SuiteContext context{runtime, device, options.quick, progress, outcome.results};
+      SuiteContext context{runtime, device, options.quick, options.um, progress, outcome.results};
       try {
         suite->run(context);
       } catch (const std::exception& e) {

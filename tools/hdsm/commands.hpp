@@ -14,6 +14,7 @@ struct InfoOptions {
 struct BenchOptions {
   std::vector<std::string> suites;  // empty: all
   bool quick = false;
+  bool um = false;     // unified memory columns in the adsm suite on any device (always on CUDA)
   std::string device;  // index or name; empty: the runtime's default device
   std::string out = "report";
   bool list = false;

@@ -35,6 +35,11 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("-d,--device", bench.device,
                         "Device: a backend with an optional index (sim, opencl, opencl:1, cuda), a device name (sim1) or an "
                         "index (default: the runtime's default device)");
+  bench_cmd->add_flag(
+      "--um", bench.um,
+      "adsm suite: also run the Parboil apps on unified memory (HDSM_PROTOCOL=um, without and with "
+      "HDSM_UM_PREFETCH), as it always does on a CUDA device; on sim devices this checks the columns, "
+      "not unified memory's speed");
   bench_cmd->add_option("-o,--out", bench.out, "Output folder, created if missing")->capture_default_str();
   bench_cmd->add_flag("-l,--list", bench.list, "List the suites and exit");
 

@@ -10,7 +10,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include <fcntl.h>
@@ -125,6 +127,8 @@ PlotData plot_data(const Results& results, const Plot& plot) {
   PlotData data;
   for (const auto& row : results.rows()) {
     if (!plot.where_column.empty() && cell_text(row[wc]) != plot.where_value) continue;
+    if (const auto* text = std::get_if<std::string>(&row[yc]); text != nullptr && text->empty())
+      continue;  // a row without a value for y (a ratio that does not apply) is no point
     const std::string name = cell_text(row[sc]);
     auto it = std::find_if(data.series.begin(), data.series.end(),
                            [&](const PlotSeries& s) { return s.name == name; });

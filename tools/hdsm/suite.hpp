@@ -125,6 +125,9 @@ struct SuiteContext {
   Runtime& runtime;
   Device& device;
   bool quick;
+  /// `--um`: measure unified memory (HDSM_PROTOCOL=um) where a suite can, on any device that has
+  /// it (the adsm suite always does on CUDA devices).
+  bool um;
   Progress& progress;
   Results& results;
 };
