@@ -115,6 +115,7 @@ RuntimeImpl::~RuntimeImpl() {
   unified.reset();  // its objects are memory of the devices
   destroy_space();
   staging_.reset();  // pinned memory of a device
+  mpi_staging_.reset();
   cuda.reset();
   opencl.reset();
   sim.reset();

@@ -48,6 +48,9 @@ struct RuntimeImpl {
   void destroy_space() noexcept;
   /// The pinned staging pool (HDSM_STAGING_BYTES, HDSM_STAGING_CHUNK), created on first use.
   StagingPool& staging();
+  /// The pinned pool of MPI transfers on shared objects (HDSM_MPI_STAGING_BYTES, HDSM_MPI_CHUNK; used
+  /// by libhdsm_mpi), created on first use.
+  StagingPool& mpi_staging();
 
   using Uses = std::vector<std::pair<const void*, coherence::KernelUse>>;
   struct Call {
@@ -62,6 +65,7 @@ struct RuntimeImpl {
   std::unique_ptr<coherence::SharedSpace> space_;
   std::mutex staging_mutex_;
   std::unique_ptr<StagingPool> staging_;
+  std::unique_ptr<StagingPool> mpi_staging_;
 };
 
 /// Set a knob of the implicit default runtime before it is created (C API hdsm_config_set).

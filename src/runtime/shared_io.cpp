@@ -21,13 +21,24 @@
 namespace hdsm {
 namespace detail {
 
+namespace {
+/// `pool`, created from two knobs on first use (under the caller's lock).
+StagingPool& lazy_pool(RuntimeImpl& impl, std::unique_ptr<StagingPool>& pool, Knob bytes, Knob chunk) {
+  if (!pool)
+    pool = std::make_unique<StagingPool>(*impl.devices.at(impl.default_device), impl.config.size(knob_name(bytes)),
+                                         impl.config.size(knob_name(chunk)));
+  return *pool;
+}
+}  // namespace
+
 StagingPool& RuntimeImpl::staging() {
   std::lock_guard lock(staging_mutex_);
-  if (!staging_)
-    staging_ = std::make_unique<StagingPool>(*devices.at(default_device),
-                                             config.size(knob_name(Knob::staging_bytes)),
-                                             config.size(knob_name(Knob::staging_chunk)));
-  return *staging_;
+  return lazy_pool(*this, staging_, Knob::staging_bytes, Knob::staging_chunk);
+}
+
+StagingPool& RuntimeImpl::mpi_staging() {
+  std::lock_guard lock(staging_mutex_);
+  return lazy_pool(*this, mpi_staging_, Knob::mpi_staging_bytes, Knob::mpi_chunk);
 }
 
 }  // namespace detail
