@@ -1,0 +1,321 @@
+// libhdsm_mpi: MPI point-to-point calls on buffers in shared objects (seed 003 §3.3, Listing 4),
+// through the standard PMPI profiling interface. A program links libhdsm_mpi before libmpi; these
+// definitions then replace libmpi's MPI_* and call its PMPI_* ones.
+//
+// A send from host memory is libmpi's call, untouched. A send from a shared object is an operation
+// (operations.hpp). Every receive is an operation, since only the received message tells whether
+// it is a plain message or the header of a chunked one: it matches with MPI_Improbe on the user's
+// (source, tag, comm), so wildcards and MPI's matching order hold, and receives into a host buffer
+// with MPI_Imrecv straight into it. A nonblocking call returns a generalized request
+// (MPI_Grequest_start) at once; MPI_Wait*, MPI_Test* and every blocking call drive all pending
+// operations in posting order until what they wait for is done.
+#include "mpi/operations.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <exception>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include <sched.h>
+
+namespace hdsm::mpi {
+namespace {
+
+struct Engine {
+  std::mutex mutex;
+  std::list<std::shared_ptr<Operation>> pending;  // posting order
+};
+Engine& engine() {
+  static Engine e;
+  return e;
+}
+
+/// One pass over the pending operations (the engine's lock held). A receive not yet matched keeps
+/// later receives on its communicator from probing in this pass, so they match in posting order.
+void drive_locked(Engine& e) {
+  std::vector<MPI_Comm> unmatched;
+  for (auto it = e.pending.begin(); it != e.pending.end();) {
+    Operation& op = **it;
+    if (!op.done) {
+      const bool waits = op.matching() && std::find(unmatched.begin(), unmatched.end(), op.comm()) != unmatched.end();
+      if (!waits) {
+        try {
+          op.done = op.progress();
+        } catch (const std::exception& x) {  // a bug: report it rather than lose the request
+          report(op.call(), MPI_ERR_INTERN, fmt::format("internal error: {}", x.what()));
+          op.done = true;
+        }
+      }
+      if (!op.done && op.matching()) unmatched.push_back(op.comm());
+    }
+    if (op.done) {
+      if (op.request != MPI_REQUEST_NULL) PMPI_Grequest_complete(op.request);
+      it = e.pending.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+/// One pass; true when nothing is pending any more.
+bool drive() {
+  Engine& e = engine();
+  std::lock_guard lock(e.mutex);
+  if (!e.pending.empty()) drive_locked(e);
+  return e.pending.empty();
+}
+
+bool idle() {
+  Engine& e = engine();
+  std::lock_guard lock(e.mutex);
+  return e.pending.empty();
+}
+
+void enqueue(const std::shared_ptr<Operation>& op) {
+  Engine& e = engine();
+  std::lock_guard lock(e.mutex);
+  e.pending.push_back(op);
+}
+
+/// Drives until `op` is done; its error through its communicator's error handler (unless an MPI
+/// call already took it there).
+int finish(const std::shared_ptr<Operation>& op, MPI_Status* status) {
+  enqueue(op);
+  for (;;) {
+    {
+      Engine& e = engine();
+      std::lock_guard lock(e.mutex);
+      drive_locked(e);
+      if (op->done) break;
+    }
+    sched_yield();
+  }
+  op->fill(status);
+  if (op->error() != MPI_SUCCESS && !op->error_handled()) PMPI_Comm_call_errhandler(op->comm(), op->error());
+  return op->error();
+}
+
+int query_fn(void* extra, MPI_Status* status) {
+  const Operation& op = **static_cast<std::shared_ptr<Operation>*>(extra);
+  op.fill(status);
+  return op.error();
+}
+int free_fn(void* extra) {
+  delete static_cast<std::shared_ptr<Operation>*>(extra);
+  return MPI_SUCCESS;
+}
+int cancel_fn(void*, int) { return MPI_SUCCESS; }  // a started transfer runs to its end
+
+/// A nonblocking call's operation behind a generalized request.
+int start(const std::shared_ptr<Operation>& op, MPI_Request* request) {
+  auto* extra = new std::shared_ptr<Operation>(op);
+  const int rc = PMPI_Grequest_start(query_fn, free_fn, cancel_fn, extra, &op->request);
+  if (rc != MPI_SUCCESS) {
+    delete extra;
+    return report(op->call(), rc, "MPI_Grequest_start failed");
+  }
+  *request = op->request;
+  enqueue(op);
+  return MPI_SUCCESS;
+}
+
+/// An error found before any transfer, through `comm`'s error handler (as MPI reports bad arguments).
+int refuse(MPI_Comm comm, int code) {
+  PMPI_Comm_call_errhandler(comm, code);
+  return code;
+}
+
+int internal(const char* call, MPI_Comm comm, const std::exception& e) {
+  return refuse(comm, report(call, MPI_ERR_INTERN, fmt::format("internal error: {}", e.what())));
+}
+
+/// Waits for a request of libmpi's while driving the pending operations.
+int wait_driving(MPI_Request* request, MPI_Status* status) {
+  for (;;) {
+    drive();
+    int flag = 0;
+    const int rc = PMPI_Test(request, &flag, status);
+    if (rc != MPI_SUCCESS || flag != 0) return rc;
+    sched_yield();
+  }
+}
+
+/// After MPI_Init: the private communicator of the chunks and the largest tag.
+int open_wire(const char* call) {
+  Wire& w = wire();
+  const int rc = PMPI_Comm_dup(MPI_COMM_WORLD, &w.comm);
+  if (rc != MPI_SUCCESS) return report(call, rc, "MPI_Comm_dup(MPI_COMM_WORLD) for the hdsm_mpi chunks failed");
+  PMPI_Comm_set_errhandler(w.comm, MPI_ERRORS_RETURN);
+  int* tag_ub = nullptr;
+  int flag = 0;
+  PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &flag);
+  if (flag != 0 && tag_ub != nullptr) w.tag_ub = *tag_ub;
+  return MPI_SUCCESS;
+}
+
+}  // namespace
+}  // namespace hdsm::mpi
+
+using namespace hdsm::mpi;
+
+extern "C" {
+
+int MPI_Init(int* argc, char*** argv) {
+  const int rc = PMPI_Init(argc, argv);
+  return rc != MPI_SUCCESS ? rc : open_wire("MPI_Init");
+}
+
+int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
+  const int rc = PMPI_Init_thread(argc, argv, required, provided);
+  return rc != MPI_SUCCESS ? rc : open_wire("MPI_Init_thread");
+}
+
+int MPI_Finalize(void) {
+  while (!drive()) sched_yield();  // requests nobody waited for still finish their transfers
+  Wire& w = wire();
+  if (w.comm != MPI_COMM_NULL) PMPI_Comm_free(&w.comm);
+  return PMPI_Finalize();
+}
+
+int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  try {
+    UserBuffer b;
+    if (dest != MPI_PROC_NULL) {
+      if (const int rc = describe("MPI_Send", buf, count, type, b); rc != MPI_SUCCESS) return refuse(comm, rc);
+    }
+    if (!b.shared()) {
+      if (idle()) return PMPI_Send(buf, count, type, dest, tag, comm);
+      MPI_Request request = MPI_REQUEST_NULL;
+      const int rc = PMPI_Isend(buf, count, type, dest, tag, comm, &request);
+      return rc != MPI_SUCCESS ? rc : wait_driving(&request, MPI_STATUS_IGNORE);
+    }
+    return finish(make_send("MPI_Send", b, dest, tag, comm), MPI_STATUS_IGNORE);
+  } catch (const std::exception& e) {
+    return internal("MPI_Send", comm, e);
+  }
+}
+
+int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* request) {
+  try {
+    UserBuffer b;
+    if (dest != MPI_PROC_NULL) {
+      if (const int rc = describe("MPI_Isend", buf, count, type, b); rc != MPI_SUCCESS) return refuse(comm, rc);
+    }
+    if (!b.shared()) return PMPI_Isend(buf, count, type, dest, tag, comm, request);
+    return start(make_send("MPI_Isend", b, dest, tag, comm), request);
+  } catch (const std::exception& e) {
+    return internal("MPI_Isend", comm, e);
+  }
+}
+
+int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Status* status) {
+  try {
+    if (source == MPI_PROC_NULL) return PMPI_Recv(buf, count, type, source, tag, comm, status);
+    UserBuffer b;
+    if (const int rc = describe("MPI_Recv", buf, count, type, b); rc != MPI_SUCCESS) return refuse(comm, rc);
+    return finish(make_receive("MPI_Recv", b, source, tag, comm), status);
+  } catch (const std::exception& e) {
+    return internal("MPI_Recv", comm, e);
+  }
+}
+
+int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Request* request) {
+  try {
+    if (source == MPI_PROC_NULL) return PMPI_Irecv(buf, count, type, source, tag, comm, request);
+    UserBuffer b;
+    if (const int rc = describe("MPI_Irecv", buf, count, type, b); rc != MPI_SUCCESS) return refuse(comm, rc);
+    return start(make_receive("MPI_Irecv", b, source, tag, comm), request);
+  } catch (const std::exception& e) {
+    return internal("MPI_Irecv", comm, e);
+  }
+}
+
+int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void* recvbuf,
+                 int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status* status) {
+  try {
+    MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    MPI_Status statuses[2];
+    int rc = MPI_Irecv(recvbuf, recvcount, recvtype, source, recvtag, comm, &requests[0]);
+    if (rc != MPI_SUCCESS) return rc;
+    rc = MPI_Isend(sendbuf, sendcount, sendtype, dest, sendtag, comm, &requests[1]);
+    if (rc != MPI_SUCCESS) {
+      wait_driving(&requests[0], MPI_STATUS_IGNORE);
+      return rc;
+    }
+    for (;;) {
+      drive();
+      int flag = 0;
+      rc = PMPI_Testall(2, requests, &flag, statuses);
+      if (rc != MPI_SUCCESS || flag != 0) break;
+      sched_yield();
+    }
+    if (status != MPI_STATUS_IGNORE) *status = statuses[0];
+    if (rc == MPI_ERR_IN_STATUS) rc = statuses[0].MPI_ERROR != MPI_SUCCESS ? statuses[0].MPI_ERROR : statuses[1].MPI_ERROR;
+    return rc;
+  } catch (const std::exception& e) {
+    return internal("MPI_Sendrecv", comm, e);
+  }
+}
+
+int MPI_Wait(MPI_Request* request, MPI_Status* status) {
+  if (idle()) return PMPI_Wait(request, status);
+  return wait_driving(request, status);
+}
+
+int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
+  drive();
+  return PMPI_Test(request, flag, status);
+}
+
+int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
+  if (idle()) return PMPI_Waitall(count, requests, statuses);
+  for (;;) {
+    drive();
+    int flag = 0;
+    const int rc = PMPI_Testall(count, requests, &flag, statuses);
+    if (rc != MPI_SUCCESS || flag != 0) return rc;
+    sched_yield();
+  }
+}
+
+int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
+  drive();
+  return PMPI_Testall(count, requests, flag, statuses);
+}
+
+int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status) {
+  if (idle()) return PMPI_Waitany(count, requests, index, status);
+  for (;;) {
+    drive();
+    int flag = 0;
+    const int rc = PMPI_Testany(count, requests, index, &flag, status);
+    if (rc != MPI_SUCCESS || flag != 0) return rc;
+    sched_yield();
+  }
+}
+
+int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status) {
+  drive();
+  return PMPI_Testany(count, requests, index, flag, status);
+}
+
+int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
+  if (idle()) return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
+  for (;;) {
+    drive();
+    const int rc = PMPI_Testsome(incount, requests, outcount, indices, statuses);
+    if (rc != MPI_SUCCESS || *outcount != 0) return rc;
+    sched_yield();
+  }
+}
+
+int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
+  drive();
+  return PMPI_Testsome(incount, requests, outcount, indices, statuses);
+}
+
+}  // extern "C"

@@ -1,0 +1,115 @@
+// The operations of libhdsm_mpi: a send or receive whose progress hdsm drives (a send from a shared
+// object, any receive). Each is a non-blocking state machine: progress() does what it can now
+// (post an MPI transfer, start a device copy, notice that one finished) and returns. Blocking calls
+// and MPI_Wait/MPI_Test drive every pending operation in posting order, round-robin, so operations
+// that depend on each other (two ranks that both send and receive) all move.
+#pragma once
+
+#include "coherence/shared_space.hpp"
+#include "device/staging_pool.hpp"
+#include "mpi/protocol.hpp"
+
+#include <mpi.h>
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hdsm::mpi {
+
+/// The library's state: the private communicator chunks travel on (a duplicate of MPI_COMM_WORLD
+/// made in MPI_Init, errors returned) and the next sequence number.
+struct Wire {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int tag_ub = 32767;
+  std::atomic<std::uint64_t> next_sequence{0};
+};
+Wire& wire();
+
+/// Writes "hdsm_mpi: <call>: <what>" to stderr and returns `code`.
+int report(const char* call, int code, const std::string& what);
+
+/// A user buffer as (buf, count, datatype) describes it.
+struct UserBuffer {
+  std::byte* data = nullptr;
+  std::size_t bytes = 0;  // count * size of the datatype
+  int count = 0;
+  MPI_Datatype type = MPI_BYTE;
+  bool contiguous = true;  // the bytes are [data, data + bytes)
+  coherence::SharedSpace* space = nullptr;  // non-null: in a shared object of this space
+  StagingPool* pool = nullptr;              // the owning runtime's MPI staging pool
+  std::size_t chunk = 0;                    // the owning runtime's HDSM_MPI_CHUNK
+  bool shared() const { return space != nullptr; }
+};
+/// Fills `out`; an MPI error code (reported, naming `call`) when a shared buffer is not contiguous
+/// or leaves the live shared objects.
+int describe(const char* call, const void* buf, int count, MPI_Datatype type, UserBuffer& out);
+
+/// A staging buffer of one chunk: pinned from the pool when one is free, pageable otherwise (never
+/// waiting, so operations cannot deadlock on the pool).
+struct Slot {
+  enum class Stage { idle, device, network };
+  Stage stage = Stage::idle;
+  std::byte* data = nullptr;
+  std::optional<StagingPool::Lease> lease;
+  std::unique_ptr<std::byte[]> heap;
+  std::vector<Event> pending;  // device copies using `data`
+  MPI_Request request = MPI_REQUEST_NULL;
+  std::size_t chunk = 0;  // index of the chunk it holds
+  void acquire(StagingPool* pool, std::size_t bytes);
+};
+
+class Operation {
+ public:
+  Operation(const char* call, MPI_Comm comm) : call_(call), comm_(comm) {}
+  virtual ~Operation() = default;
+  Operation(const Operation&) = delete;
+  Operation& operator=(const Operation&) = delete;
+
+  /// Advances without blocking; true once finished (successfully or not).
+  virtual bool progress() = 0;
+  /// True for a receive not yet matched: a later receive on the same communicator must not probe
+  /// before it (MPI's matching order).
+  virtual bool matching() const { return false; }
+
+  /// The status of the user's message (source, tag, count in bytes, error).
+  void fill(MPI_Status* status) const;
+  int error() const { return error_; }
+  /// True when the error already went through the communicator's error handler (it came from an
+  /// MPI call on the user's communicator).
+  bool error_handled() const { return error_handled_; }
+  MPI_Comm comm() const { return comm_; }
+  const char* call() const { return call_; }
+
+  bool done = false;
+  MPI_Request request = MPI_REQUEST_NULL;  // the generalized request of a nonblocking call
+
+ protected:
+  /// Records the first error; `handled` as error_handled().
+  void fail(int code, const std::string& what, bool handled = false);
+  /// True once every event finished; device errors become the operation's error.
+  bool settled(std::vector<Event>& events);
+
+  const char* call_;
+  MPI_Comm comm_;
+  int error_ = MPI_SUCCESS;
+  bool error_handled_ = false;
+  int source_ = MPI_ANY_SOURCE;
+  int tag_ = MPI_ANY_TAG;
+  MPI_Count bytes_ = 0;
+};
+
+/// A send from a shared object: one staged message up to the chunk size (or on an
+/// intercommunicator), header + double-buffered chunks above it. The first message on the user's
+/// communicator is posted by the constructor, so sends keep their order.
+std::shared_ptr<Operation> make_send(const char* call, const UserBuffer& buffer, int dest, int tag, MPI_Comm comm);
+/// A receive into any buffer: matched with MPI_Improbe on (source, tag, comm); a header starts the
+/// chunked protocol.
+std::shared_ptr<Operation> make_receive(const char* call, const UserBuffer& buffer, int source, int tag,
+                                        MPI_Comm comm);
+
+}  // namespace hdsm::mpi

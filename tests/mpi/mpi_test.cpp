@@ -1,0 +1,340 @@
+// libhdsm_mpi under `mpirun -np 2`: every test runs on both ranks, each playing its part. Sim
+// devices with poisoning, so a chunk that was never moved from the device shows up as wrong data,
+// and a chunk size of 16 KiB, so small messages already take the chunked path.
+#include <hdsm/hdsm.hpp>
+
+#include "support/test_support.hpp"
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr std::size_t kChunk = 16 * 1024;
+const std::size_t kSizes[] = {1000, 40, kChunk, 4 * kChunk, 5 * kChunk + 77};
+
+int rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+unsigned char expected(std::size_t i, int salt) { return static_cast<unsigned char>(salt + i * 131 + (i >> 10)); }
+
+const hdsm::Kernel& fill_kernel() {
+  static const hdsm::Kernel k =
+      hdsm::per_thread("mpi_fill", [](const hdsm::Thread& t, unsigned char* p, std::uint64_t n, int salt) {
+        if (const auto i = t.global_x(); i < n) p[i] = static_cast<unsigned char>(salt + i * 131 + (i >> 10));
+      });
+  return k;
+}
+
+/// Where a test's buffer is and where its data is valid.
+enum class Where { host, shared_on_host, shared_on_device };
+const char* name(Where w) {
+  return w == Where::host ? "host" : w == Where::shared_on_host ? "shared (host valid)" : "shared (device valid)";
+}
+
+class Mpi : public ::testing::Test {
+ protected:
+  Mpi()
+      : rt_(hdsm::test::fast_sim_config("rolling", "4KiB")
+                .set("HDSM_MPI_CHUNK", "16KiB")
+                .set("HDSM_MPI_STAGING_BYTES", "64KiB")) {}
+
+  /// A buffer of `n` bytes at `where` holding the pattern `salt` (or zeros with salt < 0).
+  unsigned char* buffer(Where where, std::size_t n, int salt) {
+    if (where == Where::host) {
+      host_.emplace_back(n, 0);
+      if (salt >= 0)
+        for (std::size_t i = 0; i < n; ++i) host_.back()[i] = expected(i, salt);
+      return host_.back().data();
+    }
+    auto* p = static_cast<unsigned char*>(rt_.alloc(n));
+    shared_.push_back(p);
+    if (salt >= 0 && where == Where::shared_on_device) {
+      rt_.call(fill_kernel(), hdsm::cover(n), hdsm::out(p), std::uint64_t{n}, salt);
+      rt_.sync();  // the host copy is now invalid: only the device has the data
+    } else if (salt >= 0) {
+      for (std::size_t i = 0; i < n; ++i) p[i] = expected(i, salt);
+    }
+    return p;
+  }
+
+  /// Checks `n` bytes at `p` against the pattern without faulting shared objects in.
+  void expect_pattern(const unsigned char* p, std::size_t n, int salt, const std::string& what) {
+    std::vector<unsigned char> got(n);
+    rt_.memcpy(got.data(), p, n);
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < n; ++i) bad += got[i] != expected(i, salt) ? 1 : 0;
+    EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << n << " bytes wrong";
+  }
+
+  ~Mpi() override {
+    for (void* p : shared_) rt_.free(p);
+  }
+
+  hdsm::Runtime rt_;
+  std::vector<std::vector<unsigned char>> host_;
+  std::vector<void*> shared_;
+};
+
+void expect_status(const MPI_Status& st, int source, int tag, std::size_t bytes) {
+  int count = -1;
+  MPI_Get_count(&st, MPI_BYTE, &count);
+  EXPECT_EQ(st.MPI_SOURCE, source);
+  EXPECT_EQ(st.MPI_TAG, tag);
+  EXPECT_EQ(count, static_cast<int>(bytes));
+}
+
+TEST_F(Mpi, BlockingSendRecvEveryPlacementAndSize) {
+  const Where all[] = {Where::host, Where::shared_on_host, Where::shared_on_device};
+  int salt = 1;
+  for (Where from : all)
+    for (Where to : {Where::host, Where::shared_on_host})
+      for (std::size_t n : kSizes)
+        for (int sender = 0; sender < 2; ++sender, ++salt) {
+          const std::string what = std::string(name(from)) + " -> " + name(to) + ", " + std::to_string(n) +
+                                   " B from rank " + std::to_string(sender);
+          SCOPED_TRACE(what);
+          unsigned char* received = nullptr;
+          if (rank() == sender) {
+            const unsigned char* p = buffer(from, n, salt);
+            rt_.reset_stats();
+            ASSERT_EQ(MPI_Send(p, static_cast<int>(n), MPI_BYTE, 1 - sender, salt, MPI_COMM_WORLD), MPI_SUCCESS);
+          } else {
+            unsigned char* p = buffer(to, n, -1);
+            MPI_Status st;
+            rt_.reset_stats();
+            ASSERT_EQ(MPI_Recv(p, static_cast<int>(n), MPI_BYTE, sender, salt, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+            expect_status(st, sender, salt, n);
+            received = p;
+          }
+          EXPECT_EQ(rt_.stats().read_faults + rt_.stats().write_faults, 0u) << "an MPI transfer faulted";
+          if (received != nullptr) expect_pattern(received, n, salt, what);
+        }
+}
+
+TEST_F(Mpi, ReceiveIntoALargerBufferReportsTheMessageSize) {
+  const std::size_t n = 3 * kChunk + 5;
+  if (rank() == 0) {
+    const unsigned char* p = buffer(Where::shared_on_device, n, 9);
+    ASSERT_EQ(MPI_Send(p, static_cast<int>(n), MPI_BYTE, 1, 3, MPI_COMM_WORLD), MPI_SUCCESS);
+  } else {
+    unsigned char* p = buffer(Where::shared_on_host, 2 * n, -1);
+    MPI_Status st;
+    ASSERT_EQ(MPI_Recv(p, static_cast<int>(2 * n), MPI_BYTE, 0, 3, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+    expect_status(st, 0, 3, n);
+    expect_pattern(p, n, 9, "received part");
+  }
+}
+
+TEST_F(Mpi, FloatsCountInElements) {
+  const int count = static_cast<int>(2 * kChunk / sizeof(float)) + 3;
+  auto* f = rt_.alloc<float>(static_cast<std::size_t>(count));
+  shared_.push_back(f);
+  if (rank() == 0) {
+    for (int i = 0; i < count; ++i) f[i] = static_cast<float>(i) * 0.5f;
+    ASSERT_EQ(MPI_Send(f, count, MPI_FLOAT, 1, 0, MPI_COMM_WORLD), MPI_SUCCESS);
+  } else {
+    MPI_Status st;
+    ASSERT_EQ(MPI_Recv(f, count, MPI_FLOAT, 0, 0, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+    int got = 0;
+    MPI_Get_count(&st, MPI_FLOAT, &got);
+    EXPECT_EQ(got, count);
+    for (int i = 0; i < count; ++i) ASSERT_EQ(f[i], static_cast<float>(i) * 0.5f) << i;
+  }
+}
+
+// Seed 003 Listing 4: the boundary of `out` goes to the neighbour's halo in `in`, both on the
+// device, with MPI_Sendrecv and no explicit copies.
+TEST_F(Mpi, HaloExchangeWithSendrecvAsListing4) {
+  const std::size_t halo = 3 * kChunk + 100;  // bytes of one boundary
+  const std::size_t n = 4 * halo;             // [left halo | left boundary | right boundary | right halo]
+  unsigned char* out = buffer(Where::shared_on_device, n, 20 + rank());
+  unsigned char* in = buffer(Where::shared_on_device, n, 50);
+  const int left = rank() == 0 ? MPI_PROC_NULL : 0;
+  const int right = rank() == 1 ? MPI_PROC_NULL : 1;
+  MPI_Status st;
+  // Send right, receive left.
+  ASSERT_EQ(MPI_Sendrecv(out + 2 * halo, static_cast<int>(halo), MPI_BYTE, right, 0, in, static_cast<int>(halo),
+                         MPI_BYTE, left, 0, MPI_COMM_WORLD, &st),
+            MPI_SUCCESS);
+  // Send left, receive right.
+  ASSERT_EQ(MPI_Sendrecv(out + halo, static_cast<int>(halo), MPI_BYTE, left, 0, in + 3 * halo, static_cast<int>(halo),
+                         MPI_BYTE, right, 0, MPI_COMM_WORLD, &st),
+            MPI_SUCCESS);
+  std::vector<unsigned char> got(n);
+  rt_.memcpy(got.data(), in, n);
+  const int peer_salt = 20 + (1 - rank());
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < halo; ++i) {
+    if (rank() == 1) bad += got[i] != expected(2 * halo + i, peer_salt);            // left halo from rank 0
+    if (rank() == 0) bad += got[3 * halo + i] != expected(halo + i, peer_salt);     // right halo from rank 1
+    bad += got[halo + i] != expected(halo + i, 50);                                  // untouched
+  }
+  EXPECT_EQ(bad, 0u);
+}
+
+TEST_F(Mpi, NonblockingBothDirectionsAtOnce) {
+  const std::size_t sizes[] = {500, 5 * kChunk + 77, 2 * kChunk};
+  const int peer = 1 - rank();
+  std::vector<MPI_Request> requests;
+  std::vector<unsigned char*> into;
+  // Every message with the same tag: they must arrive in the order they were sent.
+  for (std::size_t k = 0; k < 3; ++k) {
+    into.push_back(buffer(k == 2 ? Where::host : Where::shared_on_host, sizes[k], -1));
+    requests.emplace_back();
+    ASSERT_EQ(MPI_Irecv(into[k], static_cast<int>(sizes[k]), MPI_BYTE, peer, 4, MPI_COMM_WORLD, &requests.back()),
+              MPI_SUCCESS);
+  }
+  for (std::size_t k = 0; k < 3; ++k) {
+    const unsigned char* p = buffer(k == 1 ? Where::host : Where::shared_on_device, sizes[k], 60 + 10 * rank() + int(k));
+    requests.emplace_back();
+    ASSERT_EQ(MPI_Isend(p, static_cast<int>(sizes[k]), MPI_BYTE, peer, 4, MPI_COMM_WORLD, &requests.back()),
+              MPI_SUCCESS);
+  }
+  std::vector<MPI_Status> st(requests.size());
+  ASSERT_EQ(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), st.data()), MPI_SUCCESS);
+  for (std::size_t k = 0; k < 3; ++k) {
+    expect_status(st[k], peer, 4, sizes[k]);
+    expect_pattern(into[k], sizes[k], 60 + 10 * peer + int(k), "message " + std::to_string(k));
+  }
+}
+
+TEST_F(Mpi, WaitTestAndWaitanyDriveTheTransfers) {
+  const std::size_t n = 4 * kChunk + 1;
+  const int peer = 1 - rank();
+  unsigned char* in = buffer(Where::shared_on_host, n, -1);
+  const unsigned char* out = buffer(Where::shared_on_device, n, 70 + rank());
+  MPI_Request r[2];
+  ASSERT_EQ(MPI_Irecv(in, static_cast<int>(n), MPI_BYTE, peer, 1, MPI_COMM_WORLD, &r[0]), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Isend(out, static_cast<int>(n), MPI_BYTE, peer, 1, MPI_COMM_WORLD, &r[1]), MPI_SUCCESS);
+  int index = -1;
+  MPI_Status st;
+  ASSERT_EQ(MPI_Waitany(2, r, &index, &st), MPI_SUCCESS);
+  ASSERT_TRUE(index == 0 || index == 1);
+  int flag = 0;
+  while (flag == 0) ASSERT_EQ(MPI_Test(&r[1 - index], &flag, index == 1 ? &st : MPI_STATUS_IGNORE), MPI_SUCCESS);
+  expect_status(st, peer, 1, n);
+  expect_pattern(in, n, 70 + peer, "received");
+  // Wait on a null request returns at once.
+  MPI_Request null = MPI_REQUEST_NULL;
+  EXPECT_EQ(MPI_Wait(&null, MPI_STATUS_IGNORE), MPI_SUCCESS);
+}
+
+TEST_F(Mpi, AnySourceAnyTagSeeTheUsersMessage) {
+  const std::size_t n = 2 * kChunk + 9;
+  if (rank() == 0) {
+    const unsigned char* p = buffer(Where::shared_on_device, n, 80);
+    ASSERT_EQ(MPI_Send(p, static_cast<int>(n), MPI_BYTE, 1, 77, MPI_COMM_WORLD), MPI_SUCCESS);
+    const unsigned char* q = buffer(Where::host, 40, 81);  // as long as a header, but not one
+    ASSERT_EQ(MPI_Send(q, 40, MPI_BYTE, 1, 78, MPI_COMM_WORLD), MPI_SUCCESS);
+  } else {
+    unsigned char* p = buffer(Where::shared_on_host, n, -1);
+    MPI_Status st;
+    ASSERT_EQ(MPI_Recv(p, static_cast<int>(n), MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+    expect_status(st, 0, 77, n);
+    expect_pattern(p, n, 80, "chunked");
+    MPI_Request r;
+    unsigned char* q = buffer(Where::shared_on_host, 64, -1);
+    ASSERT_EQ(MPI_Irecv(q, 64, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Wait(&r, &st), MPI_SUCCESS);
+    expect_status(st, 0, 78, 40);
+    expect_pattern(q, 40, 81, "40-byte plain message");
+  }
+}
+
+int error_class(int code) {
+  int c = -1;
+  MPI_Error_class(code, &c);
+  return c;
+}
+
+class MpiErrors : public Mpi {
+ protected:
+  MpiErrors() { MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN); }
+  ~MpiErrors() override { MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL); }
+};
+
+TEST_F(MpiErrors, TruncationNeverWritesPastTheBufferAndTheNextMessageArrives) {
+  const std::size_t n = 3 * kChunk + 11;
+  for (Where from : {Where::shared_on_device, Where::host})
+    for (Where to : {Where::shared_on_host, Where::host}) {
+      SCOPED_TRACE(std::string(name(from)) + " -> " + name(to));
+      if (rank() == 0) {
+        const unsigned char* p = buffer(from, n, 90);
+        MPI_Send(p, static_cast<int>(n), MPI_BYTE, 1, 5, MPI_COMM_WORLD);  // the receiver's error, not ours
+        ASSERT_EQ(MPI_Send(p, 100, MPI_BYTE, 1, 6, MPI_COMM_WORLD), MPI_SUCCESS);
+      } else {
+        unsigned char* p = buffer(to, n, 91);  // only the first half is the receive buffer
+        MPI_Status st;
+        const int rc = MPI_Recv(p, static_cast<int>(n / 2), MPI_BYTE, 0, 5, MPI_COMM_WORLD, &st);
+        EXPECT_EQ(error_class(rc), MPI_ERR_TRUNCATE);
+        std::vector<unsigned char> got(n);
+        rt_.memcpy(got.data(), p, n);
+        std::size_t changed = 0;
+        for (std::size_t i = n / 2; i < n; ++i) changed += got[i] != expected(i, 91);
+        EXPECT_EQ(changed, 0u) << "bytes past the receive buffer changed";
+        unsigned char* q = buffer(to, 100, -1);
+        ASSERT_EQ(MPI_Recv(q, 100, MPI_BYTE, 0, 6, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+        expect_pattern(q, 100, 90, "the message after the truncated one");
+      }
+    }
+}
+
+TEST_F(MpiErrors, NonblockingTruncationFailsTheWait) {
+  const std::size_t n = 2 * kChunk + 1;
+  if (rank() == 0) {
+    const unsigned char* p = buffer(Where::shared_on_device, n, 95);
+    MPI_Request r;
+    ASSERT_EQ(MPI_Isend(p, static_cast<int>(n), MPI_BYTE, 1, 8, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+    EXPECT_EQ(MPI_Wait(&r, MPI_STATUS_IGNORE), MPI_SUCCESS);
+  } else {
+    unsigned char* p = buffer(Where::shared_on_host, n, -1);
+    MPI_Request r;
+    ASSERT_EQ(MPI_Irecv(p, static_cast<int>(kChunk), MPI_BYTE, 0, 8, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+    MPI_Status st;
+    const int rc = MPI_Waitall(1, &r, &st);
+    EXPECT_NE(rc, MPI_SUCCESS);
+    EXPECT_EQ(error_class(rc == MPI_ERR_IN_STATUS ? st.MPI_ERROR : rc), MPI_ERR_TRUNCATE);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_F(MpiErrors, NonContiguousDatatypeOnASharedBufferIsRefused) {
+  MPI_Datatype every_other;
+  MPI_Type_vector(64, 1, 2, MPI_INT, &every_other);
+  MPI_Type_commit(&every_other);
+  auto* p = static_cast<int*>(rt_.alloc(128 * sizeof(int)));
+  shared_.push_back(p);
+  MPI_Request r;
+  EXPECT_EQ(error_class(MPI_Send(p, 1, every_other, 1 - rank(), 0, MPI_COMM_WORLD)), MPI_ERR_TYPE);
+  EXPECT_EQ(error_class(MPI_Irecv(p, 1, every_other, 1 - rank(), 0, MPI_COMM_WORLD, &r)), MPI_ERR_TYPE);
+  MPI_Type_free(&every_other);
+}
+
+TEST_F(MpiErrors, ABufferPastTheEndOfItsObjectIsRefused) {
+  auto* p = static_cast<unsigned char*>(rt_.alloc(1000));
+  shared_.push_back(p);
+  EXPECT_EQ(error_class(MPI_Send(p, 2000, MPI_BYTE, 1 - rank(), 0, MPI_COMM_WORLD)), MPI_ERR_BUFFER);
+  EXPECT_EQ(error_class(MPI_Recv(p + 500, 501, MPI_BYTE, 1 - rank(), 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE)),
+            MPI_ERR_BUFFER);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  const int result = RUN_ALL_TESTS();
+  int worst = 0;
+  MPI_Allreduce(&result, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return worst;
+}
