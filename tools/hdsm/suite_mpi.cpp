@@ -1,0 +1,100 @@
+// The `mpi` suite: seed 003 Fig. 12, MPI transfers of device-resident data between two ranks (user
+// buffer, pinned, hdsm double-buffered). The measurement is an MPI program of its own
+// (bench/mpi/mpi_transfer.cpp, linked with libhdsm_mpi) that this suite launches with
+// `mpiexec -n 2` and whose CSV lines it collects; the ranks open their runtimes from the
+// environment (HDSM_SIM_LINK_GBPS makes the device link the bottleneck, as in the seed).
+#include "common.hpp"
+#include "suite.hpp"
+
+#include <hdsm/error.hpp>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <sys/wait.h>
+
+namespace hdsm::tool {
+namespace {
+
+#if defined(HDSM_MPI_TRANSFER)
+void run_mpi(SuiteContext& ctx) {
+  ctx.results.set_columns({"experiment", "version", "bytes", "seconds", "GBps"});
+  for (const auto& [experiment, id] : {std::pair{"device -> device", "d2d"}, std::pair{"device -> host", "d2h"},
+                                       std::pair{"host -> device", "h2d"}})
+    ctx.results.add_plot({.id = id, .title = fmt::format("MPI {} (seed 003 Fig. 12)", experiment), .x = "bytes",
+                          .y = "GBps", .series = "version", .x_label = "bytes", .y_label = "GB/s", .log_x = true,
+                          .x_format = ValueFormat::bytes, .where_column = "experiment", .where_value = experiment});
+  // Open MPI refuses root and more ranks than cores unless told; other MPIs ignore these.
+  ::setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
+  const std::string command = fmt::format("{} {} -n 2 {} {} 2>&1", HDSM_MPIEXEC, HDSM_MPIEXEC_FLAGS, HDSM_MPI_TRANSFER,
+                                          ctx.quick ? "--quick" : "");
+  ctx.progress.set_total(ctx.quick ? 18 : 36);
+  ctx.progress.note(command);
+  std::FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) throw SystemError("popen", command, errno);
+  std::map<std::string, double> seconds;  // "experiment|version|bytes"
+  std::vector<std::size_t> sizes;
+  std::string output;
+  char line[4096];
+  while (std::fgets(line, sizeof line, pipe) != nullptr) {
+    std::string text(line);
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    if (text.rfind("csv,", 0) != 0) {
+      output += text + "\n";
+      continue;
+    }
+    std::vector<std::string> f;
+    std::stringstream in(text.substr(4));
+    for (std::string cell; std::getline(in, cell, ',');) f.push_back(cell);
+    if (f.size() != 5) throw std::runtime_error("mpi suite: malformed line from the MPI program: " + text);
+    const std::size_t bytes = std::stoull(f[2]);
+    const double s = std::stod(f[3]);
+    ctx.progress.start(fmt::format("{} {} {}", f[0], f[1], format_bytes(bytes)));
+    ctx.results.add_row({{"experiment", f[0]},
+                         {"version", f[1]},
+                         {"bytes", static_cast<std::int64_t>(bytes)},
+                         {"seconds", s},
+                         {"GBps", std::stod(f[4])}});
+    ctx.progress.finish(format_gbps(std::stod(f[4])));
+    seconds[f[0] + "|" + f[1] + "|" + f[2]] = s;
+    if (sizes.empty() || sizes.back() != bytes) sizes.push_back(bytes);
+  }
+  const int status = ::pclose(pipe);
+  if (status != 0 || seconds.empty())
+    throw std::runtime_error(fmt::format("mpi suite: '{}' failed (status {}):\n{}", command, status, output));
+  for (std::size_t bytes : sizes) {
+    if (bytes < 8 * MiB) continue;
+    for (const char* experiment : {"device -> device", "device -> host", "host -> device"}) {
+      const auto at = [&](const char* version) {
+        return seconds.at(fmt::format("{}|{}|{}", experiment, version, bytes));
+      };
+      ctx.results.add_summary({fmt::format("{} {}: speed-up of hdsm over the user buffer", experiment,
+                                           format_bytes(bytes)),
+                               at("user buffer") / at("hdsm"), "x", "target >= 1.5 when the link is the bottleneck"});
+      ctx.results.add_summary({fmt::format("{} {}: speed-up of hdsm over pinned", experiment, format_bytes(bytes)),
+                               at("pinned") / at("hdsm"), "x", ""});
+    }
+  }
+}
+#else
+void run_mpi(SuiteContext&) {
+  throw std::runtime_error("this hdsm was built without MPI (CMake found no MPI), so the mpi suite is missing");
+}
+#endif
+
+}  // namespace
+
+Suite mpi_suite() {
+  return {"mpi", "seed 003 Fig. 12: MPI transfers of device-resident data between 2 ranks (mpiexec)", run_mpi};
+}
+
+}  // namespace hdsm::tool
