@@ -72,7 +72,7 @@ void Slot::acquire(StagingPool* pool, std::size_t bytes) {
       return;
     }
   }
-  heap = std::make_unique<std::byte[]>(bytes);
+  heap = std::make_unique_for_overwrite<std::byte[]>(bytes);
   data = heap.get();
 }
 
@@ -356,10 +356,10 @@ class Receive final : public Operation {
     std::unique_ptr<std::byte[]> scratch;
     int count = 0;  // MPI_ERR_TRUNCATE from MPI itself, through the handler
     if (static_cast<std::uint64_t>(bytes) <= Header::kMaxChunk) {
-      scratch = std::make_unique<std::byte[]>(static_cast<std::size_t>(bytes) + 1);
+      scratch = std::make_unique_for_overwrite<std::byte[]>(static_cast<std::size_t>(bytes) + 1);
       count = static_cast<int>(bytes);
     } else {
-      scratch = std::make_unique<std::byte[]>(1);
+      scratch = std::make_unique_for_overwrite<std::byte[]>(1);
     }
     PMPI_Mrecv(scratch.get(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE);
     fail(MPI_ERR_TRUNCATE,
