@@ -20,6 +20,14 @@ enum class Action { release, acquire, fault, evict, bulk };
 inline constexpr int kActionCount = 5;
 const char* to_string(Action action) noexcept;
 
+/// How the copy engine moved one copy of hdsm::memcpy (and of the bulk and I/O paths beneath it):
+/// host: a CPU copy; on_device: within one device; direct: one DMA between host memory and a
+/// device; peer: one peer DMA between two devices; staged: through pinned chunks, double-buffered
+/// (device to device through host memory, or pageable host memory to or from a device).
+enum class CopyRoute { host, on_device, direct, peer, staged };
+inline constexpr int kCopyRouteCount = 5;
+const char* to_string(CopyRoute route) noexcept;
+
 struct RouteStats {
   std::uint64_t bytes = 0;
   std::uint64_t transfers = 0;
@@ -44,9 +52,12 @@ struct Stats {
   /// with HDSM_STATS=1 or a trace (HDSM_TRACE); 0 otherwise, as timing costs two clock reads a fault.
   std::uint64_t fault_handler_ns = 0;
   RouteStats actions[kActionCount];  // indexed by Action; also counted in the routes
+  /// Copies the copy engine planned and ran, by route: transfers = copies, bytes = bytes copied.
+  RouteStats copies[kCopyRouteCount];
   std::vector<DeviceStats> devices;
   const RouteStats& route(Route r) const { return routes[static_cast<int>(r)]; }
   const RouteStats& action(Action a) const { return actions[static_cast<int>(a)]; }
+  const RouteStats& copy(CopyRoute r) const { return copies[static_cast<int>(r)]; }
   /// A human-readable table (what HDSM_STATS=1 prints at exit).
   std::string to_string() const;
 };

@@ -34,6 +34,22 @@ const char* to_string(Action action) noexcept {
   return "?";
 }
 
+const char* to_string(CopyRoute route) noexcept {
+  switch (route) {
+    case CopyRoute::host:
+      return "host";
+    case CopyRoute::on_device:
+      return "on-device";
+    case CopyRoute::direct:
+      return "direct";
+    case CopyRoute::peer:
+      return "peer";
+    case CopyRoute::staged:
+      return "staged";
+  }
+  return "?";
+}
+
 std::string Stats::to_string() const {
   std::string out = fmt::format("hdsm statistics\n  {:<10} {:>16} {:>12} {:>12}\n", "route", "bytes",
                                 "transfers", "kernels");
@@ -54,6 +70,10 @@ std::string Stats::to_string() const {
   for (int a = 0; a < kActionCount; ++a)
     out += fmt::format("  {:<16} {:>16} {:>12}\n", hdsm::to_string(static_cast<Action>(a)), actions[a].bytes,
                        actions[a].transfers);
+  for (int r = 0; r < kCopyRouteCount; ++r)
+    if (copies[r].transfers != 0)
+      out += fmt::format("  {:<16} {:>16} {:>12}\n", fmt::format("copies {}", hdsm::to_string(static_cast<CopyRoute>(r))),
+                         copies[r].bytes, copies[r].transfers);
   return out;
 }
 
@@ -71,8 +91,7 @@ Stats Counters::snapshot() const {
     DeviceStats ds;
     ds.name = d.name;
     for (int r = 0; r < kRouteCount; ++r) {
-      ds.routes[r].bytes = d.routes[r].bytes.load(std::memory_order_relaxed);
-      ds.routes[r].transfers = d.routes[r].transfers.load(std::memory_order_relaxed);
+      ds.routes[r] = d.routes[r].load();
       s.routes[r].bytes += ds.routes[r].bytes;
       s.routes[r].transfers += ds.routes[r].transfers;
     }
@@ -85,20 +104,15 @@ Stats Counters::snapshot() const {
   s.read_faults = read_faults.load(std::memory_order_relaxed);
   s.write_faults = write_faults.load(std::memory_order_relaxed);
   s.fault_handler_ns = fault_handler_ns.load(std::memory_order_relaxed);
-  for (int a = 0; a < kActionCount; ++a) {
-    s.actions[a].bytes = actions[a].bytes.load(std::memory_order_relaxed);
-    s.actions[a].transfers = actions[a].transfers.load(std::memory_order_relaxed);
-  }
+  for (int a = 0; a < kActionCount; ++a) s.actions[a] = actions[a].load();
+  for (int r = 0; r < kCopyRouteCount; ++r) s.copies[r] = copies[r].load();
   return s;
 }
 
 void Counters::reset() {
   std::lock_guard lock(mutex_);
   for (auto& d : devices_) {
-    for (auto& r : d.routes) {
-      r.bytes.store(0, std::memory_order_relaxed);
-      r.transfers.store(0, std::memory_order_relaxed);
-    }
+    for (auto& r : d.routes) r.reset();
     d.kernel_launches.store(0, std::memory_order_relaxed);
     d.program_builds.store(0, std::memory_order_relaxed);
     d.program_cache_loads.store(0, std::memory_order_relaxed);
@@ -106,10 +120,8 @@ void Counters::reset() {
   read_faults.store(0, std::memory_order_relaxed);
   write_faults.store(0, std::memory_order_relaxed);
   fault_handler_ns.store(0, std::memory_order_relaxed);
-  for (auto& a : actions) {
-    a.bytes.store(0, std::memory_order_relaxed);
-    a.transfers.store(0, std::memory_order_relaxed);
-  }
+  for (auto& a : actions) a.reset();
+  for (auto& c : copies) c.reset();
 }
 
 }  // namespace obs

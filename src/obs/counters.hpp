@@ -19,6 +19,13 @@ struct RouteCounter {
     bytes.fetch_add(n, std::memory_order_relaxed);
     transfers.fetch_add(1, std::memory_order_relaxed);
   }
+  RouteStats load() const {
+    return {bytes.load(std::memory_order_relaxed), transfers.load(std::memory_order_relaxed)};
+  }
+  void reset() {
+    bytes.store(0, std::memory_order_relaxed);
+    transfers.store(0, std::memory_order_relaxed);
+  }
 };
 
 struct DeviceCounters {
@@ -43,6 +50,8 @@ class Counters {
   bool time_faults = false;
   RouteCounter actions[kActionCount];
   RouteCounter& action(Action a) { return actions[static_cast<int>(a)]; }
+  RouteCounter copies[kCopyRouteCount];
+  RouteCounter& copy(CopyRoute r) { return copies[static_cast<int>(r)]; }
 
   Stats snapshot() const;
   void reset();
