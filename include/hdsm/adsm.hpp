@@ -111,6 +111,9 @@ void call(const Kernel& kernel, const Launch& launch, A&&... args) {
 inline void sync() { Runtime::instance().sync(); }
 inline void* memcpy(void* dst, const void* src, std::size_t n) { return Runtime::instance().memcpy(dst, src, n); }
 inline void* memmove(void* dst, const void* src, std::size_t n) { return Runtime::instance().memmove(dst, src, n); }
+inline Event memcpy_async(void* dst, const void* src, std::size_t n) {
+  return Runtime::instance().memcpy_async(dst, src, n);
+}
 inline void* memset(void* dst, int value, std::size_t n) { return Runtime::instance().memset(dst, value, n); }
 
 /// Frees a shared object of its runtime (nullptr: the default one).

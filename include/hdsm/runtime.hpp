@@ -84,6 +84,16 @@ class Runtime {
   void* memcpy(void* dst, const void* src, std::size_t n);
   void* memmove(void* dst, const void* src, std::size_t n);
   void* memset(void* dst, int value, std::size_t n);
+  /// memcpy that returns once the copy has started: the returned event completes when the bytes are
+  /// in place (Event::wait rethrows a failed transfer's error). Until then the destination must be
+  /// neither read nor written and the source not written — by the CPU, by kernels (call) or by other
+  /// hdsm calls; the objects' later device work (calls, transfers) is ordered after the copy. What
+  /// needs the CPU is done before it returns (blocks handled on the host view, pageable host memory
+  /// staged through pinned chunks, overlapping ranges); device transfers, peer and staged copies
+  /// between devices included, may still be running. Bad ranges throw InvalidArgument as memcpy does,
+  /// before any byte moves. With only host memory involved it is std::memmove and the event is
+  /// complete.
+  Event memcpy_async(void* dst, const void* src, std::size_t n);
 
   /// I/O on shared objects (seed 000 §4.4) with the libc calls' arguments, results and errno. A buffer
   /// in shared memory is moved in chunks of the pinned staging pool, double-buffered, straight

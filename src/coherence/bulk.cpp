@@ -16,7 +16,7 @@ namespace hdsm::coherence {
 
 namespace {
 
-// Bounce buffers for copies between devices and for overlapping ranges.
+// The bounce buffer of copies between overlapping ranges.
 constexpr std::size_t kBounceBytes = std::size_t{1} << 20;
 
 [[noreturn]] void freed_during(const char* call) {
@@ -68,27 +68,14 @@ std::vector<SharedSpace::BulkRun> SharedSpace::read_runs(const Entry& e, std::si
   return runs;
 }
 
-void SharedSpace::copy_device(Entry& dst, std::size_t dst_offset, Entry& src, std::size_t src_offset,
-                              std::size_t n) {
-  Queue& to = *queues_[dst.device];
-  if (dst.device == src.device) {
-    to.copy_on_device(dst.buffer, dst_offset, src.buffer, src_offset, n);
-    return;
-  }
-  // Different devices: through the host, in bounded pieces (the route planner of the multi-device
-  // work will add peer copies and pinned double buffering here).
-  Queue& from = *queues_[src.device];
-  std::vector<std::byte> bounce(std::min(n, kBounceBytes));
-  for (std::size_t done = 0; done < n;) {
-    const std::size_t c = std::min(n - done, bounce.size());
-    from.copy_to_host(bounce.data(), src.buffer, src_offset + done, c);
-    from.record().wait();
-    to.copy_to_device(dst.buffer, dst_offset + done, bounce.data(), c);
-    to.record().wait();
-    counters_.action(Action::bulk).add(c);
-    counters_.action(Action::bulk).add(c);
-    done += c;
-  }
+transfer::Range SharedSpace::device_range(const Entry& e, std::size_t offset) const {
+  return transfer::Range::device_memory(*devices_[e.device], e.buffer, offset, *queues_[e.device]);
+}
+
+Event SharedSpace::move(const transfer::Range& dst, const transfer::Range& src, std::size_t n, bool order_after) {
+  transfer::CopyEngine::Started s = engine_->start(dst, src, n, order_after);
+  counters_.action(Action::bulk).add(s.plan.link_bytes());
+  return std::move(s.done);
 }
 
 void SharedSpace::write_span(const Span& span, const Source& source, std::vector<Event>* pending) {
@@ -138,6 +125,7 @@ void SharedSpace::write_span(const Span& span, const Source& source, std::vector
 
   std::byte* const shadow = arena_.shadow(o.segment, o.offset);
   Queue& queue = *queues_[e.device];
+  std::vector<Event> moves;  // device work of this span that the copy engine started
   bool device_work = false;
   for (const BulkRun& r : runs) {
     const Source src = source.advanced(r.offset - span.offset);
@@ -150,29 +138,27 @@ void SharedSpace::write_span(const Span& span, const Source& source, std::vector
         case Source::Kind::host:
           std::memmove(host, src.host, r.bytes);  // the source may be this object's own shadow
           break;
-        case Source::Kind::device: {
-          Queue& from = *queues_[src.entry->device];
-          from.copy_to_host(host, src.entry->buffer, src.offset, r.bytes);
-          from.record().wait();
-          counters_.action(Action::bulk).add(r.bytes);
+        case Source::Kind::device:
+          move(transfer::Range::host_memory(host), device_range(*src.entry, src.offset), r.bytes, false).wait();
           break;
-        }
       }
     }
     if (r.side == Side::host) continue;
     device_work = true;
     if (src.kind == Source::Kind::value) {
       queue.fill(e.buffer, r.offset, r.bytes, src.value);
-    } else if (r.side == Side::both || src.kind == Source::Kind::host) {
-      // Both sides: the host copy holds the data now, whatever its source was.
-      queue.copy_to_device(e.buffer, r.offset, r.side == Side::both ? host : src.host, r.bytes);
-      counters_.action(Action::bulk).add(r.bytes);
-    } else {
-      copy_device(e, r.offset, *src.entry, src.offset, r.bytes);
+      continue;
     }
+    // Both sides: the host copy holds the data now, whatever its source was.
+    const transfer::Range from = r.side == Side::both || src.kind == Source::Kind::host
+                                     ? transfer::Range::host_memory(r.side == Side::both ? host : src.host)
+                                     : device_range(*src.entry, src.offset);
+    // Asynchronous callers get later work on the objects ordered after the copy; the others wait.
+    moves.push_back(move(device_range(e, r.offset), from, r.bytes, pending != nullptr));
   }
   if (!device_work) return;
-  Event done = queue.record();
+  moves.push_back(queue.record());  // the fills, and what the engine ran on this queue
+  Event done = transfer::all_of(std::move(moves));
   if (pending == nullptr) return done.wait();
   e.pending = done;  // a "both" run uploads from the shadow view, which writers must not change yet
   pending->push_back(std::move(done));
@@ -214,31 +200,26 @@ void SharedSpace::read(void* dst, const void* src, std::size_t n, std::vector<Ev
       if (!e.live) freed_during("bulk read");
       const Object& o = *e.object;
       const std::byte* const shadow = arena_.shadow(o.segment, o.offset);
-      Queue& queue = *queues_[e.device];
-      bool device_work = false;
+      std::vector<Event> moves;
       for (const BulkRun& r : read_runs(e, span.offset, span.bytes)) {
         std::byte* const to = out + (r.offset - span.offset);
         if (r.side == Side::host) {
           std::memcpy(to, shadow + r.offset, r.bytes);
           continue;
         }
-        queue.copy_to_host(to, e.buffer, r.offset, r.bytes);
-        counters_.action(Action::bulk).add(r.bytes);
-        device_work = true;
+        moves.push_back(move(transfer::Range::host_memory(to), device_range(e, r.offset), r.bytes, pending != nullptr));
       }
-      if (device_work) {
-        Event done = queue.record();
-        if (pending == nullptr)
-          done.wait();
-        else
-          pending->push_back(std::move(done));
-      }
+      Event done = transfer::all_of(std::move(moves));
+      if (pending == nullptr)
+        done.wait();
+      else if (done.state() != nullptr)
+        pending->push_back(std::move(done));
     }
     out += span.bytes;
   }
 }
 
-void SharedSpace::copy(void* dst, const void* src, std::size_t n) {
+void SharedSpace::copy(void* dst, const void* src, std::size_t n, std::vector<Event>* pending) {
   if (n == 0 || dst == src) return;
   const auto d = reinterpret_cast<std::uintptr_t>(dst), s = reinterpret_cast<std::uintptr_t>(src);
   const std::vector<Span> dst_spans = spans(dst, n, "copy to shared memory");
@@ -260,7 +241,7 @@ void SharedSpace::copy(void* dst, const void* src, std::size_t n) {
       const Source source = r.side == Side::host
                                 ? Source{.kind = Source::Kind::host, .host = shadow + r.offset}
                                 : Source{.kind = Source::Kind::device, .entry = span.entry.get(), .offset = r.offset};
-      write_spans(dst_spans, at + (r.offset - span.offset), r.bytes, source);
+      write_spans(dst_spans, at + (r.offset - span.offset), r.bytes, source, pending);
     }
     at += span.bytes;
   }

@@ -27,7 +27,7 @@ std::uint64_t monotonic_ns() noexcept {  // async-signal-safe, unlike std::chron
 
 SharedSpace::SharedSpace(std::span<Device* const> devices, ProtocolKind kind, std::size_t block_bytes,
                          obs::Counters& counters, std::size_t segment_bytes, unsigned rolling_step,
-                         obs::Tracer* tracer)
+                         obs::Tracer* tracer, CopySetup copies)
     : kind_(kind),
       counters_(counters),
       tracer_(tracer != nullptr && tracer->enabled() ? tracer : nullptr),
@@ -42,6 +42,17 @@ SharedSpace::SharedSpace(std::span<Device* const> devices, ProtocolKind kind, st
     throw InvalidArgument(fmt::format("shared space: segments of {} hold more than 2^32 blocks of {}",
                                       format_bytes(segment_bytes), format_bytes(block_bytes)));
   for (Device* d : devices_) queues_.push_back(d->create_queue());
+  if (copies.topology.devices.empty()) copies.topology = transfer::stated_topology(devices_, std::move(copies.topology));
+  if (!copies.pool) {
+    const std::size_t chunk = copies.options.chunk_bytes;
+    copies.pool = [this, chunk]() -> StagingPool& {
+      std::lock_guard lock(pool_mutex_);
+      if (!own_pool_) own_pool_ = std::make_unique<StagingPool>(*devices_.front(), std::max(kDefaultStagingBytes, chunk), chunk);
+      return *own_pool_;
+    };
+  }
+  engine_ = std::make_unique<transfer::CopyEngine>(devices_, std::move(copies.topology), copies.options,
+                                                   std::move(copies.pool), &counters_, tracer_);
   if (tracer_ != nullptr) fault_lane_ = tracer_->lane("shared-memory faults");
   fault_service_ = std::make_unique<os::FaultService>(&SharedSpace::resolve_on_service, this,
                                                       &SharedSpace::drain_dirty_on_service);
@@ -59,6 +70,7 @@ SharedSpace::~SharedSpace() {
     } catch (const std::exception&) {  // a kernel error nobody acquired; the space goes away anyway
     }
   }
+  engine_.reset();  // its queues finish what they hold, handing the staging chunks back
   for (auto& [id, e] : objects_) {
     e->protection.reset();
     try {

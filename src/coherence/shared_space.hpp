@@ -27,6 +27,7 @@
 #include "os/fault.hpp"
 #include "os/fault_service.hpp"
 #include "os/protection.hpp"
+#include "transfer/copy_engine.hpp"
 
 #include <hdsm/device.hpp>
 #include <hdsm/kernel.hpp>
@@ -50,11 +51,22 @@ class SharedSpace {
   /// Runs each object's ProtectionMap may use before it degrades.
   static constexpr std::size_t kRunBudget = 4096;
 
+  /// How bulk copies move bytes: the copy engine's planning figures and staging knobs, and the
+  /// staging pool its chunks come from (empty: a pool of the space's own, of kDefaultStagingBytes in
+  /// chunks of options.chunk_bytes, made on first use).
+  struct CopySetup {
+    transfer::Topology topology;  // devices empty: transfer::stated_topology(devices)
+    transfer::Options options;
+    transfer::CopyEngine::PoolSource pool;
+  };
+  static constexpr std::size_t kDefaultStagingBytes = std::size_t{16} << 20;
+
   /// The devices (and the tracer, when given) must outlive the space. One arena segment and one
   /// queue per device; faults in the whole user view go to this space until it is destroyed.
   SharedSpace(std::span<Device* const> devices, ProtocolKind kind, std::size_t block_bytes,
               obs::Counters& counters, std::size_t segment_bytes = kDefaultSegmentBytes,
-              unsigned rolling_step = default_rolling_step, obs::Tracer* tracer = nullptr);
+              unsigned rolling_step = default_rolling_step, obs::Tracer* tracer = nullptr,
+              CopySetup copies = {});
   ~SharedSpace();
   SharedSpace(const SharedSpace&) = delete;
   SharedSpace& operator=(const SharedSpace&) = delete;
@@ -90,8 +102,12 @@ class SharedSpace {
   void read(void* dst, const void* src, std::size_t n, std::vector<Event>* pending = nullptr);
   /// [dst, dst + n) shared, every byte set to `value`.
   void fill(void* dst, std::uint8_t value, std::size_t n);
-  /// Both ranges shared (any objects, any devices); they may overlap (memmove semantics).
-  void copy(void* dst, const void* src, std::size_t n);
+  /// Both ranges shared (any objects, any devices); they may overlap (memmove semantics). Device
+  /// copies of whole blocks move device-side, on the route the copy engine plans (on the device,
+  /// peer DMA, or staged through pinned chunks). With `pending`, device work may still read the
+  /// source and write the destination when this returns: its events are appended there, and the
+  /// objects' later device work is ordered after it. Overlapping ranges are copied synchronously.
+  void copy(void* dst, const void* src, std::size_t n, std::vector<Event>* pending = nullptr);
   /// hdsm::InvalidArgument, as write and read give it, unless every byte of [p, p + n) is in a live object.
   void check(const void* p, std::size_t n, const char* call) const { (void)spans(p, n, call); }
   /// Whether `p` is in this space's user view (a live object or not).
@@ -105,6 +121,7 @@ class SharedSpace {
   std::size_t block_bytes() const { return directory_.block_bytes(); }
   const Directory& directory() const { return directory_; }
   std::size_t rolling_capacity() const;
+  transfer::CopyEngine& copy_engine() { return *engine_; }
 
  private:
   struct Entry {
@@ -149,8 +166,11 @@ class SharedSpace {
   /// Stores `n` bytes from `source` at byte `at` of a range whose spans are `dst`.
   void write_spans(const std::vector<Span>& dst, std::size_t at, std::size_t n, const Source& source,
                    std::vector<Event>* pending = nullptr);
-  /// Device-to-device copy between two objects' device copies (through the host between devices).
-  void copy_device(Entry& dst, std::size_t dst_offset, Entry& src, std::size_t src_offset, std::size_t n);
+  /// The device copy of an object from `offset` on, as the copy engine sees it.
+  transfer::Range device_range(const Entry& e, std::size_t offset) const;
+  /// Starts moving `n` bytes with the copy engine, counted as bulk transfers; returns the event of its
+  /// completion. With `order_after`, the ranges' queues wait for it too (asynchronous callers).
+  Event move(const transfer::Range& dst, const transfer::Range& src, std::size_t n, bool order_after);
   /// A copy between overlapping shared ranges, through a host bounce buffer.
   void copy_overlapping(std::byte* dst, const std::byte* src, std::size_t n);
 
@@ -206,6 +226,10 @@ class SharedSpace {
 
   std::unique_ptr<os::FaultService> fault_service_;
   int fault_range_ = -1;
+
+  std::mutex pool_mutex_;
+  std::unique_ptr<StagingPool> own_pool_;  // when CopySetup gave no pool
+  std::unique_ptr<transfer::CopyEngine> engine_;
 };
 
 }  // namespace hdsm::coherence

@@ -74,7 +74,8 @@ coherence::SharedSpace& RuntimeImpl::shared_space() {
   const std::size_t block = checked_size(config, Knob::block_size, true);
   const std::size_t segment = checked_size(config, Knob::arena_segment, false);
   const auto step = static_cast<unsigned>(config.integer(knob_name(Knob::rolling_step)));
-  space_ = std::make_unique<coherence::SharedSpace>(devices, kind, block, counters, segment, step, &tracer);
+  space_ = std::make_unique<coherence::SharedSpace>(devices, kind, block, counters, segment, step, &tracer,
+                                                    copy_setup());
   const os::Arena& arena = space_->directory().arena();
   try {
     shared_ranges.add(reinterpret_cast<std::uintptr_t>(arena.user(0, 0)),
@@ -84,6 +85,15 @@ coherence::SharedSpace& RuntimeImpl::shared_space() {
     throw;
   }
   return *space_;
+}
+
+coherence::SharedSpace::CopySetup RuntimeImpl::copy_setup() {
+  coherence::SharedSpace::CopySetup setup;
+  // The chunks are the staging pool's, so they are at most its chunk size.
+  setup.options.chunk_bytes = std::min(config.size(knob_name(Knob::copy_chunk)), config.size(knob_name(Knob::staging_chunk)));
+  setup.options.buffers = static_cast<unsigned>(config.integer(knob_name(Knob::copy_buffers)));
+  setup.pool = [this]() -> StagingPool& { return staging(); };
+  return setup;
 }
 
 coherence::SharedSpace* RuntimeImpl::existing_space() {
@@ -142,23 +152,37 @@ coherence::SharedSpace* space_of(coherence::SharedSpace* mine, const void* p, co
 
 }  // namespace
 
-void* Runtime::memmove(void* dst, const void* src, std::size_t n) {
-  if (n == 0) return dst;
-  coherence::SharedSpace* space = impl_->existing_space();
-  coherence::SharedSpace* to = space_of(space, dst, "memmove");
-  coherence::SharedSpace* from = space_of(space, src, "memmove");
+namespace {
+
+/// memmove and memcpy_async: waits for the copy, or with `pending` appends the events to wait for.
+void copy_any(coherence::SharedSpace* space, void* dst, const void* src, std::size_t n, std::vector<Event>* pending,
+              const char* call) {
+  coherence::SharedSpace* to = space_of(space, dst, call);
+  coherence::SharedSpace* from = space_of(space, src, call);
   if (to != nullptr && from != nullptr)
-    space->copy(dst, src, n);
+    space->copy(dst, src, n, pending);
   else if (to != nullptr)
-    space->write(dst, src, n);
+    space->write(dst, src, n, pending);
   else if (from != nullptr)
-    space->read(dst, src, n);
+    space->read(dst, src, n, pending);
   else
     std::memmove(dst, src, n);
+}
+
+}  // namespace
+
+void* Runtime::memmove(void* dst, const void* src, std::size_t n) {
+  if (n != 0) copy_any(impl_->existing_space(), dst, src, n, nullptr, "memmove");
   return dst;
 }
 
 void* Runtime::memcpy(void* dst, const void* src, std::size_t n) { return memmove(dst, src, n); }
+
+Event Runtime::memcpy_async(void* dst, const void* src, std::size_t n) {
+  std::vector<Event> pending;
+  if (n != 0) copy_any(impl_->existing_space(), dst, src, n, &pending, "memcpy_async");
+  return transfer::all_of(std::move(pending));
+}
 
 void* Runtime::memset(void* dst, int value, std::size_t n) {
   if (n == 0) return dst;

@@ -51,6 +51,8 @@ struct RuntimeImpl {
   /// The pinned pool of MPI transfers on shared objects (HDSM_MPI_STAGING_BYTES, HDSM_MPI_CHUNK; used
   /// by libhdsm_mpi), created on first use.
   StagingPool& mpi_staging();
+  /// How the shared space's copy engine stages (HDSM_COPY_BUFFERS, HDSM_COPY_CHUNK) and its pool.
+  coherence::SharedSpace::CopySetup copy_setup();
 
   using Uses = std::vector<std::pair<const void*, coherence::KernelUse>>;
   struct Call {
