@@ -227,7 +227,7 @@ Event CopyEngine::run(const Plan& plan, const Range& dst, const Range& src, std:
     Event done = last != nullptr ? last->record() : Event{};
     if (order_after)
       for (Queue* range : {range_queue(src), range_queue(dst)})
-        if (range != nullptr && range != last && (range != other || other == nullptr)) range->wait(done);
+        if (range != nullptr && range != last) range->wait(done);
     if (lock.owns_lock()) lock.unlock();
     if (!leases.empty() && done.state() != nullptr) {
       auto held = std::make_shared<std::vector<StagingPool::Lease>>(std::move(leases));
