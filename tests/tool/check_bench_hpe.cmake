@@ -1,0 +1,25 @@
+# Run `hdsm bench hpe --quick` into a fresh folder and check that every version of seed 003 Fig. 7
+# reported in both directions and that the summary has the issue's target rows (each version's data
+# is checked by the suite itself before its time counts).
+#   cmake -DHDSM=<hdsm executable> -DOUT=<folder> -P check_bench_hpe.cmake
+cmake_minimum_required(VERSION 3.25)
+
+set(SUITE hpe)
+include(${CMAKE_CURRENT_LIST_DIR}/run_bench.cmake)
+foreach(metric "one-way hdsm staged / modelled link \\(>= 8 MiB, worst\\)" "one-way hdsm staged / naive \\(>= 8 MiB, worst\\)"
+               "one-way hdsm peer / modelled link \\(>= 8 MiB\\)" "two-way hdsm peer / two-way hdsm staged \\(>= 8 MiB\\)")
+  if(NOT out MATCHES "${metric}")
+    message(FATAL_ERROR "the summary lacks '${metric}'\n${transcript}")
+  endif()
+endforeach()
+file(READ ${OUT}/hpe.csv csv)
+foreach(direction one-way two-way)
+  foreach(version naive pinned double-buffered "hdsm staged" "hdsm peer")
+    foreach(bytes 262144 8388608)
+      if(NOT csv MATCHES "\n${direction},${version},${bytes},")
+        message(FATAL_ERROR "hpe.csv has no '${direction},${version},${bytes}' row")
+      endif()
+    endforeach()
+  endforeach()
+endforeach()
+message(STATUS "ok: ${OUT}")

@@ -1,0 +1,396 @@
+// The `hpe` suite: multi-device data exchange (seed 003 §5.2). For now Fig. 7 only: one-way and
+// two-way inter-device throughput from 256 KiB to 256 MiB, device A to device B, for
+//   naive            D2H into a pageable host buffer, then H2D from it: two blocking copies
+//   pinned           the same through one pinned buffer of the whole size
+//   double-buffered  hand-written: two pinned 2 MiB chunks, the D2H of chunk i + 1 overlapping the
+//                    H2D of chunk i (seed §2.4), host waits on events for the chunks
+//   hdsm staged      Runtime::memcpy between objects on two devices without peer access
+//   hdsm peer        the same on a peer group
+// Two-way runs A -> B and B -> A at once, one host thread each (as the seed's one thread per GPU),
+// and reports the aggregate rate. The sources are device-resident (their host copies invalid), so
+// hdsm moves whole blocks device-side. On sim the suite makes two-device runtimes of its own, one
+// without peer groups and one with; on other backends it needs two devices of the chosen device's
+// backend and runs the hdsm series their peer access allows. Every version's result is checked
+// after its timing.
+#include "common.hpp"
+#include "device_memory.hpp"
+#include "measure.hpp"
+#include "suite.hpp"
+
+#include <hdsm/hdsm.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace hdsm::tool {
+namespace {
+
+constexpr std::size_t kChunk = 2 * MiB;  // the seed's double-buffering chunk
+constexpr std::size_t kTargetMinBytes = 8 * MiB;
+
+const std::string kOneWay = "one-way", kTwoWay = "two-way";
+const std::string kNaive = "naive", kPinned = "pinned", kDouble = "double-buffered", kStaged = "hdsm staged",
+                  kPeer = "hdsm peer";
+
+std::vector<std::size_t> sizes(bool quick) {
+  if (quick) return {256 * KiB, 1 * MiB, 8 * MiB, 32 * MiB};
+  std::vector<std::size_t> out;
+  for (std::size_t bytes = 256 * KiB; bytes <= 256 * MiB; bytes *= 2) out.push_back(bytes);
+  return out;
+}
+
+std::vector<unsigned char> pattern(std::size_t n, unsigned salt) {
+  std::vector<unsigned char> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<unsigned char>((i * 2654435761u + salt) >> 9);
+  return v;
+}
+
+void expect_equal(const std::vector<unsigned char>& got, const std::vector<unsigned char>& want, const std::string& who) {
+  if (got == want) return;
+  const auto at = std::mismatch(got.begin(), got.end(), want.begin()).first - got.begin();
+  throw std::runtime_error(fmt::format("{} delivered wrong data: first difference at byte {}", who, at));
+}
+
+/// One direction of the hand-written versions: a source buffer on one device, a destination on the
+/// other, a queue on each and the host buffers each version stages through.
+class ExplicitLane {
+ public:
+  ExplicitLane(Device& from, Device& to, std::size_t bytes, unsigned salt)
+      : bytes_(bytes),
+        src_(from, bytes),
+        dst_(to, bytes),
+        from_queue_(from.create_queue()),
+        to_queue_(to.create_queue()),
+        pageable_(bytes),
+        pinned_(from, bytes),
+        chunks_(from, 2 * kChunk),
+        data_(pattern(bytes, salt)) {
+    from_queue_->copy_to_device(src_.get(), 0, data_.data(), bytes);
+    from_queue_->synchronize();
+  }
+
+  void naive() { through(pageable_.data()); }
+  void pinned() { through(pinned_.get()); }
+  void double_buffered() {
+    Event d2h[2], h2d[2];
+    const std::size_t chunks = (bytes_ + kChunk - 1) / kChunk;
+    const auto up = [&](std::size_t i) {  // H2D of chunk i, once its D2H is done
+      const std::size_t at = i * kChunk, c = std::min(kChunk, bytes_ - at);
+      d2h[i % 2].wait();
+      to_queue_->copy_to_device(dst_.get(), at, chunks_.get() + (i % 2) * kChunk, c);
+      h2d[i % 2] = to_queue_->record();
+    };
+    for (std::size_t i = 0; i < chunks; ++i) {
+      const std::size_t at = i * kChunk, c = std::min(kChunk, bytes_ - at);
+      h2d[i % 2].wait();  // the chunk's previous H2D has read it
+      from_queue_->copy_to_host(chunks_.get() + (i % 2) * kChunk, src_.get(), at, c);
+      d2h[i % 2] = from_queue_->record();
+      if (i > 0) up(i - 1);
+    }
+    up(chunks - 1);
+    to_queue_->synchronize();
+  }
+
+  void clear() {
+    to_queue_->fill(dst_.get(), 0, bytes_, 0);
+    to_queue_->synchronize();
+  }
+  void check(const std::string& who) {
+    std::vector<unsigned char> back(bytes_);
+    to_queue_->copy_to_host(back.data(), dst_.get(), 0, bytes_);
+    to_queue_->synchronize();
+    expect_equal(back, data_, who);
+  }
+
+ private:
+  void through(std::byte* host) {
+    from_queue_->copy_to_host(host, src_.get(), 0, bytes_);
+    from_queue_->synchronize();
+    to_queue_->copy_to_device(dst_.get(), 0, host, bytes_);
+    to_queue_->synchronize();
+  }
+
+  std::size_t bytes_;
+  DeviceMemory src_, dst_;
+  std::unique_ptr<Queue> from_queue_, to_queue_;
+  std::vector<std::byte> pageable_;
+  PinnedMemory pinned_, chunks_;
+  std::vector<unsigned char> data_;
+};
+
+/// One direction of the hdsm versions: two shared objects of a runtime on different devices, the
+/// source device-resident.
+class SharedLane {
+ public:
+  SharedLane(Runtime& rt, unsigned from, unsigned to, std::size_t bytes, unsigned salt)
+      : rt_(rt), bytes_(bytes), data_(pattern(bytes, salt)) {
+    src_ = rt.alloc(bytes, static_cast<int>(from));
+    dst_ = rt.alloc(bytes, static_cast<int>(to));
+    rt.memcpy(src_, data_.data(), bytes);  // whole blocks: the device copy holds them
+  }
+  ~SharedLane() {
+    rt_.free(src_);
+    rt_.free(dst_);
+  }
+  SharedLane(const SharedLane&) = delete;
+  SharedLane& operator=(const SharedLane&) = delete;
+
+  void copy() { rt_.memcpy(dst_, src_, bytes_); }
+  void clear() { rt_.memset(dst_, 0, bytes_); }
+  void check(const std::string& who) {
+    std::vector<unsigned char> back(bytes_);
+    rt_.memcpy(back.data(), dst_, bytes_);
+    expect_equal(back, data_, who);
+  }
+
+ private:
+  Runtime& rt_;
+  std::size_t bytes_;
+  std::vector<unsigned char> data_;
+  void* src_ = nullptr;
+  void* dst_ = nullptr;
+};
+
+class HpeSuite {
+ public:
+  explicit HpeSuite(SuiteContext& context) : ctx_(context) {}
+
+  void run() {
+    declare_results();
+    make_runtimes();
+    const std::vector<std::size_t> all = sizes(ctx_.quick);
+    std::size_t series = 3 + (staged_rt_ ? 1 : 0) + (peer_rt_ ? 1 : 0);
+    ctx_.progress.set_total(all.size() * 2 * series);
+    for (std::size_t bytes : all) {
+      for (const std::string& direction : {kOneWay, kTwoWay}) {
+        explicit_versions(direction, bytes);
+        if (staged_rt_) hdsm_version(direction, kStaged, *staged_rt_, bytes);
+        if (peer_rt_) hdsm_version(direction, kPeer, *peer_rt_, bytes);
+      }
+    }
+    summarize();
+  }
+
+ private:
+  void declare_results() {
+    ctx_.results.set_columns({"direction", "version", "bytes", "seconds", "GBps"});
+    for (const std::string& direction : {kOneWay, kTwoWay})
+      ctx_.results.add_plot({.id = direction,
+                             .title = fmt::format("{} inter-device throughput (seed 003 Fig. 7)", direction),
+                             .x = "bytes",
+                             .y = "GBps",
+                             .series = "version",
+                             .x_label = "bytes per direction",
+                             .y_label = direction == kTwoWay ? "GB/s (both directions together)" : "GB/s",
+                             .log_x = true,
+                             .x_format = ValueFormat::bytes,
+                             .where_column = "direction",
+                             .where_value = direction});
+  }
+
+  /// The runtimes of the hdsm series and the two devices every series uses.
+  void make_runtimes() {
+    Config c = ctx_.runtime.config();
+    c.set("HDSM_PROTOCOL", "rolling").set("HDSM_SIM_POISON", "0").set("HDSM_STATS", "0").set("HDSM_TRACE", "");
+    const DeviceProperties& p = ctx_.device.properties();
+    if (p.backend == Backend::sim) {
+      if (c.integer("HDSM_SIM_DEVICES") < 2) c.set("HDSM_SIM_DEVICES", "2");
+      const unsigned devices = static_cast<unsigned>(c.integer("HDSM_SIM_DEVICES"));
+      a_ = p.index;
+      b_ = (p.index + 1) % devices;
+      staged_rt_ = std::make_unique<Runtime>(Config(c).set("HDSM_SIM_PEER", "none"));
+      peer_rt_ = std::make_unique<Runtime>(Config(c).set("HDSM_SIM_PEER", "all"));
+      explicit_rt_ = staged_rt_.get();
+      ctx_.results.add_note(fmt::format("sim{} <-> sim{}: hdsm staged without peer groups, hdsm peer with one; "
+                                        "link {} GB/s, {} us per transfer",
+                                        a_, b_, p.link_gbps, p.latency_us));
+      return;
+    }
+    // Other backends: the chosen device and the next one of its backend, as the hardware connects them.
+    auto rt = std::make_unique<Runtime>(c);
+    const auto devices = rt->devices();
+    a_ = p.index;
+    bool found = false;
+    for (std::size_t k = 1; k < devices.size() && !found; ++k) {
+      const Device& d = *devices[(a_ + k) % devices.size()];
+      if (d.properties().backend == p.backend) {
+        b_ = d.properties().index;
+        found = true;
+      }
+    }
+    if (!found)
+      throw std::runtime_error(fmt::format("the hpe suite needs two {} devices; {} is the only one",
+                                           to_string(p.backend), p.name));
+    const bool peers = rt->device(b_).can_access_peer(rt->device(a_)) && rt->device(a_).can_access_peer(rt->device(b_));
+    ctx_.results.add_note(fmt::format("{} <-> {}: {}", rt->device(a_).name(), rt->device(b_).name(),
+                                      peers ? "peers: hdsm staged skipped" : "not peers: hdsm peer skipped"));
+    (peers ? peer_rt_ : staged_rt_) = std::move(rt);
+    explicit_rt_ = peers ? peer_rt_.get() : staged_rt_.get();
+  }
+
+  double time(const std::string& what, const std::function<void()>& once) {
+    ctx_.progress.start(what);
+    const MeasureOptions options{ctx_.quick ? 0.02 : 0.1, 3};
+    return measure(
+               [&](std::size_t reps) {
+                 for (std::size_t r = 0; r < reps; ++r) once();
+               },
+               options)
+        .seconds_per_rep;
+  }
+
+  /// Runs `one(lane)` on every lane at once (one thread per lane beyond the first).
+  template <class Lane>
+  static void each_at_once(std::vector<std::unique_ptr<Lane>>& lanes, void (*one)(Lane&)) {
+    std::vector<std::thread> others;
+    for (std::size_t i = 1; i < lanes.size(); ++i) others.emplace_back([&, i] { one(*lanes[i]); });
+    one(*lanes[0]);
+    for (auto& t : others) t.join();
+  }
+
+  void add(const std::string& direction, const std::string& version, std::size_t bytes, double seconds) {
+    const double moved = static_cast<double>(bytes) * (direction == kTwoWay ? 2 : 1);
+    const double gbps = moved / seconds / 1e9;
+    ctx_.results.add_row({{"direction", direction},
+                          {"version", version},
+                          {"bytes", static_cast<std::int64_t>(bytes)},
+                          {"seconds", seconds},
+                          {"GBps", gbps}});
+    gbps_[direction][version][bytes] = gbps;
+    ctx_.progress.finish(format_gbps(gbps));
+  }
+
+  void explicit_versions(const std::string& direction, std::size_t bytes) {
+    Device& a = explicit_rt_->device(a_);
+    Device& b = explicit_rt_->device(b_);
+    std::vector<std::unique_ptr<ExplicitLane>> lanes;
+    lanes.push_back(std::make_unique<ExplicitLane>(a, b, bytes, 1));
+    if (direction == kTwoWay) lanes.push_back(std::make_unique<ExplicitLane>(b, a, bytes, 2));
+    const std::pair<std::string, void (*)(ExplicitLane&)> versions[] = {
+        {kNaive, [](ExplicitLane& l) { l.naive(); }},
+        {kPinned, [](ExplicitLane& l) { l.pinned(); }},
+        {kDouble, [](ExplicitLane& l) { l.double_buffered(); }}};
+    for (const auto& [version, one] : versions) {
+      for (auto& lane : lanes) lane->clear();
+      const double s = time(fmt::format("{} {} {}", direction, version, format_bytes(bytes)),
+                            [&, one = one] { each_at_once(lanes, one); });
+      for (auto& lane : lanes) lane->check(version);
+      add(direction, version, bytes, s);
+    }
+  }
+
+  void hdsm_version(const std::string& direction, const std::string& version, Runtime& rt, std::size_t bytes) {
+    std::vector<std::unique_ptr<SharedLane>> lanes;
+    lanes.push_back(std::make_unique<SharedLane>(rt, a_, b_, bytes, 3));
+    if (direction == kTwoWay) lanes.push_back(std::make_unique<SharedLane>(rt, b_, a_, bytes, 4));
+    for (auto& lane : lanes) lane->clear();
+    const Stats before = rt.stats();
+    const double s = time(fmt::format("{} {} {}", direction, version, format_bytes(bytes)),
+                          [&] { each_at_once<SharedLane>(lanes, [](SharedLane& l) { l.copy(); }); });
+    const CopyRoute route = version == kPeer ? CopyRoute::peer : CopyRoute::staged;
+    if (rt.stats().copy(route).transfers == before.copy(route).transfers)
+      throw std::logic_error(fmt::format("{} {}: the copy engine took no {} route", version, format_bytes(bytes),
+                                         to_string(route)));
+    for (auto& lane : lanes) lane->check(version);
+    add(direction, version, bytes, s);
+  }
+
+  /// GB/s of a series at each size of at least kTargetMinBytes.
+  std::vector<std::pair<std::size_t, double>> large(const std::string& direction, const std::string& version) const {
+    std::vector<std::pair<std::size_t, double>> out;
+    const auto d = gbps_.find(direction);
+    if (d == gbps_.end()) return out;
+    const auto v = d->second.find(version);
+    if (v == d->second.end()) return out;
+    for (const auto& [bytes, gbps] : v->second)
+      if (bytes >= kTargetMinBytes) out.emplace_back(bytes, gbps);
+    return out;
+  }
+
+  /// numerator / denominator at each size of at least kTargetMinBytes that both measured (the
+  /// denominator a fixed rate when `fixed` > 0).
+  std::vector<std::pair<std::size_t, double>> ratios(const std::string& direction, const std::string& numerator,
+                                                     const std::string& denominator, double fixed = 0) const {
+    std::vector<std::pair<std::size_t, double>> out;
+    const auto den = large(direction, denominator);
+    for (const auto& [bytes, gbps] : large(direction, numerator)) {
+      double d = fixed;
+      for (const auto& [b, g] : den)
+        if (b == bytes) d = g;
+      if (d > 0) out.emplace_back(bytes, gbps / d);
+    }
+    return out;
+  }
+
+  /// The smallest ratio and its size.
+  std::optional<std::pair<double, std::size_t>> worst_ratio(const std::string& direction, const std::string& numerator,
+                                                            const std::string& denominator, double fixed = 0) const {
+    const auto all = ratios(direction, numerator, denominator, fixed);
+    if (all.empty()) return std::nullopt;
+    const auto w = std::min_element(all.begin(), all.end(), [](const auto& x, const auto& y) { return x.second < y.second; });
+    return std::pair{w->second, w->first};
+  }
+
+  std::optional<double> mean_ratio(const std::string& direction, const std::string& numerator,
+                                   const std::string& denominator, double fixed = 0) const {
+    const auto all = ratios(direction, numerator, denominator, fixed);
+    if (all.empty()) return std::nullopt;
+    double sum = 0;
+    for (const auto& [bytes, r] : all) sum += r;
+    return sum / static_cast<double>(all.size());
+  }
+
+  void summarize() {
+    Results& r = ctx_.results;
+    const double link = ctx_.device.properties().link_gbps;
+    const std::string sizes_text = fmt::format("sizes >= {}", format_bytes(kTargetMinBytes));
+    if (link > 0) {
+      if (const auto w = worst_ratio(kOneWay, kStaged, "", link))
+        r.add_summary({"one-way hdsm staged / modelled link (>= 8 MiB, worst)", w->first, "x",
+                       fmt::format("target >= 0.85; worst at {}, modelled link {} GB/s", format_bytes(w->second), link)});
+      if (const auto m = mean_ratio(kOneWay, kPeer, "", link))
+        r.add_summary({"one-way hdsm peer / modelled link (>= 8 MiB)", *m, "x",
+                       fmt::format("target ~1; mean over {}", sizes_text)});
+    } else {
+      r.add_note(fmt::format("{} has no modelled link rate (unthrottled or unknown): the link ratios are omitted",
+                             ctx_.device.name()));
+    }
+    if (const auto w = worst_ratio(kOneWay, kStaged, kNaive))
+      r.add_summary({"one-way hdsm staged / naive (>= 8 MiB, worst)", w->first, "x",
+                     fmt::format("target >= 1.3; worst at {}", format_bytes(w->second))});
+    if (const auto m = mean_ratio(kTwoWay, kPeer, kStaged))
+      r.add_summary({"two-way hdsm peer / two-way hdsm staged (>= 8 MiB)", *m, "x",
+                     fmt::format("seed Fig. 7: ~2; mean over {}", sizes_text)});
+    if (const auto m = mean_ratio(kOneWay, kStaged, kDouble))
+      r.add_summary({"one-way hdsm staged / hand-written double-buffered (>= 8 MiB)", *m, "x",
+                     fmt::format("mean over {}", sizes_text)});
+    if (const auto m = mean_ratio(kTwoWay, kStaged, kDouble))
+      r.add_summary({"two-way hdsm staged / hand-written double-buffered (>= 8 MiB)", *m, "x",
+                     fmt::format("mean over {}", sizes_text)});
+  }
+
+  SuiteContext& ctx_;
+  std::unique_ptr<Runtime> staged_rt_, peer_rt_;
+  Runtime* explicit_rt_ = nullptr;
+  unsigned a_ = 0, b_ = 1;
+  // direction -> version -> bytes -> GB/s
+  std::map<std::string, std::map<std::string, std::map<std::size_t, double>>> gbps_;
+};
+
+}  // namespace
+
+Suite hpe_suite() {
+  return {"hpe", "seed 003 Fig. 7: one-way and two-way inter-device throughput, naive/pinned/double-buffered vs hdsm",
+          [](SuiteContext& context) { HpeSuite(context).run(); }};
+}
+
+}  // namespace hdsm::tool
