@@ -6,6 +6,7 @@
 #include "runtime/knobs.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "runtime/shared_ranges.hpp"
+#include "transfer/probe.hpp"
 
 #include <fmt/format.h>
 
@@ -93,6 +94,11 @@ coherence::SharedSpace::CopySetup RuntimeImpl::copy_setup() {
   setup.options.chunk_bytes = std::min(config.size(knob_name(Knob::copy_chunk)), config.size(knob_name(Knob::staging_chunk)));
   setup.options.buffers = static_cast<unsigned>(config.integer(knob_name(Knob::copy_buffers)));
   setup.pool = [this]() -> StagingPool& { return staging(); };
+  if (config.boolean(knob_name(Knob::copy_probe))) {
+    constexpr std::size_t kProbeBytes = std::size_t{4} << 20;
+    constexpr int kProbeCopies = 3;
+    setup.topology = transfer::measured_topology(devices, transfer::stated_topology(devices), kProbeBytes, kProbeCopies);
+  }
   return setup;
 }
 

@@ -1,18 +1,15 @@
-// `hdsm info`: the devices, a measured link bandwidth per device, the peer matrix and the active
-// non-default configuration.
+// `hdsm info`: the devices, a measured link bandwidth per device (the copy engine's probe), the peer
+// matrix and the active non-default configuration.
 #include "commands.hpp"
 #include "common.hpp"
-#include "device_memory.hpp"
-#include "measure.hpp"
 #include "table.hpp"
+#include "transfer/probe.hpp"
 
 #include <hdsm/hdsm.hpp>
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
-#include <cstring>
 #include <stdexcept>
 #include <utility>
 
@@ -22,40 +19,12 @@ namespace {
 constexpr std::size_t kProbeBytes = 16 * MiB;
 constexpr int kProbeCopies = 3;
 
-struct LinkProbe {
-  double h2d_gbps = 0;
-  double d2h_gbps = 0;
-};
-
-/// Time kProbeCopies pinned copies each way after one warm-up copy.
-LinkProbe probe_link(Device& device) {
+/// The copy engine's probe (the figures HDSM_COPY_PROBE plans with), on at most kProbeBytes.
+transfer::LinkRates probe_link(Device& device) {
   const std::size_t free_bytes = device.properties().memory_bytes - device.memory_used();
   const std::size_t bytes = std::min(kProbeBytes, free_bytes);
   if (bytes == 0) throw std::runtime_error(fmt::format("{} has no free memory to probe with", device.name()));
-  PinnedMemory host(device, bytes);
-  std::memset(host.get(), 0x5a, bytes);
-  DeviceMemory buffer(device, bytes);
-  auto queue = device.create_queue();
-
-  // Each copy is timed on its own and the median kept: a probe this short is easily disturbed by
-  // other work on the machine.
-  auto rate = [&](auto&& copy) {
-    copy();
-    queue->synchronize();
-    std::array<double, kProbeCopies> seconds{};
-    for (double& s : seconds) {
-      Stopwatch watch;
-      copy();
-      queue->synchronize();
-      s = watch.seconds();
-    }
-    std::sort(seconds.begin(), seconds.end());
-    return static_cast<double>(bytes) / seconds[kProbeCopies / 2] / 1e9;
-  };
-  LinkProbe probe;
-  probe.h2d_gbps = rate([&] { queue->copy_to_device(buffer.get(), 0, host.get(), bytes); });
-  probe.d2h_gbps = rate([&] { queue->copy_to_host(host.get(), buffer.get(), 0, bytes); });
-  return probe;
+  return transfer::measure_link(device, bytes, kProbeCopies);
 }
 
 std::string link_text(const DeviceProperties& p) {
@@ -151,7 +120,7 @@ int run_info(const InfoOptions& options) {
                                  fmt::format("{} us", p.latency_us)};
     if (options.probe) {
       try {
-        const LinkProbe probe = probe_link(*device);
+        const transfer::LinkRates probe = probe_link(*device);
         row.push_back(format_gbps(probe.h2d_gbps));
         row.push_back(format_gbps(probe.d2h_gbps));
       } catch (const std::exception& e) {
