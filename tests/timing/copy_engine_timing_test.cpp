@@ -1,0 +1,110 @@
+// Timing properties of the copy engine on the sim link model (seed 003 §5.2), with modelled times
+// far above what the memcpy of the bytes costs: a staged copy between devices overlaps its D2H and
+// H2D halves, copies in opposite directions overlap each other, and HDSM_COPY_PROBE plans with the
+// rates it measures. These tests run alone (RUN_SERIAL) and assert with wide margins.
+#include <hdsm/hdsm.hpp>
+
+#include "runtime/runtime_impl.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::size_t MiB = std::size_t{1} << 20;
+
+/// Two sim devices on 0.25 GB/s links with 200 us per transfer: 8 MiB take 33.5 ms one way.
+hdsm::Config slow_link(const char* peers) {
+  auto c = hdsm::Config::defaults();
+  c.set("HDSM_SIM_MEMORY", "256MiB")
+      .set("HDSM_SIM_DEVICES", "2")
+      .set("HDSM_SIM_LINK_GBPS", "0.25")
+      .set("HDSM_SIM_LATENCY_US", "200")
+      .set("HDSM_SIM_PEER", peers)
+      .set("HDSM_ARENA_SEGMENT", "1GiB");
+  return c;
+}
+
+/// The fastest of three runs of `f` (a busy machine only ever adds time).
+double seconds(const std::function<void()>& f) {
+  double best = 1e9;
+  for (int run = 0; run < 3; ++run) {
+    const auto t0 = Clock::now();
+    f();
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return best;
+}
+
+struct Objects {
+  Objects(hdsm::Runtime& rt, std::size_t n) : rt(rt), n(n) {
+    const std::vector<unsigned char> data(n, 7);
+    for (int d : {0, 1}) {
+      src[d] = rt.alloc(n, d);
+      dst[d] = rt.alloc(n, 1 - d);
+      rt.memcpy(src[d], data.data(), n);  // device-resident: whole blocks go to the device copy
+    }
+  }
+  ~Objects() {
+    for (int d : {0, 1}) {
+      rt.free(src[d]);
+      rt.free(dst[d]);
+    }
+  }
+  void one_way() { rt.memcpy(dst[0], src[0], n); }
+  void two_way() {
+    std::thread back([&] { rt.memcpy(dst[1], src[1], n); });
+    rt.memcpy(dst[0], src[0], n);
+    back.join();
+  }
+  hdsm::Runtime& rt;
+  std::size_t n;
+  void* src[2] = {};
+  void* dst[2] = {};
+};
+
+TEST(CopyEngineTiming, StagedCopiesOverlapTheirTwoHalves) {
+  hdsm::Runtime rt(slow_link("none"));
+  const std::size_t n = 8 * MiB;
+  Objects o(rt, n);
+  const double link = static_cast<double>(n) / 0.25e9;  // one crossing of the link
+  rt.reset_stats();
+  const double s = seconds([&] { o.one_way(); });
+  EXPECT_EQ(rt.stats().copy(hdsm::CopyRoute::staged).transfers, 3u);
+  EXPECT_GE(s, link);
+  EXPECT_LT(s, 0.8 * 2 * link) << "D2H and H2D of successive chunks must overlap (two blocking copies take 2x)";
+}
+
+TEST(CopyEngineTiming, OppositeDirectionsRunAtOnce) {
+  for (const char* peers : {"none", "all"}) {
+    hdsm::Runtime rt(slow_link(peers));
+    Objects o(rt, 8 * MiB);
+    const double one = seconds([&] { o.one_way(); });
+    const double two = seconds([&] { o.two_way(); });
+    EXPECT_LT(two, 1.5 * one) << "HDSM_SIM_PEER=" << peers << ": each device has an engine per direction";
+  }
+}
+
+TEST(CopyEngineTiming, TheProbeMeasuresTheModelledRates) {
+  hdsm::Config c = slow_link("none");
+  c.set("HDSM_SIM_LINK_GBPS", "0.5").set("HDSM_SIM_LATENCY_US", "0").set("HDSM_COPY_PROBE", "1");
+  hdsm::Runtime rt(c);
+  void* p = rt.alloc(4096);  // the shared space, and with it the probe
+  const auto& topology = rt.impl().shared_space().copy_engine().topology();
+  for (const auto& link : topology.devices) {
+    EXPECT_GT(link.h2d_gbps, 0.3);
+    EXPECT_LE(link.h2d_gbps, 0.51);
+    EXPECT_GT(link.d2h_gbps, 0.3);
+    EXPECT_LE(link.d2h_gbps, 0.51);
+  }
+  EXPECT_GT(topology.host_gbps, 0.5) << "host memcpy is faster than this link";
+  rt.free(p);
+}
+
+}  // namespace
