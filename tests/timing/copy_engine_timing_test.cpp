@@ -19,12 +19,16 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::size_t MiB = std::size_t{1} << 20;
 
-/// Two sim devices on 0.25 GB/s links with 200 us per transfer: 8 MiB take 33.5 ms one way.
+/// Two sim devices on 0.1 GB/s links with 200 us per transfer: 4 MiB take 42 ms one way, far more
+/// than the memcpy of the bytes even under a sanitizer with four engines busy on two cores.
+constexpr double kGbps = 0.1;
+constexpr std::size_t kBytes = 4 * MiB;
+
 hdsm::Config slow_link(const char* peers) {
   auto c = hdsm::Config::defaults();
   c.set("HDSM_SIM_MEMORY", "256MiB")
       .set("HDSM_SIM_DEVICES", "2")
-      .set("HDSM_SIM_LINK_GBPS", "0.25")
+      .set("HDSM_SIM_LINK_GBPS", "0.1")
       .set("HDSM_SIM_LATENCY_US", "200")
       .set("HDSM_SIM_PEER", peers)
       .set("HDSM_ARENA_SEGMENT", "1GiB");
@@ -71,9 +75,8 @@ struct Objects {
 
 TEST(CopyEngineTiming, StagedCopiesOverlapTheirTwoHalves) {
   hdsm::Runtime rt(slow_link("none"));
-  const std::size_t n = 8 * MiB;
-  Objects o(rt, n);
-  const double link = static_cast<double>(n) / 0.25e9;  // one crossing of the link
+  Objects o(rt, kBytes);
+  const double link = static_cast<double>(kBytes) / (kGbps * 1e9);  // one crossing of the link
   rt.reset_stats();
   const double s = seconds([&] { o.one_way(); });
   EXPECT_EQ(rt.stats().copy(hdsm::CopyRoute::staged).transfers, 3u);
@@ -84,7 +87,7 @@ TEST(CopyEngineTiming, StagedCopiesOverlapTheirTwoHalves) {
 TEST(CopyEngineTiming, OppositeDirectionsRunAtOnce) {
   for (const char* peers : {"none", "all"}) {
     hdsm::Runtime rt(slow_link(peers));
-    Objects o(rt, 8 * MiB);
+    Objects o(rt, kBytes);
     const double one = seconds([&] { o.one_way(); });
     const double two = seconds([&] { o.two_way(); });
     EXPECT_LT(two, 1.5 * one) << "HDSM_SIM_PEER=" << peers << ": each device has an engine per direction";
@@ -97,11 +100,13 @@ TEST(CopyEngineTiming, TheProbeMeasuresTheModelledRates) {
   hdsm::Runtime rt(c);
   void* p = rt.alloc(4096);  // the shared space, and with it the probe
   const auto& topology = rt.impl().shared_space().copy_engine().topology();
+  // Measured, not stated: the model holds each copy at least 4 MiB / 0.5 GB/s, so a measured rate is
+  // below the stated 0.5 (and a loaded machine or a sanitizer only lowers it further).
   for (const auto& link : topology.devices) {
-    EXPECT_GT(link.h2d_gbps, 0.3);
-    EXPECT_LE(link.h2d_gbps, 0.51);
-    EXPECT_GT(link.d2h_gbps, 0.3);
-    EXPECT_LE(link.d2h_gbps, 0.51);
+    EXPECT_GT(link.h2d_gbps, 0.1);
+    EXPECT_LT(link.h2d_gbps, 0.5);
+    EXPECT_GT(link.d2h_gbps, 0.1);
+    EXPECT_LT(link.d2h_gbps, 0.5);
   }
   EXPECT_GT(topology.host_gbps, 0.5) << "host memcpy is faster than this link";
   rt.free(p);
