@@ -82,6 +82,20 @@ hdsm_status hdsm_memcpy(void* dst, const void* src, size_t bytes);
 hdsm_status hdsm_memmove(void* dst, const void* src, size_t bytes);
 hdsm_status hdsm_memset(void* dst, int value, size_t bytes);
 
+/* The asynchronous form of hdsm_memcpy (hdsm::Runtime::memcpy_async): the copy is planned and started
+ * (peer DMA, or double-buffered staging through pinned chunks) and `*out` names its completion.
+ * Until the event completes, the source must not change and neither range may be read or written.
+ * Overlapping ranges are allowed; such a copy goes through a bounce buffer and is complete on return.
+ * Every event must be given to hdsm_event_destroy, which does not wait: the copy still finishes. */
+typedef struct hdsm_event_s* hdsm_event;
+hdsm_status hdsm_memcpy_async(void* dst, const void* src, size_t bytes, hdsm_event* out);
+/* *done = 1 once the copy has finished (successfully or not), 0 while it runs. */
+hdsm_status hdsm_event_query(hdsm_event event, int* done);
+/* Waits for the copy; a failed copy returns its error here (the event stays valid). */
+hdsm_status hdsm_event_wait(hdsm_event event);
+/* NULL: no-op. */
+hdsm_status hdsm_event_destroy(hdsm_event event);
+
 /* I/O with buffers in shared memory (hdsm::Runtime::read and the rest): the libc calls' arguments,
  * results and errno, on the default runtime. A buffer range leaving the live shared objects gives -1
  * and EFAULT (hdsm_fread/hdsm_fwrite: 0) before anything moves; a device failure gives -1 and EIO,

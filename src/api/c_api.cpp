@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 
@@ -33,6 +34,11 @@ hdsm_status status_of(Errc code) {
 }
 
 }  // namespace hdsm::api
+
+/// What an hdsm_event handle points to.
+struct hdsm_event_s {
+  hdsm::Event event;
+};
 
 namespace {
 
@@ -132,6 +138,31 @@ hdsm_status hdsm_memmove(void* dst, const void* src, size_t bytes) {
 
 hdsm_status hdsm_memset(void* dst, int value, size_t bytes) {
   return guarded([&] { hdsm::Runtime::instance().memset(dst, value, bytes); });
+}
+
+hdsm_status hdsm_memcpy_async(void* dst, const void* src, size_t bytes, hdsm_event* out) {
+  if (out == nullptr) return null_argument("hdsm_memcpy_async", "out");
+  *out = nullptr;
+  return guarded([&] {
+    auto event = std::make_unique<hdsm_event_s>(hdsm::Runtime::instance().memcpy_async(dst, src, bytes));
+    *out = event.release();
+  });
+}
+
+hdsm_status hdsm_event_query(hdsm_event event, int* done) {
+  if (event == nullptr) return null_argument("hdsm_event_query", "event");
+  if (done == nullptr) return null_argument("hdsm_event_query", "done");
+  return guarded([&] { *done = event->event.query() ? 1 : 0; });
+}
+
+hdsm_status hdsm_event_wait(hdsm_event event) {
+  if (event == nullptr) return null_argument("hdsm_event_wait", "event");
+  return guarded([&] { event->event.wait(); });
+}
+
+hdsm_status hdsm_event_destroy(hdsm_event event) {
+  delete event;
+  return HDSM_SUCCESS;
 }
 
 ssize_t hdsm_read(int fd, void* buf, size_t bytes) {

@@ -265,4 +265,39 @@ TEST(BulkCApi, MemcpyAndMemsetOnTheDefaultRuntime) {
       ::testing::ExitedWithCode(0), "");
 }
 
+TEST(BulkCApi, MemcpyAsyncBetweenDevicesGivesAnEvent) {
+  EXPECT_EXIT(
+      {
+        bool ok = hdsm_config_set("HDSM_SIM_MEMORY", "32MiB") == HDSM_SUCCESS;
+        ok &= hdsm_config_set("HDSM_ARENA_SEGMENT", "1GiB") == HDSM_SUCCESS;
+        ok &= hdsm_config_set("HDSM_SIM_DEVICES", "2") == HDSM_SUCCESS;
+        ok &= hdsm_config_set("HDSM_SIM_PEER", "none") == HDSM_SUCCESS;  // the staged route
+        constexpr std::size_t kBytes = 3 << 20;
+        void* a = nullptr;
+        void* b = nullptr;
+        ok &= hdsm_alloc(kBytes, 0, &a) == HDSM_SUCCESS && hdsm_alloc(kBytes, 1, &b) == HDSM_SUCCESS;
+        std::vector<unsigned char> pattern(kBytes);
+        for (std::size_t i = 0; i < kBytes; ++i) pattern[i] = static_cast<unsigned char>(i * 7 + i / 4096);
+        ok &= hdsm_memcpy(a, pattern.data(), kBytes) == HDSM_SUCCESS;
+        hdsm_event event = nullptr;
+        ok &= hdsm_memcpy_async(b, a, kBytes, &event) == HDSM_SUCCESS && event != nullptr;
+        ok &= hdsm_event_wait(event) == HDSM_SUCCESS;
+        int done = 0;
+        ok &= hdsm_event_query(event, &done) == HDSM_SUCCESS && done == 1;
+        ok &= hdsm_event_destroy(event) == HDSM_SUCCESS;
+        ok &= std::memcmp(b, pattern.data(), kBytes) == 0;
+        // Bad input: no event is made and the message names the call.
+        hdsm_event none = reinterpret_cast<hdsm_event>(&ok);
+        ok &= hdsm_memcpy_async(static_cast<char*>(b) + 1, a, kBytes, &none) == HDSM_ERROR_INVALID_ARGUMENT;
+        ok &= none == nullptr;
+        ok &= hdsm_memcpy_async(b, a, 16, nullptr) == HDSM_ERROR_INVALID_ARGUMENT;
+        ok &= std::string(hdsm_last_error()).find("hdsm_memcpy_async") != std::string::npos;
+        ok &= hdsm_event_wait(nullptr) == HDSM_ERROR_INVALID_ARGUMENT;
+        ok &= hdsm_event_destroy(nullptr) == HDSM_SUCCESS;
+        ok &= hdsm_free(a) == HDSM_SUCCESS && hdsm_free(b) == HDSM_SUCCESS;
+        std::exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 }  // namespace

@@ -15,6 +15,11 @@ int main(void) {
   if (hdsm_safe_alloc(64, -1, &shared) != HDSM_SUCCESS || hdsm_safe(shared, &device) != HDSM_SUCCESS ||
       device == NULL || hdsm_free(shared) != HDSM_SUCCESS)
     return printf("safe: %s\n", hdsm_last_error()), 1;
+  char from[32] = "an asynchronous copy", to[32] = "";
+  hdsm_event copied = NULL;
+  if (hdsm_memcpy_async(to, from, sizeof from, &copied) != HDSM_SUCCESS || hdsm_event_wait(copied) != HDSM_SUCCESS ||
+      hdsm_event_destroy(copied) != HDSM_SUCCESS || to[0] != 'a')
+    return printf("memcpy_async: %s\n", hdsm_last_error()), 1;
   printf("consumer_c: hdsm %s, %zu devices ok\n", hdsm_version(), count);
   return 0;
 }
