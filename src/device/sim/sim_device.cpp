@@ -295,29 +295,33 @@ bool SimDevice::can_access_peer(const Device& other) const {
          props_.peer_group == o->props_.peer_group;
 }
 
-void SimDevice::link_copy(Route route, Engine& first, Engine* second, void* dst, const void* src, std::size_t n) {
-  auto copy = [&] {
-    const auto begin = Clock::now();
+Clock::time_point SimDevice::link_copy(Route route, Engine& first, Engine* second, void* dst, const void* src,
+                                       std::size_t n, Clock::time_point ready) {
+  Clock::time_point begin, end;
+  auto copy = [&](Clock::time_point engines_free) {
+    begin = Clock::now();
     std::memcpy(dst, src, n);
-    hold_until(begin + link_.duration(n));
-    return begin;
+    end = std::max(ready, engines_free) + link_.duration(n);
+    hold_until(end);
+    first.free_at = end;
+    if (second != nullptr) second->free_at = end;
   };
-  Clock::time_point begin;
   if (second != nullptr) {
     std::scoped_lock lock(first.busy, second->busy);
-    begin = copy();
+    copy(std::max(first.free_at, second->free_at));
   } else {
     std::lock_guard lock(first.busy);
-    begin = copy();
+    copy(first.free_at);
   }
-  const auto end = Clock::now();
   counters_.route(route).add(n);
   auto& tracer = services_.tracer;
   if (tracer.enabled()) {
+    const auto done = Clock::now();
     const std::string label = fmt::format("{} {}", to_string(route), format_bytes(n));
-    tracer.span(first.lane, label, begin, end, n);
-    if (second != nullptr) tracer.span(second->lane, label, begin, end, n);
+    tracer.span(first.lane, label, begin, done, n);
+    if (second != nullptr) tracer.span(second->lane, label, begin, done, n);
   }
+  return end;
 }
 
 void SimDevice::local_copy(void* dst, const void* src, std::size_t n) {

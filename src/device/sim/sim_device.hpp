@@ -43,7 +43,8 @@ struct SimOptions {
 /// One DMA engine: used by one transfer at a time.
 struct Engine {
   std::mutex busy;
-  int lane = -1;  // trace lane
+  Clock::time_point free_at{};  // under busy: when the last transfer ends in modelled time
+  int lane = -1;                // trace lane
 };
 
 class SimQueue;
@@ -76,9 +77,13 @@ class SimDevice final : public Device, public ManagedMemory {
   /// Device address of [offset, offset+bytes) of a buffer of this device; throws InvalidPointer for
   /// a foreign or freed handle and InvalidArgument for a range past the end.
   std::byte* resolve(DeviceBuffer buffer, std::size_t offset, std::size_t bytes, const char* what) const;
-  /// Copy n bytes over the link while holding the given engines for the modelled time; counts the
-  /// transfer on `route` and traces it on every held engine's lane.
-  void link_copy(Route route, Engine& first, Engine* second, void* dst, const void* src, std::size_t n);
+  /// Copy n bytes over the link while holding the given engines until the transfer's modelled end,
+  /// which it returns; counts the transfer on `route` and traces it on every held engine's lane.
+  /// In the model the transfer starts once its inputs are `ready` and the engines are free, whenever
+  /// the thread serving the queue got to it: a DMA engine is not preempted as that thread can be, so
+  /// a stalled thread catches up (copies without holding) instead of pushing every later transfer back.
+  Clock::time_point link_copy(Route route, Engine& first, Engine* second, void* dst, const void* src, std::size_t n,
+                              Clock::time_point ready);
   /// A copy inside device memory (not limited by the link).
   void local_copy(void* dst, const void* src, std::size_t n);
   Engine& inbound() { return inbound_; }

@@ -59,10 +59,10 @@ SimQueue::~SimQueue() {
 
 Device& SimQueue::device() { return device_; }
 
-void SimQueue::enqueue(Op op) {
+void SimQueue::enqueue(std::function<void()> run) {
   {
     std::lock_guard lock(mutex_);
-    ops_.push_back(std::move(op));
+    ops_.push_back({std::move(run), Clock::now()});
   }
   work_cv_.notify_one();
 }
@@ -78,12 +78,13 @@ void SimQueue::serve() {
     busy_ = true;
     lock.unlock();
     std::exception_ptr failure;
+    ready_ = std::max(ready_, op.enqueued);
     try {
-      op();
+      op.run();
     } catch (...) {
       failure = std::current_exception();
     }
-    op = nullptr;  // release captured state outside the lock
+    op.run = nullptr;  // release captured state outside the lock
     lock.lock();
     if (failure && !error_) error_ = failure;
     busy_ = false;
@@ -103,7 +104,7 @@ void SimQueue::copy_to_device(DeviceBuffer dst, std::size_t dst_offset, const vo
   if (bytes == 0) return;
   const auto* s = static_cast<const std::byte*>(src);
   if (device_.is_pinned(src, bytes)) {
-    enqueue([this, d, s, bytes] { device_.link_copy(Route::h2d, device_.inbound(), nullptr, d, s, bytes); });
+    enqueue([this, d, s, bytes] { ready_ = device_.link_copy(Route::h2d, device_.inbound(), nullptr, d, s, bytes, ready_); });
     return;
   }
   // Pageable memory: the CPU stages each chunk into the pinned bounce buffer, then the engine
@@ -113,7 +114,8 @@ void SimQueue::copy_to_device(DeviceBuffer dst, std::size_t dst_offset, const vo
     for (std::size_t done = 0; done < bytes; done += kBounceBytes) {
       const std::size_t n = std::min(kBounceBytes, bytes - done);
       std::memcpy(stage, s + done, n);
-      device_.link_copy(Route::h2d, device_.inbound(), nullptr, d + done, stage, n);
+      cpu_work_done();
+      ready_ = device_.link_copy(Route::h2d, device_.inbound(), nullptr, d + done, stage, n, ready_);
     }
   });
 }
@@ -124,15 +126,16 @@ void SimQueue::copy_to_host(void* dst, DeviceBuffer src, std::size_t src_offset,
   if (bytes == 0) return;
   auto* d = static_cast<std::byte*>(dst);
   if (device_.is_pinned(dst, bytes)) {
-    enqueue([this, d, s, bytes] { device_.link_copy(Route::d2h, device_.outbound(), nullptr, d, s, bytes); });
+    enqueue([this, d, s, bytes] { ready_ = device_.link_copy(Route::d2h, device_.outbound(), nullptr, d, s, bytes, ready_); });
     return;
   }
   enqueue([this, d, s, bytes] {
     std::byte* stage = bounce();
     for (std::size_t done = 0; done < bytes; done += kBounceBytes) {
       const std::size_t n = std::min(kBounceBytes, bytes - done);
-      device_.link_copy(Route::d2h, device_.outbound(), nullptr, stage, s + done, n);
+      ready_ = device_.link_copy(Route::d2h, device_.outbound(), nullptr, stage, s + done, n, ready_);
       std::memcpy(d + done, stage, n);
+      cpu_work_done();
     }
   });
 }
@@ -142,7 +145,10 @@ void SimQueue::copy_on_device(DeviceBuffer dst, std::size_t dst_offset, DeviceBu
   std::byte* d = device_.resolve(dst, dst_offset, bytes, "copy_on_device (destination)");
   const std::byte* s = device_.resolve(src, src_offset, bytes, "copy_on_device (source)");
   if (bytes == 0) return;
-  enqueue([this, d, s, bytes] { device_.local_copy(d, s, bytes); });
+  enqueue([this, d, s, bytes] {
+    device_.local_copy(d, s, bytes);
+    cpu_work_done();
+  });
 }
 
 void SimQueue::copy_from_peer(DeviceBuffer dst, std::size_t dst_offset, Device& src_device, DeviceBuffer src,
@@ -156,14 +162,17 @@ void SimQueue::copy_from_peer(DeviceBuffer dst, std::size_t dst_offset, Device& 
   const std::byte* s = peer->resolve(src, src_offset, bytes, "copy_from_peer (source)");
   if (bytes == 0) return;
   enqueue([this, peer, d, s, bytes] {
-    device_.link_copy(Route::peer, peer->outbound(), &device_.inbound(), d, s, bytes);
+    ready_ = device_.link_copy(Route::peer, peer->outbound(), &device_.inbound(), d, s, bytes, ready_);
   });
 }
 
 void SimQueue::fill(DeviceBuffer dst, std::size_t offset, std::size_t bytes, std::uint8_t value) {
   std::byte* d = device_.resolve(dst, offset, bytes, "fill");
   if (bytes == 0) return;
-  enqueue([d, bytes, value] { std::memset(d, value, bytes); });
+  enqueue([this, d, bytes, value] {
+    std::memset(d, value, bytes);
+    cpu_work_done();
+  });
 }
 
 void SimQueue::launch(const Kernel& kernel, const Launch& launch, std::span<const KernelArg> args) {
@@ -200,18 +209,20 @@ void SimQueue::launch(const Kernel& kernel, const Launch& launch, std::span<cons
     } catch (const std::exception& e) {
       throw KernelFailure(fmt::format("kernel '{}' on {} failed: {}", name, device_.name(), e.what()));
     }
-    device_.services().tracer.span(lane_, "kernel " + name, begin, Clock::now());
+    cpu_work_done();
+    device_.services().tracer.span(lane_, "kernel " + name, begin, ready_);
   });
 }
 
 Event SimQueue::record() {
-  auto state = std::make_shared<detail::EventState>();
+  auto state = std::make_shared<SimEventState>();
   enqueue([this, state] {
     std::exception_ptr error;
     {
       std::lock_guard lock(mutex_);
       error = error_;
     }
+    state->modelled = ready_;
     state->complete(error);
   });
   return Event(state);
@@ -220,9 +231,15 @@ Event SimQueue::record() {
 void SimQueue::wait(const Event& event) {
   auto state = event.state();
   if (!state) return;
-  enqueue([state] {
-    std::unique_lock lock(state->mutex);
-    state->done_cv.wait(lock, [&] { return state->done; });
+  enqueue([this, state] {
+    {
+      std::unique_lock lock(state->mutex);
+      state->done_cv.wait(lock, [&] { return state->done; });
+    }
+    // Work after a sim event may start when that event's queue got there in the model; after any
+    // other event, when it was seen to complete.
+    const auto* sim = dynamic_cast<const SimEventState*>(state.get());
+    ready_ = std::max(ready_, sim != nullptr ? sim->modelled : Clock::now());
   });
 }
 

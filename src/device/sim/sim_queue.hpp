@@ -1,9 +1,13 @@
 // An in-order queue of a sim device, served by its own host thread. Copies take the device's
-// DMA engines for their modelled time; kernels run on the CPU executor.
+// DMA engines for their modelled time; kernels run on the CPU executor. The queue keeps a modelled
+// timeline (ready_): when its previous operation ended, in modelled time for transfers and in real
+// time for CPU work (kernels, fills, staging); events carry it to the queues that wait for them.
 #pragma once
 
 #include <hdsm/device.hpp>
 
+#include "device/event_state.hpp"
+#include "device/sim/link_model.hpp"
 #include "os/mapping.hpp"
 
 #include <condition_variable>
@@ -16,6 +20,11 @@
 namespace hdsm::sim {
 
 class SimDevice;
+
+/// An event recorded on a sim queue: when the work before it ended on the queue's timeline.
+struct SimEventState : detail::EventState {
+  Clock::time_point modelled{};  // written before complete(), read after done is seen
+};
 
 class SimQueue final : public Queue {
  public:
@@ -42,8 +51,13 @@ class SimQueue final : public Queue {
   void drain();
 
  private:
-  using Op = std::function<void()>;
-  void enqueue(Op op);
+  struct Op {
+    std::function<void()> run;
+    Clock::time_point enqueued;  // the operation cannot start before the host asked for it
+  };
+  void enqueue(std::function<void()> run);
+  /// The queue's timeline after CPU work that just finished.
+  void cpu_work_done() { ready_ = std::max(ready_, Clock::now()); }
   void serve();
   std::byte* bounce();
 
@@ -55,6 +69,7 @@ class SimQueue final : public Queue {
   bool busy_ = false;
   bool stop_ = false;
   std::exception_ptr error_;  // first failure since the last synchronize()
+  Clock::time_point ready_{};  // the worker's only: when the previous operation ended (see above)
   os::Mapping bounce_;        // pinned staging for pageable memory, made on first use
   std::thread worker_;
 };
