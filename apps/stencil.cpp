@@ -31,21 +31,35 @@ std::size_t source_index(const StencilProblem& p) {
 }
 float source_value(unsigned step) { return std::sin(0.3f * static_cast<float>(step + 1)); }
 
-// The OpenCL body: step_point() of stencil_kernel.hpp, in the same order.
+// The OpenCL bodies: step_slab_point() of stencil_kernel.hpp, in the same order, for the whole
+// volume (stencil7) and for a slab with halo planes (stencil_slab).
 std::string stencil_opencl() {
   return cl_define("CENTRE", kCentre) + cl_define("NEIGHBOUR", kNeighbour) + R"(
 typedef struct { uint nx, ny, nz; } Shape;
+typedef struct { uint first; int origin; } Planes;
 
-__kernel void stencil7(__global const float* u, __global float* next, Shape s) {
-  const uint x = (uint)get_global_id(0);
-  if (x >= s.nx) return;
-  const uint y = (uint)get_group_id(1), z = (uint)get_group_id(2);
-  const ulong sx = s.nx, sxy = (ulong)s.nx * s.ny, i = z * sxy + y * sx + x;
-  if (x == 0 || y == 0 || z == 0 || x + 1 == s.nx || y + 1 == s.ny || z + 1 == s.nz)
+void step_slab_point(__global const float* u, __global float* next, Shape s, uint x, uint y, uint local_z,
+                     uint global_z) {
+  const ulong sx = s.nx, sxy = (ulong)s.nx * s.ny, i = local_z * sxy + y * sx + x;
+  if (x == 0 || y == 0 || global_z == 0 || x + 1 == s.nx || y + 1 == s.ny || global_z + 1 == s.nz)
     next[i] = u[i];
   else
     next[i] = CENTRE * u[i] +
               NEIGHBOUR * (((u[i - 1] + u[i + 1]) + (u[i - sx] + u[i + sx])) + (u[i - sxy] + u[i + sxy]));
+}
+
+__kernel void stencil7(__global const float* u, __global float* next, Shape s) {
+  const uint x = (uint)get_global_id(0);
+  if (x >= s.nx) return;
+  const uint z = (uint)get_group_id(2);
+  step_slab_point(u, next, s, x, (uint)get_group_id(1), z, z);
+}
+
+__kernel void stencil_slab(__global const float* u, __global float* next, Shape s, Planes p) {
+  const uint x = (uint)get_global_id(0);
+  if (x >= s.nx) return;
+  const uint z = p.first + (uint)get_group_id(2);
+  step_slab_point(u, next, s, x, (uint)get_group_id(1), z, (uint)((int)z + p.origin));
 })";
 }
 
@@ -57,10 +71,6 @@ const Kernel& stencil7_kernel() {
         if (x < s.nx) step_point(u, next, s, x, t.block.y, t.block.z);
       })));
   return k;
-}
-
-Launch stencil_launch(const StencilProblem& p) {
-  return {Dim3{(p.nx + kRow - 1) / kRow, p.ny, p.nz}, Dim3{kRow}, 0};
 }
 
 void write_all(int fd, const void* data, std::size_t bytes) {
@@ -94,13 +104,29 @@ Output sample(const float* volume, const StencilProblem& p) {
 
 }  // namespace
 
+const Kernel& stencil_slab_kernel() {
+  static const Kernel k = with_cuda(with_opencl(
+      stencil_opencl(),
+      per_thread("stencil_slab", [](const Thread& t, const float* u, float* next, Shape s, Planes p) {
+        const auto x = static_cast<std::uint32_t>(t.global_x());
+        const std::uint32_t z = p.first + t.block.z;
+        if (x < s.nx)
+          step_slab_point(u, next, s, x, t.block.y, z, static_cast<std::uint32_t>(static_cast<std::int32_t>(z) + p.origin));
+      })));
+  return k;
+}
+
+Launch stencil_slab_launch(const stencil_kernel::Shape& s, std::uint32_t planes) {
+  return {Dim3{(s.nx + kRow - 1) / kRow, s.ny, planes}, Dim3{kRow}, 0};
+}
+
 Output stencil_adsm(Runtime& rt, int device, const StencilProblem& p, int output_fd) {
   float* u = rt.alloc<float>(p.points(), device);
   float* next = rt.alloc<float>(p.points(), device);
   std::vector<char> staging(kStagingBytes);
   for (unsigned step = 0; step < p.steps; ++step) {
     u[source_index(p)] += source_value(step);
-    rt.call(stencil7_kernel(), stencil_launch(p), u, next, shape_of(p));
+    rt.call(stencil7_kernel(), stencil_slab_launch(shape_of(p), p.nz), u, next, shape_of(p));
     rt.sync();
     std::swap(u, next);
     if (p.output_every != 0 && (step + 1) % p.output_every == 0)
@@ -128,7 +154,7 @@ Output stencil_explicit(Device& d, const StencilProblem& p, int output_fd) {
     value += source_value(step);
     queue->copy_to_device(u, at, &value, sizeof value);
     const KernelArg args[] = {KernelArg::buffer(u), KernelArg::buffer(next), KernelArg::value(shape_of(p))};
-    queue->launch(stencil7_kernel(), stencil_launch(p), args);
+    queue->launch(stencil7_kernel(), stencil_slab_launch(shape_of(p), p.nz), args);
     std::swap(u, next);
     if (p.output_every != 0 && (step + 1) % p.output_every == 0) {
       queue->copy_to_host(host.data(), u, 0, bytes);

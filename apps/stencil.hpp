@@ -6,8 +6,12 @@
 #pragma once
 
 #include "apps/app.hpp"
+#include "apps/stencil_kernel.hpp"
+
+#include <hdsm/kernel.hpp>
 
 #include <cstddef>
+#include <vector>
 
 namespace hdsm::apps {
 
@@ -24,5 +28,18 @@ Output stencil_adsm(Runtime& runtime, int device, const StencilProblem& problem,
 Output stencil_explicit(Device& device, const StencilProblem& problem, int output_fd);
 Output stencil_reference(const StencilProblem& problem);
 inline constexpr double kStencilTolerance = 1e-5;
+
+/// The kernel of the multi-device stencil (apps/stencil_multi.cpp) and of the MPI test: one step of
+/// the planes `Planes` names of a slab, arguments (const float* u, float* next, Shape volume, Planes).
+const Kernel& stencil_slab_kernel();
+/// Its launch over `planes` planes of the volume `shape`.
+Launch stencil_slab_launch(const stencil_kernel::Shape& shape, std::uint32_t planes);
+
+/// The multi-device stencil's problem (multi_device_apps() "stencil", and the MPI test that splits
+/// it over ranks): a cube of `size` points (the nearest cube) holding random values in [0, 1),
+/// kStencilCubeSteps steps, no source.
+stencil_kernel::Shape stencil_cube(std::size_t size);
+std::vector<float> stencil_cube_volume(const stencil_kernel::Shape& shape);
+inline constexpr unsigned kStencilCubeSteps = 6;
 
 }  // namespace hdsm::apps

@@ -24,11 +24,27 @@ HDSM_APPS_HD inline bool boundary(std::uint32_t x, std::uint32_t y, std::uint32_
   return x == 0 || y == 0 || z == 0 || x + 1 == s.nx || y + 1 == s.ny || z + 1 == s.nz;
 }
 
+/// One step at point (x, y) of plane `local_z` of a slab of the volume `s` (planes of nx * ny points;
+/// the multi-device stencil keeps a halo plane on each side of its slab), whose global plane is
+/// `global_z`: boundary points of the volume keep their value.
+HDSM_APPS_HD inline void step_slab_point(const float* u, float* next, const Shape& s, std::uint32_t x,
+                                         std::uint32_t y, std::uint32_t local_z, std::uint32_t global_z) {
+  const std::size_t sx = s.nx, sxy = std::size_t{s.nx} * s.ny, i = local_z * sxy + y * sx + x;
+  next[i] = boundary(x, y, global_z, s) ? u[i] : update(u, i, sx, sxy);
+}
+
 /// One step at point (x, y, z) of the volume: boundary points keep their value.
 HDSM_APPS_HD inline void step_point(const float* u, float* next, const Shape& s, std::uint32_t x,
                                     std::uint32_t y, std::uint32_t z) {
-  const std::size_t sx = s.nx, sxy = std::size_t{s.nx} * s.ny, i = z * sxy + y * sx + x;
-  next[i] = boundary(x, y, z, s) ? u[i] : update(u, i, sx, sxy);
+  step_slab_point(u, next, s, x, y, z, z);
 }
+
+/// Which planes a launch of the slab kernel updates: block z of the grid is local plane
+/// first + z, whose global plane is origin + first + z (origin: the global plane of local plane 0,
+/// -1 for the first slab, whose halo plane lies outside the volume).
+struct Planes {
+  std::uint32_t first;
+  std::int32_t origin;
+};
 
 }  // namespace hdsm::apps::stencil_kernel

@@ -1,4 +1,4 @@
-// The stencil's CUDA body (apps/stencil.cpp): one block per row piece of kRow points, as the host body.
+// The stencil's CUDA bodies (apps/stencil.cpp): one block per row piece of kRow points, as the host bodies.
 #include "apps/cuda/common.cuh"
 #include "apps/stencil_kernel.hpp"
 
@@ -14,10 +14,17 @@ __global__ void stencil7(const float* u, float* next, Shape s) {
   if (x < s.nx) step_point(u, next, s, x, blockIdx.y, blockIdx.z);
 }
 
+__global__ void stencil_slab(const float* u, float* next, Shape s, Planes p) {
+  const auto x = static_cast<std::uint32_t>(global_x());
+  const std::uint32_t z = p.first + blockIdx.z;
+  if (x < s.nx)
+    step_slab_point(u, next, s, x, blockIdx.y, z, static_cast<std::uint32_t>(static_cast<std::int32_t>(z) + p.origin));
+}
+
 }  // namespace
 
 Bodies stencil_bodies() {
-  static const Body table[] = {HDSM_APPS_CUDA_BODY(stencil7)};
+  static const Body table[] = {HDSM_APPS_CUDA_BODY(stencil7), HDSM_APPS_CUDA_BODY(stencil_slab)};
   return bodies_of(table);
 }
 
