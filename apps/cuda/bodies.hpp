@@ -33,5 +33,7 @@ Bodies sad_bodies();
 Bodies tpacf_bodies();
 Bodies pns_bodies();
 Bodies rpes_bodies();
+Bodies fft_bodies();
+Bodies mergesort_bodies();
 
 }  // namespace hdsm::apps::cuda
