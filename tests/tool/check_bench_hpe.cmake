@@ -1,6 +1,7 @@
 # Run `hdsm bench hpe --quick` into a fresh folder and check that every version of seed 003 Fig. 7
-# reported in both directions and that the summary has the issue's target rows (each version's data
-# is checked by the suite itself before its time counts).
+# reported in both directions, that every app of Figs. 9/10 reported every series on 1, 2 and 4
+# devices, and that the summary has the issue's target rows (each version's data, and each app's
+# output, is checked by the suite itself before its time counts).
 #   cmake -DHDSM=<hdsm executable> -DOUT=<folder> -P check_bench_hpe.cmake
 cmake_minimum_required(VERSION 3.25)
 
@@ -20,6 +21,25 @@ foreach(direction one-way two-way)
         message(FATAL_ERROR "hpe.csv has no '${direction},${version},${bytes}' row")
       endif()
     endforeach()
+  endforeach()
+endforeach()
+foreach(app stencil fft mergesort)
+  foreach(version "explicit x1" "explicit x2" "explicit x4" "hdsm staged x2" "hdsm staged x4" "hdsm peer x2" "hdsm peer x4")
+    if(NOT csv MATCHES "\n${app},${version},[0-9]+,")
+      message(FATAL_ERROR "hpe.csv has no '${app},${version}' row")
+    endif()
+  endforeach()
+  foreach(metric "${app} best hdsm speedup over 1 device" "${app} % of time in exchanges"
+                 "target: ${app} hdsm staged time / explicit <= 1.05 \\(worst\\)[ 0-9.x]+(met|missed)"
+                 "target: ${app} hdsm peer time / explicit <= 1.05 \\(worst\\)[ 0-9.x]+(met|missed)")
+    if(NOT out MATCHES "${metric}")
+      message(FATAL_ERROR "the summary lacks '${metric}'\n${transcript}")
+    endif()
+  endforeach()
+  foreach(figure fig9 fig10)
+    if(NOT EXISTS ${OUT}/hpe-${figure}-${app}.svg)
+      message(FATAL_ERROR "no plot hpe-${figure}-${app}.svg")
+    endif()
   endforeach()
 endforeach()
 message(STATUS "ok: ${OUT}")

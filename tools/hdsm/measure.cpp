@@ -34,4 +34,9 @@ Measurement measure(const std::function<void(std::size_t reps)>& op, const Measu
   return Measurement{median, reps, batches};
 }
 
+double median(std::vector<double> samples) {
+  std::sort(samples.begin(), samples.end());
+  return samples.empty() ? 0 : samples[samples.size() / 2];
+}
+
 }  // namespace hdsm::tool

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <vector>
 
 namespace hdsm::tool {
 
@@ -34,5 +35,8 @@ struct Measurement {
 /// lasts at least min_total_seconds / batches; that batch and the following ones (`batches` in all,
 /// at least 1 repetition each) are timed and the median seconds per repetition returned.
 Measurement measure(const std::function<void(std::size_t reps)>& op, const MeasureOptions& options);
+
+/// The median of samples (the upper one of an even count; 0 for none).
+double median(std::vector<double> samples);
 
 }  // namespace hdsm::tool

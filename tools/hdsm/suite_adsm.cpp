@@ -45,11 +45,6 @@ namespace {
 
 std::uint64_t moved(const Stats& s) { return s.route(Route::h2d).bytes + s.route(Route::d2h).bytes; }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 double geomean(const std::vector<double>& v) {
   double log_sum = 0;
   for (double x : v) log_sum += std::log(x);

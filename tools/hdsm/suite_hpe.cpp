@@ -1,5 +1,5 @@
-// The `hpe` suite: multi-device data exchange (seed 003 §5.2). For now Fig. 7 only: one-way and
-// two-way inter-device throughput from 256 KiB to 256 MiB, device A to device B, for
+// The `hpe` suite: multi-device data exchange (seed 003 §5.2, §5.3). Fig. 7: one-way and two-way
+// inter-device throughput from 256 KiB to 256 MiB, device A to device B, for
 //   naive            D2H into a pageable host buffer, then H2D from it: two blocking copies
 //   pinned           the same through one pinned buffer of the whole size
 //   double-buffered  hand-written: two pinned 2 MiB chunks, the D2H of chunk i + 1 overlapping the
@@ -12,6 +12,14 @@
 // without peer groups and one with; on other backends it needs two devices of the chosen device's
 // backend and runs the hdsm series their peer access allows. Every version's result is checked
 // after its timing.
+//
+// Figs. 9 and 10: the multi-device apps (apps/multi.hpp: stencil, fft, mergesort) on 2 and 4
+// devices, the explicit-copy version (host-staged exchange, seed Listing 1) and the hdsm version
+// (seed Listing 4) with and without peer groups: the speedup over the explicit version on one device
+// and the share of the run its host threads spent waiting for exchanges. Each configuration runs a
+// few times (the median counts); its output is checked against the serial reference first. The
+// target rows compare each hdsm series with the hand-written version (the 1.05x).
+#include "apps/multi.hpp"
 #include "common.hpp"
 #include "device_memory.hpp"
 #include "measure.hpp"
@@ -20,6 +28,7 @@
 #include <hdsm/hdsm.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstring>
@@ -38,6 +47,8 @@ constexpr std::size_t kChunk = 2 * MiB;  // the seed's double-buffering chunk
 constexpr std::size_t kTargetMinBytes = 8 * MiB;
 
 const std::string kOneWay = "one-way", kTwoWay = "two-way";
+const std::string kExplicit = "explicit";
+constexpr double kAppTarget = 1.05;  // the bound on hdsm time / hand-written time
 const std::string kNaive = "naive", kPinned = "pinned", kDouble = "double-buffered", kStaged = "hdsm staged",
                   kPeer = "hdsm peer";
 
@@ -169,7 +180,7 @@ class HpeSuite {
     make_runtimes();
     const std::vector<std::size_t> all = sizes(ctx_.quick);
     std::size_t series = 3 + (staged_rt_ ? 1 : 0) + (peer_rt_ ? 1 : 0);
-    ctx_.progress.set_total(all.size() * 2 * series);
+    ctx_.progress.set_total(all.size() * 2 * series + app_steps());
     for (std::size_t bytes : all) {
       for (const std::string& direction : {kOneWay, kTwoWay}) {
         explicit_versions(direction, bytes);
@@ -178,11 +189,14 @@ class HpeSuite {
       }
     }
     summarize();
+    for (const apps::MultiApp& app : apps::multi_device_apps()) app_figures(app);
   }
 
  private:
   void declare_results() {
-    ctx_.results.set_columns({"direction", "version", "bytes", "seconds", "GBps"});
+    // Fig. 7 rows: direction, version, bytes moved each way; Figs. 9/10 rows: the app as direction,
+    // "<version> x<devices>", the data set's bytes, speedup and transfer share (empty for Fig. 7).
+    ctx_.results.set_columns({"direction", "version", "bytes", "seconds", "GBps", "devices", "speedup", "transfer_pct"});
     for (const std::string& direction : {kOneWay, kTwoWay})
       ctx_.results.add_plot({.id = direction,
                              .title = fmt::format("{} inter-device throughput (seed 003 Fig. 7)", direction),
@@ -195,6 +209,31 @@ class HpeSuite {
                              .x_format = ValueFormat::bytes,
                              .where_column = "direction",
                              .where_value = direction});
+    for (const apps::MultiApp& app : apps::multi_device_apps()) {
+      const std::string name(app.name);
+      ctx_.results.add_plot({.id = "fig9-" + name,
+                             .title = fmt::format("{}: speedup over one device (seed 003 Fig. 9)", name),
+                             .x = "bytes",
+                             .y = "speedup",
+                             .series = "version",
+                             .x_label = "data set",
+                             .y_label = "speedup over the explicit version on 1 device",
+                             .log_x = true,
+                             .x_format = ValueFormat::bytes,
+                             .where_column = "direction",
+                             .where_value = name});
+      ctx_.results.add_plot({.id = "fig10-" + name,
+                             .title = fmt::format("{}: time waiting for exchanges (seed 003 Fig. 10)", name),
+                             .x = "bytes",
+                             .y = "transfer_pct",
+                             .series = "version",
+                             .x_label = "data set",
+                             .y_label = "% of the run",
+                             .log_x = true,
+                             .x_format = ValueFormat::bytes,
+                             .where_column = "direction",
+                             .where_value = name});
+    }
   }
 
   /// The runtimes of the hdsm series and the two devices every series uses.
@@ -203,7 +242,7 @@ class HpeSuite {
     c.set("HDSM_PROTOCOL", "rolling").set("HDSM_SIM_POISON", "0").set("HDSM_STATS", "0").set("HDSM_TRACE", "");
     const DeviceProperties& p = ctx_.device.properties();
     if (p.backend == Backend::sim) {
-      if (c.integer("HDSM_SIM_DEVICES") < 2) c.set("HDSM_SIM_DEVICES", "2");
+      if (c.integer("HDSM_SIM_DEVICES") < 4) c.set("HDSM_SIM_DEVICES", "4");  // Figs. 9/10 use 4
       const unsigned devices = static_cast<unsigned>(c.integer("HDSM_SIM_DEVICES"));
       a_ = p.index;
       b_ = (p.index + 1) % devices;
@@ -264,7 +303,10 @@ class HpeSuite {
                           {"version", version},
                           {"bytes", static_cast<std::int64_t>(bytes)},
                           {"seconds", seconds},
-                          {"GBps", gbps}});
+                          {"GBps", gbps},
+                          {"devices", std::int64_t{2}},
+                          {"speedup", std::string()},
+                          {"transfer_pct", std::string()}});
     gbps_[direction][version][bytes] = gbps;
     ctx_.progress.finish(format_gbps(gbps));
   }
@@ -378,6 +420,154 @@ class HpeSuite {
                      fmt::format("mean over {}", sizes_text)});
   }
 
+  // Figs. 9 and 10.
+
+  /// The devices (runtime indices) the apps run on: those of the chosen device's backend, at most 4.
+  std::vector<unsigned> app_devices() const {
+    std::vector<unsigned> out;
+    for (Device* d : explicit_rt_->devices())
+      if (d->properties().backend == ctx_.device.properties().backend && out.size() < 4)
+        out.push_back(d->properties().index);
+    return out;
+  }
+
+  std::vector<unsigned> device_counts() const {
+    std::vector<unsigned> out;
+    for (unsigned count : {2u, 4u})
+      if (count <= app_devices().size()) out.push_back(count);
+    return out;
+  }
+
+  apps::Scale app_scale() const { return ctx_.quick ? apps::Scale::quick : apps::Scale::full; }
+
+  /// The measurements the apps' figures take (for the progress counter).
+  std::size_t app_steps() const {
+    const std::size_t series = 1 + (staged_rt_ ? 1 : 0) + (peer_rt_ ? 1 : 0);
+    std::size_t steps = 0;
+    for (const apps::MultiApp& app : apps::multi_device_apps())
+      steps += app.sizes(app_scale()).size() * (1 + device_counts().size() * series);
+    return steps;
+  }
+
+  struct AppTiming {
+    double seconds = 0;
+    double transfer = 0;  // share of the run spent waiting for exchanges
+  };
+
+  /// Runs `once` a few times: the first run's output is checked against `want` and not timed; the
+  /// median of the others counts.
+  AppTiming time_app(const std::string& what, const std::function<apps::MultiRun()>& once, const apps::Output& want,
+                     double tolerance) {
+    ctx_.progress.start(what);
+    const int runs = ctx_.quick ? 3 : 5;
+    std::vector<double> seconds, shares;
+    for (int r = 0; r <= runs; ++r) {
+      const apps::MultiRun run = once();
+      if (r == 0) {
+        if (const std::string why = apps::compare(run.output, want, tolerance); !why.empty())
+          throw std::runtime_error(fmt::format("{} computed a wrong result: {}", what, why));
+        continue;
+      }
+      seconds.push_back(run.seconds);
+      shares.push_back(run.seconds > 0 ? run.exchange_seconds / run.seconds : 0);
+    }
+    return {median(seconds), median(shares)};
+  }
+
+  void add_app(const apps::MultiApp& app, const std::string& version, unsigned devices, std::size_t size,
+               const AppTiming& t, double base_seconds) {
+    const std::size_t bytes = app.bytes(size);
+    const double speedup = base_seconds / t.seconds;
+    ctx_.results.add_row({{"direction", std::string(app.name)},
+                          {"version", fmt::format("{} x{}", version, devices)},
+                          {"bytes", static_cast<std::int64_t>(bytes)},
+                          {"seconds", t.seconds},
+                          {"GBps", static_cast<double>(bytes) / t.seconds / 1e9},
+                          {"devices", static_cast<std::int64_t>(devices)},
+                          {"speedup", speedup},
+                          {"transfer_pct", 100 * t.transfer}});
+    ctx_.progress.finish(fmt::format("{:.2f} ms, speedup {:.2f}x, {:.0f}% exchanging", 1e3 * t.seconds, speedup,
+                                     100 * t.transfer));
+  }
+
+  void app_figures(const apps::MultiApp& app) {
+    const std::vector<unsigned> all = app_devices();
+    if (device_counts().empty()) {
+      ctx_.results.add_note(fmt::format("{}: Figs. 9/10 need two {} devices", app.name, to_string(ctx_.device.properties().backend)));
+      return;
+    }
+    std::vector<std::pair<std::string, Runtime*>> shared;
+    if (staged_rt_) shared.emplace_back(kStaged, staged_rt_.get());
+    if (peer_rt_) shared.emplace_back(kPeer, peer_rt_.get());
+    // series -> (devices, size) -> timing
+    std::map<std::string, std::map<std::pair<unsigned, std::size_t>, AppTiming>> timing;
+    const std::vector<std::size_t> sizes = app.sizes(app_scale());
+    for (std::size_t size : sizes) {
+      const apps::Output want = app.run_reference(size);
+      const std::string label = fmt::format("{} {}", app.name, format_bytes(app.bytes(size)));
+      const std::vector<Device*> one{&explicit_rt_->device(all.front())};
+      const AppTiming base = time_app(fmt::format("{} explicit x1", label), [&] { return app.run_explicit(one, size); },
+                                      want, app.tolerance);
+      add_app(app, kExplicit, 1, size, base, base.seconds);
+      for (unsigned count : device_counts()) {
+        const std::vector<unsigned> indices(all.begin(), all.begin() + count);
+        std::vector<Device*> devices;
+        for (unsigned i : indices) devices.push_back(&explicit_rt_->device(i));
+        const AppTiming e = time_app(fmt::format("{} explicit x{}", label, count),
+                                     [&] { return app.run_explicit(devices, size); }, want, app.tolerance);
+        add_app(app, kExplicit, count, size, e, base.seconds);
+        timing[kExplicit][{count, size}] = e;
+        for (const auto& [series, rt] : shared) {
+          const AppTiming h = time_app(fmt::format("{} {} x{}", label, series, count),
+                                       [&, rt = rt] { return app.run_hdsm(*rt, indices, size); }, want, app.tolerance);
+          add_app(app, series, count, size, h, base.seconds);
+          timing[series][{count, size}] = h;
+        }
+        timing["base"][{count, size}] = base;
+      }
+    }
+    app_summary(app, timing, sizes.back(), shared);
+  }
+
+  void app_summary(const apps::MultiApp& app,
+                   const std::map<std::string, std::map<std::pair<unsigned, std::size_t>, AppTiming>>& timing,
+                   std::size_t largest, const std::vector<std::pair<std::string, Runtime*>>& shared) {
+    Results& r = ctx_.results;
+    const unsigned most = device_counts().back();
+    const std::pair key{most, largest};
+    const double base = timing.at("base").at(key).seconds;
+    std::vector<std::string> speedups, shares;
+    double best = 0;
+    for (const std::string& series : {kExplicit, kStaged, kPeer}) {
+      const auto it = timing.find(series);
+      if (it == timing.end()) continue;
+      const AppTiming& t = it->second.at(key);
+      speedups.push_back(fmt::format("{} {:.2f}x", series, base / t.seconds));
+      shares.push_back(fmt::format("{} {:.0f}%", series, 100 * t.transfer));
+      if (series != kExplicit) best = std::max(best, base / t.seconds);
+    }
+    const std::string where = fmt::format("{} devices, {}", most, format_bytes(app.bytes(largest)));
+    r.add_summary({fmt::format("{} best hdsm speedup over 1 device ({})", app.name, where), best, "x",
+                   fmt::format("Fig. 9: {}", fmt::join(speedups, ", "))});
+    const auto& peer_or_staged = timing.at(shared.back().first).at(key);
+    r.add_summary({fmt::format("{} % of time in exchanges, {} ({})", app.name, shared.back().first, where),
+                   100 * peer_or_staged.transfer, "%", fmt::format("Fig. 10: {}", fmt::join(shares, ", "))});
+    // The target: every hdsm series within kAppTarget of the hand-written version, at every size and
+    // device count.
+    for (const auto& [series, rt] : shared) {
+      double worst = 0;
+      std::vector<std::string> missed;
+      for (const auto& [k, t] : timing.at(series)) {
+        const double ratio = t.seconds / timing.at(kExplicit).at(k).seconds;
+        worst = std::max(worst, ratio);
+        if (ratio > kAppTarget)
+          missed.push_back(fmt::format("x{} {} {:.2f}x", k.first, format_bytes(app.bytes(k.second)), ratio));
+      }
+      r.add_summary({fmt::format("target: {} {} time / explicit <= {} (worst)", app.name, series, kAppTarget), worst, "x",
+                     missed.empty() ? std::string("met") : fmt::format("missed: {}", fmt::join(missed, ", "))});
+    }
+  }
+
   SuiteContext& ctx_;
   std::unique_ptr<Runtime> staged_rt_, peer_rt_;
   Runtime* explicit_rt_ = nullptr;
@@ -389,7 +579,9 @@ class HpeSuite {
 }  // namespace
 
 Suite hpe_suite() {
-  return {"hpe", "seed 003 Fig. 7: one-way and two-way inter-device throughput, naive/pinned/double-buffered vs hdsm",
+  return {"hpe",
+          "seed 003 Figs. 7, 9, 10: inter-device throughput (naive/pinned/double-buffered vs hdsm); multi-device "
+          "stencil, fft, mergesort (explicit vs hdsm)",
           [](SuiteContext& context) { HpeSuite(context).run(); }};
 }
 
