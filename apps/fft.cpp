@@ -121,10 +121,11 @@ MultiRun run_hdsm(Runtime& rt, std::span<const unsigned> devices, std::size_t si
     team.arrive_and_wait();
     if (d == 0) total.start();
     for (std::uint32_t h = split.n / 2; h >= split.chunk; h /= 2) {
+      wait_for_device(rt, data[d]);
       timers[d].start();
       rt.memcpy(recv[split.partner(d, h)], data[d], split.bytes());  // peer or staged: the runtime's choice
-      timers[d].stop();
       team.arrive_and_wait();  // every chunk is at its partner
+      timers[d].stop();
       rt.call(cross_kernel(), cover(split.chunk), hdsm::inout(data[d]), hdsm::in(recv[d]), split.cross(d, h),
               split.chunk);
       team.arrive_and_wait();  // every kernel reading a recv object is issued before it is refilled
@@ -165,6 +166,7 @@ MultiRun run_explicit(std::span<Device* const> devices, std::size_t size) {
     team.arrive_and_wait();
     if (d == 0) total.start();
     for (std::uint32_t h = split.n / 2; h >= split.chunk; h /= 2) {
+      queue->synchronize();
       timers[d].start();
       exchange.swap(d, static_cast<int>(split.partner(d, h)), *queue, data.get(), 0, recv.get(), 0, split.bytes(), team);
       timers[d].stop();

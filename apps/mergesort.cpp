@@ -141,12 +141,11 @@ MultiRun run_hdsm(Runtime& rt, std::span<const unsigned> devices, std::size_t si
     for (const std::vector<int>& partner : rounds) {
       const int p = partner[d];
       team.arrive_and_wait();  // the partners' data objects are final for this round
-      if (p >= 0) {
-        timers[d].start();
-        rt.memcpy(recv[static_cast<std::size_t>(p)], data[d], split.bytes());  // peer or staged: the runtime's choice
-        timers[d].stop();
-      }
+      if (p >= 0) wait_for_device(rt, data[d]);
+      timers[d].start();
+      if (p >= 0) rt.memcpy(recv[static_cast<std::size_t>(p)], data[d], split.bytes());  // peer or staged: the runtime's choice
       team.arrive_and_wait();  // every chunk is at its partner
+      timers[d].stop();
       if (p >= 0) {
         rt.call(split_kernel(), cover(2 * split.chunk), hdsm::in(data[d]), hdsm::in(recv[d]), hdsm::out(spare[d]),
                 SplitHalf{split.chunk, d < static_cast<std::size_t>(p) ? 1u : 0u});
@@ -195,6 +194,7 @@ MultiRun run_explicit(std::span<Device* const> devices, std::size_t size) {
     }
     for (const std::vector<int>& partner : rounds) {
       const int p = partner[d];
+      queue->synchronize();
       timers[d].start();
       exchange.swap(d, p, *queue, data, 0, received.get(), 0, split.bytes(), team);
       timers[d].stop();

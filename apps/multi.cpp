@@ -50,6 +50,11 @@ void run_team(std::size_t members, const std::function<void(std::size_t, Team&)>
   if (error) std::rethrow_exception(error);
 }
 
+void wait_for_device(Runtime& runtime, const void* p) {
+  unsigned char byte = 0;
+  runtime.memcpy(&byte, p, 1);
+}
+
 HostStagedExchange::HostStagedExchange(std::span<Device* const> devices, std::size_t bytes) {
   for (Device* d : devices) buffers_.push_back(std::make_unique<PinnedBuffer>(*d, bytes));
 }

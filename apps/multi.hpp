@@ -93,6 +93,12 @@ class Team {
 /// rethrows the first member's error.
 void run_team(std::size_t members, const std::function<void(std::size_t member, Team& team)>& body);
 
+/// Returns once the device work issued so far on the device that holds the shared object `p` has
+/// finished (a one-byte read through the runtime, which is ordered after that work). The hdsm
+/// versions call it before they time an exchange, so the time counts the copies and not the kernels
+/// that produce their data; the explicit versions synchronize their queues for the same reason.
+void wait_for_device(Runtime& runtime, const void* p);
+
 /// The time a host thread spends waiting for exchanges, summed.
 class ExchangeTimer {
  public:

@@ -94,6 +94,7 @@ MultiRun run_hdsm(Runtime& rt, std::span<const unsigned> devices, std::size_t si
     for (unsigned step = 0; step < kSteps; ++step) {
       launch(boundary_part(slab, false));
       launch(boundary_part(slab, true));
+      wait_for_device(rt, mine_next);
       timers[d].start();
       // Boundary planes to the neighbours' halos (Listing 4: the runtime moves them, peer or staged),
       // while the interior computes.
@@ -102,8 +103,8 @@ MultiRun run_hdsm(Runtime& rt, std::span<const unsigned> devices, std::size_t si
       if (d + 1 < n) sent.push_back(rt.memcpy_async(next[d + 1], mine_next + slab.planes * plane, slab.plane_bytes()));
       if (slab.planes > 2) launch(interior_part(slab));
       for (const Event& e : sent) e.wait();
-      timers[d].stop();
       team.arrive_and_wait();  // every halo of this step is in place, every kernel of it issued
+      timers[d].stop();
       std::swap(mine_u, mine_next);
       std::swap(u[d], next[d]);
       team.arrive_and_wait();  // every member sees the swapped objects of its neighbours
@@ -162,9 +163,9 @@ MultiRun run_explicit(std::span<Device* const> devices, std::size_t size) {
       launch(boundary_part(slab, true));
       const Event boundary = compute->record();
       if (slab.planes > 2) launch(interior_part(slab));
+      boundary.wait();
       timers[d].start();
-      // (1a, 1b) boundaries to host, once computed, while the interior computes.
-      copies->wait(boundary);
+      // (1a, 1b) boundaries to host, while the interior computes.
       if (d > 0) copies->copy_to_host(left_bound[d]->get(), next, plane, plane);
       if (d + 1 < n) copies->copy_to_host(right_bound[d]->get(), next, slab.planes * plane, plane);
       copies->synchronize();
