@@ -11,11 +11,7 @@
 
 #include <hdsm/hdsm.hpp>
 
-#include <fmt/format.h>
-
 #include <algorithm>
-#include <bit>
-#include <stdexcept>
 #include <vector>
 
 namespace hdsm::apps {
@@ -92,11 +88,8 @@ Output output_of(const std::vector<Complex>& v) {
 /// The split of N values over D devices.
 struct Split {
   std::uint32_t n, chunk;
-  Split(std::size_t size, std::size_t devices) : n(static_cast<std::uint32_t>(size)), chunk(static_cast<std::uint32_t>(size / devices)) {
-    if (!std::has_single_bit(size) || !std::has_single_bit(devices) || chunk < 2)
-      throw std::invalid_argument(fmt::format("fft: {} values over {} devices: both must be powers of two, "
-                                              "at least 2 values a device", size, devices));
-  }
+  Split(std::size_t size, std::size_t devices)
+      : n(static_cast<std::uint32_t>(size)), chunk(power_of_two_chunk("fft", size, devices)) {}
   std::size_t bytes() const { return std::size_t{chunk} * sizeof(Complex); }
   /// The cross-device stage of half-width h for device d, and its partner.
   CrossStage cross(std::size_t d, std::uint32_t h) const {
@@ -144,9 +137,7 @@ MultiRun run_hdsm(Runtime& rt, std::span<const unsigned> devices, std::size_t si
     rt.free(data[d]);
     rt.free(recv[d]);
   }
-  MultiRun run{output_of(out), total.seconds(), 0};
-  for (const ExchangeTimer& t : timers) run.exchange_seconds = std::max(run.exchange_seconds, t.seconds());
-  return run;
+  return multi_run(output_of(out), total, timers);
 }
 
 MultiRun run_explicit(std::span<Device* const> devices, std::size_t size) {
@@ -184,9 +175,7 @@ MultiRun run_explicit(std::span<Device* const> devices, std::size_t size) {
     queue->copy_to_host(out.data() + d * split.chunk, data.get(), 0, split.bytes());
     queue->synchronize();
   });
-  MultiRun run{output_of(out), total.seconds(), 0};
-  for (const ExchangeTimer& t : timers) run.exchange_seconds = std::max(run.exchange_seconds, t.seconds());
-  return run;
+  return multi_run(output_of(out), total, timers);
 }
 
 Output run_reference(std::size_t size) {

@@ -12,11 +12,7 @@
 
 #include <hdsm/hdsm.hpp>
 
-#include <fmt/format.h>
-
 #include <algorithm>
-#include <bit>
-#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -108,11 +104,7 @@ std::vector<std::vector<int>> merge_rounds(std::size_t devices) {
 
 struct Split {
   std::uint32_t chunk;
-  Split(std::size_t size, std::size_t devices) : chunk(static_cast<std::uint32_t>(size / devices)) {
-    if (!std::has_single_bit(size) || !std::has_single_bit(devices) || chunk < 2)
-      throw std::invalid_argument(fmt::format("mergesort: {} keys over {} devices: both must be powers of two, "
-                                              "at least 2 keys a device", size, devices));
-  }
+  Split(std::size_t size, std::size_t devices) : chunk(power_of_two_chunk("mergesort", size, devices)) {}
   std::size_t bytes() const { return std::size_t{chunk} * sizeof(std::uint32_t); }
 };
 
@@ -163,9 +155,7 @@ MultiRun run_hdsm(Runtime& rt, std::span<const unsigned> devices, std::size_t si
     rt.memcpy(out.data() + d * split.chunk, data[d], split.bytes());
     for (std::uint32_t* p : {data[d], recv[d], spare[d]}) rt.free(p);
   }
-  MultiRun run{output_of(out), total.seconds(), 0};
-  for (const ExchangeTimer& t : timers) run.exchange_seconds = std::max(run.exchange_seconds, t.seconds());
-  return run;
+  return multi_run(output_of(out), total, timers);
 }
 
 MultiRun run_explicit(std::span<Device* const> devices, std::size_t size) {
@@ -210,9 +200,7 @@ MultiRun run_explicit(std::span<Device* const> devices, std::size_t size) {
     queue->copy_to_host(out.data() + d * split.chunk, data, 0, split.bytes());
     queue->synchronize();
   });
-  MultiRun run{output_of(out), total.seconds(), 0};
-  for (const ExchangeTimer& t : timers) run.exchange_seconds = std::max(run.exchange_seconds, t.seconds());
-  return run;
+  return multi_run(output_of(out), total, timers);
 }
 
 Output run_reference(std::size_t size) {

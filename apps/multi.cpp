@@ -1,8 +1,14 @@
 #include "apps/multi.hpp"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
 #include <exception>
+#include <stdexcept>
 #include <string_view>
 #include <thread>
+#include <utility>
 
 namespace hdsm::apps {
 
@@ -48,6 +54,20 @@ void run_team(std::size_t members, const std::function<void(std::size_t, Team&)>
   member(0);
   for (auto& t : others) t.join();
   if (error) std::rethrow_exception(error);
+}
+
+std::uint32_t power_of_two_chunk(std::string_view app, std::size_t size, std::size_t devices) {
+  if (!std::has_single_bit(size) || !std::has_single_bit(devices) || size / devices < 2)
+    throw std::invalid_argument(fmt::format("{}: {} values over {} devices: both must be powers of two, at least 2 "
+                                            "values a device",
+                                            app, size, devices));
+  return static_cast<std::uint32_t>(size / devices);
+}
+
+MultiRun multi_run(Output output, const ExchangeTimer& total, std::span<const ExchangeTimer> members) {
+  MultiRun run{std::move(output), total.seconds(), 0};
+  for (const ExchangeTimer& t : members) run.exchange_seconds = std::max(run.exchange_seconds, t.seconds());
+  return run;
 }
 
 void wait_for_device(Runtime& runtime, const void* p) {

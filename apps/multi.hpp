@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -111,6 +112,13 @@ class ExchangeTimer {
   Clock::time_point begin_{};
   double total_ = 0;
 };
+
+/// The chunk of each device when `app` splits `size` values over `devices` devices: both powers of
+/// two, at least 2 values a device (std::invalid_argument naming the app otherwise).
+std::uint32_t power_of_two_chunk(std::string_view app, std::size_t size, std::size_t devices);
+
+/// A run's result: its output, the run's time, and the exchange time of the member that waited longest.
+MultiRun multi_run(Output output, const ExchangeTimer& total, std::span<const ExchangeTimer> members);
 
 /// Pinned host memory of a device for the explicit versions' staging, freed with the object.
 class PinnedBuffer {

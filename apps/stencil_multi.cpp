@@ -121,9 +121,7 @@ MultiRun run_hdsm(Runtime& rt, std::span<const unsigned> devices, std::size_t si
     rt.free(u[d]);
     rt.free(next[d]);
   }
-  MultiRun run{output_of(result), total.seconds(), 0};
-  for (const ExchangeTimer& t : timers) run.exchange_seconds = std::max(run.exchange_seconds, t.seconds());
-  return run;
+  return multi_run(output_of(result), total, timers);
 }
 
 MultiRun run_explicit(std::span<Device* const> devices, std::size_t size) {
@@ -183,9 +181,7 @@ MultiRun run_explicit(std::span<Device* const> devices, std::size_t size) {
     compute->copy_to_host(result.data() + slab.z0 * slab.plane_points, u, plane, slab.planes * plane);
     compute->synchronize();
   });
-  MultiRun run{output_of(result), total.seconds(), 0};
-  for (const ExchangeTimer& t : timers) run.exchange_seconds = std::max(run.exchange_seconds, t.seconds());
-  return run;
+  return multi_run(output_of(result), total, timers);
 }
 
 Output run_reference(std::size_t size) {

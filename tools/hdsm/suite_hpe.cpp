@@ -209,31 +209,30 @@ class HpeSuite {
                              .x_format = ValueFormat::bytes,
                              .where_column = "direction",
                              .where_value = direction});
-    for (const apps::MultiApp& app : apps::multi_device_apps()) {
-      const std::string name(app.name);
-      ctx_.results.add_plot({.id = "fig9-" + name,
-                             .title = fmt::format("{}: speedup over one device (seed 003 Fig. 9)", name),
-                             .x = "bytes",
-                             .y = "speedup",
-                             .series = "version",
-                             .x_label = "data set",
-                             .y_label = "speedup over the explicit version on 1 device",
-                             .log_x = true,
-                             .x_format = ValueFormat::bytes,
-                             .where_column = "direction",
-                             .where_value = name});
-      ctx_.results.add_plot({.id = "fig10-" + name,
-                             .title = fmt::format("{}: time waiting for exchanges (seed 003 Fig. 10)", name),
-                             .x = "bytes",
-                             .y = "transfer_pct",
-                             .series = "version",
-                             .x_label = "data set",
-                             .y_label = "% of the run",
-                             .log_x = true,
-                             .x_format = ValueFormat::bytes,
-                             .where_column = "direction",
-                             .where_value = name});
-    }
+    struct AppFigure {
+      const char* id;
+      const char* y;
+      const char* title;
+      const char* y_label;
+    };
+    const AppFigure figures[] = {
+        {"fig9", "speedup", "speedup over one device (seed 003 Fig. 9)", "speedup over the explicit version on 1 device"},
+        {"fig10", "transfer_pct", "time waiting for exchanges (seed 003 Fig. 10)", "% of the run"}};
+    for (const apps::MultiApp& app : apps::multi_device_apps())
+      for (const AppFigure& f : figures) {
+        const std::string name(app.name);
+        ctx_.results.add_plot({.id = fmt::format("{}-{}", f.id, name),
+                               .title = fmt::format("{}: {}", name, f.title),
+                               .x = "bytes",
+                               .y = f.y,
+                               .series = "version",
+                               .x_label = "data set",
+                               .y_label = f.y_label,
+                               .log_x = true,
+                               .x_format = ValueFormat::bytes,
+                               .where_column = "direction",
+                               .where_value = name});
+      }
   }
 
   /// The runtimes of the hdsm series and the two devices every series uses.
