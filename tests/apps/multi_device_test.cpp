@@ -4,6 +4,7 @@
 // the statistics) and in the explicit-copy version, and on OpenCL where it is installed. The inputs
 // are random and the sim devices poison memory nobody wrote, so an exchange that is missing, late or
 // sent to the wrong place shows up as wrong values.
+#include "apps/cuda.hpp"
 #include "apps/multi.hpp"
 #include "support/test_support.hpp"
 
@@ -106,47 +107,63 @@ TEST_P(MultiDeviceSim, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(sim, MultiDeviceSim, ::testing::ValuesIn(sim_cases()), case_name);
 
 // The same on the OpenCL devices (PoCL's CPU device, split in two runs of one host thread each when it
-// is the only one): the kernels' OpenCL C bodies and both versions' exchanges.
-class MultiDeviceOpencl : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+// is the only one) and the CUDA devices (a GPU, scripts/gpu-check): the kernels' OpenCL C and CUDA
+// bodies and both versions' exchanges. Without such a device, or without the CUDA bodies, they skip.
+class MultiDeviceOnBackend : public ::testing::TestWithParam<std::tuple<std::string, std::string, std::string>> {};
 
-TEST_P(MultiDeviceOpencl, MatchesReference) {
-  if (hdsm::test::opencl_only_without_lsan()) GTEST_SKIP() << "OpenCL under ASan runs in apps.opencl_without_lsan";
-  const auto& [name, mode] = GetParam();
+TEST_P(MultiDeviceOnBackend, MatchesReference) {
+  const auto& [backend, name, mode] = GetParam();
+  if (backend == "opencl" && hdsm::test::opencl_only_without_lsan())
+    GTEST_SKIP() << "OpenCL under ASan runs in apps.opencl_without_lsan";
+  if (backend == "cuda" && !hdsm::apps::have_cuda_bodies())
+    GTEST_SKIP() << "hdsm_apps has no CUDA kernel bodies (CMake found no CUDA compiler at configure time)";
   const MultiApp& app = app_named(name);
   hdsm::Config config = hdsm::Config::defaults();
-  config.set("HDSM_DEVICE", "opencl").set("HDSM_OPENCL", "on").set("HDSM_OPENCL_MEMORY", "256MiB");
+  config.set("HDSM_DEVICE", backend)
+      .set(backend == "opencl" ? "HDSM_OPENCL" : "HDSM_CUDA", "on")
+      .set(backend == "opencl" ? "HDSM_OPENCL_MEMORY" : "HDSM_CUDA_MEMORY", "256MiB");
   std::unique_ptr<hdsm::Runtime> rt;
   try {
     rt = std::make_unique<hdsm::Runtime>(config);
   } catch (const hdsm::NoDevice& e) {
-    GTEST_SKIP() << "opencl: " << e.what();
+    GTEST_SKIP() << backend << ": " << e.what();
   }
-  std::vector<hdsm::Device*> opencl;
+  std::vector<hdsm::Device*> devices;
   std::vector<unsigned> indices;
   for (hdsm::Device* d : rt->devices())
-    if (d->properties().backend == hdsm::Backend::opencl) {
-      opencl.push_back(d);
+    if (hdsm::to_string(d->properties().backend) == backend && devices.size() < 4) {
+      devices.push_back(d);
       indices.push_back(d->properties().index);
     }
-  ASSERT_FALSE(opencl.empty());
+  ASSERT_FALSE(devices.empty());
   // Two members on one device when there is only one: the exchange then runs between two halves of
   // the data on the same device, through the same code.
-  if (opencl.size() == 1) {
-    opencl.push_back(opencl.front());
+  if (devices.size() == 1) {
+    devices.push_back(devices.front());
     indices.push_back(indices.front());
   }
-  opencl.resize(2);
-  indices.resize(2);
+  if (devices.size() == 3) {  // 1, 2 or 4 devices
+    devices.pop_back();
+    indices.pop_back();
+  }
   const std::size_t size = app.sizes(Scale::test).front();
-  const hdsm::apps::MultiRun got = mode == "explicit" ? app.run_explicit(opencl, size) : app.run_hdsm(*rt, indices, size);
+  const hdsm::apps::MultiRun got = mode == "explicit" ? app.run_explicit(devices, size) : app.run_hdsm(*rt, indices, size);
   EXPECT_EQ(hdsm::apps::compare(got.output, app.run_reference(size), app.tolerance), "")
-      << name << ", " << mode << " on " << opencl.front()->properties().description;
-  for (hdsm::Device* d : opencl) EXPECT_EQ(d->memory_used(), 0u);
+      << name << ", " << mode << " on " << devices.front()->properties().description;
+  for (hdsm::Device* d : devices) EXPECT_EQ(d->memory_used(), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(opencl, MultiDeviceOpencl,
-                         ::testing::Combine(::testing::Values("stencil", "fft", "mergesort"),
+std::string backend_case_name(const ::testing::TestParamInfo<std::tuple<std::string, std::string, std::string>>& info) {
+  return std::get<1>(info.param) + "_" + std::get<2>(info.param);
+}
+
+INSTANTIATE_TEST_SUITE_P(opencl, MultiDeviceOnBackend,
+                         ::testing::Combine(::testing::Values("opencl"), ::testing::Values("stencil", "fft", "mergesort"),
                                             ::testing::Values("explicit", "hdsm")),
-                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+                         backend_case_name);
+INSTANTIATE_TEST_SUITE_P(cuda, MultiDeviceOnBackend,
+                         ::testing::Combine(::testing::Values("cuda"), ::testing::Values("stencil", "fft", "mergesort"),
+                                            ::testing::Values("explicit", "hdsm")),
+                         backend_case_name);
 
 }  // namespace
