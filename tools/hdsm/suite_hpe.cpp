@@ -453,20 +453,20 @@ class HpeSuite {
     double transfer = 0;  // share of the run spent waiting for exchanges
   };
 
-  /// Runs `once` a few times: the first run's output is checked against `want` and not timed; the
-  /// median of the others counts.
+  /// Runs `once` several times: the first run's output is checked against `want` and not timed; then
+  /// at least kMinRuns timed runs and more, up to kMaxRuns, until they took a set time together (short
+  /// runs vary most on a busy machine); the medians count.
   AppTiming time_app(const std::string& what, const std::function<apps::MultiRun()>& once, const apps::Output& want,
                      double tolerance) {
+    constexpr std::size_t kMinRuns = 3, kMaxRuns = 25;
+    const double budget = ctx_.quick ? 0.05 : 0.5;
     ctx_.progress.start(what);
-    const int runs = ctx_.quick ? 3 : 5;
+    if (const std::string why = apps::compare(once().output, want, tolerance); !why.empty())
+      throw std::runtime_error(fmt::format("{} computed a wrong result: {}", what, why));
     std::vector<double> seconds, shares;
-    for (int r = 0; r <= runs; ++r) {
+    const Stopwatch watch;
+    while (seconds.size() < kMinRuns || (seconds.size() < kMaxRuns && watch.seconds() < budget)) {
       const apps::MultiRun run = once();
-      if (r == 0) {
-        if (const std::string why = apps::compare(run.output, want, tolerance); !why.empty())
-          throw std::runtime_error(fmt::format("{} computed a wrong result: {}", what, why));
-        continue;
-      }
       seconds.push_back(run.seconds);
       shares.push_back(run.seconds > 0 ? run.exchange_seconds / run.seconds : 0);
     }
