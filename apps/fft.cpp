@@ -54,7 +54,8 @@ __kernel void fft_cross(__global Complex* mine, __global const Complex* theirs, 
 
 const Kernel& stage_kernel() {
   static const Kernel k = with_cuda(with_opencl(
-      fft_opencl(), per_thread("fft_stage", [](const Thread& t, Complex* a, std::uint32_t h, std::uint32_t butterflies) {
+      fft_opencl(),
+      per_thread("fft_stage", [](const Thread& t, Complex* a, std::uint32_t h, std::uint32_t butterflies) {
         if (const auto k = static_cast<std::uint32_t>(t.global_x()); k < butterflies) butterfly(a, k, h);
       })));
   return k;
@@ -62,8 +63,8 @@ const Kernel& stage_kernel() {
 
 const Kernel& cross_kernel() {
   static const Kernel k = with_cuda(with_opencl(
-      fft_opencl(),
-      per_thread("fft_cross", [](const Thread& t, Complex* mine, const Complex* theirs, CrossStage c, std::uint32_t n) {
+      fft_opencl(), per_thread("fft_cross", [](const Thread& t, Complex* mine, const Complex* theirs,
+                                               CrossStage c, std::uint32_t n) {
         if (const auto i = static_cast<std::uint32_t>(t.global_x()); i < n) cross_point(mine, theirs, i, c);
       })));
   return k;
@@ -117,7 +118,7 @@ MultiRun run_hdsm(Runtime& rt, std::span<const unsigned> devices, std::size_t si
       wait_for_device(rt, data[d]);
       timers[d].start();
       rt.memcpy(recv[split.partner(d, h)], data[d], split.bytes());  // peer or staged: the runtime's choice
-      team.arrive_and_wait();  // every chunk is at its partner
+      team.arrive_and_wait();                                        // every chunk is at its partner
       timers[d].stop();
       rt.call(cross_kernel(), cover(split.chunk), hdsm::inout(data[d]), hdsm::in(recv[d]), split.cross(d, h),
               split.chunk);
@@ -159,14 +160,16 @@ MultiRun run_explicit(std::span<Device* const> devices, std::size_t size) {
     for (std::uint32_t h = split.n / 2; h >= split.chunk; h /= 2) {
       queue->synchronize();
       timers[d].start();
-      exchange.swap(d, static_cast<int>(split.partner(d, h)), *queue, data.get(), 0, recv.get(), 0, split.bytes(), team);
+      exchange.swap(d, static_cast<int>(split.partner(d, h)), *queue, data.get(), 0, recv.get(), 0,
+                    split.bytes(), team);
       timers[d].stop();
       const KernelArg args[] = {KernelArg::buffer(data.get()), KernelArg::buffer(recv.get()),
                                 KernelArg::value(split.cross(d, h)), KernelArg::value(split.chunk)};
       queue->launch(cross_kernel(), cover(split.chunk), args);
     }
     for (std::uint32_t h = split.chunk / 2; h >= 1; h /= 2) {
-      const KernelArg args[] = {KernelArg::buffer(data.get()), KernelArg::value(h), KernelArg::value(split.chunk / 2)};
+      const KernelArg args[] = {KernelArg::buffer(data.get()), KernelArg::value(h),
+                                KernelArg::value(split.chunk / 2)};
       queue->launch(stage_kernel(), cover(split.chunk / 2), args);
     }
     queue->synchronize();
@@ -187,22 +190,24 @@ Output run_reference(std::size_t size) {
 }
 
 std::vector<std::size_t> sizes(Scale scale) {
-  return by_scale<std::vector<std::size_t>>(scale, {std::size_t{1} << 12}, {std::size_t{1} << 15},
-                                            {std::size_t{1} << 16, std::size_t{1} << 18, std::size_t{1} << 20});
+  return by_scale<std::vector<std::size_t>>(
+      scale, {std::size_t{1} << 12}, {std::size_t{1} << 15},
+      {std::size_t{1} << 16, std::size_t{1} << 18, std::size_t{1} << 20});
 }
 
 }  // namespace
 
 MultiApp fft_app() {
-  return {"fft",
-          "N complex values in one chunk per device; every stage of half-width >= the chunk swaps whole chunks "
-          "between a different pair of devices, the rest are local",
-          sizes,
-          [](std::size_t size) { return size * sizeof(Complex); },
-          run_hdsm,
-          run_explicit,
-          run_reference,
-          kFftTolerance};
+  return {
+      "fft",
+      "N complex values in one chunk per device; every stage of half-width >= the chunk swaps whole chunks "
+      "between a different pair of devices, the rest are local",
+      sizes,
+      [](std::size_t size) { return size * sizeof(Complex); },
+      run_hdsm,
+      run_explicit,
+      run_reference,
+      kFftTolerance};
 }
 
 }  // namespace hdsm::apps

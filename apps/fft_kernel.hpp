@@ -50,7 +50,8 @@ struct CrossStage {
 
 /// Element t of a chunk in a cross-device stage, from its own value and the partner chunk's value at
 /// the same position (the other element of its butterfly), in place.
-HDSM_APPS_HD inline void cross_point(Complex* mine, const Complex* theirs, std::uint32_t t, const CrossStage& c) {
+HDSM_APPS_HD inline void cross_point(Complex* mine, const Complex* theirs, std::uint32_t t,
+                                     const CrossStage& c) {
   const std::uint32_t j = (c.offset + t) & (c.h - 1);
   mine[t] = c.upper != 0 ? upper(mine[t], theirs[t]) : lower(theirs[t], mine[t], j, c.h);
 }

@@ -58,27 +58,32 @@ __kernel void merge_split(__global const uint* mine, __global const uint* theirs
 })";
 
 const Kernel& pass_kernel() {
-  static const Kernel k = with_cuda(with_opencl(
-      kMergesortOpencl, per_thread("merge_pass", [](const Thread& t, const std::uint32_t* src, std::uint32_t* dst,
-                                                    std::uint32_t width, std::uint32_t n) {
-        if (const auto i = static_cast<std::uint32_t>(t.global_x()); i < n) merge_point(src, dst, i, width);
-      })));
+  static const Kernel k = with_cuda(
+      with_opencl(kMergesortOpencl,
+                  per_thread("merge_pass", [](const Thread& t, const std::uint32_t* src, std::uint32_t* dst,
+                                              std::uint32_t width, std::uint32_t n) {
+                    if (const auto i = static_cast<std::uint32_t>(t.global_x()); i < n)
+                      merge_point(src, dst, i, width);
+                  })));
   return k;
 }
 
 const Kernel& split_kernel() {
-  static const Kernel k = with_cuda(with_opencl(
-      kMergesortOpencl, per_thread("merge_split", [](const Thread& t, const std::uint32_t* mine,
-                                                     const std::uint32_t* theirs, std::uint32_t* out, SplitHalf s) {
-        if (const auto i = static_cast<std::uint32_t>(t.global_x()); i < 2 * s.n) split_point(mine, theirs, out, i, s);
-      })));
+  static const Kernel k = with_cuda(
+      with_opencl(kMergesortOpencl,
+                  per_thread("merge_split", [](const Thread& t, const std::uint32_t* mine,
+                                               const std::uint32_t* theirs, std::uint32_t* out, SplitHalf s) {
+                    if (const auto i = static_cast<std::uint32_t>(t.global_x()); i < 2 * s.n)
+                      split_point(mine, theirs, out, i, s);
+                  })));
   return k;
 }
 
 std::vector<std::uint32_t> input(std::size_t n) {
   std::vector<std::uint32_t> v(n);
   Xorshift64 random(0x5047u);
-  for (std::uint32_t& k : v) k = static_cast<std::uint32_t>(random.next() >> 40);  // 24 bits: some keys repeat
+  for (std::uint32_t& k : v)
+    k = static_cast<std::uint32_t>(random.next() >> 40);  // 24 bits: some keys repeat
   return v;
 }
 
@@ -135,12 +140,14 @@ MultiRun run_hdsm(Runtime& rt, std::span<const unsigned> devices, std::size_t si
       team.arrive_and_wait();  // the partners' data objects are final for this round
       if (p >= 0) wait_for_device(rt, data[d]);
       timers[d].start();
-      if (p >= 0) rt.memcpy(recv[static_cast<std::size_t>(p)], data[d], split.bytes());  // peer or staged: the runtime's choice
-      team.arrive_and_wait();  // every chunk is at its partner
+      if (p >= 0)
+        rt.memcpy(recv[static_cast<std::size_t>(p)], data[d],
+                  split.bytes());  // peer or staged: the runtime's choice
+      team.arrive_and_wait();      // every chunk is at its partner
       timers[d].stop();
       if (p >= 0) {
-        rt.call(split_kernel(), cover(2 * split.chunk), hdsm::in(data[d]), hdsm::in(recv[d]), hdsm::out(spare[d]),
-                SplitHalf{split.chunk, d < static_cast<std::size_t>(p) ? 1u : 0u});
+        rt.call(split_kernel(), cover(2 * split.chunk), hdsm::in(data[d]), hdsm::in(recv[d]),
+                hdsm::out(spare[d]), SplitHalf{split.chunk, d < static_cast<std::size_t>(p) ? 1u : 0u});
         std::swap(data[d], spare[d]);
       }
     }
@@ -189,8 +196,9 @@ MultiRun run_explicit(std::span<Device* const> devices, std::size_t size) {
       exchange.swap(d, p, *queue, data, 0, received.get(), 0, split.bytes(), team);
       timers[d].stop();
       if (p < 0) continue;
-      const KernelArg args[] = {KernelArg::buffer(data), KernelArg::buffer(received.get()), KernelArg::buffer(spare),
-                                KernelArg::value(SplitHalf{split.chunk, d < static_cast<std::size_t>(p) ? 1u : 0u})};
+      const KernelArg args[] = {
+          KernelArg::buffer(data), KernelArg::buffer(received.get()), KernelArg::buffer(spare),
+          KernelArg::value(SplitHalf{split.chunk, d < static_cast<std::size_t>(p) ? 1u : 0u})};
       queue->launch(split_kernel(), cover(2 * split.chunk), args);
       std::swap(data, spare);
     }
@@ -210,22 +218,24 @@ Output run_reference(std::size_t size) {
 }
 
 std::vector<std::size_t> sizes(Scale scale) {
-  return by_scale<std::vector<std::size_t>>(scale, {std::size_t{1} << 12}, {std::size_t{1} << 16},
-                                            {std::size_t{1} << 18, std::size_t{1} << 19, std::size_t{1} << 20});
+  return by_scale<std::vector<std::size_t>>(
+      scale, {std::size_t{1} << 12}, {std::size_t{1} << 16},
+      {std::size_t{1} << 18, std::size_t{1} << 19, std::size_t{1} << 20});
 }
 
 }  // namespace
 
 MultiApp mergesort_app() {
-  return {"mergesort",
-          "N keys in one chunk per device; each device sorts its chunk, then Batcher's merge network over the "
-          "chunks: each merge-split swaps two devices' chunks and each keeps its half",
-          sizes,
-          [](std::size_t size) { return size * sizeof(std::uint32_t); },
-          run_hdsm,
-          run_explicit,
-          run_reference,
-          0};
+  return {
+      "mergesort",
+      "N keys in one chunk per device; each device sorts its chunk, then Batcher's merge network over the "
+      "chunks: each merge-split swaps two devices' chunks and each keeps its half",
+      sizes,
+      [](std::size_t size) { return size * sizeof(std::uint32_t); },
+      run_hdsm,
+      run_explicit,
+      run_reference,
+      0};
 }
 
 }  // namespace hdsm::apps

@@ -25,7 +25,8 @@ HDSM_APPS_HD inline std::uint32_t rank(const std::uint32_t* run, std::uint32_t n
 /// Element i of a merge pass over runs of `width` sorted keys (the array a multiple of 2 * width):
 /// its place in the merged pair of runs is its index in its run plus its rank in the other run, the
 /// left run's keys going before equal keys of the right one.
-HDSM_APPS_HD inline void merge_point(const std::uint32_t* src, std::uint32_t* dst, std::uint32_t i, std::uint32_t width) {
+HDSM_APPS_HD inline void merge_point(const std::uint32_t* src, std::uint32_t* dst, std::uint32_t i,
+                                     std::uint32_t width) {
   const std::uint32_t run = i / width, base = (run & ~1u) * width, x = src[i];
   if ((run & 1u) == 0)
     dst[i + rank(src + base + width, width, x, 0)] = x;
@@ -42,8 +43,8 @@ struct SplitHalf {
 
 /// Key t of the 2n (t < n: this device's chunk `mine`, else the partner's `theirs`) to its place in
 /// this device's half, if it belongs there.
-HDSM_APPS_HD inline void split_point(const std::uint32_t* mine, const std::uint32_t* theirs, std::uint32_t* out,
-                                     std::uint32_t t, const SplitHalf& s) {
+HDSM_APPS_HD inline void split_point(const std::uint32_t* mine, const std::uint32_t* theirs,
+                                     std::uint32_t* out, std::uint32_t t, const SplitHalf& s) {
   const bool own = t < s.n;
   const std::uint32_t i = own ? t : t - s.n, x = own ? mine[i] : theirs[i];
   const bool lower_chunk = own == (s.low != 0);  // the lower device's keys go before equal keys

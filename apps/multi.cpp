@@ -58,9 +58,10 @@ void run_team(std::size_t members, const std::function<void(std::size_t, Team&)>
 
 std::uint32_t power_of_two_chunk(std::string_view app, std::size_t size, std::size_t devices) {
   if (!std::has_single_bit(size) || !std::has_single_bit(devices) || size / devices < 2)
-    throw std::invalid_argument(fmt::format("{}: {} values over {} devices: both must be powers of two, at least 2 "
-                                            "values a device",
-                                            app, size, devices));
+    throw std::invalid_argument(
+        fmt::format("{}: {} values over {} devices: both must be powers of two, at least 2 "
+                    "values a device",
+                    app, size, devices));
   return static_cast<std::uint32_t>(size / devices);
 }
 
@@ -79,8 +80,9 @@ HostStagedExchange::HostStagedExchange(std::span<Device* const> devices, std::si
   for (Device* d : devices) buffers_.push_back(std::make_unique<PinnedBuffer>(*d, bytes));
 }
 
-void HostStagedExchange::swap(std::size_t me, int partner, Queue& queue, DeviceBuffer src, std::size_t src_offset,
-                              DeviceBuffer dst, std::size_t dst_offset, std::size_t bytes, Team& team) {
+void HostStagedExchange::swap(std::size_t me, int partner, Queue& queue, DeviceBuffer src,
+                              std::size_t src_offset, DeviceBuffer dst, std::size_t dst_offset,
+                              std::size_t bytes, Team& team) {
   if (partner >= 0) {
     queue.copy_to_host(staging(me), src, src_offset, bytes);
     queue.synchronize();

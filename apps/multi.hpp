@@ -18,8 +18,8 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -65,7 +65,8 @@ template <class T>
 Output sampled(std::span<const T> data, std::size_t max = 65536) {
   const std::size_t stride = (data.size() + max - 1) / max;
   Output out;
-  for (std::size_t i = 0; i < data.size(); i += stride == 0 ? 1 : stride) out.values.push_back(static_cast<double>(data[i]));
+  for (std::size_t i = 0; i < data.size(); i += stride == 0 ? 1 : stride)
+    out.values.push_back(static_cast<double>(data[i]));
   if (stride > 1 && !data.empty()) out.values.push_back(static_cast<double>(data.back()));
   return out;
 }
@@ -157,8 +158,8 @@ class HostStagedExchange {
   HostStagedExchange(std::span<Device* const> devices, std::size_t bytes);
   /// Member `me` sends `bytes` from `src` at `src_offset` and receives its partner's into `dst` at
   /// `dst_offset` (partner < 0: it only meets the team). Every member of the team calls it.
-  void swap(std::size_t me, int partner, Queue& queue, DeviceBuffer src, std::size_t src_offset, DeviceBuffer dst,
-            std::size_t dst_offset, std::size_t bytes, Team& team);
+  void swap(std::size_t me, int partner, Queue& queue, DeviceBuffer src, std::size_t src_offset,
+            DeviceBuffer dst, std::size_t dst_offset, std::size_t bytes, Team& team);
   void* staging(std::size_t member) const { return buffers_[member]->get(); }
 
  private:

@@ -111,7 +111,8 @@ const Kernel& stencil_slab_kernel() {
         const auto x = static_cast<std::uint32_t>(t.global_x());
         const std::uint32_t z = p.first + t.block.z;
         if (x < s.nx)
-          step_slab_point(u, next, s, x, t.block.y, z, static_cast<std::uint32_t>(static_cast<std::int32_t>(z) + p.origin));
+          step_slab_point(u, next, s, x, t.block.y, z,
+                          static_cast<std::uint32_t>(static_cast<std::int32_t>(z) + p.origin));
       })));
   return k;
 }

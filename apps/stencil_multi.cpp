@@ -86,21 +86,23 @@ MultiRun run_hdsm(Runtime& rt, std::span<const unsigned> devices, std::size_t si
     float* mine_u = u[d];
     float* mine_next = next[d];
     const auto launch = [&](const Part& p) {
-      rt.call(stencil_slab_kernel(), stencil_slab_launch(s, p.count), hdsm::in(mine_u), hdsm::inout(mine_next), s,
-              p.planes);
+      rt.call(stencil_slab_kernel(), stencil_slab_launch(s, p.count), hdsm::in(mine_u),
+              hdsm::inout(mine_next), s, p.planes);
     };
     team.arrive_and_wait();
     if (d == 0) total.start();
     for (unsigned step = 0; step < kSteps; ++step) {
       launch(boundary_part(slab, false));
       launch(boundary_part(slab, true));
-      wait_for_device(rt, mine_next);
-      timers[d].start();
+      timers[d].start();  // the copies wait for the boundary planes: their kernels count here
       // Boundary planes to the neighbours' halos (Listing 4: the runtime moves them, peer or staged),
       // while the interior computes.
       std::vector<Event> sent;
-      if (d > 0) sent.push_back(rt.memcpy_async(next[d - 1] + (slabs[d - 1].planes + 1) * plane, mine_next + plane, slab.plane_bytes()));
-      if (d + 1 < n) sent.push_back(rt.memcpy_async(next[d + 1], mine_next + slab.planes * plane, slab.plane_bytes()));
+      if (d > 0)
+        sent.push_back(rt.memcpy_async(next[d - 1] + (slabs[d - 1].planes + 1) * plane, mine_next + plane,
+                                       slab.plane_bytes()));
+      if (d + 1 < n)
+        sent.push_back(rt.memcpy_async(next[d + 1], mine_next + slab.planes * plane, slab.plane_bytes()));
       if (slab.planes > 2) launch(interior_part(slab));
       for (const Event& e : sent) e.wait();
       team.arrive_and_wait();  // every halo of this step is in place, every kernel of it issued
@@ -117,7 +119,8 @@ MultiRun run_hdsm(Runtime& rt, std::span<const unsigned> devices, std::size_t si
   std::vector<float> result(volume.size());
   for (std::size_t d = 0; d < n; ++d) {
     const Slab& slab = slabs[d];
-    rt.memcpy(result.data() + slab.z0 * slab.plane_points, u[d] + slab.plane_points, slab.planes * slab.plane_bytes());
+    rt.memcpy(result.data() + slab.z0 * slab.plane_points, u[d] + slab.plane_points,
+              slab.planes * slab.plane_bytes());
     rt.free(u[d]);
     rt.free(next[d]);
   }
@@ -161,8 +164,8 @@ MultiRun run_explicit(std::span<Device* const> devices, std::size_t size) {
       launch(boundary_part(slab, true));
       const Event boundary = compute->record();
       if (slab.planes > 2) launch(interior_part(slab));
+      timers[d].start();  // as in the hdsm version, from the boundary planes' kernels on
       boundary.wait();
-      timers[d].start();
       // (1a, 1b) boundaries to host, while the interior computes.
       if (d > 0) copies->copy_to_host(left_bound[d]->get(), next, plane, plane);
       if (d + 1 < n) copies->copy_to_host(right_bound[d]->get(), next, slab.planes * plane, plane);
@@ -190,7 +193,8 @@ Output run_reference(std::size_t size) {
   for (unsigned step = 0; step < kSteps; ++step) {
     for (std::uint32_t z = 0; z < s.nz; ++z)
       for (std::uint32_t y = 0; y < s.ny; ++y)
-        for (std::uint32_t x = 0; x < s.nx; ++x) stencil_kernel::step_point(u.data(), next.data(), s, x, y, z);
+        for (std::uint32_t x = 0; x < s.nx; ++x)
+          stencil_kernel::step_point(u.data(), next.data(), s, x, y, z);
     std::swap(u, next);
   }
   return output_of(u);

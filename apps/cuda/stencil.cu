@@ -18,7 +18,8 @@ __global__ void stencil_slab(const float* u, float* next, Shape s, Planes p) {
   const auto x = static_cast<std::uint32_t>(global_x());
   const std::uint32_t z = p.first + blockIdx.z;
   if (x < s.nx)
-    step_slab_point(u, next, s, x, blockIdx.y, z, static_cast<std::uint32_t>(static_cast<std::int32_t>(z) + p.origin));
+    step_slab_point(u, next, s, x, blockIdx.y, z,
+                    static_cast<std::uint32_t>(static_cast<std::int32_t>(z) + p.origin));
 }
 
 }  // namespace

@@ -40,7 +40,8 @@ std::vector<Case> sim_cases() {
 }
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  std::string s = std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) + "_" + std::get<2>(info.param);
+  std::string s =
+      std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) + "_" + std::get<2>(info.param);
   for (char& ch : s)
     if (ch == '-') ch = '_';
   return s;
@@ -77,7 +78,8 @@ TEST_P(MultiDeviceSim, MatchesReference) {
     for (unsigned d = 0; d < devices; ++d) used.push_back(d);
     got = app.run_hdsm(rt, used, size);
   }
-  EXPECT_EQ(hdsm::apps::compare(got.output, want, app.tolerance), "") << name << " over " << devices << " devices, " << mode;
+  EXPECT_EQ(hdsm::apps::compare(got.output, want, app.tolerance), "")
+      << name << " over " << devices << " devices, " << mode;
   EXPECT_GT(got.seconds, 0);
   EXPECT_LE(got.exchange_seconds, got.seconds * 1.5 + 0.01);  // wall time of the exchanges, not more
 
@@ -92,7 +94,8 @@ TEST_P(MultiDeviceSim, MatchesReference) {
   if (!explicit_version && devices > 1 && protocol != "batch") {
     const hdsm::CopyRoute route = peer ? hdsm::CopyRoute::peer : hdsm::CopyRoute::staged;
     const hdsm::CopyRoute other = peer ? hdsm::CopyRoute::staged : hdsm::CopyRoute::peer;
-    EXPECT_GT(stats.copy(route).transfers, 0u) << "the exchange took no " << hdsm::to_string(route) << " route";
+    EXPECT_GT(stats.copy(route).transfers, 0u)
+        << "the exchange took no " << hdsm::to_string(route) << " route";
     // Staged copies also serve pageable host memory (the inputs and outputs), so only the peer route
     // must be absent without peer groups.
     if (!peer) {
@@ -109,7 +112,8 @@ INSTANTIATE_TEST_SUITE_P(sim, MultiDeviceSim, ::testing::ValuesIn(sim_cases()), 
 // The same on the OpenCL devices (PoCL's CPU device, split in two runs of one host thread each when it
 // is the only one) and the CUDA devices (a GPU, scripts/gpu-check): the kernels' OpenCL C and CUDA
 // bodies and both versions' exchanges. Without such a device, or without the CUDA bodies, they skip.
-class MultiDeviceOnBackend : public ::testing::TestWithParam<std::tuple<std::string, std::string, std::string>> {};
+class MultiDeviceOnBackend
+    : public ::testing::TestWithParam<std::tuple<std::string, std::string, std::string>> {};
 
 TEST_P(MultiDeviceOnBackend, MatchesReference) {
   const auto& [backend, name, mode] = GetParam();
@@ -147,22 +151,26 @@ TEST_P(MultiDeviceOnBackend, MatchesReference) {
     indices.pop_back();
   }
   const std::size_t size = app.sizes(Scale::test).front();
-  const hdsm::apps::MultiRun got = mode == "explicit" ? app.run_explicit(devices, size) : app.run_hdsm(*rt, indices, size);
+  const hdsm::apps::MultiRun got =
+      mode == "explicit" ? app.run_explicit(devices, size) : app.run_hdsm(*rt, indices, size);
   EXPECT_EQ(hdsm::apps::compare(got.output, app.run_reference(size), app.tolerance), "")
       << name << ", " << mode << " on " << devices.front()->properties().description;
   for (hdsm::Device* d : devices) EXPECT_EQ(d->memory_used(), 0u);
 }
 
-std::string backend_case_name(const ::testing::TestParamInfo<std::tuple<std::string, std::string, std::string>>& info) {
+std::string backend_case_name(
+    const ::testing::TestParamInfo<std::tuple<std::string, std::string, std::string>>& info) {
   return std::get<1>(info.param) + "_" + std::get<2>(info.param);
 }
 
 INSTANTIATE_TEST_SUITE_P(opencl, MultiDeviceOnBackend,
-                         ::testing::Combine(::testing::Values("opencl"), ::testing::Values("stencil", "fft", "mergesort"),
+                         ::testing::Combine(::testing::Values("opencl"),
+                                            ::testing::Values("stencil", "fft", "mergesort"),
                                             ::testing::Values("explicit", "hdsm")),
                          backend_case_name);
 INSTANTIATE_TEST_SUITE_P(cuda, MultiDeviceOnBackend,
-                         ::testing::Combine(::testing::Values("cuda"), ::testing::Values("stencil", "fft", "mergesort"),
+                         ::testing::Combine(::testing::Values("cuda"),
+                                            ::testing::Values("stencil", "fft", "mergesort"),
                                             ::testing::Values("explicit", "hdsm")),
                          backend_case_name);
 

@@ -42,7 +42,8 @@ TEST(MpiStencil, TwoRanksMatchTheReference) {
   for (std::uint32_t local = 0; local < planes + 2; ++local) {
     const std::int32_t z = origin + static_cast<std::int32_t>(local);
     if (z >= 0 && z < static_cast<std::int32_t>(s.nz))
-      rt.memcpy(u + local * plane, volume.data() + static_cast<std::size_t>(z) * plane, plane * sizeof(float));
+      rt.memcpy(u + local * plane, volume.data() + static_cast<std::size_t>(z) * plane,
+                plane * sizeof(float));
   }
   const auto launch = [&](std::uint32_t first, std::uint32_t count) {
     rt.call(hdsm::apps::stencil_slab_kernel(), hdsm::apps::stencil_slab_launch(s, count), hdsm::in(u),
@@ -54,8 +55,8 @@ TEST(MpiStencil, TwoRanksMatchTheReference) {
     launch(rank == 0 ? planes : 1, 1);  // the boundary plane first
     MPI_Status status;
     ASSERT_EQ(MPI_Sendrecv(next + send_plane * plane, static_cast<int>(plane), MPI_FLOAT, other, 0,
-                           next + halo_plane * plane, static_cast<int>(plane), MPI_FLOAT, other, 0, MPI_COMM_WORLD,
-                           &status),
+                           next + halo_plane * plane, static_cast<int>(plane), MPI_FLOAT, other, 0,
+                           MPI_COMM_WORLD, &status),
               MPI_SUCCESS);
     launch(rank == 0 ? 1 : 2, planes - 1);  // the rest of the slab
     std::swap(u, next);

@@ -196,7 +196,8 @@ class HpeSuite {
   void declare_results() {
     // Fig. 7 rows: direction, version, bytes moved each way; Figs. 9/10 rows: the app as direction,
     // "<version> x<devices>", the data set's bytes, speedup and transfer share (empty for Fig. 7).
-    ctx_.results.set_columns({"direction", "version", "bytes", "seconds", "GBps", "devices", "speedup", "transfer_pct"});
+    ctx_.results.set_columns(
+        {"direction", "version", "bytes", "seconds", "GBps", "devices", "speedup", "transfer_pct"});
     for (const std::string& direction : {kOneWay, kTwoWay})
       ctx_.results.add_plot({.id = direction,
                              .title = fmt::format("{} inter-device throughput (seed 003 Fig. 7)", direction),
@@ -216,7 +217,8 @@ class HpeSuite {
       const char* y_label;
     };
     const AppFigure figures[] = {
-        {"fig9", "speedup", "speedup over one device (seed 003 Fig. 9)", "speedup over the explicit version on 1 device"},
+        {"fig9", "speedup", "speedup over one device (seed 003 Fig. 9)",
+         "speedup over the explicit version on 1 device"},
         {"fig10", "transfer_pct", "time waiting for exchanges (seed 003 Fig. 10)", "% of the run"}};
     for (const apps::MultiApp& app : apps::multi_device_apps())
       for (const AppFigure& f : figures) {
@@ -456,8 +458,8 @@ class HpeSuite {
   /// Runs `once` several times: the first run's output is checked against `want` and not timed; then
   /// at least kMinRuns timed runs and more, up to kMaxRuns, until they took a set time together (short
   /// runs vary most on a busy machine); the medians count.
-  AppTiming time_app(const std::string& what, const std::function<apps::MultiRun()>& once, const apps::Output& want,
-                     double tolerance) {
+  AppTiming time_app(const std::string& what, const std::function<apps::MultiRun()>& once,
+                     const apps::Output& want, double tolerance) {
     constexpr std::size_t kMinRuns = 3, kMaxRuns = 25;
     const double budget = ctx_.quick ? 0.05 : 0.5;
     ctx_.progress.start(what);
@@ -485,14 +487,15 @@ class HpeSuite {
                           {"devices", static_cast<std::int64_t>(devices)},
                           {"speedup", speedup},
                           {"transfer_pct", 100 * t.transfer}});
-    ctx_.progress.finish(fmt::format("{:.2f} ms, speedup {:.2f}x, {:.0f}% exchanging", 1e3 * t.seconds, speedup,
-                                     100 * t.transfer));
+    ctx_.progress.finish(fmt::format("{:.2f} ms, speedup {:.2f}x, {:.0f}% exchanging", 1e3 * t.seconds,
+                                     speedup, 100 * t.transfer));
   }
 
   void app_figures(const apps::MultiApp& app) {
     const std::vector<unsigned> all = app_devices();
     if (device_counts().empty()) {
-      ctx_.results.add_note(fmt::format("{}: Figs. 9/10 need two {} devices", app.name, to_string(ctx_.device.properties().backend)));
+      ctx_.results.add_note(fmt::format("{}: Figs. 9/10 need two {} devices", app.name,
+                                        to_string(ctx_.device.properties().backend)));
       return;
     }
     std::vector<std::pair<std::string, Runtime*>> shared;
@@ -505,20 +508,23 @@ class HpeSuite {
       const apps::Output want = app.run_reference(size);
       const std::string label = fmt::format("{} {}", app.name, format_bytes(app.bytes(size)));
       const std::vector<Device*> one{&explicit_rt_->device(all.front())};
-      const AppTiming base = time_app(fmt::format("{} explicit x1", label), [&] { return app.run_explicit(one, size); },
-                                      want, app.tolerance);
+      const AppTiming base = time_app(
+          fmt::format("{} explicit x1", label), [&] { return app.run_explicit(one, size); }, want,
+          app.tolerance);
       add_app(app, kExplicit, 1, size, base, base.seconds);
       for (unsigned count : device_counts()) {
         const std::vector<unsigned> indices(all.begin(), all.begin() + count);
         std::vector<Device*> devices;
         for (unsigned i : indices) devices.push_back(&explicit_rt_->device(i));
-        const AppTiming e = time_app(fmt::format("{} explicit x{}", label, count),
-                                     [&] { return app.run_explicit(devices, size); }, want, app.tolerance);
+        const AppTiming e = time_app(
+            fmt::format("{} explicit x{}", label, count), [&] { return app.run_explicit(devices, size); },
+            want, app.tolerance);
         add_app(app, kExplicit, count, size, e, base.seconds);
         timing[kExplicit][{count, size}] = e;
         for (const auto& [series, rt] : shared) {
-          const AppTiming h = time_app(fmt::format("{} {} x{}", label, series, count),
-                                       [&, rt = rt] { return app.run_hdsm(*rt, indices, size); }, want, app.tolerance);
+          const AppTiming h = time_app(
+              fmt::format("{} {} x{}", label, series, count),
+              [&, rt = rt] { return app.run_hdsm(*rt, indices, size); }, want, app.tolerance);
           add_app(app, series, count, size, h, base.seconds);
           timing[series][{count, size}] = h;
         }
@@ -562,8 +568,9 @@ class HpeSuite {
         if (ratio > kAppTarget)
           missed.push_back(fmt::format("x{} {} {:.2f}x", k.first, format_bytes(app.bytes(k.second)), ratio));
       }
-      r.add_summary({fmt::format("target: {} {} time / explicit <= {} (worst)", app.name, series, kAppTarget), worst, "x",
-                     missed.empty() ? std::string("met") : fmt::format("missed: {}", fmt::join(missed, ", "))});
+      r.add_summary(
+          {fmt::format("target: {} {} time / explicit <= {} (worst)", app.name, series, kAppTarget), worst,
+           "x", missed.empty() ? std::string("met") : fmt::format("missed: {}", fmt::join(missed, ", "))});
     }
   }
 
@@ -578,10 +585,11 @@ class HpeSuite {
 }  // namespace
 
 Suite hpe_suite() {
-  return {"hpe",
-          "seed 003 Figs. 7, 9, 10: inter-device throughput (naive/pinned/double-buffered vs hdsm); multi-device "
-          "stencil, fft, mergesort (explicit vs hdsm)",
-          [](SuiteContext& context) { HpeSuite(context).run(); }};
+  return {
+      "hpe",
+      "seed 003 Figs. 7, 9, 10: inter-device throughput (naive/pinned/double-buffered vs hdsm); multi-device "
+      "stencil, fft, mergesort (explicit vs hdsm)",
+      [](SuiteContext& context) { HpeSuite(context).run(); }};
 }
 
 }  // namespace hdsm::tool
