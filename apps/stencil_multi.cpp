@@ -94,7 +94,8 @@ MultiRun run_hdsm(Runtime& rt, std::span<const unsigned> devices, std::size_t si
     for (unsigned step = 0; step < kSteps; ++step) {
       launch(boundary_part(slab, false));
       launch(boundary_part(slab, true));
-      timers[d].start();  // the copies wait for the boundary planes: their kernels count here
+      wait_for_device(rt, mine_next);  // the boundary planes are computed: the exchange is timed from here
+      timers[d].start();
       // Boundary planes to the neighbours' halos (Listing 4: the runtime moves them, peer or staged),
       // while the interior computes.
       std::vector<Event> sent;
@@ -164,8 +165,8 @@ MultiRun run_explicit(std::span<Device* const> devices, std::size_t size) {
       launch(boundary_part(slab, true));
       const Event boundary = compute->record();
       if (slab.planes > 2) launch(interior_part(slab));
-      timers[d].start();  // as in the hdsm version, from the boundary planes' kernels on
       boundary.wait();
+      timers[d].start();
       // (1a, 1b) boundaries to host, while the interior computes.
       if (d > 0) copies->copy_to_host(left_bound[d]->get(), next, plane, plane);
       if (d + 1 < n) copies->copy_to_host(right_bound[d]->get(), next, slab.planes * plane, plane);
