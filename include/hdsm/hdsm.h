@@ -55,6 +55,8 @@ typedef struct hdsm_stats {
   hdsm_route_stats h2d, d2h, d2d, peer;
   uint64_t kernel_launches;
   uint64_t read_faults, write_faults;
+  /* Contended acquisitions of hdsm's enqueue locks and the time threads spent blocked on them. */
+  uint64_t lock_waits, lock_wait_ns;
 } hdsm_stats;
 
 hdsm_status hdsm_stats_get(hdsm_stats* stats);

@@ -98,6 +98,8 @@ hdsm_status hdsm_stats_get(hdsm_stats* stats) {
     stats->kernel_launches = s.kernel_launches;
     stats->read_faults = s.read_faults;
     stats->write_faults = s.write_faults;
+    stats->lock_waits = s.lock_waits;
+    stats->lock_wait_ns = s.lock_wait_ns;
   });
 }
 

@@ -293,9 +293,13 @@ void SharedSpace::release(unsigned device, std::span<const std::pair<const void*
   if (tracer_ != nullptr) trace(fmt::format("release on device {}", device), begin, bytes);
 }
 
-void SharedSpace::acquire(unsigned device, std::span<const std::pair<const void*, KernelUse>> uses) {
+void SharedSpace::acquire(unsigned device, std::span<const std::pair<const void*, KernelUse>> uses,
+                          const Event* after) {
   auto selected = select(device, uses, "SharedSpace::acquire");
-  queues_[device]->synchronize();
+  if (after != nullptr)
+    after->wait();
+  else
+    queues_[device]->synchronize();
   const auto begin = obs::Clock::now();
   std::size_t bytes = 0;
   for (auto& [e, use] : selected) {
@@ -309,6 +313,64 @@ void SharedSpace::acquire(unsigned device, std::span<const std::pair<const void*
     forget_clean(*e, 0, e->object->blocks);
   }
   if (tracer_ != nullptr) trace(fmt::format("acquire on device {}", device), begin, bytes);
+}
+
+Event SharedSpace::record(unsigned device) {
+  check_device(device, "SharedSpace::record");
+  return queues_[device]->record();
+}
+
+void SharedSpace::order(unsigned device, unsigned before) {
+  check_device(device, "SharedSpace::order");
+  check_device(before, "SharedSpace::order");
+  if (device != before) queues_[device]->wait(queues_[before]->record());
+}
+
+std::pair<std::shared_ptr<SharedSpace::Entry>, std::size_t> SharedSpace::live_entry(const void* p,
+                                                                                    const char* call) const {
+  const Directory::Hit hit = directory_.lookup(p);
+  std::shared_ptr<Entry> e = hit.object != nullptr ? entry_of(hit.object->id) : nullptr;
+  if (e == nullptr)
+    throw InvalidArgument(fmt::format("{}: {} is not in a live shared object: {}", call, p, directory_.describe(p)));
+  return {std::move(e), hit.offset_in_object};
+}
+
+std::optional<KernelArg> SharedSpace::peer_argument(unsigned device, const void* p) const {
+  check_device(device, "SharedSpace::peer_argument");
+  const auto [e, offset] = live_entry(p, "SharedSpace::peer_argument");
+  if (e->device == device) return KernelArg::buffer(e->buffer, offset);
+  return devices_[device]->peer_argument(*devices_[e->device], e->buffer, offset);
+}
+
+SharedSpace::Temporary SharedSpace::copy_in(unsigned device, const void* p) {
+  check_device(device, "SharedSpace::copy_in");
+  const std::shared_ptr<Entry> e = live_entry(p, "SharedSpace::copy_in").first;
+  const std::size_t bytes = e->object->bytes;
+  const Temporary temp{devices_[device]->alloc(bytes)};
+  try {
+    const auto to = transfer::Range::device_memory(*devices_[device], temp.buffer, 0, *queues_[device]);
+    engine_->start(to, device_range(*e, 0), bytes, true);
+  } catch (...) {
+    devices_[device]->free(temp.buffer);
+    throw;
+  }
+  return temp;
+}
+
+KernelArg SharedSpace::argument(const Temporary& temp, const void* p) const {
+  return KernelArg::buffer(temp.buffer, live_entry(p, "SharedSpace::argument").second);
+}
+
+Event SharedSpace::copy_back(unsigned device, const Temporary& temp, const void* p) {
+  check_device(device, "SharedSpace::copy_back");
+  const std::shared_ptr<Entry> e = live_entry(p, "SharedSpace::copy_back").first;
+  const auto from = transfer::Range::device_memory(*devices_[device], temp.buffer, 0, *queues_[device]);
+  return engine_->start(device_range(*e, 0), from, e->object->bytes, true).done;
+}
+
+void SharedSpace::free_temporary(unsigned device, const Temporary& temp) {
+  check_device(device, "SharedSpace::free_temporary");
+  devices_[device]->free(temp.buffer);
 }
 
 bool SharedSpace::resolve(void* context, void* address, os::FaultAccess access) {

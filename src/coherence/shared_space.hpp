@@ -84,9 +84,32 @@ class SharedSpace {
   /// The address kernels of the hosting device see for `p` (hdsm::InvalidArgument as argument()).
   std::uint64_t device_address(const void* p) const;
   void launch(unsigned device, const Kernel& kernel, const Launch& shape, std::span<const KernelArg> args);
-  /// Sync on `device`: waits for its queue (rethrowing kernel errors), then acquires the objects as
-  /// release() chose them.
-  void acquire(unsigned device, std::span<const std::pair<const void*, KernelUse>> uses);
+  /// Sync on `device`: waits for `after` (the calls being acquired; nullptr: everything on the
+  /// device's queue), rethrowing kernel errors, then acquires the objects as release() chose them.
+  void acquire(unsigned device, std::span<const std::pair<const void*, KernelUse>> uses,
+               const Event* after = nullptr);
+  /// An event that completes when everything enqueued on `device`'s queue so far has.
+  Event record(unsigned device);
+  /// Later work on `device`'s queue waits for what `before`'s queue holds now (a release there).
+  void order(unsigned device, unsigned before);
+
+  /// Remote access (seed 003 §4.2): the argument by which a kernel on `device` reaches `p`, a pointer
+  /// into a live object of another device, when the devices are peers (Device::peer_argument).
+  std::optional<KernelArg> peer_argument(unsigned device, const void* p) const;
+  /// A copy of the object `p` lies in, for a kernel on `device` that cannot reach the object's own
+  /// device: a temporary buffer of `device` receives the object's device copy (through the copy
+  /// engine, ordered after the object's queued work; `device`'s queue waits for it).
+  struct Temporary {
+    DeviceBuffer buffer;  // holds the whole object
+  };
+  Temporary copy_in(unsigned device, const void* p);
+  /// The argument for `p` in the temporary (p may point inside the object).
+  KernelArg argument(const Temporary& temp, const void* p) const;
+  /// Copies `temp` back over the device copy of the object `p` lies in, after the kernels enqueued on
+  /// `device` so far; the object's queue waits for it. Returns the event of its completion.
+  Event copy_back(unsigned device, const Temporary& temp, const void* p);
+  /// Frees a temporary whose kernels and copies have completed.
+  void free_temporary(unsigned device, const Temporary& temp);
 
   /// Bulk memory on shared objects (seed 000 §4.4), each decided per block by its state (protocol.hpp:
   /// on_bulk_write, on_bulk_read): an invalid host copy is never fetched, the device works on its
@@ -187,6 +210,8 @@ class SharedSpace {
   static bool resolve_on_service(void* context, void* address, os::FaultAccess access);
   bool on_fault(void* address, os::FaultAccess access);
   std::shared_ptr<Entry> entry_of(ObjectId id) const;
+  /// The live entry `p` lies in and the offset in it (hdsm::InvalidArgument naming `call` otherwise).
+  std::pair<std::shared_ptr<Entry>, std::size_t> live_entry(const void* p, const char* call) const;
   /// The entries `uses` names (all of the device as unknown when empty), each validated.
   std::vector<std::pair<std::shared_ptr<Entry>, KernelUse>> select(
       unsigned device, std::span<const std::pair<const void*, KernelUse>> uses, const char* call) const;

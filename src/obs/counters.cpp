@@ -67,6 +67,8 @@ std::string Stats::to_string() const {
                          d.program_cache_loads);
   out += fmt::format("  shared memory faults: {} read, {} write, {:.3f} ms in the handler\n", read_faults,
                      write_faults, static_cast<double>(fault_handler_ns) / 1e6);
+  out += fmt::format("  enqueue lock waits: {} contended, {:.3f} ms blocked\n", lock_waits,
+                     static_cast<double>(lock_wait_ns) / 1e6);
   for (int a = 0; a < kActionCount; ++a)
     out += fmt::format("  {:<16} {:>16} {:>12}\n", hdsm::to_string(static_cast<Action>(a)), actions[a].bytes,
                        actions[a].transfers);
@@ -104,6 +106,8 @@ Stats Counters::snapshot() const {
   s.read_faults = read_faults.load(std::memory_order_relaxed);
   s.write_faults = write_faults.load(std::memory_order_relaxed);
   s.fault_handler_ns = fault_handler_ns.load(std::memory_order_relaxed);
+  s.lock_wait_ns = lock_wait_ns.load(std::memory_order_relaxed);
+  s.lock_waits = lock_waits.load(std::memory_order_relaxed);
   for (int a = 0; a < kActionCount; ++a) s.actions[a] = actions[a].load();
   for (int r = 0; r < kCopyRouteCount; ++r) s.copies[r] = copies[r].load();
   return s;
@@ -120,6 +124,8 @@ void Counters::reset() {
   read_faults.store(0, std::memory_order_relaxed);
   write_faults.store(0, std::memory_order_relaxed);
   fault_handler_ns.store(0, std::memory_order_relaxed);
+  lock_wait_ns.store(0, std::memory_order_relaxed);
+  lock_waits.store(0, std::memory_order_relaxed);
   for (auto& a : actions) a.reset();
   for (auto& c : copies) c.reset();
 }

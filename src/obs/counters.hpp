@@ -48,6 +48,9 @@ class Counters {
   /// would otherwise add a measurable share to the cheapest faults.
   std::atomic<std::uint64_t> fault_handler_ns{0};
   bool time_faults = false;
+  /// Waits on contended enqueue locks (obs/lock_wait.hpp); uncontended acquisitions add nothing.
+  std::atomic<std::uint64_t> lock_wait_ns{0};
+  std::atomic<std::uint64_t> lock_waits{0};
   RouteCounter actions[kActionCount];
   RouteCounter& action(Action a) { return actions[static_cast<int>(a)]; }
   RouteCounter copies[kCopyRouteCount];

@@ -6,6 +6,8 @@
 #include "runtime/knobs.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "runtime/shared_ranges.hpp"
+#include "obs/lock_wait.hpp"
+#include "transfer/copy_engine.hpp"
 #include "transfer/probe.hpp"
 
 #include <fmt/format.h>
@@ -15,6 +17,8 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <iterator>
+#include <thread>
 #include <optional>
 #include <unordered_map>
 
@@ -68,6 +72,51 @@ void add_use(RuntimeImpl::Uses& uses, const coherence::Directory& directory, con
 
 }  // namespace
 
+namespace {
+
+/// The devices on which the calling thread has calls in flight, per runtime: its sync visits only
+/// their call lists, so threads on different devices never take each other's locks. A stale entry
+/// (a runtime gone, another at its address) only makes a sync look at a list with nothing of its.
+struct ThreadCalls {
+  const RuntimeImpl* runtime;
+  std::vector<unsigned> devices;
+};
+thread_local std::vector<ThreadCalls> thread_calls;
+
+}  // namespace
+
+void note_call(const RuntimeImpl& runtime, unsigned device) {
+  auto it = std::find_if(thread_calls.begin(), thread_calls.end(), [&](const ThreadCalls& t) { return t.runtime == &runtime; });
+  if (it == thread_calls.end()) it = thread_calls.insert(thread_calls.end(), ThreadCalls{&runtime, {}});
+  if (std::find(it->devices.begin(), it->devices.end(), device) == it->devices.end()) it->devices.push_back(device);
+}
+
+std::vector<unsigned> take_noted_calls(const RuntimeImpl& runtime) {
+  const auto it = std::find_if(thread_calls.begin(), thread_calls.end(), [&](const ThreadCalls& t) { return t.runtime == &runtime; });
+  if (it == thread_calls.end()) return {};
+  std::vector<unsigned> devices = std::move(it->devices);
+  thread_calls.erase(it);
+  return devices;
+}
+
+/// Whether call `c` may use the object `p` starts (its kernel or a copy of it); the object is dropped
+/// from what the call's sync acquires.
+bool forget_object(RuntimeImpl::Call& c, const coherence::Directory& directory, const void* p) {
+  const coherence::Object* object = directory.lookup(p).object;
+  bool uses = c.every_object && directory.arena().segment_of(p) == c.device;
+  uses |= std::erase_if(c.uses, [&](const auto& u) { return directory.lookup(u.first).object == object; }) != 0;
+  for (RuntimeImpl::Remote& r : c.remote)
+    if (r.pointer != nullptr && directory.lookup(r.pointer).object == object) {
+      r.pointer = nullptr;  // its temporary is still freed at the sync
+      uses = true;
+    }
+  return uses;
+}
+
+obs::LockWaitSink RuntimeImpl::lock_sink() {
+  return {&counters, tracer.enabled() ? &tracer : nullptr, "lock wait: device calls"};
+}
+
 coherence::SharedSpace& RuntimeImpl::shared_space() {
   std::lock_guard lock(space_mutex_);
   if (space_) return *space_;
@@ -111,7 +160,18 @@ void RuntimeImpl::destroy_space() noexcept {
   std::lock_guard lock(space_mutex_);
   if (!space_) return;
   shared_ranges.remove(self);
-  in_flight.clear();
+  for (DeviceCalls& d : device_calls) {
+    std::lock_guard lock(d.mutex);
+    for (const Call& c : d.in_flight) {
+      try {
+        c.done.wait();
+      } catch (const std::exception&) {  // nobody synced: the error goes with the space
+      }
+      for (const Remote& r : c.remote)
+        if (r.temporary) space_->free_temporary(c.device, *r.temporary);
+    }
+    d.in_flight.clear();
+  }
   space_.reset();
 }
 
@@ -135,14 +195,20 @@ void Runtime::free(void* p) {
     throw InvalidPointer(fmt::format("free({}): not a shared object of this runtime{}", p,
                                      foreign ? " (it belongs to another hdsm::Runtime)" : ""));
   }
-  // A kernel may still use the object: finish the calls in flight on its device first.
-  const unsigned device = space->directory().arena().segment_of(p);
-  bool busy = false;
-  {
-    std::lock_guard lock(impl_->calls_mutex);
-    for (const auto& c : impl_->in_flight) busy |= c.device == device;
+  // A kernel of any thread may still use the object: wait for the calls in flight that may, and drop
+  // the object from what their syncs acquire.
+  std::vector<Event> users;
+  for (detail::RuntimeImpl::DeviceCalls& d : impl_->device_calls) {
+    const auto lock = obs::lock_counting_wait(d.mutex, impl_->lock_sink());
+    for (auto& c : d.in_flight)
+      if (detail::forget_object(c, space->directory(), p)) users.push_back(c.done);
   }
-  if (busy) sync();
+  for (const Event& e : users) {
+    try {
+      e.wait();
+    } catch (const std::exception&) {  // the kernel's error is the sync's to report
+    }
+  }
   space->free(p);
 }
 
@@ -244,15 +310,24 @@ void call_unified(detail::UnifiedSpace& space, std::size_t default_device, const
 
 void Runtime::call_args(const Kernel& kernel, const Launch& launch, std::span<const detail::CallArg> args) {
   using Kind = detail::CallArg::Kind;
+  using detail::RuntimeImpl;
   if (impl_->unified) return call_unified(*impl_->unified, impl_->default_device, kernel, launch, args);
   coherence::SharedSpace& space = impl_->shared_space();
   const coherence::Directory& directory = space.directory();
   const os::Arena& arena = directory.arena();
   const bool annotated = std::any_of(args.begin(), args.end(),
                                      [](const detail::CallArg& a) { return a.kind == Kind::annotated; });
+  // The call runs on the device of its first shared-pointer argument.
   std::optional<unsigned> device;
+  for (const detail::CallArg& a : args)
+    if (a.kind != Kind::value && arena.contains(a.pointer)) {
+      device = arena.segment_of(a.pointer);
+      break;
+    }
+  const unsigned target = device.value_or(static_cast<unsigned>(impl_->default_device));
+  RuntimeImpl::Call call{target, {}, {}, !annotated, {}, std::this_thread::get_id()};
   std::vector<KernelArg> kernel_args;
-  detail::RuntimeImpl::Uses uses;
+  std::vector<std::pair<std::size_t, std::size_t>> copied;  // (argument, entry of call.remote) of copies
   kernel_args.reserve(args.size());
   for (std::size_t i = 0; i < args.size(); ++i) {
     const detail::CallArg& a = args[i];
@@ -273,56 +348,172 @@ void Runtime::call_args(const Kernel& kernel, const Launch& launch, std::span<co
       continue;
     }
     const unsigned d = arena.segment_of(a.pointer);
-    if (!device) device = d;
-    if (d != *device)
-      throw Unsupported(
-          fmt::format("call({}): argument {} lives on device {} but the call runs on device {}; "
-                      "remote access arrives with the multi-device issue",
-                      kernel.name, i, d, *device));
-    kernel_args.push_back(space.argument(a.pointer));
-    if (annotated)
-      detail::add_use(uses, directory, a.pointer,
-                      a.kind == Kind::annotated ? detail::kernel_use(a.use) : coherence::KernelUse::inout);
+    const coherence::KernelUse use = !annotated ? coherence::KernelUse::unknown
+                                     : a.kind == Kind::annotated ? detail::kernel_use(a.use)
+                                                                 : coherence::KernelUse::inout;
+    if (d == target) {
+      kernel_args.push_back(space.argument(a.pointer));
+      if (annotated) detail::add_use(call.uses, directory, a.pointer, use);
+      continue;
+    }
+    // Remote access (seed 003 §4.2): an object of a peer is passed as its device's address; otherwise
+    // HDSM_REMOTE=copy passes a copy on the call's device.
+    std::optional<KernelArg> peer = space.peer_argument(target, a.pointer);
+    if (!peer && !impl_->remote_copy)
+      throw Unsupported(fmt::format(
+          "call({}): argument {} ({}) is in an object of device {} ({}), but the call runs on device {} ({}), "
+          "the device of its first shared-pointer argument, and kernels there cannot reach device {}'s memory "
+          "(not peers); allocate the object on device {} or a peer of it, or set HDSM_REMOTE=copy to copy it "
+          "there for the call",
+          kernel.name, i, a.pointer, d, impl_->devices[d]->name(), target, impl_->devices[target]->name(), d,
+          target));
+    const coherence::Object* object = directory.lookup(a.pointer).object;
+    auto same = std::find_if(call.remote.begin(), call.remote.end(), [&](const RuntimeImpl::Remote& r) {
+      return directory.lookup(r.pointer).object == object;
+    });
+    if (same == call.remote.end()) {
+      call.remote.push_back({a.pointer, d, use, std::nullopt});
+      same = std::prev(call.remote.end());
+    } else {
+      same->use = detail::combine(same->use, use);
+    }
+    if (peer) {
+      kernel_args.push_back(*peer);
+    } else {
+      copied.emplace_back(i, static_cast<std::size_t>(same - call.remote.begin()));
+      kernel_args.push_back({});  // the temporary's, once it exists
+    }
   }
-  const unsigned target = device.value_or(static_cast<unsigned>(impl_->default_device));
-  std::lock_guard lock(impl_->calls_mutex);
-  space.release(target, uses);
-  space.launch(target, kernel, launch, kernel_args);
-  impl_->in_flight.push_back({target, std::move(uses)});
+  if (!copied.empty())
+    for (std::size_t r = 0; r < call.remote.size(); ++r)
+      if (std::any_of(copied.begin(), copied.end(), [&](const auto& c) { return c.second == r; }))
+        call.remote[r].temporary.emplace();
+
+  // Enqueue under the short locks of every device involved, taken in index order.
+  std::vector<unsigned> involved{target};
+  for (const RuntimeImpl::Remote& r : call.remote) involved.push_back(r.home);
+  std::sort(involved.begin(), involved.end());
+  involved.erase(std::unique(involved.begin(), involved.end()), involved.end());
+  std::vector<std::unique_lock<std::mutex>> locks;
+  for (unsigned d : involved) locks.push_back(obs::lock_counting_wait(impl_->device_calls[d].mutex, impl_->lock_sink()));
+
+  // Remote objects are released on their own devices, as if the kernel ran there.
+  for (unsigned home : involved) {
+    if (home == target) continue;
+    detail::RuntimeImpl::Uses at_home;
+    for (const RuntimeImpl::Remote& r : call.remote)
+      if (r.home == home) at_home.emplace_back(r.pointer, r.use);
+    space.release(home, at_home);
+  }
+  std::vector<Event> copies_back;
+  try {
+    for (RuntimeImpl::Remote& r : call.remote) {
+      if (r.temporary)
+        r.temporary = space.copy_in(target, r.pointer);
+      else
+        space.order(target, r.home);  // the launch waits for the release on the object's device
+    }
+    for (const auto& [arg, r] : copied) kernel_args[arg] = space.argument(*call.remote[r].temporary, args[arg].pointer);
+    if (call.every_object || !call.uses.empty()) space.release(target, call.uses);
+    space.launch(target, kernel, launch, kernel_args);
+    for (const RuntimeImpl::Remote& r : call.remote) {
+      if (!r.temporary)
+        space.order(r.home, target);  // later work on the object's device follows the kernel
+      else if (r.use != coherence::KernelUse::in)
+        copies_back.push_back(space.copy_back(target, *r.temporary, r.pointer));
+    }
+  } catch (...) {
+    // The temporaries made so far go, once the copies into them are done.
+    for (const RuntimeImpl::Remote& r : call.remote) {
+      if (!r.temporary || !r.temporary->buffer) continue;
+      try {
+        space.record(target).wait();
+      } catch (const std::exception&) {  // the error being thrown says what failed
+      }
+      space.free_temporary(target, *r.temporary);
+    }
+    throw;
+  }
+  copies_back.push_back(space.record(target));
+  call.done = transfer::all_of(std::move(copies_back));
+  impl_->device_calls[target].in_flight.push_back(std::move(call));
+  detail::note_call(*impl_, target);
 }
+
+namespace {
+
+/// What one sync acquires on one device: the objects its calls used there, after their kernels.
+struct Acquire {
+  unsigned device;
+  bool every_object = false;
+  detail::RuntimeImpl::Uses uses;
+  std::vector<Event> after;
+};
+
+Acquire& acquire_on(std::vector<Acquire>& acquires, unsigned device) {
+  auto it = std::find_if(acquires.begin(), acquires.end(), [&](const Acquire& a) { return a.device == device; });
+  if (it != acquires.end()) return *it;
+  return acquires.emplace_back(Acquire{device, false, {}, {}});
+}
+
+}  // namespace
 
 void Runtime::sync() {
   if (impl_->unified) return impl_->unified->sync();
-  std::vector<detail::RuntimeImpl::Call> calls;
-  {
-    std::lock_guard lock(impl_->calls_mutex);
-    calls.swap(impl_->in_flight);
+  using detail::RuntimeImpl;
+  // The calls this thread made (release consistency: a thread acquires what it released).
+  const std::thread::id me = std::this_thread::get_id();
+  std::vector<RuntimeImpl::Call> calls;
+  for (const unsigned device : detail::take_noted_calls(*impl_)) {
+    if (device >= impl_->device_calls.size()) continue;
+    RuntimeImpl::DeviceCalls& d = impl_->device_calls[device];
+    const auto lock = obs::lock_counting_wait(d.mutex, impl_->lock_sink());
+    auto mine = std::stable_partition(d.in_flight.begin(), d.in_flight.end(),
+                                      [&](const RuntimeImpl::Call& c) { return c.thread != me; });
+    std::move(mine, d.in_flight.end(), std::back_inserter(calls));
+    d.in_flight.erase(mine, d.in_flight.end());
   }
   if (calls.empty()) return;
   coherence::SharedSpace& space = impl_->shared_space();
-  // One acquire per device, in the order of the devices' first calls; an unannotated call makes the
-  // device's acquire cover every object.
-  std::vector<detail::RuntimeImpl::Call> merged;
-  for (auto& c : calls) {
-    auto it = std::find_if(merged.begin(), merged.end(), [&](const auto& m) { return m.device == c.device; });
-    if (it == merged.end()) {
-      merged.push_back(std::move(c));
-      continue;
+  // One acquire per device, in the order of the devices' first calls, after the kernels of the calls
+  // that used its objects; an unannotated call makes its device's acquire cover every object. Remote
+  // objects are acquired on their own devices.
+  std::vector<Acquire> acquires;
+  for (const RuntimeImpl::Call& c : calls) {
+    Acquire& a = acquire_on(acquires, c.device);
+    a.every_object |= c.every_object;
+    for (const auto& [p, use] : c.uses) detail::add_use(a.uses, space.directory(), p, use);
+    a.after.push_back(c.done);
+    for (const RuntimeImpl::Remote& r : c.remote) {
+      if (r.pointer == nullptr) continue;  // freed since
+      Acquire& home = acquire_on(acquires, r.home);
+      detail::add_use(home.uses, space.directory(), r.pointer, r.use);
+      home.after.push_back(c.done);
     }
-    if (it->uses.empty() || c.uses.empty()) {
-      it->uses.clear();
-      continue;
-    }
-    for (const auto& [p, use] : c.uses) detail::add_use(it->uses, space.directory(), p, use);
   }
   std::exception_ptr first_error;
-  for (const auto& c : merged) {
+  for (Acquire& a : acquires) {
     try {
-      space.acquire(c.device, c.uses);
+      const Event after = transfer::all_of(std::move(a.after));
+      if (a.every_object || !a.uses.empty()) {
+        if (a.every_object) a.uses.clear();
+        space.acquire(a.device, a.uses, &after);
+      } else {
+        after.wait();
+      }
     } catch (...) {
       if (!first_error) first_error = std::current_exception();
     }
   }
+  for (const RuntimeImpl::Call& c : calls)
+    for (const RuntimeImpl::Remote& r : c.remote) {
+      if (!r.temporary) continue;
+      try {
+        c.done.wait();
+      } catch (const std::exception&) {  // reported by the acquire above
+      }
+      space.free_temporary(c.device, *r.temporary);
+    }
   if (first_error) std::rethrow_exception(first_error);
 }
 

@@ -102,6 +102,8 @@ RuntimeImpl::RuntimeImpl(Config c)
     add(cuda);
   }
   default_device = pick_default(config, devices);
+  device_calls.resize(devices.size());
+  remote_copy = config.get(name(Knob::remote)) == "copy";
   if (config.get(name(Knob::protocol)) == "um") {
     const std::string& advice = config.get(name(Knob::um_advice));
     unified = std::make_unique<UnifiedSpace>(devices, config.boolean(name(Knob::um_prefetch)),

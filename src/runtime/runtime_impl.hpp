@@ -11,10 +11,14 @@
 #include "device/sim/sim_device.hpp"
 #include "exec/executor.hpp"
 #include "obs/counters.hpp"
+#include "obs/lock_wait.hpp"
 #include "obs/trace.hpp"
 #include "runtime/unified.hpp"
 
+#include <deque>
 #include <memory>
+#include <optional>
+#include <thread>
 #include <mutex>
 #include <string_view>
 #include <utility>
@@ -55,12 +59,33 @@ struct RuntimeImpl {
   coherence::SharedSpace::CopySetup copy_setup();
 
   using Uses = std::vector<std::pair<const void*, coherence::KernelUse>>;
+  /// An argument in an object of another device than the call's (remote access, seed 003 §4.2).
+  struct Remote {
+    const void* pointer;
+    unsigned home;  // the device hosting the object: released and acquired there
+    coherence::KernelUse use;
+    std::optional<coherence::SharedSpace::Temporary> temporary;  // HDSM_REMOTE=copy: the copy passed
+  };
+  /// A kernel call in flight: what its sync waits for and acquires.
   struct Call {
     unsigned device;
-    Uses uses;  // empty: every object of the device (an unannotated call)
+    Uses uses;  // the objects of `device` it uses (annotated calls)
+    std::vector<Remote> remote;
+    bool every_object;  // an unannotated call: every object of `device`
+    Event done;  // completes with the kernel
+    std::thread::id thread;  // the thread that made the call: its sync acquires it
   };
-  std::mutex calls_mutex;  // orders release + launch and the in-flight list
-  std::vector<Call> in_flight;
+  /// One per device (seed 003 §4.1): the short lock a call holds while it releases and launches
+  /// (never while waiting for a device), and the calls in flight on the device.
+  struct DeviceCalls {
+    std::mutex mutex;
+    std::vector<Call> in_flight;
+  };
+  std::deque<DeviceCalls> device_calls;  // by device index
+  /// HDSM_REMOTE=copy: objects of non-peer devices are copied to the call's device.
+  bool remote_copy = false;
+  /// Where waits on the call locks are counted.
+  obs::LockWaitSink lock_sink();
 
  private:
   std::mutex space_mutex_;
@@ -69,6 +94,13 @@ struct RuntimeImpl {
   std::unique_ptr<StagingPool> staging_;
   std::unique_ptr<StagingPool> mpi_staging_;
 };
+
+/// Notes that the calling thread has a call in flight on `device` of `runtime`.
+void note_call(const RuntimeImpl& runtime, unsigned device);
+/// The devices the calling thread has calls in flight on (noted since its last take), forgotten.
+std::vector<unsigned> take_noted_calls(const RuntimeImpl& runtime);
+/// Whether call `c` may use the object `p` starts; drops the object from what its sync acquires.
+bool forget_object(RuntimeImpl::Call& c, const coherence::Directory& directory, const void* p);
 
 /// Set a knob of the implicit default runtime before it is created (C API hdsm_config_set).
 void set_default_knob(std::string_view knob, std::string_view value);

@@ -1,6 +1,7 @@
 #include "transfer/copy_engine.hpp"
 
 #include "device/event_state.hpp"
+#include "obs/lock_wait.hpp"
 
 #include <hdsm/error.hpp>
 
@@ -65,7 +66,8 @@ CopyEngine::CopyEngine(std::span<Device* const> devices, Topology topology, Opti
       counters_(counters),
       tracer_(tracer != nullptr && tracer->enabled() ? tracer : nullptr),
       inbound_(devices_.size()),
-      outbound_(devices_.size()) {
+      outbound_(devices_.size()),
+      device_locks_(devices_.size()) {
   if (topology_.devices.size() != devices_.size())
     throw InvalidArgument(fmt::format("copy engine: the topology describes {} devices, but there are {}",
                                       topology_.devices.size(), devices_.size()));
@@ -169,11 +171,23 @@ Event CopyEngine::run(const Plan& plan, const Range& dst, const Range& src, std:
     for (const auto& [touches, range] : {std::pair{reads_src[l], range_queue(src)}, std::pair{writes_dst[l], range_queue(dst)}})
       if (touches && range != nullptr && range != lanes[l]) before.push_back({lanes[l], range});
   }
-  // Cross-queue waits of plans enqueued concurrently must not form a cycle: such plans enqueue one
-  // at a time. They have no host steps, so nothing waits on the host under the lock.
-  std::unique_lock lock(enqueue_mutex_, std::defer_lock);
-  if (!before.empty() || (lanes[kSource] != nullptr && lanes[kDest] != nullptr && lanes[kSource] != lanes[kDest]))
-    lock.lock();
+  // Cross-queue waits of plans enqueued concurrently must not form a cycle: plans that share a device
+  // enqueue one at a time, under the locks of their devices taken in index order (plans between other
+  // devices touch other queues and go on at once). They have no host steps, so nothing waits on the
+  // host under the locks.
+  std::array<std::unique_lock<std::mutex>, 2> locks;
+  if (!before.empty() || (lanes[kSource] != nullptr && lanes[kDest] != nullptr && lanes[kSource] != lanes[kDest])) {
+    unsigned first = src.on_device() ? index_of(*src.device) : index_of(*dst.device);
+    unsigned second = dst.on_device() ? index_of(*dst.device) : first;
+    if (second < first) std::swap(first, second);
+    const obs::LockWaitSink sink{counters_, tracer_, "lock wait: copy engine"};
+    locks[0] = obs::lock_counting_wait(device_locks_[first], sink);
+    if (second != first) locks[1] = obs::lock_counting_wait(device_locks_[second], sink);
+  }
+  const auto unlock = [&locks] {
+    for (auto it = locks.rbegin(); it != locks.rend(); ++it)
+      if (it->owns_lock()) it->unlock();
+  };
 
   struct SlotUse {
     Event last;             // completes when the last step using the slot has
@@ -228,14 +242,14 @@ Event CopyEngine::run(const Plan& plan, const Range& dst, const Range& src, std:
     if (order_after)
       for (Queue* range : {range_queue(src), range_queue(dst)})
         if (range != nullptr && range != last) range->wait(done);
-    if (lock.owns_lock()) lock.unlock();
+    unlock();
     if (!leases.empty() && done.state() != nullptr) {
       auto held = std::make_shared<std::vector<StagingPool::Lease>>(std::move(leases));
       done.state()->then([held](std::exception_ptr) { held->clear(); });
     }
     return done;
   } catch (...) {
-    if (lock.owns_lock()) lock.unlock();
+    unlock();
     // The chunks go back with the leases: first let the steps already enqueued finish.
     for (Queue* q : {lanes[kSource], lanes[kDest]}) {
       if (q == nullptr) continue;

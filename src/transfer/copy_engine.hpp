@@ -11,8 +11,9 @@
 // devices run at once. These queues first wait for what the ranges' queues had enqueued; with
 // `order_after`, the ranges' queues then wait for the copy, so later work on the buffers follows it.
 //
-// Two plans between devices enqueue one after the other under a short lock (no waiting on the host
-// inside it), so the cross-queue waits of concurrent plans never form a cycle. Host steps (CPU copies
+// Two plans between devices that share a device enqueue one after the other under short per-device
+// locks (no waiting on the host inside them), so the cross-queue waits of concurrent plans never
+// form a cycle; a thread that finds such a lock taken counts its wait (Stats::lock_wait_ns). Host steps (CPU copies
 // of pageable staging) run on the calling thread, interleaved with issuing the device steps; they are
 // done when start() returns.
 //
@@ -75,6 +76,8 @@ class CopyEngine {
   CopyEngine& operator=(const CopyEngine&) = delete;
 
   const Topology& topology() const { return topology_; }
+  /// The enqueue lock of device `index` (for tests that force contention on it).
+  std::mutex& device_lock(unsigned index) { return device_locks_.at(index); }
   const Options& options() const { return options_; }
 
   /// Where a range lies, as the planner sees it: a device, or host memory pinned for `peer` (the
@@ -110,7 +113,7 @@ class CopyEngine {
 
   std::mutex queues_mutex_;
   std::vector<std::unique_ptr<Queue>> inbound_, outbound_;  // by device index, created on first use
-  std::mutex enqueue_mutex_;  // held while a plan between two devices is enqueued
+  std::vector<std::mutex> device_locks_;  // by device index: held while a plan between devices is enqueued
 };
 
 }  // namespace hdsm::transfer

@@ -173,19 +173,21 @@ TEST_P(AdsmApi, SyncWithNothingInFlightIsANoOp) {
   rt.free(x);
 }
 
-TEST_P(AdsmApi, ObjectOnAnotherDeviceThanTheCallIsUnsupported) {
+TEST_P(AdsmApi, CallRunsOnTheDeviceOfItsFirstSharedPointer) {
   int* a = rt.alloc<int>(1024, 0);
   int* b = rt.alloc<int>(1024, 1);
-  try {
-    rt.call(vecadd(), hdsm::cover(1024), hdsm::in(a), hdsm::inout(b), std::uint64_t{1024});
-    FAIL() << "a call over two devices was accepted";
-  } catch (const hdsm::Unsupported& e) {
-    EXPECT_NE(std::string(e.what()).find("multi-device"), std::string::npos) << e.what();
-  }
-  // A call on device 1 alone works.
+  const auto on = [&](std::size_t device) { return rt.stats().devices[device].kernel_launches; };
+  const auto before0 = on(0), before1 = on(1);
   rt.call(fill(), hdsm::cover(1024), hdsm::out(b), std::uint64_t{1024}, 2);
   rt.sync();
   EXPECT_EQ(b[1023], 2);
+  EXPECT_EQ(on(1), before1 + 1);
+  EXPECT_EQ(on(0), before0);
+  // a first: device 0, with b (device 1, a peer: the sim devices form one peer group) passed remotely.
+  rt.call(vecadd(), hdsm::cover(1024), hdsm::in(reinterpret_cast<float*>(a)), hdsm::inout(reinterpret_cast<float*>(b)),
+          std::uint64_t{0});
+  rt.sync();
+  EXPECT_EQ(on(0), before0 + 1);
   rt.free(a);
   rt.free(b);
 }

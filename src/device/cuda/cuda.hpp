@@ -86,6 +86,7 @@ class CudaDevice final : public Device, public ManagedMemory {
   void free_pinned(void* pointer) override;
   bool is_pinned(const void* pointer, std::size_t bytes) const override;
   bool can_access_peer(const Device& other) const override;
+  std::optional<KernelArg> peer_argument(const Device& home, DeviceBuffer buffer, std::size_t offset) override;
   std::unique_ptr<Queue> create_queue() override;
 
   // Unified memory (the um protocol): cudaMallocManaged, cudaMemPrefetchAsync, cudaMemAdvise.

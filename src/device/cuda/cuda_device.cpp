@@ -325,6 +325,14 @@ bool CudaDevice::can_access_peer(const Device& other) const {
   return o != nullptr && o != this && static_cast<std::size_t>(o->ordinal_) < peers_.size() && peers_[o->ordinal_];
 }
 
+std::optional<KernelArg> CudaDevice::peer_argument(const Device& home, DeviceBuffer buffer, std::size_t offset) {
+  if (!can_access_peer(home)) return std::nullopt;
+  const std::uint64_t address = home.address(buffer, offset);
+  // Kernels of this device dereference home's device pointer over peer access (unified addressing).
+  enable_peer_access(static_cast<const CudaDevice&>(home));
+  return KernelArg::value(address);
+}
+
 void CudaDevice::enable_peer_access(const CudaDevice& peer) {
   std::lock_guard lock(mutex_);
   if (peer_enabled_[peer.ordinal_]) return;

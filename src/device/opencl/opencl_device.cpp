@@ -270,6 +270,13 @@ bool OpenclDevice::can_access_peer(const Device& other) const {
   return o != nullptr && o != this && o->context() == context();
 }
 
+std::optional<KernelArg> OpenclDevice::peer_argument(const Device&, DeviceBuffer, std::size_t) {
+  // A cl_mem of one context is valid on every device of it, but hdsm's buffers name one device's
+  // allocations (queues resolve them against their own device), so kernels never take another
+  // device's buffer: OpenCL devices are never remote-access peers.
+  return std::nullopt;
+}
+
 std::unique_ptr<Queue> OpenclDevice::create_queue() { return std::make_unique<OpenclQueue>(*this); }
 
 namespace {

@@ -295,6 +295,12 @@ bool SimDevice::can_access_peer(const Device& other) const {
          props_.peer_group == o->props_.peer_group;
 }
 
+std::optional<KernelArg> SimDevice::peer_argument(const Device& home, DeviceBuffer buffer, std::size_t offset) {
+  if (!can_access_peer(home)) return std::nullopt;
+  // Peers of one host share its address space: the kernel receives the pointer into home's memory.
+  return KernelArg::value(home.address(buffer, offset));
+}
+
 Clock::time_point SimDevice::link_copy(Route route, Engine& first, Engine* second, void* dst, const void* src,
                                        std::size_t n, Clock::time_point ready) {
   Clock::time_point begin, end;

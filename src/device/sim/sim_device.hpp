@@ -64,6 +64,7 @@ class SimDevice final : public Device, public ManagedMemory {
   void free_pinned(void* pointer) override { host_.free(pointer); }
   bool is_pinned(const void* pointer, std::size_t bytes) const override { return host_.contains(pointer, bytes); }
   bool can_access_peer(const Device& other) const override;
+  std::optional<KernelArg> peer_argument(const Device& home, DeviceBuffer buffer, std::size_t offset) override;
   std::unique_ptr<Queue> create_queue() override;
 
   // Unified memory on sim is what an integrated GPU has: the kernels run on the CPU, so a managed

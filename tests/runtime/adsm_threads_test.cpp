@@ -1,0 +1,217 @@
+// Device sharing between host threads (seed 003 §4.1): several threads calling kernels on one device
+// and on different devices, each checking its data; sync acquiring the calling thread's calls only;
+// the lock wait counter (Stats::lock_wait_ns) growing under forced contention and staying zero
+// without it.
+#include "support/test_support.hpp"
+
+#include "runtime/runtime_impl.hpp"
+
+#include <hdsm/hdsm.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+// x[i] += v for i < n.
+const hdsm::Kernel& add() {
+  static const hdsm::Kernel k =
+      hdsm::per_thread("threads_add", [](const hdsm::Thread& t, int* x, std::uint64_t n, int v) {
+        if (const auto i = t.global_x(); i < n) x[i] += v;
+      });
+  return k;
+}
+
+std::atomic<bool> gate_open{false};
+
+// Waits for gate_open, then x[0] = v.
+const hdsm::Kernel& gated_store() {
+  static const hdsm::Kernel k = hdsm::per_thread("threads_gated_store", [](const hdsm::Thread& t, int* x, int v) {
+    if (t.global_x() != 0) return;
+    while (!gate_open.load()) std::this_thread::yield();
+    x[0] = v;
+  });
+  return k;
+}
+
+hdsm::Config config(const std::string& protocol, unsigned devices) {
+  return hdsm::test::fast_sim_config(protocol).set("HDSM_SIM_DEVICES", std::to_string(devices)).set("HDSM_THREADS", "2");
+}
+
+// One thread's work: its own object on `device`, written by the CPU, incremented by kernels
+// (annotated or not), checked after every sync.
+void work(hdsm::Runtime& rt, int device, int id, bool annotate, int rounds) {
+  constexpr std::size_t n = 3000;
+  int* x = rt.alloc<int>(n, device);
+  for (int r = 0; r < rounds; ++r) {
+    for (std::size_t i = 0; i < n; i += 7) x[i] = id * 100000 + static_cast<int>(i) + r;
+    if (annotate)
+      rt.call(add(), hdsm::cover(n), hdsm::inout(x), std::uint64_t{n}, 3);
+    else
+      rt.call(add(), hdsm::cover(n), x, std::uint64_t{n}, 3);
+    rt.call(add(), hdsm::cover(n), hdsm::inout(x), std::uint64_t{n}, 2);
+    rt.sync();
+    for (std::size_t i = 0; i < n; i += 7) ASSERT_EQ(x[i], id * 100000 + static_cast<int>(i) + r + 5) << "thread " << id;
+    for (std::size_t i = 1; i < n; i += 7) {
+      // Elements the CPU never wrote gain 5 per round.
+      ASSERT_EQ(x[i], 5 * (r + 1)) << "thread " << id << " element " << i;
+    }
+  }
+  rt.free(x);
+}
+
+class AdsmThreads : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AdsmThreads, ThreadsShareOneDevice) {
+  hdsm::Runtime rt(config(GetParam(), 1));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) threads.emplace_back([&, t] { work(rt, 0, t, true, 8); });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(rt.stats().kernel_launches, 4u * 8u * 2u);
+}
+
+TEST_P(AdsmThreads, ThreadsOnDifferentDevicesNeverWaitForEachOther) {
+  hdsm::Runtime rt(config(GetParam(), 3));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) threads.emplace_back([&, t] { work(rt, t, t, t % 2 == 0, 8); });
+  for (auto& th : threads) th.join();
+  // Each device has one thread: no call lock was ever contended.
+  EXPECT_EQ(rt.stats().lock_waits, 0u);
+  EXPECT_EQ(rt.stats().lock_wait_ns, 0u);
+}
+
+TEST_P(AdsmThreads, SyncAcquiresTheCallingThreadsCallsOnly) {
+  hdsm::Runtime rt(config(GetParam(), 1));
+  gate_open = false;
+  int* x = rt.alloc<int>(1024);
+  int* y = rt.alloc<int>(1024);
+  rt.call(gated_store(), hdsm::cover(1), hdsm::inout(x), 7);  // blocked until the gate opens
+  // Another thread's sync has no call of its own to wait for: it returns while the kernel still runs.
+  std::thread other([&] {
+    auto done = std::async(std::launch::async, [&] { rt.sync(); });
+    EXPECT_EQ(done.wait_for(std::chrono::seconds(20)), std::future_status::ready)
+        << "a thread's sync waited for another thread's call";
+    gate_open = true;
+    done.wait();
+    // Its own calls it does acquire.
+    rt.call(add(), hdsm::cover(1024), hdsm::inout(y), std::uint64_t{1024}, 4);
+    rt.sync();
+    EXPECT_EQ(y[1023], 4);
+  });
+  other.join();
+  rt.sync();
+  EXPECT_EQ(x[0], 7);
+  rt.free(x);
+  rt.free(y);
+}
+
+TEST_P(AdsmThreads, FreeWaitsForAnotherThreadsCallAndItsSyncSkipsTheObject) {
+  hdsm::Runtime rt(config(GetParam(), 1));
+  gate_open = false;
+  int* x = rt.alloc<int>(1024);
+  std::atomic<bool> called{false};
+  std::thread caller([&] {
+    rt.call(gated_store(), hdsm::cover(1), hdsm::inout(x), 9);
+    called = true;
+    while (!gate_open.load()) std::this_thread::yield();
+    // The object is gone by now (freed by the main thread); the sync still completes.
+    while (called.load()) std::this_thread::yield();
+    EXPECT_NO_THROW(rt.sync());
+  });
+  while (!called.load()) std::this_thread::yield();
+  std::thread opener([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    gate_open = true;
+  });
+  rt.free(x);  // waits for the gated kernel
+  called = false;
+  opener.join();
+  caller.join();
+}
+
+TEST_P(AdsmThreads, LockWaitCounterGrowsUnderContentionOnly) {
+  hdsm::Runtime rt(config(GetParam(), 2));
+  int* x = rt.alloc<int>(1024, 0);
+  // Uncontended: one thread calling and syncing takes the locks without a wait.
+  for (int r = 0; r < 5; ++r) {
+    rt.call(add(), hdsm::cover(1024), hdsm::inout(x), std::uint64_t{1024}, 1);
+    rt.sync();
+  }
+  EXPECT_EQ(rt.stats().lock_waits, 0u);
+  EXPECT_EQ(rt.stats().lock_wait_ns, 0u);
+  // Forced: device 0's call lock is held while another thread calls there.
+  std::atomic<bool> calling{false};
+  std::thread t;
+  {
+    std::lock_guard hold(rt.impl().device_calls[0].mutex);
+    t = std::thread([&] {
+      calling = true;
+      rt.call(add(), hdsm::cover(1024), hdsm::inout(x), std::uint64_t{1024}, 1);
+      rt.sync();
+    });
+    while (!calling.load()) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  t.join();
+  const hdsm::Stats s = rt.stats();
+  EXPECT_GE(s.lock_waits, 1u);
+  EXPECT_GE(s.lock_wait_ns, 100'000'000u) << "the wait of about 200 ms was not counted";
+  EXPECT_NE(s.to_string().find("enqueue lock waits: 1 contended"), std::string::npos) << s.to_string();
+  EXPECT_EQ(x[0], 6);
+  rt.free(x);
+}
+
+TEST(AdsmThreadsCopyEngine, CopiesBetweenTheSameDevicesContendCopiesBetweenOthersDoNot) {
+  // Four devices without peer access: device-to-device copies are staged and enqueue under the
+  // copy engine's per-device locks.
+  auto c = config("rolling", 4).set("HDSM_SIM_PEER", "none");
+  hdsm::Runtime rt(c);
+  constexpr std::size_t n = std::size_t{1} << 20;
+  std::vector<unsigned char*> objects;
+  for (int d = 0; d < 4; ++d) {
+    objects.push_back(rt.alloc<unsigned char>(n, d));
+    rt.memset(objects.back(), d + 1, n);
+  }
+  // 0 -> 1 and 2 -> 3 at once, from two threads: disjoint devices, no lock is shared.
+  {
+    std::thread a([&] {
+      for (int r = 0; r < 20; ++r) rt.memcpy(objects[1], objects[0], n);
+    });
+    std::thread b([&] {
+      for (int r = 0; r < 20; ++r) rt.memcpy(objects[3], objects[2], n);
+    });
+    a.join();
+    b.join();
+  }
+  EXPECT_EQ(rt.stats().lock_waits, 0u);
+  EXPECT_EQ(objects[1][n - 1], 1);
+  EXPECT_EQ(objects[3][n - 1], 3);
+  // A held lock of device 1 makes a copy into it wait, and the wait is counted.
+  {
+    std::unique_lock hold(rt.impl().shared_space().copy_engine().device_lock(1));
+    std::atomic<bool> copying{false};
+    std::thread a([&] {
+      copying = true;
+      rt.memcpy(objects[1], objects[2], n);
+    });
+    while (!copying.load()) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    hold.unlock();
+    a.join();
+  }
+  EXPECT_GE(rt.stats().lock_waits, 1u);
+  EXPECT_GE(rt.stats().lock_wait_ns, 100'000'000u);
+  EXPECT_EQ(objects[1][0], 3);
+  for (auto* p : objects) rt.free(p);
+}
+
+INSTANTIATE_TEST_SUITE_P(Protocols, AdsmThreads, ::testing::Values("batch", "lazy", "rolling"));
+
+}  // namespace
