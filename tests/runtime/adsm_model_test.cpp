@@ -1,5 +1,6 @@
 // Randomized model test of ADSM: random CPU reads and writes at random offsets and sizes, kernel calls
-// (annotated or not) that write a pattern into a range or checksum one range into another object,
+// (annotated or not) that write a pattern into a range or checksum one range into another object
+// (of another device too: a peer, or copied with HDSM_REMOTE=copy, remote as source or destination),
 // allocations and frees, bulk memory (Runtime::memset, memcpy between host memory and objects and
 // between objects, overlapping ones included), over every protocol x block size x 1-3 devices,
 // compared with plain memory after every step (read by the CPU or by a bulk copy, which must not
@@ -84,16 +85,28 @@ const hdsm::Kernel& checksum_kernel() {
   return k;
 }
 
+// model_checksum with the destination first (host body only: the sim devices run it).
+const hdsm::Kernel& checksum_into_kernel() {
+  static const hdsm::Kernel k = hdsm::per_thread(
+      "model_checksum_into", [](const hdsm::Thread& t, unsigned char* dst, const unsigned char* src, std::uint64_t n) {
+        if (t.global_x() != 0) return;
+        const std::uint64_t h = checksum(src, n);
+        std::memcpy(dst, &h, sizeof h);
+      });
+  return k;
+}
+
 struct Param {
   const char* protocol;
   std::size_t block_bytes;
   unsigned devices;
   const char* backend = "sim";
+  bool remote_copy = false;  // sim devices without peer access, HDSM_REMOTE=copy (else one peer group)
 };
 
 void PrintTo(const Param& p, std::ostream* os) {
   *os << p.backend << ", " << p.protocol << ", " << hdsm::format_bytes(p.block_bytes) << " blocks, " << p.devices
-      << " devices";
+      << " devices" << (p.remote_copy ? ", remote objects copied" : "");
 }
 
 struct Object {
@@ -121,6 +134,9 @@ class AdsmModel : public ::testing::TestWithParam<Param> {
         .set("HDSM_ARENA_SEGMENT", "1GiB")
         .set("HDSM_BLOCK_SIZE", std::to_string(GetParam().block_bytes))
         .set("HDSM_PROTOCOL", GetParam().protocol);
+    if (GetParam().remote_copy) c.set("HDSM_SIM_PEER", "none").set("HDSM_REMOTE", "copy");
+    // Kernels may take objects of other devices: peers (the sim default) or copied.
+    remote_ = !opencl && GetParam().devices > 1;
     try {
       rt_ = std::make_unique<hdsm::Runtime>(c);
     } catch (const hdsm::NoDevice& e) {
@@ -280,7 +296,7 @@ class AdsmModel : public ::testing::TestWithParam<Param> {
     const auto salt = static_cast<std::uint32_t>(rng_());
     std::vector<Object*> peers;
     for (auto& o : objects_)
-      if (o.device == a.device && o.ref.size() >= 8) peers.push_back(&o);
+      if ((o.device == a.device || remote_) && o.ref.size() >= 8) peers.push_back(&o);
     if (peers.empty() || coin()) {
       log(std::string("pattern ") + (annotate ? "annotated " : "") + std::to_string(len) + " at " +
           std::to_string(offset) + " of " + std::to_string(a.ref.size()) + " on device " +
@@ -300,9 +316,18 @@ class AdsmModel : public ::testing::TestWithParam<Param> {
     const std::size_t at = below((b.ref.size() - 8) / kernel_align_ + 1) * kernel_align_;
     log(std::string("checksum ") + (annotate ? "annotated " : "") + std::to_string(len) + " at " +
         std::to_string(offset) + " of " + std::to_string(a.ref.size()) + " into " + std::to_string(at) +
-        " of " + std::to_string(b.ref.size()) + " on device " + std::to_string(a.device));
+        " of " + std::to_string(b.ref.size()) + " (device " + std::to_string(b.device) + ") on device " +
+        std::to_string(a.device));
     const unsigned char* src = a.p + offset;
-    if (annotate)
+    // The call runs on the device of its first shared pointer: with the destination first, a source of
+    // another device is the remote one (read only), otherwise the destination is.
+    const bool into = remote_ && coin();
+    if (into) log("  with the destination first (the call runs on device " + std::to_string(b.device) + ")");
+    if (into && annotate)
+      rt_->call(checksum_into_kernel(), hdsm::cover(1), hdsm::inout(b.p + at), hdsm::in(src), std::uint64_t{len});
+    else if (into)
+      rt_->call(checksum_into_kernel(), hdsm::cover(1), b.p + at, src, std::uint64_t{len});
+    else if (annotate)
       rt_->call(checksum_kernel(), hdsm::cover(1), hdsm::in(src), std::uint64_t{len}, hdsm::inout(b.p + at));
     else
       rt_->call(checksum_kernel(), hdsm::cover(1), src, std::uint64_t{len}, b.p + at);
@@ -347,6 +372,7 @@ class AdsmModel : public ::testing::TestWithParam<Param> {
   int iterations_ = 0;
   std::size_t block_ = 0, max_bytes_ = 0;
   std::size_t kernel_align_ = 1;  // where kernel ranges may start
+  bool remote_ = false;           // kernels may take objects of other devices
   unsigned first_device_ = 0;     // the runtime's index of the model's device 0
   std::vector<Object> objects_;
   std::deque<std::string> trace_;
@@ -381,13 +407,17 @@ std::vector<Param> all_params() {
       for (unsigned devices = 1; devices <= 3; ++devices) out.push_back({protocol, block, devices});
   for (const char* protocol : {"batch", "lazy", "rolling"})
     for (std::size_t block : {std::size_t{4} << 10, std::size_t{64} << 10}) out.push_back({protocol, block, 1, "opencl"});
+  for (const char* protocol : {"batch", "lazy", "rolling"})
+    for (std::size_t block : {std::size_t{4} << 10, std::size_t{64} << 10})
+      for (unsigned devices = 2; devices <= 3; ++devices) out.push_back({protocol, block, devices, "sim", true});
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(All, AdsmModel, ::testing::ValuesIn(all_params()), [](const auto& info) {
   const std::string backend = info.param.backend;
   return (backend == "sim" ? "" : backend + "_") + info.param.protocol + "_" +
-         std::to_string(info.param.block_bytes >> 10) + "KiB_" + std::to_string(info.param.devices) + "dev";
+         std::to_string(info.param.block_bytes >> 10) + "KiB_" + std::to_string(info.param.devices) + "dev" +
+         (info.param.remote_copy ? "_copy" : "");
 });
 
 }  // namespace
