@@ -1,7 +1,7 @@
 # Run `hdsm bench hpe --quick` into a fresh folder and check that every version of seed 003 Fig. 7
-# reported in both directions, that every app of Figs. 9/10 reported every series on 1, 2 and 4
-# devices, and that the summary has the issue's target rows (each version's data, and each app's
-# output, is checked by the suite itself before its time counts).
+# reported in both directions (and Fig. 8's wait rows), that every app of Figs. 9/10 reported every
+# series on 1, 2 and 4 devices, and that the summary has the issue's target rows (each version's
+# data, and each app's output, is checked by the suite itself before its time counts).
 #   cmake -DHDSM=<hdsm executable> -DOUT=<folder> -P check_bench_hpe.cmake
 cmake_minimum_required(VERSION 3.25)
 
@@ -42,4 +42,17 @@ foreach(app stencil fft mergesort)
     endif()
   endforeach()
 endforeach()
+# Fig. 8: the CPU thread wait of both versions in both directions.
+foreach(direction "one-way wait" "two-way wait")
+  foreach(version "double-buffered \\(locked\\)" "hdsm staged")
+    foreach(bytes 262144 8388608)
+      if(NOT csv MATCHES "\n${direction},${version},${bytes},")
+        message(FATAL_ERROR "hpe.csv has no '${direction},${version},${bytes}' row")
+      endif()
+    endforeach()
+  endforeach()
+endforeach()
+if(NOT out MATCHES "two-way CPU thread wait, hdsm staged / locked double-buffered")
+  message(FATAL_ERROR "the summary lacks the Fig. 8 wait ratio\n${transcript}")
+endif()
 message(STATUS "ok: ${OUT}")

@@ -101,6 +101,7 @@ class Progress {
 
   /// Number of steps the suite expects to report (for the "12/68" counter); may be revised.
   void set_total(std::size_t steps) { total_ = steps; }
+  std::size_t total() const { return total_; }
   /// A measurement starts; `what` says what is measured.
   void start(std::string_view what);
   /// The measurement started last has finished with this result.
