@@ -8,6 +8,10 @@
 // (only written: nothing is uploaded) and inout(p). In a call with at least one annotation only the
 // named objects are released and acquired (a raw shared pointer counts as inout); a call without any
 // releases and acquires every object of its device, as the seed does.
+//
+// A call runs on the device of its first shared-pointer argument; objects of other devices are
+// released and acquired on their own devices (remote access: peers, or copies with HDSM_REMOTE=copy).
+// Any thread may call on any device; sync acquires the calling thread's calls.
 #pragma once
 
 #include <hdsm/kernel.hpp>

@@ -63,7 +63,8 @@ hdsm_status hdsm_stats_get(hdsm_stats* stats);
 
 /* Shared memory (ADSM): a zero-filled object of `bytes` hosted by `device` (-1: the default device)
  * whose pointer the CPU and kernels share. hdsm_free takes the start of such an object (NULL: no-op);
- * hdsm_sync waits for the kernel calls in flight and makes their results visible to the CPU. */
+ * hdsm_sync waits for the kernel calls the calling thread made since its last sync and makes their
+ * results visible to the CPU (each thread syncs its own calls). */
 hdsm_status hdsm_alloc(size_t bytes, int device, void** out);
 hdsm_status hdsm_free(void* pointer);
 hdsm_status hdsm_sync(void);

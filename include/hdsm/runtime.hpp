@@ -111,10 +111,13 @@ class Runtime {
   std::size_t fread(void* buf, std::size_t size, std::size_t count, std::FILE* stream);
   std::size_t fwrite(const void* buf, std::size_t size, std::size_t count, std::FILE* stream);
 
-  /// Release, then launch asynchronously on the device hosting the shared-pointer arguments.
+  /// Release, then launch asynchronously on the device hosting the first shared-pointer argument.
+  /// Objects of other devices are passed by their device's address when the devices are peers, as
+  /// copies with HDSM_REMOTE=copy, and are Unsupported otherwise (docs/user-guide.md).
   template <class... A>
   void call(const Kernel& kernel, const Launch& launch, A&&... args);
-  /// Wait for every call in flight, then acquire what they used; a no-op with nothing in flight.
+  /// Wait for the calls the calling thread made since its last sync, then acquire what they used; a
+  /// no-op with none in flight. Other threads' calls are theirs to sync.
   void sync();
   void call_args(const Kernel& kernel, const Launch& launch, std::span<const detail::CallArg> args);
 
