@@ -45,11 +45,11 @@ hdsm::Config config(const std::string& protocol, unsigned devices) {
   return hdsm::test::fast_sim_config(protocol).set("HDSM_SIM_DEVICES", std::to_string(devices)).set("HDSM_THREADS", "2");
 }
 
-// One thread's work: its own object on `device`, written by the CPU, incremented by kernels
-// (annotated or not), checked after every sync.
-void work(hdsm::Runtime& rt, int device, int id, bool annotate, int rounds) {
-  constexpr std::size_t n = 3000;
-  int* x = rt.alloc<int>(n, device);
+constexpr std::size_t n = 3000;
+
+// One thread's work on its own object x: written by the CPU, incremented by kernels (annotated or
+// not) on the object's device, checked after every sync.
+void work(hdsm::Runtime& rt, int* x, int id, bool annotate, int rounds) {
   for (int r = 0; r < rounds; ++r) {
     for (std::size_t i = 0; i < n; i += 7) x[i] = id * 100000 + static_cast<int>(i) + r;
     if (annotate)
@@ -64,24 +64,30 @@ void work(hdsm::Runtime& rt, int device, int id, bool annotate, int rounds) {
       ASSERT_EQ(x[i], 5 * (r + 1)) << "thread " << id << " element " << i;
     }
   }
-  rt.free(x);
+}
+
+// `threads` threads, thread t working on its object on device t % devices; the objects are
+// allocated before the threads start and freed after they end (free looks at every device's calls).
+void run_threads(hdsm::Runtime& rt, int threads, int devices, bool (*annotate)(int)) {
+  std::vector<int*> objects;
+  for (int t = 0; t < threads; ++t) objects.push_back(rt.alloc<int>(n, t % devices));
+  std::vector<std::thread> running;
+  for (int t = 0; t < threads; ++t) running.emplace_back([&, t] { work(rt, objects[t], t, annotate(t), 8); });
+  for (auto& th : running) th.join();
+  for (int* x : objects) rt.free(x);
 }
 
 class AdsmThreads : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(AdsmThreads, ThreadsShareOneDevice) {
   hdsm::Runtime rt(config(GetParam(), 1));
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) threads.emplace_back([&, t] { work(rt, 0, t, true, 8); });
-  for (auto& th : threads) th.join();
+  run_threads(rt, 4, 1, [](int) { return true; });
   EXPECT_EQ(rt.stats().kernel_launches, 4u * 8u * 2u);
 }
 
 TEST_P(AdsmThreads, ThreadsOnDifferentDevicesNeverWaitForEachOther) {
   hdsm::Runtime rt(config(GetParam(), 3));
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 3; ++t) threads.emplace_back([&, t] { work(rt, t, t, t % 2 == 0, 8); });
-  for (auto& th : threads) th.join();
+  run_threads(rt, 3, 3, [](int t) { return t % 2 == 0; });
   // Each device has one thread: no call lock was ever contended.
   EXPECT_EQ(rt.stats().lock_waits, 0u);
   EXPECT_EQ(rt.stats().lock_wait_ns, 0u);

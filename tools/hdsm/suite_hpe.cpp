@@ -114,6 +114,18 @@ class ExplicitLane {
     to_queue_->synchronize();
   }
 
+  std::size_t chunks() const { return (bytes_ + kChunk - 1) / kChunk; }
+  /// Chunk i (of kChunk bytes) of the source into `host`, waited for.
+  void chunk_to_host(std::byte* host, std::size_t i) {
+    from_queue_->copy_to_host(host, src_.get(), i * kChunk, std::min(kChunk, bytes_ - i * kChunk));
+    from_queue_->synchronize();
+  }
+  /// Chunk i of the destination from `host`, waited for.
+  void chunk_to_device(const std::byte* host, std::size_t i) {
+    to_queue_->copy_to_device(dst_.get(), i * kChunk, host, std::min(kChunk, bytes_ - i * kChunk));
+    to_queue_->synchronize();
+  }
+
   void clear() {
     to_queue_->fill(dst_.get(), 0, bytes_, 0);
     to_queue_->synchronize();
@@ -207,23 +219,18 @@ std::unique_lock<std::mutex> take_slot(LockedSlot& slot, bool full, std::chrono:
   return lock;
 }
 
-/// One direction of the locked double-buffered copy: source on one device, destination on the other.
+/// One direction of the locked double-buffered copy: the lane's source and destination, and two
+/// pinned buffers of kChunk under locks.
 class LockedLane {
  public:
   LockedLane(Device& from, Device& to, std::size_t bytes, unsigned salt)
-      : bytes_(bytes), src_(from, bytes), dst_(to, bytes), from_queue_(from.create_queue()),
-        to_queue_(to.create_queue()), buffers_(from, 2 * kChunk), data_(pattern(bytes, salt)) {
-    from_queue_->copy_to_device(src_.get(), 0, data_.data(), bytes);
-    from_queue_->synchronize();
-  }
-  std::size_t chunks() const { return (bytes_ + kChunk - 1) / kChunk; }
+      : lane_(from, to, bytes, salt), buffers_(from, 2 * kChunk) {}
+  std::size_t chunks() const { return lane_.chunks(); }
   /// The source's thread: chunk i into its buffer, under the buffer's lock.
   void produce(std::size_t i, std::chrono::nanoseconds& waited) {
     LockedSlot& slot = slots_[i % 2];
     const auto lock = take_slot(slot, false, waited);
-    const std::size_t at = i * kChunk, n = std::min(kChunk, bytes_ - at);
-    from_queue_->copy_to_host(buffers_.get() + (i % 2) * kChunk, src_.get(), at, n);
-    from_queue_->synchronize();
+    lane_.chunk_to_host(buffers_.get() + (i % 2) * kChunk, i);
     slot.full = true;
     slot.changed.notify_all();
   }
@@ -231,26 +238,17 @@ class LockedLane {
   void consume(std::size_t i, std::chrono::nanoseconds& waited) {
     LockedSlot& slot = slots_[i % 2];
     const auto lock = take_slot(slot, true, waited);
-    const std::size_t at = i * kChunk, n = std::min(kChunk, bytes_ - at);
-    to_queue_->copy_to_device(dst_.get(), at, buffers_.get() + (i % 2) * kChunk, n);
-    to_queue_->synchronize();
+    lane_.chunk_to_device(buffers_.get() + (i % 2) * kChunk, i);
     slot.full = false;
     slot.changed.notify_all();
   }
-  void check(const std::string& who) {
-    std::vector<unsigned char> back(bytes_);
-    to_queue_->copy_to_host(back.data(), dst_.get(), 0, bytes_);
-    to_queue_->synchronize();
-    expect_equal(back, data_, who);
-  }
+  void clear() { lane_.clear(); }
+  void check(const std::string& who) { lane_.check(who); }
 
  private:
-  std::size_t bytes_;
-  DeviceMemory src_, dst_;
-  std::unique_ptr<Queue> from_queue_, to_queue_;
+  ExplicitLane lane_;
   PinnedMemory buffers_;
   LockedSlot slots_[2];
-  std::vector<unsigned char> data_;
 };
 
 /// Copies per measurement: enough bytes to see the waits, a few copies at least.
@@ -279,10 +277,12 @@ void locked_double_wait(SuiteContext& ctx, Runtime& rt, unsigned a, unsigned b, 
   std::chrono::nanoseconds waited{0};
   double copy_seconds = 0;
   const std::size_t reps = wait_reps(bytes, ctx.quick);
+  LockedLane ab(rt.device(a), rt.device(b), bytes, 5);
+  std::optional<LockedLane> ba;
+  if (two_way) ba.emplace(rt.device(b), rt.device(a), bytes, 6);
   for (std::size_t r = 0; r < reps; ++r) {
-    LockedLane ab(rt.device(a), rt.device(b), bytes, 5);
-    std::optional<LockedLane> ba;
-    if (two_way) ba.emplace(rt.device(b), rt.device(a), bytes, 6);
+    ab.clear();
+    if (ba) ba->clear();
     std::chrono::nanoseconds waits[2]{};
     const auto begin = std::chrono::steady_clock::now();
     std::thread of_b([&] {  // device b's thread
