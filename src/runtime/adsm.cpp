@@ -2,11 +2,11 @@
 #include <hdsm/adsm.hpp>
 #include <hdsm/error.hpp>
 
+#include "obs/lock_wait.hpp"
 #include "os/mapping.hpp"
 #include "runtime/knobs.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "runtime/shared_ranges.hpp"
-#include "obs/lock_wait.hpp"
 #include "transfer/copy_engine.hpp"
 #include "transfer/probe.hpp"
 
@@ -18,8 +18,8 @@
 #include <cstring>
 #include <exception>
 #include <iterator>
-#include <thread>
 #include <optional>
+#include <thread>
 #include <unordered_map>
 
 namespace hdsm {
