@@ -264,7 +264,10 @@ void add_wait_row(SuiteContext& ctx, const std::string& direction, const std::st
                        {"version", version},
                        {"bytes", static_cast<std::int64_t>(bytes)},
                        {"seconds", wait_seconds},
-                       {"GBps", moved / copy_seconds / 1e9}});
+                       {"GBps", moved / copy_seconds / 1e9},
+                       {"devices", std::int64_t{2}},
+                       {"speedup", std::string()},
+                       {"transfer_pct", std::string()}});
   ctx.progress.finish(fmt::format("{:.3f} ms waited per copy", wait_seconds * 1e3));
 }
 
