@@ -115,7 +115,14 @@ TEST(SimLink, PreemptedEngineThreadsCatchUpWithTheModel) {
   for (auto& h : hogs) h.join();
   const double modelled = (kChunks + 1) * (kChunk / 0.25e9);
   EXPECT_GE(seconds, modelled);
-  EXPECT_LT(seconds, 2.0 * modelled);  // 3.3-6.7x before the timeline, 1.0-1.3x after
+  // Without the timeline 3.3-6.7x; with it 1.0-1.3x, and 2.1x under ThreadSanitizer, whose memcpy
+  // and event handling need a CPU share that the hogs take.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+  constexpr double kLimit = 3.0;
+#else
+  constexpr double kLimit = 2.0;
+#endif
+  EXPECT_LT(seconds, kLimit * modelled);
   a.free_pinned(stage);
   a.free(src);
   b.free(dst);
