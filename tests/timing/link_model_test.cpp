@@ -79,6 +79,11 @@ TEST(SimLink, OppositeDirectionsOverlapSameDirectionSerialises) {
 // on the other after an event) keeps close to the modelled time while hog threads on every CPU
 // preempt the engine threads; before the queues kept a modelled timeline, each stall added up.
 TEST(SimLink, PreemptedEngineThreadsCatchUpWithTheModel) {
+#if defined(__SANITIZE_THREAD__)
+  // Its memcpy and event handling need so much CPU that the hogs alone make the pipeline 2-3.5x the
+  // model, as slow as preemption made it before the timeline: the test could not tell them apart.
+  GTEST_SKIP() << "timing beside CPU hogs is not meaningful under ThreadSanitizer";
+#endif
   auto c = sim_config("0.25", "0");
   c.set("HDSM_SIM_DEVICES", "2").set("HDSM_SIM_PEER", "none");
   hdsm::Runtime rt(c);
@@ -115,14 +120,7 @@ TEST(SimLink, PreemptedEngineThreadsCatchUpWithTheModel) {
   for (auto& h : hogs) h.join();
   const double modelled = (kChunks + 1) * (kChunk / 0.25e9);
   EXPECT_GE(seconds, modelled);
-  // Without the timeline 3.3-6.7x; with it 1.0-1.3x, and 2.1x under ThreadSanitizer, whose memcpy
-  // and event handling need a CPU share that the hogs take.
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-  constexpr double kLimit = 3.0;
-#else
-  constexpr double kLimit = 2.0;
-#endif
-  EXPECT_LT(seconds, kLimit * modelled);
+  EXPECT_LT(seconds, 2.0 * modelled);  // 3.3-6.7x without the timeline, 1.0-1.3x with it
   a.free_pinned(stage);
   a.free(src);
   b.free(dst);
