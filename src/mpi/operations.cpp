@@ -59,11 +59,12 @@ int describe(const char* call, const void* buf, int count, MPI_Datatype type, Us
   detail::RuntimeImpl& impl = runtime->impl();
   out.space = space;
   out.pool = &impl.mpi_staging();
+  out.buffers = &impl.mpi_buffers();
   out.chunk = out.pool->chunk_bytes();
   return MPI_SUCCESS;
 }
 
-void Slot::acquire(StagingPool* pool, std::size_t bytes) {
+void Slot::acquire(StagingPool* pool, std::size_t bytes, BufferCache* buffers) {
   if (data != nullptr) return;
   if (pool != nullptr && bytes <= pool->chunk_bytes()) {
     if (auto l = pool->try_acquire()) {
@@ -72,8 +73,22 @@ void Slot::acquire(StagingPool* pool, std::size_t bytes) {
       return;
     }
   }
+  if (buffers != nullptr) {
+    kept = buffers->take(bytes);
+    data = kept.data();
+    return;
+  }
   heap = std::make_unique_for_overwrite<std::byte[]>(bytes);
   data = heap.get();
+}
+
+Slot::~Slot() {
+  for (const Event& e : pending) {
+    try {
+      e.wait();
+    } catch (const std::exception&) {  // the operation reported it, or ended before it mattered
+    }
+  }
 }
 
 void Operation::fill(MPI_Status* status) const {
@@ -334,7 +349,7 @@ class Receive final : public Operation {
     }
     // A plain message into a shared object: whole into staging memory (at most the receive
     // buffer's size), then into the object.
-    plain_.acquire(buffer_.pool, static_cast<std::size_t>(bytes));
+    plain_.acquire(buffer_.pool, static_cast<std::size_t>(bytes), buffer_.buffers);
     state_ = State::plain;
     if (bytes > INT_MAX) {
       truncate(message, bytes);

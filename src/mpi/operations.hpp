@@ -6,6 +6,7 @@
 #pragma once
 
 #include "coherence/shared_space.hpp"
+#include "device/buffer_cache.hpp"
 #include "device/staging_pool.hpp"
 #include "mpi/protocol.hpp"
 
@@ -42,6 +43,7 @@ struct UserBuffer {
   bool contiguous = true;  // the bytes are [data, data + bytes)
   coherence::SharedSpace* space = nullptr;  // non-null: in a shared object of this space
   StagingPool* pool = nullptr;              // the owning runtime's MPI staging pool
+  BufferCache* buffers = nullptr;           // the owning runtime's kept receive buffers
   std::size_t chunk = 0;                    // the owning runtime's HDSM_MPI_CHUNK
   bool shared() const { return space != nullptr; }
 };
@@ -50,17 +52,25 @@ struct UserBuffer {
 int describe(const char* call, const void* buf, int count, MPI_Datatype type, UserBuffer& out);
 
 /// A staging buffer of one chunk: pinned from the pool when one is free, pageable otherwise (never
-/// waiting, so operations cannot deadlock on the pool).
+/// waiting, so operations cannot deadlock on the pool). Pageable memory comes from `buffers` when
+/// given (kept for the next message), else from the heap.
 struct Slot {
   enum class Stage { idle, device, network };
   Stage stage = Stage::idle;
   std::byte* data = nullptr;
   std::optional<StagingPool::Lease> lease;
   std::unique_ptr<std::byte[]> heap;
+  BufferCache::Buffer kept;
   std::vector<Event> pending;  // device copies using `data`
   MPI_Request request = MPI_REQUEST_NULL;
   std::size_t chunk = 0;  // index of the chunk it holds
-  void acquire(StagingPool* pool, std::size_t bytes);
+  void acquire(StagingPool* pool, std::size_t bytes, BufferCache* buffers = nullptr);
+  Slot() = default;
+  Slot(const Slot&) = delete;
+  Slot& operator=(const Slot&) = delete;
+  /// Waits for device copies still using `data` (an operation that failed half way) before the
+  /// memory goes back to its pool or cache for the next message.
+  ~Slot();
 };
 
 class Operation {

@@ -118,6 +118,7 @@ RuntimeImpl::~RuntimeImpl() {
   destroy_space();
   staging_.reset();  // pinned memory of a device
   mpi_staging_.reset();
+  mpi_buffers_.reset();
   cuda.reset();
   opencl.reset();
   sim.reset();

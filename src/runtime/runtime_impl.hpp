@@ -7,6 +7,7 @@
 
 #include "coherence/shared_space.hpp"
 #include "device/backends.hpp"
+#include "device/buffer_cache.hpp"
 #include "device/staging_pool.hpp"
 #include "device/sim/sim_device.hpp"
 #include "exec/executor.hpp"
@@ -55,6 +56,8 @@ struct RuntimeImpl {
   /// The pinned pool of MPI transfers on shared objects (HDSM_MPI_STAGING_BYTES, HDSM_MPI_CHUNK; used
   /// by libhdsm_mpi), created on first use.
   StagingPool& mpi_staging();
+  /// Pageable receive buffers libhdsm_mpi keeps for reuse (HDSM_MPI_RECV_CACHE), created on first use.
+  BufferCache& mpi_buffers();
   /// How the shared space's copy engine stages (HDSM_COPY_BUFFERS, HDSM_COPY_CHUNK) and its pool.
   coherence::SharedSpace::CopySetup copy_setup();
 
@@ -93,6 +96,7 @@ struct RuntimeImpl {
   std::mutex staging_mutex_;
   std::unique_ptr<StagingPool> staging_;
   std::unique_ptr<StagingPool> mpi_staging_;
+  std::unique_ptr<BufferCache> mpi_buffers_;
 };
 
 /// Notes that the calling thread has a call in flight on `device` of `runtime`.

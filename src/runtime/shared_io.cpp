@@ -41,6 +41,12 @@ StagingPool& RuntimeImpl::mpi_staging() {
   return lazy_pool(*this, mpi_staging_, Knob::mpi_staging_bytes, Knob::mpi_chunk);
 }
 
+BufferCache& RuntimeImpl::mpi_buffers() {
+  std::lock_guard lock(staging_mutex_);
+  if (!mpi_buffers_) mpi_buffers_ = std::make_unique<BufferCache>(config.size(knob_name(Knob::mpi_recv_cache)));
+  return *mpi_buffers_;
+}
+
 }  // namespace detail
 
 namespace {

@@ -3,6 +3,7 @@
 // and a chunk size of 16 KiB, so small messages already take the chunked path.
 #include <hdsm/hdsm.hpp>
 
+#include "runtime/runtime_impl.hpp"
 #include "support/test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -118,6 +119,28 @@ TEST_F(Mpi, BlockingSendRecvEveryPlacementAndSize) {
           EXPECT_EQ(rt_.stats().read_faults + rt_.stats().write_faults, 0u) << "an MPI transfer faulted";
           if (received != nullptr) expect_pattern(received, n, salt, what);
         }
+}
+
+// A plain message (from host memory) above the chunk size arrives whole in pageable memory before
+// it goes to the device; that memory is kept (HDSM_MPI_RECV_CACHE) so the next such message does
+// not page-fault a fresh buffer in.
+TEST_F(Mpi, PlainMessagesIntoSharedObjectsReuseOneKeptBuffer) {
+  const std::size_t n = 5 * kChunk + 77;
+  hdsm::BufferCache& kept = rt_.impl().mpi_buffers();
+  for (int salt = 20; salt < 23; ++salt) {
+    SCOPED_TRACE("message " + std::to_string(salt - 19));
+    if (rank() == 0) {
+      const unsigned char* p = buffer(Where::host, n, salt);
+      ASSERT_EQ(MPI_Send(p, static_cast<int>(n), MPI_BYTE, 1, salt, MPI_COMM_WORLD), MPI_SUCCESS);
+    } else {
+      unsigned char* p = buffer(salt % 2 == 0 ? Where::shared_on_host : Where::shared_on_device, n, 0);
+      MPI_Status st;
+      ASSERT_EQ(MPI_Recv(p, static_cast<int>(n), MPI_BYTE, 0, salt, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+      expect_status(st, 0, salt, n);
+      expect_pattern(p, n, salt, "received");
+      EXPECT_EQ(kept.kept_bytes(), n) << "the receive buffer was not kept, or a second one was made";
+    }
+  }
 }
 
 TEST_F(Mpi, ReceiveIntoALargerBufferReportsTheMessageSize) {
