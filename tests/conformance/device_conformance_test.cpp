@@ -297,6 +297,44 @@ TEST_P(DeviceConformance, KernelArgumentsInsideBuffers) {
   device_->free(c);
 }
 
+// 64 KiB of dynamic shared memory a block: above CUDA's default 48 KiB, which a kernel must opt in
+// to exceed (the backend does it); OpenCL passes it as the trailing __local argument.
+TEST_P(DeviceConformance, KernelWithMoreThan48KiBOfDynamicSharedMemory) {
+  constexpr std::uint32_t kChunk = 16384, kBlocks = 3;  // floats a block: 64 KiB
+  auto reverse = hdsm::cooperative("reverse_in_shared", [](hdsm::ThreadCtx& t, const float* in, float* out,
+                                                            std::uint32_t chunk) {
+    auto* tile = static_cast<float*>(t.dynamic_shared());
+    const std::size_t base = std::size_t{t.block.x} * chunk;
+    for (std::uint32_t i = t.idx.x; i < chunk; i += t.block_dim.x) tile[i] = in[base + i];
+    t.sync();
+    for (std::uint32_t i = t.idx.x; i < chunk; i += t.block_dim.x) out[base + i] = tile[chunk - 1 - i];
+  });
+  reverse.opencl_source = R"(
+    __kernel void reverse_in_shared(__global const float* in, __global float* out, uint chunk,
+                                    __local float* tile) {
+      const size_t base = get_group_id(0) * chunk;
+      for (uint i = get_local_id(0); i < chunk; i += get_local_size(0)) tile[i] = in[base + i];
+      barrier(CLK_LOCAL_MEM_FENCE);
+      for (uint i = get_local_id(0); i < chunk; i += get_local_size(0)) out[base + i] = tile[chunk - 1 - i];
+    })";
+  if (!hdsm::test::give_cuda_body(reverse, *device_)) GTEST_SKIP() << hdsm::test::kNoCudaKernels;
+  const std::size_t bytes = std::size_t{kChunk} * kBlocks * sizeof(float);
+  auto a = device_->alloc(bytes), b = device_->alloc(bytes);
+  std::vector<float> in(std::size_t{kChunk} * kBlocks), out(in.size(), -1.f);
+  std::iota(in.begin(), in.end(), 0.f);
+  queue_->copy_to_device(a, 0, in.data(), bytes);
+  const hdsm::KernelArg args[] = {hdsm::KernelArg::buffer(a), hdsm::KernelArg::buffer(b), hdsm::KernelArg::value(kChunk)};
+  for (int launch = 0; launch < 2; ++launch)  // the second launch reuses the opt-in
+    queue_->launch(reverse, hdsm::Launch{hdsm::Dim3(kBlocks), hdsm::Dim3(128), kChunk * sizeof(float)}, args);
+  queue_->copy_to_host(out.data(), b, 0, bytes);
+  queue_->synchronize();
+  for (std::uint32_t blk = 0; blk < kBlocks; ++blk)
+    for (std::uint32_t i = 0; i < kChunk; ++i)
+      ASSERT_EQ(out[blk * kChunk + i], in[blk * kChunk + kChunk - 1 - i]) << "block " << blk << ", element " << i;
+  device_->free(a);
+  device_->free(b);
+}
+
 TEST_P(DeviceConformance, KernelFollowsAddressesStoredInABuffer) {
   const int n = 64;
   auto data = device_->alloc(n * sizeof(int));

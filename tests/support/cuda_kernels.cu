@@ -39,6 +39,16 @@ __global__ void um_scale_add(const float* x, float* y, std::uint64_t n) {
   if (i < n) y[i] = 2 * x[i] + y[i];
 }
 
+// Reverses each block's chunk of `in` through dynamic shared memory (more than the default 48 KiB
+// in the conformance test, so the launch must opt in).
+__global__ void reverse_in_shared(const float* in, float* out, unsigned chunk) {
+  extern __shared__ float tile[];
+  const std::size_t base = std::size_t{blockIdx.x} * chunk;
+  for (unsigned i = threadIdx.x; i < chunk; i += blockDim.x) tile[i] = in[base + i];
+  __syncthreads();
+  for (unsigned i = threadIdx.x; i < chunk; i += blockDim.x) out[base + i] = tile[chunk - 1 - i];
+}
+
 }  // namespace
 
 namespace hdsm::test {
@@ -59,6 +69,7 @@ const void* (*cuda_test_lookup(const char* name))() {
       {"one_arg", &hdsm::cuda_lookup<one_arg>},
       {"saxpy", &hdsm::cuda_lookup<saxpy>},
       {"um_scale_add", &hdsm::cuda_lookup<um_scale_add>},
+      {"reverse_in_shared", &hdsm::cuda_lookup<reverse_in_shared>},
   };
   for (const Entry& e : table)
     if (std::strcmp(e.name, name) == 0) return e.lookup;

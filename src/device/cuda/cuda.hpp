@@ -105,6 +105,10 @@ class CudaDevice final : public Device, public ManagedMemory {
   /// The sizes of the parameters of `function`, the CUDA body of `kernel` (cudaFuncGetParamInfo,
   /// asked once per function); nothing when the driver cannot say.
   std::optional<std::vector<std::size_t>> parameters(const Kernel& kernel, const void* function);
+  /// Lets `function`, the CUDA body of `kernel`, take `bytes` of dynamic shared memory a block. Above
+  /// the default limit (sharedMemPerBlock, 48 KiB) a kernel must opt in: once per function and size,
+  /// up to sharedMemPerBlockOptin (InvalidArgument naming both limits above it).
+  void allow_dynamic_shared(const Kernel& kernel, const void* function, std::size_t bytes);
   /// Enables this device's access to `peer`'s memory the first time a copy needs it.
   void enable_peer_access(const CudaDevice& peer);
   const std::shared_ptr<EventPool>& events() const { return events_; }
@@ -128,6 +132,8 @@ class CudaDevice final : public Device, public ManagedMemory {
   RangeTable<std::monostate> pinned_;
   RangeTable<std::monostate> managed_;
   std::unordered_map<const void*, std::optional<std::vector<std::size_t>>> parameters_;
+  std::size_t shared_per_block_ = 48 * 1024, shared_per_block_optin_ = 48 * 1024;
+  std::unordered_map<const void*, std::size_t> dynamic_shared_;  // opted-in sizes by function
   std::vector<bool> peer_enabled_;  // by ordinal
 };
 

@@ -135,6 +135,8 @@ CudaDevice::CudaDevice(unsigned index, int ordinal, int peer_group, std::vector<
   props_.memory_bytes = prop.totalGlobalMem;
   if (options.memory_bytes != 0) props_.memory_bytes = std::min<std::size_t>(props_.memory_bytes, options.memory_bytes);
   props_.copy_engines = static_cast<unsigned>(std::max(1, prop.asyncEngineCount));
+  shared_per_block_ = prop.sharedMemPerBlock;
+  shared_per_block_optin_ = std::max(prop.sharedMemPerBlockOptin, prop.sharedMemPerBlock);
   props_.peer_group = peer_group;
   props_.link_gbps = 0;  // nominal: CUDA does not report the link's rate
   activate();
@@ -369,6 +371,30 @@ std::optional<std::vector<std::size_t>> CudaDevice::parameters(const Kernel& ker
                     kernel.name, name(), cudaGetErrorString(e), cudaGetErrorName(e)));
   }
   return parameters_.emplace(function, sizes).first->second;
+}
+
+void CudaDevice::allow_dynamic_shared(const Kernel& kernel, const void* function, std::size_t bytes) {
+  if (bytes <= shared_per_block_) return;
+  std::lock_guard lock(mutex_);
+  std::size_t& allowed = dynamic_shared_[function];
+  if (bytes <= allowed) return;
+  if (bytes > shared_per_block_optin_)
+    throw InvalidArgument(fmt::format("kernel '{}' asks for {} of dynamic shared memory a block; {} allows {} by "
+                                      "default and at most {} to a kernel that opts in (sharedMemPerBlockOptin, "
+                                      "less the kernel's static __shared__ memory)",
+                                      kernel.name, format_bytes(bytes), name(), format_bytes(shared_per_block_),
+                                      format_bytes(shared_per_block_optin_)));
+  // The attribute belongs to the kernel on this device, so other devices' launches keep their own.
+  const cudaError_t e = cudaKernelSetAttributeForDevice(static_cast<cudaKernel_t>(const_cast<void*>(function)),
+                                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                        static_cast<int>(bytes), ordinal_);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw KernelFailure(fmt::format("kernel '{}' on {}: cudaKernelSetAttributeForDevice(MaxDynamicSharedMemorySize, "
+                                    "{}) failed: {} ({})",
+                                    kernel.name, name(), bytes, cudaGetErrorString(e), cudaGetErrorName(e)));
+  }
+  allowed = bytes;
 }
 
 std::unique_ptr<Queue> CudaDevice::create_queue() { return std::make_unique<CudaQueue>(*this); }

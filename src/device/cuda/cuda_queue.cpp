@@ -154,6 +154,7 @@ void CudaQueue::launch(const Kernel& kernel, const Launch& launch, std::span<con
                                           "parameter has {}",
                                           i, kernel.name, args[i].size(), (*sizes)[i]));
   }
+  device_.allow_dynamic_shared(kernel, function, launch.shared_bytes);
   const NvtxRange range(kernel.name.c_str());
   const dim3 grid(launch.grid.x, launch.grid.y, launch.grid.z);
   const dim3 block(launch.block.x, launch.block.y, launch.block.z);
