@@ -52,6 +52,7 @@ sim::SimOptions sim_options(const Config& config) {
   o.devices = static_cast<unsigned>(config.integer(name(Knob::sim_devices)));
   o.memory_bytes = config.size(name(Knob::sim_memory));
   o.link_gbps = config.real(name(Knob::sim_link_gbps));
+  o.host_bus_gbps = config.real(name(Knob::sim_host_bus_gbps));
   o.latency_us = config.real(name(Knob::sim_latency_us));
   o.poison = config.boolean(name(Knob::sim_poison));
   const std::string& bounds = config.get(name(Knob::sim_bounds_check));

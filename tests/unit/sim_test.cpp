@@ -2,8 +2,11 @@
 // is tested in offset_heap_test.cpp).
 #include <hdsm/hdsm.hpp>
 
+#include "device/sim/link_model.hpp"
+
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -14,6 +17,35 @@ hdsm::Config sim_config(const char* gbps = "0") {
   auto c = hdsm::Config::defaults();
   c.set("HDSM_SIM_MEMORY", "256MiB").set("HDSM_SIM_LINK_GBPS", gbps).set("HDSM_SIM_LATENCY_US", "0");
   return c;
+}
+
+// The host bus's arithmetic (its effect on copies is timed in tests/timing/copy_engine_timing_test.cpp).
+// At 1 GB/s the bus carries one byte per nanosecond.
+TEST(HostBus, OverlappingTransfersShareTheRate) {
+  using ns = std::chrono::nanoseconds;
+  const hdsm::sim::Clock::time_point t0{std::chrono::seconds(1)};
+  hdsm::sim::HostBus bus(1);
+  EXPECT_EQ(bus.carry(t0, 1000), t0 + ns(1000));  // an idle bus: the transfer's own bus time
+  EXPECT_EQ(bus.carry(t0, 1000), t0 + ns(2000));  // at once with it: the two together take twice that
+  EXPECT_EQ(bus.carry(t0 + ns(500), 1000), t0 + ns(3000));
+  // Any number of overlapping transfers together move no more than the rate.
+  for (int i = 0; i < 100; ++i) (void)bus.carry(t0 + ns(10 * i), 1000);
+  EXPECT_EQ(bus.carry(t0, 0), t0 + ns(103000));
+}
+
+TEST(HostBus, OneStreamIsLimitedByItsLinkAlone) {
+  using ns = std::chrono::nanoseconds;
+  const hdsm::sim::Clock::time_point t0{std::chrono::seconds(1)};
+  hdsm::sim::HostBus bus(2);
+  // Transfers at half the bus rate, back to back (each 1000 bytes over a 1 GB/s link): the bus is
+  // never what ends them.
+  for (int i = 0; i < 10; ++i) EXPECT_LE(bus.carry(t0 + ns(1000 * i), 1000), t0 + ns(1000 * (i + 1)));
+  // Two such streams at once (D2H and H2D of a staged copy) fill the bus and are still not delayed.
+  for (int i = 10; i < 20; ++i)
+    for (int stream = 0; stream < 2; ++stream) EXPECT_LE(bus.carry(t0 + ns(1000 * i), 1000), t0 + ns(1000 * (i + 1)));
+  hdsm::sim::HostBus unlimited(0);
+  EXPECT_FALSE(unlimited.limited());
+  EXPECT_EQ(unlimited.carry(t0, std::size_t{1} << 30), t0);
 }
 
 TEST(SimDevice, PeerGroupsFollowConfiguration) {

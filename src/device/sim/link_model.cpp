@@ -1,17 +1,33 @@
 #include "device/sim/link_model.hpp"
 
+#include <algorithm>
 #include <sys/prctl.h>
 #include <thread>
 
 namespace hdsm::sim {
+namespace {
+
+std::chrono::nanoseconds wire_time(std::size_t bytes, double bytes_per_ns) {
+  if (bytes_per_ns <= 0) return std::chrono::nanoseconds{0};
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(static_cast<double>(bytes) / bytes_per_ns));
+}
+
+}  // namespace
 
 LinkModel::LinkModel(double gbps, double latency_us)
     : bytes_per_ns_(gbps > 0 ? gbps : 0), latency_(static_cast<std::int64_t>(latency_us * 1000.0)) {}
 
 Clock::duration LinkModel::duration(std::size_t bytes) const {
-  std::chrono::nanoseconds wire{0};
-  if (bytes_per_ns_ > 0) wire = std::chrono::nanoseconds(static_cast<std::int64_t>(static_cast<double>(bytes) / bytes_per_ns_));
-  return latency_ + wire;
+  return latency_ + wire_time(bytes, bytes_per_ns_);
+}
+
+HostBus::HostBus(double gbps) : bytes_per_ns_(gbps > 0 ? gbps : 0) {}
+
+Clock::time_point HostBus::carry(Clock::time_point start, std::size_t bytes) {
+  if (bytes_per_ns_ <= 0) return start;
+  std::lock_guard lock(mutex_);
+  free_at_ = std::max(free_at_, start) + wire_time(bytes, bytes_per_ns_);
+  return free_at_;
 }
 
 void hold_until(Clock::time_point deadline) {

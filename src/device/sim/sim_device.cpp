@@ -307,7 +307,9 @@ Clock::time_point SimDevice::link_copy(Route route, Engine& first, Engine* secon
   auto copy = [&](Clock::time_point engines_free) {
     begin = Clock::now();
     std::memcpy(dst, src, n);
-    end = std::max(ready, engines_free) + link_.duration(n);
+    const auto start = std::max(ready, engines_free);
+    end = start + link_.duration(n);
+    if (route != Route::peer) end = std::max(end, host_.bus().carry(start, n));
     hold_until(end);
     first.free_at = end;
     if (second != nullptr) second->free_at = end;
@@ -367,7 +369,7 @@ void SimDevice::unregister_queue(SimQueue* q) {
   queues_.erase(std::remove(queues_.begin(), queues_.end(), q), queues_.end());
 }
 
-SimBackend::SimBackend(const SimOptions& options, DeviceServices services) {
+SimBackend::SimBackend(const SimOptions& options, DeviceServices services) : host_(options.host_bus_gbps) {
   for (unsigned i = 0; i < options.devices; ++i)
     devices_.push_back(std::make_unique<SimDevice>(i, options, host_, services));
 }

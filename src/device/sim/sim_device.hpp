@@ -32,6 +32,7 @@ struct SimOptions {
   unsigned devices = 2;
   std::size_t memory_bytes = std::size_t{4} << 30;
   double link_gbps = 3;            // 0: unthrottled
+  double host_bus_gbps = 6;        // shared by all devices' H2D and D2H transfers; 0: unlimited
   double latency_us = 5;
   std::vector<int> peer_groups;    // one per device; -1: no peer
   bool poison = false;
@@ -80,6 +81,7 @@ class SimDevice final : public Device, public ManagedMemory {
   std::byte* resolve(DeviceBuffer buffer, std::size_t offset, std::size_t bytes, const char* what) const;
   /// Copy n bytes over the link while holding the given engines until the transfer's modelled end,
   /// which it returns; counts the transfer on `route` and traces it on every held engine's lane.
+  /// Transfers other than peer copies cross host memory, so they also take their time on its bus.
   /// In the model the transfer starts once its inputs are `ready` and the engines are free, whenever
   /// the thread serving the queue got to it: a DMA engine is not preempted as that thread can be, so
   /// a stalled thread catches up (copies without holding) instead of pushing every later transfer back.
@@ -149,7 +151,7 @@ class SimDevice final : public Device, public ManagedMemory {
   unsigned queues_created_ = 0;
 };
 
-/// The sim backend of one runtime: its devices and their shared pinned-memory registry.
+/// The sim backend of one runtime: its devices and their shared pinned-memory registry and host bus.
 class SimBackend {
  public:
   SimBackend(const SimOptions& options, DeviceServices services);
