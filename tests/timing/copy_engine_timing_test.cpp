@@ -94,6 +94,48 @@ TEST(CopyEngineTiming, OppositeDirectionsRunAtOnce) {
   }
 }
 
+// Seed 003 Fig. 7: staged copies cross the host memory that all devices share, peer copies do not.
+// With the host bus at twice the link rate one staged copy (its D2H and H2D at once) still runs at
+// the link rate, two in opposite directions share the bus (each crosses it twice: 4n bytes of bus
+// time), and peer copies ignore it; HDSM_SIM_HOST_BUS_GBPS=0 makes every link independent again.
+TEST(CopyEngineTiming, StagedCopiesShareTheHostBus) {
+  const double link = static_cast<double>(kBytes) / (kGbps * 1e9);  // one crossing of one link
+  auto bus = [](const char* peers, const char* gbps) {
+    hdsm::Config c = slow_link(peers);
+    c.set("HDSM_SIM_HOST_BUS_GBPS", gbps);
+    return c;
+  };
+  double one_way_free = 0, two_way_free = 0;
+  {
+    hdsm::Runtime rt(bus("none", "0"));
+    Objects o(rt, kBytes);
+    one_way_free = seconds([&] { o.one_way(); });
+    two_way_free = seconds([&] { o.two_way(); });
+    EXPECT_LT(two_way_free, 1.5 * one_way_free) << "without a bus the links are independent";
+  }
+  {
+    hdsm::Runtime rt(bus("none", "0.2"));  // 2x the link
+    Objects o(rt, kBytes);
+    const double one_way = seconds([&] { o.one_way(); });
+    const double two_way = seconds([&] { o.two_way(); });
+    EXPECT_LT(one_way, 1.25 * one_way_free) << "one staged copy must still reach the link rate";
+    const double bus_bound = 4 * static_cast<double>(kBytes) / 0.2e9;  // = 2 x link
+    EXPECT_GE(two_way, bus_bound) << "two staged copies at once moved more than the bus carries";
+    EXPECT_LT(two_way, 1.5 * bus_bound);
+    EXPECT_GT(two_way, 1.5 * two_way_free);
+  }
+  {
+    // A bus at half the link: peer copies charged to it would take 4x as long two-way.
+    hdsm::Runtime rt(bus("all", "0.05"));
+    Objects o(rt, kBytes);
+    rt.reset_stats();
+    const double two_way = seconds([&] { o.two_way(); });
+    EXPECT_EQ(rt.stats().copy(hdsm::CopyRoute::peer).transfers, 6u);
+    EXPECT_GE(two_way, link);
+    EXPECT_LT(two_way, 1.5 * link) << "peer copies do not cross the host bus";
+  }
+}
+
 TEST(CopyEngineTiming, TheProbeMeasuresTheModelledRates) {
   hdsm::Config c = slow_link("none");
   c.set("HDSM_SIM_LINK_GBPS", "0.5").set("HDSM_SIM_LATENCY_US", "0").set("HDSM_COPY_PROBE", "1");
