@@ -105,12 +105,12 @@ TEST(CopyEngineTiming, StagedCopiesShareTheHostBus) {
     c.set("HDSM_SIM_HOST_BUS_GBPS", gbps);
     return c;
   };
-  double one_way_free = 0, two_way_free = 0;
+  double one_way_free = 0;
   {
     hdsm::Runtime rt(bus("none", "0"));
     Objects o(rt, kBytes);
     one_way_free = seconds([&] { o.one_way(); });
-    two_way_free = seconds([&] { o.two_way(); });
+    const double two_way_free = seconds([&] { o.two_way(); });
     EXPECT_LT(two_way_free, 1.5 * one_way_free) << "without a bus the links are independent";
   }
   {
@@ -118,11 +118,12 @@ TEST(CopyEngineTiming, StagedCopiesShareTheHostBus) {
     Objects o(rt, kBytes);
     const double one_way = seconds([&] { o.one_way(); });
     const double two_way = seconds([&] { o.two_way(); });
-    EXPECT_LT(one_way, 1.25 * one_way_free) << "one staged copy must still reach the link rate";
-    const double bus_bound = 4 * static_cast<double>(kBytes) / 0.2e9;  // = 2 x link
+    EXPECT_LT(one_way, 1.4 * one_way_free) << "one staged copy must still reach the link rate";
+    // Twice the time of independent links. Checked against the model, not against the measured
+    // two-way time without the bus, which a sanitizer's memcpy on two busy cores can stretch as far.
+    const double bus_bound = 4 * static_cast<double>(kBytes) / 0.2e9;
     EXPECT_GE(two_way, bus_bound) << "two staged copies at once moved more than the bus carries";
     EXPECT_LT(two_way, 1.5 * bus_bound);
-    EXPECT_GT(two_way, 1.5 * two_way_free);
   }
   {
     // A bus at half the link: peer copies charged to it would take 4x as long two-way.
