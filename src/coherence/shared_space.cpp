@@ -54,8 +54,7 @@ SharedSpace::SharedSpace(std::span<Device* const> devices, ProtocolKind kind, st
   engine_ = std::make_unique<transfer::CopyEngine>(devices_, std::move(copies.topology), copies.options,
                                                    std::move(copies.pool), &counters_, tracer_);
   if (tracer_ != nullptr) fault_lane_ = tracer_->lane("shared-memory faults");
-  fault_service_ = std::make_unique<os::FaultService>(&SharedSpace::resolve_on_service, this,
-                                                      &SharedSpace::drain_dirty_on_service);
+  fault_service_ = std::make_unique<os::FaultService>(&SharedSpace::resolve_on_service, this);
   os::install_fault_handler();
   fault_range_ = os::register_fault_range(arena_.user(0, 0), arena_.segments() * arena_.segment_bytes(),
                                           &SharedSpace::resolve, this);
@@ -114,6 +113,7 @@ void* SharedSpace::alloc(std::size_t bytes, unsigned device) {
         directory_.user(*object), object->blocks, directory_.block_bytes(),
         fmt::format("shared object #{} ({})", id, format_bytes(bytes)), start.protection, kRunBudget);
     object->states.assign(object->blocks, start.next);
+    if (kind_ == ProtocolKind::rolling) e->window_places.assign(object->blocks, RollingWindow::kOutside);
     object->owner = e.get();
     {
       std::lock_guard lock(objects_mutex_);
@@ -136,7 +136,6 @@ void* SharedSpace::alloc(std::size_t bytes, unsigned device) {
   if (kind_ == ProtocolKind::rolling) {
     std::lock_guard lock(window_mutex_);
     window_.grow(rolling_step_);
-    publish_window();
   }
   return directory_.user(*object);
 }
@@ -157,8 +156,7 @@ void SharedSpace::free(void* p) {
   e->live = false;
   if (kind_ == ProtocolKind::rolling) {
     std::lock_guard window_lock(window_mutex_);
-    for (std::size_t b = 0; b < object->blocks; ++b) window_.remove(block_id(id, b));
-    publish_window();
+    for (RollingWindow::Place& place : e->window_places) window_.remove(place);
   }
   {
     std::lock_guard objects_lock(objects_mutex_);
@@ -238,43 +236,15 @@ std::size_t SharedSpace::copy_blocks(Entry& e, Transfer direction, std::size_t f
   return bytes;
 }
 
-void SharedSpace::forget_clean(const Entry& e, std::size_t first, std::size_t end) {
+void SharedSpace::forget_clean(Entry& e, std::size_t first, std::size_t end) {
   if (kind_ != ProtocolKind::rolling) return;
   std::lock_guard lock(window_mutex_);
   for (std::size_t b = first; b < end; ++b)
-    if (e.object->states[b] != BlockState::dirty) window_.remove(block_id(e.object->id, b));
-  publish_window();
+    if (e.object->states[b] != BlockState::dirty) window_.remove(e.window_places[b]);
 }
 
 void SharedSpace::wait_transfers() {
   for (auto& queue : queues_) queue->synchronize();
-}
-
-void SharedSpace::publish_window() {
-  window_size_.store(window_.size(), std::memory_order_relaxed);
-  window_capacity_.store(window_.capacity(), std::memory_order_relaxed);
-}
-
-void SharedSpace::drain_dirty_on_service(void* context) { static_cast<SharedSpace*>(context)->drain_dirty(); }
-
-void SharedSpace::drain_dirty() {
-  while (const std::optional<std::uint64_t> id = dirty_ring_.pop()) {
-    const std::shared_ptr<Entry> e = entry_of(*id >> 32);
-    if (e == nullptr) continue;  // freed since
-    std::optional<RollingWindow::BlockId> victim;
-    {
-      std::lock_guard lock(e->mutex);
-      if (!e->live) continue;
-      const std::size_t block = *id & 0xffffffffu;
-      // Released, acquired or evicted since the handler made it dirty, or already in the window.
-      if (e->object->states[block] != BlockState::dirty) continue;
-      std::lock_guard window_lock(window_mutex_);
-      if (window_.contains(*id)) continue;
-      victim = window_.on_dirty(*id);
-      publish_window();
-    }
-    if (victim) evict(*victim);
-  }
 }
 
 void SharedSpace::release(unsigned device, std::span<const std::pair<const void*, KernelUse>> uses) {
@@ -401,27 +371,23 @@ bool SharedSpace::resolve_in_handler(void* address, os::FaultAccess access) noex
     if (states[b] != BlockState::read_only) return false;
   // A lazy object is one run of one mapping, so its mprotect cannot stop half way.
   if (lazy && protection.runs() != 1) return false;
-  const RollingWindow::BlockId id = block_id(hit.object->id, hit.block);
   // A block that would overflow the rolling window needs an eviction, which moves data: the service
-  // does that. Room is checked before anything changes, so the push below cannot fail (others only
-  // make room, and only while this object's lock is held does this thread push).
-  if (!lazy && (dirty_ring_.size() >= DirtyRing::kCapacity / 2 ||
-                window_size_.load(std::memory_order_relaxed) + dirty_ring_.size() >=
-                    window_capacity_.load(std::memory_order_relaxed)))
-    return false;
+  // does that. Room is checked before anything changes, so the add below cannot fail (this thread
+  // holds the window's lock from the check on).
+  std::unique_lock<std::mutex> window_lock;
+  if (!lazy) {
+    window_lock = std::unique_lock(window_mutex_, std::try_to_lock);
+    if (!window_lock.owns_lock() || !window_.can_add()) return false;
+  }
   const Transition t = coherence::on_fault(kind_, BlockState::read_only, Access::write);
   if (!protection.try_set(first, end - first, t.protection)) return false;
-  if (lazy)
+  if (lazy) {
     std::fill(states.begin(), states.end(), t.next);
-  else
+  } else {
     states[first] = t.next;
-  counters_.write_faults.fetch_add(1, std::memory_order_relaxed);
-  if (!lazy) {
-    // The service moves the ring into the window in the background. It is woken once per quarter
-    // ring of pushes, not on every push past a fill level: each wake is a futex call here, and a
-    // service running beside a burst of faults makes every mprotect above interrupt its CPU.
-    if (dirty_ring_.push(id) % (DirtyRing::kCapacity / 4) == 0) fault_service_->kick();
+    window_.try_add(block_id(hit.object->id, hit.block), e->window_places[hit.block]);
   }
+  counters_.write_faults.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
@@ -430,8 +396,6 @@ bool SharedSpace::resolve_on_service(void* context, void* address, os::FaultAcce
 }
 
 bool SharedSpace::on_fault(void* address, os::FaultAccess access) {
-  // The window must hold the blocks handlers made dirty before this fault adds one and evicts.
-  if (kind_ == ProtocolKind::rolling) drain_dirty();
   const Directory::Hit hit = directory_.lookup(address);
   const std::shared_ptr<Entry> e = hit.object != nullptr ? entry_of(hit.object->id) : nullptr;
   if (e == nullptr) {
@@ -492,8 +456,7 @@ bool SharedSpace::on_fault(void* address, os::FaultAccess access) {
     (write ? counters_.write_faults : counters_.read_faults).fetch_add(1, std::memory_order_relaxed);
     if (kind_ == ProtocolKind::rolling && states[hit.block] == BlockState::dirty) {
       std::lock_guard window_lock(window_mutex_);
-      victim = window_.on_dirty(block_id(hit.object->id, hit.block));
-      publish_window();
+      victim = window_.on_dirty(block_id(hit.object->id, hit.block), e->window_places[hit.block]);
     }
   }
   if (tracer_ != nullptr)

@@ -6,9 +6,9 @@
 //
 // Every runtime copy goes through the arena's shadow view, so it never faults and never lifts a
 // protection of the user view. A write to a read-only block that fits the rolling window moves no
-// data, and the handler resolves it itself (try-lock, ProtectionMap::try_set, a push to dirty_ring_,
-// nothing that allocates or blocks); the fault service moves the ring into the window later, and
-// before any fault that may evict. Every other fault is resolved on an os::FaultService thread while
+// data, and the handler resolves it itself (try-locks, ProtectionMap::try_set, RollingWindow::try_add:
+// nothing that allocates or blocks), so no other thread runs while a burst of such faults lasts, and
+// none is interrupted by their TLB flushes. Every other fault is resolved on an os::FaultService thread while
 // the faulting thread sleeps in its handler: it is in user code and holds no runtime lock, so the
 // resolution may lock, allocate and wait for the device.
 //
@@ -18,7 +18,6 @@
 #pragma once
 
 #include "coherence/directory.hpp"
-#include "coherence/dirty_ring.hpp"
 #include "coherence/protocol.hpp"
 #include "coherence/rolling_window.hpp"
 #include "obs/counters.hpp"
@@ -153,6 +152,8 @@ class SharedSpace {
     DeviceBuffer buffer;
     std::mutex mutex;
     std::unique_ptr<os::ProtectionMap> protection;
+    /// Rolling-update: where each block is in window_ (under window_mutex_, not the entry's mutex).
+    std::vector<RollingWindow::Place> window_places;
     Event pending;     // the last asynchronous upload of the object (eviction, release)
     bool live = true;  // false once free() has run: a thread that found the entry before must let go
   };
@@ -201,12 +202,6 @@ class SharedSpace {
   /// The handler's own resolution of a write to a read-only block, the one transition that moves no
   /// data: no allocation, no blocking lock, no exception. False sends the fault to the service.
   bool resolve_in_handler(void* address, os::FaultAccess access) noexcept;
-  /// Puts the blocks handlers made dirty into the rolling window, evicting what overflows it (on the
-  /// fault service thread, and before the window is read elsewhere).
-  static void drain_dirty_on_service(void* context);
-  void drain_dirty();
-  /// Mirrors the window's size and capacity for handlers, which cannot take window_mutex_.
-  void publish_window();  // holds window_mutex_
   static bool resolve_on_service(void* context, void* address, os::FaultAccess access);
   bool on_fault(void* address, os::FaultAccess access);
   std::shared_ptr<Entry> entry_of(ObjectId id) const;
@@ -223,7 +218,7 @@ class SharedSpace {
   /// A span on the calling thread's trace lane (when tracing).
   void trace(std::string_view what, obs::Clock::time_point begin, std::size_t bytes, int lane = -1) const;
   /// Removes blocks [first, end) of the object that are not dirty from the rolling window.
-  void forget_clean(const Entry& e, std::size_t first, std::size_t end);
+  void forget_clean(Entry& e, std::size_t first, std::size_t end);
   /// Uploads and read-protects a block the rolling window pushed out.
   void evict(RollingWindow::BlockId block);
   static RollingWindow::BlockId block_id(ObjectId object, std::size_t block) {
@@ -246,8 +241,6 @@ class SharedSpace {
 
   mutable std::mutex window_mutex_;
   RollingWindow window_;
-  DirtyRing dirty_ring_;  // rolling blocks handlers made dirty, not yet in window_
-  std::atomic<std::size_t> window_size_{0}, window_capacity_{0};
 
   std::unique_ptr<os::FaultService> fault_service_;
   int fault_range_ = -1;

@@ -22,19 +22,14 @@ void futex_wake(std::uint32_t& w) noexcept {
 
 }  // namespace
 
-FaultService::FaultService(FaultResolver resolver, void* context, Background background)
-    : resolver_(resolver), context_(context), background_(background), thread_([this] { run(); }) {}
+FaultService::FaultService(FaultResolver resolver, void* context)
+    : resolver_(resolver), context_(context), thread_([this] { run(); }) {}
 
 FaultService::~FaultService() {
   stop_.store(true, std::memory_order_release);
   word(sequence_).fetch_add(1, std::memory_order_release);
   futex_wake(sequence_);
   thread_.join();
-}
-
-void FaultService::kick() noexcept {
-  word(sequence_).fetch_add(1, std::memory_order_release);
-  futex_wake(sequence_);
 }
 
 bool FaultService::submit(void* address, FaultAccess access) noexcept {
@@ -56,15 +51,6 @@ void FaultService::run() {
     Request* batch = head_.exchange(nullptr, std::memory_order_acquire);
     if (batch == nullptr) {
       if (stop_.load(std::memory_order_acquire)) return;
-      if (background_ != nullptr) {
-        try {
-          background_(context_);
-        } catch (const std::exception& error) {
-          std::fprintf(stderr, "hdsm: fault service background work failed: %s\n", error.what());
-        }
-        // Work queued while it ran bumped the sequence: look again before sleeping.
-        if (word(sequence_).load(std::memory_order_acquire) != seen) continue;
-      }
       futex_wait(sequence_, seen);
       continue;
     }

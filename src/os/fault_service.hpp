@@ -16,10 +16,8 @@ namespace hdsm::os {
 class FaultService {
  public:
   /// `resolver(context, ...)` runs on the service thread, one fault at a time; an exception it
-  /// throws is reported on stderr and refuses the fault. `background(context)`, when given, runs on
-  /// the service thread after every wake-up (work that fault handlers queued without waiting).
-  using Background = void (*)(void* context);
-  FaultService(FaultResolver resolver, void* context, Background background = nullptr);
+  /// throws is reported on stderr and refuses the fault.
+  FaultService(FaultResolver resolver, void* context);
   /// Stops the thread; no submit() may be running or start afterwards (unregister the range first).
   ~FaultService();
   FaultService(const FaultService&) = delete;
@@ -27,8 +25,6 @@ class FaultService {
 
   /// Async-signal-safe: runs the resolver on the service thread and returns its answer.
   bool submit(void* address, FaultAccess access) noexcept;
-  /// Async-signal-safe: wakes the service thread to run `background`, without waiting for it.
-  void kick() noexcept;
 
  private:
   struct Request {
@@ -43,7 +39,6 @@ class FaultService {
 
   FaultResolver resolver_;
   void* context_;
-  Background background_;
   std::atomic<Request*> head_{nullptr};
   alignas(4) std::uint32_t sequence_ = 0;  // bumped on every submission and on stop (futex word)
   std::atomic<bool> stop_{false};

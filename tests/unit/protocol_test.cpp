@@ -18,6 +18,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -273,92 +274,156 @@ TEST(ProtocolTransitionTest, LazyLifetime) {
 
 // ---- RollingWindow ----
 
+// The test's record of each block's place in the window (node-based: places must not move).
+struct Blocks {
+  std::unordered_map<std::uint64_t, RollingWindow::Place> places;
+  RollingWindow::Place& operator[](std::uint64_t block) { return places[block]; }
+};
+
 TEST(RollingWindowTest, EvictsOldestFirst) {
   RollingWindow w(3);
-  EXPECT_EQ(w.on_dirty(10), std::nullopt);
-  EXPECT_EQ(w.on_dirty(20), std::nullopt);
-  EXPECT_EQ(w.on_dirty(30), std::nullopt);
+  Blocks p;
+  EXPECT_EQ(w.on_dirty(10, p[10]), std::nullopt);
+  EXPECT_EQ(w.on_dirty(20, p[20]), std::nullopt);
+  EXPECT_EQ(w.on_dirty(30, p[30]), std::nullopt);
   EXPECT_EQ(w.size(), 3u);
-  EXPECT_EQ(w.on_dirty(40), std::optional<std::uint64_t>(10));
-  EXPECT_EQ(w.on_dirty(50), std::optional<std::uint64_t>(20));
-  EXPECT_EQ(w.on_dirty(60), std::optional<std::uint64_t>(30));
+  EXPECT_EQ(w.on_dirty(40, p[40]), std::optional<std::uint64_t>(10));
+  EXPECT_FALSE(RollingWindow::contains(p[10]));  // the evicted block's place is cleared
+  EXPECT_EQ(w.on_dirty(50, p[50]), std::optional<std::uint64_t>(20));
+  EXPECT_EQ(w.on_dirty(60, p[60]), std::optional<std::uint64_t>(30));
   EXPECT_EQ(w.size(), 3u);
-  EXPECT_FALSE(w.contains(30));
-  EXPECT_TRUE(w.contains(60));
+  EXPECT_FALSE(RollingWindow::contains(p[30]));
+  EXPECT_TRUE(RollingWindow::contains(p[60]));
 }
 
 TEST(RollingWindowTest, RemoveInTheMiddleKeepsTheOrderOfTheRest) {
   RollingWindow w(3);
-  w.on_dirty(1);
-  w.on_dirty(2);
-  w.on_dirty(3);
-  EXPECT_TRUE(w.remove(2));
-  EXPECT_FALSE(w.remove(2));
-  EXPECT_FALSE(w.remove(99));
+  Blocks p;
+  w.on_dirty(1, p[1]);
+  w.on_dirty(2, p[2]);
+  w.on_dirty(3, p[3]);
+  EXPECT_TRUE(w.remove(p[2]));
+  EXPECT_FALSE(w.remove(p[2]));
+  EXPECT_FALSE(w.remove(p[99]));
   EXPECT_EQ(w.size(), 2u);
-  EXPECT_EQ(w.on_dirty(4), std::nullopt);
-  EXPECT_EQ(w.on_dirty(5), std::optional<std::uint64_t>(1));
-  EXPECT_EQ(w.on_dirty(6), std::optional<std::uint64_t>(3));
-  EXPECT_EQ(w.on_dirty(2), std::optional<std::uint64_t>(4));  // a removed block may become dirty again
+  EXPECT_EQ(w.on_dirty(4, p[4]), std::nullopt);
+  EXPECT_EQ(w.on_dirty(5, p[5]), std::optional<std::uint64_t>(1));
+  EXPECT_EQ(w.on_dirty(6, p[6]), std::optional<std::uint64_t>(3));
+  EXPECT_EQ(w.on_dirty(2, p[2]), std::optional<std::uint64_t>(4));  // a removed block may become dirty again
 }
 
 TEST(RollingWindowTest, GrowRaisesTheRollingSize) {
   RollingWindow w;
+  Blocks p;
   EXPECT_EQ(w.capacity(), 0u);
-  EXPECT_THROW(w.on_dirty(1), std::logic_error);
+  EXPECT_THROW(w.on_dirty(1, p[1]), std::logic_error);
   w.grow();
   EXPECT_EQ(w.capacity(), default_rolling_step);
   EXPECT_EQ(default_rolling_step, 2u);
   w.grow(3);
   EXPECT_EQ(w.capacity(), 5u);
-  for (std::uint64_t b = 0; b < 5; ++b) EXPECT_EQ(w.on_dirty(b), std::nullopt);
-  EXPECT_EQ(w.on_dirty(5), std::optional<std::uint64_t>(0));
+  for (std::uint64_t b = 0; b < 5; ++b) EXPECT_EQ(w.on_dirty(b, p[b]), std::nullopt);
+  EXPECT_EQ(w.on_dirty(5, p[5]), std::optional<std::uint64_t>(0));
   w.grow(1);  // a full window takes one more block without evicting
-  EXPECT_EQ(w.on_dirty(6), std::nullopt);
+  EXPECT_EQ(w.on_dirty(6, p[6]), std::nullopt);
   EXPECT_EQ(w.size(), 6u);
-  EXPECT_EQ(w.on_dirty(7), std::optional<std::uint64_t>(1));
+  EXPECT_EQ(w.on_dirty(7, p[7]), std::optional<std::uint64_t>(1));
 }
 
 TEST(RollingWindowTest, ClearEmptiesTheWindow) {
   RollingWindow w(2);
-  w.on_dirty(1);
-  w.on_dirty(2);
+  Blocks p;
+  w.on_dirty(1, p[1]);
+  w.on_dirty(2, p[2]);
   w.clear();
   EXPECT_EQ(w.size(), 0u);
   EXPECT_EQ(w.capacity(), 2u);
-  EXPECT_FALSE(w.contains(1));
-  EXPECT_EQ(w.on_dirty(1), std::nullopt);
-  EXPECT_EQ(w.on_dirty(2), std::nullopt);
-  EXPECT_EQ(w.on_dirty(3), std::optional<std::uint64_t>(1));
+  EXPECT_FALSE(RollingWindow::contains(p[1]));
+  EXPECT_EQ(w.on_dirty(1, p[1]), std::nullopt);
+  EXPECT_EQ(w.on_dirty(2, p[2]), std::nullopt);
+  EXPECT_EQ(w.on_dirty(3, p[3]), std::optional<std::uint64_t>(1));
 }
 
 TEST(RollingWindowTest, CapacityOneEvictsThePreviousBlock) {
   RollingWindow w(1);
-  EXPECT_EQ(w.on_dirty(7), std::nullopt);
-  EXPECT_EQ(w.on_dirty(8), std::optional<std::uint64_t>(7));
-  EXPECT_EQ(w.on_dirty(9), std::optional<std::uint64_t>(8));
+  Blocks p;
+  EXPECT_EQ(w.on_dirty(7, p[7]), std::nullopt);
+  EXPECT_EQ(w.on_dirty(8, p[8]), std::optional<std::uint64_t>(7));
+  EXPECT_EQ(w.on_dirty(9, p[9]), std::optional<std::uint64_t>(8));
   EXPECT_EQ(w.size(), 1u);
-  EXPECT_TRUE(w.remove(9));
-  EXPECT_EQ(w.on_dirty(7), std::nullopt);
+  EXPECT_TRUE(w.remove(p[9]));
+  EXPECT_EQ(w.on_dirty(7, p[7]), std::nullopt);
 }
 
 TEST(RollingWindowTest, ADirtyBlockCannotBecomeDirtyAgain) {
   RollingWindow w(4);
-  w.on_dirty(~std::uint64_t{0});
-  EXPECT_THROW(w.on_dirty(~std::uint64_t{0}), std::logic_error);
+  Blocks p;
+  w.on_dirty(~std::uint64_t{0}, p[0]);
+  EXPECT_THROW(w.on_dirty(~std::uint64_t{0}, p[0]), std::logic_error);
+  EXPECT_FALSE(w.try_add(~std::uint64_t{0}, p[0]));
   EXPECT_EQ(w.size(), 1u);
+}
+
+TEST(RollingWindowTest, TryAddOnlyFillsFreeRoomAndNeverEvicts) {
+  RollingWindow w;
+  Blocks p;
+  EXPECT_FALSE(w.can_add());
+  EXPECT_FALSE(w.try_add(1, p[1]));  // capacity 0
+  w.grow(3);
+  EXPECT_TRUE(w.try_add(1, p[1]));
+  EXPECT_TRUE(w.try_add(2, p[2]));
+  EXPECT_FALSE(w.try_add(2, p[2]));
+  EXPECT_TRUE(w.try_add(3, p[3]));
+  EXPECT_FALSE(w.can_add());
+  EXPECT_FALSE(w.try_add(4, p[4]));  // would evict: the caller takes on_dirty()
+  EXPECT_FALSE(RollingWindow::contains(p[4]));
+  EXPECT_EQ(w.size(), 3u);
+  EXPECT_EQ(w.on_dirty(4, p[4]), std::optional<std::uint64_t>(1));
+  EXPECT_TRUE(w.remove(p[3]));
+  EXPECT_TRUE(w.can_add());
+  EXPECT_TRUE(w.try_add(5, p[5]));
+  EXPECT_EQ(w.on_dirty(6, p[6]), std::optional<std::uint64_t>(2));  // added blocks keep their arrival order
+  EXPECT_EQ(w.on_dirty(7, p[7]), std::optional<std::uint64_t>(4));
+  EXPECT_EQ(w.on_dirty(8, p[8]), std::optional<std::uint64_t>(5));
+}
+
+TEST(RollingWindowTest, ThousandsOfBlocksWithHolesKeepTheirOrder) {
+  // Enough blocks and removals in the middle to make the ring rebuild several times.
+  RollingWindow w(5000);
+  Blocks p;
+  for (std::uint64_t b = 0; b < 5000; ++b) ASSERT_TRUE(w.try_add(b, p[b])) << b;
+  for (std::uint64_t b = 2; b < 5000; b += 2) ASSERT_TRUE(w.remove(p[b]));
+  for (std::uint64_t b = 5000; b < 7499; ++b) ASSERT_EQ(w.on_dirty(b, p[b]), std::nullopt) << b;
+  ASSERT_EQ(w.on_dirty(7499, p[7499]), std::optional<std::uint64_t>(0));
+  for (std::uint64_t b = 1; b < 5000; b += 2) {
+    const std::uint64_t next = 7499 + b;
+    ASSERT_EQ(w.on_dirty(next, p[next]), std::optional<std::uint64_t>(b));
+    ASSERT_FALSE(RollingWindow::contains(p[b]));
+  }
+  EXPECT_EQ(w.size(), 5000u);
 }
 
 TEST(RollingWindowTest, MatchesADequeModelOverALongRandomSequence) {
   std::mt19937_64 rng(20240607);
   RollingWindow w(1);
+  Blocks p;
   std::deque<std::uint64_t> model;
-  std::size_t capacity = 1, evictions = 0;
+  std::size_t capacity = 1, evictions = 0, handler_adds = 0;
   for (int step = 0; step < 200000; ++step) {
     const auto op = rng() % 100;
     const std::uint64_t block = (rng() % 48) * 0x9e3779b97f4a7c15ull;  // sparse, high-bit ids
     if (op < 60) {
       if (std::find(model.begin(), model.end(), block) != model.end()) continue;
+      // A handler's add: it succeeds exactly when the window has room and evicts nothing.
+      if (op % 2 == 0 && w.can_add()) {
+        ASSERT_LT(model.size(), capacity) << "step " << step;
+        ASSERT_TRUE(w.try_add(block, p[block])) << "step " << step;
+        model.push_back(block);
+        ++handler_adds;
+        ASSERT_EQ(w.size(), model.size()) << "step " << step;
+        continue;
+      }
+      ASSERT_FALSE(op % 2 == 0 && model.size() < capacity && w.try_add(block, p[block])) << "step " << step;
       model.push_back(block);
       std::optional<std::uint64_t> expected;
       if (model.size() > capacity) {
@@ -366,12 +431,14 @@ TEST(RollingWindowTest, MatchesADequeModelOverALongRandomSequence) {
         model.pop_front();
         ++evictions;
       }
-      ASSERT_EQ(w.on_dirty(block), expected) << "step " << step;
+      ASSERT_EQ(w.on_dirty(block, p[block]), expected) << "step " << step;
+      // After the service's path, the next handler finds room whenever the window is not full.
+      ASSERT_EQ(w.can_add(), model.size() < capacity) << "step " << step;
     } else if (op < 97) {
       const auto it = std::find(model.begin(), model.end(), block);
       const bool present = it != model.end();
       if (present) model.erase(it);
-      ASSERT_EQ(w.remove(block), present) << "step " << step;
+      ASSERT_EQ(w.remove(p[block]), present) << "step " << step;
     } else if (op < 99 && capacity < 24) {
       w.grow();
       capacity += 2;
@@ -381,8 +448,12 @@ TEST(RollingWindowTest, MatchesADequeModelOverALongRandomSequence) {
     }
     ASSERT_EQ(w.size(), model.size()) << "step " << step;
     ASSERT_EQ(w.capacity(), capacity);
+    for (const auto& [b, place] : p.places)
+      ASSERT_EQ(RollingWindow::contains(place), std::find(model.begin(), model.end(), b) != model.end())
+          << "step " << step << " block " << b;
   }
   EXPECT_GT(evictions, 1000u);  // the sequence really exercised eviction
+  EXPECT_GT(handler_adds, 1000u);
 }
 
 // ---- Plans ----
