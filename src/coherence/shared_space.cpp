@@ -377,7 +377,8 @@ bool SharedSpace::resolve_in_handler(void* address, os::FaultAccess access) noex
   std::unique_lock<std::mutex> window_lock;
   if (!lazy) {
     window_lock = std::unique_lock(window_mutex_, std::try_to_lock);
-    if (!window_lock.owns_lock() || !window_.can_add()) return false;
+    if (!window_lock.owns_lock() || !window_.can_add() || RollingWindow::contains(e->window_places[hit.block]))
+      return false;
   }
   const Transition t = coherence::on_fault(kind_, BlockState::read_only, Access::write);
   if (!protection.try_set(first, end - first, t.protection)) return false;
@@ -385,7 +386,7 @@ bool SharedSpace::resolve_in_handler(void* address, os::FaultAccess access) noex
     std::fill(states.begin(), states.end(), t.next);
   } else {
     states[first] = t.next;
-    window_.try_add(block_id(hit.object->id, hit.block), e->window_places[hit.block]);
+    window_.try_add(block_id(hit.object->id, hit.block), e->window_places[hit.block]);  // checked above
   }
   counters_.write_faults.fetch_add(1, std::memory_order_relaxed);
   return true;
