@@ -23,7 +23,7 @@ std::optional<RollingWindow::BlockId> RollingWindow::on_dirty(BlockId block, Pla
   if (capacity_ == 0)
     throw std::logic_error(fmt::format("rolling window: block {:#x} became dirty before any grow()", block));
   if (contains(place)) throw std::logic_error(fmt::format("rolling window: block {:#x} is dirty already", block));
-  if (tail_ - head_ == ring_.size()) rebuild(std::max(2 * (live_ + 1), std::min(capacity_, kMaxReserve)));
+  make_room();
   append(block, place);
   std::optional<BlockId> evicted;
   if (live_ > capacity_) {
@@ -34,8 +34,7 @@ std::optional<RollingWindow::BlockId> RollingWindow::on_dirty(BlockId block, Pla
     --live_;
     skip_holes();
   }
-  // Leave room for the next block, so that a fault handler can add it.
-  if (tail_ - head_ == ring_.size()) rebuild(std::max(2 * (live_ + 1), std::min(capacity_, kMaxReserve)));
+  make_room();  // for the next block, so that a fault handler can add it
   return evicted;
 }
 
@@ -70,6 +69,10 @@ void RollingWindow::append(BlockId block, Place& place) noexcept {
   ring_[tail_ & (ring_.size() - 1)] = {block, &place};
   place = ++tail_;  // position + 1, never kOutside
   ++live_;
+}
+
+void RollingWindow::make_room() {
+  if (tail_ - head_ == ring_.size()) rebuild(std::max(2 * (live_ + 1), std::min(capacity_, kMaxReserve)));
 }
 
 void RollingWindow::skip_holes() noexcept {

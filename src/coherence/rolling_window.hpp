@@ -60,6 +60,7 @@ class RollingWindow {
 
   void append(BlockId block, Place& place) noexcept;  // a free place in the ring
   void skip_holes() noexcept;
+  void make_room();  // rebuilds a full ring
   /// Rebuilds the ring with room for at least `blocks` live blocks, oldest first, without holes.
   void rebuild(std::size_t blocks);
 
