@@ -6,7 +6,9 @@
 // (operations.hpp). Every receive is an operation, since only the received message tells whether
 // it is a plain message or the header of a chunked one: it matches with MPI_Improbe on the user's
 // (source, tag, comm), so wildcards and MPI's matching order hold, and receives into a host buffer
-// with MPI_Imrecv straight into it. A nonblocking call returns a generalized request
+// with MPI_Imrecv straight into it. MPI_Probe and MPI_Iprobe report the user's message, not a
+// header: a message of a header's size is received to look at it and held for the receive that
+// matches it (operations.hpp, Held). A nonblocking call returns a generalized request
 // (MPI_Grequest_start) at once; MPI_Wait*, MPI_Test* and every blocking call drive all pending
 // operations in posting order until what they wait for is done.
 #include "mpi/operations.hpp"
@@ -258,6 +260,27 @@ int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int 
     return rc;
   } catch (const std::exception& e) {
     return internal("MPI_Sendrecv", comm, e);
+  }
+}
+
+int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
+  if (source == MPI_PROC_NULL) return PMPI_Iprobe(source, tag, comm, flag, status);
+  try {
+    drive();  // receives posted before the probe match first, as they would inside MPI
+    Engine& e = engine();
+    std::lock_guard lock(e.mutex);
+    return probe(source, tag, comm, flag, status);
+  } catch (const std::exception& x) {
+    return internal("MPI_Iprobe", comm, x);
+  }
+}
+
+int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
+  if (source == MPI_PROC_NULL) return PMPI_Probe(source, tag, comm, status);
+  for (int flag = 0;;) {
+    const int rc = MPI_Iprobe(source, tag, comm, &flag, status);
+    if (rc != MPI_SUCCESS || flag != 0) return rc;
+    sched_yield();
   }
 }
 

@@ -91,14 +91,16 @@ Slot::~Slot() {
   }
 }
 
-void Operation::fill(MPI_Status* status) const {
+void set_status(MPI_Status* status, int source, int tag, int error, MPI_Count bytes) {
   if (status == MPI_STATUS_IGNORE) return;
-  status->MPI_SOURCE = source_;
-  status->MPI_TAG = tag_;
-  status->MPI_ERROR = error_;
-  PMPI_Status_set_elements_x(status, MPI_BYTE, bytes_);
+  status->MPI_SOURCE = source;
+  status->MPI_TAG = tag;
+  status->MPI_ERROR = error;
+  PMPI_Status_set_elements_x(status, MPI_BYTE, bytes);
   PMPI_Status_set_cancelled(status, 0);
 }
+
+void Operation::fill(MPI_Status* status) const { set_status(status, source_, tag_, error_, bytes_); }
 
 void Operation::fail(int code, const std::string& what, bool handled) {
   if (error_ != MPI_SUCCESS) return;
@@ -139,6 +141,14 @@ bool intercomm(MPI_Comm comm) {
   int inter = 0;
   PMPI_Comm_test_inter(comm, &inter);
   return inter != 0;
+}
+
+/// Receives a matched message of a header's size and tells whether it is a header of the chunked
+/// protocol (on an intercommunicator nothing is chunked).
+int receive_40(MPI_Message& message, MPI_Comm comm, Header& h, bool& chunked) {
+  const int rc = PMPI_Mrecv(&h, sizeof h, MPI_BYTE, &message, MPI_STATUS_IGNORE);
+  chunked = rc == MPI_SUCCESS && h.valid(wire().tag_ub) && wire().comm != MPI_COMM_NULL && !intercomm(comm);
+  return rc;
 }
 
 /// MPI_Test that records an error of the request (handled: it went through `comm`'s handler).
@@ -319,6 +329,16 @@ class Receive final : public Operation {
   enum class State { match, plain, writing, chunks };
 
   bool match() {
+    auto& waiting = held();
+    for (auto it = waiting.begin(); it != waiting.end(); ++it) {
+      if (!it->matches(want_source_, want_tag_, comm_)) continue;
+      const Held h = *it;
+      waiting.erase(it);
+      source_ = h.source;
+      tag_ = h.tag;
+      bytes_ = sizeof h.header;
+      return take_40(h.header, h.chunked);
+    }
     int flag = 0;
     MPI_Message message = MPI_MESSAGE_NULL;
     MPI_Status st;
@@ -384,14 +404,18 @@ class Receive final : public Operation {
 
   bool maybe_header(MPI_Message& message) {
     Header h;
-    MPI_Status st;
-    const int rc = PMPI_Mrecv(&h, sizeof h, MPI_BYTE, &message, &st);
-    if (rc != MPI_SUCCESS) {
+    bool chunked = false;
+    if (const int rc = receive_40(message, comm_, h, chunked); rc != MPI_SUCCESS) {
       fail(rc, "", true);
       return true;
     }
-    if (h.valid(wire().tag_ub) && wire().comm != MPI_COMM_NULL && !intercomm(comm_)) return start_chunks(h);
-    // The user's own 40-byte message.
+    return take_40(h, chunked);
+  }
+
+  /// A received message of a header's size: a header starts the chunks, anything else is the
+  /// user's own 40 bytes.
+  bool take_40(const Header& h, bool chunked) {
+    if (chunked) return start_chunks(h);
     if (sizeof h > buffer_.bytes) {
       fail(MPI_ERR_TRUNCATE, fmt::format("a message of {} B from rank {} (tag {}) does not fit the receive "
                                          "buffer {} of {} B",
@@ -532,6 +556,47 @@ class Receive final : public Operation {
 };
 
 }  // namespace
+
+std::deque<Held>& held() {
+  static std::deque<Held> messages;
+  return messages;
+}
+
+int probe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
+  *flag = 0;
+  for (const Held& h : held()) {
+    if (!h.matches(source, tag, comm)) continue;
+    *flag = 1;
+    set_status(status, h.source, h.tag, MPI_SUCCESS, h.bytes());
+    return MPI_SUCCESS;
+  }
+  MPI_Status st;
+  int rc = PMPI_Iprobe(source, tag, comm, flag, &st);
+  if (rc != MPI_SUCCESS || *flag == 0) return rc;
+  MPI_Count bytes = 0;
+  PMPI_Get_elements_x(&st, MPI_BYTE, &bytes);
+  if (static_cast<std::size_t>(bytes) != sizeof(Header)) {
+    if (status != MPI_STATUS_IGNORE) *status = st;
+    return MPI_SUCCESS;
+  }
+  // The first message from that source with that tag is the one just probed (MPI keeps the order
+  // of one sender's messages), so this receives exactly it.
+  MPI_Message message = MPI_MESSAGE_NULL;
+  rc = PMPI_Improbe(st.MPI_SOURCE, st.MPI_TAG, comm, flag, &message, &st);
+  if (rc != MPI_SUCCESS || *flag == 0) return rc;  // not there: another thread received it meanwhile
+  Held h;
+  h.comm = comm;
+  h.source = st.MPI_SOURCE;
+  h.tag = st.MPI_TAG;
+  rc = receive_40(message, comm, h.header, h.chunked);
+  if (rc != MPI_SUCCESS) {
+    *flag = 0;
+    return rc;
+  }
+  held().push_back(h);
+  set_status(status, h.source, h.tag, MPI_SUCCESS, h.bytes());
+  return MPI_SUCCESS;
+}
 
 std::shared_ptr<Operation> make_send(const char* call, const UserBuffer& b, int dest, int tag, MPI_Comm comm) {
   if (b.bytes > b.chunk && wire().comm != MPI_COMM_NULL && !intercomm(comm)) {

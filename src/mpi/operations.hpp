@@ -15,6 +15,7 @@
 #include <array>
 #include <atomic>
 #include <cstddef>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -112,6 +113,34 @@ class Operation {
   int tag_ = MPI_ANY_TAG;
   MPI_Count bytes_ = 0;
 };
+
+/// Sets a status as MPI_Recv would: source, tag, error and `bytes` received as MPI_BYTE.
+void set_status(MPI_Status* status, int source, int tag, int error, MPI_Count bytes);
+
+/// A message of a header's size that MPI_Probe or MPI_Iprobe had to receive to tell a header from
+/// the user's own 40 bytes (MPI offers no way to look into a message and leave it queued). It came
+/// before anything MPI still holds from its source, so receives take held messages first.
+struct Held {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int source = MPI_ANY_SOURCE;
+  int tag = MPI_ANY_TAG;
+  Header header;         // the 40 bytes as received
+  bool chunked = false;  // a valid header: the user's message is `header.total` bytes in chunks
+  bool matches(int want_source, int want_tag, MPI_Comm want_comm) const {
+    return comm == want_comm && (want_source == MPI_ANY_SOURCE || want_source == source) &&
+           (want_tag == MPI_ANY_TAG || want_tag == tag);
+  }
+  /// The size of the user's message.
+  MPI_Count bytes() const { return chunked ? static_cast<MPI_Count>(header.total) : MPI_Count{sizeof header}; }
+};
+/// The held messages in arrival order. Guarded by the lock of the pending operations (interpose.cpp):
+/// receives match and probes run under it.
+std::deque<Held>& held();
+
+/// MPI_Iprobe on the user's message (the caller holds the lock of held()): a held message first;
+/// otherwise a message MPI holds, where one of a header's size is received into held() so that the
+/// status gives the size of a chunked message, not of its header.
+int probe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status);
 
 /// A send from a shared object: one staged message up to the chunk size (or on an
 /// intercommunicator), header + double-buffered chunks above it. The first message on the user's

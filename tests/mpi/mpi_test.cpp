@@ -273,6 +273,63 @@ TEST_F(Mpi, AnySourceAnyTagSeeTheUsersMessage) {
   }
 }
 
+// MPI_Probe and MPI_Iprobe see the user's message: a chunked one with its whole size, not its
+// 40-byte header, and a plain 40-byte message as 40 bytes. A message probed (and so held by
+// hdsm_mpi) stays probe-able and is received whole, in any order of tags.
+TEST_F(Mpi, ProbeReportsTheUsersMessageNotTheHeader) {
+  const std::size_t n = 3 * kChunk + 5;
+  if (rank() == 0) {
+    MPI_Request r[4];
+    const unsigned char* chunked = buffer(Where::shared_on_device, n, 90);
+    ASSERT_EQ(MPI_Isend(chunked, static_cast<int>(n), MPI_BYTE, 1, 90, MPI_COMM_WORLD, &r[0]), MPI_SUCCESS);
+    const unsigned char* forty = buffer(Where::host, 40, 91);  // as long as a header, but not one
+    ASSERT_EQ(MPI_Isend(forty, 40, MPI_BYTE, 1, 91, MPI_COMM_WORLD, &r[1]), MPI_SUCCESS);
+    const unsigned char* plain = buffer(Where::host, 1000, 92);
+    ASSERT_EQ(MPI_Isend(plain, 1000, MPI_BYTE, 1, 92, MPI_COMM_WORLD, &r[2]), MPI_SUCCESS);
+    const unsigned char* again = buffer(Where::shared_on_host, n, 93);
+    ASSERT_EQ(MPI_Isend(again, static_cast<int>(n), MPI_BYTE, 1, 93, MPI_COMM_WORLD, &r[3]), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Waitall(4, r, MPI_STATUSES_IGNORE), MPI_SUCCESS);
+  } else {
+    MPI_Status st;
+    int flag = 1;
+    ASSERT_EQ(MPI_Iprobe(0, 99, MPI_COMM_WORLD, &flag, &st), MPI_SUCCESS);
+    EXPECT_EQ(flag, 0) << "no message has tag 99";
+    ASSERT_EQ(MPI_Probe(0, MPI_ANY_TAG, MPI_COMM_WORLD, &st), MPI_SUCCESS);  // rank 0's first message
+    expect_status(st, 0, 90, n);
+    ASSERT_EQ(MPI_Probe(MPI_ANY_SOURCE, 90, MPI_COMM_WORLD, &st), MPI_SUCCESS);  // held, still there
+    expect_status(st, 0, 90, n);
+    int count = 0;
+    MPI_Get_count(&st, MPI_BYTE, &count);
+    for (flag = 0; flag == 0;) ASSERT_EQ(MPI_Iprobe(MPI_ANY_SOURCE, 91, MPI_COMM_WORLD, &flag, &st), MPI_SUCCESS);
+    expect_status(st, 0, 91, 40);
+    ASSERT_EQ(MPI_Probe(0, 92, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+    expect_status(st, 0, 92, 1000);
+
+    // Received against the order of arrival; the chunked one with the size its probe gave.
+    unsigned char* plain = buffer(Where::host, 1000, -1);
+    ASSERT_EQ(MPI_Recv(plain, 1000, MPI_BYTE, 0, 92, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+    expect_status(st, 0, 92, 1000);
+    expect_pattern(plain, 1000, 92, "plain");
+    unsigned char* forty = buffer(Where::shared_on_host, 40, -1);
+    ASSERT_EQ(MPI_Recv(forty, 40, MPI_BYTE, 0, 91, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+    expect_status(st, 0, 91, 40);
+    expect_pattern(forty, 40, 91, "40-byte plain message");
+    unsigned char* chunked = buffer(Where::shared_on_host, static_cast<std::size_t>(count), -1);
+    ASSERT_EQ(MPI_Recv(chunked, count, MPI_BYTE, 0, MPI_ANY_TAG, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+    expect_status(st, 0, 90, n);
+    expect_pattern(chunked, n, 90, "chunked");
+
+    ASSERT_EQ(MPI_Probe(0, 93, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+    expect_status(st, 0, 93, n);
+    unsigned char* again = buffer(Where::host, n, -1);
+    MPI_Request r;
+    ASSERT_EQ(MPI_Irecv(again, static_cast<int>(n), MPI_BYTE, 0, 93, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Wait(&r, &st), MPI_SUCCESS);
+    expect_status(st, 0, 93, n);
+    expect_pattern(again, n, 93, "chunked into host memory");
+  }
+}
+
 int error_class(int code) {
   int c = -1;
   MPI_Error_class(code, &c);
