@@ -119,7 +119,9 @@ void set_status(MPI_Status* status, int source, int tag, int error, MPI_Count by
 
 /// A message of a header's size that MPI_Probe or MPI_Iprobe had to receive to tell a header from
 /// the user's own 40 bytes (MPI offers no way to look into a message and leave it queued). It came
-/// before anything MPI still holds from its source, so receives take held messages first.
+/// before anything MPI still queues from its source with its tag, so receives take held messages
+/// first. Not exact in one case: when the probe named a tag and its source had sent an earlier
+/// message with another tag, a later MPI_ANY_TAG receive from that source gets the held one first.
 struct Held {
   MPI_Comm comm = MPI_COMM_NULL;
   int source = MPI_ANY_SOURCE;
