@@ -90,6 +90,7 @@ ObjectId Directory::insert(unsigned segment, std::size_t bytes) {
   const std::size_t blocks = seg.heap.rounded(bytes) >> shift_;
   std::uint32_t slot = 0;
   try {
+    arena_.reuse(segment, *offset, blocks << shift_);
     slot = take_slot();
     Object& object = slot_at(slot).object;
     object.states.assign(blocks, BlockState::invalid);

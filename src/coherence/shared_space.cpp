@@ -27,13 +27,13 @@ std::uint64_t monotonic_ns() noexcept {  // async-signal-safe, unlike std::chron
 
 SharedSpace::SharedSpace(std::span<Device* const> devices, ProtocolKind kind, std::size_t block_bytes,
                          obs::Counters& counters, std::size_t segment_bytes, unsigned rolling_step,
-                         obs::Tracer* tracer, CopySetup copies)
+                         obs::Tracer* tracer, CopySetup copies, std::size_t arena_keep_bytes)
     : kind_(kind),
       counters_(counters),
       tracer_(tracer != nullptr && tracer->enabled() ? tracer : nullptr),
       time_faults_(counters.time_faults || tracer_ != nullptr),
       devices_(devices.begin(), devices.end()),
-      arena_(static_cast<unsigned>(devices.size()), segment_bytes),
+      arena_(static_cast<unsigned>(devices.size()), segment_bytes, arena_keep_bytes),
       directory_(arena_, block_bytes),
       rolling_step_(rolling_step) {
   if (devices_.empty()) throw InvalidArgument("shared space: no devices");

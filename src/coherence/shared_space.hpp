@@ -61,11 +61,12 @@ class SharedSpace {
   static constexpr std::size_t kDefaultStagingBytes = std::size_t{16} << 20;
 
   /// The devices (and the tracer, when given) must outlive the space. One arena segment and one
-  /// queue per device; faults in the whole user view go to this space until it is destroyed.
+  /// queue per device; faults in the whole user view go to this space until it is destroyed. Up to
+  /// `arena_keep_bytes` of freed objects' memory is kept for new objects (os::Arena).
   SharedSpace(std::span<Device* const> devices, ProtocolKind kind, std::size_t block_bytes,
               obs::Counters& counters, std::size_t segment_bytes = kDefaultSegmentBytes,
               unsigned rolling_step = default_rolling_step, obs::Tracer* tracer = nullptr,
-              CopySetup copies = {});
+              CopySetup copies = {}, std::size_t arena_keep_bytes = 0);
   ~SharedSpace();
   SharedSpace(const SharedSpace&) = delete;
   SharedSpace& operator=(const SharedSpace&) = delete;

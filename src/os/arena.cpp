@@ -6,8 +6,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cstring>
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <sys/mman.h>
@@ -33,7 +35,8 @@ std::uintptr_t reserve_aligned(std::size_t bytes, std::size_t align, const std::
 
 }  // namespace
 
-Arena::Arena(unsigned segments, std::size_t segment_bytes) : segments_(segments) {
+Arena::Arena(unsigned segments, std::size_t segment_bytes, std::size_t keep_bytes)
+    : segments_(segments), keep_limit_(keep_bytes), kept_(segments) {
   if (segments == 0) throw InvalidArgument("an arena needs at least one segment");
   if (!std::has_single_bit(segment_bytes) || segment_bytes < page_size())
     throw InvalidArgument(fmt::format("arena segment size {} must be a power of two of at least one page",
@@ -97,10 +100,84 @@ void Arena::release(unsigned segment, std::size_t offset, std::size_t bytes) {
   check_range(segment, offset, bytes, "release");
   if (bytes == 0) return;
   protect(segment, offset, bytes, PROT_NONE);
+  {
+    std::lock_guard lock(kept_mutex_);
+    if (bytes <= keep_limit_ - std::min(keep_limit_, kept_total_)) {
+      auto& kept = kept_[segment];
+      std::size_t begin = offset, end = offset + bytes;
+      // Join the neighbours, so the map stays as small as the free space is fragmented.
+      if (const auto next = kept.find(end); next != kept.end()) {
+        end = next->second;
+        kept.erase(next);
+      }
+      if (auto prev = kept.lower_bound(begin); prev != kept.begin() && (--prev)->second == begin) {
+        begin = prev->first;
+        kept.erase(prev);
+      }
+      kept.emplace(begin, end);
+      kept_total_ += bytes;
+      return;
+    }
+  }
+  punch(segment, offset, bytes);
+}
+
+void Arena::reuse(unsigned segment, std::size_t offset, std::size_t bytes) {
+  check_range(segment, offset, bytes, "reuse");
+  const std::size_t end = offset + bytes;
+  std::lock_guard lock(kept_mutex_);
+  auto& kept = kept_[segment];
+  auto it = kept.upper_bound(offset);
+  if (it != kept.begin()) --it;
+  while (it != kept.end() && it->first < end) {
+    const std::size_t begin = it->first, stop = it->second;
+    if (stop <= offset) {
+      ++it;
+      continue;
+    }
+    const std::size_t from = std::max(begin, offset), to = std::min(stop, end);
+    zero_resident(segment, from, to - from);
+    kept_total_ -= to - from;
+    it = kept.erase(it);
+    if (begin < from) kept.emplace(begin, from);
+    if (to < stop) it = kept.emplace(to, stop).first;
+  }
+}
+
+std::size_t Arena::kept_bytes() const {
+  std::lock_guard lock(kept_mutex_);
+  return kept_total_;
+}
+
+void Arena::punch(unsigned segment, std::size_t offset, std::size_t bytes) {
   if (::fallocate(memfds_[segment], FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
                   static_cast<off_t>(bytes)) != 0)
     throw SystemError("fallocate(PUNCH_HOLE)",
                       fmt::format("arena segment {} at offset {} ({})", segment, offset, format_bytes(bytes)), errno);
+}
+
+// Zero the pages of a range that hold memory, found with SEEK_DATA/SEEK_HOLE; holes read as zero
+// already, and writing them would only allocate memory.
+void Arena::zero_resident(unsigned segment, std::size_t offset, std::size_t bytes) {
+  const int fd = memfds_[segment];
+  const auto end = static_cast<off_t>(offset + bytes);
+  const auto fail = [&](const char* call) {
+    return SystemError(call, fmt::format("arena segment {} at offset {} ({})", segment, offset, format_bytes(bytes)),
+                       errno);
+  };
+  for (off_t at = static_cast<off_t>(offset); at < end;) {
+    const off_t data = ::lseek(fd, at, SEEK_DATA);
+    if (data < 0) {
+      if (errno == ENXIO) return;  // no memory at or after `at`
+      throw fail("lseek(SEEK_DATA)");
+    }
+    if (data >= end) return;
+    const off_t hole = ::lseek(fd, data, SEEK_HOLE);
+    if (hole < 0) throw fail("lseek(SEEK_HOLE)");
+    const off_t stop = std::min(hole, end);
+    std::memset(shadow(segment, static_cast<std::size_t>(data)), 0, static_cast<std::size_t>(stop - data));
+    at = stop;
+  }
 }
 
 std::uint64_t Arena::resident_bytes(unsigned segment) const {

@@ -4,10 +4,18 @@
 // memfd mapped twice: the user view (the pointers programs get; its protections drive the
 // coherence protocols) and the shadow view (always read-write; the runtime's own copies use it, so
 // it never has to lift a protection of the user view).
+//
+// Released memory is kept, up to `keep_bytes` in all, for the next objects placed there, as malloc
+// keeps freed heap memory: a new page of a memfd costs a page fault in each view that touches it,
+// and its zeroing, which for a program that frees and allocates objects of the same size in a
+// loop is more than zeroing a kept page. Kept ranges are zeroed when reused, so a new object still
+// reads as zero.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <vector>
 
 namespace hdsm::os {
@@ -15,8 +23,9 @@ namespace hdsm::os {
 class Arena {
  public:
   /// Reserves `segments` segments of `segment_bytes` (a power of two, a multiple of the page size)
-  /// for each view. Nothing is backed by memory until written through a view.
-  Arena(unsigned segments, std::size_t segment_bytes);
+  /// for each view. Nothing is backed by memory until written through a view. Up to `keep_bytes`
+  /// of released memory is kept for reuse (0: every release gives its memory back).
+  Arena(unsigned segments, std::size_t segment_bytes, std::size_t keep_bytes = 0);
   ~Arena();
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
@@ -44,22 +53,34 @@ class Arena {
 
   /// Set the protection (PROT_* flags) of a page-aligned range of a segment's user view.
   void protect(unsigned segment, std::size_t offset, std::size_t bytes, int prot);
-  /// Make a page-aligned range inaccessible in the user view and give its memory back; it reads as
-  /// zero when used again.
+  /// Make a page-aligned range inaccessible in the user view. Its memory is kept when the kept
+  /// total stays within `keep_bytes`, and given back otherwise.
   void release(unsigned segment, std::size_t offset, std::size_t bytes);
+  /// Ready a page-aligned range for a new object: it reads as zero afterwards. Zeroes what a
+  /// release kept in it (only the pages that hold memory); the rest reads as zero already.
+  void reuse(unsigned segment, std::size_t offset, std::size_t bytes);
   /// Bytes of memory a segment holds now.
   std::uint64_t resident_bytes(unsigned segment) const;
+  /// Bytes released and kept, in all segments.
+  std::size_t kept_bytes() const;
 
  private:
   static std::uintptr_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
   void teardown() noexcept;
   void check_range(unsigned segment, std::size_t offset, std::size_t bytes, const char* what) const;
+  void punch(unsigned segment, std::size_t offset, std::size_t bytes);
+  void zero_resident(unsigned segment, std::size_t offset, std::size_t bytes);
 
   unsigned segments_;
   unsigned shift_;
   std::uintptr_t user_begin_ = 0, shadow_begin_ = 0;
   std::uintptr_t user_bytes_ = 0;
   std::vector<int> memfds_;  // one per segment
+
+  std::size_t keep_limit_;
+  mutable std::mutex kept_mutex_;
+  std::vector<std::map<std::size_t, std::size_t>> kept_;  // per segment: begin offset -> end offset
+  std::size_t kept_total_ = 0;
 };
 
 }  // namespace hdsm::os

@@ -124,8 +124,9 @@ coherence::SharedSpace& RuntimeImpl::shared_space() {
   const std::size_t block = checked_size(config, Knob::block_size, true);
   const std::size_t segment = checked_size(config, Knob::arena_segment, false);
   const auto step = static_cast<unsigned>(config.integer(knob_name(Knob::rolling_step)));
+  const std::size_t keep = config.size(knob_name(Knob::arena_keep));
   space_ = std::make_unique<coherence::SharedSpace>(devices, kind, block, counters, segment, step, &tracer,
-                                                    copy_setup());
+                                                    copy_setup(), keep);
   const os::Arena& arena = space_->directory().arena();
   try {
     shared_ranges.add(reinterpret_cast<std::uintptr_t>(arena.user(0, 0)),

@@ -150,6 +150,31 @@ TEST_P(AdsmApi, TypedAllocAndSmartPointers) {
   for (int i = 0; i < 8; ++i) rt.free(rt.alloc(32 << 20));
 }
 
+// A freed object's memory is kept for the next object (HDSM_ARENA_KEEP): the new object still
+// reads as zero on the host and on the device, whatever state the old one's blocks were in.
+TEST_P(AdsmApi, AnObjectOnAFreedObjectsMemoryReadsZero) {
+  const std::size_t n = 300 * 1024 + 17;  // several blocks and a partial one
+  for (int round = 0; round < 3; ++round) {
+    int* x = rt.alloc<int>(n);
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(x[i], 0) << "round " << round << ", element " << i;
+    for (std::size_t i = 0; i < n; i += 3) x[i] = -1;
+    rt.call(fill(), hdsm::cover(n / 2), hdsm::inout(x), std::uint64_t{n / 2}, 7);
+    rt.sync();
+    ASSERT_EQ(x[0], 7);
+    ASSERT_EQ(x[n - 1], (n - 1) % 3 == 0 ? -1 : 0);
+    x[n - 2] = 5;  // a dirty host block at the end
+    rt.free(x);
+  }
+  // The device copy is zero as well: a kernel that adds to it sees zeros.
+  float* a = rt.alloc<float>(n);
+  float* b = rt.alloc<float>(n);
+  rt.call(vecadd(), hdsm::cover(n), hdsm::in(a), hdsm::inout(b), std::uint64_t{n});
+  rt.sync();
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(b[i], 0.0f) << i;
+  rt.free(a);
+  rt.free(b);
+}
+
 TEST_P(AdsmApi, BadFreesAreInvalidPointer) {
   int* x = rt.alloc<int>(1024);
   int local = 0;

@@ -1,5 +1,5 @@
 // The shared-object arena: O(1) address arithmetic, user and shadow views of the same memory,
-// independent protections, and memory given back on release.
+// independent protections, and memory given back or kept on release.
 #include <hdsm/error.hpp>
 
 #include "os/arena.hpp"
@@ -73,6 +73,50 @@ TEST(Arena, ReleaseGivesMemoryBackAndReadsZero) {
   EXPECT_LT(a.resident_bytes(0), bytes / 8);
   EXPECT_EQ(static_cast<unsigned char>(*a.shadow(0, 4096)), 0u);
   EXPECT_DEATH(static_cast<void>(*reinterpret_cast<volatile char*>(a.user(0, 0))), "");  // inaccessible again
+}
+
+TEST(Arena, ReleasedMemoryIsKeptUpToTheLimitAndReadsZeroWhenReused) {
+  const std::size_t mib = 1 << 20;
+  Arena a(1, kSegment, 8 * mib);
+  a.protect(0, 0, 16 * mib, PROT_READ | PROT_WRITE);
+  std::memset(a.user(0, 0), 0x7F, 16 * mib);
+  a.release(0, 0, 2 * mib);
+  a.release(0, 2 * mib, 4 * mib);  // joins the first: one kept range of 6 MiB
+  EXPECT_EQ(a.kept_bytes(), 6 * mib);
+  EXPECT_GE(a.resident_bytes(0), 16 * mib);  // nothing given back
+  a.release(0, 6 * mib, 4 * mib);  // beyond the limit: given back
+  EXPECT_EQ(a.kept_bytes(), 6 * mib);
+  EXPECT_LT(a.resident_bytes(0), 13 * mib);
+  EXPECT_EQ(static_cast<unsigned char>(*a.shadow(0, 7 * mib)), 0u);
+  EXPECT_DEATH(static_cast<void>(*reinterpret_cast<volatile char*>(a.user(0, 0))), "");  // inaccessible
+
+  // A new object over part of both released ranges: the kept part is zeroed, the rest of the kept
+  // range keeps its bytes until reused, and the given-back part reads zero anyway.
+  a.reuse(0, 5 * mib, 2 * mib);
+  EXPECT_EQ(a.kept_bytes(), 5 * mib);
+  for (std::size_t at = 5 * mib; at < 7 * mib; at += 4096)
+    ASSERT_EQ(static_cast<unsigned char>(*a.shadow(0, at)), 0u) << at;
+  EXPECT_EQ(static_cast<unsigned char>(*a.shadow(0, 5 * mib - 1)), 0x7Fu);
+  a.reuse(0, 0, 2 * mib);
+  a.reuse(0, 3 * mib, mib);
+  EXPECT_EQ(a.kept_bytes(), 2 * mib);
+  for (std::size_t at : {std::size_t{0}, 2 * mib - 1, 3 * mib, 4 * mib - 1})
+    EXPECT_EQ(static_cast<unsigned char>(*a.shadow(0, at)), 0u) << at;
+  EXPECT_EQ(static_cast<unsigned char>(*a.shadow(0, 2 * mib)), 0x7Fu);  // the kept middle
+  EXPECT_EQ(static_cast<unsigned char>(*a.shadow(0, 4 * mib)), 0x7Fu);
+}
+
+TEST(Arena, ReusingKeptAddressSpaceWithoutMemoryAllocatesNone) {
+  const std::size_t mib = 1 << 20;
+  Arena a(1, kSegment, 64 * mib);
+  a.protect(0, 0, 32 * mib, PROT_READ | PROT_WRITE);
+  reinterpret_cast<volatile char*>(a.user(0, 0))[16 * mib] = 1;  // one page of 32 MiB holds memory
+  a.release(0, 0, 32 * mib);
+  EXPECT_EQ(a.kept_bytes(), 32 * mib);
+  a.reuse(0, 0, 32 * mib);
+  EXPECT_EQ(a.kept_bytes(), 0u);
+  EXPECT_LT(a.resident_bytes(0), mib);  // the holes were not written
+  EXPECT_EQ(static_cast<unsigned char>(*a.shadow(0, 16 * mib)), 0u);
 }
 
 TEST(Arena, BadArgumentsAreTypedErrors) {
