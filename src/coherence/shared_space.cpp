@@ -26,21 +26,21 @@ std::uint64_t monotonic_ns() noexcept {  // async-signal-safe, unlike std::chron
 }  // namespace
 
 SharedSpace::SharedSpace(std::span<Device* const> devices, ProtocolKind kind, std::size_t block_bytes,
-                         obs::Counters& counters, std::size_t segment_bytes, unsigned rolling_step,
-                         obs::Tracer* tracer, CopySetup copies, std::size_t arena_keep_bytes)
+                         obs::Counters& counters, SpaceTuning tuning, obs::Tracer* tracer, CopySetup copies)
     : kind_(kind),
       counters_(counters),
       tracer_(tracer != nullptr && tracer->enabled() ? tracer : nullptr),
       time_faults_(counters.time_faults || tracer_ != nullptr),
       devices_(devices.begin(), devices.end()),
-      arena_(static_cast<unsigned>(devices.size()), segment_bytes, arena_keep_bytes),
+      arena_(static_cast<unsigned>(devices.size()), tuning.segment_bytes, tuning.arena_keep_bytes),
       directory_(arena_, block_bytes),
-      rolling_step_(rolling_step) {
+      rolling_step_(tuning.rolling_step),
+      read_ahead_(std::max(1u, tuning.read_ahead)) {
   if (devices_.empty()) throw InvalidArgument("shared space: no devices");
   // Rolling-window ids pack the object id and the block index into 32 bits each.
-  if (segment_bytes / block_bytes > (std::size_t{1} << 32))
+  if (tuning.segment_bytes / block_bytes > (std::size_t{1} << 32))
     throw InvalidArgument(fmt::format("shared space: segments of {} hold more than 2^32 blocks of {}",
-                                      format_bytes(segment_bytes), format_bytes(block_bytes)));
+                                      format_bytes(tuning.segment_bytes), format_bytes(block_bytes)));
   for (Device* d : devices_) queues_.push_back(d->create_queue());
   if (copies.topology.devices.empty()) copies.topology = transfer::stated_topology(devices_, std::move(copies.topology));
   if (!copies.pool) {
@@ -426,7 +426,8 @@ bool SharedSpace::on_fault(void* address, os::FaultAccess access) {
     std::vector<BlockState>& states = e->object->states;
     // Lazy-update moves whole objects, rolling-update single blocks.
     const std::size_t first = kind_ == ProtocolKind::lazy ? 0 : hit.block;
-    const std::size_t end = kind_ == ProtocolKind::lazy ? states.size() : hit.block + 1;
+    std::size_t end = kind_ == ProtocolKind::lazy ? states.size() : hit.block + 1;
+    if (kind_ == ProtocolKind::rolling && !write) end = read_ahead_end(*e, hit.block);
     std::vector<Transition> next(end - first);
     std::size_t fetch_first = end, fetch_end = first;
     for (std::size_t b = first; b < end; ++b) {
@@ -465,6 +466,24 @@ bool SharedSpace::on_fault(void* address, os::FaultAccess access) {
           begin, fetched, fault_lane_);
   if (victim) evict(*victim);
   return true;
+}
+
+// A read fault on the block where the previous read fault's fetch ended continues a forward read:
+// its run doubles, up to read_ahead_ blocks, and takes in the invalid blocks that follow the faulting
+// one (it stops at any other state, so it never overwrites a block the host holds). Any other read
+// fault fetches its block alone. A program that reads an object front to back then waits for
+// log2(read_ahead_) round trips plus one per read_ahead_ blocks instead of one per block; one that
+// stops early has fetched fewer blocks beyond what it read than it read since the run began, and at
+// most read_ahead_ - 1.
+std::size_t SharedSpace::read_ahead_end(Entry& e, std::size_t block) const {
+  const std::vector<BlockState>& states = e.object->states;
+  if (states[block] != BlockState::invalid) return block + 1;
+  e.read_run = block == e.read_next ? std::min(2 * e.read_run, read_ahead_) : 1;
+  const std::size_t limit = std::min(states.size(), block + e.read_run);
+  std::size_t end = block + 1;
+  while (end < limit && states[end] == BlockState::invalid) ++end;
+  e.read_next = end;
+  return end;
 }
 
 void SharedSpace::evict(RollingWindow::BlockId block) {

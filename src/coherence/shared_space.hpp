@@ -44,9 +44,21 @@
 
 namespace hdsm::coherence {
 
+inline constexpr std::size_t kDefaultSegmentBytes = std::size_t{16} << 30;
+
+/// The knobs of a shared space that are not the protocol and the block size.
+struct SpaceTuning {
+  std::size_t segment_bytes = kDefaultSegmentBytes;  // address space per device (HDSM_ARENA_SEGMENT)
+  unsigned rolling_step = default_rolling_step;      // HDSM_ROLLING_STEP
+  /// Rolling-update: the most invalid blocks one read fault fetches when an object is read forward
+  /// (HDSM_READ_AHEAD); 1 fetches the faulting block only, as seed 000.
+  unsigned read_ahead = 1;
+  std::size_t arena_keep_bytes = 0;  // freed memory kept for new objects (HDSM_ARENA_KEEP)
+};
+
 class SharedSpace {
  public:
-  static constexpr std::size_t kDefaultSegmentBytes = std::size_t{16} << 30;
+  static constexpr std::size_t kDefaultSegmentBytes = coherence::kDefaultSegmentBytes;
   /// Runs each object's ProtectionMap may use before it degrades.
   static constexpr std::size_t kRunBudget = 4096;
 
@@ -61,12 +73,10 @@ class SharedSpace {
   static constexpr std::size_t kDefaultStagingBytes = std::size_t{16} << 20;
 
   /// The devices (and the tracer, when given) must outlive the space. One arena segment and one
-  /// queue per device; faults in the whole user view go to this space until it is destroyed. Up to
-  /// `arena_keep_bytes` of freed objects' memory is kept for new objects (os::Arena).
+  /// queue per device; faults in the whole user view go to this space until it is destroyed.
   SharedSpace(std::span<Device* const> devices, ProtocolKind kind, std::size_t block_bytes,
-              obs::Counters& counters, std::size_t segment_bytes = kDefaultSegmentBytes,
-              unsigned rolling_step = default_rolling_step, obs::Tracer* tracer = nullptr,
-              CopySetup copies = {}, std::size_t arena_keep_bytes = 0);
+              obs::Counters& counters, SpaceTuning tuning = {}, obs::Tracer* tracer = nullptr,
+              CopySetup copies = {});
   ~SharedSpace();
   SharedSpace(const SharedSpace&) = delete;
   SharedSpace& operator=(const SharedSpace&) = delete;
@@ -157,6 +167,9 @@ class SharedSpace {
     std::vector<RollingWindow::Place> window_places;
     Event pending;     // the last asynchronous upload of the object (eviction, release)
     bool live = true;  // false once free() has run: a thread that found the entry before must let go
+    /// Rolling-update read-ahead: the block after the last read fault's fetched run, and its length.
+    std::size_t read_next = SIZE_MAX;
+    std::size_t read_run = 0;
   };
 
   /// The part of one live object a shared range covers.
@@ -222,6 +235,8 @@ class SharedSpace {
   void forget_clean(Entry& e, std::size_t first, std::size_t end);
   /// Uploads and read-protects a block the rolling window pushed out.
   void evict(RollingWindow::BlockId block);
+  /// The end of the blocks a rolling-update read fault on `block` fetches (the caller holds e's lock).
+  std::size_t read_ahead_end(Entry& e, std::size_t block) const;
   static RollingWindow::BlockId block_id(ObjectId object, std::size_t block) {
     return (object << 32) | block;
   }
@@ -236,6 +251,7 @@ class SharedSpace {
   Directory directory_;
   std::vector<std::unique_ptr<Queue>> queues_;
   std::size_t rolling_step_;
+  std::size_t read_ahead_;
 
   mutable std::mutex objects_mutex_;
   std::unordered_map<ObjectId, std::shared_ptr<Entry>> objects_;

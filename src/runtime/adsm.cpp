@@ -122,11 +122,12 @@ coherence::SharedSpace& RuntimeImpl::shared_space() {
   if (space_) return *space_;
   const auto kind = coherence::parse_protocol(config.get(knob_name(Knob::protocol)));
   const std::size_t block = checked_size(config, Knob::block_size, true);
-  const std::size_t segment = checked_size(config, Knob::arena_segment, false);
-  const auto step = static_cast<unsigned>(config.integer(knob_name(Knob::rolling_step)));
-  const std::size_t keep = config.size(knob_name(Knob::arena_keep));
-  space_ = std::make_unique<coherence::SharedSpace>(devices, kind, block, counters, segment, step, &tracer,
-                                                    copy_setup(), keep);
+  const coherence::SpaceTuning tuning{
+      .segment_bytes = checked_size(config, Knob::arena_segment, false),
+      .rolling_step = static_cast<unsigned>(config.integer(knob_name(Knob::rolling_step))),
+      .read_ahead = static_cast<unsigned>(config.integer(knob_name(Knob::read_ahead))),
+      .arena_keep_bytes = config.size(knob_name(Knob::arena_keep))};
+  space_ = std::make_unique<coherence::SharedSpace>(devices, kind, block, counters, tuning, &tracer, copy_setup());
   const os::Arena& arena = space_->directory().arena();
   try {
     shared_ranges.add(reinterpret_cast<std::uintptr_t>(arena.user(0, 0)),

@@ -78,7 +78,7 @@ class SharedSpaceTest : public ::testing::TestWithParam<Param> {
     runtime_ = std::make_unique<hdsm::Runtime>(sim_config());
     ASSERT_GE(runtime_->devices().size(), 2u);
     space_ = std::make_unique<SharedSpace>(runtime_->devices(), kind(), block(), runtime_->impl().counters,
-                                           kSegmentBytes);
+                                           hdsm::coherence::SpaceTuning{.segment_bytes = kSegmentBytes});
   }
   void TearDown() override {
     space_.reset();
@@ -233,6 +233,37 @@ TEST_P(SharedSpaceRollingTest, FetchesOneBlockOnAFault) {
   space_->free(x);
 }
 
+// Read-ahead (HDSM_READ_AHEAD): reading an invalidated object forward doubles the fetched run with
+// each fault that continues the last one's, up to the limit, and a run stops before any block the host
+// holds, so the CPU's write in between survives. A fault elsewhere fetches its block alone.
+TEST_P(SharedSpaceRollingTest, ReadAheadDoublesForwardRunsAndSkipsHeldBlocks) {
+  space_ = std::make_unique<SharedSpace>(runtime_->devices(), kind(), block(), runtime_->impl().counters,
+                                         hdsm::coherence::SpaceTuning{.segment_bytes = kSegmentBytes, .read_ahead = 4});
+  const std::size_t per_block = block() / sizeof(int), blocks = 14;
+  int* x = alloc_ints(blocks * per_block);
+  for (std::size_t i = 0; i < blocks * per_block; ++i) x[i] = 1;
+  run_twice_plus_one(x, blocks * per_block);  // every block invalid on the host, 3 on the device
+  const auto d2h = [&] { return stats().route(hdsm::Route::d2h).bytes; };
+  const hdsm::Stats before = stats();
+  const std::uint64_t start = d2h();
+  x[5 * per_block + 1] = 77;  // a write fault fetches block 5 alone and makes it dirty
+  EXPECT_EQ(d2h() - start, block());
+  // Forward read faults: 0 | 1 2 | 3 4 (stops at the dirty 5) | 6 (a new run) | 7 8 | 9 10 11 12 | 13.
+  for (std::size_t i = 0; i < blocks * per_block; ++i)
+    ASSERT_EQ(x[i], i == 5 * per_block + 1 ? 77 : 3) << "element " << i;
+  const hdsm::Stats after = stats();
+  EXPECT_EQ(after.read_faults - before.read_faults, 7u);
+  EXPECT_EQ(d2h() - start, blocks * block()) << "every block fetched once";
+
+  // Not forward: block 9, then block 2, fetch one block each.
+  run_twice_plus_one(x, blocks * per_block);
+  const std::uint64_t again = d2h();
+  EXPECT_EQ(x[9 * per_block], 7);
+  EXPECT_EQ(x[2 * per_block + 5], 7);
+  EXPECT_EQ(d2h() - again, 2 * block());
+  space_->free(x);
+}
+
 TEST_P(SharedSpaceRollingTest, EvictionUploadsBeforeTheRelease) {
   const std::size_t per_block = block() / sizeof(int);
   const std::size_t blocks = 8;
@@ -365,7 +396,7 @@ TEST_P(SharedSpaceDeathTest, TouchingFreedMemoryKillsWithSegv) {
         default_disposition_under_sanitizers();
         hdsm::Runtime runtime(sim_config());
         SharedSpace space(runtime.devices(), GetParam().kind, GetParam().block_bytes, runtime.impl().counters,
-                          kSegmentBytes);
+                          hdsm::coherence::SpaceTuning{.segment_bytes = kSegmentBytes});
         auto* x = static_cast<int*>(space.alloc(GetParam().block_bytes, 0));
         x[0] = 1;  // live objects resolve
         space.free(x);
@@ -381,7 +412,7 @@ TEST_P(SharedSpaceDeathTest, ForeignAddressesKillWithSegv) {
         default_disposition_under_sanitizers();
         hdsm::Runtime runtime(sim_config());
         SharedSpace space(runtime.devices(), GetParam().kind, GetParam().block_bytes, runtime.impl().counters,
-                          kSegmentBytes);
+                          hdsm::coherence::SpaceTuning{.segment_bytes = kSegmentBytes});
         auto* x = static_cast<int*>(space.alloc(GetParam().block_bytes, 0));
         x[0] = 1;
         // Inside the arena, past every object.
@@ -394,7 +425,7 @@ TEST_P(SharedSpaceDeathTest, ForeignAddressesKillWithSegv) {
         default_disposition_under_sanitizers();
         hdsm::Runtime runtime(sim_config());
         SharedSpace space(runtime.devices(), GetParam().kind, GetParam().block_bytes, runtime.impl().counters,
-                          kSegmentBytes);
+                          hdsm::coherence::SpaceTuning{.segment_bytes = kSegmentBytes});
         void* page = ::mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         read_int(static_cast<const int*>(page));
         std::_Exit(0);
