@@ -58,7 +58,6 @@ struct SpaceTuning {
 
 class SharedSpace {
  public:
-  static constexpr std::size_t kDefaultSegmentBytes = coherence::kDefaultSegmentBytes;
   /// Runs each object's ProtectionMap may use before it degrades.
   static constexpr std::size_t kRunBudget = 4096;
 
