@@ -39,4 +39,24 @@ double median(std::vector<double> samples) {
   return samples.empty() ? 0 : samples[samples.size() / 2];
 }
 
+std::vector<std::vector<std::size_t>> balanced_orders(std::size_t n) {
+  if (n == 0) return {};
+  // The first row is 0, 1, n-1, 2, n-2, ...; row i adds i to each entry modulo n. For odd n the
+  // reversed rows are needed as well to balance who follows whom.
+  std::vector<std::size_t> first{0};
+  for (std::size_t k = 1; first.size() < n; ++k) {
+    first.push_back(k);
+    if (first.size() < n) first.push_back(n - k);
+  }
+  std::vector<std::vector<std::size_t>> rows;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::vector<std::size_t> row;
+    for (const std::size_t v : first) row.push_back((v + i) % n);
+    rows.push_back(std::move(row));
+  }
+  if (n % 2 != 0 && n > 1)
+    for (std::size_t i = 0; i < n; ++i) rows.emplace_back(rows[i].rbegin(), rows[i].rend());
+  return rows;
+}
+
 }  // namespace hdsm::tool

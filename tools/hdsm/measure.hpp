@@ -39,4 +39,11 @@ Measurement measure(const std::function<void(std::size_t reps)>& op, const Measu
 /// The median of samples (the upper one of an even count; 0 for none).
 double median(std::vector<double> samples);
 
+/// Run orders of `n` versions measured interleaved: over the rows every version runs once in each
+/// position and directly after every other version equally often (a Williams design: n rows for
+/// even n, 2n for odd n). What one version leaves behind (cold caches, a busy device) then weighs
+/// on each of the others alike, which rotating one order does not give: there each version always
+/// follows the same one.
+std::vector<std::vector<std::size_t>> balanced_orders(std::size_t n);
+
 }  // namespace hdsm::tool
