@@ -30,6 +30,7 @@ struct DeviceProperties {
   int peer_group = -1;       // devices with the same non-negative group can copy peer-to-peer
   double link_gbps = 0;      // modelled or nominal host link rate (GB/s); 0: unthrottled/unknown
   double latency_us = 0;     // modelled per-transfer latency
+  bool zeroed_alloc = false; // alloc() returns buffers that read as zero (false: poisoned or undefined)
 };
 
 /// A device allocation. The handle is backend-specific (sim: an offset in the device mapping,

@@ -120,9 +120,12 @@ void* SharedSpace::alloc(std::size_t bytes, unsigned device) {
       objects_.emplace(id, e);
     }
     inserted = true;
-    // The host view starts as zeros; so must the device copy (a poisoning device fills it otherwise).
-    queues_[device]->fill(e->buffer, 0, bytes, 0);
-    e->pending = queues_[device]->record();
+    // The host view starts as zeros; so must the device copy. A device that does not hand out
+    // zeroed buffers (poisoning, or the sim device) gets them filled.
+    if (!devices_[device]->properties().zeroed_alloc) {
+      queues_[device]->fill(e->buffer, 0, bytes, 0);
+      e->pending = queues_[device]->record();
+    }
   } catch (...) {
     if (inserted) {
       std::lock_guard lock(objects_mutex_);

@@ -77,6 +77,26 @@ TEST_P(AdsmBackends, IterativeKernelWithCpuUpdatesBetweenCalls) {
   rt_->free(y);
 }
 
+// A new object's device copy reads as zero, as its host view does, also where freed objects' device
+// buffers held data: a kernel that adds one new object to another gets zeros.
+TEST_P(AdsmBackends, NewObjectsReadZeroOnTheDevice) {
+  const std::uint64_t n = 300000;
+  for (int round = 0; round < 3; ++round) {
+    auto* x = static_cast<float*>(rt_->alloc(n * sizeof(float)));
+    auto* y = static_cast<float*>(rt_->alloc(n * sizeof(float)));
+    rt_->call(saxpy_, hdsm::cover(n), 1.0f, hdsm::in(x), hdsm::inout(y), n);
+    rt_->sync();
+    for (std::uint64_t i = 0; i < n; ++i) ASSERT_EQ(y[i], 0.0f) << "round " << round << ", element " << i;
+    // Leave data in both device buffers before they are freed.
+    for (std::uint64_t i = 0; i < n; ++i) x[i] = 5;
+    rt_->call(saxpy_, hdsm::cover(n), 1.0f, hdsm::in(x), hdsm::inout(y), n);
+    rt_->sync();
+    ASSERT_EQ(y[n - 1], 5.0f);
+    rt_->free(x);
+    rt_->free(y);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, AdsmBackends,
                          ::testing::Combine(::testing::Values("sim", "opencl", "cuda"),
                                             ::testing::Values("batch", "lazy", "rolling")),

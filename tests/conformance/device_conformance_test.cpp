@@ -80,6 +80,24 @@ TEST_P(DeviceConformance, AllocationIsAccountedAndReturned) {
   EXPECT_EQ(device_->memory_used(), before);
 }
 
+// SharedSpace relies on zeroed_alloc to skip filling a new object's device copy: the buffer must
+// read as zero even where a freed buffer held data.
+TEST_P(DeviceConformance, AllocationsClaimedZeroedReadAsZero) {
+  if (!device_->properties().zeroed_alloc) GTEST_SKIP() << device_->name() << " does not claim zeroed buffers";
+  constexpr std::size_t kBytes = 3 << 20;
+  for (int round = 0; round < 3; ++round) {
+    auto b = device_->alloc(kBytes);
+    std::vector<unsigned char> got(kBytes, 0xAA);
+    queue_->copy_to_host(got.data(), b, 0, kBytes);
+    queue_->synchronize();
+    EXPECT_EQ(std::count(got.begin(), got.end(), 0), static_cast<std::ptrdiff_t>(kBytes)) << "round " << round;
+    const auto data = pattern(kBytes, round + 1);
+    queue_->copy_to_device(b, 0, data.data(), kBytes);
+    queue_->synchronize();
+    device_->free(b);
+  }
+}
+
 TEST_P(DeviceConformance, ZeroSizeAllocationIsAnError) {
   EXPECT_THROW(device_->alloc(0), hdsm::InvalidArgument);
 }

@@ -139,6 +139,7 @@ CudaDevice::CudaDevice(unsigned index, int ordinal, int peer_group, std::vector<
   shared_per_block_optin_ = std::max(prop.sharedMemPerBlockOptin, prop.sharedMemPerBlock);
   props_.peer_group = peer_group;
   props_.link_gbps = 0;  // nominal: CUDA does not report the link's rate
+  props_.zeroed_alloc = !poison_;
   activate();
   check(cudaStreamCreateWithFlags(&internal_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags", props_.name);
 }

@@ -148,6 +148,7 @@ OpenclDevice::OpenclDevice(unsigned index, unsigned ordinal, cl_device_id id, st
   props_.memory_bytes = device_info<cl_ulong>(id, CL_DEVICE_GLOBAL_MEM_SIZE, props_.name.c_str());
   if (options.memory_bytes != 0) props_.memory_bytes = std::min<std::size_t>(props_.memory_bytes, options.memory_bytes);
   props_.copy_engines = 1;  // OpenCL does not say; one in-order queue per copy direction is what hdsm uses
+  props_.zeroed_alloc = !poison_;
   max_alloc_ = device_info<cl_ulong>(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE, props_.name.c_str());
   base_align_ = std::max<std::size_t>(1, device_info<cl_uint>(id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, props_.name.c_str()) / 8);
   internal_ = std::make_unique<OpenclQueue>(*this);
