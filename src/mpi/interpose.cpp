@@ -3,19 +3,22 @@
 // definitions then replace libmpi's MPI_* and call its PMPI_* ones.
 //
 // A send from host memory is libmpi's call, untouched. A send from a shared object is an operation
-// (operations.hpp). Every receive is an operation, since only the received message tells whether
-// it is a plain message or the header of a chunked one: it matches with MPI_Improbe on the user's
+// (operations.hpp). Every receive is an operation, since only the received message tells whether it
+// is a plain message or the header of a chunked one: it matches with MPI_Improbe on the user's
 // (source, tag, comm), so wildcards and MPI's matching order hold, and receives into a host buffer
 // with MPI_Imrecv straight into it. MPI_Probe and MPI_Iprobe report the user's message, not a
 // header: a message of a header's size is received to look at it and held for the receive that
-// matches it (operations.hpp, Held). A nonblocking call returns a generalized request
-// (MPI_Grequest_start) at once; MPI_Wait*, MPI_Test* and every blocking call drive all pending
-// operations in posting order until what they wait for is done.
+// matches it (operations.hpp, Held). MPI_Mprobe and MPI_Improbe take the user's message out of the
+// queues under a handle (a token for a held one, operations.hpp, Matched) that MPI_Mrecv and
+// MPI_Imrecv receive. A nonblocking call returns a generalized request (MPI_Grequest_start) at
+// once; MPI_Wait*, MPI_Test* and every blocking call drive all pending operations in posting order
+// until what they wait for is done.
 #include "mpi/operations.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <climits>
 #include <exception>
 #include <list>
 #include <memory>
@@ -146,17 +149,51 @@ int wait_driving(MPI_Request* request, MPI_Status* status) {
   }
 }
 
+/// Waits for a receive and a send (in that order in `requests`) while driving the pending
+/// operations; the first error of either.
+int wait_pair(MPI_Request requests[2], MPI_Status statuses[2]) {
+  int rc = MPI_SUCCESS;
+  for (;;) {
+    drive();
+    int flag = 0;
+    rc = PMPI_Testall(2, requests, &flag, statuses);
+    if (rc != MPI_SUCCESS || flag != 0) break;
+    sched_yield();
+  }
+  if (rc == MPI_ERR_IN_STATUS) rc = statuses[0].MPI_ERROR != MPI_SUCCESS ? statuses[0].MPI_ERROR : statuses[1].MPI_ERROR;
+  return rc;
+}
+
 /// After MPI_Init: the private communicator of the chunks and the largest tag.
 int open_wire(const char* call) {
   Wire& w = wire();
   const int rc = PMPI_Comm_dup(MPI_COMM_WORLD, &w.comm);
   if (rc != MPI_SUCCESS) return report(call, rc, "MPI_Comm_dup(MPI_COMM_WORLD) for the hdsm_mpi chunks failed");
   PMPI_Comm_set_errhandler(w.comm, MPI_ERRORS_RETURN);
+  if (const int rc = PMPI_Comm_dup(MPI_COMM_SELF, &w.tokens); rc != MPI_SUCCESS)
+    return report(call, rc, "MPI_Comm_dup(MPI_COMM_SELF) for the hdsm_mpi message handles failed");
+  PMPI_Comm_set_errhandler(w.tokens, MPI_ERRORS_RETURN);
   int* tag_ub = nullptr;
   int flag = 0;
   PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &flag);
   if (flag != 0 && tag_ub != nullptr) w.tag_ub = *tag_ub;
   return MPI_SUCCESS;
+}
+
+/// The operation receiving a message MPI_Mprobe/MPI_Improbe matched; nullptr with MPI_SUCCESS for
+/// a handle hdsm_mpi did not give out (MPI_MESSAGE_NO_PROC, or not a message at all), which goes to
+/// libmpi as it is.
+int matched_receive(const char* call, void* buf, int count, MPI_Datatype type, MPI_Message* message,
+                    std::shared_ptr<Operation>& op) {
+  op = nullptr;
+  if (message == nullptr) return MPI_SUCCESS;
+  Engine& e = engine();
+  std::lock_guard lock(e.mutex);
+  const auto it = matched().find(*message);
+  if (it == matched().end()) return MPI_SUCCESS;
+  UserBuffer b;
+  if (const int rc = describe(call, buf, count, type, b); rc != MPI_SUCCESS) return refuse(it->second.comm, rc);
+  return make_matched_receive(call, b, message, op);
 }
 
 }  // namespace
@@ -180,6 +217,7 @@ int MPI_Finalize(void) {
   while (!drive()) sched_yield();  // requests nobody waited for still finish their transfers
   Wire& w = wire();
   if (w.comm != MPI_COMM_NULL) PMPI_Comm_free(&w.comm);
+  if (w.tokens != MPI_COMM_NULL) PMPI_Comm_free(&w.tokens);
   return PMPI_Finalize();
 }
 
@@ -248,18 +286,67 @@ int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int 
       wait_driving(&requests[0], MPI_STATUS_IGNORE);
       return rc;
     }
-    for (;;) {
-      drive();
-      int flag = 0;
-      rc = PMPI_Testall(2, requests, &flag, statuses);
-      if (rc != MPI_SUCCESS || flag != 0) break;
-      sched_yield();
-    }
+    rc = wait_pair(requests, statuses);
     if (status != MPI_STATUS_IGNORE) *status = statuses[0];
-    if (rc == MPI_ERR_IN_STATUS) rc = statuses[0].MPI_ERROR != MPI_SUCCESS ? statuses[0].MPI_ERROR : statuses[1].MPI_ERROR;
     return rc;
   } catch (const std::exception& e) {
     return internal("MPI_Sendrecv", comm, e);
+  }
+}
+
+int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int sendtag, int source, int recvtag,
+                         MPI_Comm comm, MPI_Status* status) {
+  try {
+    UserBuffer b;
+    if (const int rc = describe("MPI_Sendrecv_replace", buf, count, type, b); rc != MPI_SUCCESS)
+      return refuse(comm, rc);
+    MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    MPI_Status statuses[2];
+    std::vector<std::byte> copy;
+    int rc = MPI_SUCCESS;
+    if (b.shared()) {
+      // The send reads the object (from the device, chunk by chunk) while the message arrives, so
+      // the message goes to host memory first and into the object once both are done.
+      if (b.bytes > static_cast<std::size_t>(INT_MAX))
+        return refuse(comm, report("MPI_Sendrecv_replace", MPI_ERR_COUNT,
+                                   fmt::format("{} B in a shared object is more than one receive can take", b.bytes)));
+      copy.resize(b.bytes);
+      rc = MPI_Irecv(copy.data(), static_cast<int>(b.bytes), MPI_BYTE, source, recvtag, comm, &requests[0]);
+      if (rc != MPI_SUCCESS) return rc;
+      rc = MPI_Isend(buf, count, type, dest, sendtag, comm, &requests[1]);
+    } else {
+      // The send goes from a packed copy, so the receive may fill the buffer at once (and through
+      // hdsm_mpi, which takes chunked messages apart).
+      int size = 0, position = 0;
+      if ((rc = PMPI_Pack_size(count, type, comm, &size)) != MPI_SUCCESS) return refuse(comm, rc);
+      copy.resize(static_cast<std::size_t>(size));
+      if ((rc = PMPI_Pack(buf, count, type, copy.data(), size, &position, comm)) != MPI_SUCCESS) return refuse(comm, rc);
+      rc = MPI_Irecv(buf, count, type, source, recvtag, comm, &requests[0]);
+      if (rc != MPI_SUCCESS) return rc;
+      rc = PMPI_Isend(copy.data(), position, MPI_PACKED, dest, sendtag, comm, &requests[1]);
+    }
+    if (rc != MPI_SUCCESS) {
+      wait_driving(&requests[0], MPI_STATUS_IGNORE);
+      return rc;
+    }
+    rc = wait_pair(requests, statuses);
+    if (rc == MPI_SUCCESS && b.shared() && source != MPI_PROC_NULL) {
+      MPI_Count got = 0;
+      PMPI_Get_elements_x(&statuses[0], MPI_BYTE, &got);
+      std::vector<hdsm::Event> written;
+      try {
+        b.space->write(b.data, copy.data(), static_cast<std::size_t>(got), &written);
+        for (const hdsm::Event& e : written) e.wait();
+      } catch (const std::exception& e) {
+        rc = refuse(comm, report("MPI_Sendrecv_replace", MPI_ERR_BUFFER,
+                                 fmt::format("writing the received {} B into the shared object at {}: {}", got, buf,
+                                             e.what())));
+      }
+    }
+    if (status != MPI_STATUS_IGNORE) *status = statuses[0];
+    return rc;
+  } catch (const std::exception& e) {
+    return internal("MPI_Sendrecv_replace", comm, e);
   }
 }
 
@@ -281,6 +368,47 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
     const int rc = MPI_Iprobe(source, tag, comm, &flag, status);
     if (rc != MPI_SUCCESS || flag != 0) return rc;
     sched_yield();
+  }
+}
+
+int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message, MPI_Status* status) {
+  if (source == MPI_PROC_NULL) return PMPI_Improbe(source, tag, comm, flag, message, status);
+  try {
+    drive();  // receives posted before the probe match first
+    Engine& e = engine();
+    std::lock_guard lock(e.mutex);
+    return matched_probe(source, tag, comm, flag, message, status);
+  } catch (const std::exception& x) {
+    return internal("MPI_Improbe", comm, x);
+  }
+}
+
+int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status) {
+  if (source == MPI_PROC_NULL) return PMPI_Mprobe(source, tag, comm, message, status);
+  for (int flag = 0;;) {
+    const int rc = MPI_Improbe(source, tag, comm, &flag, message, status);
+    if (rc != MPI_SUCCESS || flag != 0) return rc;
+    sched_yield();
+  }
+}
+
+int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status) {
+  try {
+    std::shared_ptr<Operation> op;
+    if (const int rc = matched_receive("MPI_Mrecv", buf, count, type, message, op); rc != MPI_SUCCESS) return rc;
+    return op ? finish(op, status) : PMPI_Mrecv(buf, count, type, message, status);
+  } catch (const std::exception& e) {
+    return internal("MPI_Mrecv", MPI_COMM_WORLD, e);
+  }
+}
+
+int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Request* request) {
+  try {
+    std::shared_ptr<Operation> op;
+    if (const int rc = matched_receive("MPI_Imrecv", buf, count, type, message, op); rc != MPI_SUCCESS) return rc;
+    return op ? start(op, request) : PMPI_Imrecv(buf, count, type, message, request);
+  } catch (const std::exception& e) {
+    return internal("MPI_Imrecv", MPI_COMM_WORLD, e);
   }
 }
 

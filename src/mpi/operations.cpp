@@ -293,12 +293,23 @@ class Receive final : public Operation {
     }
   }
 
+  /// The receive of a message a matched probe took out of the queues.
+  Receive(const char* call, const UserBuffer& b, Matched m, MPI_Message message)
+      : Receive(call, b, m.source, m.tag, m.comm) {
+    matched_ = std::move(m);
+    message_ = message;
+    state_ = State::matched;
+  }
+
   bool matching() const override { return state_ == State::match; }
 
   bool progress() override {
     switch (state_) {
       case State::match:
         return match();
+      case State::matched:
+        if (matched_.payload) return take_held(*matched_.payload);
+        return take_message(message_, matched_.source, matched_.tag, matched_.bytes);
       case State::plain: {
         MPI_Status st;
         int rc = MPI_SUCCESS;
@@ -326,7 +337,7 @@ class Receive final : public Operation {
   }
 
  private:
-  enum class State { match, plain, writing, chunks };
+  enum class State { match, matched, plain, writing, chunks };
 
   bool match() {
     auto& waiting = held();
@@ -334,25 +345,36 @@ class Receive final : public Operation {
       if (!it->matches(want_source_, want_tag_, comm_)) continue;
       const Held h = *it;
       waiting.erase(it);
-      source_ = h.source;
-      tag_ = h.tag;
-      bytes_ = sizeof h.header;
-      return take_40(h.header, h.chunked);
+      return take_held(h);
     }
     int flag = 0;
     MPI_Message message = MPI_MESSAGE_NULL;
     MPI_Status st;
-    int rc = PMPI_Improbe(want_source_, want_tag_, comm_, &flag, &message, &st);
+    const int rc = PMPI_Improbe(want_source_, want_tag_, comm_, &flag, &message, &st);
     if (rc != MPI_SUCCESS) {
       fail(rc, "", true);
       return true;
     }
     if (flag == 0) return false;
-    source_ = st.MPI_SOURCE;
-    tag_ = st.MPI_TAG;
     MPI_Count bytes = 0;
     PMPI_Get_elements_x(&st, MPI_BYTE, &bytes);
+    return take_message(message, st.MPI_SOURCE, st.MPI_TAG, bytes);
+  }
+
+  bool take_held(const Held& h) {
+    source_ = h.source;
+    tag_ = h.tag;
+    bytes_ = sizeof h.header;
+    return take_40(h.header, h.chunked);
+  }
+
+  /// A message libmpi matched: a header's size is received and looked at, any other goes into the
+  /// buffer.
+  bool take_message(MPI_Message& message, int source, int tag, MPI_Count bytes) {
+    source_ = source;
+    tag_ = tag;
     bytes_ = bytes;
+    int rc = MPI_SUCCESS;
     if (static_cast<std::size_t>(bytes) == sizeof(Header)) return maybe_header(message);
     if (static_cast<std::size_t>(bytes) > buffer_.bytes) {  // host buffers too (see truncate())
       truncate(message, bytes);
@@ -547,6 +569,8 @@ class Receive final : public Operation {
   UserBuffer buffer_;
   int want_source_, want_tag_;
   State state_ = State::match;
+  Matched matched_;                         // State::matched: what the probe took
+  MPI_Message message_ = MPI_MESSAGE_NULL;  // State::matched without a payload: libmpi's message
   Slot plain_;
   Header header_;
   int world_source_ = -1;
@@ -560,6 +584,78 @@ class Receive final : public Operation {
 std::deque<Held>& held() {
   static std::deque<Held> messages;
   return messages;
+}
+
+std::map<MPI_Message, Matched>& matched() {
+  static std::map<MPI_Message, Matched> messages;
+  return messages;
+}
+
+namespace {
+
+/// A token: libmpi's handle of a zero-byte message this process sends itself on Wire::tokens.
+int make_token(MPI_Message* token) {
+  const MPI_Comm tokens = wire().tokens;
+  if (tokens == MPI_COMM_NULL) return report("MPI_Improbe", MPI_ERR_OTHER, "MPI_Init has not run through hdsm_mpi");
+  MPI_Request send = MPI_REQUEST_NULL;
+  int rc = PMPI_Isend(nullptr, 0, MPI_BYTE, 0, 0, tokens, &send);
+  if (rc != MPI_SUCCESS) return report("MPI_Improbe", rc, "sending a message handle's token to itself failed");
+  rc = PMPI_Mprobe(0, 0, tokens, token, MPI_STATUS_IGNORE);  // the one just sent: tokens go out one at a time
+  const int sent = PMPI_Wait(&send, MPI_STATUS_IGNORE);
+  if (rc == MPI_SUCCESS) rc = sent;
+  return rc != MPI_SUCCESS ? report("MPI_Improbe", rc, "matching a message handle's token failed") : MPI_SUCCESS;
+}
+
+}  // namespace
+
+int matched_probe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message, MPI_Status* status) {
+  *flag = 0;
+  Matched m;
+  m.comm = comm;
+  auto& waiting = held();
+  const auto it = std::find_if(waiting.begin(), waiting.end(),
+                               [&](const Held& h) { return h.matches(source, tag, comm); });
+  if (it != waiting.end()) {
+    m.payload = *it;
+  } else {
+    MPI_Status st;
+    MPI_Message got = MPI_MESSAGE_NULL;
+    int rc = PMPI_Improbe(source, tag, comm, flag, &got, &st);
+    if (rc != MPI_SUCCESS || *flag == 0) return rc;
+    *flag = 0;
+    MPI_Count bytes = 0;
+    PMPI_Get_elements_x(&st, MPI_BYTE, &bytes);
+    if (static_cast<std::size_t>(bytes) != sizeof(Header)) {
+      m.source = st.MPI_SOURCE;
+      m.tag = st.MPI_TAG;
+      m.bytes = bytes;
+      matched()[got] = m;
+      *message = got;
+      *flag = 1;
+      if (status != MPI_STATUS_IGNORE) *status = st;
+      return MPI_SUCCESS;
+    }
+    Held h;
+    h.comm = comm;
+    h.source = st.MPI_SOURCE;
+    h.tag = st.MPI_TAG;
+    if ((rc = receive_40(got, comm, h.header, h.chunked)) != MPI_SUCCESS) return rc;
+    m.payload = h;
+  }
+  MPI_Message token = MPI_MESSAGE_NULL;
+  if (const int rc = make_token(&token); rc != MPI_SUCCESS) {
+    if (it == waiting.end()) waiting.push_back(*m.payload);  // received: later receives still get it
+    return rc;
+  }
+  if (it != waiting.end()) waiting.erase(it);
+  m.source = m.payload->source;
+  m.tag = m.payload->tag;
+  m.bytes = m.payload->bytes();
+  matched()[token] = m;
+  *message = token;
+  *flag = 1;
+  set_status(status, m.source, m.tag, MPI_SUCCESS, m.bytes);
+  return MPI_SUCCESS;
 }
 
 int probe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
@@ -608,6 +704,24 @@ std::shared_ptr<Operation> make_send(const char* call, const UserBuffer& b, int 
 
 std::shared_ptr<Operation> make_receive(const char* call, const UserBuffer& b, int source, int tag, MPI_Comm comm) {
   return std::make_shared<Receive>(call, b, source, tag, comm);
+}
+
+int make_matched_receive(const char* call, const UserBuffer& b, MPI_Message* message,
+                         std::shared_ptr<Operation>& out) {
+  out = nullptr;
+  const auto it = matched().find(*message);
+  if (it == matched().end()) return MPI_SUCCESS;
+  Matched m = std::move(it->second);
+  matched().erase(it);
+  MPI_Message own = *message;
+  *message = MPI_MESSAGE_NULL;
+  if (m.payload) {  // the token's own zero bytes go; the held message is the user's
+    if (const int rc = PMPI_Mrecv(nullptr, 0, MPI_BYTE, &own, MPI_STATUS_IGNORE); rc != MPI_SUCCESS)
+      return report(call, rc, "receiving a message handle's token failed");
+    own = MPI_MESSAGE_NULL;
+  }
+  out = std::make_shared<Receive>(call, b, std::move(m), own);
+  return MPI_SUCCESS;
 }
 
 }  // namespace hdsm::mpi

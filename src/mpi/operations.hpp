@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstddef>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,6 +28,7 @@ namespace hdsm::mpi {
 /// made in MPI_Init, errors returned) and the next sequence number.
 struct Wire {
   MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm tokens = MPI_COMM_NULL;  // a duplicate of MPI_COMM_SELF for matched-message handles
   int tag_ub = 32767;
   std::atomic<std::uint64_t> next_sequence{0};
 };
@@ -144,6 +146,24 @@ std::deque<Held>& held();
 /// status gives the size of a chunked message, not of its header.
 int probe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status);
 
+/// A message MPI_Mprobe or MPI_Improbe matched for the user and nobody received yet: the held 40
+/// bytes it was (a header or the user's own), or libmpi's message of another size.
+struct Matched {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int source = MPI_ANY_SOURCE;
+  int tag = MPI_ANY_TAG;
+  MPI_Count bytes = 0;          // the size of the user's message
+  std::optional<Held> payload;  // set: the handle is a token (below), the message is this one
+};
+/// The matched messages by the handle the user holds. For a held message that handle is a token:
+/// libmpi's handle of a zero-byte message to itself on Wire::tokens, so it is a real MPI_Message
+/// that nobody else can produce. Guarded as held() is.
+std::map<MPI_Message, Matched>& matched();
+
+/// MPI_Improbe on the user's message (the caller holds the lock of held()): as probe(), and the
+/// message leaves the queues for the handle.
+int matched_probe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message, MPI_Status* status);
+
 /// A send from a shared object: one staged message up to the chunk size (or on an
 /// intercommunicator), header + double-buffered chunks above it. The first message on the user's
 /// communicator is posted by the constructor, so sends keep their order.
@@ -152,5 +172,10 @@ std::shared_ptr<Operation> make_send(const char* call, const UserBuffer& buffer,
 /// chunked protocol.
 std::shared_ptr<Operation> make_receive(const char* call, const UserBuffer& buffer, int source, int tag,
                                         MPI_Comm comm);
+/// The receive of a message matched_probe() gave out (the caller holds the lock of held()): its
+/// entry leaves matched() and *message becomes MPI_MESSAGE_NULL. nullptr for a handle that is not
+/// one of them. An MPI error code when a token's own message cannot be received.
+int make_matched_receive(const char* call, const UserBuffer& buffer, MPI_Message* message,
+                         std::shared_ptr<Operation>& out);
 
 }  // namespace hdsm::mpi

@@ -330,6 +330,83 @@ TEST_F(Mpi, ProbeReportsTheUsersMessageNotTheHeader) {
   }
 }
 
+// MPI_Mprobe/MPI_Improbe take the user's message out of the queues, a chunked one whole, and
+// MPI_Mrecv/MPI_Imrecv receive exactly that message, in any order.
+TEST_F(Mpi, MatchedProbeAndReceiveTakeChunkedMessagesWhole) {
+  const std::size_t n = 3 * kChunk + 5;
+  if (rank() == 0) {
+    MPI_Request r[4];
+    const unsigned char* chunked = buffer(Where::shared_on_device, n, 80);
+    ASSERT_EQ(MPI_Isend(chunked, static_cast<int>(n), MPI_BYTE, 1, 80, MPI_COMM_WORLD, &r[0]), MPI_SUCCESS);
+    const unsigned char* forty = buffer(Where::host, 40, 81);
+    ASSERT_EQ(MPI_Isend(forty, 40, MPI_BYTE, 1, 81, MPI_COMM_WORLD, &r[1]), MPI_SUCCESS);
+    const unsigned char* plain = buffer(Where::host, 1000, 82);
+    ASSERT_EQ(MPI_Isend(plain, 1000, MPI_BYTE, 1, 82, MPI_COMM_WORLD, &r[2]), MPI_SUCCESS);
+    const unsigned char* again = buffer(Where::shared_on_host, n, 83);
+    ASSERT_EQ(MPI_Isend(again, static_cast<int>(n), MPI_BYTE, 1, 83, MPI_COMM_WORLD, &r[3]), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Waitall(4, r, MPI_STATUSES_IGNORE), MPI_SUCCESS);
+  } else {
+    MPI_Status st;
+    MPI_Message m[4] = {MPI_MESSAGE_NULL, MPI_MESSAGE_NULL, MPI_MESSAGE_NULL, MPI_MESSAGE_NULL};
+    ASSERT_EQ(MPI_Mprobe(0, 80, MPI_COMM_WORLD, &m[0], &st), MPI_SUCCESS);
+    expect_status(st, 0, 80, n);
+    int flag = 0;
+    while (flag == 0) ASSERT_EQ(MPI_Improbe(0, 81, MPI_COMM_WORLD, &flag, &m[1], &st), MPI_SUCCESS);
+    expect_status(st, 0, 81, 40);
+    // Both are out of the queues: the next message from rank 0 is the plain one.
+    ASSERT_EQ(MPI_Mprobe(0, MPI_ANY_TAG, MPI_COMM_WORLD, &m[2], &st), MPI_SUCCESS);
+    expect_status(st, 0, 82, 1000);
+    // A message MPI_Probe held is taken by the matched probe that follows.
+    ASSERT_EQ(MPI_Probe(0, 83, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+    expect_status(st, 0, 83, n);
+    ASSERT_EQ(MPI_Mprobe(0, 83, MPI_COMM_WORLD, &m[3], &st), MPI_SUCCESS);
+    expect_status(st, 0, 83, n);
+    ASSERT_EQ(MPI_Iprobe(0, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st), MPI_SUCCESS);
+    EXPECT_EQ(flag, 0) << "every message was taken by a matched probe";
+
+    unsigned char* plain = buffer(Where::host, 1000, -1);
+    ASSERT_EQ(MPI_Mrecv(plain, 1000, MPI_BYTE, &m[2], &st), MPI_SUCCESS);
+    expect_status(st, 0, 82, 1000);
+    expect_pattern(plain, 1000, 82, "plain");
+    unsigned char* chunked = buffer(Where::shared_on_host, n, -1);
+    MPI_Request r = MPI_REQUEST_NULL;
+    ASSERT_EQ(MPI_Imrecv(chunked, static_cast<int>(n), MPI_BYTE, &m[0], &r), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Wait(&r, &st), MPI_SUCCESS);
+    expect_status(st, 0, 80, n);
+    expect_pattern(chunked, n, 80, "chunked into a shared object");
+    unsigned char* forty = buffer(Where::shared_on_host, 40, -1);
+    ASSERT_EQ(MPI_Mrecv(forty, 40, MPI_BYTE, &m[1], &st), MPI_SUCCESS);
+    expect_status(st, 0, 81, 40);
+    expect_pattern(forty, 40, 81, "40-byte plain message");
+    unsigned char* again = buffer(Where::host, n, -1);
+    ASSERT_EQ(MPI_Mrecv(again, static_cast<int>(n), MPI_BYTE, &m[3], &st), MPI_SUCCESS);
+    expect_status(st, 0, 83, n);
+    expect_pattern(again, n, 83, "chunked into host memory");
+    for (const MPI_Message& message : m) EXPECT_EQ(message, MPI_MESSAGE_NULL);
+  }
+}
+
+// MPI_Sendrecv_replace sends the buffer's old contents and leaves the received message in it, on
+// shared objects (chunked both ways) and on host memory receiving a chunked message.
+TEST_F(Mpi, SendrecvReplaceOnSharedAndHostBuffers) {
+  const std::size_t n = 5 * kChunk + 77;
+  const int me = rank(), peer = 1 - me;
+  MPI_Status st;
+  unsigned char* both = buffer(Where::shared_on_device, n, 60 + me);
+  ASSERT_EQ(MPI_Sendrecv_replace(both, static_cast<int>(n), MPI_BYTE, peer, 60 + me, peer, 60 + peer,
+                                 MPI_COMM_WORLD, &st),
+            MPI_SUCCESS);
+  expect_status(st, peer, 60 + peer, n);
+  expect_pattern(both, n, 60 + peer, "shared, device-valid");
+
+  unsigned char* mixed = buffer(me == 0 ? Where::shared_on_host : Where::host, n, 70 + me);
+  ASSERT_EQ(MPI_Sendrecv_replace(mixed, static_cast<int>(n), MPI_BYTE, peer, 70 + me, peer, 70 + peer,
+                                 MPI_COMM_WORLD, &st),
+            MPI_SUCCESS);
+  expect_status(st, peer, 70 + peer, n);
+  expect_pattern(mixed, n, 70 + peer, me == 0 ? "shared, host-valid" : "host, from a chunked message");
+}
+
 int error_class(int code) {
   int c = -1;
   MPI_Error_class(code, &c);
