@@ -76,6 +76,22 @@ class Mpi : public ::testing::Test {
     EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << n << " bytes wrong";
   }
 
+  /// Rank 0's side of the probe tests: to rank 1, with tags tag..tag+3, a chunked message from a
+  /// device-valid object, 40 host bytes (a header's size, not a header), 1000 host bytes and a
+  /// chunked message from a host-valid object, each holding the pattern of its tag.
+  void send_four_kinds(std::size_t n, int tag) {
+    MPI_Request r[4];
+    const unsigned char* chunked = buffer(Where::shared_on_device, n, tag);
+    ASSERT_EQ(MPI_Isend(chunked, static_cast<int>(n), MPI_BYTE, 1, tag, MPI_COMM_WORLD, &r[0]), MPI_SUCCESS);
+    const unsigned char* forty = buffer(Where::host, 40, tag + 1);
+    ASSERT_EQ(MPI_Isend(forty, 40, MPI_BYTE, 1, tag + 1, MPI_COMM_WORLD, &r[1]), MPI_SUCCESS);
+    const unsigned char* plain = buffer(Where::host, 1000, tag + 2);
+    ASSERT_EQ(MPI_Isend(plain, 1000, MPI_BYTE, 1, tag + 2, MPI_COMM_WORLD, &r[2]), MPI_SUCCESS);
+    const unsigned char* again = buffer(Where::shared_on_host, n, tag + 3);
+    ASSERT_EQ(MPI_Isend(again, static_cast<int>(n), MPI_BYTE, 1, tag + 3, MPI_COMM_WORLD, &r[3]), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Waitall(4, r, MPI_STATUSES_IGNORE), MPI_SUCCESS);
+  }
+
   ~Mpi() override {
     for (void* p : shared_) rt_.free(p);
   }
@@ -279,16 +295,7 @@ TEST_F(Mpi, AnySourceAnyTagSeeTheUsersMessage) {
 TEST_F(Mpi, ProbeReportsTheUsersMessageNotTheHeader) {
   const std::size_t n = 3 * kChunk + 5;
   if (rank() == 0) {
-    MPI_Request r[4];
-    const unsigned char* chunked = buffer(Where::shared_on_device, n, 90);
-    ASSERT_EQ(MPI_Isend(chunked, static_cast<int>(n), MPI_BYTE, 1, 90, MPI_COMM_WORLD, &r[0]), MPI_SUCCESS);
-    const unsigned char* forty = buffer(Where::host, 40, 91);  // as long as a header, but not one
-    ASSERT_EQ(MPI_Isend(forty, 40, MPI_BYTE, 1, 91, MPI_COMM_WORLD, &r[1]), MPI_SUCCESS);
-    const unsigned char* plain = buffer(Where::host, 1000, 92);
-    ASSERT_EQ(MPI_Isend(plain, 1000, MPI_BYTE, 1, 92, MPI_COMM_WORLD, &r[2]), MPI_SUCCESS);
-    const unsigned char* again = buffer(Where::shared_on_host, n, 93);
-    ASSERT_EQ(MPI_Isend(again, static_cast<int>(n), MPI_BYTE, 1, 93, MPI_COMM_WORLD, &r[3]), MPI_SUCCESS);
-    ASSERT_EQ(MPI_Waitall(4, r, MPI_STATUSES_IGNORE), MPI_SUCCESS);
+    send_four_kinds(n, 90);
   } else {
     MPI_Status st;
     int flag = 1;
@@ -335,16 +342,7 @@ TEST_F(Mpi, ProbeReportsTheUsersMessageNotTheHeader) {
 TEST_F(Mpi, MatchedProbeAndReceiveTakeChunkedMessagesWhole) {
   const std::size_t n = 3 * kChunk + 5;
   if (rank() == 0) {
-    MPI_Request r[4];
-    const unsigned char* chunked = buffer(Where::shared_on_device, n, 80);
-    ASSERT_EQ(MPI_Isend(chunked, static_cast<int>(n), MPI_BYTE, 1, 80, MPI_COMM_WORLD, &r[0]), MPI_SUCCESS);
-    const unsigned char* forty = buffer(Where::host, 40, 81);
-    ASSERT_EQ(MPI_Isend(forty, 40, MPI_BYTE, 1, 81, MPI_COMM_WORLD, &r[1]), MPI_SUCCESS);
-    const unsigned char* plain = buffer(Where::host, 1000, 82);
-    ASSERT_EQ(MPI_Isend(plain, 1000, MPI_BYTE, 1, 82, MPI_COMM_WORLD, &r[2]), MPI_SUCCESS);
-    const unsigned char* again = buffer(Where::shared_on_host, n, 83);
-    ASSERT_EQ(MPI_Isend(again, static_cast<int>(n), MPI_BYTE, 1, 83, MPI_COMM_WORLD, &r[3]), MPI_SUCCESS);
-    ASSERT_EQ(MPI_Waitall(4, r, MPI_STATUSES_IGNORE), MPI_SUCCESS);
+    send_four_kinds(n, 80);
   } else {
     MPI_Status st;
     MPI_Message m[4] = {MPI_MESSAGE_NULL, MPI_MESSAGE_NULL, MPI_MESSAGE_NULL, MPI_MESSAGE_NULL};
