@@ -9,9 +9,14 @@
 
 namespace hdsm::coherence {
 
-static_assert(std::atomic_ref<std::uint32_t>::is_always_lock_free);
+static_assert(std::atomic_ref<Object*>::is_always_lock_free);
 
-Directory::Directory(os::Arena& arena, std::size_t block_bytes) : arena_(arena) {
+Directory::Directory(os::Arena& arena, std::size_t block_bytes)
+    : arena_(arena),
+      user_begin_(reinterpret_cast<std::uintptr_t>(arena.user(0, 0))),
+      user_bytes_(arena.segments() * arena.segment_bytes()),
+      segment_shift_(static_cast<unsigned>(std::countr_zero(arena.segment_bytes()))),
+      segment_mask_(arena.segment_bytes() - 1) {
   if (!std::has_single_bit(block_bytes) || block_bytes % os::page_size() != 0 ||
       block_bytes > arena.segment_bytes())
     throw InvalidArgument(fmt::format(
@@ -27,16 +32,12 @@ Directory::Directory(os::Arena& arena, std::size_t block_bytes) : arena_(arena) 
         "an arena of {} segments of {} has {} blocks of {}, more than the directory "
         "can index; use a larger block size",
         arena.segments(), format_bytes(arena.segment_bytes()), total_blocks, format_bytes(block_bytes)));
+  live_ = os::Mapping(total_blocks * sizeof(Object*), "block table of the arena");
   tables_.reserve(arena.segments());
-  for (unsigned s = 0; s < arena.segments(); ++s) {
-    const std::size_t table_bytes = blocks_per_segment * sizeof(std::uint32_t);
-    tables_.push_back(
-        Segment{os::OffsetHeap(arena.segment_bytes(), block_bytes),
-                os::Mapping(table_bytes, fmt::format("block table of arena segment {}", s)),
-                os::Mapping(table_bytes, fmt::format("freed-object table of arena segment {}", s))});
-  }
-  const std::size_t chunks = (total_blocks + kChunkSlots - 1) >> kChunkShift;
-  chunks_ = std::make_unique<std::atomic<Slot*>[]>(chunks);
+  for (unsigned s = 0; s < arena.segments(); ++s)
+    tables_.push_back(Segment{os::OffsetHeap(arena.segment_bytes(), block_bytes),
+                              os::Mapping(blocks_per_segment * sizeof(std::uint32_t),
+                                          fmt::format("freed-object table of arena segment {}", s))});
   tombstones_.emplace_back();
 }
 
@@ -58,7 +59,6 @@ std::uint32_t Directory::take_slot() {
       --slots_used_;
       throw;
     }
-    chunks_[i >> kChunkShift].store(owned_.back().get(), std::memory_order_release);
   }
   return slot;
 }
@@ -111,8 +111,9 @@ ObjectId Directory::insert(unsigned segment, std::size_t bytes) {
   }
   const std::size_t first = *offset >> shift_;
   forget_tombstones(seg, first, blocks);
+  Object* const object = &slot_at(slot).object;
   for (std::size_t b = first; b < first + blocks; ++b)
-    entry(seg.live, b).store(slot, std::memory_order_release);
+    live(arena_block(segment, b)).store(object, std::memory_order_release);
   return next_id_++;
 }
 
@@ -147,7 +148,7 @@ void Directory::erase(ObjectId id) {
 
   const std::size_t first = object.offset >> shift_;
   for (std::size_t b = first; b < first + object.blocks; ++b) {
-    entry(seg.live, b).store(0, std::memory_order_release);
+    live(arena_block(object.segment, b)).store(nullptr, std::memory_order_release);
     freed_entry(seg.freed, b) = tomb;
   }
   seg.heap.release(object.offset, object.bytes);
@@ -175,8 +176,9 @@ std::string Directory::describe(const void* p) const {
   const std::size_t block = offset >> shift_;
   std::lock_guard lock(mutex_);
   const Segment& seg = tables_[segment];
-  if (const std::uint32_t slot = entry(seg.live, block).load(std::memory_order_acquire); slot != 0) {
-    const Object& o = slot_at(slot).object;
+  if (const Object* live_object = live(arena_block(segment, block)).load(std::memory_order_acquire);
+      live_object != nullptr) {
+    const Object& o = *live_object;
     const std::size_t in = offset - o.offset;
     if (in < o.bytes)
       return fmt::format("{} is inside shared object #{} ({}) at offset {}, block {} of {}", fmt::ptr(p),

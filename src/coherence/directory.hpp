@@ -1,7 +1,8 @@
 // The object directory (seed 000 §4.2-4.3): the shared objects living in an os::Arena, each split
 // into fixed-size blocks. GMAC kept blocks in a balanced tree; here "which object, which block" is an
-// index computation: the arena gives segment and offset, and a per-segment block table indexed by
-// `offset >> block_shift` gives the object's slot. No search, no lock on the lookup path.
+// index computation: one block table over the whole arena, indexed by the pointer's distance from the
+// arena's start shifted by the block size, names the live object there. No search, no lock on the
+// lookup path, which reads the directory, one table entry and the object.
 //
 // Objects start at block boundaries (an OffsetHeap per segment aligned to the block size), so one
 // table entry never holds two objects. A pointer past an object's last byte but inside its last block
@@ -73,13 +74,11 @@ class Directory {
   /// O(1) and lock-free: the live object holding `user_pointer` (a user-view pointer), its block and
   /// the offset within the object.
   Hit lookup(const void* user_pointer) const {
-    if (!arena_.contains(user_pointer)) return {};
-    const std::size_t offset = arena_.offset_of(user_pointer);
-    const std::uint32_t slot = entry(tables_[arena_.segment_of(user_pointer)].live, offset >> shift_)
-                                   .load(std::memory_order_acquire);
-    if (slot == 0) return {};
-    Object* object = &slot_at(slot).object;
-    const std::size_t in_object = offset - object->offset;
+    const std::uintptr_t in_arena = reinterpret_cast<std::uintptr_t>(user_pointer) - user_begin_;
+    if (in_arena >= user_bytes_) return {};
+    Object* const object = live(in_arena >> shift_).load(std::memory_order_acquire);
+    if (object == nullptr) return {};
+    const std::size_t in_object = (in_arena & segment_mask_) - object->offset;
     if (in_object >= object->bytes) return {};
     return {object, in_object >> shift_, in_object};
   }
@@ -117,21 +116,24 @@ class Directory {
   };
   struct Segment {
     os::OffsetHeap heap;
-    os::Mapping live;   // uint32 per block: slot of the live object, 0 = none (atomic)
     os::Mapping freed;  // uint32 per block: tombstone of the last object freed there (under mutex_)
   };
 
-  // The tables are plain zero-filled uint32 mappings (nothing is constructed in them, so untouched
-  // pages cost nothing); the live table is accessed only through atomic_ref.
-  static std::atomic_ref<std::uint32_t> entry(const os::Mapping& table, std::size_t index) {
-    return std::atomic_ref<std::uint32_t>(reinterpret_cast<std::uint32_t*>(table.data())[index]);
+  // The tables are plain zero-filled mappings (nothing is constructed in them, so untouched pages
+  // cost nothing). The live table is accessed only through atomic_ref.
+  std::atomic_ref<Object*> live(std::size_t arena_block) const {
+    return std::atomic_ref<Object*>(reinterpret_cast<Object**>(live_.data())[arena_block]);
+  }
+  /// The live-table index of a block of a segment.
+  std::size_t arena_block(unsigned segment, std::size_t block) const {
+    return (std::size_t{segment} << (segment_shift_ - shift_)) + block;
   }
   static std::uint32_t& freed_entry(const os::Mapping& table, std::size_t index) {
     return reinterpret_cast<std::uint32_t*>(table.data())[index];
   }
-  Slot& slot_at(std::uint32_t slot) const {
+  Slot& slot_at(std::uint32_t slot) const {  // caller holds mutex_
     const std::uint32_t i = slot - 1;
-    return chunks_[i >> kChunkShift].load(std::memory_order_relaxed)[i & (kChunkSlots - 1)];
+    return owned_[i >> kChunkShift][i & (kChunkSlots - 1)];
   }
 
   std::uint32_t take_slot();  // caller holds mutex_
@@ -139,10 +141,17 @@ class Directory {
 
   os::Arena& arena_;
   unsigned shift_;
+  // The lookup path's data, copied from the arena so that a lookup reads this object, one table
+  // entry and the object it names. After a change of protection the kernel has flushed the TLB,
+  // and each further page a fault handler touches costs a page walk (docs/benchmarks.md).
+  std::uintptr_t user_begin_;
+  std::size_t user_bytes_;
+  unsigned segment_shift_;
+  std::size_t segment_mask_;
+  /// Object* per block of the whole arena, segment after segment: the live object there or null.
+  os::Mapping live_;
   std::vector<Segment> tables_;
-  // Readers reach slots through chunks_ (published before any table entry naming their slots);
-  // owned_ holds them.
-  std::unique_ptr<std::atomic<Slot*>[]> chunks_;
+  // Slots never move: the live table points into them.
   std::vector<std::unique_ptr<Slot[]>> owned_;
 
   mutable std::mutex mutex_;

@@ -1,4 +1,5 @@
 #include "coherence/protocol.hpp"
+#include "os/fault_path.hpp"
 
 #include <hdsm/error.hpp>
 
@@ -94,7 +95,7 @@ ProtocolKind parse_protocol(std::string_view name) {
   throw ConfigError(fmt::format("unknown coherence protocol '{}'; accepted: batch, lazy, rolling", name));
 }
 
-Protection protection_of(ProtocolKind kind, BlockState state) noexcept {
+HDSM_FAULT_PATH Protection protection_of(ProtocolKind kind, BlockState state) noexcept {
   if (kind == ProtocolKind::batch) return Protection::read_write;
   switch (state) {
     case BlockState::invalid:
@@ -111,7 +112,7 @@ Transition initial(ProtocolKind kind) noexcept {
   return to(kind, kind == ProtocolKind::batch ? BlockState::dirty : BlockState::read_only);
 }
 
-Transition on_fault(ProtocolKind kind, BlockState state, Access access) {
+HDSM_FAULT_PATH Transition on_fault(ProtocolKind kind, BlockState state, Access access) {
   const char* const detail = access == Access::read ? " (read access)" : " (write access)";
   if (kind == ProtocolKind::batch) impossible("a fault", kind, state, detail);
   if (state == BlockState::invalid) {

@@ -1,4 +1,5 @@
 #include "coherence/rolling_window.hpp"
+#include "os/fault_path.hpp"
 
 #include <fmt/format.h>
 
@@ -38,7 +39,7 @@ std::optional<RollingWindow::BlockId> RollingWindow::on_dirty(BlockId block, Pla
   return evicted;
 }
 
-bool RollingWindow::try_add(BlockId block, Place& place) noexcept {
+HDSM_FAULT_PATH bool RollingWindow::try_add(BlockId block, Place& place) noexcept {
   if (!can_add() || contains(place)) return false;
   append(block, place);
   return true;
@@ -65,7 +66,7 @@ void RollingWindow::clear() noexcept {
   head_ = tail_ = 0;
 }
 
-void RollingWindow::append(BlockId block, Place& place) noexcept {
+HDSM_FAULT_PATH void RollingWindow::append(BlockId block, Place& place) noexcept {
   ring_[tail_ & (ring_.size() - 1)] = {block, &place};
   place = ++tail_;  // position + 1, never kOutside
   ++live_;

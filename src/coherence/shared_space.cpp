@@ -1,4 +1,5 @@
 #include "coherence/shared_space.hpp"
+#include "os/fault_path.hpp"
 
 #include "coherence/plan.hpp"
 
@@ -109,9 +110,9 @@ void* SharedSpace::alloc(std::size_t bytes, unsigned device) {
   try {
     e->buffer = devices_[device]->alloc(bytes);
     const Transition start = initial(kind_);
-    e->protection = std::make_unique<os::ProtectionMap>(
-        directory_.user(*object), object->blocks, directory_.block_bytes(),
-        fmt::format("shared object #{} ({})", id, format_bytes(bytes)), start.protection, kRunBudget);
+    e->protection.emplace(directory_.user(*object), object->blocks, directory_.block_bytes(),
+                          fmt::format("shared object #{} ({})", id, format_bytes(bytes)), start.protection,
+                          kRunBudget);
     object->states.assign(object->blocks, start.next);
     if (kind_ == ProtocolKind::rolling) e->window_places.assign(object->blocks, RollingWindow::kOutside);
     object->owner = e.get();
@@ -346,7 +347,7 @@ void SharedSpace::free_temporary(unsigned device, const Temporary& temp) {
   devices_[device]->free(temp.buffer);
 }
 
-bool SharedSpace::resolve(void* context, void* address, os::FaultAccess access) {
+HDSM_FAULT_PATH bool SharedSpace::resolve(void* context, void* address, os::FaultAccess access) {
   auto* self = static_cast<SharedSpace*>(context);
   if (!self->time_faults_)
     return self->resolve_in_handler(address, access) || self->fault_service_->submit(address, access);
@@ -357,7 +358,7 @@ bool SharedSpace::resolve(void* context, void* address, os::FaultAccess access) 
   return resolved;
 }
 
-bool SharedSpace::resolve_in_handler(void* address, os::FaultAccess access) noexcept {
+HDSM_FAULT_PATH bool SharedSpace::resolve_in_handler(void* address, os::FaultAccess access) noexcept {
   // Traced faults take the service path, which can format their spans.
   if (access != os::FaultAccess::write || kind_ == ProtocolKind::batch || tracer_ != nullptr) return false;
   const Directory::Hit hit = directory_.lookup(address);
@@ -377,21 +378,27 @@ bool SharedSpace::resolve_in_handler(void* address, os::FaultAccess access) noex
   // A block that would overflow the rolling window needs an eviction, which moves data: the service
   // does that. Room is checked before anything changes, so the add below cannot fail (this thread
   // holds the window's lock from the check on).
-  std::unique_lock<std::mutex> window_lock;
+  std::unique_lock<os::FaultMutex> window_lock;
   if (!lazy) {
     window_lock = std::unique_lock(window_mutex_, std::try_to_lock);
     if (!window_lock.owns_lock() || !window_.can_add() || RollingWindow::contains(e->window_places[hit.block]))
       return false;
   }
+  // Everything is recorded before the mprotect and undone if it fails: the mprotect flushes the
+  // TLB, and every page touched after it costs a page walk (docs/benchmarks.md).
   const Transition t = coherence::on_fault(kind_, BlockState::read_only, Access::write);
-  if (!protection.try_set(first, end - first, t.protection)) return false;
-  if (lazy) {
-    std::fill(states.begin(), states.end(), t.next);
-  } else {
-    states[first] = t.next;
-    window_.try_add(block_id(hit.object->id, hit.block), e->window_places[hit.block]);  // checked above
-  }
+  RollingWindow::Place* const place = lazy ? nullptr : &e->window_places[hit.block];
+  std::fill(states.begin() + static_cast<std::ptrdiff_t>(first), states.begin() + static_cast<std::ptrdiff_t>(end),
+            t.next);
+  if (place != nullptr) window_.try_add(block_id(hit.object->id, hit.block), *place);  // room checked above
   counters_.write_faults.fetch_add(1, std::memory_order_relaxed);
+  if (!protection.try_set(first, end - first, t.protection)) {
+    std::fill(states.begin() + static_cast<std::ptrdiff_t>(first),
+              states.begin() + static_cast<std::ptrdiff_t>(end), BlockState::read_only);
+    if (place != nullptr) window_.remove(*place);  // the newest block: the window is as it was
+    counters_.write_faults.fetch_sub(1, std::memory_order_relaxed);
+    return false;
+  }
   return true;
 }
 

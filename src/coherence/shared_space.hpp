@@ -24,6 +24,7 @@
 #include "obs/trace.hpp"
 #include "os/arena.hpp"
 #include "os/fault.hpp"
+#include "os/fault_mutex.hpp"
 #include "os/fault_service.hpp"
 #include "os/protection.hpp"
 #include "transfer/copy_engine.hpp"
@@ -160,8 +161,8 @@ class SharedSpace {
     Object* object = nullptr;  // owned by the directory
     unsigned device = 0;
     DeviceBuffer buffer;
-    std::mutex mutex;
-    std::unique_ptr<os::ProtectionMap> protection;
+    os::FaultMutex mutex;  // taken by the fault handler
+    std::optional<os::ProtectionMap> protection;  // in the entry: one page less for the fault handler
     /// Rolling-update: where each block is in window_ (under window_mutex_, not the entry's mutex).
     std::vector<RollingWindow::Place> window_places;
     Event pending;     // the last asynchronous upload of the object (eviction, release)
@@ -255,7 +256,7 @@ class SharedSpace {
   mutable std::mutex objects_mutex_;
   std::unordered_map<ObjectId, std::shared_ptr<Entry>> objects_;
 
-  mutable std::mutex window_mutex_;
+  mutable os::FaultMutex window_mutex_;  // taken by the fault handler
   RollingWindow window_;
 
   std::unique_ptr<os::FaultService> fault_service_;

@@ -1,4 +1,5 @@
 #include "os/fault.hpp"
+#include "os/fault_path.hpp"
 
 #include "os/signal_safe_io.hpp"
 
@@ -107,7 +108,7 @@ void forward(int sig, siginfo_t* info, void* ucontext, bool in_range) noexcept {
   if (info->si_code <= 0) ::raise(sig);
 }
 
-void on_fault(int sig, siginfo_t* info, void* ucontext) {
+HDSM_FAULT_PATH void on_fault(int sig, siginfo_t* info, void* ucontext) {
   const int saved_errno = errno;
   bool in_range = false;
   // si_code <= 0: sent by kill/raise/tgkill, not raised by an access, so there is nothing to resolve.

@@ -3,6 +3,7 @@
 // is enough: widening it over neighbours that already have the protection yields the same VMAs with
 // more page-table work.
 #include "os/protection.hpp"
+#include "os/fault_path.hpp"
 
 #include "os/mapping.hpp"
 
@@ -157,9 +158,34 @@ void fill_blocks(std::vector<Protection>& v, std::size_t first, std::size_t end,
 
 }  // namespace
 
-bool ProtectionMap::try_set(std::size_t first_block, std::size_t count, Protection p) noexcept {
+HDSM_FAULT_PATH bool ProtectionMap::try_set(std::size_t first_block, std::size_t count,
+                                            Protection p) noexcept {
   if (shift_ != 0 || count == 0 || first_block > blocks_ || count > blocks_ - first_block) return false;
   const std::size_t end = first_block + count;
+  if (count == 1) {
+    // A fault's one block: only the boundaries with its two neighbours can change.
+    const Protection old = effective_[first_block];
+    std::size_t runs = runs_;
+    for (const std::size_t n : {first_block - 1, end}) {
+      if (n >= blocks_) continue;  // first_block - 1 wraps past the end for block 0
+      runs = runs - (effective_[n] != old) + (effective_[n] != p);
+    }
+    if (runs > budget_) return false;
+    // Recorded before the mprotect, whose TLB flush makes every page touched after it cost a walk.
+    const Protection old_desired = min_[0][first_block];
+    const std::size_t old_runs = runs_;
+    record_desired(first_block, end, p);
+    effective_[first_block] = p;
+    runs_ = runs;
+    ++stats_.mprotect_calls;
+    if (::mprotect(base_ + first_block * block_bytes_, block_bytes_, prot_flags(p)) != 0) {
+      record_desired(first_block, end, old_desired);
+      effective_[first_block] = old;
+      runs_ = old_runs;
+      return false;
+    }
+    return true;
+  }
   // At granularity 1 a block's effective protection is its desired one: boundaries move only at the
   // range's edges and inside it.
   const auto before = [&](std::size_t i) { return effective_[i]; };
@@ -198,7 +224,7 @@ bool ProtectionMap::refine(std::size_t block) {
   return true;
 }
 
-void ProtectionMap::record_desired(std::size_t first, std::size_t end, Protection p) {
+HDSM_FAULT_PATH void ProtectionMap::record_desired(std::size_t first, std::size_t end, Protection p) {
   fill_blocks(min_[0], first, end, p);
   if (!levels_built_) return;
   for (std::size_t level = 1; level < min_.size(); ++level) {

@@ -212,6 +212,33 @@ TEST(ProtectionMap, TrySetAppliesWithinBudgetAndRefusesBeyond) {
   EXPECT_TRUE(matches_kernel(map));
 }
 
+// try_set records a block's protection before its mprotect (whose TLB flush makes every later
+// touch cost a page walk) and must take the record back when the kernel refuses: here the block's
+// page is not mapped, so mprotect fails with ENOMEM.
+TEST(ProtectionMap, TrySetOfOneBlockWhoseMprotectFailsChangesNothing) {
+  const std::size_t n = 8;
+  Mapping region(n * page(), "failing try_set region");
+  ProtectionMap map(region.data(), n, page(), "failing try_set region", Protection::read, 16);
+  ASSERT_TRUE(map.try_set(2, 1, Protection::read_write));
+  ASSERT_EQ(map.runs(), 3u);
+  std::byte* const hole = region.data() + 5 * page();
+  ASSERT_EQ(::munmap(hole, page()), 0);
+  EXPECT_FALSE(map.try_set(5, 1, Protection::read_write));
+  EXPECT_EQ(map.desired(5), Protection::read);
+  EXPECT_EQ(map.effective(5), Protection::read);
+  EXPECT_FALSE(map.allows(5, true));
+  EXPECT_EQ(map.runs(), 3u);
+  // Mapped again (as a VMA of its own, so the kernel's count no longer matches the runs), the
+  // block takes the protection.
+  ASSERT_EQ(::mmap(hole, page(), PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0), hole);
+  Probe probe;
+  EXPECT_FALSE(probe.writable(hole));
+  EXPECT_TRUE(map.try_set(5, 1, Protection::read_write));
+  EXPECT_EQ(map.runs(), 5u);
+  EXPECT_EQ(map.effective(5), Protection::read_write);
+  EXPECT_TRUE(probe.writable(hole));
+}
+
 TEST(ProtectionMap, DegradesToTheMostRestrictiveProtectionOfEachGroup) {
   const std::size_t n = 16;
   Mapping region(n * page(), "degrading region");

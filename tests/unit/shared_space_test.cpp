@@ -264,6 +264,29 @@ TEST_P(SharedSpaceRollingTest, ReadAheadDoublesForwardRunsAndSkipsHeldBlocks) {
   space_->free(x);
 }
 
+// The fault handler records a write fault's new state and window place before its mprotect and
+// undoes them when the protection map refuses; here it refuses once the object's runs pass the
+// budget, and the fault service then degrades the map and takes the block in. A record left behind
+// puts the block in the window twice (the service throws) or loses its upload.
+TEST_P(SharedSpaceRollingTest, WriteFaultsPastTheRunBudgetAreUndoneAndServedWhole) {
+  if (block() != 4096) GTEST_SKIP() << "needs 2 x the run budget of 4 KiB blocks in the sim's memory";
+  space_ = std::make_unique<SharedSpace>(
+      runtime_->devices(), kind(), block(), runtime_->impl().counters,
+      hdsm::coherence::SpaceTuning{.segment_bytes = kSegmentBytes, .rolling_step = 8192});
+  const std::size_t per_block = block() / sizeof(int);
+  const std::size_t written = SharedSpace::kRunBudget / 2 + 64;  // every other block: 2 runs each
+  const std::size_t blocks = 2 * written + 1;
+  int* x = alloc_ints(blocks * per_block);
+  const hdsm::Stats before = stats();
+  for (std::size_t w = 0; w < written; ++w) x[2 * w * per_block] = static_cast<int>(w) + 1;
+  EXPECT_EQ(stats().write_faults - before.write_faults, written);
+  run_twice_plus_one(x, blocks * per_block);
+  for (std::size_t b = 0; b < blocks; ++b)
+    ASSERT_EQ(x[b * per_block], b % 2 == 0 && b / 2 < written ? 2 * static_cast<int>(b / 2 + 1) + 1 : 1)
+        << "block " << b;
+  space_->free(x);
+}
+
 TEST_P(SharedSpaceRollingTest, EvictionUploadsBeforeTheRelease) {
   const std::size_t per_block = block() / sizeof(int);
   const std::size_t blocks = 8;
