@@ -388,13 +388,12 @@ HDSM_FAULT_PATH bool SharedSpace::resolve_in_handler(void* address, os::FaultAcc
   // TLB, and every page touched after it costs a page walk (docs/benchmarks.md).
   const Transition t = coherence::on_fault(kind_, BlockState::read_only, Access::write);
   RollingWindow::Place* const place = lazy ? nullptr : &e->window_places[hit.block];
-  std::fill(states.begin() + static_cast<std::ptrdiff_t>(first), states.begin() + static_cast<std::ptrdiff_t>(end),
-            t.next);
+  const auto set_states = [&](BlockState s) { std::fill(states.data() + first, states.data() + end, s); };
+  set_states(t.next);
   if (place != nullptr) window_.try_add(block_id(hit.object->id, hit.block), *place);  // room checked above
   counters_.write_faults.fetch_add(1, std::memory_order_relaxed);
   if (!protection.try_set(first, end - first, t.protection)) {
-    std::fill(states.begin() + static_cast<std::ptrdiff_t>(first),
-              states.begin() + static_cast<std::ptrdiff_t>(end), BlockState::read_only);
+    set_states(BlockState::read_only);
     if (place != nullptr) window_.remove(*place);  // the newest block: the window is as it was
     counters_.write_faults.fetch_sub(1, std::memory_order_relaxed);
     return false;
