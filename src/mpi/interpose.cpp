@@ -2,8 +2,8 @@
 // through the standard PMPI profiling interface. A program links libhdsm_mpi before libmpi; these
 // definitions then replace libmpi's MPI_* and call its PMPI_* ones.
 //
-// A send from host memory is libmpi's call, untouched. A send from a shared object is an operation
-// (operations.hpp). Every receive is an operation, since only the received message tells whether it
+// A send from host memory is libmpi's call, untouched. A send from a shared object, in any mode, is
+// an operation (operations.hpp); persistent requests are in persistent.cpp. Every receive is an operation, since only the received message tells whether it
 // is a plain message or the header of a chunked one: it matches with MPI_Improbe on the user's
 // (source, tag, comm), so wildcards and MPI's matching order hold, and receives into a host buffer
 // with MPI_Imrecv straight into it. MPI_Probe and MPI_Iprobe report the user's message, not a
@@ -13,7 +13,8 @@
 // MPI_Imrecv receive. A nonblocking call returns a generalized request (MPI_Grequest_start) at
 // once; MPI_Wait*, MPI_Test* and every blocking call drive all pending operations in posting order
 // until what they wait for is done.
-#include "mpi/operations.hpp"
+#include "mpi/engine.hpp"
+#include "mpi/persistent.hpp"
 
 #include <fmt/format.h>
 
@@ -66,19 +67,7 @@ void drive_locked(Engine& e) {
   }
 }
 
-/// One pass; true when nothing is pending any more.
-bool drive() {
-  Engine& e = engine();
-  std::lock_guard lock(e.mutex);
-  if (!e.pending.empty()) drive_locked(e);
-  return e.pending.empty();
-}
 
-bool idle() {
-  Engine& e = engine();
-  std::lock_guard lock(e.mutex);
-  return e.pending.empty();
-}
 
 void enqueue(const std::shared_ptr<Operation>& op) {
   Engine& e = engine();
@@ -86,23 +75,6 @@ void enqueue(const std::shared_ptr<Operation>& op) {
   e.pending.push_back(op);
 }
 
-/// Drives until `op` is done; its error through its communicator's error handler (unless an MPI
-/// call already took it there).
-int finish(const std::shared_ptr<Operation>& op, MPI_Status* status) {
-  enqueue(op);
-  for (;;) {
-    {
-      Engine& e = engine();
-      std::lock_guard lock(e.mutex);
-      drive_locked(e);
-      if (op->done) break;
-    }
-    sched_yield();
-  }
-  op->fill(status);
-  if (op->error() != MPI_SUCCESS && !op->error_handled()) PMPI_Comm_call_errhandler(op->comm(), op->error());
-  return op->error();
-}
 
 int query_fn(void* extra, MPI_Status* status) {
   const Operation& op = **static_cast<std::shared_ptr<Operation>*>(extra);
@@ -115,39 +87,9 @@ int free_fn(void* extra) {
 }
 int cancel_fn(void*, int) { return MPI_SUCCESS; }  // a started transfer runs to its end
 
-/// A nonblocking call's operation behind a generalized request.
-int start(const std::shared_ptr<Operation>& op, MPI_Request* request) {
-  auto* extra = new std::shared_ptr<Operation>(op);
-  const int rc = PMPI_Grequest_start(query_fn, free_fn, cancel_fn, extra, &op->request);
-  if (rc != MPI_SUCCESS) {
-    delete extra;
-    return report(op->call(), rc, "MPI_Grequest_start failed");
-  }
-  *request = op->request;
-  enqueue(op);
-  return MPI_SUCCESS;
-}
 
-/// An error found before any transfer, through `comm`'s error handler (as MPI reports bad arguments).
-int refuse(MPI_Comm comm, int code) {
-  PMPI_Comm_call_errhandler(comm, code);
-  return code;
-}
 
-int internal(const char* call, MPI_Comm comm, const std::exception& e) {
-  return refuse(comm, report(call, MPI_ERR_INTERN, fmt::format("internal error: {}", e.what())));
-}
 
-/// Waits for a request of libmpi's while driving the pending operations.
-int wait_driving(MPI_Request* request, MPI_Status* status) {
-  for (;;) {
-    drive();
-    int flag = 0;
-    const int rc = PMPI_Test(request, &flag, status);
-    if (rc != MPI_SUCCESS || flag != 0) return rc;
-    sched_yield();
-  }
-}
 
 /// Waits for a receive and a send (in that order in `requests`) while driving the pending
 /// operations; the first error of either.
@@ -196,7 +138,111 @@ int matched_receive(const char* call, void* buf, int count, MPI_Datatype type, M
   return make_matched_receive(call, b, message, op);
 }
 
+using HostSend = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm);
+using HostIsend = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*);
+
+/// A blocking send in `mode`: an operation from a shared object; from host memory libmpi's call
+/// (`host`), or its nonblocking form (`ihost`) driven to its end while operations are pending.
+int blocking_send(const char* call, SendMode mode, HostSend host, HostIsend ihost, const void* buf, int count,
+                  MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  try {
+    UserBuffer b;
+    if (const int rc = describe_send(call, buf, count, type, dest, comm, b); rc != MPI_SUCCESS) return rc;
+    if (!b.shared()) {
+      if (idle()) return host(buf, count, type, dest, tag, comm);
+      MPI_Request request = MPI_REQUEST_NULL;
+      const int rc = ihost(buf, count, type, dest, tag, comm, &request);
+      return rc != MPI_SUCCESS ? rc : wait_driving(&request, MPI_STATUS_IGNORE);
+    }
+    return finish(make_send(call, b, dest, tag, comm, mode), MPI_STATUS_IGNORE);
+  } catch (const std::exception& e) {
+    return internal(call, comm, e);
+  }
+}
+
+/// A nonblocking send in `mode`: an operation from a shared object, libmpi's `host` otherwise.
+int nonblocking_send(const char* call, SendMode mode, HostIsend host, const void* buf, int count, MPI_Datatype type,
+                     int dest, int tag, MPI_Comm comm, MPI_Request* request) {
+  try {
+    UserBuffer b;
+    if (const int rc = describe_send(call, buf, count, type, dest, comm, b); rc != MPI_SUCCESS) return rc;
+    if (!b.shared()) return host(buf, count, type, dest, tag, comm, request);
+    return start(make_send(call, b, dest, tag, comm, mode), request);
+  } catch (const std::exception& e) {
+    return internal(call, comm, e);
+  }
+}
+
 }  // namespace
+
+bool drive() {
+  Engine& e = engine();
+  std::lock_guard lock(e.mutex);
+  if (!e.pending.empty()) drive_locked(e);
+  return e.pending.empty();
+}
+
+bool idle() {
+  Engine& e = engine();
+  std::lock_guard lock(e.mutex);
+  return e.pending.empty();
+}
+
+int finish(const std::shared_ptr<Operation>& op, MPI_Status* status) {
+  enqueue(op);
+  for (;;) {
+    {
+      Engine& e = engine();
+      std::lock_guard lock(e.mutex);
+      drive_locked(e);
+      if (op->done) break;
+    }
+    sched_yield();
+  }
+  op->fill(status);
+  if (op->error() != MPI_SUCCESS && !op->error_handled()) PMPI_Comm_call_errhandler(op->comm(), op->error());
+  return op->error();
+}
+
+int start(const std::shared_ptr<Operation>& op, MPI_Request* request) {
+  auto* extra = new std::shared_ptr<Operation>(op);
+  const int rc = PMPI_Grequest_start(query_fn, free_fn, cancel_fn, extra, &op->request);
+  if (rc != MPI_SUCCESS) {
+    delete extra;
+    return report(op->call(), rc, "MPI_Grequest_start failed");
+  }
+  *request = op->request;
+  enqueue(op);
+  return MPI_SUCCESS;
+}
+
+int wait_driving(MPI_Request* request, MPI_Status* status) {
+  for (;;) {
+    drive();
+    int flag = 0;
+    const int rc = PMPI_Test(request, &flag, status);
+    if (rc != MPI_SUCCESS || flag != 0) return rc;
+    sched_yield();
+  }
+}
+
+int describe_send(const char* call, const void* buf, int count, MPI_Datatype type, int dest, MPI_Comm comm,
+                  UserBuffer& out) {
+  out = UserBuffer{};
+  if (dest == MPI_PROC_NULL) return MPI_SUCCESS;
+  const int rc = describe(call, buf, count, type, out);
+  return rc == MPI_SUCCESS ? rc : refuse(comm, rc);
+}
+
+int refuse(MPI_Comm comm, int code) {
+  PMPI_Comm_call_errhandler(comm, code);
+  return code;
+}
+
+int internal(const char* call, MPI_Comm comm, const std::exception& e) {
+  return refuse(comm, report(call, MPI_ERR_INTERN, fmt::format("internal error: {}", e.what())));
+}
+
 }  // namespace hdsm::mpi
 
 using namespace hdsm::mpi;
@@ -222,34 +268,37 @@ int MPI_Finalize(void) {
 }
 
 int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  try {
-    UserBuffer b;
-    if (dest != MPI_PROC_NULL) {
-      if (const int rc = describe("MPI_Send", buf, count, type, b); rc != MPI_SUCCESS) return refuse(comm, rc);
-    }
-    if (!b.shared()) {
-      if (idle()) return PMPI_Send(buf, count, type, dest, tag, comm);
-      MPI_Request request = MPI_REQUEST_NULL;
-      const int rc = PMPI_Isend(buf, count, type, dest, tag, comm, &request);
-      return rc != MPI_SUCCESS ? rc : wait_driving(&request, MPI_STATUS_IGNORE);
-    }
-    return finish(make_send("MPI_Send", b, dest, tag, comm), MPI_STATUS_IGNORE);
-  } catch (const std::exception& e) {
-    return internal("MPI_Send", comm, e);
-  }
+  return blocking_send("MPI_Send", SendMode::standard, PMPI_Send, PMPI_Isend, buf, count, type, dest, tag, comm);
+}
+
+int MPI_Ssend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  return blocking_send("MPI_Ssend", SendMode::synchronous, PMPI_Ssend, PMPI_Issend, buf, count, type, dest, tag,
+                       comm);
+}
+
+int MPI_Rsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  return blocking_send("MPI_Rsend", SendMode::standard, PMPI_Rsend, PMPI_Irsend, buf, count, type, dest, tag, comm);
+}
+
+int MPI_Bsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  return blocking_send("MPI_Bsend", SendMode::buffered, PMPI_Bsend, PMPI_Ibsend, buf, count, type, dest, tag, comm);
 }
 
 int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* request) {
-  try {
-    UserBuffer b;
-    if (dest != MPI_PROC_NULL) {
-      if (const int rc = describe("MPI_Isend", buf, count, type, b); rc != MPI_SUCCESS) return refuse(comm, rc);
-    }
-    if (!b.shared()) return PMPI_Isend(buf, count, type, dest, tag, comm, request);
-    return start(make_send("MPI_Isend", b, dest, tag, comm), request);
-  } catch (const std::exception& e) {
-    return internal("MPI_Isend", comm, e);
-  }
+  return nonblocking_send("MPI_Isend", SendMode::standard, PMPI_Isend, buf, count, type, dest, tag, comm, request);
+}
+
+int MPI_Issend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* request) {
+  return nonblocking_send("MPI_Issend", SendMode::synchronous, PMPI_Issend, buf, count, type, dest, tag, comm,
+                          request);
+}
+
+int MPI_Irsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* request) {
+  return nonblocking_send("MPI_Irsend", SendMode::standard, PMPI_Irsend, buf, count, type, dest, tag, comm, request);
+}
+
+int MPI_Ibsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* request) {
+  return nonblocking_send("MPI_Ibsend", SendMode::buffered, PMPI_Ibsend, buf, count, type, dest, tag, comm, request);
 }
 
 int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Status* status) {
@@ -412,61 +461,97 @@ int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MP
   }
 }
 
+// Each sees the user's requests through a RequestView (persistent.hpp), so a persistent request of
+// hdsm_mpi's is its running operation's request and stays the user's handle once that completed.
+
 int MPI_Wait(MPI_Request* request, MPI_Status* status) {
-  if (idle()) return PMPI_Wait(request, status);
-  return wait_driving(request, status);
+  RequestView view(1, request);
+  const int rc = idle() ? PMPI_Wait(view.data(), status) : wait_driving(view.data(), status);
+  view.commit();
+  return rc;
 }
 
 int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
   drive();
-  return PMPI_Test(request, flag, status);
+  RequestView view(1, request);
+  const int rc = PMPI_Test(view.data(), flag, status);
+  view.commit();
+  return rc;
 }
 
 int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
-  if (idle()) return PMPI_Waitall(count, requests, statuses);
-  for (;;) {
-    drive();
-    int flag = 0;
-    const int rc = PMPI_Testall(count, requests, &flag, statuses);
-    if (rc != MPI_SUCCESS || flag != 0) return rc;
-    sched_yield();
+  RequestView view(count, requests);
+  int rc = MPI_SUCCESS;
+  if (idle()) {
+    rc = PMPI_Waitall(count, view.data(), statuses);
+  } else {
+    for (int flag = 0;;) {
+      drive();
+      rc = PMPI_Testall(count, view.data(), &flag, statuses);
+      if (rc != MPI_SUCCESS || flag != 0) break;
+      sched_yield();
+    }
   }
+  view.commit();
+  return rc;
 }
 
 int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
   drive();
-  return PMPI_Testall(count, requests, flag, statuses);
+  RequestView view(count, requests);
+  const int rc = PMPI_Testall(count, view.data(), flag, statuses);
+  view.commit();
+  return rc;
 }
 
 int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status) {
-  if (idle()) return PMPI_Waitany(count, requests, index, status);
-  for (;;) {
-    drive();
-    int flag = 0;
-    const int rc = PMPI_Testany(count, requests, index, &flag, status);
-    if (rc != MPI_SUCCESS || flag != 0) return rc;
-    sched_yield();
+  RequestView view(count, requests);
+  int rc = MPI_SUCCESS;
+  if (idle()) {
+    rc = PMPI_Waitany(count, view.data(), index, status);
+  } else {
+    for (int flag = 0;;) {
+      drive();
+      rc = PMPI_Testany(count, view.data(), index, &flag, status);
+      if (rc != MPI_SUCCESS || flag != 0) break;
+      sched_yield();
+    }
   }
+  view.commit();
+  return rc;
 }
 
 int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status) {
   drive();
-  return PMPI_Testany(count, requests, index, flag, status);
+  RequestView view(count, requests);
+  const int rc = PMPI_Testany(count, view.data(), index, flag, status);
+  view.commit();
+  return rc;
 }
 
 int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
-  if (idle()) return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
-  for (;;) {
-    drive();
-    const int rc = PMPI_Testsome(incount, requests, outcount, indices, statuses);
-    if (rc != MPI_SUCCESS || *outcount != 0) return rc;
-    sched_yield();
+  RequestView view(incount, requests);
+  int rc = MPI_SUCCESS;
+  if (idle()) {
+    rc = PMPI_Waitsome(incount, view.data(), outcount, indices, statuses);
+  } else {
+    for (;;) {
+      drive();
+      rc = PMPI_Testsome(incount, view.data(), outcount, indices, statuses);
+      if (rc != MPI_SUCCESS || *outcount != 0) break;
+      sched_yield();
+    }
   }
+  view.commit();
+  return rc;
 }
 
 int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
   drive();
-  return PMPI_Testsome(incount, requests, outcount, indices, statuses);
+  RequestView view(incount, requests);
+  const int rc = PMPI_Testsome(incount, view.data(), outcount, indices, statuses);
+  view.commit();
+  return rc;
 }
 
 }  // extern "C"

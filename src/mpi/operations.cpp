@@ -161,10 +161,12 @@ bool tested(MPI_Request& request, MPI_Status* status, int& rc) {
 // A message up to the chunk size (or on an intercommunicator): staged whole, then one MPI_Isend.
 class StagedSend final : public Operation {
  public:
-  StagedSend(const char* call, const UserBuffer& b, int dest, int tag, MPI_Comm comm) : Operation(call, comm) {
+  StagedSend(const char* call, const UserBuffer& b, int dest, int tag, MPI_Comm comm, SendMode mode)
+      : Operation(call, comm) {
     if (b.bytes > static_cast<std::size_t>(INT_MAX)) {
-      fail(MPI_ERR_COUNT, fmt::format("a message of {} B from a shared object on an intercommunicator exceeds "
-                                      "INT_MAX bytes", b.bytes));
+      fail(MPI_ERR_COUNT, fmt::format("a message of {} B from a shared object exceeds INT_MAX bytes, and it cannot "
+                                      "be chunked ({})", b.bytes,
+                                      mode == SendMode::buffered ? "a buffered send" : "an intercommunicator"));
       return;
     }
     slot_.acquire(b.pool, b.bytes);
@@ -180,7 +182,8 @@ class StagedSend final : public Operation {
       }
     }
     settled(slot_.pending);
-    const int rc = PMPI_Isend(slot_.data, static_cast<int>(b.bytes), MPI_BYTE, dest, tag, comm, &slot_.request);
+    const auto post = mode == SendMode::synchronous ? PMPI_Issend : mode == SendMode::buffered ? PMPI_Ibsend : PMPI_Isend;
+    const int rc = post(slot_.data, static_cast<int>(b.bytes), MPI_BYTE, dest, tag, comm, &slot_.request);
     if (rc != MPI_SUCCESS) fail(rc, "", true);
   }
   bool progress() override {
@@ -199,7 +202,7 @@ class StagedSend final : public Operation {
 // communicator. Chunk i + 1 is copied from the device while chunk i is on the network.
 class ChunkedSend final : public Operation {
  public:
-  ChunkedSend(const char* call, const UserBuffer& b, int dest, int world_dest, int tag, MPI_Comm comm)
+  ChunkedSend(const char* call, const UserBuffer& b, int dest, int world_dest, int tag, MPI_Comm comm, SendMode mode)
       : Operation(call, comm), buffer_(b), world_dest_(world_dest) {
     Wire& w = wire();
     header_.total = b.bytes;
@@ -207,7 +210,9 @@ class ChunkedSend final : public Operation {
     header_.sequence = w.next_sequence.fetch_add(1) % (static_cast<std::uint64_t>(w.tag_ub) + 1);
     header_.check = header_.checksum();
     chunks_ = header_.chunks();
-    const int rc = PMPI_Isend(&header_, sizeof header_, MPI_BYTE, dest, tag, comm, &header_request_);
+    // A synchronous send is complete once the receiver matched the header (its receive started).
+    const auto post = mode == SendMode::synchronous ? PMPI_Issend : PMPI_Isend;
+    const int rc = post(&header_, sizeof header_, MPI_BYTE, dest, tag, comm, &header_request_);
     if (rc != MPI_SUCCESS) {
       fail(rc, "", true);
       chunks_ = 0;
@@ -694,12 +699,13 @@ int probe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
   return MPI_SUCCESS;
 }
 
-std::shared_ptr<Operation> make_send(const char* call, const UserBuffer& b, int dest, int tag, MPI_Comm comm) {
-  if (b.bytes > b.chunk && wire().comm != MPI_COMM_NULL && !intercomm(comm)) {
+std::shared_ptr<Operation> make_send(const char* call, const UserBuffer& b, int dest, int tag, MPI_Comm comm,
+                                     SendMode mode) {
+  if (b.bytes > b.chunk && mode != SendMode::buffered && wire().comm != MPI_COMM_NULL && !intercomm(comm)) {
     const int world_dest = world_rank(comm, dest);
-    if (world_dest >= 0) return std::make_shared<ChunkedSend>(call, b, dest, world_dest, tag, comm);
+    if (world_dest >= 0) return std::make_shared<ChunkedSend>(call, b, dest, world_dest, tag, comm, mode);
   }
-  return std::make_shared<StagedSend>(call, b, dest, tag, comm);
+  return std::make_shared<StagedSend>(call, b, dest, tag, comm, mode);
 }
 
 std::shared_ptr<Operation> make_receive(const char* call, const UserBuffer& b, int source, int tag, MPI_Comm comm) {

@@ -164,10 +164,19 @@ std::map<MPI_Message, Matched>& matched();
 /// message leaves the queues for the handle.
 int matched_probe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message, MPI_Status* status);
 
+/// How a send completes, as MPI's send modes. A ready send is a standard one: MPI allows an
+/// implementation to replace one with the other.
+enum class SendMode {
+  standard,     // MPI_Send
+  synchronous,  // MPI_Ssend: complete once the receiver matched the message (its header)
+  buffered,     // MPI_Bsend: one message copied into the attached buffer, never chunked
+};
+
 /// A send from a shared object: one staged message up to the chunk size (or on an
-/// intercommunicator), header + double-buffered chunks above it. The first message on the user's
-/// communicator is posted by the constructor, so sends keep their order.
-std::shared_ptr<Operation> make_send(const char* call, const UserBuffer& buffer, int dest, int tag, MPI_Comm comm);
+/// intercommunicator, or buffered), header + double-buffered chunks above it. The first message on
+/// the user's communicator is posted by the constructor, so sends keep their order.
+std::shared_ptr<Operation> make_send(const char* call, const UserBuffer& buffer, int dest, int tag, MPI_Comm comm,
+                                     SendMode mode = SendMode::standard);
 /// A receive into any buffer: matched with MPI_Improbe on (source, tag, comm); a header starts the
 /// chunked protocol.
 std::shared_ptr<Operation> make_receive(const char* call, const UserBuffer& buffer, int source, int tag,

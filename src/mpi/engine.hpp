@@ -1,0 +1,34 @@
+// The pending operations of libhdsm_mpi and the calls that drive them (interpose.cpp). Every
+// intercepted call that may wait drives all pending operations in posting order, so operations
+// that depend on each other (two ranks that both send and receive) all move.
+#pragma once
+
+#include "mpi/operations.hpp"
+
+#include <exception>
+#include <memory>
+
+namespace hdsm::mpi {
+
+/// One pass over the pending operations; true when nothing is pending any more.
+bool drive();
+/// True when no operation is pending.
+bool idle();
+/// Drives until `op` is done, then fills `status`; its error goes through its communicator's error
+/// handler (unless an MPI call already took it there).
+int finish(const std::shared_ptr<Operation>& op, MPI_Status* status);
+/// Puts `op` behind a generalized request (MPI_Grequest_start), stored in op->request and
+/// *request, and makes it pending.
+int start(const std::shared_ptr<Operation>& op, MPI_Request* request);
+/// Waits for a request of libmpi's while driving the pending operations.
+int wait_driving(MPI_Request* request, MPI_Status* status);
+/// describe() of a send buffer (nothing for MPI_PROC_NULL); its error through `comm`'s handler.
+int describe_send(const char* call, const void* buf, int count, MPI_Datatype type, int dest, MPI_Comm comm,
+                  UserBuffer& out);
+/// An error found before any transfer, through `comm`'s error handler (as MPI reports bad
+/// arguments).
+int refuse(MPI_Comm comm, int code);
+/// An exception escaping an intercepted call: MPI_ERR_INTERN through `comm`'s error handler.
+int internal(const char* call, MPI_Comm comm, const std::exception& e);
+
+}  // namespace hdsm::mpi
