@@ -139,19 +139,20 @@ TEST(CopyEngineTiming, StagedCopiesShareTheHostBus) {
 
 TEST(CopyEngineTiming, TheProbeMeasuresTheModelledRates) {
   hdsm::Config c = slow_link("none");
-  c.set("HDSM_SIM_LINK_GBPS", "0.5").set("HDSM_SIM_LATENCY_US", "0").set("HDSM_COPY_PROBE", "1");
+  // 0.2 GB/s, slow enough that ThreadSanitizer's memcpy on a loaded machine is still faster.
+  c.set("HDSM_SIM_LINK_GBPS", "0.2").set("HDSM_SIM_LATENCY_US", "0").set("HDSM_COPY_PROBE", "1");
   hdsm::Runtime rt(c);
   void* p = rt.alloc(4096);  // the shared space, and with it the probe
   const auto& topology = rt.impl().shared_space().copy_engine().topology();
-  // Measured, not stated: the model holds each copy at least 4 MiB / 0.5 GB/s, so a measured rate is
-  // below the stated 0.5 (and a loaded machine or a sanitizer only lowers it further).
+  // Measured, not stated: the model holds each copy at least 4 MiB / 0.2 GB/s, so a measured rate is
+  // below the stated 0.2 (and a loaded machine or a sanitizer only lowers it further).
   for (const auto& link : topology.devices) {
-    EXPECT_GT(link.h2d_gbps, 0.1);
-    EXPECT_LT(link.h2d_gbps, 0.5);
-    EXPECT_GT(link.d2h_gbps, 0.1);
-    EXPECT_LT(link.d2h_gbps, 0.5);
+    EXPECT_GT(link.h2d_gbps, 0.04);
+    EXPECT_LT(link.h2d_gbps, 0.2);
+    EXPECT_GT(link.d2h_gbps, 0.04);
+    EXPECT_LT(link.d2h_gbps, 0.2);
   }
-  EXPECT_GT(topology.host_gbps, 0.5) << "host memcpy is faster than this link";
+  EXPECT_GT(topology.host_gbps, 0.2) << "host memcpy is faster than this link";
   rt.free(p);
 }
 
