@@ -85,7 +85,10 @@ int free_fn(void* extra) {
   delete static_cast<std::shared_ptr<Operation>*>(extra);
   return MPI_SUCCESS;
 }
-int cancel_fn(void*, int) { return MPI_SUCCESS; }  // a started transfer runs to its end
+int cancel_fn(void* extra, int complete) {
+  if (complete == 0) (*static_cast<std::shared_ptr<Operation>*>(extra))->request_cancel();
+  return MPI_SUCCESS;
+}
 
 
 

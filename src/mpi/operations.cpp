@@ -100,7 +100,10 @@ void set_status(MPI_Status* status, int source, int tag, int error, MPI_Count by
   PMPI_Status_set_cancelled(status, 0);
 }
 
-void Operation::fill(MPI_Status* status) const { set_status(status, source_, tag_, error_, bytes_); }
+void Operation::fill(MPI_Status* status) const {
+  set_status(status, source_, tag_, error_, bytes_);
+  if (cancelled_ && status != MPI_STATUS_IGNORE) PMPI_Status_set_cancelled(status, 1);
+}
 
 void Operation::fail(int code, const std::string& what, bool handled) {
   if (error_ != MPI_SUCCESS) return;
@@ -311,6 +314,10 @@ class Receive final : public Operation {
   bool progress() override {
     switch (state_) {
       case State::match:
+        if (cancel_requested_.load()) {
+          cancelled_ = true;
+          return true;
+        }
         return match();
       case State::matched:
         if (matched_.payload) return take_held(*matched_.payload);

@@ -89,8 +89,12 @@ class Operation {
   /// before it (MPI's matching order).
   virtual bool matching() const { return false; }
 
-  /// The status of the user's message (source, tag, count in bytes, error).
+  /// The status of the user's message (source, tag, count in bytes, error, cancelled).
   void fill(MPI_Status* status) const;
+  /// MPI_Cancel of the user's request (any thread): a receive not yet matched then ends at its next
+  /// progress() without a message, its status cancelled; anything else runs to its end, as MPI
+  /// allows for a cancel that comes too late.
+  void request_cancel() { cancel_requested_.store(true); }
   int error() const { return error_; }
   /// True when the error already went through the communicator's error handler (it came from an
   /// MPI call on the user's communicator).
@@ -111,6 +115,8 @@ class Operation {
   MPI_Comm comm_;
   int error_ = MPI_SUCCESS;
   bool error_handled_ = false;
+  std::atomic<bool> cancel_requested_{false};
+  bool cancelled_ = false;  // ended by request_cancel()
   int source_ = MPI_ANY_SOURCE;
   int tag_ = MPI_ANY_TAG;
   MPI_Count bytes_ = 0;

@@ -1,6 +1,6 @@
 // Persistent requests of libhdsm_mpi (persistent.hpp): the MPI_*_init calls, MPI_Start,
-// MPI_Startall, MPI_Request_free and MPI_Request_get_status, and the view MPI_Wait* and MPI_Test*
-// take of the user's requests.
+// MPI_Startall, MPI_Request_free, MPI_Cancel and MPI_Request_get_status, and the view MPI_Wait* and
+// MPI_Test* take of the user's requests.
 #include "mpi/persistent.hpp"
 
 #include "mpi/engine.hpp"
@@ -199,6 +199,11 @@ int MPI_Request_free(MPI_Request* request) {
   // still holds its operation and completes the generalized request.
   if (p->active != MPI_REQUEST_NULL) PMPI_Request_free(&p->active);
   return PMPI_Request_free(request);
+}
+
+int MPI_Cancel(MPI_Request* request) {
+  RequestView view(1, request);  // a persistent request's running operation
+  return PMPI_Cancel(view.data());
 }
 
 int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {

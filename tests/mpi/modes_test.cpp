@@ -1,6 +1,6 @@
-// libhdsm_mpi's send modes (synchronous, ready, buffered) and persistent requests on shared objects
-// (mpi_fixture.hpp): the data arrives whole, the sends take no page fault, and each completes when
-// its MPI mode says.
+// libhdsm_mpi's send modes (synchronous, ready, buffered), persistent requests and cancelled
+// receives (mpi_fixture.hpp): the data arrives whole, the sends take no page fault, and each
+// completes when its MPI mode says.
 #include "mpi_fixture.hpp"
 
 #include <mpi.h>
@@ -13,10 +13,10 @@ namespace {
 using namespace mpi_test;
 
 /// Tests `request` for about `ms` milliseconds; true once it completed.
-bool completes_within(MPI_Request& request, int ms) {
+bool completes_within(MPI_Request& request, int ms, MPI_Status* status = MPI_STATUS_IGNORE) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
   for (int flag = 0;;) {
-    EXPECT_EQ(MPI_Test(&request, &flag, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    EXPECT_EQ(MPI_Test(&request, &flag, status), MPI_SUCCESS);
     if (flag != 0) return true;
     if (std::chrono::steady_clock::now() > until) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -186,6 +186,44 @@ TEST_F(Mpi, AFreedActivePersistentSendStillDelivers) {
     expect_pattern(in, n, 140, "received");
     ASSERT_EQ(MPI_Send(nullptr, 0, MPI_BYTE, 0, 23, MPI_COMM_WORLD), MPI_SUCCESS);
   }
+}
+
+// A receive nothing matches ends when cancelled, its status cancelled, for a host and a shared
+// buffer and for a persistent receive, which can then start again and take a message.
+TEST_F(Mpi, CancelledReceivesEndWithoutAMessage) {
+  const int peer = 1 - rank();
+  for (Where into : {Where::host, Where::shared_on_host}) {
+    SCOPED_TRACE(name(into));
+    unsigned char* p = buffer(into, 1000, -1);
+    MPI_Request r;
+    ASSERT_EQ(MPI_Irecv(p, 1000, MPI_BYTE, peer, 99, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Cancel(&r), MPI_SUCCESS);
+    MPI_Status st;
+    ASSERT_TRUE(completes_within(r, 2000, &st)) << "a cancelled receive did not end";
+    int cancelled = 0;
+    MPI_Test_cancelled(&st, &cancelled);
+    EXPECT_EQ(cancelled, 1);
+  }
+  unsigned char* p = buffer(Where::shared_on_host, kChunk * 3, -1);
+  MPI_Request r;
+  ASSERT_EQ(MPI_Recv_init(p, static_cast<int>(kChunk * 3), MPI_BYTE, peer, 26, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Start(&r), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Cancel(&r), MPI_SUCCESS);
+  MPI_Status st;
+  ASSERT_TRUE(completes_within(r, 2000, &st)) << "a cancelled persistent receive did not end";
+  int cancelled = 0;
+  MPI_Test_cancelled(&st, &cancelled);
+  EXPECT_EQ(cancelled, 1);
+  MPI_Barrier(MPI_COMM_WORLD);  // both cancelled before any message of tag 26 is sent
+  ASSERT_EQ(MPI_Start(&r), MPI_SUCCESS);
+  const unsigned char* out = buffer(Where::shared_on_device, kChunk * 3, 160 + rank());
+  ASSERT_EQ(MPI_Send(out, static_cast<int>(kChunk * 3), MPI_BYTE, peer, 26, MPI_COMM_WORLD), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Wait(&r, &st), MPI_SUCCESS);
+  MPI_Test_cancelled(&st, &cancelled);
+  EXPECT_EQ(cancelled, 0);
+  expect_status(st, peer, 26, kChunk * 3);
+  expect_pattern(p, kChunk * 3, 160 + peer, "after the cancelled start");
+  ASSERT_EQ(MPI_Request_free(&r), MPI_SUCCESS);
 }
 
 TEST_F(MpiErrors, StartingAnActivePersistentRequestIsRefused) {
