@@ -3,8 +3,9 @@
 // definitions then replace libmpi's MPI_* and call its PMPI_* ones.
 //
 // A send from host memory is libmpi's call, untouched. A send from a shared object, in any mode, is
-// an operation (operations.hpp); persistent requests are in persistent.cpp. Every receive is an operation, since only the received message tells whether it
-// is a plain message or the header of a chunked one: it matches with MPI_Improbe on the user's
+// an operation (operations.hpp); persistent requests are in persistent.cpp. Every receive is an
+// operation, since only the received message tells whether it is a plain message or the header of
+// a chunked one: it matches with MPI_Improbe on the user's
 // (source, tag, comm), so wildcards and MPI's matching order hold, and receives into a host buffer
 // with MPI_Imrecv straight into it. MPI_Probe and MPI_Iprobe report the user's message, not a
 // header: a message of a header's size is received to look at it and held for the receive that

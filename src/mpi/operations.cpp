@@ -185,7 +185,9 @@ class StagedSend final : public Operation {
       }
     }
     settled(slot_.pending);
-    const auto post = mode == SendMode::synchronous ? PMPI_Issend : mode == SendMode::buffered ? PMPI_Ibsend : PMPI_Isend;
+    const auto post = mode == SendMode::synchronous ? PMPI_Issend
+                      : mode == SendMode::buffered  ? PMPI_Ibsend
+                                                    : PMPI_Isend;
     const int rc = post(slot_.data, static_cast<int>(b.bytes), MPI_BYTE, dest, tag, comm, &slot_.request);
     if (rc != MPI_SUCCESS) fail(rc, "", true);
   }

@@ -32,15 +32,15 @@ struct Persistent {
 
 struct Registry {
   std::mutex mutex;
-  std::map<MPI_Request, Persistent> entries;  // by placeholder
-  std::atomic<std::size_t> size{0};           // read without the lock: no placeholder, no view
+  std::map<MPI_Request, Persistent> entries;  // by persistent handle
+  std::atomic<std::size_t> size{0};           // read without the lock: no persistent handle, no view
 };
 Registry& registry() {
   static Registry r;
   return r;
 }
 
-/// The entry of the placeholder `request`, copied (and erased with `erase`); none for any other
+/// The entry of the persistent handle `request`, copied (and erased with `erase`); none for any other
 /// request.
 std::optional<Persistent> find(const MPI_Request* request, bool erase) {
   if (request == nullptr) return std::nullopt;
@@ -85,7 +85,7 @@ int init_send(const char* call, SendMode mode, HostInit host, const void* buf, i
 }
 
 /// Posts `p` as its nonblocking call would (the registry's lock not held).
-int post(Persistent p, MPI_Request placeholder) {
+int post(Persistent p, MPI_Request handle) {
   UserBuffer b;
   if (const int rc = describe(p.call, p.buf, p.count, p.type, b); rc != MPI_SUCCESS) return refuse(p.comm, rc);
   if (p.shared && !b.shared())
@@ -98,7 +98,7 @@ int post(Persistent p, MPI_Request placeholder) {
   if (const int rc = start(op, &active); rc != MPI_SUCCESS) return rc;
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
-  r.entries.at(placeholder).active = active;
+  r.entries.at(handle).active = active;
   return MPI_SUCCESS;
 }
 
@@ -113,7 +113,7 @@ RequestView::RequestView(int count, MPI_Request* user) : user_(user) {
     if (it == r.entries.end()) continue;
     if (view_.empty()) view_.assign(user, user + count);
     view_[i] = it->second.active;
-    placeholders_.push_back(i);
+    persistent_.push_back(i);
   }
 }
 
@@ -123,7 +123,7 @@ void RequestView::commit() {
   std::lock_guard lock(r.mutex);
   std::size_t next = 0;
   for (std::size_t i = 0; i < view_.size(); ++i) {
-    if (next < placeholders_.size() && placeholders_[next] == i) {
+    if (next < persistent_.size() && persistent_[next] == i) {
       ++next;
       if (const auto it = r.entries.find(user_[i]); it != r.entries.end()) it->second.active = view_[i];
     } else {
