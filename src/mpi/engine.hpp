@@ -6,6 +6,7 @@
 #include "mpi/operations.hpp"
 
 #include <exception>
+#include <functional>
 #include <memory>
 
 namespace hdsm::mpi {
@@ -25,6 +26,13 @@ int wait_driving(MPI_Request* request, MPI_Status* status);
 /// describe() of a send buffer (nothing for MPI_PROC_NULL); its error through `comm`'s handler.
 int describe_send(const char* call, const void* buf, int count, MPI_Datatype type, int dest, MPI_Comm comm,
                   UserBuffer& out);
+/// libmpi's send calls that make a request (PMPI_Isend, PMPI_Send_init and their modes).
+using HostRequestSend = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*);
+/// A send call that makes a request: libmpi's `host` on host memory (and for MPI_PROC_NULL),
+/// `shared` with the described buffer in a shared object; errors through `comm`'s handler.
+int request_send(const char* call, HostRequestSend host, const void* buf, int count, MPI_Datatype type, int dest,
+                 int tag, MPI_Comm comm, MPI_Request* request,
+                 const std::function<int(const UserBuffer&)>& shared);
 /// An error found before any transfer, through `comm`'s error handler (as MPI reports bad
 /// arguments).
 int refuse(MPI_Comm comm, int code);

@@ -143,11 +143,10 @@ int matched_receive(const char* call, void* buf, int count, MPI_Datatype type, M
 }
 
 using HostSend = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm);
-using HostIsend = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*);
 
 /// A blocking send in `mode`: an operation from a shared object; from host memory libmpi's call
 /// (`host`), or its nonblocking form (`ihost`) driven to its end while operations are pending.
-int blocking_send(const char* call, SendMode mode, HostSend host, HostIsend ihost, const void* buf, int count,
+int blocking_send(const char* call, SendMode mode, HostSend host, HostRequestSend ihost, const void* buf, int count,
                   MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
   try {
     UserBuffer b;
@@ -165,16 +164,11 @@ int blocking_send(const char* call, SendMode mode, HostSend host, HostIsend ihos
 }
 
 /// A nonblocking send in `mode`: an operation from a shared object, libmpi's `host` otherwise.
-int nonblocking_send(const char* call, SendMode mode, HostIsend host, const void* buf, int count, MPI_Datatype type,
-                     int dest, int tag, MPI_Comm comm, MPI_Request* request) {
-  try {
-    UserBuffer b;
-    if (const int rc = describe_send(call, buf, count, type, dest, comm, b); rc != MPI_SUCCESS) return rc;
-    if (!b.shared()) return host(buf, count, type, dest, tag, comm, request);
+int nonblocking_send(const char* call, SendMode mode, HostRequestSend host, const void* buf, int count,
+                     MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* request) {
+  return request_send(call, host, buf, count, type, dest, tag, comm, request, [&](const UserBuffer& b) {
     return start(make_send(call, b, dest, tag, comm, mode), request);
-  } catch (const std::exception& e) {
-    return internal(call, comm, e);
-  }
+  });
 }
 
 }  // namespace
@@ -236,6 +230,19 @@ int describe_send(const char* call, const void* buf, int count, MPI_Datatype typ
   if (dest == MPI_PROC_NULL) return MPI_SUCCESS;
   const int rc = describe(call, buf, count, type, out);
   return rc == MPI_SUCCESS ? rc : refuse(comm, rc);
+}
+
+int request_send(const char* call, HostRequestSend host, const void* buf, int count, MPI_Datatype type, int dest,
+                 int tag, MPI_Comm comm, MPI_Request* request,
+                 const std::function<int(const UserBuffer&)>& shared) {
+  try {
+    UserBuffer b;
+    if (const int rc = describe_send(call, buf, count, type, dest, comm, b); rc != MPI_SUCCESS) return rc;
+    if (!b.shared()) return host(buf, count, type, dest, tag, comm, request);
+    return shared(b);
+  } catch (const std::exception& e) {
+    return internal(call, comm, e);
+  }
 }
 
 int refuse(MPI_Comm comm, int code) {

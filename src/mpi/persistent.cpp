@@ -67,21 +67,14 @@ int create(const Persistent& p, MPI_Request* request) {
   return MPI_SUCCESS;
 }
 
-using HostInit = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*);
-
 /// A persistent send in `mode`: hdsm_mpi's on a shared object, libmpi's (`host`) otherwise.
-int init_send(const char* call, SendMode mode, HostInit host, const void* buf, int count, MPI_Datatype type,
+int init_send(const char* call, SendMode mode, HostRequestSend host, const void* buf, int count, MPI_Datatype type,
               int dest, int tag, MPI_Comm comm, MPI_Request* request) {
-  try {
-    UserBuffer b;
-    if (const int rc = describe_send(call, buf, count, type, dest, comm, b); rc != MPI_SUCCESS) return rc;
-    if (!b.shared()) return host(buf, count, type, dest, tag, comm, request);
+  return request_send(call, host, buf, count, type, dest, tag, comm, request, [&](const UserBuffer&) {
     return create({.call = call, .mode = mode, .buf = const_cast<void*>(buf), .count = count, .type = type,
                    .peer = dest, .tag = tag, .comm = comm, .shared = true},
                   request);
-  } catch (const std::exception& e) {
-    return internal(call, comm, e);
-  }
+  });
 }
 
 /// Posts `p` as its nonblocking call would (the registry's lock not held).
