@@ -85,9 +85,14 @@ MultiRun run_hdsm(Runtime& rt, std::span<const unsigned> devices, std::size_t si
     const std::size_t plane = slab.plane_points;
     float* mine_u = u[d];
     float* mine_next = next[d];
+    // A part reads planes [first - 1, first + count] of u and writes planes [first, first + count) of
+    // next: the ranges let the interior run while the boundary planes are copied out of next and the
+    // neighbours' planes into its halos.
     const auto launch = [&](const Part& p) {
-      rt.call(stencil_slab_kernel(), stencil_slab_launch(s, p.count), hdsm::in(mine_u),
-              hdsm::inout(mine_next), s, p.planes);
+      const std::uint32_t first = p.planes.first;
+      rt.call(stencil_slab_kernel(), stencil_slab_launch(s, p.count),
+              hdsm::in(mine_u, (first - 1) * plane, (p.count + 2) * plane),
+              hdsm::inout(mine_next, first * plane, p.count * plane), s, p.planes);
     };
     team.arrive_and_wait();
     if (d == 0) total.start();
@@ -104,6 +109,7 @@ MultiRun run_hdsm(Runtime& rt, std::span<const unsigned> devices, std::size_t si
                                        slab.plane_bytes()));
       if (d + 1 < n)
         sent.push_back(rt.memcpy_async(next[d + 1], mine_next + slab.planes * plane, slab.plane_bytes()));
+      team.arrive_and_wait();  // every copy has started: none waits for a neighbour's interior
       if (slab.planes > 2) launch(interior_part(slab));
       for (const Event& e : sent) e.wait();
       team.arrive_and_wait();  // every halo of this step is in place, every kernel of it issued

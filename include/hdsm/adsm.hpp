@@ -9,6 +9,12 @@
 // named objects are released and acquired (a raw shared pointer counts as inout); a call without any
 // releases and acquires every object of its device, as the seed does.
 //
+// A range annotation, in(p, first, count) and so on, also says that the kernel touches only elements
+// [first, first + count) from p (it still receives p). The call then runs alongside asynchronous
+// copies (memcpy_async) of other bytes of the object, where it would otherwise wait for them; release
+// and acquire still cover the whole object. A kernel that strays outside its range races with those
+// copies.
+//
 // A call runs on the device of its first shared-pointer argument; objects of other devices are
 // released and acquired on their own devices (remote access: peers, or copies with HDSM_REMOTE=copy).
 // Any thread may call on any device; sync acquires the calling thread's calls.
@@ -29,6 +35,8 @@ template <class T>
 struct Annotated {
   T* pointer;
   Use use;
+  std::size_t offset = 0;                             // range annotations: the first byte from pointer
+  std::size_t bytes = detail::CallArg::kWholeObject;  // and how many; kWholeObject: all of the object
 };
 
 template <class T>
@@ -42,6 +50,31 @@ Annotated<T> out(T* p) {
 template <class T>
 Annotated<T> inout(T* p) {
   return {p, Use::inout};
+}
+
+namespace detail {
+// Bytes from elements; a product that overflows becomes a range no object holds (the call says so).
+template <class T>
+Annotated<T> ranged(T* p, Use use, std::size_t first, std::size_t count) {
+  constexpr std::size_t size = sizeof(std::conditional_t<std::is_void_v<T>, char, T>);
+  constexpr std::size_t most = CallArg::kWholeObject - 1;
+  const auto bytes = [](std::size_t n) { return n > most / size ? most : n * size; };
+  return {p, use, bytes(first), bytes(count)};
+}
+}  // namespace detail
+
+/// The call touches only elements [first, first + count) from p (bytes, for void pointers).
+template <class T>
+Annotated<T> in(T* p, std::size_t first, std::size_t count) {
+  return detail::ranged(p, Use::in, first, count);
+}
+template <class T>
+Annotated<T> out(T* p, std::size_t first, std::size_t count) {
+  return detail::ranged(p, Use::out, first, count);
+}
+template <class T>
+Annotated<T> inout(T* p, std::size_t first, std::size_t count) {
+  return detail::ranged(p, Use::inout, first, count);
 }
 
 /// A launch of `blocks` blocks of `threads` threads each.
@@ -59,7 +92,7 @@ struct is_annotated<Annotated<T>> : std::true_type {};
 template <class A>
 CallArg call_arg(const A& a) {
   if constexpr (is_annotated<A>::value) {
-    return {CallArg::Kind::annotated, a.use, a.pointer, {}};
+    return {CallArg::Kind::annotated, a.use, a.pointer, {}, a.offset, a.bytes};
   } else if constexpr (std::is_pointer_v<A> && !std::is_function_v<std::remove_pointer_t<A>>) {
     return {CallArg::Kind::pointer, Use::inout, a, KernelArg::value(a)};
   } else {

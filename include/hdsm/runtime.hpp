@@ -28,11 +28,16 @@ struct RuntimeImpl;
 /// One argument of Runtime::call as the runtime sees it: a plain value, a raw pointer (translated
 /// when it points into a shared object) or an annotated pointer.
 struct CallArg {
+  static constexpr std::size_t kWholeObject = SIZE_MAX;
   enum class Kind : std::uint8_t { value, pointer, annotated };
   Kind kind = Kind::value;
   Use use = Use::inout;
   const void* pointer = nullptr;
   KernelArg value;
+  /// Range annotations: the kernel touches `bytes` bytes from `pointer + offset` (kWholeObject: the
+  /// whole object).
+  std::size_t offset = 0;
+  std::size_t bytes = kWholeObject;
 };
 }  // namespace detail
 
@@ -87,10 +92,12 @@ class Runtime {
   /// memcpy that returns once the copy has started: the returned event completes when the bytes are
   /// in place (Event::wait rethrows a failed transfer's error). Until then the destination must be
   /// neither read nor written and the source not written — by the CPU, by kernels (call) or by other
-  /// hdsm calls; the objects' later device work (calls, transfers) is ordered after the copy. What
-  /// needs the CPU is done before it returns (blocks handled on the host view, pageable host memory
-  /// staged through pinned chunks, overlapping ranges); device transfers, peer and staged copies
-  /// between devices included, may still be running. Bad ranges throw InvalidArgument as memcpy does,
+  /// hdsm calls; later work on the copied bytes (calls that name the objects whole or by an
+  /// overlapping range, transfers, free) is ordered after the copy, and a call whose range annotation
+  /// lies elsewhere in the objects runs alongside it (adsm.hpp). What needs the CPU is done before it
+  /// returns (blocks handled on the host view, pageable host memory staged through pinned chunks,
+  /// overlapping ranges); device transfers, peer and staged copies between devices included, may
+  /// still be running. Bad ranges throw InvalidArgument as memcpy does,
   /// before any byte moves. With only host memory involved it is std::memmove and the event is
   /// complete.
   Event memcpy_async(void* dst, const void* src, std::size_t n);

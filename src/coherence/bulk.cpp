@@ -83,6 +83,7 @@ void SharedSpace::write_span(const Span& span, const Source& source, std::vector
   std::lock_guard lock(e.mutex);
   if (!e.live) freed_during("bulk write");
   e.pending.wait();  // an upload in flight still reads the shadow view
+  settle(e, span.offset, span.bytes, true);
   Object& o = *e.object;
   const std::size_t block = directory_.block_bytes();
   const bool lazy = kind_ == ProtocolKind::lazy;
@@ -153,14 +154,14 @@ void SharedSpace::write_span(const Span& span, const Source& source, std::vector
     const transfer::Range from = r.side == Side::both || src.kind == Source::Kind::host
                                      ? transfer::Range::host_memory(r.side == Side::both ? host : src.host)
                                      : device_range(*src.entry, src.offset);
-    // Asynchronous callers get later work on the objects ordered after the copy; the others wait.
-    moves.push_back(move(device_range(e, r.offset), from, r.bytes, pending != nullptr));
+    moves.push_back(move(device_range(e, r.offset), from, r.bytes, false));
   }
   if (!device_work) return;
   moves.push_back(queue.record());  // the fills, and what the engine ran on this queue
   Event done = transfer::all_of(std::move(moves));
   if (pending == nullptr) return done.wait();
   e.pending = done;  // a "both" run uploads from the shadow view, which writers must not change yet
+  note_copy(e, span.offset, span.bytes, true, done);  // later work on these bytes follows it
   pending->push_back(std::move(done));
 }
 
@@ -198,6 +199,7 @@ void SharedSpace::read(void* dst, const void* src, std::size_t n, std::vector<Ev
     {
       std::lock_guard lock(e.mutex);
       if (!e.live) freed_during("bulk read");
+      settle(e, span.offset, span.bytes, false);
       const Object& o = *e.object;
       const std::byte* const shadow = arena_.shadow(o.segment, o.offset);
       std::vector<Event> moves;
@@ -207,13 +209,15 @@ void SharedSpace::read(void* dst, const void* src, std::size_t n, std::vector<Ev
           std::memcpy(to, shadow + r.offset, r.bytes);
           continue;
         }
-        moves.push_back(move(transfer::Range::host_memory(to), device_range(e, r.offset), r.bytes, pending != nullptr));
+        moves.push_back(move(transfer::Range::host_memory(to), device_range(e, r.offset), r.bytes, false));
       }
       Event done = transfer::all_of(std::move(moves));
-      if (pending == nullptr)
+      if (pending == nullptr) {
         done.wait();
-      else if (done.state() != nullptr)
+      } else if (done.state() != nullptr) {
+        note_copy(e, span.offset, span.bytes, false, done);  // later writes of these bytes follow it
         pending->push_back(std::move(done));
+      }
     }
     out += span.bytes;
   }
@@ -234,14 +238,22 @@ void SharedSpace::copy(void* dst, const void* src, std::size_t n, std::vector<Ev
     {
       std::lock_guard lock(span.entry->mutex);
       if (!span.entry->live) freed_during("bulk copy");
+      settle(*span.entry, span.offset, span.bytes, false);
       runs = read_runs(*span.entry, span.offset, span.bytes);
       shadow = arena_.shadow(span.entry->object->segment, span.entry->object->offset);
     }
+    const std::size_t before = pending != nullptr ? pending->size() : 0;
     for (const BulkRun& r : runs) {
       const Source source = r.side == Side::host
                                 ? Source{.kind = Source::Kind::host, .host = shadow + r.offset}
                                 : Source{.kind = Source::Kind::device, .entry = span.entry.get(), .offset = r.offset};
       write_spans(dst_spans, at + (r.offset - span.offset), r.bytes, source, pending);
+    }
+    if (pending != nullptr && pending->size() > before) {
+      // The device copy of the source may still be read: later writes of these bytes follow it.
+      std::lock_guard lock(span.entry->mutex);
+      for (std::size_t i = before; i < pending->size(); ++i)
+        note_copy(*span.entry, span.offset, span.bytes, false, (*pending)[i]);
     }
     at += span.bytes;
   }

@@ -156,6 +156,7 @@ void SharedSpace::free(void* p) {
     e->pending.wait();
   } catch (const std::exception&) {  // a failed upload of data that is being thrown away
   }
+  settle_on_host(*e);  // copies into or out of the buffer that is about to go
   object->owner = nullptr;
   e->live = false;
   if (kind_ == ProtocolKind::rolling) {
@@ -195,17 +196,18 @@ void SharedSpace::launch(unsigned device, const Kernel& kernel, const Launch& sh
   queues_[device]->launch(kernel, shape, args);
 }
 
-std::vector<std::pair<std::shared_ptr<SharedSpace::Entry>, KernelUse>> SharedSpace::select(
-    unsigned device, std::span<const std::pair<const void*, KernelUse>> uses, const char* call) const {
+std::vector<SharedSpace::Selected> SharedSpace::select(unsigned device, std::span<const ObjectUse> uses,
+                                                       const char* call) const {
   check_device(device, call);
-  std::vector<std::pair<std::shared_ptr<Entry>, KernelUse>> out;
+  std::vector<Selected> out;
   if (uses.empty()) {
     std::lock_guard lock(objects_mutex_);
     for (const auto& [id, e] : objects_)
-      if (e->device == device) out.emplace_back(e, KernelUse::unknown);
+      if (e->device == device) out.push_back({e, KernelUse::unknown, 0, e->object->bytes});
     return out;
   }
-  for (const auto& [p, use] : uses) {
+  for (const ObjectUse& u : uses) {
+    const void* p = u.pointer;
     const Directory::Hit hit = directory_.lookup(p);
     std::shared_ptr<Entry> e = hit.object != nullptr ? entry_of(hit.object->id) : nullptr;
     if (e == nullptr)
@@ -214,7 +216,12 @@ std::vector<std::pair<std::shared_ptr<SharedSpace::Entry>, KernelUse>> SharedSpa
     if (e->device != device)
       throw InvalidArgument(fmt::format("{}: shared object #{} at {} lives on device {}, not on device {}",
                                         call, hit.object->id, p, e->device, device));
-    out.emplace_back(std::move(e), use);
+    const std::size_t offset = u.bytes == ObjectUse::kWholeObject ? 0 : hit.offset_in_object;
+    const std::size_t bytes = u.bytes == ObjectUse::kWholeObject ? hit.object->bytes : u.bytes;
+    if (offset + bytes > hit.object->bytes || bytes == 0)
+      throw InvalidArgument(fmt::format("{}: {} bytes from {} are not within shared object #{} ({} bytes)", call,
+                                        bytes, p, hit.object->id, hit.object->bytes));
+    out.push_back({std::move(e), u.use, offset, bytes});
   }
   return out;
 }
@@ -231,6 +238,7 @@ std::size_t SharedSpace::copy_blocks(Entry& e, Transfer direction, std::size_t f
   const std::size_t offset = first * directory_.block_bytes();
   const std::size_t bytes = std::min(count * directory_.block_bytes(), o.bytes - offset);
   std::byte* shadow = arena_.shadow(o.segment, o.offset + offset);
+  settle(e, offset, bytes, direction == Transfer::to_device);
   Queue& queue = *queues_[e.device];
   if (direction == Transfer::to_device)
     queue.copy_to_device(e.buffer, offset, shadow, bytes);
@@ -247,15 +255,43 @@ void SharedSpace::forget_clean(Entry& e, std::size_t first, std::size_t end) {
     if (e.object->states[b] != BlockState::dirty) window_.remove(e.window_places[b]);
 }
 
+void SharedSpace::note_copy(Entry& e, std::size_t offset, std::size_t bytes, bool writes, Event done) {
+  std::erase_if(e.copies, [](const AsyncCopy& c) { return c.done.query(); });
+  if (!done.query()) e.copies.push_back({offset, bytes, writes, std::move(done)});
+}
+
+void SharedSpace::settle(Entry& e, std::size_t offset, std::size_t bytes, bool writes) {
+  if (e.copies.empty()) return;
+  Queue& queue = *queues_[e.device];
+  std::erase_if(e.copies, [&](const AsyncCopy& c) {
+    if (c.done.query()) return true;
+    const bool overlap = c.offset < offset + bytes && offset < c.offset + c.bytes;
+    if (!overlap || !(writes || c.writes)) return false;
+    queue.wait(c.done);
+    return true;
+  });
+}
+
+void SharedSpace::settle_on_host(Entry& e) {
+  for (const AsyncCopy& c : e.copies) {
+    try {
+      c.done.wait();
+    } catch (const std::exception&) {  // its error went to the caller that started it
+    }
+  }
+  e.copies.clear();
+}
+
 void SharedSpace::wait_transfers() {
   for (auto& queue : queues_) queue->synchronize();
 }
 
-void SharedSpace::release(unsigned device, std::span<const std::pair<const void*, KernelUse>> uses) {
+void SharedSpace::release(unsigned device, std::span<const ObjectUse> uses) {
   const auto begin = obs::Clock::now();
   std::size_t bytes = 0;
-  for (auto& [e, use] : select(device, uses, "SharedSpace::release")) {
+  for (auto& [e, use, offset, range] : select(device, uses, "SharedSpace::release")) {
     std::lock_guard lock(e->mutex);
+    settle(*e, offset, range, use != KernelUse::in);  // the kernel's own bytes
     const Plan plan = plan_release(kind_, e->object->states, use);
     for (const ProtectionRun& run : plan.protections)
       e->protection->set(run.first_block, run.blocks, run.protection);
@@ -267,8 +303,7 @@ void SharedSpace::release(unsigned device, std::span<const std::pair<const void*
   if (tracer_ != nullptr) trace(fmt::format("release on device {}", device), begin, bytes);
 }
 
-void SharedSpace::acquire(unsigned device, std::span<const std::pair<const void*, KernelUse>> uses,
-                          const Event* after) {
+void SharedSpace::acquire(unsigned device, std::span<const ObjectUse> uses, const Event* after) {
   auto selected = select(device, uses, "SharedSpace::acquire");
   if (after != nullptr)
     after->wait();
@@ -276,7 +311,7 @@ void SharedSpace::acquire(unsigned device, std::span<const std::pair<const void*
     queues_[device]->synchronize();
   const auto begin = obs::Clock::now();
   std::size_t bytes = 0;
-  for (auto& [e, use] : selected) {
+  for (auto& [e, use, offset, range] : selected) {
     std::lock_guard lock(e->mutex);
     const Plan plan = plan_acquire(kind_, e->object->states, use);
     for (const CopyStep& step : plan.copies)
@@ -320,6 +355,10 @@ SharedSpace::Temporary SharedSpace::copy_in(unsigned device, const void* p) {
   check_device(device, "SharedSpace::copy_in");
   const std::shared_ptr<Entry> e = live_entry(p, "SharedSpace::copy_in").first;
   const std::size_t bytes = e->object->bytes;
+  {
+    std::lock_guard lock(e->mutex);
+    settle(*e, 0, bytes, false);
+  }
   const Temporary temp{devices_[device]->alloc(bytes)};
   try {
     const auto to = transfer::Range::device_memory(*devices_[device], temp.buffer, 0, *queues_[device]);
@@ -338,6 +377,10 @@ KernelArg SharedSpace::argument(const Temporary& temp, const void* p) const {
 Event SharedSpace::copy_back(unsigned device, const Temporary& temp, const void* p) {
   check_device(device, "SharedSpace::copy_back");
   const std::shared_ptr<Entry> e = live_entry(p, "SharedSpace::copy_back").first;
+  {
+    std::lock_guard lock(e->mutex);
+    settle(*e, 0, e->object->bytes, true);
+  }
   const auto from = transfer::Range::device_memory(*devices_[device], temp.buffer, 0, *queues_[device]);
   return engine_->start(device_range(*e, 0), from, e->object->bytes, true).done;
 }

@@ -57,6 +57,16 @@ struct SpaceTuning {
   std::size_t arena_keep_bytes = 0;  // freed memory kept for new objects (HDSM_ARENA_KEEP)
 };
 
+/// How a kernel call uses one shared object. A call that annotated a range touches only [pointer,
+/// pointer + bytes); kWholeObject: the whole object `pointer` lies in. The range narrows only which
+/// asynchronous copies of the object the call waits for; release and acquire cover the object.
+struct ObjectUse {
+  static constexpr std::size_t kWholeObject = SIZE_MAX;
+  const void* pointer = nullptr;
+  KernelUse use = KernelUse::unknown;
+  std::size_t bytes = kWholeObject;
+};
+
 class SharedSpace {
  public:
   /// Runs each object's ProtectionMap may use before it degrades.
@@ -87,8 +97,9 @@ class SharedSpace {
   void free(void* p);
 
   /// Kernel call on `device`: the objects named in `uses`, or every object of the device used as
-  /// KernelUse::unknown when `uses` is empty, are released (the CPU's newer blocks are uploaded).
-  void release(unsigned device, std::span<const std::pair<const void*, KernelUse>> uses);
+  /// KernelUse::unknown when `uses` is empty, are released (the CPU's newer blocks are uploaded), and
+  /// the device's queue waits for the asynchronous copies of them that the call's ranges conflict with.
+  void release(unsigned device, std::span<const ObjectUse> uses);
   /// The device-side argument for a pointer into a live shared object (hdsm::InvalidArgument otherwise).
   KernelArg argument(const void* p) const;
   /// The address kernels of the hosting device see for `p` (hdsm::InvalidArgument as argument()).
@@ -96,8 +107,7 @@ class SharedSpace {
   void launch(unsigned device, const Kernel& kernel, const Launch& shape, std::span<const KernelArg> args);
   /// Sync on `device`: waits for `after` (the calls being acquired; nullptr: everything on the
   /// device's queue), rethrowing kernel errors, then acquires the objects as release() chose them.
-  void acquire(unsigned device, std::span<const std::pair<const void*, KernelUse>> uses,
-               const Event* after = nullptr);
+  void acquire(unsigned device, std::span<const ObjectUse> uses, const Event* after = nullptr);
   /// An event that completes when everything enqueued on `device`'s queue so far has.
   Event record(unsigned device);
   /// Later work on `device`'s queue waits for what `before`'s queue holds now (a release there).
@@ -138,8 +148,9 @@ class SharedSpace {
   /// Both ranges shared (any objects, any devices); they may overlap (memmove semantics). Device
   /// copies of whole blocks move device-side, on the route the copy engine plans (on the device,
   /// peer DMA, or staged through pinned chunks). With `pending`, device work may still read the
-  /// source and write the destination when this returns: its events are appended there, and the
-  /// objects' later device work is ordered after it. Overlapping ranges are copied synchronously.
+  /// source and write the destination when this returns: its events are appended there, and later
+  /// work on the copied ranges is ordered after it (AsyncCopy). Overlapping ranges are copied
+  /// synchronously.
   void copy(void* dst, const void* src, std::size_t n, std::vector<Event>* pending = nullptr);
   /// hdsm::InvalidArgument, as write and read give it, unless every byte of [p, p + n) is in a live object.
   void check(const void* p, std::size_t n, const char* call) const { (void)spans(p, n, call); }
@@ -157,6 +168,16 @@ class SharedSpace {
   transfer::CopyEngine& copy_engine() { return *engine_; }
 
  private:
+  /// An asynchronous copy (memcpy_async, chunked I/O and MPI) that reads or writes bytes [offset,
+  /// offset + bytes) of an object's device copy until `done`. Later work on the object conflicts with
+  /// it when their ranges overlap and one of them writes: such work settles it first (settle), so a
+  /// kernel whose annotated range is elsewhere in the object runs while the copy does.
+  struct AsyncCopy {
+    std::size_t offset = 0;
+    std::size_t bytes = 0;
+    bool writes = false;
+    Event done;
+  };
   struct Entry {
     Object* object = nullptr;  // owned by the directory
     unsigned device = 0;
@@ -166,6 +187,9 @@ class SharedSpace {
     /// Rolling-update: where each block is in window_ (under window_mutex_, not the entry's mutex).
     std::vector<RollingWindow::Place> window_places;
     Event pending;     // the last asynchronous upload of the object (eviction, release)
+    /// Copies started by asynchronous bulk calls that may still run (under the mutex). They run on the
+    /// copy engine's queues, not on the object's, so whatever later uses their bytes settles them.
+    std::vector<AsyncCopy> copies;
     bool live = true;  // false once free() has run: a thread that found the entry before must let go
     /// Rolling-update read-ahead: the block after the last read fault's fetched run, and its length.
     std::size_t read_next = SIZE_MAX;
@@ -187,6 +211,14 @@ class SharedSpace {
     std::uint8_t value = 0;           // value: every byte
     Source advanced(std::size_t n) const;
   };
+  /// Records an asynchronous copy of `e` (the caller holds e's lock); completed ones are dropped.
+  static void note_copy(Entry& e, std::size_t offset, std::size_t bytes, bool writes, Event done);
+  /// Orders the work enqueued next on e's queue after the asynchronous copies of e that conflict with
+  /// an access to [offset, offset + bytes) (`writes`: a write), and forgets them (the caller holds
+  /// e's lock). Nothing to do when the object has none.
+  void settle(Entry& e, std::size_t offset, std::size_t bytes, bool writes);
+  /// Waits on the host for every asynchronous copy of `e` (the caller holds e's lock).
+  static void settle_on_host(Entry& e);
   /// The live objects covering [p, p + n) in address order (hdsm::InvalidArgument on a gap).
   std::vector<Span> spans(const void* p, std::size_t n, const char* call) const;
   /// Stores `span.bytes` bytes from `source` at `span.offset` of its object; waits for completion,
@@ -222,8 +254,14 @@ class SharedSpace {
   /// The live entry `p` lies in and the offset in it (hdsm::InvalidArgument naming `call` otherwise).
   std::pair<std::shared_ptr<Entry>, std::size_t> live_entry(const void* p, const char* call) const;
   /// The entries `uses` names (all of the device as unknown when empty), each validated.
-  std::vector<std::pair<std::shared_ptr<Entry>, KernelUse>> select(
-      unsigned device, std::span<const std::pair<const void*, KernelUse>> uses, const char* call) const;
+  /// One object a kernel call uses, and the bytes of it the call touches.
+  struct Selected {
+    std::shared_ptr<Entry> entry;
+    KernelUse use = KernelUse::unknown;
+    std::size_t offset = 0;
+    std::size_t bytes = 0;
+  };
+  std::vector<Selected> select(unsigned device, std::span<const ObjectUse> uses, const char* call) const;
   void check_device(unsigned device, const char* call) const;
   /// Copies blocks [first, first + count) of an object between shadow view and device (clamped to the
   /// object's size) and counts it for `why`; enqueued on the object's queue, not waited for. Returns

@@ -59,15 +59,47 @@ KernelUse combine(KernelUse a, KernelUse b) {
   return a == b ? a : KernelUse::inout;
 }
 
-// One entry per object, keyed by the object the pointer lies in.
-void add_use(RuntimeImpl::Uses& uses, const coherence::Directory& directory, const void* p, KernelUse use) {
-  const coherence::Object* object = directory.lookup(p).object;
-  for (auto& [q, u] : uses)
-    if (directory.lookup(q).object == object) {
-      u = combine(u, use);
+// One entry per object, keyed by the object the pointer lies in; two ranges of it become the range
+// that covers both.
+void add_use(RuntimeImpl::Uses& uses, const coherence::Directory& directory, const coherence::ObjectUse& add) {
+  constexpr std::size_t whole = coherence::ObjectUse::kWholeObject;
+  const coherence::Object* object = directory.lookup(add.pointer).object;
+  for (coherence::ObjectUse& u : uses)
+    if (directory.lookup(u.pointer).object == object) {
+      u.use = combine(u.use, add.use);
+      if (u.bytes == whole || add.bytes == whole) {
+        u.bytes = whole;
+      } else {
+        const auto* a = static_cast<const std::byte*>(u.pointer);
+        const auto* b = static_cast<const std::byte*>(add.pointer);
+        const auto* end = std::max(a + u.bytes, b + add.bytes);
+        u.pointer = std::min(a, b);
+        u.bytes = static_cast<std::size_t>(end - static_cast<const std::byte*>(u.pointer));
+      }
       return;
     }
-  uses.emplace_back(p, use);
+  uses.push_back(add);
+}
+
+// How call `kernel` uses the object its argument `index` points into; a range annotation must lie
+// within that object and not be empty.
+coherence::ObjectUse object_use(const CallArg& a, KernelUse use, const coherence::Directory& directory,
+                                std::string_view kernel, std::size_t index) {
+  if (a.kind != CallArg::Kind::annotated || a.bytes == CallArg::kWholeObject) return {a.pointer, use};
+  const coherence::Directory::Hit hit = directory.lookup(a.pointer);
+  if (hit.object == nullptr) return {a.pointer, use};  // freed meanwhile: the release names it
+  const std::size_t start = hit.offset_in_object;
+  const std::size_t size = hit.object->bytes;
+  if (a.bytes == 0 || a.offset > size - start || a.bytes > size - start - a.offset)
+    throw InvalidArgument(fmt::format(
+        "call({}): argument {} ({}) is annotated with bytes [{}, {}) from it, which {} object #{} ({} bytes, "
+        "the argument at byte {})",
+        kernel, index, a.pointer, a.offset, a.offset + a.bytes, a.bytes == 0 ? "is an empty range of" : "leave",
+        hit.object->id, size, start));
+  // Release and acquire cover the whole object, and the bytes out of the range keep their values:
+  // for them, a ranged out is an inout.
+  return {static_cast<const std::byte*>(a.pointer) + a.offset, use == KernelUse::out ? KernelUse::inout : use,
+          a.bytes};
 }
 
 }  // namespace
@@ -104,7 +136,7 @@ std::vector<unsigned> take_noted_calls(const RuntimeImpl& runtime) {
 bool forget_object(RuntimeImpl::Call& c, const coherence::Directory& directory, const void* p) {
   const coherence::Object* object = directory.lookup(p).object;
   bool uses = c.every_object && directory.arena().segment_of(p) == c.device;
-  uses |= std::erase_if(c.uses, [&](const auto& u) { return directory.lookup(u.first).object == object; }) != 0;
+  uses |= std::erase_if(c.uses, [&](const auto& u) { return directory.lookup(u.pointer).object == object; }) != 0;
   for (RuntimeImpl::Remote& r : c.remote)
     if (r.pointer != nullptr && directory.lookup(r.pointer).object == object) {
       r.pointer = nullptr;  // its temporary is still freed at the sync
@@ -355,7 +387,7 @@ void Runtime::call_args(const Kernel& kernel, const Launch& launch, std::span<co
                                                                  : coherence::KernelUse::inout;
     if (d == target) {
       kernel_args.push_back(space.argument(a.pointer));
-      if (annotated) detail::add_use(call.uses, directory, a.pointer, use);
+      if (annotated) detail::add_use(call.uses, directory, detail::object_use(a, use, directory, kernel.name, i));
       continue;
     }
     // Remote access (seed 003 §4.2): an object of a peer is passed as its device's address; otherwise
@@ -404,7 +436,7 @@ void Runtime::call_args(const Kernel& kernel, const Launch& launch, std::span<co
     if (home == target) continue;
     detail::RuntimeImpl::Uses at_home;
     for (const RuntimeImpl::Remote& r : call.remote)
-      if (r.home == home) at_home.emplace_back(r.pointer, r.use);
+      if (r.home == home) at_home.push_back({r.pointer, r.use});
     space.release(home, at_home);
   }
   std::vector<Event> copies_back;
@@ -484,12 +516,12 @@ void Runtime::sync() {
   for (const RuntimeImpl::Call& c : calls) {
     Acquire& a = acquire_on(acquires, c.device);
     a.every_object |= c.every_object;
-    for (const auto& [p, use] : c.uses) detail::add_use(a.uses, space.directory(), p, use);
+    for (const coherence::ObjectUse& u : c.uses) detail::add_use(a.uses, space.directory(), u);
     a.after.push_back(c.done);
     for (const RuntimeImpl::Remote& r : c.remote) {
       if (r.pointer == nullptr) continue;  // freed since
       Acquire& home = acquire_on(acquires, r.home);
-      detail::add_use(home.uses, space.directory(), r.pointer, r.use);
+      detail::add_use(home.uses, space.directory(), {r.pointer, r.use});
       home.after.push_back(c.done);
     }
   }

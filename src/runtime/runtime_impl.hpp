@@ -61,7 +61,7 @@ struct RuntimeImpl {
   /// How the shared space's copy engine stages (HDSM_COPY_BUFFERS, HDSM_COPY_CHUNK) and its pool.
   coherence::SharedSpace::CopySetup copy_setup();
 
-  using Uses = std::vector<std::pair<const void*, coherence::KernelUse>>;
+  using Uses = std::vector<coherence::ObjectUse>;
   /// An argument in an object of another device than the call's (remote access, seed 003 §4.2).
   struct Remote {
     const void* pointer;

@@ -2,7 +2,8 @@
 // (annotated or not) that write a pattern into a range or checksum one range into another object
 // (of another device too: a peer, or copied with HDSM_REMOTE=copy, remote as source or destination),
 // allocations and frees, bulk memory (Runtime::memset, memcpy between host memory and objects and
-// between objects, overlapping ones included), over every protocol x block size x 1-3 devices,
+// between objects, overlapping ones included), asynchronous copies between objects with range-annotated
+// calls and CPU accesses beside them, over every protocol x block size x 1-3 devices,
 // compared with plain memory after every step (read by the CPU or by a bulk copy, which must not
 // fetch what it reads). HDSM_MODEL_SEED and HDSM_MODEL_ITERATIONS set the seed and the number of steps.
 // The same model runs on the OpenCL device (PoCL in CI), with the kernels' OpenCL C bodies; there,
@@ -20,6 +21,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <random>
 #include <string>
@@ -347,6 +349,75 @@ class AdsmModel : public ::testing::TestWithParam<Param> {
     if (coin()) cpu_read();
   }
 
+  // A range of an object that an asynchronous copy moves (`writes`: its destination).
+  struct Busy {
+    const Object* object;
+    std::size_t offset, len;
+    bool writes;
+  };
+  // A random range of `o` (starting at a kernel-aligned offset when `aligned`) that work running beside
+  // the copies in `busy` may touch: it writes, so it must keep off every busy range of `o`.
+  std::optional<std::pair<std::size_t, std::size_t>> free_range(const Object& o, const std::vector<Busy>& busy,
+                                                                bool aligned) {
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      auto [offset, len] = random_range(o.ref.size());
+      if (aligned) {
+        const std::size_t start = offset / kernel_align_ * kernel_align_;
+        len += offset - start;
+        offset = start;
+      }
+      const bool clear = std::none_of(busy.begin(), busy.end(), [&](const Busy& b) {
+        return b.object == &o && b.offset < offset + len && offset < b.offset + b.len;
+      });
+      if (clear) return std::make_pair(offset, len);
+    }
+    return std::nullopt;
+  }
+
+  // memcpy_async between two objects, then, while it may still run, a call that writes a range of an
+  // object by a range annotation, its sync and CPU accesses: none of them touches the copy's bytes
+  // (the contract), but they may share its objects and blocks. Then the copy is waited for.
+  void async_step() {
+    Object& from = objects_[below(objects_.size())];
+    Object& to = objects_[below(objects_.size())];
+    const auto [offset, len] = random_range(from.ref.size());
+    const std::size_t n = std::min(len, to.ref.size());
+    const std::size_t at = below(to.ref.size() - n + 1);
+    log("memcpy_async " + std::to_string(n) + " from " + std::to_string(offset) + " of " +
+        std::to_string(from.ref.size()) + " (device " + std::to_string(from.device) + ") to " +
+        std::to_string(at) + " of " + std::to_string(to.ref.size()) + " (device " + std::to_string(to.device) +
+        ")");
+    const hdsm::Event copied = rt_->memcpy_async(to.p + at, from.p + offset, n);
+    std::memmove(to.ref.data() + at, from.ref.data() + offset, n);
+    const std::vector<Busy> busy{{&from, offset, n, false}, {&to, at, n, true}};
+    Object& a = objects_[below(objects_.size())];
+    if (const auto range = free_range(a, busy, true); range && coin(0.8)) {
+      const auto [o, l] = *range;
+      const auto salt = static_cast<std::uint32_t>(rng_());
+      log("  pattern, range annotated, " + std::to_string(l) + " at " + std::to_string(o) + " of " +
+          std::to_string(a.ref.size()) + " on device " + std::to_string(a.device) + "; sync");
+      rt_->call(pattern_kernel(), hdsm::cover(l), hdsm::inout(a.p + o, 0, l), std::uint64_t{l}, salt);
+      rt_->sync();
+      for (std::size_t i = 0; i < l; ++i) a.ref[o + i] = pattern_byte(i, salt);
+    }
+    Object& c = objects_[below(objects_.size())];
+    if (const auto range = free_range(c, busy, false); range && coin()) {
+      const auto [o, l] = *range;
+      log("  CPU write " + std::to_string(l) + " at " + std::to_string(o) + " of " + std::to_string(c.ref.size()));
+      for (std::size_t i = 0; i < l; ++i) c.p[o + i] = c.ref[o + i] = static_cast<unsigned char>(rng_());
+    }
+    Object& r = objects_[below(objects_.size())];
+    const std::vector<Busy> written{busy[1]};  // the source may be read
+    if (const auto range = free_range(r, written, false); range && coin()) {
+      log("  CPU read " + std::to_string(range->second) + " at " + std::to_string(range->first) + " of " +
+          std::to_string(r.ref.size()));
+      check_range(r, range->first, range->second, "CPU read beside a copy");
+      if (HasFatalFailure()) return;
+    }
+    log("  wait for the copy");
+    copied.wait();
+  }
+
   // Half of the objects are read with a bulk copy, which leaves invalid blocks invalid for later steps.
   void check_all() {
     for (const auto& o : objects_) {
@@ -389,8 +460,10 @@ TEST_P(AdsmModel, MatchesPlainMemory) {
       cpu_write();
     } else if (r < 52) {
       cpu_read();
-    } else if (r < 64) {
+    } else if (r < 60) {
       bulk_op();
+    } else if (r < 68) {
+      async_step();
     } else {
       kernel_step();
     }

@@ -5,6 +5,7 @@
 #include <hdsm/hdsm.hpp>
 
 #include "runtime/runtime_impl.hpp"
+#include "timing/slow_link.hpp"
 
 #include <gtest/gtest.h>
 
@@ -19,21 +20,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::size_t MiB = std::size_t{1} << 20;
 
-/// Two sim devices on 0.1 GB/s links with 200 us per transfer: 4 MiB take 42 ms one way, far more
-/// than the memcpy of the bytes even under a sanitizer with four engines busy on two cores.
-constexpr double kGbps = 0.1;
+using hdsm::test::slow_link;
+constexpr double kGbps = hdsm::test::kSlowLinkGbps;
 constexpr std::size_t kBytes = 4 * MiB;
-
-hdsm::Config slow_link(const char* peers) {
-  auto c = hdsm::Config::defaults();
-  c.set("HDSM_SIM_MEMORY", "256MiB")
-      .set("HDSM_SIM_DEVICES", "2")
-      .set("HDSM_SIM_LINK_GBPS", "0.1")
-      .set("HDSM_SIM_LATENCY_US", "200")
-      .set("HDSM_SIM_PEER", peers)
-      .set("HDSM_ARENA_SEGMENT", "1GiB");
-  return c;
-}
 
 /// The fastest of three runs of `f` (a busy machine only ever adds time).
 double seconds(const std::function<void()>& f) {

@@ -25,7 +25,7 @@ namespace {
 using hdsm::coherence::KernelUse;
 using hdsm::coherence::ProtocolKind;
 using hdsm::coherence::SharedSpace;
-using Uses = std::vector<std::pair<const void*, KernelUse>>;
+using Uses = std::vector<hdsm::coherence::ObjectUse>;
 
 constexpr std::size_t kSegmentBytes = std::size_t{1} << 30;
 
