@@ -665,24 +665,34 @@ class HpeSuite {
     double transfer = 0;  // share of the run spent waiting for exchanges
   };
 
-  /// Runs `once` several times: the first run's output is checked against `want` and not timed; then
-  /// at least kMinRuns timed runs and more, up to kMaxRuns, until they took a set time together (short
-  /// runs vary most on a busy machine); the medians count.
-  AppTiming time_app(const std::string& what, const std::function<apps::MultiRun()>& once,
-                     const apps::Output& want, double tolerance) {
+  /// One configuration that time_apps measures.
+  struct Contender {
+    std::string what;
+    std::function<apps::MultiRun()> once;
+  };
+
+  /// Times the contenders side by side: each runs once with its output checked against `want`, not
+  /// timed; then the timed runs go round robin, one of each per round, at least kMinRuns rounds and
+  /// more, up to kMaxRuns, until they took a set time per contender (short runs vary most on a busy
+  /// machine). Load that comes and goes thus weighs on every contender alike; the medians count.
+  std::vector<AppTiming> time_apps(const std::vector<Contender>& contenders, const apps::Output& want,
+                                   double tolerance) {
     constexpr std::size_t kMinRuns = 3, kMaxRuns = 25;
-    const double budget = ctx_.quick ? 0.05 : 0.5;
-    ctx_.progress.start(what);
-    if (const std::string why = apps::compare(once().output, want, tolerance); !why.empty())
-      throw std::runtime_error(fmt::format("{} computed a wrong result: {}", what, why));
-    std::vector<double> seconds, shares;
+    const double budget = (ctx_.quick ? 0.05 : 0.5) * static_cast<double>(contenders.size());
+    for (const Contender& c : contenders)
+      if (const std::string why = apps::compare(c.once().output, want, tolerance); !why.empty())
+        throw std::runtime_error(fmt::format("{} computed a wrong result: {}", c.what, why));
+    std::vector<std::vector<double>> seconds(contenders.size()), shares(contenders.size());
     const Stopwatch watch;
-    while (seconds.size() < kMinRuns || (seconds.size() < kMaxRuns && watch.seconds() < budget)) {
-      const apps::MultiRun run = once();
-      seconds.push_back(run.seconds);
-      shares.push_back(run.seconds > 0 ? run.exchange_seconds / run.seconds : 0);
-    }
-    return {median(seconds), median(shares)};
+    for (std::size_t round = 0; round < kMinRuns || (round < kMaxRuns && watch.seconds() < budget); ++round)
+      for (std::size_t i = 0; i < contenders.size(); ++i) {
+        const apps::MultiRun run = contenders[i].once();
+        seconds[i].push_back(run.seconds);
+        shares[i].push_back(run.seconds > 0 ? run.exchange_seconds / run.seconds : 0);
+      }
+    std::vector<AppTiming> out;
+    for (std::size_t i = 0; i < contenders.size(); ++i) out.push_back({median(seconds[i]), median(shares[i])});
+    return out;
   }
 
   void add_app(const apps::MultiApp& app, const std::string& version, unsigned devices, std::size_t size,
@@ -718,25 +728,30 @@ class HpeSuite {
       const apps::Output want = app.run_reference(size);
       const std::string label = fmt::format("{} {}", app.name, format_bytes(app.bytes(size)));
       const std::vector<Device*> one{&explicit_rt_->device(all.front())};
-      const AppTiming base = time_app(
-          fmt::format("{} explicit x1", label), [&] { return app.run_explicit(one, size); }, want,
-          app.tolerance);
+      const std::string base_label = fmt::format("{} explicit x1", label);
+      ctx_.progress.start(base_label);
+      const AppTiming base =
+          time_apps({{base_label, [&] { return app.run_explicit(one, size); }}}, want, app.tolerance).front();
       add_app(app, kExplicit, 1, size, base, base.seconds);
       for (unsigned count : device_counts()) {
         const std::vector<unsigned> indices(all.begin(), all.begin() + count);
         std::vector<Device*> devices;
         for (unsigned i : indices) devices.push_back(&explicit_rt_->device(i));
-        const AppTiming e = time_app(
-            fmt::format("{} explicit x{}", label, count), [&] { return app.run_explicit(devices, size); },
-            want, app.tolerance);
-        add_app(app, kExplicit, count, size, e, base.seconds);
-        timing[kExplicit][{count, size}] = e;
-        for (const auto& [series, rt] : shared) {
-          const AppTiming h = time_app(
-              fmt::format("{} {} x{}", label, series, count),
-              [&, rt = rt] { return app.run_hdsm(*rt, indices, size); }, want, app.tolerance);
-          add_app(app, series, count, size, h, base.seconds);
-          timing[series][{count, size}] = h;
+        // The hand-written version and the hdsm ones at this count, timed side by side.
+        std::vector<std::string> series{kExplicit};
+        std::vector<Contender> contenders{
+            {fmt::format("{} explicit x{}", label, count), [&] { return app.run_explicit(devices, size); }}};
+        for (const auto& [name, rt] : shared) {
+          series.push_back(name);
+          contenders.push_back({fmt::format("{} {} x{}", label, name, count),
+                                [&, rt = rt] { return app.run_hdsm(*rt, indices, size); }});
+        }
+        ctx_.progress.note(fmt::format("{} x{}: {}, one run of each per round", label, count, fmt::join(series, ", ")));
+        const std::vector<AppTiming> timed = time_apps(contenders, want, app.tolerance);
+        for (std::size_t i = 0; i < timed.size(); ++i) {
+          ctx_.progress.start(contenders[i].what);
+          add_app(app, series[i], count, size, timed[i], base.seconds);
+          timing[series[i]][{count, size}] = timed[i];
         }
         timing["base"][{count, size}] = base;
       }
