@@ -1,0 +1,215 @@
+// Collectives on shared objects: MPI_Bcast, MPI_Reduce, MPI_Allreduce, MPI_Gather, MPI_Scatter,
+// MPI_Allgather and MPI_Alltoall. libmpi reads and writes a collective's buffers itself, and on a
+// shared object that would cost a page fault per block (a fetch for every block read, a dirty block
+// for every block written). Instead a buffer in a shared object is staged through host memory: one
+// bulk read of the bytes the call reads before it (device-resident blocks come straight from the
+// device copy), one bulk write of the bytes it writes after it (which go to the device copy where
+// the host's is invalid). The collective itself is libmpi's, on the host copies. Buffers in host
+// memory, non-contiguous datatypes and intercommunicators are passed through untouched.
+#include "mpi/engine.hpp"
+#include "mpi/operations.hpp"
+#include "runtime/shared_ranges.hpp"
+
+#include <fmt/format.h>
+
+#include <climits>
+#include <cstddef>
+#include <exception>
+#include <memory>
+
+namespace hdsm::mpi {
+namespace {
+
+/// One buffer argument of a collective as the call passes it to libmpi.
+class Staged {
+ public:
+  /// Stages the `count` elements of `type` from `buf` when they lie in a shared object: a host copy,
+  /// filled from the object when the call `reads` them. An MPI error code (reported, naming `call`)
+  /// when the range leaves the live shared objects.
+  int stage(const char* call, const void* buf, std::size_t count, MPI_Datatype type, bool reads, bool writes) {
+    user_ = buf;
+    if (buf == MPI_IN_PLACE || buf == nullptr || count == 0 || count > INT_MAX || type == MPI_DATATYPE_NULL)
+      return MPI_SUCCESS;
+    if (detail::shared_ranges.owner(buf) == nullptr || !contiguous(type)) return MPI_SUCCESS;
+    UserBuffer b;
+    if (const int rc = describe(call, buf, static_cast<int>(count), type, b); rc != MPI_SUCCESS) return rc;
+    if (!b.shared() || b.bytes == 0) return MPI_SUCCESS;
+    space_ = b.space;
+    bytes_ = b.bytes;
+    writes_ = writes;
+    copy_ = std::make_unique_for_overwrite<std::byte[]>(bytes_);
+    if (reads) space_->read(copy_.get(), user_, bytes_);
+    return MPI_SUCCESS;
+  }
+  /// What libmpi gets: the host copy, or the user's pointer.
+  void* get() const { return copy_ ? copy_.get() : const_cast<void*>(user_); }
+  /// After the collective: the bytes it wrote go back to the object.
+  void finish() const {
+    if (copy_ && writes_) space_->write(const_cast<void*>(user_), copy_.get(), bytes_);
+  }
+
+ private:
+  static bool contiguous(MPI_Datatype type) {
+    int size = 0;
+    MPI_Aint lb = 0, extent = 0, true_lb = 0, true_extent = 0;
+    return PMPI_Type_size(type, &size) == MPI_SUCCESS && PMPI_Type_get_extent(type, &lb, &extent) == MPI_SUCCESS &&
+           PMPI_Type_get_true_extent(type, &true_lb, &true_extent) == MPI_SUCCESS && lb == 0 && true_lb == 0 &&
+           extent == size && true_extent == size;
+  }
+
+  const void* user_ = nullptr;
+  coherence::SharedSpace* space_ = nullptr;
+  std::size_t bytes_ = 0;
+  bool writes_ = false;
+  std::unique_ptr<std::byte[]> copy_;
+};
+
+/// The caller's rank and the group's size, and whether `comm` is an intracommunicator (the only
+/// kind staged: an intercommunicator's roots and counts follow other rules).
+struct Group {
+  int rank = 0;
+  int size = 0;
+  bool intra = false;
+};
+Group group_of(MPI_Comm comm) {
+  Group g;
+  int inter = 1;
+  if (comm == MPI_COMM_NULL || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter != 0) return g;
+  if (PMPI_Comm_rank(comm, &g.rank) != MPI_SUCCESS || PMPI_Comm_size(comm, &g.size) != MPI_SUCCESS) return g;
+  g.intra = true;
+  return g;
+}
+
+/// The shape every staged collective shares: stage the buffers (`prepare` returns an MPI error code),
+/// run libmpi's collective on what they give (`run`), write back what it wrote. Errors before the
+/// collective go through `comm`'s handler; libmpi's own are returned as they are.
+template <class Prepare, class Run>
+int staged(const char* call, MPI_Comm comm, Staged (&buffers)[2], Prepare prepare, Run run) {
+  try {
+    if (const int rc = prepare(); rc != MPI_SUCCESS) return refuse(comm, rc);
+    const int rc = run();
+    if (rc != MPI_SUCCESS) return rc;
+    for (const Staged& b : buffers) b.finish();
+    return MPI_SUCCESS;
+  } catch (const std::exception& e) {
+    return internal(call, comm, e);
+  }
+}
+
+std::size_t times(int count, int n) { return count > 0 && n > 0 ? static_cast<std::size_t>(count) * n : 0; }
+
+}  // namespace
+}  // namespace hdsm::mpi
+
+using namespace hdsm::mpi;
+
+extern "C" {
+
+int MPI_Bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  const Group g = group_of(comm);
+  if (!g.intra) return PMPI_Bcast(buf, count, type, root, comm);
+  Staged b[2];
+  const bool root_here = g.rank == root;
+  return staged(
+      "MPI_Bcast", comm, b,
+      [&] { return b[0].stage("MPI_Bcast", buf, times(count, 1), type, root_here, !root_here); },
+      [&] { return PMPI_Bcast(b[0].get(), count, type, root, comm); });
+}
+
+int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+               MPI_Comm comm) {
+  const Group g = group_of(comm);
+  if (!g.intra) return PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
+  Staged b[2];
+  const bool root_here = g.rank == root, in_place = sendbuf == MPI_IN_PLACE;
+  return staged(
+      "MPI_Reduce", comm, b,
+      [&] {
+        const int rc = b[0].stage("MPI_Reduce", sendbuf, times(count, 1), type, true, false);
+        if (rc != MPI_SUCCESS || !root_here) return rc;
+        return b[1].stage("MPI_Reduce", recvbuf, times(count, 1), type, in_place, true);
+      },
+      [&] { return PMPI_Reduce(b[0].get(), b[1].get(), count, type, op, root, comm); });
+}
+
+int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  const Group g = group_of(comm);
+  if (!g.intra) return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
+  Staged b[2];
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  return staged(
+      "MPI_Allreduce", comm, b,
+      [&] {
+        const int rc = b[0].stage("MPI_Allreduce", sendbuf, times(count, 1), type, true, false);
+        return rc != MPI_SUCCESS ? rc : b[1].stage("MPI_Allreduce", recvbuf, times(count, 1), type, in_place, true);
+      },
+      [&] { return PMPI_Allreduce(b[0].get(), b[1].get(), count, type, op, comm); });
+}
+
+int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+               MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  const Group g = group_of(comm);
+  if (!g.intra) return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+  Staged b[2];
+  const bool root_here = g.rank == root, in_place = sendbuf == MPI_IN_PLACE;
+  return staged(
+      "MPI_Gather", comm, b,
+      [&] {
+        const int rc = b[0].stage("MPI_Gather", sendbuf, times(sendcount, 1), sendtype, true, false);
+        if (rc != MPI_SUCCESS || !root_here) return rc;
+        return b[1].stage("MPI_Gather", recvbuf, times(recvcount, g.size), recvtype, in_place, true);
+      },
+      [&] { return PMPI_Gather(b[0].get(), sendcount, sendtype, b[1].get(), recvcount, recvtype, root, comm); });
+}
+
+int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  const Group g = group_of(comm);
+  if (!g.intra) return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+  Staged b[2];
+  const bool root_here = g.rank == root;
+  return staged(
+      "MPI_Scatter", comm, b,
+      [&] {
+        if (root_here) {
+          const int rc = b[0].stage("MPI_Scatter", sendbuf, times(sendcount, g.size), sendtype, true, false);
+          if (rc != MPI_SUCCESS) return rc;
+        }
+        return b[1].stage("MPI_Scatter", recvbuf, times(recvcount, 1), recvtype, false, true);
+      },
+      [&] { return PMPI_Scatter(b[0].get(), sendcount, sendtype, b[1].get(), recvcount, recvtype, root, comm); });
+}
+
+int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                  MPI_Datatype recvtype, MPI_Comm comm) {
+  const Group g = group_of(comm);
+  if (!g.intra) return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  Staged b[2];
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  return staged(
+      "MPI_Allgather", comm, b,
+      [&] {
+        const int rc = b[0].stage("MPI_Allgather", sendbuf, times(sendcount, 1), sendtype, true, false);
+        if (rc != MPI_SUCCESS) return rc;
+        return b[1].stage("MPI_Allgather", recvbuf, times(recvcount, g.size), recvtype, in_place, true);
+      },
+      [&] { return PMPI_Allgather(b[0].get(), sendcount, sendtype, b[1].get(), recvcount, recvtype, comm); });
+}
+
+int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                 MPI_Datatype recvtype, MPI_Comm comm) {
+  const Group g = group_of(comm);
+  if (!g.intra) return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  Staged b[2];
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  return staged(
+      "MPI_Alltoall", comm, b,
+      [&] {
+        const int rc = b[0].stage("MPI_Alltoall", sendbuf, times(sendcount, g.size), sendtype, true, false);
+        if (rc != MPI_SUCCESS) return rc;
+        return b[1].stage("MPI_Alltoall", recvbuf, times(recvcount, g.size), recvtype, in_place, true);
+      },
+      [&] { return PMPI_Alltoall(b[0].get(), sendcount, sendtype, b[1].get(), recvcount, recvtype, comm); });
+}
+
+}  // extern "C"
