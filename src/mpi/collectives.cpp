@@ -51,10 +51,9 @@ class Staged {
  private:
   static bool contiguous(MPI_Datatype type) {
     int size = 0;
-    MPI_Aint lb = 0, extent = 0, true_lb = 0, true_extent = 0;
-    return PMPI_Type_size(type, &size) == MPI_SUCCESS && PMPI_Type_get_extent(type, &lb, &extent) == MPI_SUCCESS &&
-           PMPI_Type_get_true_extent(type, &true_lb, &true_extent) == MPI_SUCCESS && lb == 0 && true_lb == 0 &&
-           extent == size && true_extent == size;
+    MPI_Aint extent = 0;
+    bool contiguous = false;
+    return type_layout(type, size, extent, contiguous) && contiguous;
   }
 
   const void* user_ = nullptr;

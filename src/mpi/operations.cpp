@@ -27,6 +27,15 @@ int report(const char* call, int code, const std::string& what) {
   return code;
 }
 
+bool type_layout(MPI_Datatype type, int& size, MPI_Aint& extent, bool& contiguous) {
+  MPI_Aint lb = 0, true_lb = 0, true_extent = 0;
+  if (PMPI_Type_size(type, &size) != MPI_SUCCESS || PMPI_Type_get_extent(type, &lb, &extent) != MPI_SUCCESS ||
+      PMPI_Type_get_true_extent(type, &true_lb, &true_extent) != MPI_SUCCESS)
+    return false;
+  contiguous = lb == 0 && true_lb == 0 && extent == size && true_extent == size;
+  return true;
+}
+
 int describe(const char* call, const void* buf, int count, MPI_Datatype type, UserBuffer& out) {
   out = UserBuffer{};
   out.data = static_cast<std::byte*>(const_cast<void*>(buf));
@@ -38,12 +47,10 @@ int describe(const char* call, const void* buf, int count, MPI_Datatype type, Us
   coherence::SharedSpace* space = runtime->impl().existing_space();
   if (space == nullptr || !space->owns(buf)) return MPI_SUCCESS;
   int size = 0;
-  MPI_Aint lb = 0, extent = 0, true_lb = 0, true_extent = 0;
-  if (PMPI_Type_size(type, &size) != MPI_SUCCESS || PMPI_Type_get_extent(type, &lb, &extent) != MPI_SUCCESS ||
-      PMPI_Type_get_true_extent(type, &true_lb, &true_extent) != MPI_SUCCESS)
+  MPI_Aint extent = 0;
+  if (!type_layout(type, size, extent, out.contiguous))
     return report(call, MPI_ERR_TYPE, fmt::format("buffer {} in a shared object: invalid datatype", buf));
   out.bytes = static_cast<std::size_t>(count) * static_cast<std::size_t>(size);
-  out.contiguous = lb == 0 && true_lb == 0 && extent == size && true_extent == size;
   if (!out.contiguous)
     return report(call, MPI_ERR_TYPE,
                   fmt::format("buffer {} is in a shared object and its datatype is not contiguous (size {} B, "
@@ -294,12 +301,9 @@ class Receive final : public Operation {
       : Operation(call, comm), buffer_(b), want_source_(source), want_tag_(tag) {
     if (!b.shared() && b.count > 0) {
       int size = 0;
-      MPI_Aint lb = 0, extent = 0, true_lb = 0, true_extent = 0;
-      PMPI_Type_size(b.type, &size);
-      PMPI_Type_get_extent(b.type, &lb, &extent);
-      PMPI_Type_get_true_extent(b.type, &true_lb, &true_extent);
-      buffer_.bytes = static_cast<std::size_t>(b.count) * static_cast<std::size_t>(size);
-      buffer_.contiguous = lb == 0 && true_lb == 0 && extent == size && true_extent == size;
+      MPI_Aint extent = 0;
+      if (type_layout(b.type, size, extent, buffer_.contiguous))
+        buffer_.bytes = static_cast<std::size_t>(b.count) * static_cast<std::size_t>(size);
     }
   }
 

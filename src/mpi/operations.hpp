@@ -50,6 +50,9 @@ struct UserBuffer {
   std::size_t chunk = 0;                    // the owning runtime's HDSM_MPI_CHUNK
   bool shared() const { return space != nullptr; }
 };
+/// The size and extent of `type`, and whether its elements are `size` bytes with no gap (false: an
+/// invalid datatype).
+bool type_layout(MPI_Datatype type, int& size, MPI_Aint& extent, bool& contiguous);
 /// Fills `out`; an MPI error code (reported, naming `call`) when a shared buffer is not contiguous
 /// or leaves the live shared objects.
 int describe(const char* call, const void* buf, int count, MPI_Datatype type, UserBuffer& out);
