@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cmath>
 #include <stdexcept>
 #include <utility>
@@ -69,67 +70,69 @@ MultiRun run_hdsm(Runtime& rt, std::span<const unsigned> devices, std::size_t si
   const Shape s = shape_of(size);
   const std::size_t n = devices.size();
   const std::vector<float> volume = initial_volume(s);
-  std::vector<float*> u(n), next(n);
+  // Two volumes per device that trade roles every step: step t reads buffer[t % 2] and writes
+  // buffer[(t + 1) % 2]. Indexing by the step's parity, not swapping pointers, lets every member find
+  // its neighbours' objects of any step without waiting for them to swap.
+  std::array<std::vector<float*>, 2> buffer{std::vector<float*>(n), std::vector<float*>(n)};
   std::vector<Slab> slabs;
   for (std::size_t d = 0; d < n; ++d) {
     slabs.push_back(slab_of(s, n, d));
-    u[d] = rt.alloc<float>(slabs[d].points(), static_cast<int>(devices[d]));
-    next[d] = rt.alloc<float>(slabs[d].points(), static_cast<int>(devices[d]));
+    for (auto& b : buffer) b[d] = rt.alloc<float>(slabs[d].points(), static_cast<int>(devices[d]));
     const std::vector<float> init = initial_slab(volume, s, slabs[d]);
-    rt.memcpy(u[d], init.data(), init.size() * sizeof(float));
+    rt.memcpy(buffer[0][d], init.data(), init.size() * sizeof(float));
   }
   std::vector<ExchangeTimer> timers(n);
   ExchangeTimer total;
   run_team(n, [&](std::size_t d, Team& team) {
     const Slab& slab = slabs[d];
     const std::size_t plane = slab.plane_points;
-    float* mine_u = u[d];
-    float* mine_next = next[d];
-    // A part reads planes [first - 1, first + count] of u and writes planes [first, first + count) of
-    // next: the ranges let the interior run while the boundary planes are copied out of next and the
-    // neighbours' planes into its halos.
-    const auto launch = [&](const Part& p) {
-      const std::uint32_t first = p.planes.first;
-      rt.call(stencil_slab_kernel(), stencil_slab_launch(s, p.count),
-              hdsm::in(mine_u, (first - 1) * plane, (p.count + 2) * plane),
-              hdsm::inout(mine_next, first * plane, p.count * plane), s, p.planes);
-    };
     team.arrive_and_wait();
     if (d == 0) total.start();
     for (unsigned step = 0; step < kSteps; ++step) {
+      float* const u = buffer[step % 2][d];
+      const std::vector<float*>& next = buffer[(step + 1) % 2];
+      // A part reads planes [first - 1, first + count] of u and writes planes [first, first + count)
+      // of next: the ranges let the interior run while the boundary planes are copied out of next and
+      // the neighbours' planes into its halos, and let the next step's parts wait for exactly the
+      // copies into the halos they read.
+      const auto launch = [&](const Part& p) {
+        const std::uint32_t first = p.planes.first;
+        rt.call(stencil_slab_kernel(), stencil_slab_launch(s, p.count),
+                hdsm::in(u, (first - 1) * plane, (p.count + 2) * plane),
+                hdsm::inout(next[d], first * plane, p.count * plane), s, p.planes);
+      };
       launch(boundary_part(slab, false));
       launch(boundary_part(slab, true));
-      wait_for_device(rt, mine_next);  // the boundary planes are computed: the exchange is timed from here
+      wait_for_device(rt, next[d]);  // the boundary planes are computed: the exchange is timed from here
       timers[d].start();
       // Boundary planes to the neighbours' halos (Listing 4: the runtime moves them, peer or staged),
       // while the interior computes.
       std::vector<Event> sent;
       if (d > 0)
-        sent.push_back(rt.memcpy_async(next[d - 1] + (slabs[d - 1].planes + 1) * plane, mine_next + plane,
+        sent.push_back(rt.memcpy_async(next[d - 1] + (slabs[d - 1].planes + 1) * plane, next[d] + plane,
                                        slab.plane_bytes()));
       if (d + 1 < n)
-        sent.push_back(rt.memcpy_async(next[d + 1], mine_next + slab.planes * plane, slab.plane_bytes()));
-      team.arrive_and_wait();  // every copy has started: none waits for a neighbour's interior
+        sent.push_back(rt.memcpy_async(next[d + 1], next[d] + slab.planes * plane, slab.plane_bytes()));
+      // Every copy of this step has started, so none waits for a neighbour's interior; and a member's
+      // next step, whose parts read the halos, finds the copies into them to wait for.
+      team.arrive_and_wait();
       if (slab.planes > 2) launch(interior_part(slab));
       for (const Event& e : sent) e.wait();
-      team.arrive_and_wait();  // every halo of this step is in place, every kernel of it issued
       timers[d].stop();
-      std::swap(mine_u, mine_next);
-      std::swap(u[d], next[d]);
-      team.arrive_and_wait();  // every member sees the swapped objects of its neighbours
     }
+    team.arrive_and_wait();  // every member has issued its last step
     if (d == 0) {
       rt.sync();
       total.stop();
     }
   });
+  const std::vector<float*>& u = buffer[kSteps % 2];
   std::vector<float> result(volume.size());
   for (std::size_t d = 0; d < n; ++d) {
     const Slab& slab = slabs[d];
     rt.memcpy(result.data() + slab.z0 * slab.plane_points, u[d] + slab.plane_points,
               slab.planes * slab.plane_bytes());
-    rt.free(u[d]);
-    rt.free(next[d]);
+    for (auto& b : buffer) rt.free(b[d]);
   }
   return multi_run(output_of(result), total, timers);
 }
