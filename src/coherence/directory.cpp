@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <limits>
+#include <optional>
 
 namespace hdsm::coherence {
 
@@ -81,16 +82,29 @@ ObjectId Directory::insert(unsigned segment, std::size_t bytes) {
     throw InvalidArgument(
         fmt::format("cannot create a shared object in arena segment {}: the arena has {} segments", segment,
                     arena_.segments()));
-  std::lock_guard lock(mutex_);
   Segment& seg = tables_[segment];
-  const auto offset = bytes <= seg.heap.capacity() ? seg.heap.allocate(bytes) : std::nullopt;
-  if (!offset)
-    throw OutOfDeviceMemory(fmt::format("arena segment {}", segment), bytes, seg.heap.used(),
-                            seg.heap.capacity());
-  const std::size_t blocks = seg.heap.rounded(bytes) >> shift_;
-  std::uint32_t slot = 0;
+  std::optional<std::size_t> offset;
+  std::size_t blocks = 0;
+  {
+    std::lock_guard lock(mutex_);
+    offset = bytes <= seg.heap.capacity() ? seg.heap.allocate(bytes) : std::nullopt;
+    if (!offset)
+      throw OutOfDeviceMemory(fmt::format("arena segment {}", segment), bytes, seg.heap.used(),
+                              seg.heap.capacity());
+    blocks = seg.heap.rounded(bytes) >> shift_;
+  }
+  // The range is this thread's from here on; zeroing what a freed object left in it can take long,
+  // so it runs without the lock that every alloc, free and describe takes.
   try {
     arena_.reuse(segment, *offset, blocks << shift_);
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    seg.heap.release(*offset, bytes);
+    throw;
+  }
+  std::lock_guard lock(mutex_);
+  std::uint32_t slot = 0;
+  try {
     slot = take_slot();
     Object& object = slot_at(slot).object;
     object.states.assign(blocks, BlockState::invalid);

@@ -10,6 +10,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <sys/mman.h>
@@ -102,45 +103,60 @@ void Arena::release(unsigned segment, std::size_t offset, std::size_t bytes) {
   protect(segment, offset, bytes, PROT_NONE);
   {
     std::lock_guard lock(kept_mutex_);
-    if (bytes <= keep_limit_ - std::min(keep_limit_, kept_total_)) {
-      auto& kept = kept_[segment];
-      std::size_t begin = offset, end = offset + bytes;
-      // Join the neighbours, so the map stays as small as the free space is fragmented.
-      if (const auto next = kept.find(end); next != kept.end()) {
-        end = next->second;
-        kept.erase(next);
-      }
-      if (auto prev = kept.lower_bound(begin); prev != kept.begin() && (--prev)->second == begin) {
-        begin = prev->first;
-        kept.erase(prev);
-      }
-      kept.emplace(begin, end);
-      kept_total_ += bytes;
-      return;
-    }
+    if (bytes <= keep_limit_ - std::min(keep_limit_, kept_total_)) return keep(segment, offset, offset + bytes);
   }
   punch(segment, offset, bytes);
+}
+
+void Arena::keep(unsigned segment, std::size_t begin, std::size_t end) {
+  auto& kept = kept_[segment];
+  kept_total_ += end - begin;
+  // Join the neighbours, so the map stays as small as the free space is fragmented.
+  if (const auto next = kept.find(end); next != kept.end()) {
+    end = next->second;
+    kept.erase(next);
+  }
+  if (auto prev = kept.lower_bound(begin); prev != kept.begin() && (--prev)->second == begin) {
+    begin = prev->first;
+    kept.erase(prev);
+  }
+  kept.emplace(begin, end);
 }
 
 void Arena::reuse(unsigned segment, std::size_t offset, std::size_t bytes) {
   check_range(segment, offset, bytes, "reuse");
   const std::size_t end = offset + bytes;
-  std::lock_guard lock(kept_mutex_);
-  auto& kept = kept_[segment];
-  auto it = kept.upper_bound(offset);
-  if (it != kept.begin()) --it;
-  while (it != kept.end() && it->first < end) {
-    const std::size_t begin = it->first, stop = it->second;
-    if (stop <= offset) {
-      ++it;
-      continue;
+  // The kept parts of the range are taken under the lock and zeroed after it, so threads that
+  // allocate or free elsewhere do not wait for the memset: the range is the caller's alone.
+  std::vector<std::pair<std::size_t, std::size_t>> taken;
+  {
+    std::lock_guard lock(kept_mutex_);
+    auto& kept = kept_[segment];
+    auto it = kept.upper_bound(offset);
+    if (it != kept.begin()) --it;
+    while (it != kept.end() && it->first < end) {
+      const std::size_t begin = it->first, stop = it->second;
+      if (stop <= offset) {
+        ++it;
+        continue;
+      }
+      const std::size_t from = std::max(begin, offset), to = std::min(stop, end);
+      taken.emplace_back(from, to);
+      kept_total_ -= to - from;
+      it = kept.erase(it);
+      if (begin < from) kept.emplace(begin, from);
+      if (to < stop) it = kept.emplace(to, stop).first;
     }
-    const std::size_t from = std::max(begin, offset), to = std::min(stop, end);
-    zero_resident(segment, from, to - from);
-    kept_total_ -= to - from;
-    it = kept.erase(it);
-    if (begin < from) kept.emplace(begin, from);
-    if (to < stop) it = kept.emplace(to, stop).first;
+  }
+  for (std::size_t i = 0; i < taken.size(); ++i) {
+    try {
+      zero_resident(segment, taken[i].first, taken[i].second - taken[i].first);
+    } catch (...) {
+      // What was not zeroed goes back to the kept set, so the next object there zeroes it.
+      std::lock_guard lock(kept_mutex_);
+      for (std::size_t j = i; j < taken.size(); ++j) keep(segment, taken[j].first, taken[j].second);
+      throw;
+    }
   }
 }
 

@@ -69,6 +69,8 @@ class Arena {
   void teardown() noexcept;
   void check_range(unsigned segment, std::size_t offset, std::size_t bytes, const char* what) const;
   void punch(unsigned segment, std::size_t offset, std::size_t bytes);
+  /// Adds [begin, end) to the kept set, joined with its neighbours (under kept_mutex_).
+  void keep(unsigned segment, std::size_t begin, std::size_t end);
   void zero_resident(unsigned segment, std::size_t offset, std::size_t bytes);
 
   unsigned segments_;
