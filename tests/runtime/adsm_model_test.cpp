@@ -7,9 +7,11 @@
 // compared with plain memory after every step (read by the CPU or by a bulk copy, which must not
 // fetch what it reads). HDSM_MODEL_SEED and HDSM_MODEL_ITERATIONS set the seed and the number of steps.
 // The same model runs on the OpenCL device (PoCL in CI), with the kernels' OpenCL C bodies; there,
-// kernel ranges start on 512-byte boundaries, the sub-buffer alignment OpenCL devices ask for.
+// kernel ranges start on 512-byte boundaries, the sub-buffer alignment OpenCL devices ask for. On a
+// CUDA device (where there is one) it runs with the kernels' CUDA bodies (support/cuda_kernels.cu).
 #include <hdsm/hdsm.hpp>
 
+#include "support/cuda_kernels.hpp"
 #include "support/test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -60,6 +62,7 @@ const hdsm::Kernel& pattern_kernel() {
         const ulong i = get_global_id(0);
         if (i < n) dst[i] = (uchar)(((uint)i * 131u + salt) ^ (uint)(i >> 9));
       })";
+    kernel.cuda_lookup = hdsm::test::cuda_test_lookup("model_pattern");
     return kernel;
   }();
   return k;
@@ -82,6 +85,7 @@ const hdsm::Kernel& checksum_kernel() {
         for (ulong i = 0; i < n; ++i) h = (h ^ src[i]) * 1099511628211ul;
         for (int b = 0; b < 8; ++b) dst[b] = (uchar)(h >> (8 * b));
       })";
+    kernel.cuda_lookup = hdsm::test::cuda_test_lookup("model_checksum");
     return kernel;
   }();
   return k;
@@ -121,13 +125,16 @@ class AdsmModel : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
     const bool opencl = std::string(GetParam().backend) == "opencl";
+    const bool cuda = std::string(GetParam().backend) == "cuda";
     if (opencl && hdsm::test::opencl_only_without_lsan())
       GTEST_SKIP() << "OpenCL under ASan runs in runtime.opencl_without_lsan";
+    if (cuda && hdsm::test::cuda_test_lookup("model_pattern") == nullptr) GTEST_SKIP() << hdsm::test::kNoCudaKernels;
     auto c = hdsm::Config::defaults();
     if (opencl) {
       c.set("HDSM_DEVICE", "opencl").set("HDSM_OPENCL_MEMORY", "64MiB").set("HDSM_OPENCL_POISON", "1");
       kernel_align_ = 512;
     }
+    if (cuda) c.set("HDSM_DEVICE", "cuda").set("HDSM_CUDA_MEMORY", "64MiB").set("HDSM_CUDA_POISON", "1");
     c.set("HDSM_SIM_DEVICES", std::to_string(GetParam().devices))
         .set("HDSM_SIM_MEMORY", "64MiB")
         .set("HDSM_SIM_LINK_GBPS", "0")
@@ -138,13 +145,13 @@ class AdsmModel : public ::testing::TestWithParam<Param> {
         .set("HDSM_PROTOCOL", GetParam().protocol);
     if (GetParam().remote_copy) c.set("HDSM_SIM_PEER", "none").set("HDSM_REMOTE", "copy");
     // Kernels may take objects of other devices: peers (the sim default) or copied.
-    remote_ = !opencl && GetParam().devices > 1;
+    remote_ = !opencl && !cuda && GetParam().devices > 1;
     try {
       rt_ = std::make_unique<hdsm::Runtime>(c);
     } catch (const hdsm::NoDevice& e) {
       GTEST_SKIP() << "no " << GetParam().backend << " device here: " << e.what();
     }
-    first_device_ = opencl ? rt_->default_device().properties().index : 0;
+    first_device_ = opencl || cuda ? rt_->default_device().properties().index : 0;
     base_seed_ = env_number("HDSM_MODEL_SEED", kDefaultSeed);
     iterations_ = static_cast<int>(env_number("HDSM_MODEL_ITERATIONS", kDefaultIterations));
     rng_.seed(base_seed_ ^ (std::hash<std::string>{}(GetParam().protocol) + GetParam().block_bytes * 7 +
@@ -480,6 +487,8 @@ std::vector<Param> all_params() {
       for (unsigned devices = 1; devices <= 3; ++devices) out.push_back({protocol, block, devices});
   for (const char* protocol : {"batch", "lazy", "rolling"})
     for (std::size_t block : {std::size_t{4} << 10, std::size_t{64} << 10}) out.push_back({protocol, block, 1, "opencl"});
+  for (const char* protocol : {"batch", "lazy", "rolling"})
+    for (std::size_t block : {std::size_t{4} << 10, std::size_t{64} << 10}) out.push_back({protocol, block, 1, "cuda"});
   for (const char* protocol : {"batch", "lazy", "rolling"})
     for (std::size_t block : {std::size_t{4} << 10, std::size_t{64} << 10})
       for (unsigned devices = 2; devices <= 3; ++devices) out.push_back({protocol, block, devices, "sim", true});

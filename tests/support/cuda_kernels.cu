@@ -49,6 +49,20 @@ __global__ void reverse_in_shared(const float* in, float* out, unsigned chunk) {
   for (unsigned i = threadIdx.x; i < chunk; i += blockDim.x) out[base + i] = tile[chunk - 1 - i];
 }
 
+// The randomized ADSM model test's kernels (adsm_model_test.cpp): a byte pattern into a range, and
+// an FNV-1a checksum of one range stored byte by byte (little-endian) at any byte of an object.
+__global__ void model_pattern(unsigned char* dst, std::uint64_t n, std::uint32_t salt) {
+  const std::uint64_t i = global_x();
+  if (i < n) dst[i] = static_cast<unsigned char>((static_cast<std::uint32_t>(i) * 131u + salt) ^ (i >> 9));
+}
+
+__global__ void model_checksum(const unsigned char* src, std::uint64_t n, unsigned char* dst) {
+  if (global_x() != 0) return;
+  std::uint64_t h = 1469598103934665603ull;
+  for (std::uint64_t i = 0; i < n; ++i) h = (h ^ src[i]) * 1099511628211ull;
+  for (int b = 0; b < 8; ++b) dst[b] = static_cast<unsigned char>(h >> (8 * b));
+}
+
 }  // namespace
 
 namespace hdsm::test {
@@ -70,6 +84,8 @@ const void* (*cuda_test_lookup(const char* name))() {
       {"saxpy", &hdsm::cuda_lookup<saxpy>},
       {"um_scale_add", &hdsm::cuda_lookup<um_scale_add>},
       {"reverse_in_shared", &hdsm::cuda_lookup<reverse_in_shared>},
+      {"model_pattern", &hdsm::cuda_lookup<model_pattern>},
+      {"model_checksum", &hdsm::cuda_lookup<model_checksum>},
   };
   for (const Entry& e : table)
     if (std::strcmp(e.name, name) == 0) return e.lookup;
