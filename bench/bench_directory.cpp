@@ -41,7 +41,8 @@ void Lookup(benchmark::State& state) {
     benchmark::DoNotOptimize(hit);
     found += hit.object != nullptr;
   }
-  if (found != static_cast<std::size_t>(state.iterations())) state.SkipWithError("a lookup missed its object");
+  if (found != static_cast<std::size_t>(state.iterations()))
+    state.SkipWithError("a lookup missed its object");
   // Seconds per lookup, printed with an SI prefix ("5.2ns").
   state.counters["per_lookup"] =
       benchmark::Counter(1, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);

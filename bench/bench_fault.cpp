@@ -7,9 +7,9 @@
 
 #include <benchmark/benchmark.h>
 
+#include <sys/mman.h>
 #include <csignal>
 #include <cstdint>
-#include <sys/mman.h>
 
 namespace {
 

@@ -31,7 +31,8 @@ int rank() {
 }
 
 void check(int rc, const char* call) {
-  if (rc != MPI_SUCCESS) throw std::runtime_error(std::string(call) + " failed with MPI error " + std::to_string(rc));
+  if (rc != MPI_SUCCESS)
+    throw std::runtime_error(std::string(call) + " failed with MPI error " + std::to_string(rc));
 }
 
 const hdsm::Kernel& fill_kernel() {
@@ -80,14 +81,15 @@ struct Bench {
     std::printf("csv,%s,%s,%zu,%.9g,%.6g\n", experiment.c_str(), version.c_str(), bytes, seconds,
                 static_cast<double>(bytes) / seconds / 1e9);
     std::fflush(stdout);
-    std::fprintf(stderr, "[mpi] %-16s %-12s %5zu MiB  %.3f GB/s\n", experiment.c_str(), version.c_str(), bytes / MiB,
-                 static_cast<double>(bytes) / seconds / 1e9);
+    std::fprintf(stderr, "[mpi] %-16s %-12s %5zu MiB  %.3f GB/s\n", experiment.c_str(), version.c_str(),
+                 bytes / MiB, static_cast<double>(bytes) / seconds / 1e9);
   }
 
   /// Throws unless the n bytes at host `p` hold the pattern.
   static void expect(const unsigned char* p, std::size_t n, const std::string& who) {
     for (std::size_t i = 0; i < n; ++i)
-      if (p[i] != expected(i)) throw std::logic_error(who + " received wrong data at byte " + std::to_string(i));
+      if (p[i] != expected(i))
+        throw std::logic_error(who + " received wrong data at byte " + std::to_string(i));
   }
 
   void run(std::size_t n) {
@@ -141,7 +143,8 @@ struct Bench {
       // hdsm: MPI on the shared object itself (or on the plain host buffer at a host end).
       const double s = timed(reps, [&] {
         if (sender) {
-          check(MPI_Send(from_device ? shared : pattern.data(), count, MPI_BYTE, peer, 0, MPI_COMM_WORLD), "MPI_Send");
+          check(MPI_Send(from_device ? shared : pattern.data(), count, MPI_BYTE, peer, 0, MPI_COMM_WORLD),
+                "MPI_Send");
         } else {
           check(MPI_Recv(to_device ? shared : user.data(), count, MPI_BYTE, peer, 0, MPI_COMM_WORLD,
                          MPI_STATUS_IGNORE),
@@ -152,7 +155,8 @@ struct Bench {
         if (to_device) {
           rt.memcpy(back.data(), shared, n);
           expect(back.data(), n, "hdsm");
-          rt.call(fill_kernel(), hdsm::cover(n), hdsm::out(shared), std::uint64_t{n});  // device-resident again
+          rt.call(fill_kernel(), hdsm::cover(n), hdsm::out(shared),
+                  std::uint64_t{n});  // device-resident again
           rt.sync();
         } else {
           expect(user.data(), n, "hdsm");
@@ -180,7 +184,8 @@ int main(int argc, char** argv) {
     hdsm::Device& device = rt.default_device();
     Bench bench{rt, device, device.create_queue(), quick ? 3 : 7};
     const std::vector<std::size_t> sizes =
-        quick ? std::vector<std::size_t>{8 * MiB, 32 * MiB} : std::vector<std::size_t>{1 * MiB, 8 * MiB, 32 * MiB, 128 * MiB};
+        quick ? std::vector<std::size_t>{8 * MiB, 32 * MiB}
+              : std::vector<std::size_t>{1 * MiB, 8 * MiB, 32 * MiB, 128 * MiB};
     for (std::size_t n : sizes) bench.run(n);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hdsm_mpi_transfer (rank %d): %s\n", rank(), e.what());

@@ -131,7 +131,9 @@ T* alloc(std::size_t n, int device = -1) {
   return Runtime::instance().alloc<T>(n, device);
 }
 inline void free(void* p) { Runtime::instance().free(p); }
-inline void* safe_alloc(std::size_t bytes, int device = -1) { return Runtime::instance().safe_alloc(bytes, device); }
+inline void* safe_alloc(std::size_t bytes, int device = -1) {
+  return Runtime::instance().safe_alloc(bytes, device);
+}
 template <class T>
 T* safe_alloc(std::size_t n, int device = -1) {
   return Runtime::instance().safe_alloc<T>(n, device);
@@ -146,8 +148,12 @@ void call(const Kernel& kernel, const Launch& launch, A&&... args) {
   Runtime::instance().call(kernel, launch, std::forward<A>(args)...);
 }
 inline void sync() { Runtime::instance().sync(); }
-inline void* memcpy(void* dst, const void* src, std::size_t n) { return Runtime::instance().memcpy(dst, src, n); }
-inline void* memmove(void* dst, const void* src, std::size_t n) { return Runtime::instance().memmove(dst, src, n); }
+inline void* memcpy(void* dst, const void* src, std::size_t n) {
+  return Runtime::instance().memcpy(dst, src, n);
+}
+inline void* memmove(void* dst, const void* src, std::size_t n) {
+  return Runtime::instance().memmove(dst, src, n);
+}
 inline Event memcpy_async(void* dst, const void* src, std::size_t n) {
   return Runtime::instance().memcpy_async(dst, src, n);
 }

@@ -15,7 +15,7 @@ enum class KnobType { integer, size, real, boolean, choice, text, peer_groups };
 
 /// One configuration knob as the documentation and validation see it.
 struct KnobInfo {
-  std::string_view name;           // "HDSM_SIM_DEVICES"
+  std::string_view name;  // "HDSM_SIM_DEVICES"
   KnobType type;
   std::string_view default_value;  // as it would be written in the environment
   std::string_view accepted;       // human description of the accepted values ("1..64")

@@ -21,16 +21,16 @@ enum class Backend { sim, opencl, cuda };
 std::string_view to_string(Backend backend);
 
 struct DeviceProperties {
-  std::string name;          // "sim0", "opencl0"
-  std::string description;   // what the platform calls the device (OpenCL: CL_DEVICE_NAME), may be empty
+  std::string name;         // "sim0", "opencl0"
+  std::string description;  // what the platform calls the device (OpenCL: CL_DEVICE_NAME), may be empty
   Backend backend = Backend::sim;
-  unsigned index = 0;        // position in the runtime's device list
+  unsigned index = 0;  // position in the runtime's device list
   std::size_t memory_bytes = 0;
-  unsigned copy_engines = 0; // independent DMA engines (2: one per direction)
-  int peer_group = -1;       // devices with the same non-negative group can copy peer-to-peer
-  double link_gbps = 0;      // modelled or nominal host link rate (GB/s); 0: unthrottled/unknown
-  double latency_us = 0;     // modelled per-transfer latency
-  bool zeroed_alloc = false; // alloc() returns buffers that read as zero (false: poisoned or undefined)
+  unsigned copy_engines = 0;  // independent DMA engines (2: one per direction)
+  int peer_group = -1;        // devices with the same non-negative group can copy peer-to-peer
+  double link_gbps = 0;       // modelled or nominal host link rate (GB/s); 0: unthrottled/unknown
+  double latency_us = 0;      // modelled per-transfer latency
+  bool zeroed_alloc = false;  // alloc() returns buffers that read as zero (false: poisoned or undefined)
 };
 
 /// A device allocation. The handle is backend-specific (sim: an offset in the device mapping,
@@ -109,14 +109,15 @@ class Queue {
   virtual ~Queue() = default;
   virtual Device& device() = 0;
 
-  virtual void copy_to_device(DeviceBuffer dst, std::size_t dst_offset, const void* src, std::size_t bytes) = 0;
+  virtual void copy_to_device(DeviceBuffer dst, std::size_t dst_offset, const void* src,
+                              std::size_t bytes) = 0;
   virtual void copy_to_host(void* dst, DeviceBuffer src, std::size_t src_offset, std::size_t bytes) = 0;
   virtual void copy_on_device(DeviceBuffer dst, std::size_t dst_offset, DeviceBuffer src,
                               std::size_t src_offset, std::size_t bytes) = 0;
   /// Copy from a buffer of a peer device into this queue's device. Throws Unsupported when the
   /// devices cannot reach each other directly.
-  virtual void copy_from_peer(DeviceBuffer dst, std::size_t dst_offset, Device& src_device,
-                              DeviceBuffer src, std::size_t src_offset, std::size_t bytes) = 0;
+  virtual void copy_from_peer(DeviceBuffer dst, std::size_t dst_offset, Device& src_device, DeviceBuffer src,
+                              std::size_t src_offset, std::size_t bytes) = 0;
   virtual void fill(DeviceBuffer dst, std::size_t offset, std::size_t bytes, std::uint8_t value) = 0;
   virtual void launch(const Kernel& kernel, const Launch& launch, std::span<const KernelArg> args) = 0;
 
@@ -159,7 +160,8 @@ class Device {
   /// `offset` of `buffer`, a buffer of the device `home`, when they can (sim: peers of one host;
   /// cuda: peer access, enabled here on first use); nullopt when they cannot (no peer access, or
   /// OpenCL, whose buffers name one device's allocation). Throws as address() for a bad buffer.
-  virtual std::optional<KernelArg> peer_argument(const Device& home, DeviceBuffer buffer, std::size_t offset) = 0;
+  virtual std::optional<KernelArg> peer_argument(const Device& home, DeviceBuffer buffer,
+                                                 std::size_t offset) = 0;
   virtual std::unique_ptr<Queue> create_queue() = 0;
 };
 

@@ -9,14 +9,14 @@
 namespace hdsm {
 
 enum class Errc {
-  invalid_argument = 1,   // a size, range or handle that cannot be right (zero size, past the end)
-  invalid_pointer,        // freeing or using a pointer/handle that hdsm does not own (or owns no more)
-  out_of_device_memory,   // a device allocation above the free capacity
-  config,                 // an unknown or malformed HDSM_* setting
-  unsupported,            // the device cannot do this (no peer path, no body for the backend)
-  no_device,              // no device of the requested kind
-  kernel_failure,         // a kernel body threw or failed
-  system,                 // a system call failed
+  invalid_argument = 1,  // a size, range or handle that cannot be right (zero size, past the end)
+  invalid_pointer,       // freeing or using a pointer/handle that hdsm does not own (or owns no more)
+  out_of_device_memory,  // a device allocation above the free capacity
+  config,                // an unknown or malformed HDSM_* setting
+  unsupported,           // the device cannot do this (no peer path, no body for the backend)
+  no_device,             // no device of the requested kind
+  kernel_failure,        // a kernel body threw or failed
+  system,                // a system call failed
 };
 
 /// Short lower-case name of an error code ("out_of_device_memory").
@@ -43,8 +43,7 @@ class InvalidPointer : public Error {
 
 class OutOfDeviceMemory : public Error {
  public:
-  OutOfDeviceMemory(const std::string& device, std::size_t requested, std::size_t used,
-                    std::size_t capacity);
+  OutOfDeviceMemory(const std::string& device, std::size_t requested, std::size_t used, std::size_t capacity);
   std::size_t requested() const noexcept { return requested_; }
   std::size_t used() const noexcept { return used_; }
   std::size_t capacity() const noexcept { return capacity_; }

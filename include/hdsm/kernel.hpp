@@ -68,8 +68,7 @@ class FunctionRef<R(A...)> {
  public:
   template <class F, class = std::enable_if_t<!std::is_same_v<std::remove_cvref_t<F>, FunctionRef>>>
   FunctionRef(F&& f) noexcept  // NOLINT(google-explicit-constructor)
-      : obj_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))),
-        call_([](void* o, A... a) -> R {
+      : obj_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))), call_([](void* o, A... a) -> R {
           return (*static_cast<std::remove_reference_t<F>*>(o))(std::forward<A>(a)...);
         }) {}
   R operator()(A... a) const { return call_(obj_, std::forward<A>(a)...); }
@@ -81,13 +80,13 @@ class FunctionRef<R(A...)> {
 
 /// What the executor hands to the body of one block.
 struct BlockRun {
-  Dim3 block;                 // blockIdx
-  const Launch* launch;       // grid and block shape
-  std::byte* shared;          // this block's shared memory (dynamic part first)
+  Dim3 block;            // blockIdx
+  const Launch* launch;  // grid and block shape
+  std::byte* shared;     // this block's shared memory (dynamic part first)
   std::size_t shared_capacity;
-  std::byte* scratch;         // per-worker scratch for Block::local
+  std::byte* scratch;  // per-worker scratch for Block::local
   std::size_t scratch_capacity;
-  unsigned worker;            // index of the executing worker thread
+  unsigned worker;  // index of the executing worker thread
   exec::Executor* executor;
 };
 
@@ -96,8 +95,7 @@ class ThreadCtx;
 namespace detail {
 /// Run `fn` once for every block of `launch`, in parallel on the executor; rethrows the first
 /// exception a block threw after all blocks have stopped.
-void for_each_block(exec::Executor& executor, const Launch& launch,
-                    FunctionRef<void(const BlockRun&)> fn);
+void for_each_block(exec::Executor& executor, const Launch& launch, FunctionRef<void(const BlockRun&)> fn);
 /// Run every thread of one block as a fiber; ThreadCtx::sync() switches to the next fiber.
 void run_cooperative(const BlockRun& run, FunctionRef<void(ThreadCtx&)> thread_fn);
 /// Block-shared allocation for cooperative threads: the k-th call of every thread of a block
@@ -132,15 +130,15 @@ class Block {
   /// undefined at block start, as with __shared__.
   template <class T>
   T* shared(std::size_t n = 1) {
-    return static_cast<T*>(bump(run_.shared, run_.shared_capacity, shared_used_, sizeof(T) * n,
-                                alignof(T), "shared"));
+    return static_cast<T*>(
+        bump(run_.shared, run_.shared_capacity, shared_used_, sizeof(T) * n, alignof(T), "shared"));
   }
   /// One T per thread, value-initialised, for thread-private values that live across phases.
   template <class T>
   std::span<T> local() {
     static_assert(std::is_trivially_destructible_v<T>, "Block::local needs a trivially destructible T");
-    T* p = static_cast<T*>(bump(run_.scratch, run_.scratch_capacity, local_used_, sizeof(T) * size(),
-                                alignof(T), "local"));
+    T* p = static_cast<T*>(
+        bump(run_.scratch, run_.scratch_capacity, local_used_, sizeof(T) * size(), alignof(T), "local"));
     for (std::uint32_t i = 0; i < size(); ++i) new (p + i) T();
     return {p, size()};
   }
@@ -195,9 +193,10 @@ using HostBody = std::function<void(exec::Executor&, const Launch&, const ArgPac
 /// it with an error naming the kernel and the backend.
 struct Kernel {
   std::string name;
-  HostBody host;                        // sim and host execution
-  std::string opencl_source;            // OpenCL C (opencl backend)
-  const void* cuda_function = nullptr;  // a __global__ function's cudaKernel_t (cuda backend; <hdsm/cuda.hpp>)
+  HostBody host;              // sim and host execution
+  std::string opencl_source;  // OpenCL C (opencl backend)
+  const void* cuda_function =
+      nullptr;  // a __global__ function's cudaKernel_t (cuda backend; <hdsm/cuda.hpp>)
   /// The CUDA body found late: where cuda_function is null, the cuda backend calls this at every
   /// launch and uses the cudaKernel_t it returns (nullptr: no CUDA body). Getting a cudaKernel_t
   /// needs a CUDA driver, so a kernel that also runs where there is none (sim, OpenCL) names its
@@ -293,9 +292,8 @@ Kernel cooperative(std::string name, F f) {
   k.host = [f, name](exec::Executor& ex, const Launch& launch, const ArgPack& pack) {
     auto args = detail::unpack_for<F>(name, pack);
     detail::for_each_block(ex, launch, [&](const BlockRun& run) {
-      detail::run_cooperative(run, [&](ThreadCtx& t) {
-        std::apply([&](const auto&... a) { f(t, a...); }, args);
-      });
+      detail::run_cooperative(run,
+                              [&](ThreadCtx& t) { std::apply([&](const auto&... a) { f(t, a...); }, args); });
     });
   };
   return k;

@@ -9,8 +9,8 @@
 #include <hdsm/stats.hpp>
 
 #include <cstddef>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <span>
 

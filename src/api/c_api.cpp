@@ -21,14 +21,22 @@ std::string& last_error() {
 
 hdsm_status status_of(Errc code) {
   switch (code) {
-    case Errc::invalid_argument: return HDSM_ERROR_INVALID_ARGUMENT;
-    case Errc::invalid_pointer: return HDSM_ERROR_INVALID_POINTER;
-    case Errc::out_of_device_memory: return HDSM_ERROR_OUT_OF_DEVICE_MEMORY;
-    case Errc::config: return HDSM_ERROR_CONFIG;
-    case Errc::unsupported: return HDSM_ERROR_UNSUPPORTED;
-    case Errc::no_device: return HDSM_ERROR_NO_DEVICE;
-    case Errc::kernel_failure: return HDSM_ERROR_KERNEL_FAILURE;
-    case Errc::system: return HDSM_ERROR_SYSTEM;
+    case Errc::invalid_argument:
+      return HDSM_ERROR_INVALID_ARGUMENT;
+    case Errc::invalid_pointer:
+      return HDSM_ERROR_INVALID_POINTER;
+    case Errc::out_of_device_memory:
+      return HDSM_ERROR_OUT_OF_DEVICE_MEMORY;
+    case Errc::config:
+      return HDSM_ERROR_CONFIG;
+    case Errc::unsupported:
+      return HDSM_ERROR_UNSUPPORTED;
+    case Errc::no_device:
+      return HDSM_ERROR_NO_DEVICE;
+    case Errc::kernel_failure:
+      return HDSM_ERROR_KERNEL_FAILURE;
+    case Errc::system:
+      return HDSM_ERROR_SYSTEM;
   }
   return HDSM_ERROR_UNKNOWN;
 }

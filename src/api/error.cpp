@@ -8,14 +8,22 @@ namespace hdsm {
 
 const char* to_string(Errc code) noexcept {
   switch (code) {
-    case Errc::invalid_argument: return "invalid_argument";
-    case Errc::invalid_pointer: return "invalid_pointer";
-    case Errc::out_of_device_memory: return "out_of_device_memory";
-    case Errc::config: return "config";
-    case Errc::unsupported: return "unsupported";
-    case Errc::no_device: return "no_device";
-    case Errc::kernel_failure: return "kernel_failure";
-    case Errc::system: return "system";
+    case Errc::invalid_argument:
+      return "invalid_argument";
+    case Errc::invalid_pointer:
+      return "invalid_pointer";
+    case Errc::out_of_device_memory:
+      return "out_of_device_memory";
+    case Errc::config:
+      return "config";
+    case Errc::unsupported:
+      return "unsupported";
+    case Errc::no_device:
+      return "no_device";
+    case Errc::kernel_failure:
+      return "kernel_failure";
+    case Errc::system:
+      return "system";
   }
   return "unknown";
 }
@@ -27,13 +35,15 @@ OutOfDeviceMemory::OutOfDeviceMemory(const std::string& device, std::size_t requ
     : Error(Errc::out_of_device_memory,
             fmt::format("out of device memory on {}: cannot allocate {} ({} bytes); {} of {} in use. "
                         "Free device memory or raise the capacity (HDSM_SIM_MEMORY on sim devices).",
-                        device, format_bytes(requested), requested, format_bytes(used), format_bytes(capacity))),
+                        device, format_bytes(requested), requested, format_bytes(used),
+                        format_bytes(capacity))),
       requested_(requested),
       used_(used),
       capacity_(capacity) {}
 
 SystemError::SystemError(const std::string& call, const std::string& object, int err)
-    : Error(Errc::system, fmt::format("{} failed on {}: {} (errno {})", call, object, std::strerror(err), err)),
+    : Error(Errc::system,
+            fmt::format("{} failed on {}: {} (errno {})", call, object, std::strerror(err), err)),
       errno_(err) {}
 
 std::string format_bytes(std::size_t bytes) {

@@ -2,8 +2,8 @@
 // thread's last error message) or, for I/O, into libc's -1 and errno.
 #pragma once
 
-#include <hdsm/error.hpp>
 #include <hdsm/hdsm.h>
+#include <hdsm/error.hpp>
 
 #include <cerrno>
 #include <exception>

@@ -125,7 +125,8 @@ R dispatch(const void* p, R failed, Shared&& shared, Plain&& plain) {
 const void* shared_vector(const struct iovec* iov, int count) noexcept {
   if (iov == nullptr) return nullptr;
   for (int i = 0; i < count; ++i)
-    if (detail::shared_ranges.may_touch(iov[i].iov_base, iov[i].iov_len) && owner_of(iov[i].iov_base) != nullptr)
+    if (detail::shared_ranges.may_touch(iov[i].iov_base, iov[i].iov_len) &&
+        owner_of(iov[i].iov_base) != nullptr)
       return iov[i].iov_base;
   return nullptr;
 }
@@ -169,39 +170,44 @@ bool shared_memset(void* dst, int value, std::size_t n) noexcept {
 
 }  // namespace hdsm::api
 
+using hdsm::Runtime;
 using hdsm::api::dispatch;
 using hdsm::api::may_touch;
-using hdsm::Runtime;
 
 extern "C" {
 
 ssize_t __read_chk(int fd, void* buf, std::size_t n, std::size_t buf_bytes);
 ssize_t __pread_chk(int fd, void* buf, std::size_t n, off_t offset, std::size_t buf_bytes);
 ssize_t __pread64_chk(int fd, void* buf, std::size_t n, off_t offset, std::size_t buf_bytes);
-std::size_t __fread_chk(void* buf, std::size_t buf_bytes, std::size_t size, std::size_t count, std::FILE* stream);
+std::size_t __fread_chk(void* buf, std::size_t buf_bytes, std::size_t size, std::size_t count,
+                        std::FILE* stream);
 
 ssize_t read(int fd, void* buf, std::size_t n) {
   const auto plain = [&] { return (*hdsm::api::libc_read)(fd, buf, n); };
   if (!may_touch(buf, n)) return plain();
-  return dispatch<ssize_t>(buf, -1, [&](Runtime& r) { return r.read(fd, buf, n); }, plain);
+  return dispatch<ssize_t>(
+      buf, -1, [&](Runtime& r) { return r.read(fd, buf, n); }, plain);
 }
 
 ssize_t write(int fd, const void* buf, std::size_t n) {
   const auto plain = [&] { return (*hdsm::api::libc_write)(fd, buf, n); };
   if (!may_touch(buf, n)) return plain();
-  return dispatch<ssize_t>(buf, -1, [&](Runtime& r) { return r.write(fd, buf, n); }, plain);
+  return dispatch<ssize_t>(
+      buf, -1, [&](Runtime& r) { return r.write(fd, buf, n); }, plain);
 }
 
 ssize_t pread(int fd, void* buf, std::size_t n, off_t offset) {
   const auto plain = [&] { return (*hdsm::api::libc_pread)(fd, buf, n, offset); };
   if (!may_touch(buf, n)) return plain();
-  return dispatch<ssize_t>(buf, -1, [&](Runtime& r) { return r.pread(fd, buf, n, offset); }, plain);
+  return dispatch<ssize_t>(
+      buf, -1, [&](Runtime& r) { return r.pread(fd, buf, n, offset); }, plain);
 }
 
 ssize_t pwrite(int fd, const void* buf, std::size_t n, off_t offset) {
   const auto plain = [&] { return (*hdsm::api::libc_pwrite)(fd, buf, n, offset); };
   if (!may_touch(buf, n)) return plain();
-  return dispatch<ssize_t>(buf, -1, [&](Runtime& r) { return r.pwrite(fd, buf, n, offset); }, plain);
+  return dispatch<ssize_t>(
+      buf, -1, [&](Runtime& r) { return r.pwrite(fd, buf, n, offset); }, plain);
 }
 
 // What programs built with _FILE_OFFSET_BITS=64 call: the same functions where off_t is 64 bits, as on
@@ -214,39 +220,45 @@ ssize_t readv(int fd, const struct iovec* iov, int count) {
   const auto plain = [&] { return (*hdsm::api::libc_readv)(fd, iov, count); };
   const void* shared = hdsm::api::shared_vector(iov, count);
   if (shared == nullptr) return plain();
-  return dispatch<ssize_t>(shared, -1, [&](Runtime& r) { return r.readv(fd, iov, count); }, plain);
+  return dispatch<ssize_t>(
+      shared, -1, [&](Runtime& r) { return r.readv(fd, iov, count); }, plain);
 }
 
 ssize_t writev(int fd, const struct iovec* iov, int count) {
   const auto plain = [&] { return (*hdsm::api::libc_writev)(fd, iov, count); };
   const void* shared = hdsm::api::shared_vector(iov, count);
   if (shared == nullptr) return plain();
-  return dispatch<ssize_t>(shared, -1, [&](Runtime& r) { return r.writev(fd, iov, count); }, plain);
+  return dispatch<ssize_t>(
+      shared, -1, [&](Runtime& r) { return r.writev(fd, iov, count); }, plain);
 }
 
 std::size_t fread(void* buf, std::size_t size, std::size_t count, std::FILE* stream) {
   const auto plain = [&] { return (*hdsm::api::libc_fread)(buf, size, count, stream); };
   if (!may_touch(buf, size * count)) return plain();
-  return dispatch<std::size_t>(buf, 0, [&](Runtime& r) { return r.fread(buf, size, count, stream); }, plain);
+  return dispatch<std::size_t>(
+      buf, 0, [&](Runtime& r) { return r.fread(buf, size, count, stream); }, plain);
 }
 
 std::size_t fwrite(const void* buf, std::size_t size, std::size_t count, std::FILE* stream) {
   const auto plain = [&] { return (*hdsm::api::libc_fwrite)(buf, size, count, stream); };
   if (!may_touch(buf, size * count)) return plain();
-  return dispatch<std::size_t>(buf, 0, [&](Runtime& r) { return r.fwrite(buf, size, count, stream); }, plain);
+  return dispatch<std::size_t>(
+      buf, 0, [&](Runtime& r) { return r.fwrite(buf, size, count, stream); }, plain);
 }
 
 // The stream lock is recursive, so the locking fread/fwrite the runtime uses are right here too.
 std::size_t fread_unlocked(void* buf, std::size_t size, std::size_t count, std::FILE* stream) {
   const auto plain = [&] { return (*hdsm::api::libc_fread_unlocked)(buf, size, count, stream); };
   if (!may_touch(buf, size * count)) return plain();
-  return dispatch<std::size_t>(buf, 0, [&](Runtime& r) { return r.fread(buf, size, count, stream); }, plain);
+  return dispatch<std::size_t>(
+      buf, 0, [&](Runtime& r) { return r.fread(buf, size, count, stream); }, plain);
 }
 
 std::size_t fwrite_unlocked(const void* buf, std::size_t size, std::size_t count, std::FILE* stream) {
   const auto plain = [&] { return (*hdsm::api::libc_fwrite_unlocked)(buf, size, count, stream); };
   if (!may_touch(buf, size * count)) return plain();
-  return dispatch<std::size_t>(buf, 0, [&](Runtime& r) { return r.fwrite(buf, size, count, stream); }, plain);
+  return dispatch<std::size_t>(
+      buf, 0, [&](Runtime& r) { return r.fwrite(buf, size, count, stream); }, plain);
 }
 
 // What _FORTIFY_SOURCE builds call. A request larger than the buffer goes to libc, which stops the
@@ -264,7 +276,8 @@ ssize_t __pread_chk(int fd, void* buf, std::size_t n, off_t offset, std::size_t 
 ssize_t __pread64_chk(int fd, void* buf, std::size_t n, off_t offset, std::size_t buf_bytes)
     __attribute__((alias("__pread_chk")));
 
-std::size_t __fread_chk(void* buf, std::size_t buf_bytes, std::size_t size, std::size_t count, std::FILE* stream) {
+std::size_t __fread_chk(void* buf, std::size_t buf_bytes, std::size_t size, std::size_t count,
+                        std::FILE* stream) {
   if (size * count > buf_bytes || !may_touch(buf, size * count))
     return (*hdsm::api::libc_fread_chk)(buf, buf_bytes, size, count, stream);
   return fread(buf, size, count, stream);

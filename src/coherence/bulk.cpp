@@ -20,7 +20,8 @@ namespace {
 constexpr std::size_t kBounceBytes = std::size_t{1} << 20;
 
 [[noreturn]] void freed_during(const char* call) {
-  throw InvalidArgument(fmt::format("{}: a shared object of the range was freed while the operation ran", call));
+  throw InvalidArgument(
+      fmt::format("{}: a shared object of the range was freed while the operation ran", call));
 }
 
 }  // namespace
@@ -42,8 +43,9 @@ std::vector<SharedSpace::Span> SharedSpace::spans(const void* p, std::size_t n, 
     const Directory::Hit hit = directory_.lookup(q);
     std::shared_ptr<Entry> e = hit.object != nullptr ? entry_of(hit.object->id) : nullptr;
     if (e == nullptr)
-      throw InvalidArgument(fmt::format("{}: byte {} of the {} range at {} is not in a live shared object: {}",
-                                        call, done, format_bytes(n), p, directory_.describe(q)));
+      throw InvalidArgument(
+          fmt::format("{}: byte {} of the {} range at {} is not in a live shared object: {}", call, done,
+                      format_bytes(n), p, directory_.describe(q)));
     const std::size_t bytes = std::min(n - done, hit.object->bytes - hit.offset_in_object);
     out.push_back({std::move(e), hit.offset_in_object, bytes});
     done += bytes;
@@ -72,7 +74,8 @@ transfer::Range SharedSpace::device_range(const Entry& e, std::size_t offset) co
   return transfer::Range::device_memory(*devices_[e.device], e.buffer, offset, *queues_[e.device]);
 }
 
-Event SharedSpace::move(const transfer::Range& dst, const transfer::Range& src, std::size_t n, bool order_after) {
+Event SharedSpace::move(const transfer::Range& dst, const transfer::Range& src, std::size_t n,
+                        bool order_after) {
   transfer::CopyEngine::Started s = engine_->start(dst, src, n, order_after);
   counters_.action(Action::bulk).add(s.plan.link_bytes());
   return std::move(s.done);
@@ -96,7 +99,8 @@ void SharedSpace::write_span(const Span& span, const Source& source, std::vector
     Protection protection = Protection::none;
   } change;  // consecutive blocks whose protection changes, applied in one call
   const auto apply = [&] {
-    if (change.end > change.first) e.protection->set(change.first, change.end - change.first, change.protection);
+    if (change.end > change.first)
+      e.protection->set(change.first, change.end - change.first, change.protection);
     change.first = change.end = 0;
   };
   for (std::size_t at = span.offset, end = span.offset + span.bytes; at < end;) {
@@ -140,7 +144,8 @@ void SharedSpace::write_span(const Span& span, const Source& source, std::vector
           std::memmove(host, src.host, r.bytes);  // the source may be this object's own shadow
           break;
         case Source::Kind::device:
-          move(transfer::Range::host_memory(host), device_range(*src.entry, src.offset), r.bytes, false).wait();
+          move(transfer::Range::host_memory(host), device_range(*src.entry, src.offset), r.bytes, false)
+              .wait();
           break;
       }
     }
@@ -165,8 +170,8 @@ void SharedSpace::write_span(const Span& span, const Source& source, std::vector
   pending->push_back(std::move(done));
 }
 
-void SharedSpace::write_spans(const std::vector<Span>& dst, std::size_t at, std::size_t n, const Source& source,
-                              std::vector<Event>* pending) {
+void SharedSpace::write_spans(const std::vector<Span>& dst, std::size_t at, std::size_t n,
+                              const Source& source, std::vector<Event>* pending) {
   std::size_t span_begin = 0;
   for (const Span& span : dst) {
     const std::size_t span_end = span_begin + span.bytes;
@@ -228,7 +233,8 @@ void SharedSpace::copy(void* dst, const void* src, std::size_t n, std::vector<Ev
   const auto d = reinterpret_cast<std::uintptr_t>(dst), s = reinterpret_cast<std::uintptr_t>(src);
   const std::vector<Span> dst_spans = spans(dst, n, "copy to shared memory");
   const std::vector<Span> src_spans = spans(src, n, "copy from shared memory");
-  if (d < s + n && s < d + n) return copy_overlapping(static_cast<std::byte*>(dst), static_cast<const std::byte*>(src), n);
+  if (d < s + n && s < d + n)
+    return copy_overlapping(static_cast<std::byte*>(dst), static_cast<const std::byte*>(src), n);
   std::size_t at = 0;
   for (const Span& span : src_spans) {
     // Decide under the source's lock, copy under the destination's: never both locks at once, so two
@@ -244,9 +250,10 @@ void SharedSpace::copy(void* dst, const void* src, std::size_t n, std::vector<Ev
     }
     const std::size_t before = pending != nullptr ? pending->size() : 0;
     for (const BulkRun& r : runs) {
-      const Source source = r.side == Side::host
-                                ? Source{.kind = Source::Kind::host, .host = shadow + r.offset}
-                                : Source{.kind = Source::Kind::device, .entry = span.entry.get(), .offset = r.offset};
+      const Source source =
+          r.side == Side::host
+              ? Source{.kind = Source::Kind::host, .host = shadow + r.offset}
+              : Source{.kind = Source::Kind::device, .entry = span.entry.get(), .offset = r.offset};
       write_spans(dst_spans, at + (r.offset - span.offset), r.bytes, source, pending);
     }
     if (pending != nullptr && pending->size() > before) {

@@ -23,7 +23,8 @@ std::optional<RollingWindow::BlockId> RollingWindow::on_dirty(BlockId block, Pla
   // With capacity 0 the only candidate would be the new block, whose write would fault again forever.
   if (capacity_ == 0)
     throw std::logic_error(fmt::format("rolling window: block {:#x} became dirty before any grow()", block));
-  if (contains(place)) throw std::logic_error(fmt::format("rolling window: block {:#x} is dirty already", block));
+  if (contains(place))
+    throw std::logic_error(fmt::format("rolling window: block {:#x} is dirty already", block));
   make_room();
   append(block, place);
   std::optional<BlockId> evicted;

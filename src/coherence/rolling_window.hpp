@@ -66,7 +66,7 @@ class RollingWindow {
 
   std::size_t capacity_;
   std::size_t live_ = 0;
-  std::vector<Member> ring_;          // [head_, tail_) modulo its size
+  std::vector<Member> ring_;           // [head_, tail_) modulo its size
   std::uint64_t head_ = 0, tail_ = 0;  // positions counted from the last rebuild; Place = position + 1
 };
 

@@ -43,12 +43,15 @@ SharedSpace::SharedSpace(std::span<Device* const> devices, ProtocolKind kind, st
     throw InvalidArgument(fmt::format("shared space: segments of {} hold more than 2^32 blocks of {}",
                                       format_bytes(tuning.segment_bytes), format_bytes(block_bytes)));
   for (Device* d : devices_) queues_.push_back(d->create_queue());
-  if (copies.topology.devices.empty()) copies.topology = transfer::stated_topology(devices_, std::move(copies.topology));
+  if (copies.topology.devices.empty())
+    copies.topology = transfer::stated_topology(devices_, std::move(copies.topology));
   if (!copies.pool) {
     const std::size_t chunk = copies.options.chunk_bytes;
     copies.pool = [this, chunk]() -> StagingPool& {
       std::lock_guard lock(pool_mutex_);
-      if (!own_pool_) own_pool_ = std::make_unique<StagingPool>(*devices_.front(), std::max(kDefaultStagingBytes, chunk), chunk);
+      if (!own_pool_)
+        own_pool_ =
+            std::make_unique<StagingPool>(*devices_.front(), std::max(kDefaultStagingBytes, chunk), chunk);
       return *own_pool_;
     };
   }
@@ -219,8 +222,8 @@ std::vector<SharedSpace::Selected> SharedSpace::select(unsigned device, std::spa
     const std::size_t offset = u.bytes == ObjectUse::kWholeObject ? 0 : hit.offset_in_object;
     const std::size_t bytes = u.bytes == ObjectUse::kWholeObject ? hit.object->bytes : u.bytes;
     if (offset + bytes > hit.object->bytes || bytes == 0)
-      throw InvalidArgument(fmt::format("{}: {} bytes from {} are not within shared object #{} ({} bytes)", call,
-                                        bytes, p, hit.object->id, hit.object->bytes));
+      throw InvalidArgument(fmt::format("{}: {} bytes from {} are not within shared object #{} ({} bytes)",
+                                        call, bytes, p, hit.object->id, hit.object->bytes));
     out.push_back({std::move(e), u.use, offset, bytes});
   }
   return out;
@@ -340,7 +343,8 @@ std::pair<std::shared_ptr<SharedSpace::Entry>, std::size_t> SharedSpace::live_en
   const Directory::Hit hit = directory_.lookup(p);
   std::shared_ptr<Entry> e = hit.object != nullptr ? entry_of(hit.object->id) : nullptr;
   if (e == nullptr)
-    throw InvalidArgument(fmt::format("{}: {} is not in a live shared object: {}", call, p, directory_.describe(p)));
+    throw InvalidArgument(
+        fmt::format("{}: {} is not in a live shared object: {}", call, p, directory_.describe(p)));
   return {std::move(e), hit.offset_in_object};
 }
 
@@ -424,7 +428,8 @@ HDSM_FAULT_PATH bool SharedSpace::resolve_in_handler(void* address, os::FaultAcc
   std::unique_lock<os::FaultMutex> window_lock;
   if (!lazy) {
     window_lock = std::unique_lock(window_mutex_, std::try_to_lock);
-    if (!window_lock.owns_lock() || !window_.can_add() || RollingWindow::contains(e->window_places[hit.block]))
+    if (!window_lock.owns_lock() || !window_.can_add() ||
+        RollingWindow::contains(e->window_places[hit.block]))
       return false;
   }
   // Everything is recorded before the mprotect and undone if it fails: the mprotect flushes the

@@ -182,11 +182,11 @@ class SharedSpace {
     Object* object = nullptr;  // owned by the directory
     unsigned device = 0;
     DeviceBuffer buffer;
-    os::FaultMutex mutex;  // taken by the fault handler
+    os::FaultMutex mutex;                         // taken by the fault handler
     std::optional<os::ProtectionMap> protection;  // in the entry: one page less for the fault handler
     /// Rolling-update: where each block is in window_ (under window_mutex_, not the entry's mutex).
     std::vector<RollingWindow::Place> window_places;
-    Event pending;     // the last asynchronous upload of the object (eviction, release)
+    Event pending;  // the last asynchronous upload of the object (eviction, release)
     /// Copies started by asynchronous bulk calls that may still run (under the mutex). They run on the
     /// copy engine's queues, not on the object's, so whatever later uses their bytes settles them.
     std::vector<AsyncCopy> copies;
@@ -282,7 +282,7 @@ class SharedSpace {
   ProtocolKind kind_;
   obs::Counters& counters_;
   obs::Tracer* tracer_;
-  bool time_faults_;  // count fault_handler_ns
+  bool time_faults_;     // count fault_handler_ns
   int fault_lane_ = -1;  // the trace lane of the fault service thread
   std::vector<Device*> devices_;
   os::Arena arena_;

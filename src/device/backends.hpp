@@ -34,10 +34,10 @@ class BackendOf : public DeviceBackend {
 };
 
 struct OpenclOptions {
-  unsigned first_index = 0;  // DeviceProperties::index of the first device
-  bool poison = false;       // discarded and new buffers are filled with DE AD BE EF
+  unsigned first_index = 0;      // DeviceProperties::index of the first device
+  bool poison = false;           // discarded and new buffers are filled with DE AD BE EF
   std::size_t memory_bytes = 0;  // capacity offered per device; 0: the device's global memory
-  std::string cache_dir;         // compiled programs (HDSM_CACHE_DIR): "off", empty for the default, or a path
+  std::string cache_dir;  // compiled programs (HDSM_CACHE_DIR): "off", empty for the default, or a path
 };
 
 /// Every device of every OpenCL platform (ICD) on this machine; none is not an error (an empty
@@ -45,8 +45,8 @@ struct OpenclOptions {
 std::unique_ptr<DeviceBackend> open_opencl(DeviceServices services, const OpenclOptions& options);
 
 struct CudaOptions {
-  unsigned first_index = 0;      // DeviceProperties::index of the first device
-  bool poison = false;           // discarded and new buffers are filled with the byte 0xDE (else new ones with 0)
+  unsigned first_index = 0;  // DeviceProperties::index of the first device
+  bool poison = false;       // discarded and new buffers are filled with the byte 0xDE (else new ones with 0)
   std::size_t memory_bytes = 0;  // capacity offered per device; 0: the device's global memory
 };
 

@@ -14,15 +14,16 @@ namespace hdsm {
 
 /// InvalidArgument when a copy of `bytes` > 0 bytes has a null host pointer.
 inline void require_host(const void* p, std::size_t bytes, const char* what, const std::string& device) {
-  if (p == nullptr && bytes != 0) throw InvalidArgument(fmt::format("{} on {}: the host pointer is null", what, device));
+  if (p == nullptr && bytes != 0)
+    throw InvalidArgument(fmt::format("{} on {}: the host pointer is null", what, device));
 }
 
 /// InvalidArgument unless [offset, offset + bytes) lies inside a buffer of `size` bytes.
-inline void require_range(const std::string& what, const std::string& device, std::size_t offset, std::size_t bytes,
-                          std::size_t size) {
+inline void require_range(const std::string& what, const std::string& device, std::size_t offset,
+                          std::size_t bytes, std::size_t size) {
   if (offset > size || bytes > size - offset)
-    throw InvalidArgument(fmt::format("{} on {}: bytes [{}, {}) are past the end of a {}-byte buffer", what, device,
-                                      offset, offset + bytes, size));
+    throw InvalidArgument(fmt::format("{} on {}: bytes [{}, {}) are past the end of a {}-byte buffer", what,
+                                      device, offset, offset + bytes, size));
 }
 
 /// The __global__ function (cudaKernel_t) the cuda backend launches `kernel` with:

@@ -6,9 +6,12 @@ namespace hdsm {
 
 std::string_view to_string(Backend backend) {
   switch (backend) {
-    case Backend::sim: return "sim";
-    case Backend::opencl: return "opencl";
-    case Backend::cuda: return "cuda";
+    case Backend::sim:
+      return "sim";
+    case Backend::opencl:
+      return "opencl";
+    case Backend::cuda:
+      return "cuda";
   }
   return "?";
 }

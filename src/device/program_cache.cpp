@@ -56,7 +56,10 @@ bool write_all(int fd, const unsigned char* p, std::size_t n) {
 
 }  // namespace
 
-ProgramCache::ProgramCache(const std::string& dir) : dir_(dir == "off" ? "" : dir.empty() ? default_directory() : dir) {
+ProgramCache::ProgramCache(const std::string& dir)
+    : dir_(dir == "off"  ? ""
+           : dir.empty() ? default_directory()
+                         : dir) {
   while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
   if (!dir_.empty() && !usable_directory(false)) dir_.clear();
 }
@@ -93,7 +96,8 @@ bool ProgramCache::usable_directory(bool create) const {
     return false;
   }
   if (st.st_uid != ::geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    warn(fmt::format("{} belongs to another user or others may write to it (mode {:o})", dir_, st.st_mode & 07777));
+    warn(fmt::format("{} belongs to another user or others may write to it (mode {:o})", dir_,
+                     st.st_mode & 07777));
     return false;
   }
   return true;
@@ -128,8 +132,7 @@ std::optional<std::vector<unsigned char>> ProgramCache::load(std::string_view ke
     }
     const std::uint64_t key_bytes = got == file.size() ? get_u64(file.data() + 8) : 0;
     if (got == file.size() && std::memcmp(file.data(), kMagic, 8) == 0 && key_bytes == key.size() &&
-        key_bytes <= file.size() - 24 &&
-        std::memcmp(file.data() + 16, key.data(), key.size()) == 0) {
+        key_bytes <= file.size() - 24 && std::memcmp(file.data() + 16, key.data(), key.size()) == 0) {
       const std::size_t at = 16 + key.size();
       const std::uint64_t binary_bytes = get_u64(file.data() + at);
       if (binary_bytes == file.size() - at - 8)

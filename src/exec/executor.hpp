@@ -10,7 +10,7 @@
 namespace hdsm::exec {
 
 struct ExecutorOptions {
-  unsigned threads = 0;                    // total workers including the caller; 0 = cores
+  unsigned threads = 0;                       // total workers including the caller; 0 = cores
   std::size_t fiber_stack_bytes = 64 * 1024;  // stack of one cooperative-kernel thread
 };
 

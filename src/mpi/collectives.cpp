@@ -26,7 +26,8 @@ class Staged {
   /// Stages the `count` elements of `type` from `buf` when they lie in a shared object: a host copy,
   /// filled from the object when the call `reads` them. An MPI error code (reported, naming `call`)
   /// when the range leaves the live shared objects.
-  int stage(const char* call, const void* buf, std::size_t count, MPI_Datatype type, bool reads, bool writes) {
+  int stage(const char* call, const void* buf, std::size_t count, MPI_Datatype type, bool reads,
+            bool writes) {
     user_ = buf;
     if (buf == MPI_IN_PLACE || buf == nullptr || count == 0 || count > INT_MAX || type == MPI_DATATYPE_NULL)
       return MPI_SUCCESS;
@@ -131,7 +132,8 @@ int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type,
       [&] { return PMPI_Reduce(b[0].get(), b[1].get(), count, type, op, root, comm); });
 }
 
-int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
+                  MPI_Comm comm) {
   const Group g = group_of(comm);
   if (!g.intra) return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
   Staged b[2];
@@ -140,7 +142,9 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype ty
       "MPI_Allreduce", comm, b,
       [&] {
         const int rc = b[0].stage("MPI_Allreduce", sendbuf, times(count, 1), type, true, false);
-        return rc != MPI_SUCCESS ? rc : b[1].stage("MPI_Allreduce", recvbuf, times(count, 1), type, in_place, true);
+        return rc != MPI_SUCCESS
+                   ? rc
+                   : b[1].stage("MPI_Allreduce", recvbuf, times(count, 1), type, in_place, true);
       },
       [&] { return PMPI_Allreduce(b[0].get(), b[1].get(), count, type, op, comm); });
 }
@@ -158,7 +162,9 @@ int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* 
         if (rc != MPI_SUCCESS || !root_here) return rc;
         return b[1].stage("MPI_Gather", recvbuf, times(recvcount, g.size), recvtype, in_place, true);
       },
-      [&] { return PMPI_Gather(b[0].get(), sendcount, sendtype, b[1].get(), recvcount, recvtype, root, comm); });
+      [&] {
+        return PMPI_Gather(b[0].get(), sendcount, sendtype, b[1].get(), recvcount, recvtype, root, comm);
+      });
 }
 
 int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
@@ -176,7 +182,9 @@ int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void*
         }
         return b[1].stage("MPI_Scatter", recvbuf, times(recvcount, 1), recvtype, false, true);
       },
-      [&] { return PMPI_Scatter(b[0].get(), sendcount, sendtype, b[1].get(), recvcount, recvtype, root, comm); });
+      [&] {
+        return PMPI_Scatter(b[0].get(), sendcount, sendtype, b[1].get(), recvcount, recvtype, root, comm);
+      });
 }
 
 int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,

@@ -30,8 +30,8 @@ int describe_send(const char* call, const void* buf, int count, MPI_Datatype typ
 using HostRequestSend = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*);
 /// A send call that makes a request: libmpi's `host` on host memory (and for MPI_PROC_NULL),
 /// `shared` with the described buffer in a shared object; errors through `comm`'s handler.
-int request_send(const char* call, HostRequestSend host, const void* buf, int count, MPI_Datatype type, int dest,
-                 int tag, MPI_Comm comm, MPI_Request* request,
+int request_send(const char* call, HostRequestSend host, const void* buf, int count, MPI_Datatype type,
+                 int dest, int tag, MPI_Comm comm, MPI_Request* request,
                  const std::function<int(const UserBuffer&)>& shared);
 /// An error found before any transfer, through `comm`'s error handler (as MPI reports bad
 /// arguments).

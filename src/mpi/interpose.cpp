@@ -48,7 +48,8 @@ void drive_locked(Engine& e) {
   for (auto it = e.pending.begin(); it != e.pending.end();) {
     Operation& op = **it;
     if (!op.done) {
-      const bool waits = op.matching() && std::find(unmatched.begin(), unmatched.end(), op.comm()) != unmatched.end();
+      const bool waits =
+          op.matching() && std::find(unmatched.begin(), unmatched.end(), op.comm()) != unmatched.end();
       if (!waits) {
         try {
           op.done = op.progress();
@@ -68,14 +69,11 @@ void drive_locked(Engine& e) {
   }
 }
 
-
-
 void enqueue(const std::shared_ptr<Operation>& op) {
   Engine& e = engine();
   std::lock_guard lock(e.mutex);
   e.pending.push_back(op);
 }
-
 
 int query_fn(void* extra, MPI_Status* status) {
   const Operation& op = **static_cast<std::shared_ptr<Operation>*>(extra);
@@ -91,10 +89,6 @@ int cancel_fn(void* extra, int complete) {
   return MPI_SUCCESS;
 }
 
-
-
-
-
 /// Waits for a receive and a send (in that order in `requests`) while driving the pending
 /// operations; the first error of either.
 int wait_pair(MPI_Request requests[2], MPI_Status statuses[2]) {
@@ -106,7 +100,8 @@ int wait_pair(MPI_Request requests[2], MPI_Status statuses[2]) {
     if (rc != MPI_SUCCESS || flag != 0) break;
     sched_yield();
   }
-  if (rc == MPI_ERR_IN_STATUS) rc = statuses[0].MPI_ERROR != MPI_SUCCESS ? statuses[0].MPI_ERROR : statuses[1].MPI_ERROR;
+  if (rc == MPI_ERR_IN_STATUS)
+    rc = statuses[0].MPI_ERROR != MPI_SUCCESS ? statuses[0].MPI_ERROR : statuses[1].MPI_ERROR;
   return rc;
 }
 
@@ -114,7 +109,8 @@ int wait_pair(MPI_Request requests[2], MPI_Status statuses[2]) {
 int open_wire(const char* call) {
   Wire& w = wire();
   const int rc = PMPI_Comm_dup(MPI_COMM_WORLD, &w.comm);
-  if (rc != MPI_SUCCESS) return report(call, rc, "MPI_Comm_dup(MPI_COMM_WORLD) for the hdsm_mpi chunks failed");
+  if (rc != MPI_SUCCESS)
+    return report(call, rc, "MPI_Comm_dup(MPI_COMM_WORLD) for the hdsm_mpi chunks failed");
   PMPI_Comm_set_errhandler(w.comm, MPI_ERRORS_RETURN);
   if (const int rc = PMPI_Comm_dup(MPI_COMM_SELF, &w.tokens); rc != MPI_SUCCESS)
     return report(call, rc, "MPI_Comm_dup(MPI_COMM_SELF) for the hdsm_mpi message handles failed");
@@ -138,7 +134,8 @@ int matched_receive(const char* call, void* buf, int count, MPI_Datatype type, M
   const auto it = matched().find(*message);
   if (it == matched().end()) return MPI_SUCCESS;
   UserBuffer b;
-  if (const int rc = describe(call, buf, count, type, b); rc != MPI_SUCCESS) return refuse(it->second.comm, rc);
+  if (const int rc = describe(call, buf, count, type, b); rc != MPI_SUCCESS)
+    return refuse(it->second.comm, rc);
   return make_matched_receive(call, b, message, op);
 }
 
@@ -146,8 +143,8 @@ using HostSend = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm);
 
 /// A blocking send in `mode`: an operation from a shared object; from host memory libmpi's call
 /// (`host`), or its nonblocking form (`ihost`) driven to its end while operations are pending.
-int blocking_send(const char* call, SendMode mode, HostSend host, HostRequestSend ihost, const void* buf, int count,
-                  MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+int blocking_send(const char* call, SendMode mode, HostSend host, HostRequestSend ihost, const void* buf,
+                  int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
   try {
     UserBuffer b;
     if (const int rc = describe_send(call, buf, count, type, dest, comm, b); rc != MPI_SUCCESS) return rc;
@@ -232,8 +229,8 @@ int describe_send(const char* call, const void* buf, int count, MPI_Datatype typ
   return rc == MPI_SUCCESS ? rc : refuse(comm, rc);
 }
 
-int request_send(const char* call, HostRequestSend host, const void* buf, int count, MPI_Datatype type, int dest,
-                 int tag, MPI_Comm comm, MPI_Request* request,
+int request_send(const char* call, HostRequestSend host, const void* buf, int count, MPI_Datatype type,
+                 int dest, int tag, MPI_Comm comm, MPI_Request* request,
                  const std::function<int(const UserBuffer&)>& shared) {
   try {
     UserBuffer b;
@@ -279,40 +276,51 @@ int MPI_Finalize(void) {
 }
 
 int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  return blocking_send("MPI_Send", SendMode::standard, PMPI_Send, PMPI_Isend, buf, count, type, dest, tag, comm);
-}
-
-int MPI_Ssend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  return blocking_send("MPI_Ssend", SendMode::synchronous, PMPI_Ssend, PMPI_Issend, buf, count, type, dest, tag,
+  return blocking_send("MPI_Send", SendMode::standard, PMPI_Send, PMPI_Isend, buf, count, type, dest, tag,
                        comm);
 }
 
+int MPI_Ssend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  return blocking_send("MPI_Ssend", SendMode::synchronous, PMPI_Ssend, PMPI_Issend, buf, count, type, dest,
+                       tag, comm);
+}
+
 int MPI_Rsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  return blocking_send("MPI_Rsend", SendMode::standard, PMPI_Rsend, PMPI_Irsend, buf, count, type, dest, tag, comm);
+  return blocking_send("MPI_Rsend", SendMode::standard, PMPI_Rsend, PMPI_Irsend, buf, count, type, dest, tag,
+                       comm);
 }
 
 int MPI_Bsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  return blocking_send("MPI_Bsend", SendMode::buffered, PMPI_Bsend, PMPI_Ibsend, buf, count, type, dest, tag, comm);
+  return blocking_send("MPI_Bsend", SendMode::buffered, PMPI_Bsend, PMPI_Ibsend, buf, count, type, dest, tag,
+                       comm);
 }
 
-int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* request) {
-  return nonblocking_send("MPI_Isend", SendMode::standard, PMPI_Isend, buf, count, type, dest, tag, comm, request);
+int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+              MPI_Request* request) {
+  return nonblocking_send("MPI_Isend", SendMode::standard, PMPI_Isend, buf, count, type, dest, tag, comm,
+                          request);
 }
 
-int MPI_Issend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* request) {
+int MPI_Issend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+               MPI_Request* request) {
   return nonblocking_send("MPI_Issend", SendMode::synchronous, PMPI_Issend, buf, count, type, dest, tag, comm,
                           request);
 }
 
-int MPI_Irsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* request) {
-  return nonblocking_send("MPI_Irsend", SendMode::standard, PMPI_Irsend, buf, count, type, dest, tag, comm, request);
+int MPI_Irsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+               MPI_Request* request) {
+  return nonblocking_send("MPI_Irsend", SendMode::standard, PMPI_Irsend, buf, count, type, dest, tag, comm,
+                          request);
 }
 
-int MPI_Ibsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* request) {
-  return nonblocking_send("MPI_Ibsend", SendMode::buffered, PMPI_Ibsend, buf, count, type, dest, tag, comm, request);
+int MPI_Ibsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+               MPI_Request* request) {
+  return nonblocking_send("MPI_Ibsend", SendMode::buffered, PMPI_Ibsend, buf, count, type, dest, tag, comm,
+                          request);
 }
 
-int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Status* status) {
+int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+             MPI_Status* status) {
   try {
     if (source == MPI_PROC_NULL) return PMPI_Recv(buf, count, type, source, tag, comm, status);
     UserBuffer b;
@@ -323,7 +331,8 @@ int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_C
   }
 }
 
-int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Request* request) {
+int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+              MPI_Request* request) {
   try {
     if (source == MPI_PROC_NULL) return PMPI_Irecv(buf, count, type, source, tag, comm, request);
     UserBuffer b;
@@ -334,8 +343,9 @@ int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_
   }
 }
 
-int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void* recvbuf,
-                 int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status* status) {
+int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                 void* recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm,
+                 MPI_Status* status) {
   try {
     MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     MPI_Status statuses[2];
@@ -354,8 +364,8 @@ int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int 
   }
 }
 
-int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int sendtag, int source, int recvtag,
-                         MPI_Comm comm, MPI_Status* status) {
+int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int sendtag, int source,
+                         int recvtag, MPI_Comm comm, MPI_Status* status) {
   try {
     UserBuffer b;
     if (const int rc = describe("MPI_Sendrecv_replace", buf, count, type, b); rc != MPI_SUCCESS)
@@ -368,8 +378,9 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int 
       // The send reads the object (from the device, chunk by chunk) while the message arrives, so
       // the message goes to host memory first and into the object once both are done.
       if (b.bytes > static_cast<std::size_t>(INT_MAX))
-        return refuse(comm, report("MPI_Sendrecv_replace", MPI_ERR_COUNT,
-                                   fmt::format("{} B in a shared object is more than one receive can take", b.bytes)));
+        return refuse(
+            comm, report("MPI_Sendrecv_replace", MPI_ERR_COUNT,
+                         fmt::format("{} B in a shared object is more than one receive can take", b.bytes)));
       copy.resize(b.bytes);
       rc = MPI_Irecv(copy.data(), static_cast<int>(b.bytes), MPI_BYTE, source, recvtag, comm, &requests[0]);
       if (rc != MPI_SUCCESS) return rc;
@@ -380,7 +391,8 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int 
       int size = 0, position = 0;
       if ((rc = PMPI_Pack_size(count, type, comm, &size)) != MPI_SUCCESS) return refuse(comm, rc);
       copy.resize(static_cast<std::size_t>(size));
-      if ((rc = PMPI_Pack(buf, count, type, copy.data(), size, &position, comm)) != MPI_SUCCESS) return refuse(comm, rc);
+      if ((rc = PMPI_Pack(buf, count, type, copy.data(), size, &position, comm)) != MPI_SUCCESS)
+        return refuse(comm, rc);
       rc = MPI_Irecv(buf, count, type, source, recvtag, comm, &requests[0]);
       if (rc != MPI_SUCCESS) return rc;
       rc = PMPI_Isend(copy.data(), position, MPI_PACKED, dest, sendtag, comm, &requests[1]);
@@ -399,8 +411,8 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int 
         for (const hdsm::Event& e : written) e.wait();
       } catch (const std::exception& e) {
         rc = refuse(comm, report("MPI_Sendrecv_replace", MPI_ERR_BUFFER,
-                                 fmt::format("writing the received {} B into the shared object at {}: {}", got, buf,
-                                             e.what())));
+                                 fmt::format("writing the received {} B into the shared object at {}: {}",
+                                             got, buf, e.what())));
       }
     }
     if (status != MPI_STATUS_IGNORE) *status = statuses[0];
@@ -455,7 +467,8 @@ int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Sta
 int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status) {
   try {
     std::shared_ptr<Operation> op;
-    if (const int rc = matched_receive("MPI_Mrecv", buf, count, type, message, op); rc != MPI_SUCCESS) return rc;
+    if (const int rc = matched_receive("MPI_Mrecv", buf, count, type, message, op); rc != MPI_SUCCESS)
+      return rc;
     return op ? finish(op, status) : PMPI_Mrecv(buf, count, type, message, status);
   } catch (const std::exception& e) {
     return internal("MPI_Mrecv", MPI_COMM_WORLD, e);
@@ -465,7 +478,8 @@ int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI
 int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Request* request) {
   try {
     std::shared_ptr<Operation> op;
-    if (const int rc = matched_receive("MPI_Imrecv", buf, count, type, message, op); rc != MPI_SUCCESS) return rc;
+    if (const int rc = matched_receive("MPI_Imrecv", buf, count, type, message, op); rc != MPI_SUCCESS)
+      return rc;
     return op ? start(op, request) : PMPI_Imrecv(buf, count, type, message, request);
   } catch (const std::exception& e) {
     return internal("MPI_Imrecv", MPI_COMM_WORLD, e);

@@ -52,11 +52,12 @@ int describe(const char* call, const void* buf, int count, MPI_Datatype type, Us
     return report(call, MPI_ERR_TYPE, fmt::format("buffer {} in a shared object: invalid datatype", buf));
   out.bytes = static_cast<std::size_t>(count) * static_cast<std::size_t>(size);
   if (!out.contiguous)
-    return report(call, MPI_ERR_TYPE,
-                  fmt::format("buffer {} is in a shared object and its datatype is not contiguous (size {} B, "
-                              "extent {} B): hdsm_mpi moves shared objects with contiguous datatypes only; "
-                              "pack the data or use MPI_BYTE",
-                              buf, size, extent));
+    return report(
+        call, MPI_ERR_TYPE,
+        fmt::format("buffer {} is in a shared object and its datatype is not contiguous (size {} B, "
+                    "extent {} B): hdsm_mpi moves shared objects with contiguous datatypes only; "
+                    "pack the data or use MPI_BYTE",
+                    buf, size, extent));
   try {
     space->check(buf, out.bytes, call);
   } catch (const Error& e) {
@@ -174,16 +175,18 @@ class StagedSend final : public Operation {
   StagedSend(const char* call, const UserBuffer& b, int dest, int tag, MPI_Comm comm, SendMode mode)
       : Operation(call, comm) {
     if (b.bytes > static_cast<std::size_t>(INT_MAX)) {
-      fail(MPI_ERR_COUNT, fmt::format("a message of {} B from a shared object exceeds INT_MAX bytes, and it cannot "
-                                      "be chunked ({})", b.bytes,
-                                      mode == SendMode::buffered ? "a buffered send" : "an intercommunicator"));
+      fail(MPI_ERR_COUNT,
+           fmt::format("a message of {} B from a shared object exceeds INT_MAX bytes, and it cannot "
+                       "be chunked ({})",
+                       b.bytes, mode == SendMode::buffered ? "a buffered send" : "an intercommunicator"));
       return;
     }
     slot_.acquire(b.pool, b.bytes);
     try {
       b.space->read(slot_.data, b.data, b.bytes, &slot_.pending);
     } catch (const std::exception& e) {
-      fail(MPI_ERR_BUFFER, fmt::format("reading {} B at {}: {}", b.bytes, static_cast<void*>(b.data), e.what()));
+      fail(MPI_ERR_BUFFER,
+           fmt::format("reading {} B at {}: {}", b.bytes, static_cast<void*>(b.data), e.what()));
     }
     for (const Event& e : slot_.pending) {
       try {
@@ -214,7 +217,8 @@ class StagedSend final : public Operation {
 // communicator. Chunk i + 1 is copied from the device while chunk i is on the network.
 class ChunkedSend final : public Operation {
  public:
-  ChunkedSend(const char* call, const UserBuffer& b, int dest, int world_dest, int tag, MPI_Comm comm, SendMode mode)
+  ChunkedSend(const char* call, const UserBuffer& b, int dest, int world_dest, int tag, MPI_Comm comm,
+              SendMode mode)
       : Operation(call, comm), buffer_(b), world_dest_(world_dest) {
     Wire& w = wire();
     header_.total = b.bytes;
@@ -237,7 +241,8 @@ class ChunkedSend final : public Operation {
       for (Slot& s : slots_) {
         int rc = MPI_SUCCESS;
         if (s.stage == Slot::Stage::network && tested(s.request, MPI_STATUS_IGNORE, rc)) {
-          if (rc != MPI_SUCCESS) fail(rc, fmt::format("MPI_Isend of chunk {} failed (error {})", s.chunk, rc));
+          if (rc != MPI_SUCCESS)
+            fail(rc, fmt::format("MPI_Isend of chunk {} failed (error {})", s.chunk, rc));
           s.stage = Slot::Stage::idle;
           ++sent_;
           moved = true;
@@ -265,7 +270,8 @@ class ChunkedSend final : public Operation {
           const int rc = PMPI_Isend(s.data, static_cast<int>(length(posted_)), MPI_BYTE, world_dest_,
                                     static_cast<int>(header_.sequence), wire().comm, &s.request);
           if (rc != MPI_SUCCESS) {
-            fail(rc, fmt::format("MPI_Isend of chunk {} on the hdsm_mpi communicator failed (error {})", posted_, rc));
+            fail(rc, fmt::format("MPI_Isend of chunk {} on the hdsm_mpi communicator failed (error {})",
+                                 posted_, rc));
             s.stage = Slot::Stage::idle;
             ++sent_;
           } else {
@@ -277,14 +283,16 @@ class ChunkedSend final : public Operation {
       }
     }
     int rc = MPI_SUCCESS;
-    if (header_request_ != MPI_REQUEST_NULL && tested(header_request_, MPI_STATUS_IGNORE, rc) && rc != MPI_SUCCESS)
+    if (header_request_ != MPI_REQUEST_NULL && tested(header_request_, MPI_STATUS_IGNORE, rc) &&
+        rc != MPI_SUCCESS)
       fail(rc, "", true);
     return sent_ == chunks_ && header_request_ == MPI_REQUEST_NULL;
   }
 
  private:
   std::size_t length(std::size_t chunk) const {
-    return static_cast<std::size_t>(std::min<std::uint64_t>(header_.chunk, header_.total - chunk * header_.chunk));
+    return static_cast<std::size_t>(
+        std::min<std::uint64_t>(header_.chunk, header_.total - chunk * header_.chunk));
   }
 
   UserBuffer buffer_;
@@ -438,8 +446,8 @@ class Receive final : public Operation {
     }
     PMPI_Mrecv(scratch.get(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE);
     fail(MPI_ERR_TRUNCATE,
-         fmt::format("a message of {} B from rank {} (tag {}) does not fit the receive buffer {} of {} B", bytes,
-                     source_, tag_, static_cast<void*>(buffer_.data), buffer_.bytes));
+         fmt::format("a message of {} B from rank {} (tag {}) does not fit the receive buffer {} of {} B",
+                     bytes, source_, tag_, static_cast<void*>(buffer_.data), buffer_.bytes));
   }
 
   bool maybe_header(MPI_Message& message) {
@@ -457,9 +465,10 @@ class Receive final : public Operation {
   bool take_40(const Header& h, bool chunked) {
     if (chunked) return start_chunks(h);
     if (sizeof h > buffer_.bytes) {
-      fail(MPI_ERR_TRUNCATE, fmt::format("a message of {} B from rank {} (tag {}) does not fit the receive "
-                                         "buffer {} of {} B",
-                                         sizeof h, source_, tag_, static_cast<void*>(buffer_.data), buffer_.bytes));
+      fail(MPI_ERR_TRUNCATE,
+           fmt::format("a message of {} B from rank {} (tag {}) does not fit the receive "
+                       "buffer {} of {} B",
+                       sizeof h, source_, tag_, static_cast<void*>(buffer_.data), buffer_.bytes));
       return true;
     }
     if (buffer_.shared()) {
@@ -468,8 +477,8 @@ class Receive final : public Operation {
       try {
         buffer_.space->write(buffer_.data, plain_.data, sizeof h, &plain_.pending);
       } catch (const std::exception& e) {
-        fail(MPI_ERR_BUFFER, fmt::format("writing into the shared object at {}: {}", static_cast<void*>(buffer_.data),
-                                         e.what()));
+        fail(MPI_ERR_BUFFER, fmt::format("writing into the shared object at {}: {}",
+                                         static_cast<void*>(buffer_.data), e.what()));
       }
       state_ = State::writing;
       return settled(plain_.pending);
@@ -481,8 +490,8 @@ class Receive final : public Operation {
                                      sizeof h, size));
       return true;
     }
-    PMPI_Unpack(&h, sizeof h, &position, buffer_.data, static_cast<int>(sizeof h / static_cast<std::size_t>(size)),
-                buffer_.type, comm_);
+    PMPI_Unpack(&h, sizeof h, &position, buffer_.data,
+                static_cast<int>(sizeof h / static_cast<std::size_t>(size)), buffer_.type, comm_);
     return true;
   }
 
@@ -500,20 +509,23 @@ class Receive final : public Operation {
     // From here on every chunk is received (discarded on error) so that the sender finishes.
     if (h.total > buffer_.bytes) {
       discard_ = true;
-      fail(MPI_ERR_TRUNCATE, fmt::format("a message of {} B from rank {} (tag {}) does not fit the receive "
-                                         "buffer {} of {} B",
-                                         h.total, source_, tag_, static_cast<void*>(buffer_.data), buffer_.bytes));
+      fail(MPI_ERR_TRUNCATE,
+           fmt::format("a message of {} B from rank {} (tag {}) does not fit the receive "
+                       "buffer {} of {} B",
+                       h.total, source_, tag_, static_cast<void*>(buffer_.data), buffer_.bytes));
     } else if (!buffer_.contiguous) {
       discard_ = true;
-      fail(MPI_ERR_TYPE, fmt::format("a chunked message of {} B from a shared object cannot be received into a "
-                                     "non-contiguous datatype; receive it as MPI_BYTE",
-                                     h.total));
+      fail(MPI_ERR_TYPE,
+           fmt::format("a chunked message of {} B from a shared object cannot be received into a "
+                       "non-contiguous datatype; receive it as MPI_BYTE",
+                       h.total));
     }
     return chunks();
   }
 
   std::size_t length(std::size_t chunk) const {
-    return static_cast<std::size_t>(std::min<std::uint64_t>(header_.chunk, header_.total - chunk * header_.chunk));
+    return static_cast<std::size_t>(
+        std::min<std::uint64_t>(header_.chunk, header_.total - chunk * header_.chunk));
   }
 
   bool chunks() {
@@ -568,10 +580,11 @@ class Receive final : public Operation {
               target = buffer_.data + posted_ * header_.chunk;
             }
           }
-          const int rc = PMPI_Irecv(target, count, MPI_BYTE, world_source_, static_cast<int>(header_.sequence),
-                                    wire().comm, &s.request);
+          const int rc = PMPI_Irecv(target, count, MPI_BYTE, world_source_,
+                                    static_cast<int>(header_.sequence), wire().comm, &s.request);
           if (rc != MPI_SUCCESS) {
-            fail(rc, fmt::format("MPI_Irecv of chunk {} on the hdsm_mpi communicator failed (error {})", posted_, rc));
+            fail(rc, fmt::format("MPI_Irecv of chunk {} on the hdsm_mpi communicator failed (error {})",
+                                 posted_, rc));
             chunks_ = posted_;  // nothing more can be received
             break;
           }
@@ -614,14 +627,17 @@ namespace {
 /// A token: libmpi's handle of a zero-byte message this process sends itself on Wire::tokens.
 int make_token(MPI_Message* token) {
   const MPI_Comm tokens = wire().tokens;
-  if (tokens == MPI_COMM_NULL) return report("MPI_Improbe", MPI_ERR_OTHER, "MPI_Init has not run through hdsm_mpi");
+  if (tokens == MPI_COMM_NULL)
+    return report("MPI_Improbe", MPI_ERR_OTHER, "MPI_Init has not run through hdsm_mpi");
   MPI_Request send = MPI_REQUEST_NULL;
   int rc = PMPI_Isend(nullptr, 0, MPI_BYTE, 0, 0, tokens, &send);
-  if (rc != MPI_SUCCESS) return report("MPI_Improbe", rc, "sending a message handle's token to itself failed");
+  if (rc != MPI_SUCCESS)
+    return report("MPI_Improbe", rc, "sending a message handle's token to itself failed");
   rc = PMPI_Mprobe(0, 0, tokens, token, MPI_STATUS_IGNORE);  // the one just sent: tokens go out one at a time
   const int sent = PMPI_Wait(&send, MPI_STATUS_IGNORE);
   if (rc == MPI_SUCCESS) rc = sent;
-  return rc != MPI_SUCCESS ? report("MPI_Improbe", rc, "matching a message handle's token failed") : MPI_SUCCESS;
+  return rc != MPI_SUCCESS ? report("MPI_Improbe", rc, "matching a message handle's token failed")
+                           : MPI_SUCCESS;
 }
 
 }  // namespace
@@ -721,7 +737,8 @@ std::shared_ptr<Operation> make_send(const char* call, const UserBuffer& b, int 
   return std::make_shared<StagedSend>(call, b, dest, tag, comm, mode);
 }
 
-std::shared_ptr<Operation> make_receive(const char* call, const UserBuffer& b, int source, int tag, MPI_Comm comm) {
+std::shared_ptr<Operation> make_receive(const char* call, const UserBuffer& b, int source, int tag,
+                                        MPI_Comm comm) {
   return std::make_shared<Receive>(call, b, source, tag, comm);
 }
 

@@ -43,7 +43,7 @@ struct UserBuffer {
   std::size_t bytes = 0;  // count * size of the datatype
   int count = 0;
   MPI_Datatype type = MPI_BYTE;
-  bool contiguous = true;  // the bytes are [data, data + bytes)
+  bool contiguous = true;                   // the bytes are [data, data + bytes)
   coherence::SharedSpace* space = nullptr;  // non-null: in a shared object of this space
   StagingPool* pool = nullptr;              // the owning runtime's MPI staging pool
   BufferCache* buffers = nullptr;           // the owning runtime's kept receive buffers
@@ -144,7 +144,9 @@ struct Held {
            (want_tag == MPI_ANY_TAG || want_tag == tag);
   }
   /// The size of the user's message.
-  MPI_Count bytes() const { return chunked ? static_cast<MPI_Count>(header.total) : MPI_Count{sizeof header}; }
+  MPI_Count bytes() const {
+    return chunked ? static_cast<MPI_Count>(header.total) : MPI_Count{sizeof header};
+  }
 };
 /// The held messages in arrival order. Guarded by the lock of the pending operations (interpose.cpp):
 /// receives match and probes run under it.
@@ -184,8 +186,8 @@ enum class SendMode {
 /// A send from a shared object: one staged message up to the chunk size (or on an
 /// intercommunicator, or buffered), header + double-buffered chunks above it. The first message on
 /// the user's communicator is posted by the constructor, so sends keep their order.
-std::shared_ptr<Operation> make_send(const char* call, const UserBuffer& buffer, int dest, int tag, MPI_Comm comm,
-                                     SendMode mode = SendMode::standard);
+std::shared_ptr<Operation> make_send(const char* call, const UserBuffer& buffer, int dest, int tag,
+                                     MPI_Comm comm, SendMode mode = SendMode::standard);
 /// A receive into any buffer: matched with MPI_Improbe on (source, tag, comm); a header starts the
 /// chunked protocol.
 std::shared_ptr<Operation> make_receive(const char* call, const UserBuffer& buffer, int source, int tag,

@@ -26,7 +26,7 @@ struct Persistent {
   int peer = MPI_PROC_NULL;
   int tag = 0;
   MPI_Comm comm = MPI_COMM_NULL;
-  bool shared = false;  // the buffer was in a shared object at the init call
+  bool shared = false;                    // the buffer was in a shared object at the init call
   MPI_Request active = MPI_REQUEST_NULL;  // the running operation's generalized request
 };
 
@@ -68,11 +68,18 @@ int create(const Persistent& p, MPI_Request* request) {
 }
 
 /// A persistent send in `mode`: hdsm_mpi's on a shared object, libmpi's (`host`) otherwise.
-int init_send(const char* call, SendMode mode, HostRequestSend host, const void* buf, int count, MPI_Datatype type,
-              int dest, int tag, MPI_Comm comm, MPI_Request* request) {
+int init_send(const char* call, SendMode mode, HostRequestSend host, const void* buf, int count,
+              MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* request) {
   return request_send(call, host, buf, count, type, dest, tag, comm, request, [&](const UserBuffer&) {
-    return create({.call = call, .mode = mode, .buf = const_cast<void*>(buf), .count = count, .type = type,
-                   .peer = dest, .tag = tag, .comm = comm, .shared = true},
+    return create({.call = call,
+                   .mode = mode,
+                   .buf = const_cast<void*>(buf),
+                   .count = count,
+                   .type = type,
+                   .peer = dest,
+                   .tag = tag,
+                   .comm = comm,
+                   .shared = true},
                   request);
   });
 }
@@ -80,11 +87,13 @@ int init_send(const char* call, SendMode mode, HostRequestSend host, const void*
 /// Posts `p` as its nonblocking call would (the registry's lock not held).
 int post(Persistent p, MPI_Request handle) {
   UserBuffer b;
-  if (const int rc = describe(p.call, p.buf, p.count, p.type, b); rc != MPI_SUCCESS) return refuse(p.comm, rc);
+  if (const int rc = describe(p.call, p.buf, p.count, p.type, b); rc != MPI_SUCCESS)
+    return refuse(p.comm, rc);
   if (p.shared && !b.shared())
-    return refuse(p.comm, report(p.call, MPI_ERR_BUFFER,
-                                 fmt::format("MPI_Start: buffer {} was in a shared object that has been freed since",
-                                             p.buf)));
+    return refuse(
+        p.comm,
+        report(p.call, MPI_ERR_BUFFER,
+               fmt::format("MPI_Start: buffer {} was in a shared object that has been freed since", p.buf)));
   const std::shared_ptr<Operation> op = p.receive ? make_receive(p.call, b, p.peer, p.tag, p.comm)
                                                   : make_send(p.call, b, p.peer, p.tag, p.comm, p.mode);
   MPI_Request active = MPI_REQUEST_NULL;
@@ -133,32 +142,44 @@ extern "C" {
 
 int MPI_Send_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                   MPI_Request* request) {
-  return init_send("MPI_Send_init", SendMode::standard, PMPI_Send_init, buf, count, type, dest, tag, comm, request);
+  return init_send("MPI_Send_init", SendMode::standard, PMPI_Send_init, buf, count, type, dest, tag, comm,
+                   request);
 }
 
 int MPI_Ssend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                    MPI_Request* request) {
-  return init_send("MPI_Ssend_init", SendMode::synchronous, PMPI_Ssend_init, buf, count, type, dest, tag, comm,
-                   request);
+  return init_send("MPI_Ssend_init", SendMode::synchronous, PMPI_Ssend_init, buf, count, type, dest, tag,
+                   comm, request);
 }
 
 int MPI_Rsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                    MPI_Request* request) {
-  return init_send("MPI_Rsend_init", SendMode::standard, PMPI_Rsend_init, buf, count, type, dest, tag, comm, request);
+  return init_send("MPI_Rsend_init", SendMode::standard, PMPI_Rsend_init, buf, count, type, dest, tag, comm,
+                   request);
 }
 
 int MPI_Bsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                    MPI_Request* request) {
-  return init_send("MPI_Bsend_init", SendMode::buffered, PMPI_Bsend_init, buf, count, type, dest, tag, comm, request);
+  return init_send("MPI_Bsend_init", SendMode::buffered, PMPI_Bsend_init, buf, count, type, dest, tag, comm,
+                   request);
 }
 
-int MPI_Recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Request* request) {
+int MPI_Recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                  MPI_Request* request) {
   try {
     if (source == MPI_PROC_NULL) return PMPI_Recv_init(buf, count, type, source, tag, comm, request);
     UserBuffer b;
-    if (const int rc = describe("MPI_Recv_init", buf, count, type, b); rc != MPI_SUCCESS) return refuse(comm, rc);
-    return create({.call = "MPI_Recv_init", .receive = true, .buf = buf, .count = count, .type = type,
-                   .peer = source, .tag = tag, .comm = comm, .shared = b.shared()},
+    if (const int rc = describe("MPI_Recv_init", buf, count, type, b); rc != MPI_SUCCESS)
+      return refuse(comm, rc);
+    return create({.call = "MPI_Recv_init",
+                   .receive = true,
+                   .buf = buf,
+                   .count = count,
+                   .type = type,
+                   .peer = source,
+                   .tag = tag,
+                   .comm = comm,
+                   .shared = b.shared()},
                   request);
   } catch (const std::exception& e) {
     return internal("MPI_Recv_init", comm, e);

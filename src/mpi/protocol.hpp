@@ -27,7 +27,8 @@ struct Header {
 
   std::uint64_t checksum() const {
     return (magic ^ (total * 0x9e3779b97f4a7c15ULL) ^ (chunk * 0xc2b2ae3d27d4eb4fULL) ^
-            (sequence * 0x165667b19e3779f9ULL)) + 0x27d4eb2f165667c5ULL;
+            (sequence * 0x165667b19e3779f9ULL)) +
+           0x27d4eb2f165667c5ULL;
   }
   /// True when the fields describe a chunked message a receiver can take: the magic and check word
   /// match, the chunk is in (0, kMaxChunk] and smaller than the total, and the tag is within

@@ -63,8 +63,8 @@ std::string Stats::to_string() const {
   row("total", routes, kernel_launches);
   for (const auto& d : devices)
     if (d.program_builds + d.program_cache_loads != 0)
-      out += fmt::format("  {} programs: {} built from source, {} loaded from the cache\n", d.name, d.program_builds,
-                         d.program_cache_loads);
+      out += fmt::format("  {} programs: {} built from source, {} loaded from the cache\n", d.name,
+                         d.program_builds, d.program_cache_loads);
   out += fmt::format("  shared memory faults: {} read, {} write, {:.3f} ms in the handler\n", read_faults,
                      write_faults, static_cast<double>(fault_handler_ns) / 1e6);
   out += fmt::format("  enqueue lock waits: {} contended, {:.3f} ms blocked\n", lock_waits,
@@ -74,7 +74,8 @@ std::string Stats::to_string() const {
                        actions[a].transfers);
   for (int r = 0; r < kCopyRouteCount; ++r)
     if (copies[r].transfers != 0)
-      out += fmt::format("  {:<16} {:>16} {:>12}\n", fmt::format("copies {}", hdsm::to_string(static_cast<CopyRoute>(r))),
+      out += fmt::format("  {:<16} {:>16} {:>12}\n",
+                         fmt::format("copies {}", hdsm::to_string(static_cast<CopyRoute>(r))),
                          copies[r].bytes, copies[r].transfers);
   return out;
 }

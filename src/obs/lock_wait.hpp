@@ -15,7 +15,7 @@ namespace hdsm::obs {
 /// Where the waits on a lock are counted (either may be null).
 struct LockWaitSink {
   Counters* counters = nullptr;
-  Tracer* tracer = nullptr;  // enabled tracers only
+  Tracer* tracer = nullptr;   // enabled tracers only
   const char* what = "lock";  // names the lock in trace spans
 };
 

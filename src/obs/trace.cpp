@@ -5,12 +5,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <memory>
-#include <unistd.h>
-#include <sys/syscall.h>
 
 namespace hdsm::obs {
 namespace {
@@ -76,18 +76,23 @@ void Tracer::flush() {
     std::lock_guard lock(mutex_);
     events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", 1}, {"args", {{"name", "hdsm"}}}});
     for (std::size_t i = 0; i < lanes_.size(); ++i) {
-      events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", 1}, {"tid", i}, {"args", {{"name", lanes_[i]}}}});
       events.push_back(
-          {{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", 1}, {"tid", i}, {"args", {{"sort_index", i}}}});
+          {{"ph", "M"}, {"name", "thread_name"}, {"pid", 1}, {"tid", i}, {"args", {{"name", lanes_[i]}}}});
+      events.push_back({{"ph", "M"},
+                        {"name", "thread_sort_index"},
+                        {"pid", 1},
+                        {"tid", i},
+                        {"args", {{"sort_index", i}}}});
     }
     for (const auto& e : events_) {
-      nlohmann::json ev = {{"ph", "X"},           {"name", e.name},  {"pid", 1}, {"tid", e.lane},
-                           {"ts", to_us(e.begin_ns)}, {"dur", to_us(e.duration_ns)}};
+      nlohmann::json ev = {{"ph", "X"},     {"name", e.name},          {"pid", 1},
+                           {"tid", e.lane}, {"ts", to_us(e.begin_ns)}, {"dur", to_us(e.duration_ns)}};
       if (e.bytes != 0) ev["args"] = {{"bytes", e.bytes}};
       events.push_back(std::move(ev));
     }
   }
-  nlohmann::json doc = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ns"},
+  nlohmann::json doc = {{"traceEvents", std::move(events)},
+                        {"displayTimeUnit", "ns"},
                         {"otherData", {{"dropped_events", dropped_}}}};
   const std::string text = doc.dump();
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path_.c_str(), "w"), &std::fclose);

@@ -6,16 +6,16 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <bit>
-#include <cerrno>
-#include <cstring>
-#include <utility>
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <utility>
 
 namespace hdsm::os {
 namespace {
@@ -24,7 +24,8 @@ namespace {
 std::uintptr_t reserve_aligned(std::size_t bytes, std::size_t align, const std::string& what) {
   const std::size_t total = bytes + align;
   void* p = ::mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) throw SystemError("mmap", fmt::format("{} ({} of address space)", what, format_bytes(total)), errno);
+  if (p == MAP_FAILED)
+    throw SystemError("mmap", fmt::format("{} ({} of address space)", what, format_bytes(total)), errno);
   const auto raw = reinterpret_cast<std::uintptr_t>(p);
   const std::uintptr_t aligned = (raw + align - 1) & ~(std::uintptr_t{align} - 1);
   // Trim the unaligned head and the tail; failures here only leave address space reserved.
@@ -55,11 +56,13 @@ Arena::Arena(unsigned segments, std::size_t segment_bytes, std::size_t keep_byte
       const int fd = ::memfd_create(fmt::format("hdsm segment {}", s).c_str(), MFD_CLOEXEC);
       if (fd < 0) throw SystemError("memfd_create", what, errno);
       memfds_.push_back(fd);
-      if (::ftruncate(fd, static_cast<off_t>(segment_bytes)) != 0) throw SystemError("ftruncate", what, errno);
-      if (::mmap(user(s, 0), segment_bytes, PROT_NONE, MAP_SHARED | MAP_FIXED | MAP_NORESERVE, fd, 0) == MAP_FAILED)
+      if (::ftruncate(fd, static_cast<off_t>(segment_bytes)) != 0)
+        throw SystemError("ftruncate", what, errno);
+      if (::mmap(user(s, 0), segment_bytes, PROT_NONE, MAP_SHARED | MAP_FIXED | MAP_NORESERVE, fd, 0) ==
+          MAP_FAILED)
         throw SystemError("mmap", "user view of " + what, errno);
-      if (::mmap(shadow(s, 0), segment_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_NORESERVE, fd,
-                 0) == MAP_FAILED)
+      if (::mmap(shadow(s, 0), segment_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_NORESERVE,
+                 fd, 0) == MAP_FAILED)
         throw SystemError("mmap", "shadow view of " + what, errno);
     }
   } catch (...) {
@@ -81,20 +84,24 @@ void Arena::teardown() noexcept {
 void Arena::check_range(unsigned segment, std::size_t offset, std::size_t bytes, const char* what) const {
   const std::size_t page = page_size();
   if (segment >= segments_)
-    throw InvalidArgument(fmt::format("{}: segment {} of an arena with {} segments", what, segment, segments_));
+    throw InvalidArgument(
+        fmt::format("{}: segment {} of an arena with {} segments", what, segment, segments_));
   if (offset % page != 0 || bytes % page != 0)
-    throw InvalidArgument(fmt::format("{}: range at offset {} of {} bytes is not page-aligned", what, offset, bytes));
+    throw InvalidArgument(
+        fmt::format("{}: range at offset {} of {} bytes is not page-aligned", what, offset, bytes));
   if (offset > segment_bytes() || bytes > segment_bytes() - offset)
-    throw InvalidArgument(fmt::format("{}: range at offset {} of {} runs past the end of segment {} ({})", what,
-                                      offset, format_bytes(bytes), segment, format_bytes(segment_bytes())));
+    throw InvalidArgument(fmt::format("{}: range at offset {} of {} runs past the end of segment {} ({})",
+                                      what, offset, format_bytes(bytes), segment,
+                                      format_bytes(segment_bytes())));
 }
 
 void Arena::protect(unsigned segment, std::size_t offset, std::size_t bytes, int prot) {
   check_range(segment, offset, bytes, "protect");
   if (bytes != 0 && ::mprotect(user(segment, offset), bytes, prot) != 0)
-    throw SystemError("mprotect", fmt::format("user view of arena segment {} at offset {} ({})", segment, offset,
-                                              format_bytes(bytes)),
-                      errno);
+    throw SystemError(
+        "mprotect",
+        fmt::format("user view of arena segment {} at offset {} ({})", segment, offset, format_bytes(bytes)),
+        errno);
 }
 
 void Arena::release(unsigned segment, std::size_t offset, std::size_t bytes) {
@@ -103,7 +110,8 @@ void Arena::release(unsigned segment, std::size_t offset, std::size_t bytes) {
   protect(segment, offset, bytes, PROT_NONE);
   {
     std::lock_guard lock(kept_mutex_);
-    if (bytes <= keep_limit_ - std::min(keep_limit_, kept_total_)) return keep(segment, offset, offset + bytes);
+    if (bytes <= keep_limit_ - std::min(keep_limit_, kept_total_))
+      return keep(segment, offset, offset + bytes);
   }
   punch(segment, offset, bytes);
 }
@@ -169,7 +177,8 @@ void Arena::punch(unsigned segment, std::size_t offset, std::size_t bytes) {
   if (::fallocate(memfds_[segment], FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
                   static_cast<off_t>(bytes)) != 0)
     throw SystemError("fallocate(PUNCH_HOLE)",
-                      fmt::format("arena segment {} at offset {} ({})", segment, offset, format_bytes(bytes)), errno);
+                      fmt::format("arena segment {} at offset {} ({})", segment, offset, format_bytes(bytes)),
+                      errno);
 }
 
 // Zero the pages of a range that hold memory, found with SEEK_DATA/SEEK_HOLE; holes read as zero
@@ -178,8 +187,8 @@ void Arena::zero_resident(unsigned segment, std::size_t offset, std::size_t byte
   const int fd = memfds_[segment];
   const auto end = static_cast<off_t>(offset + bytes);
   const auto fail = [&](const char* call) {
-    return SystemError(call, fmt::format("arena segment {} at offset {} ({})", segment, offset, format_bytes(bytes)),
-                       errno);
+    return SystemError(
+        call, fmt::format("arena segment {} at offset {} ({})", segment, offset, format_bytes(bytes)), errno);
   };
   for (off_t at = static_cast<off_t>(offset); at < end;) {
     const off_t data = ::lseek(fd, at, SEEK_DATA);
@@ -199,7 +208,8 @@ void Arena::zero_resident(unsigned segment, std::size_t offset, std::size_t byte
 std::uint64_t Arena::resident_bytes(unsigned segment) const {
   check_range(segment, 0, 0, "resident_bytes");
   struct stat st {};
-  if (::fstat(memfds_[segment], &st) != 0) throw SystemError("fstat", fmt::format("arena segment {}", segment), errno);
+  if (::fstat(memfds_[segment], &st) != 0)
+    throw SystemError("fstat", fmt::format("arena segment {}", segment), errno);
   return static_cast<std::uint64_t>(st.st_blocks) * 512;
 }
 

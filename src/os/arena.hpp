@@ -36,7 +36,9 @@ class Arena {
   /// True when p lies in the user view of any segment.
   bool contains(const void* p) const { return address(p) - user_begin_ < user_bytes_; }
   /// Segment of a user-view pointer (p must be contained).
-  unsigned segment_of(const void* p) const { return static_cast<unsigned>((address(p) - user_begin_) >> shift_); }
+  unsigned segment_of(const void* p) const {
+    return static_cast<unsigned>((address(p) - user_begin_) >> shift_);
+  }
   /// Offset of a user-view pointer within its segment.
   std::size_t offset_of(const void* p) const { return (address(p) - user_begin_) & (segment_bytes() - 1); }
 

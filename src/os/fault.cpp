@@ -5,15 +5,15 @@
 
 #include <hdsm/error.hpp>
 
+#include <sched.h>
+#include <ucontext.h>
+#include <unistd.h>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <ctime>
 #include <mutex>
-#include <sched.h>
 #include <string>
-#include <ucontext.h>
-#include <unistd.h>
 
 namespace hdsm::os {
 
@@ -96,8 +96,7 @@ void forward(int sig, siginfo_t* info, void* ucontext, bool in_range) noexcept {
   }
   write_str(sig == SIGBUS ? "hdsm: bus error at " : "hdsm: segmentation fault at ");
   write_hex(reinterpret_cast<std::uintptr_t>(info->si_addr));
-  write_str(in_range ? " (refused by the resolver of its registered range)\n"
-                     : " (not in shared memory)\n");
+  write_str(in_range ? " (refused by the resolver of its registered range)\n" : " (not in shared memory)\n");
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);

@@ -2,9 +2,9 @@
 
 #include <hdsm/error.hpp>
 
-#include <cerrno>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <cerrno>
 #include <utility>
 
 namespace hdsm::os {
@@ -27,7 +27,9 @@ Mapping::~Mapping() {
 }
 
 Mapping::Mapping(Mapping&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)), what_(std::move(other.what_)) {}
+    : data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      what_(std::move(other.what_)) {}
 
 Mapping& Mapping::operator=(Mapping&& other) noexcept {
   if (this != &other) {

@@ -153,7 +153,8 @@ void fill_blocks(std::vector<Protection>& v, std::size_t first, std::size_t end,
   if (end - first == 1)
     v[first] = p;
   else
-    std::fill(v.begin() + static_cast<std::ptrdiff_t>(first), v.begin() + static_cast<std::ptrdiff_t>(end), p);
+    std::fill(v.begin() + static_cast<std::ptrdiff_t>(first), v.begin() + static_cast<std::ptrdiff_t>(end),
+              p);
 }
 
 }  // namespace

@@ -2,10 +2,10 @@
 // stdio), for messages printed from inside the SIGSEGV dispatcher and its resolvers.
 #pragma once
 
+#include <unistd.h>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
-#include <unistd.h>
 
 namespace hdsm::os::signal_safe {
 

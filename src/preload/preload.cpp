@@ -94,7 +94,7 @@ hdsm::detail::SharedRanges::Bounds bounds() noexcept { return hdsm::detail::shar
 // The slow paths stay out of line, so the fast path needs no saved register and ends in a jump to
 // libc's function.
 [[gnu::noinline, gnu::cold]] void* move_slow(void* dst, const void* src, std::size_t n,
-                                              std::atomic<CopyFn>& slot) noexcept {
+                                             std::atomic<CopyFn>& slot) noexcept {
   if (hdsm::api::shared_memmove(dst, src, n)) return dst;
   return slot.load(std::memory_order_acquire)(dst, src, n);
 }

@@ -44,9 +44,12 @@ std::size_t checked_size(const Config& config, Knob knob, bool page_multiple) {
 
 KernelUse kernel_use(Use use) {
   switch (use) {
-    case Use::in: return KernelUse::in;
-    case Use::out: return KernelUse::out;
-    case Use::inout: return KernelUse::inout;
+    case Use::in:
+      return KernelUse::in;
+    case Use::out:
+      return KernelUse::out;
+    case Use::inout:
+      return KernelUse::inout;
   }
   return KernelUse::inout;
 }
@@ -61,7 +64,8 @@ KernelUse combine(KernelUse a, KernelUse b) {
 
 // One entry per object, keyed by the object the pointer lies in; two ranges of it become the range
 // that covers both.
-void add_use(RuntimeImpl::Uses& uses, const coherence::Directory& directory, const coherence::ObjectUse& add) {
+void add_use(RuntimeImpl::Uses& uses, const coherence::Directory& directory,
+             const coherence::ObjectUse& add) {
   constexpr std::size_t whole = coherence::ObjectUse::kWholeObject;
   const coherence::Object* object = directory.lookup(add.pointer).object;
   for (coherence::ObjectUse& u : uses)
@@ -94,8 +98,8 @@ coherence::ObjectUse object_use(const CallArg& a, KernelUse use, const coherence
     throw InvalidArgument(fmt::format(
         "call({}): argument {} ({}) is annotated with bytes [{}, {}) from it, which {} object #{} ({} bytes, "
         "the argument at byte {})",
-        kernel, index, a.pointer, a.offset, a.offset + a.bytes, a.bytes == 0 ? "is an empty range of" : "leave",
-        hit.object->id, size, start));
+        kernel, index, a.pointer, a.offset, a.offset + a.bytes,
+        a.bytes == 0 ? "is an empty range of" : "leave", hit.object->id, size, start));
   // Release and acquire cover the whole object, and the bytes out of the range keep their values:
   // for them, a ranged out is an inout.
   return {static_cast<const std::byte*>(a.pointer) + a.offset, use == KernelUse::out ? KernelUse::inout : use,
@@ -118,13 +122,16 @@ thread_local std::vector<ThreadCalls> thread_calls;
 }  // namespace
 
 void note_call(const RuntimeImpl& runtime, unsigned device) {
-  auto it = std::find_if(thread_calls.begin(), thread_calls.end(), [&](const ThreadCalls& t) { return t.runtime == &runtime; });
+  auto it = std::find_if(thread_calls.begin(), thread_calls.end(),
+                         [&](const ThreadCalls& t) { return t.runtime == &runtime; });
   if (it == thread_calls.end()) it = thread_calls.insert(thread_calls.end(), ThreadCalls{&runtime, {}});
-  if (std::find(it->devices.begin(), it->devices.end(), device) == it->devices.end()) it->devices.push_back(device);
+  if (std::find(it->devices.begin(), it->devices.end(), device) == it->devices.end())
+    it->devices.push_back(device);
 }
 
 std::vector<unsigned> take_noted_calls(const RuntimeImpl& runtime) {
-  const auto it = std::find_if(thread_calls.begin(), thread_calls.end(), [&](const ThreadCalls& t) { return t.runtime == &runtime; });
+  const auto it = std::find_if(thread_calls.begin(), thread_calls.end(),
+                               [&](const ThreadCalls& t) { return t.runtime == &runtime; });
   if (it == thread_calls.end()) return {};
   std::vector<unsigned> devices = std::move(it->devices);
   thread_calls.erase(it);
@@ -136,7 +143,8 @@ std::vector<unsigned> take_noted_calls(const RuntimeImpl& runtime) {
 bool forget_object(RuntimeImpl::Call& c, const coherence::Directory& directory, const void* p) {
   const coherence::Object* object = directory.lookup(p).object;
   bool uses = c.every_object && directory.arena().segment_of(p) == c.device;
-  uses |= std::erase_if(c.uses, [&](const auto& u) { return directory.lookup(u.pointer).object == object; }) != 0;
+  uses |=
+      std::erase_if(c.uses, [&](const auto& u) { return directory.lookup(u.pointer).object == object; }) != 0;
   for (RuntimeImpl::Remote& r : c.remote)
     if (r.pointer != nullptr && directory.lookup(r.pointer).object == object) {
       r.pointer = nullptr;  // its temporary is still freed at the sync
@@ -159,7 +167,8 @@ coherence::SharedSpace& RuntimeImpl::shared_space() {
       .rolling_step = static_cast<unsigned>(config.integer(knob_name(Knob::rolling_step))),
       .read_ahead = static_cast<unsigned>(config.integer(knob_name(Knob::read_ahead))),
       .arena_keep_bytes = config.size(knob_name(Knob::arena_keep))};
-  space_ = std::make_unique<coherence::SharedSpace>(devices, kind, block, counters, tuning, &tracer, copy_setup());
+  space_ =
+      std::make_unique<coherence::SharedSpace>(devices, kind, block, counters, tuning, &tracer, copy_setup());
   const os::Arena& arena = space_->directory().arena();
   try {
     shared_ranges.add(reinterpret_cast<std::uintptr_t>(arena.user(0, 0)),
@@ -174,13 +183,15 @@ coherence::SharedSpace& RuntimeImpl::shared_space() {
 coherence::SharedSpace::CopySetup RuntimeImpl::copy_setup() {
   coherence::SharedSpace::CopySetup setup;
   // The chunks are the staging pool's, so they are at most its chunk size.
-  setup.options.chunk_bytes = std::min(config.size(knob_name(Knob::copy_chunk)), config.size(knob_name(Knob::staging_chunk)));
+  setup.options.chunk_bytes =
+      std::min(config.size(knob_name(Knob::copy_chunk)), config.size(knob_name(Knob::staging_chunk)));
   setup.options.buffers = static_cast<unsigned>(config.integer(knob_name(Knob::copy_buffers)));
   setup.pool = [this]() -> StagingPool& { return staging(); };
   if (config.boolean(knob_name(Knob::copy_probe))) {
     constexpr std::size_t kProbeBytes = std::size_t{4} << 20;
     constexpr int kProbeCopies = 3;
-    setup.topology = transfer::measured_topology(devices, transfer::stated_topology(devices), kProbeBytes, kProbeCopies);
+    setup.topology =
+        transfer::measured_topology(devices, transfer::stated_topology(devices), kProbeBytes, kProbeCopies);
   }
   return setup;
 }
@@ -252,7 +263,8 @@ namespace {
 coherence::SharedSpace* space_of(coherence::SharedSpace* mine, const void* p, const char* call) {
   if (mine != nullptr && mine->owns(p)) return mine;
   if (detail::arena_owner(p) != nullptr)
-    throw InvalidArgument(fmt::format("{}: {} points into the shared memory of another hdsm::Runtime", call, p));
+    throw InvalidArgument(
+        fmt::format("{}: {} points into the shared memory of another hdsm::Runtime", call, p));
   return nullptr;
 }
 
@@ -261,8 +273,8 @@ coherence::SharedSpace* space_of(coherence::SharedSpace* mine, const void* p, co
 namespace {
 
 /// memmove and memcpy_async: waits for the copy, or with `pending` appends the events to wait for.
-void copy_any(coherence::SharedSpace* space, void* dst, const void* src, std::size_t n, std::vector<Event>* pending,
-              const char* call) {
+void copy_any(coherence::SharedSpace* space, void* dst, const void* src, std::size_t n,
+              std::vector<Event>* pending, const char* call) {
   coherence::SharedSpace* to = space_of(space, dst, call);
   coherence::SharedSpace* from = space_of(space, src, call);
   if (to != nullptr && from != nullptr)
@@ -311,7 +323,8 @@ void* Runtime::safe(const void* p) const {
   coherence::SharedSpace* space = impl_->existing_space();
   const bool mine = space != nullptr && space->directory().arena().contains(p);
   if (!mine && detail::arena_owner(p) != nullptr)
-    throw InvalidArgument(fmt::format("safe({}): it points into the shared memory of another hdsm::Runtime", p));
+    throw InvalidArgument(
+        fmt::format("safe({}): it points into the shared memory of another hdsm::Runtime", p));
   if (space == nullptr)
     throw InvalidArgument(fmt::format("safe({}): not in a shared object (this runtime has none yet)", p));
   return reinterpret_cast<void*>(static_cast<std::uintptr_t>(space->device_address(p)));
@@ -333,8 +346,8 @@ void call_unified(detail::UnifiedSpace& space, std::size_t default_device, const
     if (const auto o = space.find(a.pointer))
       used.push_back(*o);
     else if (a.kind == Kind::annotated)
-      throw InvalidArgument(
-          fmt::format("call({}): annotated argument {} ({}) is not a shared object", kernel.name, i, a.pointer));
+      throw InvalidArgument(fmt::format("call({}): annotated argument {} ({}) is not a shared object",
+                                        kernel.name, i, a.pointer));
   }
   const unsigned device = used.empty() ? static_cast<unsigned>(default_device) : used.front().device;
   space.call(device, kernel, launch, kernel_args, used);
@@ -382,12 +395,13 @@ void Runtime::call_args(const Kernel& kernel, const Launch& launch, std::span<co
       continue;
     }
     const unsigned d = arena.segment_of(a.pointer);
-    const coherence::KernelUse use = !annotated ? coherence::KernelUse::unknown
+    const coherence::KernelUse use = !annotated                  ? coherence::KernelUse::unknown
                                      : a.kind == Kind::annotated ? detail::kernel_use(a.use)
                                                                  : coherence::KernelUse::inout;
     if (d == target) {
       kernel_args.push_back(space.argument(a.pointer));
-      if (annotated) detail::add_use(call.uses, directory, detail::object_use(a, use, directory, kernel.name, i));
+      if (annotated)
+        detail::add_use(call.uses, directory, detail::object_use(a, use, directory, kernel.name, i));
       continue;
     }
     // Remote access (seed 003 §4.2): an object of a peer is passed as its device's address; otherwise
@@ -395,8 +409,10 @@ void Runtime::call_args(const Kernel& kernel, const Launch& launch, std::span<co
     std::optional<KernelArg> peer = space.peer_argument(target, a.pointer);
     if (!peer && !impl_->remote_copy)
       throw Unsupported(fmt::format(
-          "call({}): argument {} ({}) is in an object of device {} ({}), but the call runs on device {} ({}), "
-          "the device of its first shared-pointer argument, and kernels there cannot reach device {}'s memory "
+          "call({}): argument {} ({}) is in an object of device {} ({}), but the call runs on device {} "
+          "({}), "
+          "the device of its first shared-pointer argument, and kernels there cannot reach device {}'s "
+          "memory "
           "(not peers); allocate the object on device {} or a peer of it, or set HDSM_REMOTE=copy to copy it "
           "there for the call",
           kernel.name, i, a.pointer, d, impl_->devices[d]->name(), target, impl_->devices[target]->name(), d,
@@ -429,7 +445,8 @@ void Runtime::call_args(const Kernel& kernel, const Launch& launch, std::span<co
   std::sort(involved.begin(), involved.end());
   involved.erase(std::unique(involved.begin(), involved.end()), involved.end());
   std::vector<std::unique_lock<std::mutex>> locks;
-  for (unsigned d : involved) locks.push_back(obs::lock_counting_wait(impl_->device_calls[d].mutex, impl_->lock_sink()));
+  for (unsigned d : involved)
+    locks.push_back(obs::lock_counting_wait(impl_->device_calls[d].mutex, impl_->lock_sink()));
 
   // Remote objects are released on their own devices, as if the kernel ran there.
   for (unsigned home : involved) {
@@ -447,7 +464,8 @@ void Runtime::call_args(const Kernel& kernel, const Launch& launch, std::span<co
       else
         space.order(target, r.home);  // the launch waits for the release on the object's device
     }
-    for (const auto& [arg, r] : copied) kernel_args[arg] = space.argument(*call.remote[r].temporary, args[arg].pointer);
+    for (const auto& [arg, r] : copied)
+      kernel_args[arg] = space.argument(*call.remote[r].temporary, args[arg].pointer);
     if (call.every_object || !call.uses.empty()) space.release(target, call.uses);
     space.launch(target, kernel, launch, kernel_args);
     for (const RuntimeImpl::Remote& r : call.remote) {
@@ -485,7 +503,8 @@ struct Acquire {
 };
 
 Acquire& acquire_on(std::vector<Acquire>& acquires, unsigned device) {
-  auto it = std::find_if(acquires.begin(), acquires.end(), [&](const Acquire& a) { return a.device == device; });
+  auto it =
+      std::find_if(acquires.begin(), acquires.end(), [&](const Acquire& a) { return a.device == device; });
   if (it != acquires.end()) return *it;
   return acquires.emplace_back(Acquire{device, false, {}, {}});
 }

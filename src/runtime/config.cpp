@@ -69,7 +69,8 @@ bool parse_bool(std::string_view text, bool& out) {
 }
 
 [[noreturn]] void invalid(const KnobSpec& k, std::string_view value, std::string_view why) {
-  throw ConfigError(fmt::format("{}={} is invalid: {}; accepted: {}", k.info.name, value, why, k.info.accepted));
+  throw ConfigError(
+      fmt::format("{}={} is invalid: {}; accepted: {}", k.info.name, value, why, k.info.accepted));
 }
 
 void check_range(const KnobSpec& k, std::string_view value, double v) {
@@ -140,18 +141,25 @@ std::string_view knob_name(Knob knob) { return kKnobs[static_cast<int>(knob)].in
 std::uint64_t parse_size(std::string_view text) {
   const auto t = trim(text);
   std::size_t digits = 0;
-  while (digits < t.size() && (std::isdigit(static_cast<unsigned char>(t[digits])) || t[digits] == '.')) ++digits;
+  while (digits < t.size() && (std::isdigit(static_cast<unsigned char>(t[digits])) || t[digits] == '.'))
+    ++digits;
   double number = 0;
   if (digits == 0 || !parse_double(t.substr(0, digits), number))
     throw InvalidArgument(fmt::format("'{}' is not a byte size", text));
   const std::string unit = lower(trim(t.substr(digits)));
   double scale = 0;
-  if (unit.empty() || unit == "b") scale = 1;
-  else if (unit == "k" || unit == "kb" || unit == "kib") scale = 1024.0;
-  else if (unit == "m" || unit == "mb" || unit == "mib") scale = 1024.0 * 1024;
-  else if (unit == "g" || unit == "gb" || unit == "gib") scale = 1024.0 * 1024 * 1024;
-  else if (unit == "t" || unit == "tb" || unit == "tib") scale = 1024.0 * 1024 * 1024 * 1024;
-  else throw InvalidArgument(fmt::format("'{}' has an unknown size unit '{}'", text, unit));
+  if (unit.empty() || unit == "b")
+    scale = 1;
+  else if (unit == "k" || unit == "kb" || unit == "kib")
+    scale = 1024.0;
+  else if (unit == "m" || unit == "mb" || unit == "mib")
+    scale = 1024.0 * 1024;
+  else if (unit == "g" || unit == "gb" || unit == "gib")
+    scale = 1024.0 * 1024 * 1024;
+  else if (unit == "t" || unit == "tb" || unit == "tib")
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  else
+    throw InvalidArgument(fmt::format("'{}' has an unknown size unit '{}'", text, unit));
   const double bytes = number * scale;
   if (bytes > 1.8e19 || bytes != std::floor(bytes))
     throw InvalidArgument(fmt::format("'{}' is not a whole number of bytes", text));
@@ -177,8 +185,8 @@ Config Config::from_environment() {
       if (name.starts_with("HDSM_MODEL_") || name == "HDSM_SOURCE_DIR") continue;
       std::string known;
       for (const auto& k : kKnobs) known += fmt::format("{}{}", known.empty() ? "" : ", ", k.info.name);
-      throw ConfigError(fmt::format("unknown configuration variable {} (value '{}'); known variables: {}", name,
-                                    value, known));
+      throw ConfigError(fmt::format("unknown configuration variable {} (value '{}'); known variables: {}",
+                                    name, value, known));
     }
     c.set(name, value);
   }
@@ -187,7 +195,8 @@ Config Config::from_environment() {
 
 Config& Config::set(std::string_view name, std::string_view value) {
   const KnobSpec* k = find_knob(name);
-  if (k == nullptr) throw ConfigError(fmt::format("unknown configuration knob '{}' (value '{}')", name, value));
+  if (k == nullptr)
+    throw ConfigError(fmt::format("unknown configuration knob '{}' (value '{}')", name, value));
   values_.insert_or_assign(std::string(name), validate(*k, value));
   return *this;
 }

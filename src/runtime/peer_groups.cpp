@@ -37,8 +37,8 @@ std::vector<int> parse_peer_groups(std::string_view spec, unsigned device_count)
     const unsigned last = dash == std::string_view::npos ? first : parse_index(item.substr(dash + 1), item);
     if (last < first) throw InvalidArgument(fmt::format("range '{}' is reversed", item));
     if (last >= device_count)
-      throw InvalidArgument(fmt::format("group '{}' names device {} but there are {} devices", item, last,
-                                        device_count));
+      throw InvalidArgument(
+          fmt::format("group '{}' names device {} but there are {} devices", item, last, device_count));
     for (unsigned d = first; d <= last; ++d) {
       if (group[d] != -1) throw InvalidArgument(fmt::format("device {} is in two peer groups", d));
       group[d] = next_group;

@@ -30,15 +30,17 @@ std::size_t pick_default(const Config& config, const std::vector<Device*>& devic
     const std::string digits = spec.substr(colon + 1);
     const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
     if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size())
-      throw ConfigError(fmt::format("HDSM_DEVICE={} is invalid: '{}' is not a device index; accepted: "
-                                    "backend[:index], e.g. sim, sim:1",
-                                    spec, digits));
+      throw ConfigError(
+          fmt::format("HDSM_DEVICE={} is invalid: '{}' is not a device index; accepted: "
+                      "backend[:index], e.g. sim, sim:1",
+                      spec, digits));
   }
   std::size_t seen = 0;
   std::string available;
   for (std::size_t i = 0; i < devices.size(); ++i) {
     const auto& p = devices[i]->properties();
-    available += fmt::format("{}{} ({}:{})", available.empty() ? "" : ", ", p.name, to_string(p.backend), seen);
+    available +=
+        fmt::format("{}{} ({}:{})", available.empty() ? "" : ", ", p.name, to_string(p.backend), seen);
     if (to_string(p.backend) == backend && seen++ == index) return i;
   }
   throw NoDevice(fmt::format("HDSM_DEVICE={}: no such device; available: {}", spec,
@@ -66,8 +68,8 @@ sim::SimOptions sim_options(const Config& config) {
   try {
     o.peer_groups = parse_peer_groups(peer, o.devices);
   } catch (const InvalidArgument& e) {
-    throw ConfigError(fmt::format("HDSM_SIM_PEER={} does not fit HDSM_SIM_DEVICES={}: {}", peer, o.devices,
-                                  e.what()));
+    throw ConfigError(
+        fmt::format("HDSM_SIM_PEER={} does not fit HDSM_SIM_DEVICES={}: {}", peer, o.devices, e.what()));
   }
   return o;
 }
@@ -90,16 +92,16 @@ RuntimeImpl::RuntimeImpl(Config c)
     for (Device* d : backend->devices()) devices.push_back(d);
   };
   if (wanted(Knob::opencl, "opencl")) {
-    opencl = open_opencl(services, OpenclOptions{static_cast<unsigned>(devices.size()),
-                                                 config.boolean(name(Knob::opencl_poison)),
-                                                 config.size(name(Knob::opencl_memory)),
-                                                 config.get(name(Knob::cache_dir))});
+    opencl = open_opencl(
+        services,
+        OpenclOptions{static_cast<unsigned>(devices.size()), config.boolean(name(Knob::opencl_poison)),
+                      config.size(name(Knob::opencl_memory)), config.get(name(Knob::cache_dir))});
     add(opencl);
   }
   if (wanted(Knob::cuda, "cuda")) {
-    cuda = open_cuda(services, CudaOptions{static_cast<unsigned>(devices.size()),
-                                           config.boolean(name(Knob::cuda_poison)),
-                                           config.size(name(Knob::cuda_memory))});
+    cuda = open_cuda(
+        services, CudaOptions{static_cast<unsigned>(devices.size()), config.boolean(name(Knob::cuda_poison)),
+                              config.size(name(Knob::cuda_memory))});
     add(cuda);
   }
   default_device = pick_default(config, devices);
@@ -152,9 +154,10 @@ void detail::set_default_knob(std::string_view knob, std::string_view value) {
   auto& d = default_runtime();
   std::lock_guard lock(d.mutex);
   if (d.runtime)
-    throw ConfigError(fmt::format("cannot set {}={}: the default runtime is already running; set knobs before the "
-                                  "first call that uses it",
-                                  knob, value));
+    throw ConfigError(
+        fmt::format("cannot set {}={}: the default runtime is already running; set knobs before the "
+                    "first call that uses it",
+                    knob, value));
   Config::defaults().set(knob, value);  // validate now, so the error comes from this call
   d.settings.emplace_back(knob, value);
 }

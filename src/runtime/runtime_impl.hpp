@@ -8,8 +8,8 @@
 #include "coherence/shared_space.hpp"
 #include "device/backends.hpp"
 #include "device/buffer_cache.hpp"
-#include "device/staging_pool.hpp"
 #include "device/sim/sim_device.hpp"
+#include "device/staging_pool.hpp"
 #include "exec/executor.hpp"
 #include "obs/counters.hpp"
 #include "obs/lock_wait.hpp"
@@ -18,10 +18,10 @@
 
 #include <deque>
 #include <memory>
-#include <optional>
-#include <thread>
 #include <mutex>
+#include <optional>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -74,8 +74,8 @@ struct RuntimeImpl {
     unsigned device;
     Uses uses;  // the objects of `device` it uses (annotated calls)
     std::vector<Remote> remote;
-    bool every_object;  // an unannotated call: every object of `device`
-    Event done;  // completes with the kernel
+    bool every_object;       // an unannotated call: every object of `device`
+    Event done;              // completes with the kernel
     std::thread::id thread;  // the thread that made the call: its sync acquires it
   };
   /// One per device (seed 003 §4.1): the short lock a call holds while it releases and launches

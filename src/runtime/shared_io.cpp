@@ -25,8 +25,9 @@ namespace {
 /// `pool`, created from two knobs on first use (under the caller's lock).
 StagingPool& lazy_pool(RuntimeImpl& impl, std::unique_ptr<StagingPool>& pool, Knob bytes, Knob chunk) {
   if (!pool)
-    pool = std::make_unique<StagingPool>(*impl.devices.at(impl.default_device), impl.config.size(knob_name(bytes)),
-                                         impl.config.size(knob_name(chunk)));
+    pool =
+        std::make_unique<StagingPool>(*impl.devices.at(impl.default_device),
+                                      impl.config.size(knob_name(bytes)), impl.config.size(knob_name(chunk)));
   return *pool;
 }
 }  // namespace
@@ -43,7 +44,8 @@ StagingPool& RuntimeImpl::mpi_staging() {
 
 BufferCache& RuntimeImpl::mpi_buffers() {
   std::lock_guard lock(staging_mutex_);
-  if (!mpi_buffers_) mpi_buffers_ = std::make_unique<BufferCache>(config.size(knob_name(Knob::mpi_recv_cache)));
+  if (!mpi_buffers_)
+    mpi_buffers_ = std::make_unique<BufferCache>(config.size(knob_name(Knob::mpi_recv_cache)));
   return *mpi_buffers_;
 }
 
@@ -183,17 +185,19 @@ ssize_t Runtime::read(int fd, void* buf, std::size_t n) {
   coherence::SharedSpace* space = shared(*impl_, buf);
   if (space == nullptr || n == 0) return ::read(fd, buf, n);
   if (!range_ok(*space, buf, n, "read")) return -1;
-  return into_shared(*impl_, *space, buf, n,
-                     [fd](std::byte* chunk, std::size_t bytes, std::size_t) { return ::read(fd, chunk, bytes); });
+  return into_shared(*impl_, *space, buf, n, [fd](std::byte* chunk, std::size_t bytes, std::size_t) {
+    return ::read(fd, chunk, bytes);
+  });
 }
 
 ssize_t Runtime::pread(int fd, void* buf, std::size_t n, off_t offset) {
   coherence::SharedSpace* space = shared(*impl_, buf);
   if (space == nullptr || n == 0) return ::pread(fd, buf, n, offset);
   if (!range_ok(*space, buf, n, "pread")) return -1;
-  return into_shared(*impl_, *space, buf, n, [fd, offset](std::byte* chunk, std::size_t bytes, std::size_t done) {
-    return ::pread(fd, chunk, bytes, offset + static_cast<off_t>(done));
-  });
+  return into_shared(*impl_, *space, buf, n,
+                     [fd, offset](std::byte* chunk, std::size_t bytes, std::size_t done) {
+                       return ::pread(fd, chunk, bytes, offset + static_cast<off_t>(done));
+                     });
 }
 
 ssize_t Runtime::write(int fd, const void* buf, std::size_t n) {
@@ -220,8 +224,8 @@ namespace {
 /// readv/writev with at least one shared vector: the vectors in order, each through `one` (a read or
 /// write of the runtime), stopping at the first short one. `plain` is libc's call for host memory.
 template <class Plain, class One>
-ssize_t vectored(detail::RuntimeImpl& impl, const struct iovec* iov, int count, const char* call, Plain&& plain,
-                 One&& one) {
+ssize_t vectored(detail::RuntimeImpl& impl, const struct iovec* iov, int count, const char* call,
+                 Plain&& plain, One&& one) {
   bool any_shared = false;
   for (int i = 0; i < count && iov != nullptr; ++i) any_shared |= shared(impl, iov[i].iov_base) != nullptr;
   if (!any_shared) return plain();
@@ -260,11 +264,11 @@ std::size_t Runtime::fread(void* buf, std::size_t size, std::size_t count, std::
   std::size_t n = 0;
   if (!item_bytes(size, count, n) || n == 0) return 0;
   if (!range_ok(*space, buf, n, "fread")) return 0;
-  const ssize_t done =
-      into_shared(*impl_, *space, buf, n, [stream](std::byte* chunk, std::size_t bytes, std::size_t) -> ssize_t {
-        const std::size_t got = std::fread(chunk, 1, bytes, stream);
-        return got == 0 && std::ferror(stream) ? -1 : static_cast<ssize_t>(got);
-      });
+  const ssize_t done = into_shared(*impl_, *space, buf, n,
+                                   [stream](std::byte* chunk, std::size_t bytes, std::size_t) -> ssize_t {
+                                     const std::size_t got = std::fread(chunk, 1, bytes, stream);
+                                     return got == 0 && std::ferror(stream) ? -1 : static_cast<ssize_t>(got);
+                                   });
   return done <= 0 ? 0 : static_cast<std::size_t>(done) / size;
 }
 
@@ -274,11 +278,11 @@ std::size_t Runtime::fwrite(const void* buf, std::size_t size, std::size_t count
   std::size_t n = 0;
   if (!item_bytes(size, count, n) || n == 0) return 0;
   if (!range_ok(*space, buf, n, "fwrite")) return 0;
-  const ssize_t done = from_shared(*impl_, *space, buf, n,
-                                   [stream](const std::byte* chunk, std::size_t bytes, std::size_t) -> ssize_t {
-                                     const std::size_t put = std::fwrite(chunk, 1, bytes, stream);
-                                     return put == 0 && std::ferror(stream) ? -1 : static_cast<ssize_t>(put);
-                                   });
+  const ssize_t done = from_shared(
+      *impl_, *space, buf, n, [stream](const std::byte* chunk, std::size_t bytes, std::size_t) -> ssize_t {
+        const std::size_t put = std::fwrite(chunk, 1, bytes, stream);
+        return put == 0 && std::ferror(stream) ? -1 : static_cast<ssize_t>(put);
+      });
   return done <= 0 ? 0 : static_cast<std::size_t>(done) / size;
 }
 

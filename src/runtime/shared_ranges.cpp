@@ -15,7 +15,8 @@ Runtime* SharedRanges::owner(const void* p) const noexcept {
   for (unsigned i = 0; i < used; ++i) {
     const Slot& s = slots_[i];
     Runtime* owner = s.owner.load(std::memory_order_acquire);
-    if (owner != nullptr && a - s.begin.load(std::memory_order_relaxed) < s.bytes.load(std::memory_order_relaxed))
+    if (owner != nullptr &&
+        a - s.begin.load(std::memory_order_relaxed) < s.bytes.load(std::memory_order_relaxed))
       return owner;
   }
   return nullptr;
@@ -26,9 +27,10 @@ void SharedRanges::add(std::uintptr_t begin, std::uintptr_t bytes, Runtime* owne
   unsigned i = 0;
   while (i < kSlots && slots_[i].owner.load(std::memory_order_relaxed) != nullptr) ++i;
   if (i == kSlots)
-    throw ConfigError(fmt::format("too many hdsm::Runtime objects with shared memory at once ({} live); "
-                                  "destroy some before creating more",
-                                  kSlots));
+    throw ConfigError(
+        fmt::format("too many hdsm::Runtime objects with shared memory at once ({} live); "
+                    "destroy some before creating more",
+                    kSlots));
   Slot& s = slots_[i];
   s.begin.store(begin, std::memory_order_relaxed);
   s.bytes.store(bytes, std::memory_order_relaxed);

@@ -33,9 +33,10 @@ UnifiedSpace::~UnifiedSpace() {
 ManagedMemory& UnifiedSpace::managed(unsigned device) const {
   auto* m = dynamic_cast<ManagedMemory*>(devices_.at(device));
   if (m == nullptr)
-    throw Unsupported(fmt::format("HDSM_PROTOCOL=um: device {} ({}, {}) has no unified memory; um runs on CUDA "
-                                  "devices (and on sim, as an integrated GPU would)",
-                                  device, devices_[device]->name(), to_string(devices_[device]->properties().backend)));
+    throw Unsupported(
+        fmt::format("HDSM_PROTOCOL=um: device {} ({}, {}) has no unified memory; um runs on CUDA "
+                    "devices (and on sim, as an integrated GPU would)",
+                    device, devices_[device]->name(), to_string(devices_[device]->properties().backend)));
   return *m;
 }
 
@@ -78,11 +79,12 @@ void UnifiedSpace::free(void* p) {
   }
   if (!o) {
     const std::optional<Object> inside = find(p);
-    throw InvalidPointer(inside ? fmt::format("free({}): not the start of a shared object (it lies {} bytes into "
-                                              "the object at {})",
-                                              p, static_cast<const std::byte*>(p) - inside->start,
-                                              static_cast<void*>(inside->start))
-                                : fmt::format("free({}): not a shared object of this runtime (freed already?)", p));
+    throw InvalidPointer(
+        inside ? fmt::format("free({}): not the start of a shared object (it lies {} bytes into "
+                             "the object at {})",
+                             p, static_cast<const std::byte*>(p) - inside->start,
+                             static_cast<void*>(inside->start))
+               : fmt::format("free({}): not a shared object of this runtime (freed already?)", p));
   }
   sync_device(o->device);  // a kernel may still use it
   {
@@ -92,8 +94,8 @@ void UnifiedSpace::free(void* p) {
   managed(o->device).free_managed(p);
 }
 
-void UnifiedSpace::call(unsigned device, const Kernel& kernel, const Launch& launch, std::span<const KernelArg> args,
-                        const std::vector<Object>& used) {
+void UnifiedSpace::call(unsigned device, const Kernel& kernel, const Launch& launch,
+                        std::span<const KernelArg> args, const std::vector<Object>& used) {
   ManagedMemory& m = managed(device);
   std::lock_guard lock(mutex_);
   Queue& q = queue(device);
@@ -113,7 +115,8 @@ void UnifiedSpace::sync_device(unsigned device) {
   busy_[device] = false;
   if (prefetch_) {
     std::sort(used.begin(), used.end(), [](const Object& a, const Object& b) { return a.start < b.start; });
-    used.erase(std::unique(used.begin(), used.end(), [](const Object& a, const Object& b) { return a.start == b.start; }),
+    used.erase(std::unique(used.begin(), used.end(),
+                           [](const Object& a, const Object& b) { return a.start == b.start; }),
                used.end());
     for (const Object& o : used) managed(device).prefetch(o.start, o.bytes, false, q);
   }

@@ -59,10 +59,10 @@ class UnifiedSpace {
   bool prefetch_;
   UmAdvice advice_;
   mutable std::mutex mutex_;
-  std::map<std::uintptr_t, Object> objects_;       // by start address
-  std::vector<std::unique_ptr<Queue>> queues_;     // by device, created on first call
-  std::vector<std::vector<Object>> in_flight_;     // by device: objects of calls since the sync
-  std::vector<bool> busy_;                         // by device: calls since the sync
+  std::map<std::uintptr_t, Object> objects_;    // by start address
+  std::vector<std::unique_ptr<Queue>> queues_;  // by device, created on first call
+  std::vector<std::vector<Object>> in_flight_;  // by device: objects of calls since the sync
+  std::vector<bool> busy_;                      // by device: calls since the sync
 };
 
 }  // namespace hdsm::detail

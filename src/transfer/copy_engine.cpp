@@ -101,10 +101,12 @@ Endpoint CopyEngine::endpoint(const Range& range, std::size_t bytes, const Devic
 }
 
 Plan CopyEngine::plan(const Range& dst, const Range& src, std::size_t bytes) const {
-  return plan_copy(endpoint(src, bytes, dst.device), endpoint(dst, bytes, src.device), bytes, topology_, options_);
+  return plan_copy(endpoint(src, bytes, dst.device), endpoint(dst, bytes, src.device), bytes, topology_,
+                   options_);
 }
 
-CopyEngine::Started CopyEngine::start(const Range& dst, const Range& src, std::size_t bytes, bool order_after) {
+CopyEngine::Started CopyEngine::start(const Range& dst, const Range& src, std::size_t bytes,
+                                      bool order_after) {
   const auto begin = obs::Clock::now();
   Started started{plan(dst, src, bytes), {}};
   Plan& p = started.plan;
@@ -133,7 +135,8 @@ CopyEngine::Started CopyEngine::start(const Range& dst, const Range& src, std::s
   }
   started.done = run(p, dst, src, std::move(leases), order_after);
   if (counters_ != nullptr) counters_->copy(p.route).add(bytes);
-  if (tracer_ != nullptr) tracer_->span(tracer_->host_thread_lane(), "copy " + p.describe(), begin, obs::Clock::now(), bytes);
+  if (tracer_ != nullptr)
+    tracer_->span(tracer_->host_thread_lane(), "copy " + p.describe(), begin, obs::Clock::now(), bytes);
   return started;
 }
 
@@ -143,10 +146,11 @@ Plan CopyEngine::copy(const Range& dst, const Range& src, std::size_t bytes) {
   return std::move(s.plan);
 }
 
-Event CopyEngine::run(const Plan& plan, const Range& dst, const Range& src, std::vector<StagingPool::Lease> leases,
-                      bool order_after) {
+Event CopyEngine::run(const Plan& plan, const Range& dst, const Range& src,
+                      std::vector<StagingPool::Lease> leases, bool order_after) {
   if (plan.steps.empty()) return {};
-  constexpr auto kSource = static_cast<std::size_t>(Lane::source), kDest = static_cast<std::size_t>(Lane::destination);
+  constexpr auto kSource = static_cast<std::size_t>(Lane::source),
+                 kDest = static_cast<std::size_t>(Lane::destination);
   const bool between_devices = src.on_device() && dst.on_device() && src.device != dst.device;
 
   // The queue of each device lane, and which ranges' earlier work it must follow.
@@ -158,7 +162,8 @@ Event CopyEngine::run(const Plan& plan, const Range& dst, const Range& src, std:
     writes_dst[l] |= s.to == Place::destination;
     if (s.lane == Lane::host || lanes[l] != nullptr) continue;
     const Range& own = s.lane == Lane::source ? src : dst;
-    lanes[l] = between_devices || own.queue == nullptr ? &own_queue(*own.device, s.lane == Lane::destination) : own.queue;
+    lanes[l] = between_devices || own.queue == nullptr ? &own_queue(*own.device, s.lane == Lane::destination)
+                                                       : own.queue;
   }
   const auto range_queue = [](const Range& r) { return r.on_device() ? r.queue : nullptr; };
   struct Order {
@@ -168,7 +173,8 @@ Event CopyEngine::run(const Plan& plan, const Range& dst, const Range& src, std:
   std::vector<Order> before;
   for (std::size_t l : {kSource, kDest}) {
     if (lanes[l] == nullptr) continue;
-    for (const auto& [touches, range] : {std::pair{reads_src[l], range_queue(src)}, std::pair{writes_dst[l], range_queue(dst)}})
+    for (const auto& [touches, range] :
+         {std::pair{reads_src[l], range_queue(src)}, std::pair{writes_dst[l], range_queue(dst)}})
       if (touches && range != nullptr && range != lanes[l]) before.push_back({lanes[l], range});
   }
   // Cross-queue waits of plans enqueued concurrently must not form a cycle: plans that share a device
@@ -176,7 +182,8 @@ Event CopyEngine::run(const Plan& plan, const Range& dst, const Range& src, std:
   // devices touch other queues and go on at once). They have no host steps, so nothing waits on the
   // host under the locks.
   std::array<std::unique_lock<std::mutex>, 2> locks;
-  if (!before.empty() || (lanes[kSource] != nullptr && lanes[kDest] != nullptr && lanes[kSource] != lanes[kDest])) {
+  if (!before.empty() ||
+      (lanes[kSource] != nullptr && lanes[kDest] != nullptr && lanes[kSource] != lanes[kDest])) {
     unsigned first = src.on_device() ? index_of(*src.device) : index_of(*dst.device);
     unsigned second = dst.on_device() ? index_of(*dst.device) : first;
     if (second < first) std::swap(first, second);
@@ -190,16 +197,19 @@ Event CopyEngine::run(const Plan& plan, const Range& dst, const Range& src, std:
   };
 
   struct SlotUse {
-    Event last;             // completes when the last step using the slot has
+    Event last;  // completes when the last step using the slot has
     Lane lane = Lane::host;
     bool used = false;
   };
   std::vector<SlotUse> slots(leases.size());
   const auto host_at = [&](Place place, const Step& s) -> std::byte* {
     switch (place) {
-      case Place::source: return src.host + s.offset;
-      case Place::destination: return dst.host + s.offset;
-      case Place::slot: break;
+      case Place::source:
+        return src.host + s.offset;
+      case Place::destination:
+        return dst.host + s.offset;
+      case Place::slot:
+        break;
     }
     return leases[static_cast<std::size_t>(s.slot)].data();
   };
@@ -227,7 +237,8 @@ Event CopyEngine::run(const Plan& plan, const Range& dst, const Range& src, std:
           q.copy_on_device(dst.buffer, dst.offset + s.offset, src.buffer, src.offset + s.offset, s.bytes);
           break;
         case Op::from_peer:
-          q.copy_from_peer(dst.buffer, dst.offset + s.offset, *src.device, src.buffer, src.offset + s.offset, s.bytes);
+          q.copy_from_peer(dst.buffer, dst.offset + s.offset, *src.device, src.buffer, src.offset + s.offset,
+                           s.bytes);
           break;
         case Op::host_copy:
           throw std::logic_error("copy engine: a host copy planned on a device lane");

@@ -13,8 +13,8 @@
 //
 // Two plans between devices that share a device enqueue one after the other under short per-device
 // locks (no waiting on the host inside them), so the cross-queue waits of concurrent plans never
-// form a cycle; a thread that finds such a lock taken counts its wait (Stats::lock_wait_ns). Host steps (CPU copies
-// of pageable staging) run on the calling thread, interleaved with issuing the device steps; they are
+// form a cycle; a thread that finds such a lock taken counts its wait (Stats::lock_wait_ns). Host steps (CPU
+// copies of pageable staging) run on the calling thread, interleaved with issuing the device steps; they are
 // done when start() returns.
 //
 // Staging slots are chunks of the pinned staging pool. A copy between devices without peer access

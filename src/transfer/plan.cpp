@@ -22,21 +22,25 @@ double peer_rate(const Topology& t, unsigned src, unsigned dst) {
   return std::min(rate(t.devices[src].d2h_gbps, t), rate(t.devices[dst].h2d_gbps, t));
 }
 
-std::size_t pieces(std::size_t bytes, std::size_t piece) { return bytes == 0 ? 0 : (bytes + piece - 1) / piece; }
+std::size_t pieces(std::size_t bytes, std::size_t piece) {
+  return bytes == 0 ? 0 : (bytes + piece - 1) / piece;
+}
 
 /// One DMA of `bytes` over a link of `gbps` and `latency_us`. From or to pageable user memory it
 /// goes through the driver's bounce buffer, one piece at a time, each a CPU copy and a transfer.
 double dma_us(std::size_t bytes, double gbps, double latency_us, bool pageable, const Topology& t) {
   const auto n = static_cast<double>(bytes);
   if (!pageable) return t.step_us + latency_us + n / rate(gbps, t);
-  return t.step_us + static_cast<double>(pieces(bytes, t.driver_bounce_bytes)) * latency_us + n / rate(gbps, t) +
-         n / rate(0, t);
+  return t.step_us + static_cast<double>(pieces(bytes, t.driver_bounce_bytes)) * latency_us +
+         n / rate(gbps, t) + n / rate(0, t);
 }
 
 /// The model's duration of one step in microseconds.
 double step_us(const Step& s, const Plan& p, const Topology& t) {
   const auto n = static_cast<double>(s.bytes);
-  const auto pageable = [&](Place place, const Endpoint& end) { return place != Place::slot && end.memory == Memory::pageable; };
+  const auto pageable = [&](Place place, const Endpoint& end) {
+    return place != Place::slot && end.memory == Memory::pageable;
+  };
   switch (s.op) {
     case Op::host_copy:
       return n / rate(0, t);
@@ -79,8 +83,8 @@ std::vector<std::size_t> chunk_sizes(std::size_t bytes, std::size_t chunk) {
 /// empties it into the destination. Device producers run `buffers - 1` chunks ahead (they are only
 /// enqueued); a host producer is followed at once by its consumer, so the CPU copies chunk i + 1
 /// while the DMA of chunk i runs.
-Plan staged(const Endpoint& src, const Endpoint& dst, std::size_t bytes, const std::vector<std::size_t>& sizes,
-            unsigned buffers) {
+Plan staged(const Endpoint& src, const Endpoint& dst, std::size_t bytes,
+            const std::vector<std::size_t>& sizes, unsigned buffers) {
   const std::size_t k = sizes.size();
   const auto n = static_cast<unsigned>(std::min<std::size_t>(buffers, k));
   Plan p{.route = CopyRoute::staged, .src = src, .dst = dst, .bytes = bytes, .buffers = n};
@@ -90,13 +94,15 @@ Plan staged(const Endpoint& src, const Endpoint& dst, std::size_t bytes, const s
   const bool host_producer = !src.is_device();
   const auto producer = [&](std::size_t i) {
     const int slot = static_cast<int>(i % n);
-    return host_producer ? Step{Op::host_copy, Lane::host, Place::source, Place::slot, offsets[i], sizes[i], slot}
-                         : Step{Op::to_host, Lane::source, Place::source, Place::slot, offsets[i], sizes[i], slot};
+    return host_producer
+               ? Step{Op::host_copy, Lane::host, Place::source, Place::slot, offsets[i], sizes[i], slot}
+               : Step{Op::to_host, Lane::source, Place::source, Place::slot, offsets[i], sizes[i], slot};
   };
   const auto consumer = [&](std::size_t i) {
     const int slot = static_cast<int>(i % n);
     return dst.is_device()
-               ? Step{Op::to_device, Lane::destination, Place::slot, Place::destination, offsets[i], sizes[i], slot}
+               ? Step{Op::to_device, Lane::destination, Place::slot, Place::destination,
+                      offsets[i],    sizes[i],          slot}
                : Step{Op::host_copy, Lane::host, Place::slot, Place::destination, offsets[i], sizes[i], slot};
   };
   const std::size_t ahead = host_producer ? 0 : n - 1;
@@ -145,7 +151,8 @@ Plan plan_copy(const Endpoint& src, const Endpoint& dst, std::size_t bytes, cons
   const unsigned buffers = std::max(options.buffers, 1u);  // 0 stages only where nothing else can
 
   if (!src.is_device() && !dst.is_device())
-    return single(CopyRoute::host, src, dst, bytes, {Op::host_copy, Lane::host, Place::source, Place::destination});
+    return single(CopyRoute::host, src, dst, bytes,
+                  {Op::host_copy, Lane::host, Place::source, Place::destination});
   if (src.is_device() && dst.is_device() && src.device == dst.device)
     return single(CopyRoute::on_device, src, dst, bytes,
                   {Op::on_device, Lane::destination, Place::source, Place::destination});
@@ -154,13 +161,16 @@ Plan plan_copy(const Endpoint& src, const Endpoint& dst, std::size_t bytes, cons
   std::optional<Plan> best;
   bool may_stage = true;  // two devices that cannot reach each other: staging is the only route
   if (!src.is_device()) {
-    best = single(CopyRoute::direct, src, dst, bytes, {Op::to_device, Lane::destination, Place::source, Place::destination});
+    best = single(CopyRoute::direct, src, dst, bytes,
+                  {Op::to_device, Lane::destination, Place::source, Place::destination});
     may_stage = src.memory == Memory::pageable;
   } else if (!dst.is_device()) {
-    best = single(CopyRoute::direct, src, dst, bytes, {Op::to_host, Lane::source, Place::source, Place::destination});
+    best = single(CopyRoute::direct, src, dst, bytes,
+                  {Op::to_host, Lane::source, Place::source, Place::destination});
     may_stage = dst.memory == Memory::pageable;
   } else if (topology.can_peer(dst.device, src.device)) {
-    best = single(CopyRoute::peer, src, dst, bytes, {Op::from_peer, Lane::destination, Place::source, Place::destination});
+    best = single(CopyRoute::peer, src, dst, bytes,
+                  {Op::from_peer, Lane::destination, Place::source, Place::destination});
   }
   if (bytes == 0) return best ? *best : Plan{.route = CopyRoute::staged, .src = src, .dst = dst};
   if (best) best->cost_us = model_cost_us(*best, topology);
@@ -187,9 +197,12 @@ std::size_t Plan::link_bytes() const {
 std::string Plan::describe() const {
   const auto end = [](const Endpoint& e) {
     switch (e.memory) {
-      case Memory::pageable: return std::string("host");
-      case Memory::pinned: return std::string("pinned host");
-      case Memory::device: break;
+      case Memory::pageable:
+        return std::string("host");
+      case Memory::pinned:
+        return std::string("pinned host");
+      case Memory::device:
+        break;
     }
     return fmt::format("device {}", e.device);
   };
@@ -197,19 +210,24 @@ std::string Plan::describe() const {
   if (route == CopyRoute::staged) {
     std::size_t chunks = 0;
     for (const Step& s : steps) chunks += s.to == Place::slot ? 1 : 0;
-    text += fmt::format(": {} chunk{} up to {}, {} buffer{}", chunks, chunks == 1 ? "" : "s", format_bytes(chunk),
-                        buffers, buffers == 1 ? "" : "s");
+    text += fmt::format(": {} chunk{} up to {}, {} buffer{}", chunks, chunks == 1 ? "" : "s",
+                        format_bytes(chunk), buffers, buffers == 1 ? "" : "s");
   }
   return text;
 }
 
 const char* to_string(Op op) noexcept {
   switch (op) {
-    case Op::host_copy: return "host copy";
-    case Op::to_device: return "H2D";
-    case Op::to_host: return "D2H";
-    case Op::on_device: return "D2D";
-    case Op::from_peer: return "peer";
+    case Op::host_copy:
+      return "host copy";
+    case Op::to_device:
+      return "H2D";
+    case Op::to_host:
+      return "D2H";
+    case Op::on_device:
+      return "D2D";
+    case Op::from_peer:
+      return "peer";
   }
   return "?";
 }

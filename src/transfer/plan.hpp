@@ -62,9 +62,9 @@ struct Topology {
   std::vector<std::uint8_t> peer;
   /// Peer DMA rate between two devices (0: the slower of the two host links, as the sim models it).
   double peer_gbps = 0;
-  double host_gbps = 5;   // CPU copy rate between pageable and pinned host memory (large buffers)
-  double step_us = 10;    // host-side cost of one enqueued step (call, event, queue hand-off)
-  double setup_us = 20;   // fixed cost of a staged copy (leasing chunks, ordering events)
+  double host_gbps = 5;  // CPU copy rate between pageable and pinned host memory (large buffers)
+  double step_us = 10;   // host-side cost of one enqueued step (call, event, queue hand-off)
+  double setup_us = 20;  // fixed cost of a staged copy (leasing chunks, ordering events)
   std::size_t driver_bounce_bytes = std::size_t{1} << 20;  // a driver's bounce buffer for pageable DMA
 
   bool can_peer(unsigned dst, unsigned src) const {
@@ -76,7 +76,7 @@ struct Topology {
 /// The knobs of staging (HDSM_COPY_BUFFERS, HDSM_COPY_CHUNK).
 struct Options {
   unsigned buffers = 2;  // pinned chunks in flight per staged copy; 0: stage only where no other route exists
-  std::size_t chunk_bytes = std::size_t{2} << 20;  // the largest chunk (at most the pool's chunk)
+  std::size_t chunk_bytes = std::size_t{2} << 20;       // the largest chunk (at most the pool's chunk)
   std::size_t min_chunk_bytes = std::size_t{64} << 10;  // the smallest chunk the planner considers
 };
 

@@ -68,7 +68,8 @@ double measure_host_copy(std::size_t bytes, int copies) {
               }));
 }
 
-Topology measured_topology(std::span<Device* const> devices, Topology topology, std::size_t bytes, int copies) {
+Topology measured_topology(std::span<Device* const> devices, Topology topology, std::size_t bytes,
+                           int copies) {
   topology.host_gbps = measure_host_copy(bytes, copies);
   for (std::size_t d = 0; d < devices.size() && d < topology.devices.size(); ++d) {
     const DeviceProperties& p = devices[d]->properties();

@@ -27,6 +27,7 @@ double measure_host_copy(std::size_t bytes, int copies);
 /// `topology` with the link rates of `devices` (on at most `bytes`, half a device's free memory; a
 /// device with less than 128 KiB free keeps its stated rates) and the host copy rate measured
 /// (latency and peer access as they were).
-Topology measured_topology(std::span<Device* const> devices, Topology topology, std::size_t bytes, int copies);
+Topology measured_topology(std::span<Device* const> devices, Topology topology, std::size_t bytes,
+                           int copies);
 
 }  // namespace hdsm::transfer

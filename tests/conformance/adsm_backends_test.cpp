@@ -16,10 +16,10 @@ namespace {
 
 const hdsm::Kernel& saxpy() {
   static const hdsm::Kernel k = [] {
-    auto kernel = hdsm::per_thread("saxpy", [](const hdsm::Thread& t, float a, const float* x, float* y,
-                                               std::uint64_t n) {
-      if (const auto i = t.global_x(); i < n) y[i] = a * x[i] + y[i];
-    });
+    auto kernel = hdsm::per_thread(
+        "saxpy", [](const hdsm::Thread& t, float a, const float* x, float* y, std::uint64_t n) {
+          if (const auto i = t.global_x(); i < n) y[i] = a * x[i] + y[i];
+        });
     kernel.opencl_source = R"(
       __kernel void saxpy(float a, __global const float* x, __global float* y, ulong n) {
         const size_t i = get_global_id(0);
@@ -48,7 +48,8 @@ class AdsmBackends : public ::testing::TestWithParam<std::tuple<std::string, std
     } catch (const hdsm::NoDevice& e) {
       GTEST_SKIP() << "backend " << std::get<0>(GetParam()) << " has no device here: " << e.what();
     }
-    if (!hdsm::test::give_cuda_body(saxpy_, rt_->default_device())) GTEST_SKIP() << hdsm::test::kNoCudaKernels;
+    if (!hdsm::test::give_cuda_body(saxpy_, rt_->default_device()))
+      GTEST_SKIP() << hdsm::test::kNoCudaKernels;
   }
   std::unique_ptr<hdsm::Runtime> rt_;
   hdsm::Kernel saxpy_ = saxpy();  // with its CUDA body on a CUDA device
@@ -100,6 +101,8 @@ TEST_P(AdsmBackends, NewObjectsReadZeroOnTheDevice) {
 INSTANTIATE_TEST_SUITE_P(Backends, AdsmBackends,
                          ::testing::Combine(::testing::Values("sim", "opencl", "cuda"),
                                             ::testing::Values("batch", "lazy", "rolling")),
-                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + std::get<1>(info.param);
+                         });
 
 }  // namespace

@@ -61,7 +61,8 @@ TEST(CudaBackend, OnWithoutDeviceIsNoDeviceElseDevicesAreListed) {
 
 TEST(CudaBackend, AutoOpensCudaOnlyWhenTheDefaultDeviceIsCuda) {
   hdsm::Runtime runtime(fast_config().set("HDSM_CUDA", "auto").set("HDSM_DEVICE", "sim"));
-  for (hdsm::Device* d : runtime.devices()) EXPECT_NE(d->properties().backend, hdsm::Backend::cuda) << d->name();
+  for (hdsm::Device* d : runtime.devices())
+    EXPECT_NE(d->properties().backend, hdsm::Backend::cuda) << d->name();
 
   std::string why;
   const bool present = with_cuda(why) != nullptr;

@@ -51,7 +51,8 @@ class DeviceConformance : public ::testing::TestWithParam<std::string> {
 
   static std::vector<unsigned char> pattern(std::size_t n, unsigned seed) {
     std::vector<unsigned char> v(n);
-    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<unsigned char>((i * 131 + seed * 17 + (i >> 9)) & 0xFF);
+    for (std::size_t i = 0; i < n; ++i)
+      v[i] = static_cast<unsigned char>((i * 131 + seed * 17 + (i >> 9)) & 0xFF);
     return v;
   }
 
@@ -83,14 +84,16 @@ TEST_P(DeviceConformance, AllocationIsAccountedAndReturned) {
 // SharedSpace relies on zeroed_alloc to skip filling a new object's device copy: the buffer must
 // read as zero even where a freed buffer held data.
 TEST_P(DeviceConformance, AllocationsClaimedZeroedReadAsZero) {
-  if (!device_->properties().zeroed_alloc) GTEST_SKIP() << device_->name() << " does not claim zeroed buffers";
+  if (!device_->properties().zeroed_alloc)
+    GTEST_SKIP() << device_->name() << " does not claim zeroed buffers";
   constexpr std::size_t kBytes = 3 << 20;
   for (int round = 0; round < 3; ++round) {
     auto b = device_->alloc(kBytes);
     std::vector<unsigned char> got(kBytes, 0xAA);
     queue_->copy_to_host(got.data(), b, 0, kBytes);
     queue_->synchronize();
-    EXPECT_EQ(std::count(got.begin(), got.end(), 0), static_cast<std::ptrdiff_t>(kBytes)) << "round " << round;
+    EXPECT_EQ(std::count(got.begin(), got.end(), 0), static_cast<std::ptrdiff_t>(kBytes))
+        << "round " << round;
     const auto data = pattern(kBytes, round + 1);
     queue_->copy_to_device(b, 0, data.data(), kBytes);
     queue_->synchronize();
@@ -245,14 +248,16 @@ TEST_P(DeviceConformance, EventsOrderWorkAcrossQueues) {
 
 TEST_P(DeviceConformance, KernelLaunchWithBuffersAndValues) {
   const int n = 1000;  // not a multiple of the block
-  auto a = device_->alloc(n * sizeof(float)), b = device_->alloc(n * sizeof(float)), c = device_->alloc(n * sizeof(float));
+  auto a = device_->alloc(n * sizeof(float)), b = device_->alloc(n * sizeof(float)),
+       c = device_->alloc(n * sizeof(float));
   std::vector<float> ha(n), hb(n), hc(n, -1.f);
   std::iota(ha.begin(), ha.end(), 0.f);
   std::iota(hb.begin(), hb.end(), 1000.f);
-  auto vecadd = hdsm::per_thread("vecadd", [](const hdsm::Thread& t, const float* x, const float* y, float* z, int count) {
-    const auto i = t.global_x();
-    if (i < static_cast<std::uint64_t>(count)) z[i] = x[i] + y[i];
-  });
+  auto vecadd = hdsm::per_thread(
+      "vecadd", [](const hdsm::Thread& t, const float* x, const float* y, float* z, int count) {
+        const auto i = t.global_x();
+        if (i < static_cast<std::uint64_t>(count)) z[i] = x[i] + y[i];
+      });
   vecadd.opencl_source = R"(
     __kernel void vecadd(__global const float* x, __global const float* y, __global float* z, int count) {
       const size_t i = get_global_id(0);
@@ -261,8 +266,8 @@ TEST_P(DeviceConformance, KernelLaunchWithBuffersAndValues) {
   if (!hdsm::test::give_cuda_body(vecadd, *device_)) GTEST_SKIP() << hdsm::test::kNoCudaKernels;
   queue_->copy_to_device(a, 0, ha.data(), n * sizeof(float));
   queue_->copy_to_device(b, 0, hb.data(), n * sizeof(float));
-  const hdsm::KernelArg args[] = {hdsm::KernelArg::buffer(a), hdsm::KernelArg::buffer(b), hdsm::KernelArg::buffer(c),
-                                  hdsm::KernelArg::value(n)};
+  const hdsm::KernelArg args[] = {hdsm::KernelArg::buffer(a), hdsm::KernelArg::buffer(b),
+                                  hdsm::KernelArg::buffer(c), hdsm::KernelArg::value(n)};
   queue_->launch(vecadd, hdsm::cover(n, 128), args);
   queue_->copy_to_host(hc.data(), c, 0, n * sizeof(float));
   queue_->synchronize();
@@ -319,14 +324,16 @@ TEST_P(DeviceConformance, KernelArgumentsInsideBuffers) {
 // to exceed (the backend does it); OpenCL passes it as the trailing __local argument.
 TEST_P(DeviceConformance, KernelWithMoreThan48KiBOfDynamicSharedMemory) {
   constexpr std::uint32_t kChunk = 16384, kBlocks = 3;  // floats a block: 64 KiB
-  auto reverse = hdsm::cooperative("reverse_in_shared", [](hdsm::ThreadCtx& t, const float* in, float* out,
-                                                            std::uint32_t chunk) {
-    auto* tile = static_cast<float*>(t.dynamic_shared());
-    const std::size_t base = std::size_t{t.block.x} * chunk;
-    for (std::uint32_t i = t.idx.x; i < chunk; i += t.block_dim.x) tile[i] = in[base + i];
-    t.sync();
-    for (std::uint32_t i = t.idx.x; i < chunk; i += t.block_dim.x) out[base + i] = tile[chunk - 1 - i];
-  });
+  auto reverse = hdsm::cooperative("reverse_in_shared",
+                                   [](hdsm::ThreadCtx& t, const float* in, float* out, std::uint32_t chunk) {
+                                     auto* tile = static_cast<float*>(t.dynamic_shared());
+                                     const std::size_t base = std::size_t{t.block.x} * chunk;
+                                     for (std::uint32_t i = t.idx.x; i < chunk; i += t.block_dim.x)
+                                       tile[i] = in[base + i];
+                                     t.sync();
+                                     for (std::uint32_t i = t.idx.x; i < chunk; i += t.block_dim.x)
+                                       out[base + i] = tile[chunk - 1 - i];
+                                   });
   reverse.opencl_source = R"(
     __kernel void reverse_in_shared(__global const float* in, __global float* out, uint chunk,
                                     __local float* tile) {
@@ -341,14 +348,16 @@ TEST_P(DeviceConformance, KernelWithMoreThan48KiBOfDynamicSharedMemory) {
   std::vector<float> in(std::size_t{kChunk} * kBlocks), out(in.size(), -1.f);
   std::iota(in.begin(), in.end(), 0.f);
   queue_->copy_to_device(a, 0, in.data(), bytes);
-  const hdsm::KernelArg args[] = {hdsm::KernelArg::buffer(a), hdsm::KernelArg::buffer(b), hdsm::KernelArg::value(kChunk)};
+  const hdsm::KernelArg args[] = {hdsm::KernelArg::buffer(a), hdsm::KernelArg::buffer(b),
+                                  hdsm::KernelArg::value(kChunk)};
   for (int launch = 0; launch < 2; ++launch)  // the second launch reuses the opt-in
     queue_->launch(reverse, hdsm::Launch{hdsm::Dim3(kBlocks), hdsm::Dim3(128), kChunk * sizeof(float)}, args);
   queue_->copy_to_host(out.data(), b, 0, bytes);
   queue_->synchronize();
   for (std::uint32_t blk = 0; blk < kBlocks; ++blk)
     for (std::uint32_t i = 0; i < kChunk; ++i)
-      ASSERT_EQ(out[blk * kChunk + i], in[blk * kChunk + kChunk - 1 - i]) << "block " << blk << ", element " << i;
+      ASSERT_EQ(out[blk * kChunk + i], in[blk * kChunk + kChunk - 1 - i])
+          << "block " << blk << ", element " << i;
   device_->free(a);
   device_->free(b);
 }
@@ -363,14 +372,16 @@ TEST_P(DeviceConformance, KernelFollowsAddressesStoredInABuffer) {
   const int* addresses[3] = {};
   try {
     for (int i = 0; i < 3; ++i)
-      addresses[i] = reinterpret_cast<const int*>(device_->address(data, static_cast<std::size_t>(i) * 20 * sizeof(int)));
+      addresses[i] = reinterpret_cast<const int*>(
+          device_->address(data, static_cast<std::size_t>(i) * 20 * sizeof(int)));
   } catch (const hdsm::Unsupported& e) {
     for (auto buf : {data, table, out}) device_->free(buf);
     GTEST_SKIP() << "backend " << GetParam() << " has no stable device addresses: " << e.what();
   }
-  auto gather = hdsm::per_thread("gather_through_table", [](const hdsm::Thread& t, const int* const* pointers, int* result) {
-    if (const auto i = t.global_x(); i < 3) result[i] = *pointers[i];
-  });
+  auto gather = hdsm::per_thread("gather_through_table",
+                                 [](const hdsm::Thread& t, const int* const* pointers, int* result) {
+                                   if (const auto i = t.global_x(); i < 3) result[i] = *pointers[i];
+                                 });
   if (!hdsm::test::give_cuda_body(gather, *device_)) {
     for (auto buf : {data, table, out}) device_->free(buf);
     GTEST_SKIP() << hdsm::test::kNoCudaKernels;
@@ -417,7 +428,8 @@ TEST_P(DeviceConformance, KernelErrorsAreTyped) {
     queue_->launch(opencl ? host_only : opencl_only, hdsm::cover(1), none);
     FAIL() << "a kernel without a body for " << GetParam() << " launched";
   } catch (const hdsm::Unsupported& e) {
-    EXPECT_NE(std::string(e.what()).find(opencl ? "host_only" : "opencl_only"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(opencl ? "host_only" : "opencl_only"), std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find(GetParam()), std::string::npos) << e.what();
   }
   // The wrong number of arguments: at the launch or at the next synchronize, as the backend can tell.

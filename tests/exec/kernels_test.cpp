@@ -137,7 +137,8 @@ TEST_P(KernelsTest, CooperativeDynamicSharedIsTheLaunchRegion) {
   run(k, ex, Launch{Dim3(blocks), Dim3(block), block * sizeof(int)}, static_cast<const int*>(in.data()),
       out.data());
   for (std::uint32_t b = 0; b < blocks; ++b)
-    for (std::uint32_t t = 0; t < block; ++t) ASSERT_EQ(out[b * block + t], in[b * block + block - 1 - t]) << b << "," << t;
+    for (std::uint32_t t = 0; t < block; ++t)
+      ASSERT_EQ(out[b * block + t], in[b * block + block - 1 - t]) << b << "," << t;
 }
 
 TEST_P(KernelsTest, FinishedThreadsCountAsArrived) {

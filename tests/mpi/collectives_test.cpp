@@ -77,7 +77,8 @@ TEST_F(Collectives, EachCollectiveOnDeviceValidObjectsGivesLibmpisResultWithoutF
   ASSERT_EQ(MPI_Reduce(mine, reduced, ints, MPI_UNSIGNED, MPI_SUM, 1, MPI_COMM_WORLD), MPI_SUCCESS);
   ASSERT_EQ(MPI_Allreduce(MPI_IN_PLACE, in_place, ints, MPI_UNSIGNED, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
   ASSERT_EQ(MPI_Gather(mine, count, MPI_BYTE, gathered, count, MPI_BYTE, 0, MPI_COMM_WORLD), MPI_SUCCESS);
-  ASSERT_EQ(MPI_Scatter(scatter_from, count, MPI_BYTE, scattered, count, MPI_BYTE, 1, MPI_COMM_WORLD), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Scatter(scatter_from, count, MPI_BYTE, scattered, count, MPI_BYTE, 1, MPI_COMM_WORLD),
+            MPI_SUCCESS);
   ASSERT_EQ(MPI_Allgather(mine, count, MPI_BYTE, all, count, MPI_BYTE, MPI_COMM_WORLD), MPI_SUCCESS);
   ASSERT_EQ(MPI_Alltoall(to_all, count, MPI_BYTE, from_all, count, MPI_BYTE, MPI_COMM_WORLD), MPI_SUCCESS);
   EXPECT_EQ(faults(rt_), 0u) << "a collective touched a shared object through its user view";
@@ -90,7 +91,8 @@ TEST_F(Collectives, EachCollectiveOnDeviceValidObjectsGivesLibmpisResultWithoutF
   std::vector<unsigned char> both = pattern(kBytes, 41);
   const std::vector<unsigned char> second = pattern(kBytes, 42);
   both.insert(both.end(), second.begin(), second.end());
-  EXPECT_EQ(bytes(gathered, 2 * kBytes), me == 0 ? both : std::vector<unsigned char>(2 * kBytes, 0)) << "MPI_Gather";
+  EXPECT_EQ(bytes(gathered, 2 * kBytes), me == 0 ? both : std::vector<unsigned char>(2 * kBytes, 0))
+      << "MPI_Gather";
   EXPECT_EQ(bytes(scattered, kBytes), pattern(kBytes, 43, me * kBytes)) << "MPI_Scatter";
   EXPECT_EQ(bytes(all, 2 * kBytes), both) << "MPI_Allgather";
   // Rank s's segment r of its pattern 44 + s goes to rank r, at segment s.

@@ -38,12 +38,24 @@ TEST_F(Mpi, EverySendModeFromADeviceValidObjectArrivesWithoutFaults) {
         MPI_Barrier(MPI_COMM_WORLD);  // a ready send needs the receive posted
         MPI_Request r = MPI_REQUEST_NULL;
         switch (mode) {
-          case 0: ASSERT_EQ(MPI_Ssend(p, count, MPI_BYTE, 1, salt, MPI_COMM_WORLD), MPI_SUCCESS); break;
-          case 1: ASSERT_EQ(MPI_Rsend(p, count, MPI_BYTE, 1, salt, MPI_COMM_WORLD), MPI_SUCCESS); break;
-          case 2: ASSERT_EQ(MPI_Bsend(p, count, MPI_BYTE, 1, salt, MPI_COMM_WORLD), MPI_SUCCESS); break;
-          case 3: ASSERT_EQ(MPI_Issend(p, count, MPI_BYTE, 1, salt, MPI_COMM_WORLD, &r), MPI_SUCCESS); break;
-          case 4: ASSERT_EQ(MPI_Irsend(p, count, MPI_BYTE, 1, salt, MPI_COMM_WORLD, &r), MPI_SUCCESS); break;
-          default: ASSERT_EQ(MPI_Ibsend(p, count, MPI_BYTE, 1, salt, MPI_COMM_WORLD, &r), MPI_SUCCESS); break;
+          case 0:
+            ASSERT_EQ(MPI_Ssend(p, count, MPI_BYTE, 1, salt, MPI_COMM_WORLD), MPI_SUCCESS);
+            break;
+          case 1:
+            ASSERT_EQ(MPI_Rsend(p, count, MPI_BYTE, 1, salt, MPI_COMM_WORLD), MPI_SUCCESS);
+            break;
+          case 2:
+            ASSERT_EQ(MPI_Bsend(p, count, MPI_BYTE, 1, salt, MPI_COMM_WORLD), MPI_SUCCESS);
+            break;
+          case 3:
+            ASSERT_EQ(MPI_Issend(p, count, MPI_BYTE, 1, salt, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+            break;
+          case 4:
+            ASSERT_EQ(MPI_Irsend(p, count, MPI_BYTE, 1, salt, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+            break;
+          default:
+            ASSERT_EQ(MPI_Ibsend(p, count, MPI_BYTE, 1, salt, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+            break;
         }
         ASSERT_EQ(MPI_Wait(&r, MPI_STATUS_IGNORE), MPI_SUCCESS);
         EXPECT_EQ(rt_.stats().read_faults + rt_.stats().write_faults, 0u) << "the send faulted";
@@ -108,7 +120,8 @@ TEST_F(Mpi, PersistentRequestsCarryEveryStartWhole) {
     unsigned char* out = buffer(Where::shared_on_device, n, -1);
     MPI_Request r[2];
     ASSERT_EQ(MPI_Recv_init(in, static_cast<int>(n), MPI_BYTE, peer, 20, MPI_COMM_WORLD, &r[0]), MPI_SUCCESS);
-    ASSERT_EQ(MPI_Send_init(out, static_cast<int>(n), MPI_BYTE, peer, 20, MPI_COMM_WORLD, &r[1]), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Send_init(out, static_cast<int>(n), MPI_BYTE, peer, 20, MPI_COMM_WORLD, &r[1]),
+              MPI_SUCCESS);
     const MPI_Request handles[2] = {r[0], r[1]};
     for (int round = 0; round < 4; ++round) {
       SCOPED_TRACE("round " + std::to_string(round));
@@ -182,7 +195,8 @@ TEST_F(Mpi, AFreedActivePersistentSendStillDelivers) {
   } else {
     MPI_Barrier(MPI_COMM_WORLD);
     unsigned char* in = buffer(Where::shared_on_host, n, -1);
-    ASSERT_EQ(MPI_Recv(in, static_cast<int>(n), MPI_BYTE, 0, 22, MPI_COMM_WORLD, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Recv(in, static_cast<int>(n), MPI_BYTE, 0, 22, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+              MPI_SUCCESS);
     expect_pattern(in, n, 140, "received");
     ASSERT_EQ(MPI_Send(nullptr, 0, MPI_BYTE, 0, 23, MPI_COMM_WORLD), MPI_SUCCESS);
   }
@@ -206,7 +220,8 @@ TEST_F(Mpi, CancelledReceivesEndWithoutAMessage) {
   }
   unsigned char* p = buffer(Where::shared_on_host, kChunk * 3, -1);
   MPI_Request r;
-  ASSERT_EQ(MPI_Recv_init(p, static_cast<int>(kChunk * 3), MPI_BYTE, peer, 26, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Recv_init(p, static_cast<int>(kChunk * 3), MPI_BYTE, peer, 26, MPI_COMM_WORLD, &r),
+            MPI_SUCCESS);
   ASSERT_EQ(MPI_Start(&r), MPI_SUCCESS);
   ASSERT_EQ(MPI_Cancel(&r), MPI_SUCCESS);
   MPI_Status st;

@@ -19,7 +19,6 @@
 
 namespace mpi_test {
 
-
 inline constexpr std::size_t kChunk = 16 * 1024;
 inline const std::size_t kSizes[] = {1000, 40, kChunk, 4 * kChunk, 5 * kChunk + 77};
 
@@ -29,7 +28,9 @@ inline int rank() {
   return r;
 }
 
-inline unsigned char expected(std::size_t i, int salt) { return static_cast<unsigned char>(salt + i * 131 + (i >> 10)); }
+inline unsigned char expected(std::size_t i, int salt) {
+  return static_cast<unsigned char>(salt + i * 131 + (i >> 10));
+}
 
 inline const hdsm::Kernel& fill_kernel() {
   static const hdsm::Kernel k =
@@ -42,7 +43,9 @@ inline const hdsm::Kernel& fill_kernel() {
 /// Where a test's buffer is and where its data is valid.
 enum class Where { host, shared_on_host, shared_on_device };
 inline const char* name(Where w) {
-  return w == Where::host ? "host" : w == Where::shared_on_host ? "shared (host valid)" : "shared (device valid)";
+  return w == Where::host             ? "host"
+         : w == Where::shared_on_host ? "shared (host valid)"
+                                      : "shared (device valid)";
 }
 
 class Mpi : public ::testing::Test {
@@ -98,7 +101,8 @@ class Mpi : public ::testing::Test {
     const unsigned char* plain = buffer(Where::host, 1000, tag + 2);
     ASSERT_EQ(MPI_Isend(plain, 1000, MPI_BYTE, 1, tag + 2, MPI_COMM_WORLD, &r[2]), MPI_SUCCESS);
     const unsigned char* again = buffer(Where::shared_on_host, n, tag + 3);
-    ASSERT_EQ(MPI_Isend(again, static_cast<int>(n), MPI_BYTE, 1, tag + 3, MPI_COMM_WORLD, &r[3]), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Isend(again, static_cast<int>(n), MPI_BYTE, 1, tag + 3, MPI_COMM_WORLD, &r[3]),
+              MPI_SUCCESS);
     ASSERT_EQ(MPI_Waitall(4, r, MPI_STATUSES_IGNORE), MPI_SUCCESS);
   }
 

@@ -22,12 +22,14 @@ TEST_F(Mpi, BlockingSendRecvEveryPlacementAndSize) {
           if (rank() == sender) {
             const unsigned char* p = buffer(from, n, salt);
             rt_.reset_stats();
-            ASSERT_EQ(MPI_Send(p, static_cast<int>(n), MPI_BYTE, 1 - sender, salt, MPI_COMM_WORLD), MPI_SUCCESS);
+            ASSERT_EQ(MPI_Send(p, static_cast<int>(n), MPI_BYTE, 1 - sender, salt, MPI_COMM_WORLD),
+                      MPI_SUCCESS);
           } else {
             unsigned char* p = buffer(to, n, -1);
             MPI_Status st;
             rt_.reset_stats();
-            ASSERT_EQ(MPI_Recv(p, static_cast<int>(n), MPI_BYTE, sender, salt, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+            ASSERT_EQ(MPI_Recv(p, static_cast<int>(n), MPI_BYTE, sender, salt, MPI_COMM_WORLD, &st),
+                      MPI_SUCCESS);
             expect_status(st, sender, salt, n);
             received = p;
           }
@@ -100,21 +102,21 @@ TEST_F(Mpi, HaloExchangeWithSendrecvAsListing4) {
   const int right = rank() == 1 ? MPI_PROC_NULL : 1;
   MPI_Status st;
   // Send right, receive left.
-  ASSERT_EQ(MPI_Sendrecv(out + 2 * halo, static_cast<int>(halo), MPI_BYTE, right, 0, in, static_cast<int>(halo),
-                         MPI_BYTE, left, 0, MPI_COMM_WORLD, &st),
+  ASSERT_EQ(MPI_Sendrecv(out + 2 * halo, static_cast<int>(halo), MPI_BYTE, right, 0, in,
+                         static_cast<int>(halo), MPI_BYTE, left, 0, MPI_COMM_WORLD, &st),
             MPI_SUCCESS);
   // Send left, receive right.
-  ASSERT_EQ(MPI_Sendrecv(out + halo, static_cast<int>(halo), MPI_BYTE, left, 0, in + 3 * halo, static_cast<int>(halo),
-                         MPI_BYTE, right, 0, MPI_COMM_WORLD, &st),
+  ASSERT_EQ(MPI_Sendrecv(out + halo, static_cast<int>(halo), MPI_BYTE, left, 0, in + 3 * halo,
+                         static_cast<int>(halo), MPI_BYTE, right, 0, MPI_COMM_WORLD, &st),
             MPI_SUCCESS);
   std::vector<unsigned char> got(n);
   rt_.memcpy(got.data(), in, n);
   const int peer_salt = 20 + (1 - rank());
   std::size_t bad = 0;
   for (std::size_t i = 0; i < halo; ++i) {
-    if (rank() == 1) bad += got[i] != expected(2 * halo + i, peer_salt);            // left halo from rank 0
-    if (rank() == 0) bad += got[3 * halo + i] != expected(halo + i, peer_salt);     // right halo from rank 1
-    bad += got[halo + i] != expected(halo + i, 50);                                  // untouched
+    if (rank() == 1) bad += got[i] != expected(2 * halo + i, peer_salt);         // left halo from rank 0
+    if (rank() == 0) bad += got[3 * halo + i] != expected(halo + i, peer_salt);  // right halo from rank 1
+    bad += got[halo + i] != expected(halo + i, 50);                              // untouched
   }
   EXPECT_EQ(bad, 0u);
 }
@@ -128,11 +130,13 @@ TEST_F(Mpi, NonblockingBothDirectionsAtOnce) {
   for (std::size_t k = 0; k < 3; ++k) {
     into.push_back(buffer(k == 2 ? Where::host : Where::shared_on_host, sizes[k], -1));
     requests.emplace_back();
-    ASSERT_EQ(MPI_Irecv(into[k], static_cast<int>(sizes[k]), MPI_BYTE, peer, 4, MPI_COMM_WORLD, &requests.back()),
-              MPI_SUCCESS);
+    ASSERT_EQ(
+        MPI_Irecv(into[k], static_cast<int>(sizes[k]), MPI_BYTE, peer, 4, MPI_COMM_WORLD, &requests.back()),
+        MPI_SUCCESS);
   }
   for (std::size_t k = 0; k < 3; ++k) {
-    const unsigned char* p = buffer(k == 1 ? Where::host : Where::shared_on_device, sizes[k], 60 + 10 * rank() + int(k));
+    const unsigned char* p =
+        buffer(k == 1 ? Where::host : Where::shared_on_device, sizes[k], 60 + 10 * rank() + int(k));
     requests.emplace_back();
     ASSERT_EQ(MPI_Isend(p, static_cast<int>(sizes[k]), MPI_BYTE, peer, 4, MPI_COMM_WORLD, &requests.back()),
               MPI_SUCCESS);
@@ -158,7 +162,8 @@ TEST_F(Mpi, WaitTestAndWaitanyDriveTheTransfers) {
   ASSERT_EQ(MPI_Waitany(2, r, &index, &st), MPI_SUCCESS);
   ASSERT_TRUE(index == 0 || index == 1);
   int flag = 0;
-  while (flag == 0) ASSERT_EQ(MPI_Test(&r[1 - index], &flag, index == 1 ? &st : MPI_STATUS_IGNORE), MPI_SUCCESS);
+  while (flag == 0)
+    ASSERT_EQ(MPI_Test(&r[1 - index], &flag, index == 1 ? &st : MPI_STATUS_IGNORE), MPI_SUCCESS);
   expect_status(st, peer, 1, n);
   expect_pattern(in, n, 70 + peer, "received");
   // Wait on a null request returns at once.
@@ -176,7 +181,8 @@ TEST_F(Mpi, AnySourceAnyTagSeeTheUsersMessage) {
   } else {
     unsigned char* p = buffer(Where::shared_on_host, n, -1);
     MPI_Status st;
-    ASSERT_EQ(MPI_Recv(p, static_cast<int>(n), MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Recv(p, static_cast<int>(n), MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st),
+              MPI_SUCCESS);
     expect_status(st, 0, 77, n);
     expect_pattern(p, n, 80, "chunked");
     MPI_Request r;
@@ -206,7 +212,8 @@ TEST_F(Mpi, ProbeReportsTheUsersMessageNotTheHeader) {
     expect_status(st, 0, 90, n);
     int count = 0;
     MPI_Get_count(&st, MPI_BYTE, &count);
-    for (flag = 0; flag == 0;) ASSERT_EQ(MPI_Iprobe(MPI_ANY_SOURCE, 91, MPI_COMM_WORLD, &flag, &st), MPI_SUCCESS);
+    for (flag = 0; flag == 0;)
+      ASSERT_EQ(MPI_Iprobe(MPI_ANY_SOURCE, 91, MPI_COMM_WORLD, &flag, &st), MPI_SUCCESS);
     expect_status(st, 0, 91, 40);
     ASSERT_EQ(MPI_Probe(0, 92, MPI_COMM_WORLD, &st), MPI_SUCCESS);
     expect_status(st, 0, 92, 1000);

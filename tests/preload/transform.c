@@ -53,12 +53,12 @@ int main(int argc, char** argv) {
 
   hdsm_stats_reset();
   size_t bad = 0;
-  if (fread(input, 1, n, in) != n) ++bad;          /* file -> shared */
-  memset(filled, 0x5a, n);                          /* a fresh object, filled */
-  memcpy(result, input, n / 2);                     /* shared -> shared */
-  memmove(result + n / 2, filled, n - n / 2);       /* shared -> shared */
+  if (fread(input, 1, n, in) != n) ++bad;                        /* file -> shared */
+  memset(filled, 0x5a, n);                                       /* a fresh object, filled */
+  memcpy(result, input, n / 2);                                  /* shared -> shared */
+  memmove(result + n / 2, filled, n - n / 2);                    /* shared -> shared */
   if (fwrite(result, 1, n, out) != n || fflush(out) != 0) ++bad; /* shared -> file */
-  memcpy(back, result, n);                          /* shared -> host */
+  memcpy(back, result, n);                                       /* shared -> host */
   hdsm_stats stats;
   if (hdsm_stats_get(&stats) != HDSM_SUCCESS) return 2;
   printf("faults during transfers: %llu\n", (unsigned long long)(stats.read_faults + stats.write_faults));

@@ -209,8 +209,8 @@ TEST_P(AdsmApi, CallRunsOnTheDeviceOfItsFirstSharedPointer) {
   EXPECT_EQ(on(1), before1 + 1);
   EXPECT_EQ(on(0), before0);
   // a first: device 0, with b (device 1, a peer: the sim devices form one peer group) passed remotely.
-  rt.call(vecadd(), hdsm::cover(1024), hdsm::in(reinterpret_cast<float*>(a)), hdsm::inout(reinterpret_cast<float*>(b)),
-          std::uint64_t{0});
+  rt.call(vecadd(), hdsm::cover(1024), hdsm::in(reinterpret_cast<float*>(a)),
+          hdsm::inout(reinterpret_cast<float*>(b)), std::uint64_t{0});
   rt.sync();
   EXPECT_EQ(on(0), before0 + 1);
   rt.free(a);
@@ -248,12 +248,13 @@ struct Node {
 
 // out[0] = the sum of the list's values, walked on the device.
 const hdsm::Kernel& sum_list() {
-  static const hdsm::Kernel k = hdsm::per_thread("sum_list", [](const hdsm::Thread& t, const Node* head, int* out) {
-    if (t.global_x() != 0) return;
-    int sum = 0;
-    for (const Node* n = head; n != nullptr; n = n->next) sum += n->value;
-    out[0] = sum;
-  });
+  static const hdsm::Kernel k =
+      hdsm::per_thread("sum_list", [](const hdsm::Thread& t, const Node* head, int* out) {
+        if (t.global_x() != 0) return;
+        int sum = 0;
+        for (const Node* n = head; n != nullptr; n = n->next) sum += n->value;
+        out[0] = sum;
+      });
   return k;
 }
 

@@ -27,16 +27,17 @@ const hdsm::Kernel& accumulate() {
 
 // x[i] = v for i < n.
 const hdsm::Kernel& fill() {
-  static const hdsm::Kernel k = hdsm::per_thread("remote_fill", [](const hdsm::Thread& t, int* x, std::uint64_t n, int v) {
-    if (const auto i = t.global_x(); i < n) x[i] = v;
-  });
+  static const hdsm::Kernel k =
+      hdsm::per_thread("remote_fill", [](const hdsm::Thread& t, int* x, std::uint64_t n, int v) {
+        if (const auto i = t.global_x(); i < n) x[i] = v;
+      });
   return k;
 }
 
 // dst[i] = src[i] * 2 for i < n; src is first, so the call runs on src's device and writes remotely.
 const hdsm::Kernel& twice_into() {
-  static const hdsm::Kernel k =
-      hdsm::per_thread("remote_twice_into", [](const hdsm::Thread& t, const int* src, int* dst, std::uint64_t n) {
+  static const hdsm::Kernel k = hdsm::per_thread(
+      "remote_twice_into", [](const hdsm::Thread& t, const int* src, int* dst, std::uint64_t n) {
         if (const auto i = t.global_x(); i < n) dst[i] = src[i] * 2;
       });
   return k;
@@ -150,7 +151,10 @@ TEST_P(AdsmRemote, FreeOfARemoteObjectWaitsAndTheSyncSkipsIt) {
 
 std::string name(const ::testing::TestParamInfo<std::tuple<std::string, Mode, bool>>& info) {
   const Mode m = std::get<1>(info.param);
-  return std::get<0>(info.param) + (m == Mode::peer ? "_peer" : m == Mode::copy ? "_copy" : "_not_peer") +
+  return std::get<0>(info.param) +
+         (m == Mode::peer   ? "_peer"
+          : m == Mode::copy ? "_copy"
+                            : "_not_peer") +
          (std::get<2>(info.param) ? "_annotated" : "_raw");
 }
 

@@ -33,16 +33,19 @@ std::atomic<bool> gate_open{false};
 
 // Waits for gate_open, then x[0] = v.
 const hdsm::Kernel& gated_store() {
-  static const hdsm::Kernel k = hdsm::per_thread("threads_gated_store", [](const hdsm::Thread& t, int* x, int v) {
-    if (t.global_x() != 0) return;
-    while (!gate_open.load()) std::this_thread::yield();
-    x[0] = v;
-  });
+  static const hdsm::Kernel k =
+      hdsm::per_thread("threads_gated_store", [](const hdsm::Thread& t, int* x, int v) {
+        if (t.global_x() != 0) return;
+        while (!gate_open.load()) std::this_thread::yield();
+        x[0] = v;
+      });
   return k;
 }
 
 hdsm::Config config(const std::string& protocol, unsigned devices) {
-  return hdsm::test::fast_sim_config(protocol).set("HDSM_SIM_DEVICES", std::to_string(devices)).set("HDSM_THREADS", "2");
+  return hdsm::test::fast_sim_config(protocol)
+      .set("HDSM_SIM_DEVICES", std::to_string(devices))
+      .set("HDSM_THREADS", "2");
 }
 
 constexpr std::size_t n = 3000;
@@ -58,7 +61,8 @@ void work(hdsm::Runtime& rt, int* x, int id, bool annotate, int rounds) {
       rt.call(add(), hdsm::cover(n), x, std::uint64_t{n}, 3);
     rt.call(add(), hdsm::cover(n), hdsm::inout(x), std::uint64_t{n}, 2);
     rt.sync();
-    for (std::size_t i = 0; i < n; i += 7) ASSERT_EQ(x[i], id * 100000 + static_cast<int>(i) + r + 5) << "thread " << id;
+    for (std::size_t i = 0; i < n; i += 7)
+      ASSERT_EQ(x[i], id * 100000 + static_cast<int>(i) + r + 5) << "thread " << id;
     for (std::size_t i = 1; i < n; i += 7) {
       // Elements the CPU never wrote gain 5 per round.
       ASSERT_EQ(x[i], 5 * (r + 1)) << "thread " << id << " element " << i;

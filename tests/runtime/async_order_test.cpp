@@ -21,7 +21,8 @@ constexpr std::size_t kBytes = 256 * 1024;
 
 const hdsm::Kernel& fill_range_kernel() {
   static const hdsm::Kernel k = hdsm::per_thread(
-      "order_fill_range", [](const hdsm::Thread& t, unsigned char* p, std::uint64_t first, std::uint64_t n, int v) {
+      "order_fill_range",
+      [](const hdsm::Thread& t, unsigned char* p, std::uint64_t first, std::uint64_t n, int v) {
         if (const auto i = t.global_x(); i < n) p[first + i] = static_cast<unsigned char>(v);
       });
   return k;
@@ -45,9 +46,12 @@ std::vector<unsigned char> pattern(std::size_t n, unsigned seed) {
 enum class Naming { whole, range, unannotated };
 std::string to_string(Naming n) {
   switch (n) {
-    case Naming::whole: return "whole";
-    case Naming::range: return "range";
-    case Naming::unannotated: return "unannotated";
+    case Naming::whole:
+      return "whole";
+    case Naming::range:
+      return "range";
+    case Naming::unannotated:
+      return "unannotated";
   }
   return "?";
 }
@@ -98,7 +102,8 @@ TEST_P(AsyncOrder, ACallReadingTheDestinationSeesTheCopiedBytes) {
     };
     if (naming == Naming::whole) go(hdsm::in(b));
     if (naming == Naming::range) go(hdsm::in(b, 0, kBytes));
-    if (naming == Naming::unannotated) rt_.call(copy_kernel(), hdsm::cover(kBytes), c, b, std::uint64_t{kBytes});
+    if (naming == Naming::unannotated)
+      rt_.call(copy_kernel(), hdsm::cover(kBytes), c, b, std::uint64_t{kBytes});
     rt_.sync();
     copied.wait();
     EXPECT_EQ(host(c, kBytes), pattern(kBytes, 1)) << to_string(naming);
@@ -204,6 +209,8 @@ TEST_P(AsyncOrder, ARangeMustLieWithinItsObject) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Protocols, AsyncOrder, ::testing::Values("batch", "lazy", "rolling"),
-                         [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param);
+                         });
 
 }  // namespace

@@ -52,7 +52,8 @@ class Bulk : public ::testing::TestWithParam<const char*> {
   unsigned char* invalid_object(std::size_t blocks, int value, int device = 0) {
     auto* p = static_cast<unsigned char*>(rt_.alloc(blocks * kBlock, device));
     std::memset(p, 1, blocks * kBlock);
-    rt_.call(fill_kernel(), hdsm::cover(blocks * kBlock), hdsm::inout(p), std::uint64_t{blocks * kBlock}, value);
+    rt_.call(fill_kernel(), hdsm::cover(blocks * kBlock), hdsm::inout(p), std::uint64_t{blocks * kBlock},
+             value);
     rt_.sync();
     return p;
   }

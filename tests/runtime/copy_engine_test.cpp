@@ -212,7 +212,7 @@ TEST_P(CopyEngine, CopiesPastTheEndOfAnObjectWriteNothing) {
       EXPECT_NE(std::string(e.what()).find("byte 524288"), std::string::npos) << e.what();
     }
     EXPECT_THROW(copy(dst, src + half, MiB), hdsm::InvalidArgument);  // the source does
-    EXPECT_THROW(copy(dst, src + MiB, 1), hdsm::InvalidArgument);      // one past the end
+    EXPECT_THROW(copy(dst, src + MiB, 1), hdsm::InvalidArgument);     // one past the end
     std::vector<unsigned char> host(MiB, 0x77);
     EXPECT_THROW(copy(host.data(), src + 1, MiB), hdsm::InvalidArgument);
     EXPECT_EQ(host, std::vector<unsigned char>(MiB, 0x77)) << "the host buffer is untouched";

@@ -325,8 +325,9 @@ TEST(IoThreads, EightThreadsMixFaultsBulkMemoryIoAndKernelCalls) {
             break;
           }
           case 2:  // own -> file; every other time through the interposed libc call
-            if ((step % 2 == 0 ? rt.pwrite(fd, own + at, n, static_cast<off_t>(at))
-                               : ::pwrite(fd, own + at, n, static_cast<off_t>(at))) != static_cast<ssize_t>(n))
+            if ((step % 2 == 0
+                     ? rt.pwrite(fd, own + at, n, static_cast<off_t>(at))
+                     : ::pwrite(fd, own + at, n, static_cast<off_t>(at))) != static_cast<ssize_t>(n))
               ++failures;
             std::memcpy(file.data() + at, ref.data() + at, n);
             break;
@@ -347,7 +348,8 @@ TEST(IoThreads, EightThreadsMixFaultsBulkMemoryIoAndKernelCalls) {
             const std::size_t c = rng() % (kCommon - 64);
             std::vector<unsigned char> got(64);
             rt.memcpy(got.data(), common + c, 64);
-            if (std::memcmp(got.data(), common_ref.data() + c, 64) != 0 || common[c] != common_ref[c]) ++failures;
+            if (std::memcmp(got.data(), common_ref.data() + c, 64) != 0 || common[c] != common_ref[c])
+              ++failures;
             break;
           }
           default: {

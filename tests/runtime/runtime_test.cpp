@@ -5,11 +5,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
 #include <cstdio>
 #include <fstream>
 #include <set>
 #include <string>
-#include <unistd.h>
 
 namespace {
 
@@ -96,12 +96,14 @@ TEST(Runtime, TraceHasOneLanePerEngineQueueAndHostThread) {
     if (e["ph"] == "M" && e["name"] == "thread_name") lanes[e["tid"].get<int>()] = e["args"]["name"];
   }
   for (const auto& e : doc["traceEvents"])
-    if (e["ph"] == "X") spans_by_lane.insert(lanes.at(e["tid"].get<int>()) + ": " + e["name"].get<std::string>());
+    if (e["ph"] == "X")
+      spans_by_lane.insert(lanes.at(e["tid"].get<int>()) + ": " + e["name"].get<std::string>());
   EXPECT_EQ(spans_by_lane.count("sim0 H2D engine: H2D 64 KiB"), 1u);
   EXPECT_EQ(spans_by_lane.count("sim0 D2H engine: D2H 64 KiB"), 1u);
   EXPECT_EQ(spans_by_lane.count("sim0 queue 0: kernel noop"), 1u);
   bool host_lane = false;
-  for (const auto& s : spans_by_lane) host_lane |= s.starts_with("host thread") && s.find("synchronize sim0") != std::string::npos;
+  for (const auto& s : spans_by_lane)
+    host_lane |= s.starts_with("host thread") && s.find("synchronize sim0") != std::string::npos;
   EXPECT_TRUE(host_lane);
 }
 

@@ -18,10 +18,10 @@ namespace {
 
 const hdsm::Kernel& scale_add() {
   static const hdsm::Kernel k = [] {
-    auto kernel = hdsm::per_thread("um_scale_add", [](const hdsm::Thread& t, const float* x, float* y,
-                                                      std::uint64_t n) {
-      if (const auto i = t.global_x(); i < n) y[i] = 2 * x[i] + y[i];
-    });
+    auto kernel = hdsm::per_thread("um_scale_add",
+                                   [](const hdsm::Thread& t, const float* x, float* y, std::uint64_t n) {
+                                     if (const auto i = t.global_x(); i < n) y[i] = 2 * x[i] + y[i];
+                                   });
     kernel.opencl_source = R"(
       __kernel void um_scale_add(__global const float* x, __global float* y, ulong n) {
         const size_t i = get_global_id(0);
@@ -47,7 +47,8 @@ class Unified : public ::testing::TestWithParam<std::tuple<std::string, std::str
       GTEST_SKIP() << "no " << std::get<0>(GetParam()) << " device here: " << e.what();
     }
     kernel_ = scale_add();
-    if (!hdsm::test::give_cuda_body(kernel_, rt_->default_device())) GTEST_SKIP() << hdsm::test::kNoCudaKernels;
+    if (!hdsm::test::give_cuda_body(kernel_, rt_->default_device()))
+      GTEST_SKIP() << hdsm::test::kNoCudaKernels;
   }
   std::unique_ptr<hdsm::Runtime> rt_;
   hdsm::Kernel kernel_;
@@ -112,7 +113,8 @@ TEST_P(Unified, BulkMemoryAndIoArePlainMemoryOperations) {
 INSTANTIATE_TEST_SUITE_P(Backends, Unified,
                          ::testing::Combine(::testing::Values("sim", "cuda"), ::testing::Values("0", "1")),
                          [](const auto& info) {
-                           return std::get<0>(info.param) + (std::get<1>(info.param) == "1" ? "_prefetch" : "");
+                           return std::get<0>(info.param) +
+                                  (std::get<1>(info.param) == "1" ? "_prefetch" : "");
                          });
 
 TEST(UnifiedErrors, DeviceWithoutUnifiedMemoryIsUnsupportedNamingIt) {

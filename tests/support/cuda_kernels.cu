@@ -1,6 +1,7 @@
-// The test kernels (conformance suite, unified memory) as __global__ functions: the same names, parameters and results as
-// their host bodies and OpenCL sources in device_conformance_test.cpp and adsm_backends_test.cpp.
-// C++17 (see tests/CMakeLists.txt): it declares what cuda_kernels.hpp, which needs C++20, does.
+// The test kernels (conformance suite, unified memory) as __global__ functions: the same names, parameters
+// and results as their host bodies and OpenCL sources in device_conformance_test.cpp and
+// adsm_backends_test.cpp. C++17 (see tests/CMakeLists.txt): it declares what cuda_kernels.hpp, which needs
+// C++20, does.
 #include <hdsm/cuda.hpp>
 
 #include <cstdint>

@@ -23,13 +23,16 @@ constexpr std::size_t kTouch = 4096;
 
 const hdsm::Kernel& fill_kernel() {
   static const hdsm::Kernel k = hdsm::per_thread(
-      "overlap_fill", [](const hdsm::Thread& t, unsigned char* p, std::uint64_t first, std::uint64_t n, int v) {
+      "overlap_fill",
+      [](const hdsm::Thread& t, unsigned char* p, std::uint64_t first, std::uint64_t n, int v) {
         if (const auto i = t.global_x(); i < n) p[first + i] = static_cast<unsigned char>(v);
       });
   return k;
 }
 
-hdsm::Config slow_link(const char* protocol) { return hdsm::test::slow_link("none").set("HDSM_PROTOCOL", protocol); }
+hdsm::Config slow_link(const char* protocol) {
+  return hdsm::test::slow_link("none").set("HDSM_PROTOCOL", protocol);
+}
 
 /// Whether the copy into the first kCopy bytes of an object of device 1 was still running when a
 /// call that writes kTouch bytes from `first`, named as `ranged` says, had completed.

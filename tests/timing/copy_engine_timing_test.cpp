@@ -70,7 +70,8 @@ TEST(CopyEngineTiming, StagedCopiesOverlapTheirTwoHalves) {
   const double s = seconds([&] { o.one_way(); });
   EXPECT_EQ(rt.stats().copy(hdsm::CopyRoute::staged).transfers, 3u);
   EXPECT_GE(s, link);
-  EXPECT_LT(s, 0.8 * 2 * link) << "D2H and H2D of successive chunks must overlap (two blocking copies take 2x)";
+  EXPECT_LT(s, 0.8 * 2 * link)
+      << "D2H and H2D of successive chunks must overlap (two blocking copies take 2x)";
 }
 
 TEST(CopyEngineTiming, OppositeDirectionsRunAtOnce) {

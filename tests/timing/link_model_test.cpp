@@ -59,8 +59,10 @@ TEST(SimLink, OppositeDirectionsOverlapSameDirectionSerialises) {
   auto both = [&](bool opposite) {
     const auto t0 = Clock::now();
     q1->copy_to_device(a, 0, p1, n);
-    if (opposite) q2->copy_to_host(p2, b, 0, n);
-    else q2->copy_to_device(b, 0, p2, n);
+    if (opposite)
+      q2->copy_to_host(p2, b, 0, n);
+    else
+      q2->copy_to_device(b, 0, p2, n);
     q1->synchronize();
     q2->synchronize();
     return std::chrono::duration<double>(Clock::now() - t0).count();

@@ -7,8 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <sys/mman.h>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -86,7 +86,7 @@ TEST(Arena, ReleasedMemoryIsKeptUpToTheLimitAndReadsZeroWhenReused) {
   a.release(0, 2 * mib, 4 * mib);  // joins the first: one kept range of 6 MiB
   EXPECT_EQ(a.kept_bytes(), 6 * mib);
   EXPECT_GE(a.resident_bytes(0), 16 * mib);  // nothing given back
-  a.release(0, 6 * mib, 4 * mib);  // beyond the limit: given back
+  a.release(0, 6 * mib, 4 * mib);            // beyond the limit: given back
   EXPECT_EQ(a.kept_bytes(), 6 * mib);
   EXPECT_LT(a.resident_bytes(0), 13 * mib);
   EXPECT_EQ(static_cast<unsigned char>(*a.shadow(0, 7 * mib)), 0u);
@@ -132,7 +132,8 @@ TEST(Arena, ConcurrentReusesOfOneKeptRangeZeroTheirParts) {
   a.release(0, 0, kParts * part);
   ASSERT_EQ(a.kept_bytes(), kParts * part);
   std::vector<std::thread> threads;
-  for (std::size_t i = 0; i < kParts; ++i) threads.emplace_back([&a, i, part] { a.reuse(0, i * part, part); });
+  for (std::size_t i = 0; i < kParts; ++i)
+    threads.emplace_back([&a, i, part] { a.reuse(0, i * part, part); });
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(a.kept_bytes(), 0u);
   for (std::size_t at = 0; at < kParts * part; at += 4096)

@@ -29,7 +29,8 @@ TEST(BalancedOrders, EveryVersionRunsOnceInEachPositionAndFollowsEveryOtherEqual
     for (std::size_t p = 0; p < n; ++p)
       for (std::size_t v = 0; v < n; ++v) EXPECT_EQ((at[{p, v}]), static_cast<int>(squares)) << p << " " << v;
     for (std::size_t a = 0; a < n; ++a)
-      for (std::size_t b = 0; b < n; ++b) EXPECT_EQ((follows[{a, b}]), a == b ? 0 : static_cast<int>(squares)) << a << " " << b;
+      for (std::size_t b = 0; b < n; ++b)
+        EXPECT_EQ((follows[{a, b}]), a == b ? 0 : static_cast<int>(squares)) << a << " " << b;
   }
   EXPECT_TRUE(balanced_orders(0).empty());
 }

@@ -83,7 +83,8 @@ TEST(CopyPlan, OneDeviceCopiesOnTheDevice) {
   const Plan p = plan_copy(dev2, dev2, 64 * MiB, machine(), {});
   EXPECT_EQ(p.route, CopyRoute::on_device);
   ASSERT_EQ(p.steps.size(), 1u);
-  EXPECT_EQ(p.steps[0], (Step{Op::on_device, Lane::destination, Place::source, Place::destination, 0, 64 * MiB, -1}));
+  EXPECT_EQ(p.steps[0],
+            (Step{Op::on_device, Lane::destination, Place::source, Place::destination, 0, 64 * MiB, -1}));
   EXPECT_EQ(p.link_bytes(), 0u);
 }
 
@@ -92,11 +93,13 @@ TEST(CopyPlan, PinnedHostMemoryIsOneDma) {
     const Plan up = plan_copy(pinned, dev1, bytes, machine(), {});
     EXPECT_EQ(up.route, CopyRoute::direct);
     ASSERT_EQ(up.steps.size(), 1u);
-    EXPECT_EQ(up.steps[0], (Step{Op::to_device, Lane::destination, Place::source, Place::destination, 0, bytes, -1}));
+    EXPECT_EQ(up.steps[0],
+              (Step{Op::to_device, Lane::destination, Place::source, Place::destination, 0, bytes, -1}));
     const Plan down = plan_copy(dev1, pinned, bytes, machine(), {});
     EXPECT_EQ(down.route, CopyRoute::direct);
     ASSERT_EQ(down.steps.size(), 1u);
-    EXPECT_EQ(down.steps[0], (Step{Op::to_host, Lane::source, Place::source, Place::destination, 0, bytes, -1}));
+    EXPECT_EQ(down.steps[0],
+              (Step{Op::to_host, Lane::source, Place::source, Place::destination, 0, bytes, -1}));
   }
 }
 
@@ -106,7 +109,8 @@ TEST(CopyPlan, PeersUsePeerDma) {
       const Plan p = plan_copy(src, dst, bytes, machine(), {});
       EXPECT_EQ(p.route, CopyRoute::peer) << bytes;
       ASSERT_EQ(p.steps.size(), 1u);
-      EXPECT_EQ(p.steps[0], (Step{Op::from_peer, Lane::destination, Place::source, Place::destination, 0, bytes, -1}));
+      EXPECT_EQ(p.steps[0],
+                (Step{Op::from_peer, Lane::destination, Place::source, Place::destination, 0, bytes, -1}));
       EXPECT_EQ(p.link_bytes(), bytes);
     }
   }
@@ -131,9 +135,11 @@ TEST(CopyPlan, DevicesWithoutPeerAccessAreDoubleBufferedThroughTheHost) {
     EXPECT_EQ(p.link_bytes(), 2 * bytes) << "D2H and H2D each cross a link";
     for (const Step& s : p.steps) {
       if (s.to == Place::slot)
-        EXPECT_EQ(s, (Step{Op::to_host, Lane::source, Place::source, Place::slot, s.offset, s.bytes, s.slot}));
+        EXPECT_EQ(s,
+                  (Step{Op::to_host, Lane::source, Place::source, Place::slot, s.offset, s.bytes, s.slot}));
       else
-        EXPECT_EQ(s, (Step{Op::to_device, Lane::destination, Place::slot, Place::destination, s.offset, s.bytes, s.slot}));
+        EXPECT_EQ(s, (Step{Op::to_device, Lane::destination, Place::slot, Place::destination, s.offset,
+                           s.bytes, s.slot}));
     }
     if (p.steps.size() >= 4) {
       // Two buffers: the D2H of chunk 1 is issued before the H2D of chunk 0, so they overlap.
@@ -210,7 +216,8 @@ TEST(CopyPlan, PageableHostMemoryIsStagedWhenLarge) {
   EXPECT_EQ(down.steps[2].op, Op::host_copy);
   EXPECT_EQ(down.steps[2].lane, Lane::host);
   // The two-copy version (CPU copy and DMA one after the other) is what staging must beat.
-  const Plan two_copy = plan_copy(dev0, pageable, 64 * MiB, machine(), {.buffers = 1, .chunk_bytes = 64 * MiB});
+  const Plan two_copy =
+      plan_copy(dev0, pageable, 64 * MiB, machine(), {.buffers = 1, .chunk_bytes = 64 * MiB});
   EXPECT_LT(down.cost_us * 1.3, two_copy.cost_us);
 }
 

@@ -8,9 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
 #include <atomic>
 #include <cstring>
-#include <sys/mman.h>
 #include <random>
 #include <string>
 #include <thread>
@@ -78,7 +78,7 @@ TEST(Directory, BlockIndexArithmeticForSeveralBlockSizes) {
       EXPECT_EQ(dir.lookup(base + b * block + block - 1).block, b);
       EXPECT_EQ(dir.lookup(base + b * block + block / 3).offset_in_object, b * block + block / 3);
     }
-    EXPECT_EQ(dir.lookup(base + 10 * block).block, 10u);  // the last byte, alone in the 11th block
+    EXPECT_EQ(dir.lookup(base + 10 * block).block, 10u);           // the last byte, alone in the 11th block
     EXPECT_EQ(dir.lookup(base + 10 * block + 1).object, nullptr);  // padding of the last block
     const Object* s = dir.find(small);
     ASSERT_NE(s, nullptr);
@@ -94,8 +94,8 @@ TEST(Directory, GapsAndPointersOutsideTheArenaHitNothing) {
   Directory dir(arena, 64 * KiB);
   const ObjectId a = dir.insert(0, 10 * KiB);
   const std::byte* base = dir.user(*dir.find(a));
-  EXPECT_EQ(dir.lookup(base + 10 * KiB).object, nullptr);  // one past the end, still in its block
-  EXPECT_EQ(dir.lookup(base + 64 * KiB).object, nullptr);  // the next, unused block
+  EXPECT_EQ(dir.lookup(base + 10 * KiB).object, nullptr);       // one past the end, still in its block
+  EXPECT_EQ(dir.lookup(base + 64 * KiB).object, nullptr);       // the next, unused block
   EXPECT_EQ(dir.lookup(arena.user(1, 12345)).object, nullptr);  // an empty segment
   EXPECT_EQ(dir.lookup(arena.user(0, 0) - 1).object, nullptr);
   EXPECT_EQ(dir.lookup(arena.user(1, GiB - 1) + 1).object, nullptr);
@@ -129,7 +129,8 @@ TEST(Directory, ErasedObjectsAreGoneButDescribedAsFreed) {
   for (std::size_t in : {std::size_t{0}, 2 * MiB + 7, 4 * MiB - 1}) {
     EXPECT_EQ(dir.lookup(base + in).object, nullptr);
     const std::string what = dir.describe(base + in);
-    EXPECT_NE(what.find("inside freed object #" + std::to_string(gone) + " (4 MiB, freed)"), std::string::npos)
+    EXPECT_NE(what.find("inside freed object #" + std::to_string(gone) + " (4 MiB, freed)"),
+              std::string::npos)
         << what;
   }
   EXPECT_NE(dir.lookup(dir.user(*dir.find(keep))).object, nullptr);
@@ -140,16 +141,19 @@ TEST(Directory, ErasedObjectsAreGoneButDescribedAsFreed) {
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(dir.user(*r), base);  // best fit puts it at the start of the hole
   EXPECT_EQ(dir.lookup(base + 100).object, r);
-  EXPECT_NE(dir.describe(base + 100).find("inside shared object #" + std::to_string(reuse)), std::string::npos);
+  EXPECT_NE(dir.describe(base + 100).find("inside shared object #" + std::to_string(reuse)),
+            std::string::npos);
   EXPECT_NE(dir.describe(base + 3 * MiB).find("freed object #" + std::to_string(gone)), std::string::npos);
   // Once the whole range is taken again, the tombstone is gone.
   const ObjectId rest = dir.insert(0, 3 * MiB);
   EXPECT_EQ(dir.user(*dir.find(rest)), base + MiB);
-  EXPECT_NE(dir.describe(base + 3 * MiB).find("inside shared object #" + std::to_string(rest)), std::string::npos);
+  EXPECT_NE(dir.describe(base + 3 * MiB).find("inside shared object #" + std::to_string(rest)),
+            std::string::npos);
   dir.erase(rest);
   EXPECT_NE(dir.describe(base + 3 * MiB).find("freed object #" + std::to_string(rest) + " (3 MiB, freed)"),
             std::string::npos);
-  EXPECT_NE(dir.describe(base + 100).find("inside shared object #" + std::to_string(reuse)), std::string::npos);
+  EXPECT_NE(dir.describe(base + 100).find("inside shared object #" + std::to_string(reuse)),
+            std::string::npos);
 }
 
 TEST(Directory, DoubleEraseAndUnknownIdsAreInvalidPointers) {

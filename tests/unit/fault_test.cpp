@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -15,9 +17,7 @@
 #include <cstdlib>
 #include <memory>
 #include <stdexcept>
-#include <sys/mman.h>
 #include <thread>
-#include <unistd.h>
 #include <utility>
 #include <vector>
 

@@ -244,7 +244,8 @@ TEST(ProtocolTransitionTest, EveryBulkWrite) {
       const std::string what = std::string(to_string(kind)) + (whole ? " whole" : " part");
       EXPECT_EQ(on_bulk_write(kind, S::invalid, whole), (BulkStep{Sd::device, S::invalid})) << what;
       EXPECT_EQ(on_bulk_write(kind, S::dirty, whole), (BulkStep{Sd::host, S::dirty})) << what;
-      const BulkStep read_only = whole && !batch ? BulkStep{Sd::device, S::invalid} : BulkStep{Sd::both, S::read_only};
+      const BulkStep read_only =
+          whole && !batch ? BulkStep{Sd::device, S::invalid} : BulkStep{Sd::both, S::read_only};
       EXPECT_EQ(on_bulk_write(kind, S::read_only, whole), read_only) << what;
     }
   }

@@ -237,8 +237,9 @@ TEST_P(SharedSpaceRollingTest, FetchesOneBlockOnAFault) {
 // each fault that continues the last one's, up to the limit, and a run stops before any block the host
 // holds, so the CPU's write in between survives. A fault elsewhere fetches its block alone.
 TEST_P(SharedSpaceRollingTest, ReadAheadDoublesForwardRunsAndSkipsHeldBlocks) {
-  space_ = std::make_unique<SharedSpace>(runtime_->devices(), kind(), block(), runtime_->impl().counters,
-                                         hdsm::coherence::SpaceTuning{.segment_bytes = kSegmentBytes, .read_ahead = 4});
+  space_ = std::make_unique<SharedSpace>(
+      runtime_->devices(), kind(), block(), runtime_->impl().counters,
+      hdsm::coherence::SpaceTuning{.segment_bytes = kSegmentBytes, .read_ahead = 4});
   const std::size_t per_block = block() / sizeof(int), blocks = 14;
   int* x = alloc_ints(blocks * per_block);
   for (std::size_t i = 0; i < blocks * per_block; ++i) x[i] = 1;
@@ -426,7 +427,8 @@ TEST_P(SharedSpaceDeathTest, TouchingFreedMemoryKillsWithSegv) {
         read_int(x);
         std::_Exit(0);
       },
-      ::testing::KilledBySignal(SIGSEGV), "invalid (read|unknown) access: 0x[0-9a-f]+ is inside freed object #1");
+      ::testing::KilledBySignal(SIGSEGV),
+      "invalid (read|unknown) access: 0x[0-9a-f]+ is inside freed object #1");
 }
 
 TEST_P(SharedSpaceDeathTest, ForeignAddressesKillWithSegv) {

@@ -31,9 +31,10 @@ const hdsm::Kernel& fill() {
 
 // out[0] = x[-1]: reads the int right before the buffer.
 const hdsm::Kernel& read_before() {
-  static const hdsm::Kernel k = hdsm::per_thread("read_before", [](const hdsm::Thread& t, const int* x, int* out) {
-    if (t.global_x() == 0) out[0] = *(static_cast<const volatile int*>(x) - 1);
-  });
+  static const hdsm::Kernel k =
+      hdsm::per_thread("read_before", [](const hdsm::Thread& t, const int* x, int* out) {
+        if (t.global_x() == 0) out[0] = *(static_cast<const volatile int*>(x) - 1);
+      });
   return k;
 }
 
@@ -72,7 +73,8 @@ void raw_launch_overrun() {
   auto queue = device.create_queue();
   auto buffer = device.alloc(1000 * sizeof(int));
   auto exact = device.alloc(16 * sizeof(int));
-  const hdsm::KernelArg in_bounds[] = {hdsm::KernelArg::buffer(buffer), hdsm::KernelArg::value(std::uint64_t{1000}),
+  const hdsm::KernelArg in_bounds[] = {hdsm::KernelArg::buffer(buffer),
+                                       hdsm::KernelArg::value(std::uint64_t{1000}),
                                        hdsm::KernelArg::value(1)};
   queue->launch(fill(), hdsm::cover(1000), in_bounds);
   queue->synchronize();
@@ -155,15 +157,15 @@ TEST_P(SimBounds, InBoundsWorkIsUnaffected) {
   rt.free(x);
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, SimBounds, ::testing::Values("0", "1", "auto"),
-                         [](const auto& info) { return std::string(info.param) == "auto" ? "Auto"
-                                                       : std::string(info.param) == "1"  ? "On"
-                                                                                         : "Off"; });
+INSTANTIATE_TEST_SUITE_P(Modes, SimBounds, ::testing::Values("0", "1", "auto"), [](const auto& info) {
+  return std::string(info.param) == "auto" ? "Auto" : std::string(info.param) == "1" ? "On" : "Off";
+});
 
 TEST(SimBoundsConfig, AcceptedValues) {
   auto c = hdsm::Config::defaults();
   EXPECT_EQ(c.get("HDSM_SIM_BOUNDS_CHECK"), "auto");
-  for (const char* v : {"auto", "0", "1", "on", "OFF"}) EXPECT_NO_THROW(c.set("HDSM_SIM_BOUNDS_CHECK", v)) << v;
+  for (const char* v : {"auto", "0", "1", "on", "OFF"})
+    EXPECT_NO_THROW(c.set("HDSM_SIM_BOUNDS_CHECK", v)) << v;
   EXPECT_THROW(c.set("HDSM_SIM_BOUNDS_CHECK", "sometimes"), hdsm::ConfigError);
 }
 

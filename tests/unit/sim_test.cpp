@@ -12,7 +12,6 @@
 
 namespace {
 
-
 hdsm::Config sim_config(const char* gbps = "0") {
   auto c = hdsm::Config::defaults();
   c.set("HDSM_SIM_MEMORY", "256MiB").set("HDSM_SIM_LINK_GBPS", gbps).set("HDSM_SIM_LATENCY_US", "0");
@@ -42,7 +41,8 @@ TEST(HostBus, OneStreamIsLimitedByItsLinkAlone) {
   for (int i = 0; i < 10; ++i) EXPECT_LE(bus.carry(t0 + ns(1000 * i), 1000), t0 + ns(1000 * (i + 1)));
   // Two such streams at once (D2H and H2D of a staged copy) fill the bus and are still not delayed.
   for (int i = 10; i < 20; ++i)
-    for (int stream = 0; stream < 2; ++stream) EXPECT_LE(bus.carry(t0 + ns(1000 * i), 1000), t0 + ns(1000 * (i + 1)));
+    for (int stream = 0; stream < 2; ++stream)
+      EXPECT_LE(bus.carry(t0 + ns(1000 * i), 1000), t0 + ns(1000 * (i + 1)));
   hdsm::sim::HostBus unlimited(0);
   EXPECT_FALSE(unlimited.limited());
   EXPECT_EQ(unlimited.carry(t0, std::size_t{1} << 30), t0);

@@ -12,9 +12,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <regex>
 #include <cctype>
 #include <filesystem>
+#include <regex>
 
 #include <unistd.h>
 

@@ -136,8 +136,9 @@ int run_info(const InfoOptions& options) {
     if (!device->properties().description.empty())
       fmt::print("  {}: {}\n", device->name(), device->properties().description);
   if (options.probe)
-    fmt::print("  measured: median of {} pinned copies of {} each way after a warm-up copy (1 GB/s = 1e9 B/s)\n",
-               kProbeCopies, format_bytes(kProbeBytes));
+    fmt::print(
+        "  measured: median of {} pinned copies of {} each way after a warm-up copy (1 GB/s = 1e9 B/s)\n",
+        kProbeCopies, format_bytes(kProbeBytes));
   fmt::print("\n");
   print_peer_matrix(devices);
   fmt::print("\n");

@@ -32,9 +32,10 @@ int main(int argc, char** argv) {
       app.add_subcommand("bench", "Run benchmark suites and write CSV, JSON, SVG and report.md");
   bench_cmd->add_option("suite", bench.suites, "Suites to run (default: all; see --list)");
   bench_cmd->add_flag("-q,--quick", bench.quick, "Fewer sizes and shorter timing (a smoke run)");
-  bench_cmd->add_option("-d,--device", bench.device,
-                        "Device: a backend with an optional index (sim, opencl, opencl:1, cuda), a device name (sim1) or an "
-                        "index (default: the runtime's default device)");
+  bench_cmd->add_option(
+      "-d,--device", bench.device,
+      "Device: a backend with an optional index (sim, opencl, opencl:1, cuda), a device name (sim1) or an "
+      "index (default: the runtime's default device)");
   bench_cmd->add_flag(
       "--um", bench.um,
       "adsm suite: also run the Parboil apps on unified memory (HDSM_PROTOCOL=um, without and with "

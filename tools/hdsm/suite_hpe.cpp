@@ -68,7 +68,8 @@ std::vector<unsigned char> pattern(std::size_t n, unsigned salt) {
   return v;
 }
 
-void expect_equal(const std::vector<unsigned char>& got, const std::vector<unsigned char>& want, const std::string& who) {
+void expect_equal(const std::vector<unsigned char>& got, const std::vector<unsigned char>& want,
+                  const std::string& who) {
   if (got == want) return;
   const auto at = std::mismatch(got.begin(), got.end(), want.begin()).first - got.begin();
   throw std::runtime_error(fmt::format("{} delivered wrong data: first difference at byte {}", who, at));
@@ -257,8 +258,8 @@ std::size_t wait_reps(std::size_t bytes, bool quick) {
   return std::clamp<std::size_t>(target / bytes, quick ? 2 : 3, quick ? 8 : 32);
 }
 
-void add_wait_row(SuiteContext& ctx, const std::string& direction, const std::string& version, std::size_t bytes,
-                  double wait_seconds, double copy_seconds) {
+void add_wait_row(SuiteContext& ctx, const std::string& direction, const std::string& version,
+                  std::size_t bytes, double wait_seconds, double copy_seconds) {
   const double moved = static_cast<double>(bytes) * (direction == kTwoWay ? 2 : 1);
   ctx.results.add_row({{"direction", direction + kWaitSuffix},
                        {"version", version},
@@ -364,19 +365,22 @@ void lock_wait_figure(SuiteContext& ctx, Runtime& rt, unsigned a, unsigned b) {
     double hdsm = 0, locked = 0;
     for (std::size_t i = first_row; i < r.rows().size(); ++i) {
       const auto& row = r.rows()[i];
-      if (cell_text(row[dir]) != direction + kWaitSuffix || cell_number(row[size]) < static_cast<double>(kTargetMinBytes))
+      if (cell_text(row[dir]) != direction + kWaitSuffix ||
+          cell_number(row[size]) < static_cast<double>(kTargetMinBytes))
         continue;
       (cell_text(row[ver]) == kStaged ? hdsm : locked) += cell_number(row[sec]);
     }
     if (locked > 0)
-      ctx.results.add_summary({fmt::format("{} CPU thread wait, hdsm staged / locked double-buffered (>= 8 MiB)", direction),
-                               hdsm / locked, "x",
-                               fmt::format("seed Fig. 8: below 1 for medium and large copies; {:.3f} ms vs {:.3f} ms",
-                                           hdsm * 1e3, locked * 1e3)});
+      ctx.results.add_summary(
+          {fmt::format("{} CPU thread wait, hdsm staged / locked double-buffered (>= 8 MiB)", direction),
+           hdsm / locked, "x",
+           fmt::format("seed Fig. 8: below 1 for medium and large copies; {:.3f} ms vs {:.3f} ms", hdsm * 1e3,
+                       locked * 1e3)});
   }
   ctx.results.add_note(
       "Fig. 8 rows (direction '... wait'): seconds = total time all CPU threads waited per copy; hdsm counts "
-      "waits on its enqueue locks (Stats::lock_wait_ns; the staging pool's back-pressure is not a lock and is "
+      "waits on its enqueue locks (Stats::lock_wait_ns; the staging pool's back-pressure is not a lock and "
+      "is "
       "not counted), the locked double-buffered copy the time its threads were blocked on its two buffers");
 }
 
@@ -450,7 +454,10 @@ class HpeSuite {
   /// The runtimes of the hdsm series and the two devices every series uses.
   void make_runtimes() {
     Config c = ctx_.runtime.config();
-    c.set("HDSM_PROTOCOL", "rolling").set("HDSM_SIM_POISON", "0").set("HDSM_STATS", "0").set("HDSM_TRACE", "");
+    c.set("HDSM_PROTOCOL", "rolling")
+        .set("HDSM_SIM_POISON", "0")
+        .set("HDSM_STATS", "0")
+        .set("HDSM_TRACE", "");
     const DeviceProperties& p = ctx_.device.properties();
     if (p.backend == Backend::sim) {
       if (c.integer("HDSM_SIM_DEVICES") < 4) c.set("HDSM_SIM_DEVICES", "4");  // Figs. 9/10 use 4
@@ -460,9 +467,10 @@ class HpeSuite {
       staged_rt_ = std::make_unique<Runtime>(Config(c).set("HDSM_SIM_PEER", "none"));
       peer_rt_ = std::make_unique<Runtime>(Config(c).set("HDSM_SIM_PEER", "all"));
       explicit_rt_ = staged_rt_.get();
-      ctx_.results.add_note(fmt::format("sim{} <-> sim{}: hdsm staged without peer groups, hdsm peer with one; "
-                                        "link {} GB/s, {} us per transfer",
-                                        a_, b_, p.link_gbps, p.latency_us));
+      ctx_.results.add_note(
+          fmt::format("sim{} <-> sim{}: hdsm staged without peer groups, hdsm peer with one; "
+                      "link {} GB/s, {} us per transfer",
+                      a_, b_, p.link_gbps, p.latency_us));
       return;
     }
     // Other backends: the chosen device and the next one of its backend, as the hardware connects them.
@@ -480,7 +488,8 @@ class HpeSuite {
     if (!found)
       throw std::runtime_error(fmt::format("the hpe suite needs two {} devices; {} is the only one",
                                            to_string(p.backend), p.name));
-    const bool peers = rt->device(b_).can_access_peer(rt->device(a_)) && rt->device(a_).can_access_peer(rt->device(b_));
+    const bool peers =
+        rt->device(b_).can_access_peer(rt->device(a_)) && rt->device(a_).can_access_peer(rt->device(b_));
     ctx_.results.add_note(fmt::format("{} <-> {}: {}", rt->device(a_).name(), rt->device(b_).name(),
                                       peers ? "peers: hdsm staged skipped" : "not peers: hdsm peer skipped"));
     (peers ? peer_rt_ : staged_rt_) = std::move(rt);
@@ -541,7 +550,8 @@ class HpeSuite {
     }
   }
 
-  void hdsm_version(const std::string& direction, const std::string& version, Runtime& rt, std::size_t bytes) {
+  void hdsm_version(const std::string& direction, const std::string& version, Runtime& rt,
+                    std::size_t bytes) {
     std::vector<std::unique_ptr<SharedLane>> lanes;
     lanes.push_back(std::make_unique<SharedLane>(rt, a_, b_, bytes, 3));
     if (direction == kTwoWay) lanes.push_back(std::make_unique<SharedLane>(rt, b_, a_, bytes, 4));
@@ -551,14 +561,15 @@ class HpeSuite {
                           [&] { each_at_once<SharedLane>(lanes, [](SharedLane& l) { l.copy(); }); });
     const CopyRoute route = version == kPeer ? CopyRoute::peer : CopyRoute::staged;
     if (rt.stats().copy(route).transfers == before.copy(route).transfers)
-      throw std::logic_error(fmt::format("{} {}: the copy engine took no {} route", version, format_bytes(bytes),
-                                         to_string(route)));
+      throw std::logic_error(fmt::format("{} {}: the copy engine took no {} route", version,
+                                         format_bytes(bytes), to_string(route)));
     for (auto& lane : lanes) lane->check(version);
     add(direction, version, bytes, s);
   }
 
   /// GB/s of a series at each size of at least kTargetMinBytes.
-  std::vector<std::pair<std::size_t, double>> large(const std::string& direction, const std::string& version) const {
+  std::vector<std::pair<std::size_t, double>> large(const std::string& direction,
+                                                    const std::string& version) const {
     std::vector<std::pair<std::size_t, double>> out;
     const auto d = gbps_.find(direction);
     if (d == gbps_.end()) return out;
@@ -571,7 +582,8 @@ class HpeSuite {
 
   /// numerator / denominator at each size of at least kTargetMinBytes that both measured (the
   /// denominator a fixed rate when `fixed` > 0).
-  std::vector<std::pair<std::size_t, double>> ratios(const std::string& direction, const std::string& numerator,
+  std::vector<std::pair<std::size_t, double>> ratios(const std::string& direction,
+                                                     const std::string& numerator,
                                                      const std::string& denominator, double fixed = 0) const {
     std::vector<std::pair<std::size_t, double>> out;
     const auto den = large(direction, denominator);
@@ -585,11 +597,14 @@ class HpeSuite {
   }
 
   /// The smallest ratio and its size.
-  std::optional<std::pair<double, std::size_t>> worst_ratio(const std::string& direction, const std::string& numerator,
-                                                            const std::string& denominator, double fixed = 0) const {
+  std::optional<std::pair<double, std::size_t>> worst_ratio(const std::string& direction,
+                                                            const std::string& numerator,
+                                                            const std::string& denominator,
+                                                            double fixed = 0) const {
     const auto all = ratios(direction, numerator, denominator, fixed);
     if (all.empty()) return std::nullopt;
-    const auto w = std::min_element(all.begin(), all.end(), [](const auto& x, const auto& y) { return x.second < y.second; });
+    const auto w = std::min_element(all.begin(), all.end(),
+                                    [](const auto& x, const auto& y) { return x.second < y.second; });
     return std::pair{w->second, w->first};
   }
 
@@ -609,13 +624,15 @@ class HpeSuite {
     if (link > 0) {
       if (const auto w = worst_ratio(kOneWay, kStaged, "", link))
         r.add_summary({"one-way hdsm staged / modelled link (>= 8 MiB, worst)", w->first, "x",
-                       fmt::format("target >= 0.85; worst at {}, modelled link {} GB/s", format_bytes(w->second), link)});
+                       fmt::format("target >= 0.85; worst at {}, modelled link {} GB/s",
+                                   format_bytes(w->second), link)});
       if (const auto m = mean_ratio(kOneWay, kPeer, "", link))
         r.add_summary({"one-way hdsm peer / modelled link (>= 8 MiB)", *m, "x",
                        fmt::format("target ~1; mean over {}", sizes_text)});
     } else {
-      r.add_note(fmt::format("{} has no modelled link rate (unthrottled or unknown): the link ratios are omitted",
-                             ctx_.device.name()));
+      r.add_note(
+          fmt::format("{} has no modelled link rate (unthrottled or unknown): the link ratios are omitted",
+                      ctx_.device.name()));
     }
     if (const auto w = worst_ratio(kOneWay, kStaged, kNaive))
       r.add_summary({"one-way hdsm staged / naive (>= 8 MiB, worst)", w->first, "x",
@@ -693,7 +710,8 @@ class HpeSuite {
         shares[i].push_back(run.seconds > 0 ? run.exchange_seconds / run.seconds : 0);
       }
     std::vector<AppTiming> out;
-    for (std::size_t i = 0; i < contenders.size(); ++i) out.push_back({median(seconds[i]), median(shares[i])});
+    for (std::size_t i = 0; i < contenders.size(); ++i)
+      out.push_back({median(seconds[i]), median(shares[i])});
     return out;
   }
 
@@ -748,7 +766,8 @@ class HpeSuite {
           contenders.push_back({fmt::format("{} {} x{}", label, name, count),
                                 [&, rt = rt] { return app.run_hdsm(*rt, indices, size); }});
         }
-        ctx_.progress.note(fmt::format("{} x{}: {}, one run of each per round", label, count, fmt::join(series, ", ")));
+        ctx_.progress.note(
+            fmt::format("{} x{}: {}, one run of each per round", label, count, fmt::join(series, ", ")));
         const std::vector<AppTiming> timed = time_apps(contenders, want, app.tolerance);
         for (std::size_t i = 0; i < timed.size(); ++i) {
           ctx_.progress.start(contenders[i].what);

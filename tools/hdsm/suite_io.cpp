@@ -69,7 +69,8 @@ class File {
 };
 
 void full_pread(int fd, void* p, std::size_t n, off_t at) {
-  if (::pread(fd, p, n, at) != static_cast<ssize_t>(n)) throw SystemError("pread", "I/O benchmark file", errno);
+  if (::pread(fd, p, n, at) != static_cast<ssize_t>(n))
+    throw SystemError("pread", "I/O benchmark file", errno);
 }
 void full_pwrite(int fd, const void* p, std::size_t n, off_t at) {
   if (::pwrite(fd, p, n, at) != static_cast<ssize_t>(n))
@@ -131,21 +132,35 @@ class IoSuite {
 
   void run() {
     ctx_.results.set_columns({"experiment", "version", "bytes", "threads", "seconds", "GBps"});
-    Plot in{.id = "file-to-device", .title = "file -> device (seed 003 Fig. 11)", .x = "bytes", .y = "GBps",
-            .series = "version", .x_label = "bytes", .y_label = "GB/s", .log_x = true,
-            .x_format = ValueFormat::bytes, .where_column = "experiment", .where_value = "file -> device"};
+    Plot in{.id = "file-to-device",
+            .title = "file -> device (seed 003 Fig. 11)",
+            .x = "bytes",
+            .y = "GBps",
+            .series = "version",
+            .x_label = "bytes",
+            .y_label = "GB/s",
+            .log_x = true,
+            .x_format = ValueFormat::bytes,
+            .where_column = "experiment",
+            .where_value = "file -> device"};
     ctx_.results.add_plot(in);
     Plot out = in;
     out.id = "device-to-file";
     out.title = "device -> file (seed 003 Fig. 11)";
     out.where_value = "device -> file";
     ctx_.results.add_plot(out);
-    ctx_.results.add_plot({.id = "faults", .title = "write faults with concurrent threads", .x = "threads",
-                           .y = "seconds", .series = "experiment", .x_label = "threads",
+    ctx_.results.add_plot({.id = "faults",
+                           .title = "write faults with concurrent threads",
+                           .x = "threads",
+                           .y = "seconds",
+                           .series = "experiment",
+                           .x_label = "threads",
                            .y_label = "seconds per fault (wall / all threads' faults)",
-                           .where_column = "experiment", .where_value = "faults"});
-    const std::vector<std::size_t> sizes =
-        ctx_.quick ? std::vector<std::size_t>{8 * MiB, 32 * MiB} : std::vector<std::size_t>{8 * MiB, 32 * MiB, 128 * MiB};
+                           .where_column = "experiment",
+                           .where_value = "faults"});
+    const std::vector<std::size_t> sizes = ctx_.quick
+                                               ? std::vector<std::size_t>{8 * MiB, 32 * MiB}
+                                               : std::vector<std::size_t>{8 * MiB, 32 * MiB, 128 * MiB};
     ctx_.progress.set_total(sizes.size() * 9 + 6 + 4 + kInterposeSizes.size() * 4 * rounds());
     for (std::size_t bytes : sizes) files(bytes);
     memory(sizes.back());
@@ -156,7 +171,10 @@ class IoSuite {
  private:
   std::unique_ptr<Runtime> runtime() {
     Config c = ctx_.runtime.config();
-    c.set("HDSM_PROTOCOL", "rolling").set("HDSM_SIM_POISON", "0").set("HDSM_STATS", "0").set("HDSM_TRACE", "");
+    c.set("HDSM_PROTOCOL", "rolling")
+        .set("HDSM_SIM_POISON", "0")
+        .set("HDSM_STATS", "0")
+        .set("HDSM_TRACE", "");
     return std::make_unique<Runtime>(c);
   }
 
@@ -305,12 +323,12 @@ class IoSuite {
     const std::string size = format_bytes(bytes);
     ctx_.results.add_summary({fmt::format("{} {}: hdsm / double-buffered", in, size), s["hdsm"] / s["double"],
                               "x", "time ratio; target <= 1.1"});
-    ctx_.results.add_summary({fmt::format("{} {}: speed-up of hdsm over the user buffer", in, size),
-                              s["user"] / s["hdsm"], "x",
-                              fmt::format("target >= 2; no version can exceed {:.2f} (user buffer / link only)",
-                                          s["user"] / s["link"])});
-    ctx_.results.add_summary({fmt::format("{} {}: hdsm / double-buffered", out, size), t["hdsm"] / t["double"],
-                              "x", "time ratio"});
+    ctx_.results.add_summary(
+        {fmt::format("{} {}: speed-up of hdsm over the user buffer", in, size), s["user"] / s["hdsm"], "x",
+         fmt::format("target >= 2; no version can exceed {:.2f} (user buffer / link only)",
+                     s["user"] / s["link"])});
+    ctx_.results.add_summary({fmt::format("{} {}: hdsm / double-buffered", out, size),
+                              t["hdsm"] / t["double"], "x", "time ratio"});
     ctx_.results.add_summary({fmt::format("{} {}: speed-up of hdsm over the user buffer", out, size),
                               t["user"] / t["hdsm"], "x", ""});
   }
@@ -324,7 +342,8 @@ class IoSuite {
     auto* shared = static_cast<unsigned char*>(rt->alloc(bytes, index_));
     rt->memcpy(shared, host.data(), bytes);  // whole read-only blocks: uploaded, host copy invalid
     const auto expect = [&](const void* p, int value, const char* who) {
-      if (std::memcmp(p, std::vector<unsigned char>(bytes, static_cast<unsigned char>(value)).data(), bytes) != 0)
+      if (std::memcmp(p, std::vector<unsigned char>(bytes, static_cast<unsigned char>(value)).data(),
+                      bytes) != 0)
         throw std::logic_error(std::string(who) + " left the wrong bytes");
     };
     const std::string e = "memory";
@@ -335,7 +354,8 @@ class IoSuite {
     queue->copy_to_host(back.data(), dev.get(), 0, bytes);
     queue->synchronize();
     expect(back.data(), 7, "fill");
-    add(e, "memset: hdsm on invalid blocks", bytes, 1, time("memset: hdsm", [&] { rt->memset(shared, 7, bytes); }));
+    add(e, "memset: hdsm on invalid blocks", bytes, 1,
+        time("memset: hdsm", [&] { rt->memset(shared, 7, bytes); }));
     rt->memcpy(back.data(), shared, bytes);
     expect(back.data(), 7, "hdsm memset");
     add(e, "memcpy host -> device: pageable copy", bytes, 1, time("memcpy h2d: device copy", [&] {
@@ -448,16 +468,18 @@ class IoSuite {
         throw std::logic_error("the interposed memset left the wrong bytes");
       for (const std::string call : {"memcpy", "memset"}) {
         const double libc = best[call + " libc"] / kCalls, preload = best[call + " libhdsm_preload"] / kCalls;
-        for (const auto& [version, seconds] : {std::pair{"libc", libc}, std::pair{"libhdsm_preload", preload}})
+        for (const auto& [version, seconds] :
+             {std::pair{"libc", libc}, std::pair{"libhdsm_preload", preload}})
           ctx_.results.add_row({{"experiment", "interposition"},
                                 {"version", fmt::format("{} {}", call, version)},
                                 {"bytes", static_cast<std::int64_t>(bytes)},
                                 {"threads", std::int64_t{1}},
                                 {"seconds", seconds},
                                 {"GBps", static_cast<double>(bytes) / seconds / 1e9}});
-        ctx_.results.add_summary({fmt::format("interposed {} of {} B on host memory: added time", call, bytes),
-                                  (preload - libc) * 1e9, "ns",
-                                  fmt::format("{:.2f} vs {:.2f} ns per call; target <= 2", preload * 1e9, libc * 1e9)});
+        ctx_.results.add_summary(
+            {fmt::format("interposed {} of {} B on host memory: added time", call, bytes),
+             (preload - libc) * 1e9, "ns",
+             fmt::format("{:.2f} vs {:.2f} ns per call; target <= 2", preload * 1e9, libc * 1e9)});
       }
     }
   }
@@ -470,7 +492,9 @@ class IoSuite {
 }  // namespace
 
 Suite io_suite() {
-  return {"io", "seed 003 Fig. 11 and seed 000 4.4: file <-> device, memset/memcpy on shared objects, concurrent faults",
+  return {"io",
+          "seed 003 Fig. 11 and seed 000 4.4: file <-> device, memset/memcpy on shared objects, concurrent "
+          "faults",
           [](SuiteContext& context) { IoSuite(context).run(); }};
 }
 

@@ -28,15 +28,24 @@ namespace {
 #if defined(HDSM_MPI_TRANSFER)
 void run_mpi(SuiteContext& ctx) {
   ctx.results.set_columns({"experiment", "version", "bytes", "seconds", "GBps"});
-  for (const auto& [experiment, id] : {std::pair{"device -> device", "d2d"}, std::pair{"device -> host", "d2h"},
-                                       std::pair{"host -> device", "h2d"}})
-    ctx.results.add_plot({.id = id, .title = fmt::format("MPI {} (seed 003 Fig. 12)", experiment), .x = "bytes",
-                          .y = "GBps", .series = "version", .x_label = "bytes", .y_label = "GB/s", .log_x = true,
-                          .x_format = ValueFormat::bytes, .where_column = "experiment", .where_value = experiment});
+  for (const auto& [experiment, id] :
+       {std::pair{"device -> device", "d2d"}, std::pair{"device -> host", "d2h"},
+        std::pair{"host -> device", "h2d"}})
+    ctx.results.add_plot({.id = id,
+                          .title = fmt::format("MPI {} (seed 003 Fig. 12)", experiment),
+                          .x = "bytes",
+                          .y = "GBps",
+                          .series = "version",
+                          .x_label = "bytes",
+                          .y_label = "GB/s",
+                          .log_x = true,
+                          .x_format = ValueFormat::bytes,
+                          .where_column = "experiment",
+                          .where_value = experiment});
   // Open MPI refuses root and more ranks than cores unless told; other MPIs ignore these.
   ::setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
-  const std::string command = fmt::format("{} {} -n 2 {} {} 2>&1", HDSM_MPIEXEC, HDSM_MPIEXEC_FLAGS, HDSM_MPI_TRANSFER,
-                                          ctx.quick ? "--quick" : "");
+  const std::string command = fmt::format("{} {} -n 2 {} {} 2>&1", HDSM_MPIEXEC, HDSM_MPIEXEC_FLAGS,
+                                          HDSM_MPI_TRANSFER, ctx.quick ? "--quick" : "");
   ctx.progress.set_total(ctx.quick ? 18 : 36);
   ctx.progress.note(command);
   std::FILE* pipe = ::popen(command.c_str(), "r");
@@ -77,24 +86,27 @@ void run_mpi(SuiteContext& ctx) {
       const auto at = [&](const char* version) {
         return seconds.at(fmt::format("{}|{}|{}", experiment, version, bytes));
       };
-      ctx.results.add_summary({fmt::format("{} {}: speed-up of hdsm over the user buffer", experiment,
-                                           format_bytes(bytes)),
-                               at("user buffer") / at("hdsm"), "x", "target >= 1.5 when the link is the bottleneck"});
-      ctx.results.add_summary({fmt::format("{} {}: speed-up of hdsm over pinned", experiment, format_bytes(bytes)),
-                               at("pinned") / at("hdsm"), "x", ""});
+      ctx.results.add_summary(
+          {fmt::format("{} {}: speed-up of hdsm over the user buffer", experiment, format_bytes(bytes)),
+           at("user buffer") / at("hdsm"), "x", "target >= 1.5 when the link is the bottleneck"});
+      ctx.results.add_summary(
+          {fmt::format("{} {}: speed-up of hdsm over pinned", experiment, format_bytes(bytes)),
+           at("pinned") / at("hdsm"), "x", ""});
     }
   }
 }
 #else
 void run_mpi(SuiteContext&) {
-  throw std::runtime_error("this hdsm was built without MPI (CMake found no MPI), so the mpi suite is missing");
+  throw std::runtime_error(
+      "this hdsm was built without MPI (CMake found no MPI), so the mpi suite is missing");
 }
 #endif
 
 }  // namespace
 
 Suite mpi_suite() {
-  return {"mpi", "seed 003 Fig. 12: MPI transfers of device-resident data between 2 ranks (mpiexec)", run_mpi};
+  return {"mpi", "seed 003 Fig. 12: MPI transfers of device-resident data between 2 ranks (mpiexec)",
+          run_mpi};
 }
 
 }  // namespace hdsm::tool

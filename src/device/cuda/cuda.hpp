@@ -86,7 +86,8 @@ class CudaDevice final : public Device, public ManagedMemory {
   void free_pinned(void* pointer) override;
   bool is_pinned(const void* pointer, std::size_t bytes) const override;
   bool can_access_peer(const Device& other) const override;
-  std::optional<KernelArg> peer_argument(const Device& home, DeviceBuffer buffer, std::size_t offset) override;
+  std::optional<KernelArg> peer_argument(const Device& home, DeviceBuffer buffer,
+                                         std::size_t offset) override;
   std::unique_ptr<Queue> create_queue() override;
 
   // Unified memory (the um protocol): cudaMallocManaged, cudaMemPrefetchAsync, cudaMemAdvise.
@@ -101,7 +102,8 @@ class CudaDevice final : public Device, public ManagedMemory {
   void activate() const;
   /// The device address of byte `offset` of a live buffer; InvalidPointer for a foreign or freed
   /// buffer, InvalidArgument when [offset, offset + bytes) runs past its end.
-  std::byte* resolve(DeviceBuffer buffer, std::size_t offset, std::size_t bytes, const std::string& what) const;
+  std::byte* resolve(DeviceBuffer buffer, std::size_t offset, std::size_t bytes,
+                     const std::string& what) const;
   /// The sizes of the parameters of `function`, the CUDA body of `kernel` (cudaFuncGetParamInfo,
   /// asked once per function); nothing when the driver cannot say.
   std::optional<std::vector<std::size_t>> parameters(const Kernel& kernel, const void* function);
@@ -126,7 +128,7 @@ class CudaDevice final : public Device, public ManagedMemory {
   cudaStream_t internal_ = nullptr;  // fills of new and discarded buffers
   std::shared_ptr<EventPool> events_;
 
-  mutable std::mutex mutex_;  // the tables below
+  mutable std::mutex mutex_;                                // the tables below
   std::unordered_map<std::uint64_t, std::size_t> buffers_;  // live allocations: device address -> bytes
   std::size_t used_ = 0;
   RangeTable<std::monostate> pinned_;
@@ -134,7 +136,7 @@ class CudaDevice final : public Device, public ManagedMemory {
   std::unordered_map<const void*, std::optional<std::vector<std::size_t>>> parameters_;
   std::size_t shared_per_block_ = 48 * 1024, shared_per_block_optin_ = 48 * 1024;
   std::unordered_map<const void*, std::size_t> dynamic_shared_;  // opted-in sizes by function
-  std::vector<bool> peer_enabled_;  // by ordinal
+  std::vector<bool> peer_enabled_;                               // by ordinal
 };
 
 class CudaQueue final : public Queue {

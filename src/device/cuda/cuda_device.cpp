@@ -16,7 +16,8 @@ namespace cuda {
 const char* kernel_fault_name(cudaError_t code) {
   switch (code) {
 #define HDSM_CUDA_FAULT(name) \
-  case name: return #name;
+  case name:                  \
+    return #name;
     HDSM_CUDA_FAULT(cudaErrorIllegalAddress)
     HDSM_CUDA_FAULT(cudaErrorLaunchFailure)
     HDSM_CUDA_FAULT(cudaErrorAssert)
@@ -28,7 +29,8 @@ const char* kernel_fault_name(cudaError_t code) {
     HDSM_CUDA_FAULT(cudaErrorLaunchTimeout)
     HDSM_CUDA_FAULT(cudaErrorLaunchOutOfResources)
 #undef HDSM_CUDA_FAULT
-    default: return nullptr;
+    default:
+      return nullptr;
   }
 }
 
@@ -74,12 +76,13 @@ class CudaBackend final : public BackendOf<CudaDevice> {
     const cudaError_t found = cudaGetDeviceCount(&count);
     if (found != cudaSuccess) {
       (void)cudaGetLastError();
-      throw NoDevice(fmt::format("no CUDA device: cudaGetDeviceCount failed: {} ({}){}", cudaGetErrorString(found),
-                                 cudaGetErrorName(found),
-                                 found == cudaErrorInsufficientDriver
-                                     ? "; no NVIDIA driver is loaded, or it is older than the CUDA runtime libhdsm "
-                                       "was built with"
-                                     : ""));
+      throw NoDevice(
+          fmt::format("no CUDA device: cudaGetDeviceCount failed: {} ({}){}", cudaGetErrorString(found),
+                      cudaGetErrorName(found),
+                      found == cudaErrorInsufficientDriver
+                          ? "; no NVIDIA driver is loaded, or it is older than the CUDA runtime libhdsm "
+                            "was built with"
+                          : ""));
     }
     if (count == 0) throw NoDevice("no CUDA device: cudaGetDeviceCount reports none");
 
@@ -90,7 +93,8 @@ class CudaBackend final : public BackendOf<CudaDevice> {
       for (int j = 0; j < count; ++j) {
         if (i == j) continue;
         int can = 0;
-        check(cudaDeviceCanAccessPeer(&can, i, j), "cudaDeviceCanAccessPeer", fmt::format("cuda{} and cuda{}", i, j));
+        check(cudaDeviceCanAccessPeer(&can, i, j), "cudaDeviceCanAccessPeer",
+              fmt::format("cuda{} and cuda{}", i, j));
         peers[i][j] = can != 0;
       }
     std::vector<std::size_t> root(n);
@@ -109,17 +113,17 @@ class CudaBackend final : public BackendOf<CudaDevice> {
       }
     for (std::size_t i = 0; i < n; ++i) {
       const bool alone = std::none_of(peers[i].begin(), peers[i].end(), [](bool b) { return b; });
-      devices_.push_back(std::make_unique<CudaDevice>(options.first_index + static_cast<unsigned>(i),
-                                                      static_cast<int>(i), alone ? -1 : static_cast<int>(find(i)),
-                                                      peers[i], services, options));
+      devices_.push_back(
+          std::make_unique<CudaDevice>(options.first_index + static_cast<unsigned>(i), static_cast<int>(i),
+                                       alone ? -1 : static_cast<int>(find(i)), peers[i], services, options));
     }
   }
 };
 
 }  // namespace
 
-CudaDevice::CudaDevice(unsigned index, int ordinal, int peer_group, std::vector<bool> peers, DeviceServices services,
-                       const CudaOptions& options)
+CudaDevice::CudaDevice(unsigned index, int ordinal, int peer_group, std::vector<bool> peers,
+                       DeviceServices services, const CudaOptions& options)
     : ordinal_(ordinal),
       peers_(std::move(peers)),
       counters_(services.counters.add_device(fmt::format("cuda{}", ordinal))),
@@ -133,7 +137,8 @@ CudaDevice::CudaDevice(unsigned index, int ordinal, int peer_group, std::vector<
   props_.backend = Backend::cuda;
   props_.index = index;
   props_.memory_bytes = prop.totalGlobalMem;
-  if (options.memory_bytes != 0) props_.memory_bytes = std::min<std::size_t>(props_.memory_bytes, options.memory_bytes);
+  if (options.memory_bytes != 0)
+    props_.memory_bytes = std::min<std::size_t>(props_.memory_bytes, options.memory_bytes);
   props_.copy_engines = static_cast<unsigned>(std::max(1, prop.asyncEngineCount));
   shared_per_block_ = prop.sharedMemPerBlock;
   shared_per_block_optin_ = std::max(prop.sharedMemPerBlockOptin, prop.sharedMemPerBlock);
@@ -141,7 +146,8 @@ CudaDevice::CudaDevice(unsigned index, int ordinal, int peer_group, std::vector<
   props_.link_gbps = 0;  // nominal: CUDA does not report the link's rate
   props_.zeroed_alloc = !poison_;
   activate();
-  check(cudaStreamCreateWithFlags(&internal_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags", props_.name);
+  check(cudaStreamCreateWithFlags(&internal_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags",
+        props_.name);
 }
 
 CudaDevice::~CudaDevice() {
@@ -164,10 +170,12 @@ cudaError_t CudaDevice::fill_now(void* p, std::size_t bytes, unsigned char value
 }
 
 DeviceBuffer CudaDevice::alloc(std::size_t bytes) {
-  if (bytes == 0) throw InvalidArgument(fmt::format("alloc(0) on {}: a buffer needs at least one byte", name()));
+  if (bytes == 0)
+    throw InvalidArgument(fmt::format("alloc(0) on {}: a buffer needs at least one byte", name()));
   {
     std::lock_guard lock(mutex_);
-    if (bytes > props_.memory_bytes - used_) throw OutOfDeviceMemory(name(), bytes, used_, props_.memory_bytes);
+    if (bytes > props_.memory_bytes - used_)
+      throw OutOfDeviceMemory(name(), bytes, used_, props_.memory_bytes);
     used_ += bytes;  // reserved while cudaMalloc runs
   }
   auto unreserve = [&] {
@@ -202,9 +210,10 @@ void CudaDevice::free(DeviceBuffer buffer) {
   std::unique_lock lock(mutex_);
   const auto it = buffers_.find(buffer.handle);
   if (it == buffers_.end())
-    throw InvalidPointer(fmt::format("free on {}: buffer {:#x} is not a live buffer of this device (freed twice, "
-                                     "or another device's)",
-                                     name(), buffer.handle));
+    throw InvalidPointer(
+        fmt::format("free on {}: buffer {:#x} is not a live buffer of this device (freed twice, "
+                    "or another device's)",
+                    name(), buffer.handle));
   used_ -= it->second;
   buffers_.erase(it);
   lock.unlock();
@@ -222,8 +231,8 @@ std::byte* CudaDevice::resolve(DeviceBuffer buffer, std::size_t offset, std::siz
   std::lock_guard lock(mutex_);
   const auto it = buffers_.find(buffer.handle);
   if (it == buffers_.end())
-    throw InvalidPointer(fmt::format("{} on {}: buffer {:#x} is not a live buffer of this device", what, name(),
-                                     buffer.handle));
+    throw InvalidPointer(fmt::format("{} on {}: buffer {:#x} is not a live buffer of this device", what,
+                                     name(), buffer.handle));
   require_range(what, name(), offset, bytes, it->second);
   return reinterpret_cast<std::byte*>(buffer.handle) + offset;
 }
@@ -255,7 +264,8 @@ void CudaDevice::free_pinned(void* pointer) {
   if (pointer == nullptr) return;
   std::unique_lock lock(mutex_);
   if (!pinned_.take(pointer))
-    throw InvalidPointer(fmt::format("free_pinned({}) on {}: not pinned memory of this device", pointer, name()));
+    throw InvalidPointer(
+        fmt::format("free_pinned({}) on {}: not pinned memory of this device", pointer, name()));
   lock.unlock();
   activate();
   check(cudaFreeHost(pointer), "cudaFreeHost", fmt::format("pinned memory of {}", name()));
@@ -290,7 +300,8 @@ void* CudaDevice::alloc_managed(std::size_t bytes) {
 void CudaDevice::free_managed(void* pointer) {
   std::unique_lock lock(mutex_);
   if (!managed_.take(pointer))
-    throw InvalidPointer(fmt::format("free_managed({}) on {}: not managed memory of this device", pointer, name()));
+    throw InvalidPointer(
+        fmt::format("free_managed({}) on {}: not managed memory of this device", pointer, name()));
   lock.unlock();
   activate();
   check(cudaFree(pointer), "cudaFree", fmt::format("managed memory of {}", name()));
@@ -325,10 +336,12 @@ void CudaDevice::advise(const void* pointer, std::size_t bytes, UmAdvice advice)
 
 bool CudaDevice::can_access_peer(const Device& other) const {
   const auto* o = dynamic_cast<const CudaDevice*>(&other);
-  return o != nullptr && o != this && static_cast<std::size_t>(o->ordinal_) < peers_.size() && peers_[o->ordinal_];
+  return o != nullptr && o != this && static_cast<std::size_t>(o->ordinal_) < peers_.size() &&
+         peers_[o->ordinal_];
 }
 
-std::optional<KernelArg> CudaDevice::peer_argument(const Device& home, DeviceBuffer buffer, std::size_t offset) {
+std::optional<KernelArg> CudaDevice::peer_argument(const Device& home, DeviceBuffer buffer,
+                                                   std::size_t offset) {
   if (!can_access_peer(home)) return std::nullopt;
   const std::uint64_t address = home.address(buffer, offset);
   // Kernels of this device dereference home's device pointer over peer access (unified addressing).
@@ -380,20 +393,22 @@ void CudaDevice::allow_dynamic_shared(const Kernel& kernel, const void* function
   std::size_t& allowed = dynamic_shared_[function];
   if (bytes <= allowed) return;
   if (bytes > shared_per_block_optin_)
-    throw InvalidArgument(fmt::format("kernel '{}' asks for {} of dynamic shared memory a block; {} allows {} by "
-                                      "default and at most {} to a kernel that opts in (sharedMemPerBlockOptin, "
-                                      "less the kernel's static __shared__ memory)",
-                                      kernel.name, format_bytes(bytes), name(), format_bytes(shared_per_block_),
-                                      format_bytes(shared_per_block_optin_)));
+    throw InvalidArgument(
+        fmt::format("kernel '{}' asks for {} of dynamic shared memory a block; {} allows {} by "
+                    "default and at most {} to a kernel that opts in (sharedMemPerBlockOptin, "
+                    "less the kernel's static __shared__ memory)",
+                    kernel.name, format_bytes(bytes), name(), format_bytes(shared_per_block_),
+                    format_bytes(shared_per_block_optin_)));
   // The attribute belongs to the kernel on this device, so other devices' launches keep their own.
-  const cudaError_t e = cudaKernelSetAttributeForDevice(static_cast<cudaKernel_t>(const_cast<void*>(function)),
-                                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                        static_cast<int>(bytes), ordinal_);
+  const cudaError_t e = cudaKernelSetAttributeForDevice(
+      static_cast<cudaKernel_t>(const_cast<void*>(function)), cudaFuncAttributeMaxDynamicSharedMemorySize,
+      static_cast<int>(bytes), ordinal_);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    throw KernelFailure(fmt::format("kernel '{}' on {}: cudaKernelSetAttributeForDevice(MaxDynamicSharedMemorySize, "
-                                    "{}) failed: {} ({})",
-                                    kernel.name, name(), bytes, cudaGetErrorString(e), cudaGetErrorName(e)));
+    throw KernelFailure(
+        fmt::format("kernel '{}' on {}: cudaKernelSetAttributeForDevice(MaxDynamicSharedMemorySize, "
+                    "{}) failed: {} ({})",
+                    kernel.name, name(), bytes, cudaGetErrorString(e), cudaGetErrorName(e)));
   }
   allowed = bytes;
 }

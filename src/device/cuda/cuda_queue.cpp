@@ -36,10 +36,10 @@ void CUDART_CB on_recorded(cudaStream_t, cudaError_t status, void* data) {
   std::exception_ptr error;
   if (status != cudaSuccess) {
     const char* fault = kernel_fault_name(status);
-    const std::string message =
-        fmt::format("CUDA work queued on {} before an event failed: {} ({}); synchronize its queue for the "
-                    "CUDA error's description",
-                    recorded->device, fault != nullptr ? fault : "CUDA error", static_cast<int>(status));
+    const std::string message = fmt::format(
+        "CUDA work queued on {} before an event failed: {} ({}); synchronize its queue for the "
+        "CUDA error's description",
+        recorded->device, fault != nullptr ? fault : "CUDA error", static_cast<int>(status));
     error = fault != nullptr ? std::make_exception_ptr(KernelFailure(message))
                              : std::make_exception_ptr(Error(Errc::system, message));
   }
@@ -57,7 +57,8 @@ void CUDART_CB on_recorded(cudaStream_t, cudaError_t status, void* data) {
 
 CudaQueue::CudaQueue(CudaDevice& device) : device_(device) {
   device_.activate();
-  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags", device.name());
+  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags",
+        device.name());
 }
 
 CudaQueue::~CudaQueue() {
@@ -95,8 +96,8 @@ void CudaQueue::copy_to_host(void* dst, DeviceBuffer src, std::size_t src_offset
   device_.counters().route(Route::d2h).add(bytes);
 }
 
-void CudaQueue::copy_on_device(DeviceBuffer dst, std::size_t dst_offset, DeviceBuffer src, std::size_t src_offset,
-                               std::size_t bytes) {
+void CudaQueue::copy_on_device(DeviceBuffer dst, std::size_t dst_offset, DeviceBuffer src,
+                               std::size_t src_offset, std::size_t bytes) {
   std::byte* d = device_.resolve(dst, dst_offset, bytes, "copy_on_device (destination)");
   const std::byte* s = device_.resolve(src, src_offset, bytes, "copy_on_device (source)");
   if (bytes == 0) return;
@@ -109,9 +110,10 @@ void CudaQueue::copy_from_peer(DeviceBuffer dst, std::size_t dst_offset, Device&
                                std::size_t src_offset, std::size_t bytes) {
   auto* peer = dynamic_cast<CudaDevice*>(&src_device);
   if (peer == nullptr || !device_.can_access_peer(*peer))
-    throw Unsupported(fmt::format("copy_from_peer: {} cannot copy directly from {} (no CUDA peer access between "
-                                  "them); stage the copy through host memory",
-                                  device_.name(), src_device.name()));
+    throw Unsupported(
+        fmt::format("copy_from_peer: {} cannot copy directly from {} (no CUDA peer access between "
+                    "them); stage the copy through host memory",
+                    device_.name(), src_device.name()));
   std::byte* d = device_.resolve(dst, dst_offset, bytes, "copy_from_peer (destination)");
   const std::byte* s = peer->resolve(src, src_offset, bytes, "copy_from_peer (source)");
   if (bytes == 0) return;
@@ -136,8 +138,8 @@ void CudaQueue::launch(const Kernel& kernel, const Launch& launch, std::span<con
   for (std::size_t i = 0; i < args.size(); ++i) {
     const KernelArg& a = args[i];
     if (a.is_buffer()) {
-      addresses[i] = reinterpret_cast<std::uint64_t>(
-          device_.resolve(a.buffer(), a.offset(), 0, fmt::format("argument {} of kernel '{}'", i, kernel.name)));
+      addresses[i] = reinterpret_cast<std::uint64_t>(device_.resolve(
+          a.buffer(), a.offset(), 0, fmt::format("argument {} of kernel '{}'", i, kernel.name)));
       values[i] = &addresses[i];
     } else {
       values[i] = const_cast<void*>(a.data());
@@ -146,13 +148,15 @@ void CudaQueue::launch(const Kernel& kernel, const Launch& launch, std::span<con
   device_.activate();
   if (const auto sizes = device_.parameters(kernel, function)) {
     if (sizes->size() != args.size())
-      throw InvalidArgument(fmt::format("kernel '{}' takes {} arguments in its __global__ function; the call passes {}",
-                                        kernel.name, sizes->size(), args.size()));
+      throw InvalidArgument(
+          fmt::format("kernel '{}' takes {} arguments in its __global__ function; the call passes {}",
+                      kernel.name, sizes->size(), args.size()));
     for (std::size_t i = 0; i < args.size(); ++i)
       if ((*sizes)[i] != args[i].size())
-        throw InvalidArgument(fmt::format("argument {} of kernel '{}' has {} bytes; the __global__ function's "
-                                          "parameter has {}",
-                                          i, kernel.name, args[i].size(), (*sizes)[i]));
+        throw InvalidArgument(
+            fmt::format("argument {} of kernel '{}' has {} bytes; the __global__ function's "
+                        "parameter has {}",
+                        i, kernel.name, args[i].size(), (*sizes)[i]));
   }
   device_.allow_dynamic_shared(kernel, function, launch.shared_bytes);
   const NvtxRange range(kernel.name.c_str());
@@ -162,10 +166,11 @@ void CudaQueue::launch(const Kernel& kernel, const Launch& launch, std::span<con
   const cudaError_t last = cudaGetLastError();
   if (e == cudaSuccess) e = last;
   if (e != cudaSuccess)
-    throw KernelFailure(fmt::format("kernel '{}' did not launch on {} (grid {}x{}x{}, block {}x{}x{}, {} bytes of "
-                                    "dynamic shared memory): {} ({})",
-                                    kernel.name, device_.name(), grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                                    launch.shared_bytes, cudaGetErrorString(e), cudaGetErrorName(e)));
+    throw KernelFailure(
+        fmt::format("kernel '{}' did not launch on {} (grid {}x{}x{}, block {}x{}x{}, {} bytes of "
+                    "dynamic shared memory): {} ({})",
+                    kernel.name, device_.name(), grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                    launch.shared_bytes, cudaGetErrorString(e), cudaGetErrorName(e)));
   device_.counters().kernel_launches.fetch_add(1, std::memory_order_relaxed);
 }
 

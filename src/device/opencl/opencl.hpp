@@ -15,11 +15,11 @@
 #include "obs/counters.hpp"
 
 #include <cstdint>
-#include <utility>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace hdsm::opencl {
@@ -59,7 +59,8 @@ class OpenclQueue;
 class OpenclDevice final : public Device {
  public:
   OpenclDevice(unsigned index, unsigned ordinal, cl_device_id id, std::shared_ptr<Context> context,
-               std::shared_ptr<const ProgramCache> cache, DeviceServices services, const OpenclOptions& options);
+               std::shared_ptr<const ProgramCache> cache, DeviceServices services,
+               const OpenclOptions& options);
   ~OpenclDevice() override;
 
   const DeviceProperties& properties() const override { return props_; }
@@ -72,7 +73,8 @@ class OpenclDevice final : public Device {
   void free_pinned(void* pointer) override;
   bool is_pinned(const void* pointer, std::size_t bytes) const override;
   bool can_access_peer(const Device& other) const override;
-  std::optional<KernelArg> peer_argument(const Device& home, DeviceBuffer buffer, std::size_t offset) override;
+  std::optional<KernelArg> peer_argument(const Device& home, DeviceBuffer buffer,
+                                         std::size_t offset) override;
   std::unique_ptr<Queue> create_queue() override;
 
   // Used by OpenclQueue.
@@ -101,7 +103,7 @@ class OpenclDevice final : public Device {
   std::unordered_map<std::uint64_t, std::size_t> sizes_;
   std::uint64_t next_id_ = 1;
   std::size_t used_ = 0;
-  RangeTable<Mem> pinned_;  // mapped CL_MEM_ALLOC_HOST_PTR buffers by host address
+  RangeTable<Mem> pinned_;                 // mapped CL_MEM_ALLOC_HOST_PTR buffers by host address
   std::unique_ptr<OpenclQueue> internal_;  // discard fills and pinned maps
 
   // Builds take seconds, so they hold their own lock rather than mutex_.

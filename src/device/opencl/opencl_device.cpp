@@ -16,7 +16,8 @@ namespace opencl {
 const char* error_name(cl_int code) {
   switch (code) {
 #define HDSM_CL_ERROR(name) \
-  case name: return #name;
+  case name:                \
+    return #name;
     HDSM_CL_ERROR(CL_DEVICE_NOT_FOUND)
     HDSM_CL_ERROR(CL_DEVICE_NOT_AVAILABLE)
     HDSM_CL_ERROR(CL_COMPILER_NOT_AVAILABLE)
@@ -53,7 +54,8 @@ const char* error_name(cl_int code) {
     HDSM_CL_ERROR(CL_INVALID_GLOBAL_WORK_SIZE)
     HDSM_CL_ERROR(CL_INVALID_PLATFORM)
 #undef HDSM_CL_ERROR
-    case -1001: return "CL_PLATFORM_NOT_FOUND_KHR";
+    case -1001:
+      return "CL_PLATFORM_NOT_FOUND_KHR";
   }
   return "unknown OpenCL error";
 }
@@ -98,7 +100,8 @@ class OpenclBackend final : public BackendOf<OpenclDevice> {
   OpenclBackend(DeviceServices services, const OpenclOptions& options) {
     cl_uint count = 0;
     const cl_int found = clGetPlatformIDs(0, nullptr, &count);
-    if (found == -1001 /* CL_PLATFORM_NOT_FOUND_KHR: the ICD loader found no platform */ || count == 0) return;
+    if (found == -1001 /* CL_PLATFORM_NOT_FOUND_KHR: the ICD loader found no platform */ || count == 0)
+      return;
     check(found, "clGetPlatformIDs", "the OpenCL ICD loader");
     const auto cache = std::make_shared<const ProgramCache>(options.cache_dir);
     std::vector<cl_platform_id> platforms(count);
@@ -112,15 +115,15 @@ class OpenclBackend final : public BackendOf<OpenclDevice> {
       check(clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, n, ids.data(), nullptr), "clGetDeviceIDs",
             "an OpenCL platform");
       cl_int err = CL_SUCCESS;
-      const cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(platform),
-                                             0};
+      const cl_context_properties props[] = {CL_CONTEXT_PLATFORM,
+                                             reinterpret_cast<cl_context_properties>(platform), 0};
       cl_context context = clCreateContext(props, n, ids.data(), nullptr, nullptr, &err);
       check(err, "clCreateContext", "an OpenCL platform");
       auto shared = std::make_shared<Context>(context);
       for (cl_device_id id : ids) {
         const auto ordinal = static_cast<unsigned>(devices_.size());
-        devices_.push_back(std::make_unique<OpenclDevice>(options.first_index + ordinal, ordinal, id, shared, cache,
-                                                          services, options));
+        devices_.push_back(std::make_unique<OpenclDevice>(options.first_index + ordinal, ordinal, id, shared,
+                                                          cache, services, options));
       }
     }
   }
@@ -128,29 +131,32 @@ class OpenclBackend final : public BackendOf<OpenclDevice> {
 
 }  // namespace
 
-OpenclDevice::OpenclDevice(unsigned index, unsigned ordinal, cl_device_id id, std::shared_ptr<Context> context,
-                           std::shared_ptr<const ProgramCache> cache, DeviceServices services,
-                           const OpenclOptions& options)
+OpenclDevice::OpenclDevice(unsigned index, unsigned ordinal, cl_device_id id,
+                           std::shared_ptr<Context> context, std::shared_ptr<const ProgramCache> cache,
+                           DeviceServices services, const OpenclOptions& options)
     : id_(id),
       context_(std::move(context)),
       counters_(services.counters.add_device(fmt::format("opencl{}", ordinal))),
       poison_(options.poison),
       cache_(std::move(cache)) {
   const auto platform = device_info<cl_platform_id>(id, CL_DEVICE_PLATFORM, "an OpenCL device");
-  cache_identity_ = fmt::format("hdsm OpenCL program v1\nplatform: {} {}\ndevice: {} {}\ndriver: {}\n",
-                                platform_string(platform, CL_PLATFORM_NAME),
-                                platform_string(platform, CL_PLATFORM_VERSION), device_string(id, CL_DEVICE_NAME),
-                                device_string(id, CL_DEVICE_VERSION), device_string(id, CL_DRIVER_VERSION));
+  cache_identity_ =
+      fmt::format("hdsm OpenCL program v1\nplatform: {} {}\ndevice: {} {}\ndriver: {}\n",
+                  platform_string(platform, CL_PLATFORM_NAME), platform_string(platform, CL_PLATFORM_VERSION),
+                  device_string(id, CL_DEVICE_NAME), device_string(id, CL_DEVICE_VERSION),
+                  device_string(id, CL_DRIVER_VERSION));
   props_.name = fmt::format("opencl{}", ordinal);
   props_.description = device_string(id, CL_DEVICE_NAME) + " (" + device_string(id, CL_DEVICE_VERSION) + ")";
   props_.backend = Backend::opencl;
   props_.index = index;
   props_.memory_bytes = device_info<cl_ulong>(id, CL_DEVICE_GLOBAL_MEM_SIZE, props_.name.c_str());
-  if (options.memory_bytes != 0) props_.memory_bytes = std::min<std::size_t>(props_.memory_bytes, options.memory_bytes);
+  if (options.memory_bytes != 0)
+    props_.memory_bytes = std::min<std::size_t>(props_.memory_bytes, options.memory_bytes);
   props_.copy_engines = 1;  // OpenCL does not say; one in-order queue per copy direction is what hdsm uses
   props_.zeroed_alloc = !poison_;
   max_alloc_ = device_info<cl_ulong>(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE, props_.name.c_str());
-  base_align_ = std::max<std::size_t>(1, device_info<cl_uint>(id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, props_.name.c_str()) / 8);
+  base_align_ = std::max<std::size_t>(
+      1, device_info<cl_uint>(id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, props_.name.c_str()) / 8);
   internal_ = std::make_unique<OpenclQueue>(*this);
 }
 
@@ -164,7 +170,8 @@ OpenclDevice::~OpenclDevice() {
 }
 
 DeviceBuffer OpenclDevice::alloc(std::size_t bytes) {
-  if (bytes == 0) throw InvalidArgument(fmt::format("alloc(0) on {}: a buffer needs at least one byte", name()));
+  if (bytes == 0)
+    throw InvalidArgument(fmt::format("alloc(0) on {}: a buffer needs at least one byte", name()));
   std::unique_lock lock(mutex_);
   if (bytes > max_alloc_ || used_ + bytes > props_.memory_bytes)
     throw OutOfDeviceMemory(name(), bytes, used_, bytes > max_alloc_ ? max_alloc_ : props_.memory_bytes);
@@ -182,7 +189,8 @@ DeviceBuffer OpenclDevice::alloc(std::size_t bytes) {
   const unsigned char zero = 0;
   cl_int filled = poison_ && bytes % 4 == 0
                       ? clEnqueueFillBuffer(internal_->get(), m, dead, 4, 0, bytes, 0, nullptr, nullptr)
-                      : clEnqueueFillBuffer(internal_->get(), m, poison_ ? dead : &zero, 1, 0, bytes, 0, nullptr, nullptr);
+                      : clEnqueueFillBuffer(internal_->get(), m, poison_ ? dead : &zero, 1, 0, bytes, 0,
+                                            nullptr, nullptr);
   if (filled == CL_SUCCESS) filled = clFinish(internal_->get());
   if (filled != CL_SUCCESS) {
     free({handle, bytes});
@@ -197,9 +205,10 @@ void OpenclDevice::free(DeviceBuffer buffer) {
   std::lock_guard lock(mutex_);
   const auto it = buffers_.find(buffer.handle);
   if (it == buffers_.end())
-    throw InvalidPointer(fmt::format("free on {}: buffer {} is not a live buffer of this device (freed twice, "
-                                     "or another device's)",
-                                     name(), buffer.handle));
+    throw InvalidPointer(
+        fmt::format("free on {}: buffer {} is not a live buffer of this device (freed twice, "
+                    "or another device's)",
+                    name(), buffer.handle));
   used_ -= sizes_.at(buffer.handle);
   sizes_.erase(buffer.handle);
   buffers_.erase(it);  // commands already enqueued keep their own reference
@@ -215,8 +224,8 @@ cl_mem OpenclDevice::resolve(DeviceBuffer buffer, std::size_t offset, std::size_
   std::lock_guard lock(mutex_);
   const auto it = buffers_.find(buffer.handle);
   if (it == buffers_.end())
-    throw InvalidPointer(fmt::format("{} on {}: buffer {} is not a live buffer of this device", what, name(),
-                                     buffer.handle));
+    throw InvalidPointer(
+        fmt::format("{} on {}: buffer {} is not a live buffer of this device", what, name(), buffer.handle));
   require_range(what, name(), offset, bytes, sizes_.at(buffer.handle));
   return it->second.get();
 }
@@ -232,9 +241,10 @@ void OpenclDevice::discard(DeviceBuffer buffer, std::size_t offset, std::size_t 
 
 std::uint64_t OpenclDevice::address(DeviceBuffer buffer, std::size_t offset) const {
   resolve(buffer, offset, 0, "address");
-  throw Unsupported(fmt::format("address on {}: OpenCL 1.2 buffers have no stable device addresses; pass "
-                                "buffers as kernel arguments instead of storing pointers in device data",
-                                name()));
+  throw Unsupported(
+      fmt::format("address on {}: OpenCL 1.2 buffers have no stable device addresses; pass "
+                  "buffers as kernel arguments instead of storing pointers in device data",
+                  name()));
 }
 
 void* OpenclDevice::alloc_pinned(std::size_t bytes) {
@@ -242,8 +252,8 @@ void* OpenclDevice::alloc_pinned(std::size_t bytes) {
   cl_int err = CL_SUCCESS;
   Mem mem(clCreateBuffer(context(), CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes, nullptr, &err));
   check(err, "clCreateBuffer(CL_MEM_ALLOC_HOST_PTR)", fmt::format("{} pinned bytes for {}", bytes, name()));
-  void* p = clEnqueueMapBuffer(internal_->get(), mem.get(), CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes, 0, nullptr,
-                               nullptr, &err);
+  void* p = clEnqueueMapBuffer(internal_->get(), mem.get(), CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes, 0,
+                               nullptr, nullptr, &err);
   check(err, "clEnqueueMapBuffer", fmt::format("{} pinned bytes for {}", bytes, name()));
   std::lock_guard lock(mutex_);
   pinned_.insert(p, bytes, std::move(mem));
@@ -254,7 +264,9 @@ void OpenclDevice::free_pinned(void* pointer) {
   if (pointer == nullptr) return;
   std::unique_lock lock(mutex_);
   auto p = pinned_.take(pointer);
-  if (!p) throw InvalidPointer(fmt::format("free_pinned({}) on {}: not pinned memory of this device", pointer, name()));
+  if (!p)
+    throw InvalidPointer(
+        fmt::format("free_pinned({}) on {}: not pinned memory of this device", pointer, name()));
   lock.unlock();
   check(clEnqueueUnmapMemObject(internal_->get(), p->value.get(), pointer, 0, nullptr, nullptr),
         "clEnqueueUnmapMemObject", fmt::format("pinned memory of {}", name()));
@@ -295,19 +307,22 @@ std::string build_log(cl_program program, cl_device_id id) {
 std::vector<unsigned char> program_binary(cl_program program, cl_device_id id, const std::string& kernel) {
   const std::string what = fmt::format("the program of kernel '{}'", kernel);
   cl_uint count = 0;
-  check(clGetProgramInfo(program, CL_PROGRAM_NUM_DEVICES, sizeof count, &count, nullptr), "clGetProgramInfo", what);
+  check(clGetProgramInfo(program, CL_PROGRAM_NUM_DEVICES, sizeof count, &count, nullptr), "clGetProgramInfo",
+        what);
   std::vector<cl_device_id> ids(count);
   std::vector<std::size_t> sizes(count);
   check(clGetProgramInfo(program, CL_PROGRAM_DEVICES, count * sizeof(cl_device_id), ids.data(), nullptr),
         "clGetProgramInfo", what);
-  check(clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, count * sizeof(std::size_t), sizes.data(), nullptr),
-        "clGetProgramInfo", what);
+  check(
+      clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, count * sizeof(std::size_t), sizes.data(), nullptr),
+      "clGetProgramInfo", what);
   const auto at = static_cast<std::size_t>(std::find(ids.begin(), ids.end(), id) - ids.begin());
   if (at == count || sizes[at] == 0) return {};
   std::vector<unsigned char> binary(sizes[at]);
   std::vector<unsigned char*> pointers(count, nullptr);  // null entries: devices skipped
   pointers[at] = binary.data();
-  check(clGetProgramInfo(program, CL_PROGRAM_BINARIES, count * sizeof(unsigned char*), pointers.data(), nullptr),
+  check(clGetProgramInfo(program, CL_PROGRAM_BINARIES, count * sizeof(unsigned char*), pointers.data(),
+                         nullptr),
         "clGetProgramInfo", what);
   return binary;
 }
@@ -330,7 +345,8 @@ Program OpenclDevice::load_cached(const std::string& key) {
 cl_program OpenclDevice::program(const std::string& kernel, const std::string& source) {
   std::lock_guard lock(programs_mutex_);
   if (const auto it = programs_.find(source); it != programs_.end()) return it->second.get();
-  const std::string key = cache_->enabled() ? cache_identity_ + "options: \nsource:\n" + source : std::string();
+  const std::string key =
+      cache_->enabled() ? cache_identity_ + "options: \nsource:\n" + source : std::string();
   if (Program cached = cache_->enabled() ? load_cached(key) : Program(); cached.get() != nullptr) {
     counters_.program_cache_loads.fetch_add(1, std::memory_order_relaxed);
     return programs_.emplace(source, std::move(cached)).first->second.get();
@@ -342,8 +358,8 @@ cl_program OpenclDevice::program(const std::string& kernel, const std::string& s
   check(err, "clCreateProgramWithSource", fmt::format("kernel '{}'", kernel));
   const cl_int built = clBuildProgram(program.get(), 1, &id_, "", nullptr, nullptr);
   if (built != CL_SUCCESS)
-    throw KernelFailure(fmt::format("kernel '{}': the OpenCL C source does not build for {} ({}):\n{}", kernel,
-                                    name(), error_name(built), build_log(program.get(), id_)));
+    throw KernelFailure(fmt::format("kernel '{}': the OpenCL C source does not build for {} ({}):\n{}",
+                                    kernel, name(), error_name(built), build_log(program.get(), id_)));
   counters_.program_builds.fetch_add(1, std::memory_order_relaxed);
   if (cache_->enabled()) cache_->store(key, program_binary(program.get(), id_, kernel));
   return programs_.emplace(source, std::move(program)).first->second.get();

@@ -30,7 +30,8 @@ OpenclQueue::~OpenclQueue() {
   if (queue_.get() != nullptr) clFinish(queue_.get());
 }
 
-void OpenclQueue::copy_to_device(DeviceBuffer dst, std::size_t dst_offset, const void* src, std::size_t bytes) {
+void OpenclQueue::copy_to_device(DeviceBuffer dst, std::size_t dst_offset, const void* src,
+                                 std::size_t bytes) {
   require_host(src, bytes, "copy_to_device", device_.name());
   const cl_mem d = device_.resolve(dst, dst_offset, bytes, "copy_to_device");
   if (bytes == 0) return;
@@ -48,8 +49,8 @@ void OpenclQueue::copy_to_host(void* dst, DeviceBuffer src, std::size_t src_offs
   device_.counters().route(Route::d2h).add(bytes);
 }
 
-void OpenclQueue::copy_on_device(DeviceBuffer dst, std::size_t dst_offset, DeviceBuffer src, std::size_t src_offset,
-                                 std::size_t bytes) {
+void OpenclQueue::copy_on_device(DeviceBuffer dst, std::size_t dst_offset, DeviceBuffer src,
+                                 std::size_t src_offset, std::size_t bytes) {
   const cl_mem d = device_.resolve(dst, dst_offset, bytes, "copy_on_device (destination)");
   const cl_mem s = device_.resolve(src, src_offset, bytes, "copy_on_device (source)");
   if (bytes == 0) return;
@@ -58,13 +59,14 @@ void OpenclQueue::copy_on_device(DeviceBuffer dst, std::size_t dst_offset, Devic
   device_.counters().route(Route::d2d).add(bytes);
 }
 
-void OpenclQueue::copy_from_peer(DeviceBuffer dst, std::size_t dst_offset, Device& src_device, DeviceBuffer src,
-                                 std::size_t src_offset, std::size_t bytes) {
+void OpenclQueue::copy_from_peer(DeviceBuffer dst, std::size_t dst_offset, Device& src_device,
+                                 DeviceBuffer src, std::size_t src_offset, std::size_t bytes) {
   auto* peer = dynamic_cast<OpenclDevice*>(&src_device);
   if (peer == nullptr || !device_.can_access_peer(*peer))
-    throw Unsupported(fmt::format("copy_from_peer: {} cannot copy directly from {} (not in one OpenCL context); "
-                                  "stage the copy through host memory",
-                                  device_.name(), src_device.name()));
+    throw Unsupported(
+        fmt::format("copy_from_peer: {} cannot copy directly from {} (not in one OpenCL context); "
+                    "stage the copy through host memory",
+                    device_.name(), src_device.name()));
   const cl_mem d = device_.resolve(dst, dst_offset, bytes, "copy_from_peer (destination)");
   const cl_mem s = peer->resolve(src, src_offset, bytes, "copy_from_peer (source)");
   if (bytes == 0) return;
@@ -76,27 +78,28 @@ void OpenclQueue::copy_from_peer(DeviceBuffer dst, std::size_t dst_offset, Devic
 void OpenclQueue::fill(DeviceBuffer dst, std::size_t offset, std::size_t bytes, std::uint8_t value) {
   const cl_mem d = device_.resolve(dst, offset, bytes, "fill");
   if (bytes == 0) return;
-  check(clEnqueueFillBuffer(queue_.get(), d, &value, 1, offset, bytes, 0, nullptr, nullptr), "clEnqueueFillBuffer",
-        device_.name());
+  check(clEnqueueFillBuffer(queue_.get(), d, &value, 1, offset, bytes, 0, nullptr, nullptr),
+        "clEnqueueFillBuffer", device_.name());
 }
 
 void OpenclQueue::launch(const Kernel& kernel, const Launch& launch, std::span<const KernelArg> args) {
   if (kernel.opencl_source.empty())
-    throw Unsupported(fmt::format("kernel '{}' has no body for backend opencl (it needs OpenCL C source)",
-                                  kernel.name));
+    throw Unsupported(
+        fmt::format("kernel '{}' has no body for backend opencl (it needs OpenCL C source)", kernel.name));
   const cl_program program = device_.program(kernel.name, kernel.opencl_source);
   cl_int err = CL_SUCCESS;
   // A kernel object per launch: clSetKernelArg is not safe on one object from several threads.
   ClKernel k(clCreateKernel(program, kernel.name.c_str(), &err));
-  check(err, "clCreateKernel", fmt::format("kernel '{}' (the __kernel function must have this name)", kernel.name));
+  check(err, "clCreateKernel",
+        fmt::format("kernel '{}' (the __kernel function must have this name)", kernel.name));
   cl_uint expected = 0;
   check(clGetKernelInfo(k.get(), CL_KERNEL_NUM_ARGS, sizeof expected, &expected, nullptr), "clGetKernelInfo",
         kernel.name);
   const std::size_t dynamic = launch.shared_bytes > 0 ? 1 : 0;  // a trailing __local argument
   if (expected != args.size() + dynamic)
-    throw InvalidArgument(fmt::format("kernel '{}' takes {} arguments in its OpenCL C source; the call passes {}{}",
-                                      kernel.name, expected, args.size(),
-                                      dynamic != 0 ? " plus the __local one of Launch::shared_bytes" : ""));
+    throw InvalidArgument(fmt::format(
+        "kernel '{}' takes {} arguments in its OpenCL C source; the call passes {}{}", kernel.name, expected,
+        args.size(), dynamic != 0 ? " plus the __local one of Launch::shared_bytes" : ""));
   std::vector<ArgValue> values(args.size());
   for (std::size_t i = 0; i < args.size(); ++i) {
     const KernelArg& a = args[i];
@@ -108,21 +111,24 @@ void OpenclQueue::launch(const Kernel& kernel, const Launch& launch, std::span<c
     cl_mem m = device_.resolve(a.buffer(), a.offset(), 0, what);
     if (a.offset() != 0) {
       if (a.offset() % device_.base_align() != 0)
-        throw InvalidArgument(fmt::format("{} on {}: a pointer {} bytes into a buffer; OpenCL passes it as a "
-                                          "sub-buffer, whose offset must be a multiple of {} bytes "
-                                          "(CL_DEVICE_MEM_BASE_ADDR_ALIGN)",
-                                          what, device_.name(), a.offset(), device_.base_align()));
+        throw InvalidArgument(
+            fmt::format("{} on {}: a pointer {} bytes into a buffer; OpenCL passes it as a "
+                        "sub-buffer, whose offset must be a multiple of {} bytes "
+                        "(CL_DEVICE_MEM_BASE_ADDR_ALIGN)",
+                        what, device_.name(), a.offset(), device_.base_align()));
       const cl_buffer_region region{a.offset(), a.buffer().bytes - a.offset()};
-      values[i].sub = Mem(clCreateSubBuffer(m, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region, &err));
+      values[i].sub =
+          Mem(clCreateSubBuffer(m, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region, &err));
       check(err, "clCreateSubBuffer", what);
       m = values[i].sub.get();
     }
     values[i].mem = m;
-    check(clSetKernelArg(k.get(), static_cast<cl_uint>(i), sizeof(cl_mem), &values[i].mem), "clSetKernelArg", what);
+    check(clSetKernelArg(k.get(), static_cast<cl_uint>(i), sizeof(cl_mem), &values[i].mem), "clSetKernelArg",
+          what);
   }
   if (dynamic != 0)
-    check(clSetKernelArg(k.get(), static_cast<cl_uint>(args.size()), launch.shared_bytes, nullptr), "clSetKernelArg",
-          fmt::format("the __local argument of kernel '{}'", kernel.name));
+    check(clSetKernelArg(k.get(), static_cast<cl_uint>(args.size()), launch.shared_bytes, nullptr),
+          "clSetKernelArg", fmt::format("the __local argument of kernel '{}'", kernel.name));
   const std::size_t local[3] = {launch.block.x, launch.block.y, launch.block.z};
   const std::size_t global[3] = {std::size_t{launch.grid.x} * launch.block.x,
                                  std::size_t{launch.grid.y} * launch.block.y,
@@ -138,8 +144,9 @@ void CL_CALLBACK on_marker(cl_event event, cl_int status, void* data) {
   auto* state = static_cast<std::shared_ptr<detail::EventState>*>(data);
   std::exception_ptr error;
   if (status < 0)
-    error = std::make_exception_ptr(Error(
-        Errc::system, fmt::format("OpenCL work before an event failed: {} ({})", error_name(status), status)));
+    error =
+        std::make_exception_ptr(Error(Errc::system, fmt::format("OpenCL work before an event failed: {} ({})",
+                                                                error_name(status), status)));
   (*state)->complete(error);
   delete state;
   clReleaseEvent(event);

@@ -7,7 +7,8 @@ namespace hdsm {
 
 std::unique_ptr<DeviceBackend> open_opencl(DeviceServices, const OpenclOptions&) {
   throw NoDevice(
-      "this libhdsm was built without OpenCL (CMake found no OpenCL headers and ICD loader; on Debian install "
+      "this libhdsm was built without OpenCL (CMake found no OpenCL headers and ICD loader; on Debian "
+      "install "
       "ocl-icd-opencl-dev and opencl-c-headers, plus a platform such as pocl-opencl-icd, and rebuild)");
 }
 

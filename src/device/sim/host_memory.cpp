@@ -21,9 +21,10 @@ void HostMemory::free(void* pointer) {
   std::unique_lock lock(mutex_);
   const auto it = blocks_.find(static_cast<const std::byte*>(pointer));
   if (it == blocks_.end())
-    throw InvalidPointer(fmt::format("free_pinned({}): not pinned host memory of this runtime (foreign or "
-                                     "already freed)",
-                                     pointer));
+    throw InvalidPointer(
+        fmt::format("free_pinned({}): not pinned host memory of this runtime (foreign or "
+                    "already freed)",
+                    pointer));
   blocks_.erase(it);
 }
 

@@ -1,7 +1,7 @@
 #include "device/sim/link_model.hpp"
 
-#include <algorithm>
 #include <sys/prctl.h>
+#include <algorithm>
 #include <thread>
 
 namespace hdsm::sim {

@@ -9,10 +9,10 @@
 
 #include <fmt/format.h>
 
+#include <sys/mman.h>
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <sys/mman.h>
 
 namespace hdsm::sim {
 namespace {
@@ -79,7 +79,8 @@ SimDevice::SimDevice(unsigned index, const SimOptions& options, HostMemory& host
     // names the bare address instead of the kernel and the buffer.
     if (os::free_fault_ranges() > kSpareFaultRanges) {
       try {
-        fault_range_ = os::register_fault_range(memory_.data(), memory_.size(), &SimDevice::on_guard_fault, this);
+        fault_range_ =
+            os::register_fault_range(memory_.data(), memory_.size(), &SimDevice::on_guard_fault, this);
       } catch (const Unsupported&) {
         // Taken by another thread since the check: the same fallback.
       }
@@ -95,10 +96,11 @@ const SimDevice::Allocation& SimDevice::find(DeviceBuffer buffer, const char* wh
   const auto it = allocations_.find(buffer.handle);
   if (it != allocations_.end()) return it->second;
   const std::uint64_t owner = buffer.handle >> kDeviceShift;
-  if (buffer.handle == 0) throw InvalidPointer(fmt::format("{} on {}: null device buffer", what, props_.name));
+  if (buffer.handle == 0)
+    throw InvalidPointer(fmt::format("{} on {}: null device buffer", what, props_.name));
   if (owner != props_.index + 1)
-    throw InvalidPointer(fmt::format("{} on {}: buffer #{:x} was not allocated on this device", what, props_.name,
-                                     buffer.handle));
+    throw InvalidPointer(fmt::format("{} on {}: buffer #{:x} was not allocated on this device", what,
+                                     props_.name, buffer.handle));
   throw InvalidPointer(fmt::format("{} on {}: buffer #{:x} ({}) was already freed", what, props_.name,
                                    buffer.handle, format_bytes(buffer.bytes)));
 }
@@ -132,8 +134,10 @@ void SimDevice::free(DeviceBuffer buffer) {
     std::lock_guard lock(queues_mutex_);
     for (SimQueue* q : queues_) q->drain();
   }
-  if (poison_) fill_poison(memory_.data() + a.offset, a.bytes);
-  else if (a.bytes >= (std::size_t{1} << 20)) memory_.release_pages(a.offset, a.bytes);
+  if (poison_)
+    fill_poison(memory_.data() + a.offset, a.bytes);
+  else if (a.bytes >= (std::size_t{1} << 20))
+    memory_.release_pages(a.offset, a.bytes);
   if (bounds_check_) return release_guarded(a);
   std::lock_guard lock(alloc_mutex_);
   heap_.release(a.offset, a.bytes);
@@ -154,10 +158,11 @@ DeviceBuffer SimDevice::alloc_guarded(std::size_t bytes) {
     throw OutOfDeviceMemory(props_.name, bytes, guarded_used_, capacity_);
   const auto base = heap_.allocate(span);
   if (!base)
-    throw OutOfDeviceMemory(props_.name + fmt::format(" (address space for the guard pages of HDSM_SIM_BOUNDS_CHECK "
-                                                      "is exhausted: {} buffers are live)",
-                                                      allocations_.size()),
-                            bytes, guarded_used_, capacity_);
+    throw OutOfDeviceMemory(
+        props_.name + fmt::format(" (address space for the guard pages of HDSM_SIM_BOUNDS_CHECK "
+                                  "is exhausted: {} buffers are live)",
+                                  allocations_.size()),
+        bytes, guarded_used_, capacity_);
   const std::size_t front = *base;
   const std::size_t back = *base + span - page_;
   const DeviceBuffer b{next_id_, bytes};
@@ -196,8 +201,8 @@ void SimDevice::set_guard(std::size_t page_offset, std::uint64_t owner, DeviceBu
   if (owner == 0) std::atomic_ref(entry).store(0, std::memory_order_release);
   if (::mprotect(memory_.data() + page_offset, page_, owner != 0 ? PROT_NONE : PROT_READ | PROT_WRITE) != 0)
     throw SystemError(owner != 0 ? "mprotect(PROT_NONE)" : "mprotect(PROT_READ|PROT_WRITE)",
-                      fmt::format("guard page at offset {:#x} of the memory of {} ({}-byte buffer)", page_offset,
-                                  props_.name, buffer.bytes),
+                      fmt::format("guard page at offset {:#x} of the memory of {} ({}-byte buffer)",
+                                  page_offset, props_.name, buffer.bytes),
                       errno);
   if (owner != 0) std::atomic_ref(entry).store(owner, std::memory_order_release);
 }
@@ -216,8 +221,8 @@ bool SimDevice::on_guard_fault(void* context, void* address, os::FaultAccess acc
   const std::size_t bytes = entry >> 1;
   const std::size_t body = round_up(bytes, kGuardAlign);
   // The object's first byte, from the guard page: the back guard starts where the rounded body ends.
-  const std::size_t start = (entry & 1) != 0 ? page_offset + d->page_ + round_up(body, d->page_) - body
-                                             : page_offset - body;
+  const std::size_t start =
+      (entry & 1) != 0 ? page_offset + d->page_ + round_up(body, d->page_) - body : page_offset - body;
   const char* kernel = d->running_kernel_.load(std::memory_order_acquire);
   if (kernel != nullptr) {
     io::write_str("hdsm: kernel '");
@@ -256,12 +261,14 @@ std::uint64_t SimDevice::address(DeviceBuffer buffer, std::size_t offset) const 
   return reinterpret_cast<std::uintptr_t>(resolve(buffer, offset, 0, "address"));
 }
 
-std::byte* SimDevice::resolve(DeviceBuffer buffer, std::size_t offset, std::size_t bytes, const char* what) const {
+std::byte* SimDevice::resolve(DeviceBuffer buffer, std::size_t offset, std::size_t bytes,
+                              const char* what) const {
   std::lock_guard lock(alloc_mutex_);
   const Allocation& a = find(buffer, what);
   if (offset > a.bytes || bytes > a.bytes - offset)
-    throw InvalidArgument(fmt::format("{} of {} at offset {} runs past the end of {} buffer #{:x} ({} bytes)", what,
-                                      format_bytes(bytes), offset, props_.name, buffer.handle, a.bytes));
+    throw InvalidArgument(fmt::format("{} of {} at offset {} runs past the end of {} buffer #{:x} ({} bytes)",
+                                      what, format_bytes(bytes), offset, props_.name, buffer.handle,
+                                      a.bytes));
   return memory_.data() + a.offset + offset;
 }
 
@@ -279,7 +286,8 @@ void SimDevice::free_managed(void* pointer) {
   std::lock_guard lock(alloc_mutex_);
   const auto it = managed_.find(pointer);
   if (it == managed_.end())
-    throw InvalidPointer(fmt::format("free_managed({}) on {}: not managed memory of this device", pointer, name()));
+    throw InvalidPointer(
+        fmt::format("free_managed({}) on {}: not managed memory of this device", pointer, name()));
   gone = std::move(it->second);
   managed_.erase(it);
 }
@@ -295,7 +303,8 @@ bool SimDevice::can_access_peer(const Device& other) const {
          props_.peer_group == o->props_.peer_group;
 }
 
-std::optional<KernelArg> SimDevice::peer_argument(const Device& home, DeviceBuffer buffer, std::size_t offset) {
+std::optional<KernelArg> SimDevice::peer_argument(const Device& home, DeviceBuffer buffer,
+                                                  std::size_t offset) {
   if (!can_access_peer(home)) return std::nullopt;
   // Peers of one host share its address space: the kernel receives the pointer into home's memory.
   return KernelArg::value(home.address(buffer, offset));

@@ -31,10 +31,10 @@ namespace hdsm::sim {
 struct SimOptions {
   unsigned devices = 2;
   std::size_t memory_bytes = std::size_t{4} << 30;
-  double link_gbps = 3;            // 0: unthrottled
-  double host_bus_gbps = 6;        // shared by all devices' H2D and D2H transfers; 0: unlimited
+  double link_gbps = 3;      // 0: unthrottled
+  double host_bus_gbps = 6;  // shared by all devices' H2D and D2H transfers; 0: unlimited
   double latency_us = 5;
-  std::vector<int> peer_groups;    // one per device; -1: no peer
+  std::vector<int> peer_groups;  // one per device; -1: no peer
   bool poison = false;
   /// Guard pages around every allocation; kernel accesses into them die with a message naming the
   /// kernel and the buffer (HDSM_SIM_BOUNDS_CHECK).
@@ -63,9 +63,12 @@ class SimDevice final : public Device, public ManagedMemory {
   std::uint64_t address(DeviceBuffer buffer, std::size_t offset) const override;
   void* alloc_pinned(std::size_t bytes) override { return host_.alloc(bytes); }
   void free_pinned(void* pointer) override { host_.free(pointer); }
-  bool is_pinned(const void* pointer, std::size_t bytes) const override { return host_.contains(pointer, bytes); }
+  bool is_pinned(const void* pointer, std::size_t bytes) const override {
+    return host_.contains(pointer, bytes);
+  }
   bool can_access_peer(const Device& other) const override;
-  std::optional<KernelArg> peer_argument(const Device& home, DeviceBuffer buffer, std::size_t offset) override;
+  std::optional<KernelArg> peer_argument(const Device& home, DeviceBuffer buffer,
+                                         std::size_t offset) override;
   std::unique_ptr<Queue> create_queue() override;
 
   // Unified memory on sim is what an integrated GPU has: the kernels run on the CPU, so a managed
@@ -85,8 +88,8 @@ class SimDevice final : public Device, public ManagedMemory {
   /// In the model the transfer starts once its inputs are `ready` and the engines are free, whenever
   /// the thread serving the queue got to it: a DMA engine is not preempted as that thread can be, so
   /// a stalled thread catches up (copies without holding) instead of pushing every later transfer back.
-  Clock::time_point link_copy(Route route, Engine& first, Engine* second, void* dst, const void* src, std::size_t n,
-                              Clock::time_point ready);
+  Clock::time_point link_copy(Route route, Engine& first, Engine* second, void* dst, const void* src,
+                              std::size_t n, Clock::time_point ready);
   /// A copy inside device memory (not limited by the link).
   void local_copy(void* dst, const void* src, std::size_t n);
   Engine& inbound() { return inbound_; }
@@ -131,7 +134,7 @@ class SimDevice final : public Device, public ManagedMemory {
   os::Mapping memory_;
   bool bounds_check_;
   std::size_t page_;
-  std::size_t capacity_;     // what the device offers programs (heap_ is larger with guards)
+  std::size_t capacity_;      // what the device offers programs (heap_ is larger with guards)
   os::Mapping guard_owners_;  // bounds checking: one std::uint64_t per page of memory_ (see .cpp)
   int fault_range_ = -1;
   std::atomic<const char*> running_kernel_{nullptr};

@@ -18,7 +18,8 @@ namespace {
 
 void require_host(const void* p, std::size_t bytes, const char* what, const std::string& device) {
   if (p == nullptr && bytes > 0)
-    throw InvalidArgument(fmt::format("{} on {}: null host pointer for {}", what, device, format_bytes(bytes)));
+    throw InvalidArgument(
+        fmt::format("{} on {}: null host pointer for {}", what, device, format_bytes(bytes)));
 }
 
 // Names the kernel in the device's guard-page fault message while its body runs.
@@ -94,7 +95,8 @@ void SimQueue::serve() {
 
 std::byte* SimQueue::bounce() {
   if (bounce_.data() == nullptr)
-    bounce_ = os::Mapping(kBounceBytes, fmt::format("bounce buffer of {}", device_.name()), /*populate=*/true);
+    bounce_ =
+        os::Mapping(kBounceBytes, fmt::format("bounce buffer of {}", device_.name()), /*populate=*/true);
   return bounce_.data();
 }
 
@@ -104,7 +106,9 @@ void SimQueue::copy_to_device(DeviceBuffer dst, std::size_t dst_offset, const vo
   if (bytes == 0) return;
   const auto* s = static_cast<const std::byte*>(src);
   if (device_.is_pinned(src, bytes)) {
-    enqueue([this, d, s, bytes] { ready_ = device_.link_copy(Route::h2d, device_.inbound(), nullptr, d, s, bytes, ready_); });
+    enqueue([this, d, s, bytes] {
+      ready_ = device_.link_copy(Route::h2d, device_.inbound(), nullptr, d, s, bytes, ready_);
+    });
     return;
   }
   // Pageable memory: the CPU stages each chunk into the pinned bounce buffer, then the engine
@@ -126,7 +130,9 @@ void SimQueue::copy_to_host(void* dst, DeviceBuffer src, std::size_t src_offset,
   if (bytes == 0) return;
   auto* d = static_cast<std::byte*>(dst);
   if (device_.is_pinned(dst, bytes)) {
-    enqueue([this, d, s, bytes] { ready_ = device_.link_copy(Route::d2h, device_.outbound(), nullptr, d, s, bytes, ready_); });
+    enqueue([this, d, s, bytes] {
+      ready_ = device_.link_copy(Route::d2h, device_.outbound(), nullptr, d, s, bytes, ready_);
+    });
     return;
   }
   enqueue([this, d, s, bytes] {
@@ -140,8 +146,8 @@ void SimQueue::copy_to_host(void* dst, DeviceBuffer src, std::size_t src_offset,
   });
 }
 
-void SimQueue::copy_on_device(DeviceBuffer dst, std::size_t dst_offset, DeviceBuffer src, std::size_t src_offset,
-                              std::size_t bytes) {
+void SimQueue::copy_on_device(DeviceBuffer dst, std::size_t dst_offset, DeviceBuffer src,
+                              std::size_t src_offset, std::size_t bytes) {
   std::byte* d = device_.resolve(dst, dst_offset, bytes, "copy_on_device (destination)");
   const std::byte* s = device_.resolve(src, src_offset, bytes, "copy_on_device (source)");
   if (bytes == 0) return;
@@ -155,9 +161,10 @@ void SimQueue::copy_from_peer(DeviceBuffer dst, std::size_t dst_offset, Device& 
                               std::size_t src_offset, std::size_t bytes) {
   auto* peer = dynamic_cast<SimDevice*>(&src_device);
   if (peer == nullptr || !device_.can_access_peer(*peer))
-    throw Unsupported(fmt::format("copy_from_peer: {} cannot copy directly from {} (not in one peer group; see "
-                                  "HDSM_SIM_PEER); stage the copy through host memory",
-                                  device_.name(), src_device.name()));
+    throw Unsupported(
+        fmt::format("copy_from_peer: {} cannot copy directly from {} (not in one peer group; see "
+                    "HDSM_SIM_PEER); stage the copy through host memory",
+                    device_.name(), src_device.name()));
   std::byte* d = device_.resolve(dst, dst_offset, bytes, "copy_from_peer (destination)");
   const std::byte* s = peer->resolve(src, src_offset, bytes, "copy_from_peer (source)");
   if (bytes == 0) return;
@@ -177,7 +184,8 @@ void SimQueue::fill(DeviceBuffer dst, std::size_t offset, std::size_t bytes, std
 
 void SimQueue::launch(const Kernel& kernel, const Launch& launch, std::span<const KernelArg> args) {
   if (!kernel.host)
-    throw Unsupported(fmt::format("kernel '{}' has no body for backend sim (it needs a host body)", kernel.name));
+    throw Unsupported(
+        fmt::format("kernel '{}' has no body for backend sim (it needs a host body)", kernel.name));
   // Translate buffer arguments into device addresses now, so bad handles fail at the call site.
   struct Slot {
     alignas(16) unsigned char bytes[KernelArg::kMaxValue];
@@ -257,7 +265,8 @@ void SimQueue::synchronize() {
     idle_cv_.wait(lock, [&] { return ops_.empty() && !busy_; });
     error = std::exchange(error_, nullptr);
   }
-  if (tracer.enabled()) tracer.span(tracer.host_thread_lane(), "synchronize " + device_.name(), begin, Clock::now());
+  if (tracer.enabled())
+    tracer.span(tracer.host_thread_lane(), "synchronize " + device_.name(), begin, Clock::now());
   if (error) std::rethrow_exception(error);
 }
 

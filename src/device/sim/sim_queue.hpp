@@ -68,9 +68,9 @@ class SimQueue final : public Queue {
   std::deque<Op> ops_;
   bool busy_ = false;
   bool stop_ = false;
-  std::exception_ptr error_;  // first failure since the last synchronize()
+  std::exception_ptr error_;   // first failure since the last synchronize()
   Clock::time_point ready_{};  // the worker's only: when the previous operation ended (see above)
-  os::Mapping bounce_;        // pinned staging for pageable memory, made on first use
+  os::Mapping bounce_;         // pinned staging for pageable memory, made on first use
   std::thread worker_;
 };
 

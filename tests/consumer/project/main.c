@@ -17,8 +17,8 @@ int main(void) {
     return printf("safe: %s\n", hdsm_last_error()), 1;
   char from[32] = "an asynchronous copy", to[32] = "";
   hdsm_event copied = NULL;
-  if (hdsm_memcpy_async(to, from, sizeof from, &copied) != HDSM_SUCCESS || hdsm_event_wait(copied) != HDSM_SUCCESS ||
-      hdsm_event_destroy(copied) != HDSM_SUCCESS || to[0] != 'a')
+  if (hdsm_memcpy_async(to, from, sizeof from, &copied) != HDSM_SUCCESS ||
+      hdsm_event_wait(copied) != HDSM_SUCCESS || hdsm_event_destroy(copied) != HDSM_SUCCESS || to[0] != 'a')
     return printf("memcpy_async: %s\n", hdsm_last_error()), 1;
   printf("consumer_c: hdsm %s, %zu devices ok\n", hdsm_version(), count);
   return 0;
