@@ -16,17 +16,11 @@ std::string_view to_string(Backend backend) {
   return "?";
 }
 
-bool Event::query() const {
-  if (!state_) return true;
-  std::lock_guard lock(state_->mutex);
-  return state_->done;
-}
+bool Event::query() const { return !state_ || state_->completed(); }
 
 void Event::wait() const {
   if (!state_) return;
-  std::unique_lock lock(state_->mutex);
-  state_->done_cv.wait(lock, [&] { return state_->done; });
-  if (state_->error) std::rethrow_exception(state_->error);
+  if (std::exception_ptr error = state_->wait()) std::rethrow_exception(error);
 }
 
 }  // namespace hdsm

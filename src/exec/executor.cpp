@@ -1,11 +1,12 @@
 #include "exec/executor_impl.hpp"
 
+#include "os/spin_wait.hpp"
+
 #include <hdsm/error.hpp>
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -24,29 +25,8 @@ constexpr std::uint64_t kChunksPerWorker = 16;
 // job_word = generation << kParticipantBits | participants.
 constexpr unsigned kParticipantBits = 24;
 constexpr std::uint64_t kParticipantMask = (std::uint64_t{1} << kParticipantBits) - 1;
-// How long an idle worker (or a launcher waiting for the others) spins before it sleeps.
-constexpr auto kSpin = std::chrono::microseconds(50);
-
 // The executor whose blocks the current thread is running (nested launches would deadlock).
 thread_local const Executor::Impl* tl_running = nullptr;
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
-template <class Pred>
-bool spin_until(Pred done) {
-  const auto deadline = std::chrono::steady_clock::now() + kSpin;
-  for (unsigned i = 1;; ++i) {
-    if (done()) return true;
-    cpu_relax();
-    if (i % 64 == 0 && std::chrono::steady_clock::now() >= deadline) return false;
-  }
-}
 
 std::string dim(const Dim3& d) { return fmt::format("({}, {}, {})", d.x, d.y, d.z); }
 
@@ -134,7 +114,7 @@ std::uint64_t Executor::Impl::wait_for_job(std::uint64_t seen) {
   const auto ready = [&] {
     return job_word.load(std::memory_order_acquire) != seen || stopping.load(std::memory_order_acquire);
   };
-  if (!spin_until(ready)) {
+  if (!os::spin_until(ready)) {
     std::unique_lock lock(sleep_mutex);
     // seq_cst pairs with publish(): either it sees this sleeper or the predicate sees its job.
     sleepers.fetch_add(1, std::memory_order_seq_cst);
@@ -156,7 +136,7 @@ void Executor::Impl::publish(unsigned participants) {
 }
 
 void Executor::Impl::wait_for_participants() {
-  if (spin_until([&] { return pending.load(std::memory_order_acquire) == 0; })) return;
+  if (os::spin_until([&] { return pending.load(std::memory_order_acquire) == 0; })) return;
   for (std::uint32_t left; (left = pending.load(std::memory_order_acquire)) != 0;)
     pending.wait(left, std::memory_order_acquire);
 }

@@ -1,5 +1,7 @@
 #include "os/fault_service.hpp"
 
+#include "os/spin_wait.hpp"
+
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -26,8 +28,8 @@ FaultService::FaultService(FaultResolver resolver, void* context)
     : resolver_(resolver), context_(context), thread_([this] { run(); }) {}
 
 FaultService::~FaultService() {
-  stop_.store(true, std::memory_order_release);
-  word(sequence_).fetch_add(1, std::memory_order_release);
+  stop_.store(true, std::memory_order_seq_cst);
+  word(sequence_).fetch_add(1, std::memory_order_seq_cst);
   futex_wake(sequence_);
   thread_.join();
 }
@@ -39,19 +41,32 @@ bool FaultService::submit(void* address, FaultAccess access) noexcept {
     request.next = head;
   } while (
       !head_.compare_exchange_weak(head, &request, std::memory_order_release, std::memory_order_relaxed));
-  word(sequence_).fetch_add(1, std::memory_order_release);
-  futex_wake(sequence_);
-  while (word(request.done).load(std::memory_order_acquire) == 0) futex_wait(request.done, 0);
+  word(sequence_).fetch_add(1, std::memory_order_seq_cst);
+  // seq_cst pairs with the service's: it either sees this request before it sleeps or is counted
+  // in service_sleeping_ here.
+  if (service_sleeping_.load(std::memory_order_seq_cst)) futex_wake(sequence_);
+  // Spin, then sleep: done goes 0 -> kWaiting (this thread sleeps) -> kDone, or 0 -> kDone.
+  auto done = word(request.done);
+  if (!spin_until([&] { return done.load(std::memory_order_acquire) == kDone; })) {
+    std::uint32_t expected = 0;
+    if (done.compare_exchange_strong(expected, kWaiting, std::memory_order_acq_rel))
+      while (done.load(std::memory_order_acquire) != kDone) futex_wait(request.done, kWaiting);
+  }
   return request.result;
 }
 
 void FaultService::run() {
   for (;;) {
-    const std::uint32_t seen = word(sequence_).load(std::memory_order_acquire);
     Request* batch = head_.exchange(nullptr, std::memory_order_acquire);
     if (batch == nullptr) {
       if (stop_.load(std::memory_order_acquire)) return;
-      futex_wait(sequence_, seen);
+      const std::uint32_t seen = word(sequence_).load(std::memory_order_acquire);
+      if (spin_until([&] { return head_.load(std::memory_order_relaxed) != nullptr || stop_.load(); }))
+        continue;
+      service_sleeping_.store(true, std::memory_order_seq_cst);
+      if (head_.load(std::memory_order_seq_cst) == nullptr && !stop_.load(std::memory_order_seq_cst))
+        futex_wait(sequence_, seen);
+      service_sleeping_.store(false, std::memory_order_relaxed);
       continue;
     }
     while (batch != nullptr) {
@@ -62,8 +77,9 @@ void FaultService::run() {
         std::fprintf(stderr, "hdsm: resolving the fault at %p failed: %s\n", batch->address, error.what());
         batch->result = false;
       }
-      word(batch->done).store(1, std::memory_order_release);
-      futex_wake(batch->done);
+      // The request (on the faulting thread's stack) may be gone once done is kDone: the futex
+      // word's address is only used by a wake that the sleeping waiter is still there for.
+      if (word(batch->done).exchange(kDone, std::memory_order_acq_rel) == kWaiting) futex_wake(batch->done);
       batch = next;
     }
   }

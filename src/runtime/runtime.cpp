@@ -1,12 +1,14 @@
 #include <hdsm/error.hpp>
 #include <hdsm/hdsm.hpp>
 
+#include "os/spin_wait.hpp"
 #include "runtime/knobs.hpp"
 #include "runtime/peer_groups.hpp"
 #include "runtime/runtime_impl.hpp"
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <charconv>
 #include <cstdio>
 #include <mutex>
@@ -74,8 +76,22 @@ sim::SimOptions sim_options(const Config& config) {
   return o;
 }
 
+namespace {
+
+// HDSM_WAIT_POLICY and HDSM_WAIT_SPIN_US, set before any thread of the runtime starts waiting.
+Config with_wait_policy(Config config) {
+  const std::string& policy = config.get(knob_name(Knob::wait_policy));
+  os::set_wait_policy(policy == "spin"    ? os::WaitPolicy::spin
+                      : policy == "block" ? os::WaitPolicy::block
+                                          : os::WaitPolicy::automatic,
+                      static_cast<std::uint32_t>(config.integer(knob_name(Knob::wait_spin_us))));
+  return config;
+}
+
+}  // namespace
+
 RuntimeImpl::RuntimeImpl(Config c)
-    : config(std::move(c)),
+    : config(with_wait_policy(std::move(c))),
       tracer(config.get(name(Knob::trace))),
       executor(exec::ExecutorOptions{static_cast<unsigned>(config.integer(name(Knob::threads))),
                                      config.size(name(Knob::fiber_stack))}) {

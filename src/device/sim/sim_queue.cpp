@@ -6,6 +6,7 @@
 #include "device/sim/sim_device.hpp"
 #include "obs/counters.hpp"
 #include "obs/trace.hpp"
+#include "os/spin_wait.hpp"
 
 #include <fmt/format.h>
 
@@ -49,9 +50,8 @@ SimQueue::SimQueue(SimDevice& device, unsigned id)
 
 SimQueue::~SimQueue() {
   {
-    std::unique_lock lock(mutex_);
-    idle_cv_.wait(lock, [&] { return ops_.empty() && !busy_; });
-    stop_ = true;
+    std::unique_lock lock = idle_lock();
+    stop_.store(true, std::memory_order_release);
   }
   work_cv_.notify_all();
   worker_.join();
@@ -64,15 +64,25 @@ void SimQueue::enqueue(std::function<void()> run) {
   {
     std::lock_guard lock(mutex_);
     ops_.push_back({std::move(run), Clock::now()});
+    outstanding_.fetch_add(1, std::memory_order_release);
   }
-  work_cv_.notify_one();
+  work_cv_.notify_one();  // no system call where the worker spins rather than sleeps
 }
 
 void SimQueue::serve() {
   precise_timers_for_this_thread();
   std::unique_lock lock(mutex_);
   for (;;) {
-    work_cv_.wait(lock, [&] { return stop_ || !ops_.empty(); });
+    if (ops_.empty() && !stop_.load(std::memory_order_relaxed)) {
+      // Spin for the next operation before sleeping (os::spin_until): a round trip's operations
+      // come microseconds apart.
+      lock.unlock();
+      os::spin_until([&] {
+        return outstanding_.load(std::memory_order_acquire) != 0 || stop_.load(std::memory_order_acquire);
+      });
+      lock.lock();
+    }
+    work_cv_.wait(lock, [&] { return stop_.load(std::memory_order_relaxed) || !ops_.empty(); });
     if (ops_.empty()) return;  // stop_ and nothing left
     Op op = std::move(ops_.front());
     ops_.pop_front();
@@ -89,6 +99,7 @@ void SimQueue::serve() {
     lock.lock();
     if (failure && !error_) error_ = failure;
     busy_ = false;
+    outstanding_.fetch_sub(1, std::memory_order_release);
     if (ops_.empty()) idle_cv_.notify_all();
   }
 }
@@ -240,10 +251,7 @@ void SimQueue::wait(const Event& event) {
   auto state = event.state();
   if (!state) return;
   enqueue([this, state] {
-    {
-      std::unique_lock lock(state->mutex);
-      state->done_cv.wait(lock, [&] { return state->done; });
-    }
+    (void)state->wait();  // its error is the waited-for queue's to report
     // Work after a sim event may start when that event's queue got there in the model; after any
     // other event, when it was seen to complete.
     const auto* sim = dynamic_cast<const SimEventState*>(state.get());
@@ -251,18 +259,21 @@ void SimQueue::wait(const Event& event) {
   });
 }
 
-void SimQueue::drain() {
+std::unique_lock<std::mutex> SimQueue::idle_lock() {
+  os::spin_until([&] { return outstanding_.load(std::memory_order_acquire) == 0; });
   std::unique_lock lock(mutex_);
   idle_cv_.wait(lock, [&] { return ops_.empty() && !busy_; });
+  return lock;
 }
+
+void SimQueue::drain() { (void)idle_lock(); }
 
 void SimQueue::synchronize() {
   auto& tracer = device_.services().tracer;
   const auto begin = Clock::now();
   std::exception_ptr error;
   {
-    std::unique_lock lock(mutex_);
-    idle_cv_.wait(lock, [&] { return ops_.empty() && !busy_; });
+    std::unique_lock lock = idle_lock();
     error = std::exchange(error_, nullptr);
   }
   if (tracer.enabled())

@@ -10,6 +10,7 @@
 #include "device/sim/link_model.hpp"
 #include "os/mapping.hpp"
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -59,6 +60,8 @@ class SimQueue final : public Queue {
   /// The queue's timeline after CPU work that just finished.
   void cpu_work_done() { ready_ = std::max(ready_, Clock::now()); }
   void serve();
+  /// The queue's lock once it is idle (nothing queued or running), spinning first.
+  std::unique_lock<std::mutex> idle_lock();
   std::byte* bounce();
 
   SimDevice& device_;
@@ -67,8 +70,9 @@ class SimQueue final : public Queue {
   std::condition_variable work_cv_, idle_cv_;
   std::deque<Op> ops_;
   bool busy_ = false;
-  bool stop_ = false;
-  std::exception_ptr error_;   // first failure since the last synchronize()
+  std::atomic<bool> stop_{false};
+  std::atomic<std::size_t> outstanding_{0};  // operations enqueued and not finished (read while spinning)
+  std::exception_ptr error_;                 // first failure since the last synchronize()
   Clock::time_point ready_{};  // the worker's only: when the previous operation ended (see above)
   os::Mapping bounce_;         // pinned staging for pageable memory, made on first use
   std::thread worker_;

@@ -1,0 +1,62 @@
+// Spin-then-block waiting. On a virtual machine, waking a thread that sleeps on a futex costs tens
+// of microseconds, while handing off to a thread that spins costs about one. So every hand-off that
+// a round trip waits for (an event, a queue's next operation, a fault's answer, the executor's next
+// job) first spins for a short budget and sleeps only after it, as CUDA's cudaDeviceScheduleAuto and
+// OpenMP's OMP_WAIT_POLICY do. The policy is process-wide (HDSM_WAIT_POLICY, HDSM_WAIT_SPIN_US; the
+// runtime sets it when it starts). Everything here is async-signal-safe.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <ctime>
+
+#include <sched.h>
+
+namespace hdsm::os {
+
+/// automatic: spin for the budget, then sleep; spin: never sleep (for dedicated cores: idle helper
+/// threads keep theirs busy); block: sleep at once.
+enum class WaitPolicy : std::uint8_t { automatic, spin, block };
+
+namespace detail {
+/// Nanoseconds a wait spins before it sleeps: 0 under block, all ones under spin.
+inline std::atomic<std::uint64_t> spin_budget_ns{50'000};
+}  // namespace detail
+
+/// Sets the process-wide policy; `spin_us` is the budget of automatic.
+void set_wait_policy(WaitPolicy policy, std::uint32_t spin_us) noexcept;
+
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+inline std::uint64_t monotonic_ns() noexcept {
+  timespec t{};
+  ::clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<std::uint64_t>(t.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(t.tv_nsec);
+}
+
+/// Spins until ready() holds or the policy's budget is spent; returns ready(). The caller then
+/// sleeps the usual way (futex, condition variable) where it returned false. Every few microseconds
+/// the spinning thread yields its core, so spinners never keep a thread that has work from running.
+template <class Ready>
+bool spin_until(Ready&& ready) {
+  if (ready()) return true;
+  const std::uint64_t budget = detail::spin_budget_ns.load(std::memory_order_relaxed);
+  if (budget == 0) return false;
+  const std::uint64_t start = monotonic_ns();
+  for (unsigned i = 1;; ++i) {
+    cpu_relax();
+    if (ready()) return true;
+    if (i % 64 == 0) {
+      if (monotonic_ns() - start >= budget) return ready();
+      ::sched_yield();
+    }
+  }
+}
+
+}  // namespace hdsm::os
