@@ -2,7 +2,7 @@
 // the static CUDA runtime, so it loads where no toolkit is installed and a missing driver is an
 // error of cudaGetDeviceCount. Buffers are cudaMalloc allocations whose handle is the device
 // address; queues are non-blocking streams; an event is a cudaEvent (what other CUDA queues wait
-// for, on the device) plus a stream callback that completes the host-side state; pinned memory is
+// for, on the device) whose host-side state the queue's EventWatcher completes; pinned memory is
 // portable cudaHostAlloc memory. Every enqueued action is an NVTX range on the calling thread.
 //
 // Kernels are __global__ functions compiled by nvcc into the program. The program's CUDA runtime
@@ -19,12 +19,16 @@
 #include "device/range_table.hpp"
 #include "obs/counters.hpp"
 
+#include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <variant>
 #include <vector>
@@ -36,12 +40,12 @@ namespace hdsm::cuda {
 /// allocation, Errc::system otherwise. Clears the calling thread's last CUDA error.
 void check(cudaError_t code, const char* call, const std::string& object);
 /// The name of an error that a faulting kernel leaves behind (cudaErrorIllegalAddress...), or
-/// nullptr. A table of our own: it is what stream callbacks, which must not call CUDA, can use.
+/// nullptr.
 const char* kernel_fault_name(cudaError_t code);
 
 /// The cudaEvents of one device, reused. An event comes back when the last hdsm::Event recorded
-/// with it goes, which can happen inside a stream callback, where CUDA must not be called: giving
-/// one back only takes a lock.
+/// with it goes, on whatever thread that is (a continuation of another event, say): giving one
+/// back only takes a lock.
 class EventPool {
  public:
   explicit EventPool(std::string device) : device_(std::move(device)) {}
@@ -58,13 +62,58 @@ class EventPool {
   std::vector<cudaEvent_t> free_;
 };
 
-/// The state of an hdsm::Event recorded by a CUDA queue: its cudaEvent, recorded on the stream
-/// just before the callback that completes the state.
+/// The state of an hdsm::Event recorded by a CUDA queue: its cudaEvent, which the queue's
+/// EventWatcher waits for before it completes the state.
 struct CudaEventState final : detail::EventState {
   CudaEventState(std::shared_ptr<EventPool> p, cudaEvent_t e) : pool(std::move(p)), event(e) {}
   ~CudaEventState() override { pool->give(event); }
+  /// The cudaEvent has completed: the stream's work before it ran without error. Only where the
+  /// queue waited for no event of another device since its last record() (a fault's error is the
+  /// device's: every stream of it reports it). A waiter polling this needs no wake-up from the
+  /// watcher.
+  bool finished_early() const noexcept override {
+    if (!alone) return false;
+    const cudaError_t e = cudaEventQuery(event);
+    if (e == cudaSuccess) return true;
+    if (e != cudaErrorNotReady) (void)cudaGetLastError();  // the stream callback reports it
+    return false;
+  }
   std::shared_ptr<EventPool> pool;
   cudaEvent_t event;
+  bool alone = false;  // set by record() before the event is handed out
+};
+
+/// Completes the states of one queue's events in the order they were recorded, on a thread of its
+/// own: it polls the oldest one's cudaEvent while the wait policy lets it spin, then sleeps in
+/// cudaEventSynchronize (the events are blocking-sync ones). Not stream callbacks: a callback holds
+/// up the stream's later work until a driver thread has run it, tens of microseconds each time.
+/// Events of one queue complete in order, and each depends only on work enqueued before it, so
+/// waiting for them in order never waits for something that cannot happen.
+class EventWatcher {
+ public:
+  struct Pending {
+    std::shared_ptr<CudaEventState> state;
+    std::vector<std::shared_ptr<detail::EventState>> after;  // complete the state only after these
+  };
+  EventWatcher(std::string device, int ordinal);
+  /// Completes what is pending (the queue has synchronized its stream first), then stops.
+  ~EventWatcher();
+  EventWatcher(const EventWatcher&) = delete;
+  EventWatcher& operator=(const EventWatcher&) = delete;
+  void watch(Pending pending);
+
+ private:
+  void run();
+  void finish(Pending pending);
+
+  std::string device_;
+  int ordinal_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Pending> pending_;
+  std::atomic<std::size_t> count_{0};  // pending_.size(), read while spinning
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
 };
 
 class CudaQueue;
@@ -169,8 +218,9 @@ class CudaQueue final : public Queue {
   std::exception_ptr error_;  // the first failure of a foreign event this queue waited for
   /// CUDA events this queue waited for (on the device) since its last record(): the next event it
   /// records completes only after them, so that an event's completion implies that of every event
-  /// its work waited for, as on the other backends (CUDA runs stream callbacks in no set order).
+  /// its work waited for, as on the other backends (each queue's watcher completes its own events).
   std::vector<std::shared_ptr<detail::EventState>> waited_;
+  std::unique_ptr<EventWatcher> watcher_;  // declared last: stops before the rest goes
 };
 
 }  // namespace hdsm::cuda

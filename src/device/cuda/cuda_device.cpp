@@ -58,7 +58,9 @@ cudaEvent_t EventPool::take() {
     }
   }
   cudaEvent_t e = nullptr;
-  check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags", device_);
+  // Blocking sync: EventWatcher sleeps in cudaEventSynchronize once it has spun for a while.
+  check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming | cudaEventBlockingSync),
+        "cudaEventCreateWithFlags", device_);
   return e;
 }
 

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nvtx3/nvToolsExt.h>
 
+#include <algorithm>
 #include <atomic>
 #include <utility>
 
@@ -23,42 +24,75 @@ class NvtxRange {
   NvtxRange& operator=(const NvtxRange&) = delete;
 };
 
-/// What a stream callback needs to complete an event. No CUDA call is made there (not even
-/// cudaGetErrorString): the message is built from our own table of kernel faults.
-struct Recorded {
-  std::shared_ptr<detail::EventState> state;
-  std::string device;
-  std::vector<std::shared_ptr<detail::EventState>> after;  // complete the state only after these
-};
+}  // namespace
 
-void CUDART_CB on_recorded(cudaStream_t, cudaError_t status, void* data) {
-  const std::unique_ptr<Recorded> recorded(static_cast<Recorded*>(data));
-  std::exception_ptr error;
-  if (status != cudaSuccess) {
-    const char* fault = kernel_fault_name(status);
-    const std::string message = fmt::format(
-        "CUDA work queued on {} before an event failed: {} ({}); synchronize its queue for the "
-        "CUDA error's description",
-        recorded->device, fault != nullptr ? fault : "CUDA error", static_cast<int>(status));
-    error = fault != nullptr ? std::make_exception_ptr(KernelFailure(message))
-                             : std::make_exception_ptr(Error(Errc::system, message));
+EventWatcher::EventWatcher(std::string device, int ordinal)
+    : device_(std::move(device)), ordinal_(ordinal), thread_([this] { run(); }) {}
+
+EventWatcher::~EventWatcher() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_.store(true, std::memory_order_release);
   }
-  // The last of the callback and the events waited for completes the state, on whichever thread
-  // completes it; nothing blocks here.
-  auto pending = std::make_shared<std::atomic<std::size_t>>(recorded->after.size() + 1);
-  auto finish = [pending, state = recorded->state, error](std::exception_ptr) {
-    if (pending->fetch_sub(1, std::memory_order_acq_rel) == 1) state->complete(error);
-  };
-  for (const auto& earlier : recorded->after) earlier->then(finish);
-  finish(nullptr);
+  cv_.notify_one();
+  thread_.join();
 }
 
-}  // namespace
+void EventWatcher::watch(Pending pending) {
+  {
+    std::lock_guard lock(mutex_);
+    pending_.push_back(std::move(pending));
+    count_.fetch_add(1, std::memory_order_release);
+  }
+  cv_.notify_one();
+}
+
+void EventWatcher::run() {
+  (void)cudaSetDevice(ordinal_);
+  for (;;) {
+    os::spin_until([&] { return count_.load(std::memory_order_acquire) != 0 || stop_.load(); });
+    Pending next;
+    {
+      std::unique_lock lock(mutex_);
+      cv_.wait(lock, [&] { return !pending_.empty() || stop_.load(std::memory_order_relaxed); });
+      if (pending_.empty()) return;  // stopped, nothing left
+      next = std::move(pending_.front());
+      pending_.pop_front();
+    }
+    finish(std::move(next));
+    count_.fetch_sub(1, std::memory_order_release);
+  }
+}
+
+void EventWatcher::finish(Pending pending) {
+  const cudaEvent_t event = pending.state->event;
+  cudaError_t status = cudaEventQuery(event);
+  if (status == cudaErrorNotReady &&
+      !os::spin_until([&] { return (status = cudaEventQuery(event)) != cudaErrorNotReady; }))
+    status = cudaEventSynchronize(event);  // a blocking-sync event: sleeps until the device is done
+  std::exception_ptr error;
+  if (status != cudaSuccess) {
+    (void)cudaGetLastError();
+    const std::string message = fmt::format("CUDA work queued on {} before an event failed: {} ({})", device_,
+                                            cudaGetErrorString(status), cudaGetErrorName(status));
+    error = kernel_fault_name(status) != nullptr ? std::make_exception_ptr(KernelFailure(message))
+                                                 : std::make_exception_ptr(Error(Errc::system, message));
+  }
+  // The last of this event and the events its queue waited for completes the state, on whichever
+  // thread completes it; nothing blocks here.
+  auto left = std::make_shared<std::atomic<std::size_t>>(pending.after.size() + 1);
+  auto done = [left, state = pending.state, error](std::exception_ptr) {
+    if (left->fetch_sub(1, std::memory_order_acq_rel) == 1) state->complete(error);
+  };
+  for (const auto& earlier : pending.after) earlier->then(done);
+  done(nullptr);
+}
 
 CudaQueue::CudaQueue(CudaDevice& device) : device_(device) {
   device_.activate();
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags",
         device.name());
+  watcher_ = std::make_unique<EventWatcher>(device.name(), device.ordinal());
 }
 
 CudaQueue::~CudaQueue() {
@@ -179,20 +213,16 @@ Event CudaQueue::record() {
   // The state owns the event from here on, so a failure below gives it back to the pool.
   auto state = std::make_shared<CudaEventState>(device_.events(), device_.events()->take());
   check(cudaEventRecord(state->event, stream_), "cudaEventRecord", device_.name());
-  auto recorded = std::make_unique<Recorded>(Recorded{state, device_.name(), {}});
+  EventWatcher::Pending pending{state, {}};
   {
     std::lock_guard lock(mutex_);
-    recorded->after.swap(waited_);
+    pending.after.swap(waited_);
   }
-  // cudaStreamAddCallback rather than cudaLaunchHostFunc: it still runs after a fault of earlier
-  // work, with the error, where a host function would never run and the event never complete.
-  const cudaError_t added = cudaStreamAddCallback(stream_, on_recorded, recorded.get(), 0);
-  if (added != cudaSuccess) {
-    std::lock_guard lock(mutex_);
-    waited_.insert(waited_.end(), recorded->after.begin(), recorded->after.end());
-  }
-  check(added, "cudaStreamAddCallback", device_.name());
-  recorded.release();  // on_recorded deletes it
+  state->alone = std::all_of(pending.after.begin(), pending.after.end(), [&](const auto& earlier) {
+    const auto* cuda = dynamic_cast<const CudaEventState*>(earlier.get());
+    return cuda != nullptr && cuda->pool == state->pool;
+  });
+  watcher_->watch(std::move(pending));
   return Event(std::move(state));
 }
 
@@ -207,15 +237,12 @@ void CudaQueue::wait(const Event& event) {
     return;
   }
   // An event of another backend (sim, opencl): the calling thread waits for it here, so later work
-  // of this queue is enqueued only once it has completed. Not a stream callback that blocks until
-  // then: CUDA may run the callbacks of all streams on one thread, and a foreign event that itself
-  // waits for a CUDA event (whose completion is such a callback) would then never complete. This
-  // wait cannot deadlock: everything the event depends on was enqueued before it was recorded.
-  std::unique_lock lock(state->mutex);
-  state->done_cv.wait(lock, [&] { return state->done; });
-  if (state->error) {
+  // of this queue is enqueued only once it has completed (CUDA has no way to make a stream wait for
+  // a host-side condition without holding up a driver thread). This wait cannot deadlock:
+  // everything the event depends on was enqueued before it was recorded.
+  if (std::exception_ptr error = state->wait()) {
     std::lock_guard mine(mutex_);
-    if (!error_) error_ = state->error;  // synchronize() rethrows it
+    if (!error_) error_ = error;  // synchronize() rethrows it
   }
 }
 
