@@ -116,7 +116,7 @@ ObjectId Directory::insert(unsigned segment, std::size_t bytes) {
     slots_by_id_.emplace(next_id_, slot);
   } catch (...) {
     if (slot != 0) {
-      slot_at(slot).object = Object{};
+      slot_at(slot).object.reset();
       slot_at(slot).next_free = free_slot_;
       free_slot_ = slot;
     }
@@ -167,7 +167,7 @@ void Directory::erase(ObjectId id) {
   }
   seg.heap.release(object.offset, object.bytes);
   slots_by_id_.erase(it);
-  object = Object{};
+  object.reset();
   slot_at(slot).next_free = free_slot_;
   free_slot_ = slot;
 }

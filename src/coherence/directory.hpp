@@ -46,7 +46,18 @@ struct Object {
   std::size_t bytes = 0;           // as requested
   std::size_t blocks = 0;          // ceil(bytes / block size)
   std::vector<BlockState> states;  // one per block, all invalid until the caller's protocol sets them
-  void* owner = nullptr;           // the caller's record of the object (SharedSpace: its Entry)
+  /// The caller's record of the object (SharedSpace: its Entry). Atomic: the fault handler reads it
+  /// while free() clears it.
+  std::atomic<void*> owner{nullptr};
+
+  /// Back to a free slot's state (its block states' memory given back).
+  void reset() {
+    id = 0;
+    segment = 0;
+    offset = bytes = blocks = 0;
+    states = {};
+    owner.store(nullptr, std::memory_order_relaxed);
+  }
 };
 
 class Directory {

@@ -118,7 +118,7 @@ void* SharedSpace::alloc(std::size_t bytes, unsigned device) {
                           kRunBudget);
     object->states.assign(object->blocks, start.next);
     if (kind_ == ProtocolKind::rolling) e->window_places.assign(object->blocks, RollingWindow::kOutside);
-    object->owner = e.get();
+    object->owner.store(e.get(), std::memory_order_release);
     {
       std::lock_guard lock(objects_mutex_);
       objects_.emplace(id, e);
@@ -160,7 +160,7 @@ void SharedSpace::free(void* p) {
   } catch (const std::exception&) {  // a failed upload of data that is being thrown away
   }
   settle_on_host(*e);  // copies into or out of the buffer that is about to go
-  object->owner = nullptr;
+  object->owner.store(nullptr, std::memory_order_release);
   e->live = false;
   if (kind_ == ProtocolKind::rolling) {
     std::lock_guard window_lock(window_mutex_);
@@ -410,7 +410,7 @@ HDSM_FAULT_PATH bool SharedSpace::resolve_in_handler(void* address, os::FaultAcc
   if (access != os::FaultAccess::write || kind_ == ProtocolKind::batch || tracer_ != nullptr) return false;
   const Directory::Hit hit = directory_.lookup(address);
   if (hit.object == nullptr) return false;
-  auto* e = static_cast<Entry*>(hit.object->owner);
+  auto* e = static_cast<Entry*>(hit.object->owner.load(std::memory_order_acquire));
   if (e == nullptr) return false;
   std::unique_lock lock(e->mutex, std::try_to_lock);
   if (!lock.owns_lock()) return false;

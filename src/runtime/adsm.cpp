@@ -158,6 +158,7 @@ obs::LockWaitSink RuntimeImpl::lock_sink() {
 }
 
 coherence::SharedSpace& RuntimeImpl::shared_space() {
+  if (coherence::SharedSpace* space = space_published_.load(std::memory_order_acquire)) return *space;
   std::lock_guard lock(space_mutex_);
   if (space_) return *space_;
   const auto kind = coherence::parse_protocol(config.get(knob_name(Knob::protocol)));
@@ -177,6 +178,7 @@ coherence::SharedSpace& RuntimeImpl::shared_space() {
     space_.reset();
     throw;
   }
+  space_published_.store(space_.get(), std::memory_order_release);
   return *space_;
 }
 
@@ -197,13 +199,14 @@ coherence::SharedSpace::CopySetup RuntimeImpl::copy_setup() {
 }
 
 coherence::SharedSpace* RuntimeImpl::existing_space() {
-  std::lock_guard lock(space_mutex_);
-  return space_.get();
+  return space_published_.load(std::memory_order_acquire);
 }
 
 void RuntimeImpl::destroy_space() noexcept {
   std::lock_guard lock(space_mutex_);
   if (!space_) return;
+  // Only the runtime's destructor gets here, once no call of the program can be running on it.
+  space_published_.store(nullptr, std::memory_order_release);
   shared_ranges.remove(self);
   for (DeviceCalls& d : device_calls) {
     std::lock_guard lock(d.mutex);

@@ -154,9 +154,10 @@ Runtime::~Runtime() = default;
 namespace {
 
 struct DefaultRuntime {
-  std::mutex mutex;
+  std::mutex mutex;  // creation and the settings; never taken once the runtime is published
   std::vector<std::pair<std::string, std::string>> settings;  // programmatic, applied over the environment
   std::unique_ptr<Runtime> runtime;
+  std::atomic<Runtime*> published{nullptr};  // runtime.get() once it is made: what every call reads
 };
 
 DefaultRuntime& default_runtime() {
@@ -180,11 +181,14 @@ void detail::set_default_knob(std::string_view knob, std::string_view value) {
 
 Runtime& Runtime::instance() {
   auto& d = default_runtime();
+  // Every call, sync and memcpy of the default runtime comes here: one acquire load once it exists.
+  if (Runtime* rt = d.published.load(std::memory_order_acquire)) return *rt;
   std::lock_guard lock(d.mutex);
   if (!d.runtime) {
     Config config = Config::from_environment();
     for (const auto& [knob, value] : d.settings) config.set(knob, value);
     d.runtime = std::make_unique<Runtime>(std::move(config));
+    d.published.store(d.runtime.get(), std::memory_order_release);
   }
   return *d.runtime;
 }

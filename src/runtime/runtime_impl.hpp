@@ -16,6 +16,7 @@
 #include "obs/trace.hpp"
 #include "runtime/unified.hpp"
 
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -91,8 +92,9 @@ struct RuntimeImpl {
   obs::LockWaitSink lock_sink();
 
  private:
-  std::mutex space_mutex_;
+  std::mutex space_mutex_;  // creation and destruction of the space; the accessors read space_published_
   std::unique_ptr<coherence::SharedSpace> space_;
+  std::atomic<coherence::SharedSpace*> space_published_{nullptr};
   std::mutex staging_mutex_;
   std::unique_ptr<StagingPool> staging_;
   std::unique_ptr<StagingPool> mpi_staging_;
