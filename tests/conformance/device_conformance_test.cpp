@@ -50,10 +50,7 @@ class DeviceConformance : public ::testing::TestWithParam<std::string> {
   }
 
   static std::vector<unsigned char> pattern(std::size_t n, unsigned seed) {
-    std::vector<unsigned char> v(n);
-    for (std::size_t i = 0; i < n; ++i)
-      v[i] = static_cast<unsigned char>((i * 131 + seed * 17 + (i >> 9)) & 0xFF);
-    return v;
+    return hdsm::test::pattern(n, seed);
   }
 
   std::unique_ptr<hdsm::Runtime> runtime_;

@@ -11,6 +11,8 @@
 
 namespace {
 
+using hdsm::test::pattern;
+
 using namespace mpi_test;
 
 constexpr std::size_t kBytes = 5 * kChunk + 76;  // a multiple of 4: also read as unsigned ints
@@ -18,12 +20,6 @@ constexpr std::size_t kBytes = 5 * kChunk + 76;  // a multiple of 4: also read a
 std::uint64_t faults(const hdsm::Runtime& rt) { return rt.stats().read_faults + rt.stats().write_faults; }
 
 /// The pattern `salt` over [first, first + n), as the host sees it.
-std::vector<unsigned char> pattern(std::size_t n, int salt, std::size_t first = 0) {
-  std::vector<unsigned char> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = expected(first + i, salt);
-  return v;
-}
-
 /// The element-wise unsigned sum of the patterns `a` and `b` of kBytes, as bytes.
 std::vector<unsigned char> sum_of(int a, int b) {
   const std::vector<unsigned char> x = pattern(kBytes, a), y = pattern(kBytes, b);

@@ -29,13 +29,13 @@ inline int rank() {
 }
 
 inline unsigned char expected(std::size_t i, int salt) {
-  return static_cast<unsigned char>(salt + i * 131 + (i >> 10));
+  return hdsm::test::pattern_byte(i, static_cast<std::uint64_t>(salt));
 }
 
 inline const hdsm::Kernel& fill_kernel() {
   static const hdsm::Kernel k =
       hdsm::per_thread("mpi_fill", [](const hdsm::Thread& t, unsigned char* p, std::uint64_t n, int salt) {
-        if (const auto i = t.global_x(); i < n) p[i] = static_cast<unsigned char>(salt + i * 131 + (i >> 10));
+        if (const auto i = t.global_x(); i < n) p[i] = expected(i, salt);
       });
   return k;
 }

@@ -17,6 +17,8 @@
 
 namespace {
 
+using hdsm::test::pattern;
+
 constexpr std::size_t kBytes = 256 * 1024;
 
 const hdsm::Kernel& fill_range_kernel() {
@@ -34,12 +36,6 @@ const hdsm::Kernel& copy_kernel() {
         if (const auto i = t.global_x(); i < n) dst[i] = src[i];
       });
   return k;
-}
-
-std::vector<unsigned char> pattern(std::size_t n, unsigned seed) {
-  std::vector<unsigned char> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<unsigned char>((i * 131 + seed * 17) % 251);
-  return v;
 }
 
 /// How a call names the object it shares with an asynchronous copy.

@@ -18,16 +18,12 @@
 
 namespace {
 
+using hdsm::test::pattern;
+
 using hdsm::CopyRoute;
 
 constexpr std::size_t KiB = 1024, MiB = 1024 * KiB;
 constexpr std::size_t kBytes = 4 * MiB;  // large enough that staging pageable memory pays
-
-std::vector<unsigned char> pattern(std::size_t n, unsigned salt) {
-  std::vector<unsigned char> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<unsigned char>((i * 2654435761u + salt) >> 11);
-  return v;
-}
 
 /// The first byte where [p, p + n) differs from `want`, or -1.
 long first_difference(const void* p, const std::vector<unsigned char>& want) {

@@ -24,6 +24,8 @@
 
 namespace {
 
+using hdsm::test::pattern;
+
 constexpr std::size_t kBlock = 4096;
 
 const hdsm::Kernel& stamp_kernel() {
@@ -32,12 +34,6 @@ const hdsm::Kernel& stamp_kernel() {
         if (const auto i = t.global_x(); i < n) p[i] = static_cast<unsigned char>(i % 251);
       });
   return k;
-}
-
-std::vector<unsigned char> pattern(std::size_t n, unsigned salt) {
-  std::vector<unsigned char> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<unsigned char>(i * 13 + salt);
-  return v;
 }
 
 int memfd_with(const std::vector<unsigned char>& data) {

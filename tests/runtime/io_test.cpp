@@ -25,6 +25,8 @@
 
 namespace {
 
+using hdsm::test::pattern;
+
 constexpr std::size_t kBlock = 4096;
 
 const hdsm::Kernel& fill_kernel() {
@@ -49,12 +51,6 @@ std::vector<unsigned char> contents(int fd) {
   std::vector<unsigned char> out(static_cast<std::size_t>(size));
   EXPECT_EQ(::pread(fd, out.data(), out.size(), 0), size);
   return out;
-}
-
-std::vector<unsigned char> pattern(std::size_t n, unsigned salt) {
-  std::vector<unsigned char> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<unsigned char>(i * 31 + salt + (i >> 12));
-  return v;
 }
 
 std::uint64_t faults(const hdsm::Stats& s) { return s.read_faults + s.write_faults; }

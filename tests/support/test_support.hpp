@@ -1,9 +1,11 @@
-// What several test programs share: a fast sim configuration and the set-up of death tests.
+// What several test programs share: test data patterns, a fast sim configuration, the set-up of death
+// tests and private scratch directories.
 #pragma once
 
 #include <hdsm/config.hpp>
 
 #include <csignal>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -13,6 +15,19 @@
 #include <unistd.h>
 
 namespace hdsm::test {
+
+/// Byte i of the test pattern `salt`: it changes with the index within a page and from page to page
+/// (so a block or chunk moved to the wrong place shows) and with the salt.
+constexpr unsigned char pattern_byte(std::uint64_t i, std::uint64_t salt) {
+  return static_cast<unsigned char>(i * 131 + salt * 17 + (i >> 10));
+}
+
+/// n bytes of the pattern `salt`, from index `first` on.
+inline std::vector<unsigned char> pattern(std::size_t n, std::uint64_t salt, std::size_t first = 0) {
+  std::vector<unsigned char> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = pattern_byte(first + i, salt);
+  return v;
+}
 
 /// Sim devices without the link model (copies at memory speed, no latency) and with poisoning, so a
 /// test that reads data nobody moved sees garbage; shared memory in 1 GiB segments of `block`
