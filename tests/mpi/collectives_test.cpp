@@ -19,23 +19,40 @@ constexpr std::size_t kBytes = 5 * kChunk + 76;  // a multiple of 4: also read a
 
 std::uint64_t faults(const hdsm::Runtime& rt) { return rt.stats().read_faults + rt.stats().write_faults; }
 
-/// The pattern `salt` over [first, first + n), as the host sees it.
-/// The element-wise unsigned sum of the patterns `a` and `b` of kBytes, as bytes.
-std::vector<unsigned char> sum_of(int a, int b) {
-  const std::vector<unsigned char> x = pattern(kBytes, a), y = pattern(kBytes, b);
-  std::vector<unsigned char> out(kBytes);
-  for (std::size_t i = 0; i < kBytes; i += sizeof(unsigned)) {
-    unsigned u = 0, v = 0;
-    std::memcpy(&u, x.data() + i, sizeof u);
-    std::memcpy(&v, y.data() + i, sizeof v);
-    const unsigned s = u + v;
-    std::memcpy(out.data() + i, &s, sizeof s);
+/// The element-wise unsigned sum of the patterns `first`, `first` + 1, ... of every rank (kBytes
+/// each), as bytes.
+std::vector<unsigned char> sum_of_ranks(int first) {
+  std::vector<unsigned char> out(kBytes, 0);
+  for (int r = 0; r < world_size(); ++r) {
+    const std::vector<unsigned char> x = pattern(kBytes, first + r);
+    for (std::size_t i = 0; i < kBytes; i += sizeof(unsigned)) {
+      unsigned u = 0, s = 0;
+      std::memcpy(&u, x.data() + i, sizeof u);
+      std::memcpy(&s, out.data() + i, sizeof s);
+      s += u;
+      std::memcpy(out.data() + i, &s, sizeof s);
+    }
   }
   return out;
 }
 
+/// The patterns `first`, `first` + 1, ... of every rank (kBytes each, from index `from` on), one
+/// after the other: what a gather of each rank's pattern gives.
+std::vector<unsigned char> concatenated(int first, std::size_t from = 0) {
+  std::vector<unsigned char> out;
+  for (int r = 0; r < world_size(); ++r) {
+    const std::vector<unsigned char> x = pattern(kBytes, first + r, from);
+    out.insert(out.end(), x.begin(), x.end());
+  }
+  return out;
+}
+
+/// Every rank of MPI_COMM_WORLD takes part, however many there are.
 class Collectives : public Mpi {
  protected:
+  Collectives() { pairs_only_ = false; }
+  int rank() const { return world_rank(); }
+
   /// The bytes of the shared object `p` (a bulk copy: no fault).
   std::vector<unsigned char> bytes(const unsigned char* p, std::size_t n) {
     std::vector<unsigned char> v(n);
@@ -53,49 +70,46 @@ class Collectives : public Mpi {
 };
 
 TEST_F(Collectives, EachCollectiveOnDeviceValidObjectsGivesLibmpisResultWithoutFaults) {
-  const int me = rank();
+  const int me = rank(), ranks = world_size(), last = ranks - 1;
+  const std::size_t all_bytes = kBytes * static_cast<std::size_t>(ranks);
   const int count = static_cast<int>(kBytes), ints = static_cast<int>(kBytes / sizeof(unsigned));
   unsigned char* bcast = me == 0 ? device_valid(kBytes, 40) : empty(kBytes);
   unsigned char* mine = device_valid(kBytes, 41 + me);
   unsigned char* sum = empty(kBytes);
   unsigned char* reduced = empty(kBytes);
   unsigned char* in_place = device_valid(kBytes, 41 + me);
-  unsigned char* gathered = empty(2 * kBytes);
-  unsigned char* scatter_from = device_valid(2 * kBytes, 43);
+  unsigned char* gathered = empty(all_bytes);
+  unsigned char* scatter_from = device_valid(all_bytes, 43);
   unsigned char* scattered = empty(kBytes);
-  unsigned char* all = empty(2 * kBytes);
-  unsigned char* to_all = device_valid(2 * kBytes, 44 + me);
-  unsigned char* from_all = empty(2 * kBytes);
+  unsigned char* all = empty(all_bytes);
+  unsigned char* to_all = device_valid(all_bytes, 100 + me);
+  unsigned char* from_all = empty(all_bytes);
   rt_.reset_stats();
 
   ASSERT_EQ(MPI_Bcast(bcast, count, MPI_BYTE, 0, MPI_COMM_WORLD), MPI_SUCCESS);
   ASSERT_EQ(MPI_Allreduce(mine, sum, ints, MPI_UNSIGNED, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
-  ASSERT_EQ(MPI_Reduce(mine, reduced, ints, MPI_UNSIGNED, MPI_SUM, 1, MPI_COMM_WORLD), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Reduce(mine, reduced, ints, MPI_UNSIGNED, MPI_SUM, last, MPI_COMM_WORLD), MPI_SUCCESS);
   ASSERT_EQ(MPI_Allreduce(MPI_IN_PLACE, in_place, ints, MPI_UNSIGNED, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
   ASSERT_EQ(MPI_Gather(mine, count, MPI_BYTE, gathered, count, MPI_BYTE, 0, MPI_COMM_WORLD), MPI_SUCCESS);
-  ASSERT_EQ(MPI_Scatter(scatter_from, count, MPI_BYTE, scattered, count, MPI_BYTE, 1, MPI_COMM_WORLD),
+  ASSERT_EQ(MPI_Scatter(scatter_from, count, MPI_BYTE, scattered, count, MPI_BYTE, last, MPI_COMM_WORLD),
             MPI_SUCCESS);
   ASSERT_EQ(MPI_Allgather(mine, count, MPI_BYTE, all, count, MPI_BYTE, MPI_COMM_WORLD), MPI_SUCCESS);
   ASSERT_EQ(MPI_Alltoall(to_all, count, MPI_BYTE, from_all, count, MPI_BYTE, MPI_COMM_WORLD), MPI_SUCCESS);
   EXPECT_EQ(faults(rt_), 0u) << "a collective touched a shared object through its user view";
 
   EXPECT_EQ(bytes(bcast, kBytes), pattern(kBytes, 40)) << "MPI_Bcast";
-  EXPECT_EQ(bytes(sum, kBytes), sum_of(41, 42)) << "MPI_Allreduce";
-  EXPECT_EQ(bytes(in_place, kBytes), sum_of(41, 42)) << "MPI_Allreduce in place";
-  EXPECT_EQ(bytes(reduced, kBytes), me == 1 ? sum_of(41, 42) : std::vector<unsigned char>(kBytes, 0))
+  EXPECT_EQ(bytes(sum, kBytes), sum_of_ranks(41)) << "MPI_Allreduce";
+  EXPECT_EQ(bytes(in_place, kBytes), sum_of_ranks(41)) << "MPI_Allreduce in place";
+  EXPECT_EQ(bytes(reduced, kBytes), me == last ? sum_of_ranks(41) : std::vector<unsigned char>(kBytes, 0))
       << "MPI_Reduce: the root's buffer only";
-  std::vector<unsigned char> both = pattern(kBytes, 41);
-  const std::vector<unsigned char> second = pattern(kBytes, 42);
-  both.insert(both.end(), second.begin(), second.end());
-  EXPECT_EQ(bytes(gathered, 2 * kBytes), me == 0 ? both : std::vector<unsigned char>(2 * kBytes, 0))
+  EXPECT_EQ(bytes(gathered, all_bytes), me == 0 ? concatenated(41) : std::vector<unsigned char>(all_bytes, 0))
       << "MPI_Gather";
-  EXPECT_EQ(bytes(scattered, kBytes), pattern(kBytes, 43, me * kBytes)) << "MPI_Scatter";
-  EXPECT_EQ(bytes(all, 2 * kBytes), both) << "MPI_Allgather";
-  // Rank s's segment r of its pattern 44 + s goes to rank r, at segment s.
-  std::vector<unsigned char> want = pattern(kBytes, 44, me * kBytes);
-  const std::vector<unsigned char> from_other = pattern(kBytes, 45, me * kBytes);
-  want.insert(want.end(), from_other.begin(), from_other.end());
-  EXPECT_EQ(bytes(from_all, 2 * kBytes), want) << "MPI_Alltoall";
+  EXPECT_EQ(bytes(scattered, kBytes), pattern(kBytes, 43, static_cast<std::size_t>(me) * kBytes))
+      << "MPI_Scatter";
+  EXPECT_EQ(bytes(all, all_bytes), concatenated(41)) << "MPI_Allgather";
+  // Rank s's segment r of its pattern 100 + s goes to rank r, at segment s.
+  EXPECT_EQ(bytes(from_all, all_bytes), concatenated(100, static_cast<std::size_t>(me) * kBytes))
+      << "MPI_Alltoall";
 }
 
 TEST_F(Collectives, HostBuffersBesideSharedOnesPassThrough) {
@@ -104,14 +118,19 @@ TEST_F(Collectives, HostBuffersBesideSharedOnesPassThrough) {
   unsigned char* host = buffer(Where::host, kBytes, 41 + me);
   unsigned char* sum = empty(kBytes);
   ASSERT_EQ(MPI_Allreduce(host, sum, ints, MPI_UNSIGNED, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
-  EXPECT_EQ(bytes(sum, kBytes), sum_of(41, 42));
+  EXPECT_EQ(bytes(sum, kBytes), sum_of_ranks(41));
   unsigned char* shared = device_valid(kBytes, 41 + me);
   unsigned char* host_sum = buffer(Where::host, kBytes, -1);
   ASSERT_EQ(MPI_Allreduce(shared, host_sum, ints, MPI_UNSIGNED, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
-  EXPECT_EQ(std::vector<unsigned char>(host_sum, host_sum + kBytes), sum_of(41, 42));
+  EXPECT_EQ(std::vector<unsigned char>(host_sum, host_sum + kBytes), sum_of_ranks(41));
 }
 
-TEST_F(MpiErrors, ACollectiveBufferLeavingItsObjectIsRefused) {
+class CollectiveErrors : public MpiErrors {
+ protected:
+  CollectiveErrors() { pairs_only_ = false; }
+};
+
+TEST_F(CollectiveErrors, ACollectiveBufferLeavingItsObjectIsRefused) {
   unsigned char* p = buffer(Where::shared_on_device, 1000, 46);
   unsigned char* out = buffer(Where::shared_on_device, 1000, -1);
   EXPECT_EQ(error_class(MPI_Allreduce(p, out, 1001, MPI_BYTE, MPI_BOR, MPI_COMM_WORLD)), MPI_ERR_BUFFER);

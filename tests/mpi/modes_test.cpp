@@ -35,26 +35,26 @@ TEST_F(Mpi, EverySendModeFromADeviceValidObjectArrivesWithoutFaults) {
       if (rank() == 0) {
         const unsigned char* p = buffer(Where::shared_on_device, n, salt);
         rt_.reset_stats();
-        MPI_Barrier(MPI_COMM_WORLD);  // a ready send needs the receive posted
+        MPI_Barrier(comm_);  // a ready send needs the receive posted
         MPI_Request r = MPI_REQUEST_NULL;
         switch (mode) {
           case 0:
-            ASSERT_EQ(MPI_Ssend(p, count, MPI_BYTE, 1, salt, MPI_COMM_WORLD), MPI_SUCCESS);
+            ASSERT_EQ(MPI_Ssend(p, count, MPI_BYTE, 1, salt, comm_), MPI_SUCCESS);
             break;
           case 1:
-            ASSERT_EQ(MPI_Rsend(p, count, MPI_BYTE, 1, salt, MPI_COMM_WORLD), MPI_SUCCESS);
+            ASSERT_EQ(MPI_Rsend(p, count, MPI_BYTE, 1, salt, comm_), MPI_SUCCESS);
             break;
           case 2:
-            ASSERT_EQ(MPI_Bsend(p, count, MPI_BYTE, 1, salt, MPI_COMM_WORLD), MPI_SUCCESS);
+            ASSERT_EQ(MPI_Bsend(p, count, MPI_BYTE, 1, salt, comm_), MPI_SUCCESS);
             break;
           case 3:
-            ASSERT_EQ(MPI_Issend(p, count, MPI_BYTE, 1, salt, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+            ASSERT_EQ(MPI_Issend(p, count, MPI_BYTE, 1, salt, comm_, &r), MPI_SUCCESS);
             break;
           case 4:
-            ASSERT_EQ(MPI_Irsend(p, count, MPI_BYTE, 1, salt, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+            ASSERT_EQ(MPI_Irsend(p, count, MPI_BYTE, 1, salt, comm_, &r), MPI_SUCCESS);
             break;
           default:
-            ASSERT_EQ(MPI_Ibsend(p, count, MPI_BYTE, 1, salt, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+            ASSERT_EQ(MPI_Ibsend(p, count, MPI_BYTE, 1, salt, comm_, &r), MPI_SUCCESS);
             break;
         }
         ASSERT_EQ(MPI_Wait(&r, MPI_STATUS_IGNORE), MPI_SUCCESS);
@@ -62,8 +62,8 @@ TEST_F(Mpi, EverySendModeFromADeviceValidObjectArrivesWithoutFaults) {
       } else {
         unsigned char* p = buffer(Where::shared_on_host, n, -1);
         MPI_Request r;
-        ASSERT_EQ(MPI_Irecv(p, count, MPI_BYTE, 0, salt, MPI_COMM_WORLD, &r), MPI_SUCCESS);
-        MPI_Barrier(MPI_COMM_WORLD);
+        ASSERT_EQ(MPI_Irecv(p, count, MPI_BYTE, 0, salt, comm_, &r), MPI_SUCCESS);
+        MPI_Barrier(comm_);
         MPI_Status st;
         ASSERT_EQ(MPI_Wait(&r, &st), MPI_SUCCESS);
         expect_status(st, 0, salt, n);
@@ -88,18 +88,18 @@ TEST_F(Mpi, SynchronousSendsWaitForTheReceiveAndBufferedOnesDoNot) {
       const unsigned char* s = buffer(Where::shared_on_device, bytes, 120);
       const unsigned char* b = buffer(Where::shared_on_device, bytes, 121);
       MPI_Request sync, buffered;
-      ASSERT_EQ(MPI_Issend(s, count, MPI_BYTE, 1, 120, MPI_COMM_WORLD, &sync), MPI_SUCCESS);
-      ASSERT_EQ(MPI_Ibsend(b, count, MPI_BYTE, 1, 121, MPI_COMM_WORLD, &buffered), MPI_SUCCESS);
+      ASSERT_EQ(MPI_Issend(s, count, MPI_BYTE, 1, 120, comm_, &sync), MPI_SUCCESS);
+      ASSERT_EQ(MPI_Ibsend(b, count, MPI_BYTE, 1, 121, comm_, &buffered), MPI_SUCCESS);
       EXPECT_TRUE(completes_within(buffered, 2000)) << "a buffered send waited for its receive";
       EXPECT_FALSE(completes_within(sync, 50)) << "a synchronous send completed before its receive";
-      MPI_Barrier(MPI_COMM_WORLD);
+      MPI_Barrier(comm_);
       ASSERT_EQ(MPI_Wait(&sync, MPI_STATUS_IGNORE), MPI_SUCCESS);
     } else {
-      MPI_Barrier(MPI_COMM_WORLD);  // nothing is received before rank 0 has looked
+      MPI_Barrier(comm_);  // nothing is received before rank 0 has looked
       unsigned char* p = buffer(Where::shared_on_host, bytes, -1);
-      ASSERT_EQ(MPI_Recv(p, count, MPI_BYTE, 0, 120, MPI_COMM_WORLD, MPI_STATUS_IGNORE), MPI_SUCCESS);
+      ASSERT_EQ(MPI_Recv(p, count, MPI_BYTE, 0, 120, comm_, MPI_STATUS_IGNORE), MPI_SUCCESS);
       expect_pattern(p, bytes, 120, "synchronous");
-      ASSERT_EQ(MPI_Recv(p, count, MPI_BYTE, 0, 121, MPI_COMM_WORLD, MPI_STATUS_IGNORE), MPI_SUCCESS);
+      ASSERT_EQ(MPI_Recv(p, count, MPI_BYTE, 0, 121, comm_, MPI_STATUS_IGNORE), MPI_SUCCESS);
       expect_pattern(p, bytes, 121, "buffered");
     }
   }
@@ -119,9 +119,8 @@ TEST_F(Mpi, PersistentRequestsCarryEveryStartWhole) {
     unsigned char* in = buffer(to, n, -1);
     unsigned char* out = buffer(Where::shared_on_device, n, -1);
     MPI_Request r[2];
-    ASSERT_EQ(MPI_Recv_init(in, static_cast<int>(n), MPI_BYTE, peer, 20, MPI_COMM_WORLD, &r[0]), MPI_SUCCESS);
-    ASSERT_EQ(MPI_Send_init(out, static_cast<int>(n), MPI_BYTE, peer, 20, MPI_COMM_WORLD, &r[1]),
-              MPI_SUCCESS);
+    ASSERT_EQ(MPI_Recv_init(in, static_cast<int>(n), MPI_BYTE, peer, 20, comm_, &r[0]), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Send_init(out, static_cast<int>(n), MPI_BYTE, peer, 20, comm_, &r[1]), MPI_SUCCESS);
     const MPI_Request handles[2] = {r[0], r[1]};
     for (int round = 0; round < 4; ++round) {
       SCOPED_TRACE("round " + std::to_string(round));
@@ -166,7 +165,7 @@ TEST_F(Mpi, PersistentRequestsCarryEveryStartWhole) {
 TEST_F(Mpi, AnInactivePersistentRequestCompletesAtOnceWithAnEmptyStatus) {
   unsigned char* in = buffer(Where::shared_on_host, 100, -1);
   MPI_Request r;
-  ASSERT_EQ(MPI_Recv_init(in, 100, MPI_BYTE, 1 - rank(), 21, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Recv_init(in, 100, MPI_BYTE, 1 - rank(), 21, comm_, &r), MPI_SUCCESS);
   const MPI_Request handle = r;
   MPI_Status st;
   st.MPI_SOURCE = st.MPI_TAG = 12345;
@@ -186,19 +185,18 @@ TEST_F(Mpi, AFreedActivePersistentSendStillDelivers) {
   if (rank() == 0) {
     unsigned char* out = buffer(Where::shared_on_device, n, 140);
     MPI_Request r;
-    ASSERT_EQ(MPI_Send_init(out, static_cast<int>(n), MPI_BYTE, 1, 22, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Send_init(out, static_cast<int>(n), MPI_BYTE, 1, 22, comm_, &r), MPI_SUCCESS);
     ASSERT_EQ(MPI_Start(&r), MPI_SUCCESS);
     ASSERT_EQ(MPI_Request_free(&r), MPI_SUCCESS);
     EXPECT_EQ(r, MPI_REQUEST_NULL);
-    MPI_Barrier(MPI_COMM_WORLD);  // blocks without driving: the receive drives the pair
-    ASSERT_EQ(MPI_Recv(nullptr, 0, MPI_BYTE, 1, 23, MPI_COMM_WORLD, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    MPI_Barrier(comm_);  // blocks without driving: the receive drives the pair
+    ASSERT_EQ(MPI_Recv(nullptr, 0, MPI_BYTE, 1, 23, comm_, MPI_STATUS_IGNORE), MPI_SUCCESS);
   } else {
-    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Barrier(comm_);
     unsigned char* in = buffer(Where::shared_on_host, n, -1);
-    ASSERT_EQ(MPI_Recv(in, static_cast<int>(n), MPI_BYTE, 0, 22, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
-              MPI_SUCCESS);
+    ASSERT_EQ(MPI_Recv(in, static_cast<int>(n), MPI_BYTE, 0, 22, comm_, MPI_STATUS_IGNORE), MPI_SUCCESS);
     expect_pattern(in, n, 140, "received");
-    ASSERT_EQ(MPI_Send(nullptr, 0, MPI_BYTE, 0, 23, MPI_COMM_WORLD), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Send(nullptr, 0, MPI_BYTE, 0, 23, comm_), MPI_SUCCESS);
   }
 }
 
@@ -210,7 +208,7 @@ TEST_F(Mpi, CancelledReceivesEndWithoutAMessage) {
     SCOPED_TRACE(name(into));
     unsigned char* p = buffer(into, 1000, -1);
     MPI_Request r;
-    ASSERT_EQ(MPI_Irecv(p, 1000, MPI_BYTE, peer, 99, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Irecv(p, 1000, MPI_BYTE, peer, 99, comm_, &r), MPI_SUCCESS);
     ASSERT_EQ(MPI_Cancel(&r), MPI_SUCCESS);
     MPI_Status st;
     ASSERT_TRUE(completes_within(r, 2000, &st)) << "a cancelled receive did not end";
@@ -220,8 +218,7 @@ TEST_F(Mpi, CancelledReceivesEndWithoutAMessage) {
   }
   unsigned char* p = buffer(Where::shared_on_host, kChunk * 3, -1);
   MPI_Request r;
-  ASSERT_EQ(MPI_Recv_init(p, static_cast<int>(kChunk * 3), MPI_BYTE, peer, 26, MPI_COMM_WORLD, &r),
-            MPI_SUCCESS);
+  ASSERT_EQ(MPI_Recv_init(p, static_cast<int>(kChunk * 3), MPI_BYTE, peer, 26, comm_, &r), MPI_SUCCESS);
   ASSERT_EQ(MPI_Start(&r), MPI_SUCCESS);
   ASSERT_EQ(MPI_Cancel(&r), MPI_SUCCESS);
   MPI_Status st;
@@ -229,10 +226,10 @@ TEST_F(Mpi, CancelledReceivesEndWithoutAMessage) {
   int cancelled = 0;
   MPI_Test_cancelled(&st, &cancelled);
   EXPECT_EQ(cancelled, 1);
-  MPI_Barrier(MPI_COMM_WORLD);  // both cancelled before any message of tag 26 is sent
+  MPI_Barrier(comm_);  // both cancelled before any message of tag 26 is sent
   ASSERT_EQ(MPI_Start(&r), MPI_SUCCESS);
   const unsigned char* out = buffer(Where::shared_on_device, kChunk * 3, 160 + rank());
-  ASSERT_EQ(MPI_Send(out, static_cast<int>(kChunk * 3), MPI_BYTE, peer, 26, MPI_COMM_WORLD), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Send(out, static_cast<int>(kChunk * 3), MPI_BYTE, peer, 26, comm_), MPI_SUCCESS);
   ASSERT_EQ(MPI_Wait(&r, &st), MPI_SUCCESS);
   MPI_Test_cancelled(&st, &cancelled);
   EXPECT_EQ(cancelled, 0);
@@ -244,11 +241,11 @@ TEST_F(Mpi, CancelledReceivesEndWithoutAMessage) {
 TEST_F(MpiErrors, StartingAnActivePersistentRequestIsRefused) {
   unsigned char* in = buffer(Where::host, 100, -1);
   MPI_Request r;
-  ASSERT_EQ(MPI_Recv_init(in, 100, MPI_BYTE, 1 - rank(), 24, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Recv_init(in, 100, MPI_BYTE, 1 - rank(), 24, comm_, &r), MPI_SUCCESS);
   ASSERT_EQ(MPI_Start(&r), MPI_SUCCESS);
   EXPECT_EQ(error_class(MPI_Start(&r)), MPI_ERR_REQUEST);
   const unsigned char* out = buffer(Where::host, 100, 150 + rank());
-  ASSERT_EQ(MPI_Send(out, 100, MPI_BYTE, 1 - rank(), 24, MPI_COMM_WORLD), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Send(out, 100, MPI_BYTE, 1 - rank(), 24, comm_), MPI_SUCCESS);
   ASSERT_EQ(MPI_Wait(&r, MPI_STATUS_IGNORE), MPI_SUCCESS);
   expect_pattern(in, 100, 150 + 1 - rank(), "received");
   ASSERT_EQ(MPI_Request_free(&r), MPI_SUCCESS);
@@ -257,7 +254,7 @@ TEST_F(MpiErrors, StartingAnActivePersistentRequestIsRefused) {
 TEST_F(MpiErrors, APersistentRequestOnAFreedObjectFailsAtStart) {
   auto* p = static_cast<unsigned char*>(rt_.alloc(1000));
   MPI_Request r;
-  ASSERT_EQ(MPI_Send_init(p, 1000, MPI_BYTE, 1 - rank(), 25, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Send_init(p, 1000, MPI_BYTE, 1 - rank(), 25, comm_, &r), MPI_SUCCESS);
   rt_.free(p);
   EXPECT_EQ(error_class(MPI_Start(&r)), MPI_ERR_BUFFER);
   ASSERT_EQ(MPI_Request_free(&r), MPI_SUCCESS);

@@ -1,7 +1,9 @@
-// The fixture of the libhdsm_mpi tests under `mpirun -np 2`: every test runs on both ranks, each
-// playing its part. Sim devices with poisoning, so a chunk that was never moved from the device
-// shows up as wrong data, and a chunk size of 16 KiB, so small messages already take the chunked
-// path.
+// The fixture of the libhdsm_mpi tests under `mpirun -np N` (ctest runs them with 1, 2 and 3 ranks).
+// Point-to-point tests run on pairs: ranks 2k and 2k + 1 of MPI_COMM_WORLD share a communicator of
+// their own (pair_comm), each playing its part; a rank without a partner (the only one, or the last
+// of an odd number) skips them. Collectives run on MPI_COMM_WORLD with every rank. Sim devices with
+// poisoning, so a chunk that was never moved from the device shows up as wrong data, and a chunk
+// size of 16 KiB, so small messages already take the chunked path.
 #pragma once
 
 #include <hdsm/hdsm.hpp>
@@ -22,10 +24,27 @@ namespace mpi_test {
 inline constexpr std::size_t kChunk = 16 * 1024;
 inline const std::size_t kSizes[] = {1000, 40, kChunk, 4 * kChunk, 5 * kChunk + 77};
 
-inline int rank() {
+inline int world_rank() {
   int r = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   return r;
+}
+
+inline int world_size() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+/// Ranks 2k and 2k + 1 of MPI_COMM_WORLD (the last rank of an odd number alone). Made by the first
+/// fixture, which every rank constructs at the same point of the run (MPI_Comm_split is collective).
+inline MPI_Comm pair_comm() {
+  static const MPI_Comm comm = [] {
+    MPI_Comm c = MPI_COMM_NULL;
+    MPI_Comm_split(MPI_COMM_WORLD, world_rank() / 2, world_rank(), &c);
+    return c;
+  }();
+  return comm;
 }
 
 inline unsigned char expected(std::size_t i, int salt) {
@@ -53,7 +72,23 @@ class Mpi : public ::testing::Test {
   Mpi()
       : rt_(hdsm::test::fast_sim_config("rolling", "4KiB")
                 .set("HDSM_MPI_CHUNK", "16KiB")
-                .set("HDSM_MPI_STAGING_BYTES", "64KiB")) {}
+                .set("HDSM_MPI_STAGING_BYTES", "64KiB")),
+        comm_(pair_comm()) {}
+
+  void SetUp() override {
+    int size = 0;
+    MPI_Comm_size(comm_, &size);
+    if (pairs_only_ && size != 2)
+      GTEST_SKIP() << "a point-to-point test needs a partner rank; world rank " << world_rank() << " of "
+                   << world_size() << " has none";
+  }
+
+  /// This rank in the test's pair (0 or 1).
+  int rank() const {
+    int r = 0;
+    MPI_Comm_rank(comm_, &r);
+    return r;
+  }
 
   /// A buffer of `n` bytes at `where` holding the pattern `salt` (or zeros with salt < 0).
   unsigned char* buffer(Where where, std::size_t n, int salt) {
@@ -95,14 +130,13 @@ class Mpi : public ::testing::Test {
   void send_four_kinds(std::size_t n, int tag) {
     MPI_Request r[4];
     const unsigned char* chunked = buffer(Where::shared_on_device, n, tag);
-    ASSERT_EQ(MPI_Isend(chunked, static_cast<int>(n), MPI_BYTE, 1, tag, MPI_COMM_WORLD, &r[0]), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Isend(chunked, static_cast<int>(n), MPI_BYTE, 1, tag, comm_, &r[0]), MPI_SUCCESS);
     const unsigned char* forty = buffer(Where::host, 40, tag + 1);
-    ASSERT_EQ(MPI_Isend(forty, 40, MPI_BYTE, 1, tag + 1, MPI_COMM_WORLD, &r[1]), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Isend(forty, 40, MPI_BYTE, 1, tag + 1, comm_, &r[1]), MPI_SUCCESS);
     const unsigned char* plain = buffer(Where::host, 1000, tag + 2);
-    ASSERT_EQ(MPI_Isend(plain, 1000, MPI_BYTE, 1, tag + 2, MPI_COMM_WORLD, &r[2]), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Isend(plain, 1000, MPI_BYTE, 1, tag + 2, comm_, &r[2]), MPI_SUCCESS);
     const unsigned char* again = buffer(Where::shared_on_host, n, tag + 3);
-    ASSERT_EQ(MPI_Isend(again, static_cast<int>(n), MPI_BYTE, 1, tag + 3, MPI_COMM_WORLD, &r[3]),
-              MPI_SUCCESS);
+    ASSERT_EQ(MPI_Isend(again, static_cast<int>(n), MPI_BYTE, 1, tag + 3, comm_, &r[3]), MPI_SUCCESS);
     ASSERT_EQ(MPI_Waitall(4, r, MPI_STATUSES_IGNORE), MPI_SUCCESS);
   }
 
@@ -111,6 +145,8 @@ class Mpi : public ::testing::Test {
   }
 
   hdsm::Runtime rt_;
+  MPI_Comm comm_;
+  bool pairs_only_ = true;  // false: the test runs on every rank (collectives, self-messages)
   std::vector<std::vector<unsigned char>> host_;
   std::vector<void*> shared_;
 };
@@ -129,10 +165,17 @@ inline int error_class(int code) {
   return c;
 }
 
+/// Errors are returned, not fatal, on both communicators the tests use.
 class MpiErrors : public Mpi {
  protected:
-  MpiErrors() { MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN); }
-  ~MpiErrors() override { MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL); }
+  MpiErrors() {
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  }
+  ~MpiErrors() override {
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_ARE_FATAL);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+  }
 };
 
 }  // namespace mpi_test

@@ -22,20 +22,50 @@ TEST_F(Mpi, BlockingSendRecvEveryPlacementAndSize) {
           if (rank() == sender) {
             const unsigned char* p = buffer(from, n, salt);
             rt_.reset_stats();
-            ASSERT_EQ(MPI_Send(p, static_cast<int>(n), MPI_BYTE, 1 - sender, salt, MPI_COMM_WORLD),
-                      MPI_SUCCESS);
+            ASSERT_EQ(MPI_Send(p, static_cast<int>(n), MPI_BYTE, 1 - sender, salt, comm_), MPI_SUCCESS);
           } else {
             unsigned char* p = buffer(to, n, -1);
             MPI_Status st;
             rt_.reset_stats();
-            ASSERT_EQ(MPI_Recv(p, static_cast<int>(n), MPI_BYTE, sender, salt, MPI_COMM_WORLD, &st),
-                      MPI_SUCCESS);
+            ASSERT_EQ(MPI_Recv(p, static_cast<int>(n), MPI_BYTE, sender, salt, comm_, &st), MPI_SUCCESS);
             expect_status(st, sender, salt, n);
             received = p;
           }
           EXPECT_EQ(rt_.stats().read_faults + rt_.stats().write_faults, 0u) << "an MPI transfer faulted";
           if (received != nullptr) expect_pattern(received, n, salt, what);
         }
+}
+
+// Every rank, also one without a partner (mpirun -np 1): messages to itself on MPI_COMM_SELF, both
+// halves nonblocking and driven by one MPI_Waitall, for every placement and size.
+class SelfMessages : public Mpi {
+ protected:
+  SelfMessages() { pairs_only_ = false; }
+};
+
+TEST_F(SelfMessages, EveryPlacementAndSizeArrivesWithoutFaults) {
+  const Where all[] = {Where::host, Where::shared_on_host, Where::shared_on_device};
+  int salt = 200;
+  for (Where from : all)
+    for (Where to : all)
+      for (std::size_t n : kSizes) {
+        ++salt;
+        const std::string what =
+            std::string(name(from)) + " -> " + name(to) + ", " + std::to_string(n) + " B";
+        SCOPED_TRACE(what);
+        const unsigned char* out = buffer(from, n, salt);
+        unsigned char* in = buffer(to, n, -1);
+        if (to == Where::shared_on_device) fill_on_device(in, n, 0);  // the host copy invalid
+        rt_.reset_stats();
+        MPI_Request r[2];
+        ASSERT_EQ(MPI_Irecv(in, static_cast<int>(n), MPI_BYTE, 0, salt, MPI_COMM_SELF, &r[0]), MPI_SUCCESS);
+        ASSERT_EQ(MPI_Isend(out, static_cast<int>(n), MPI_BYTE, 0, salt, MPI_COMM_SELF, &r[1]), MPI_SUCCESS);
+        MPI_Status st[2];
+        ASSERT_EQ(MPI_Waitall(2, r, st), MPI_SUCCESS);
+        expect_status(st[0], 0, salt, n);
+        EXPECT_EQ(rt_.stats().read_faults + rt_.stats().write_faults, 0u) << "an MPI transfer faulted";
+        expect_pattern(in, n, salt, what);
+      }
 }
 
 // A plain message (from host memory) above the chunk size arrives whole in pageable memory before
@@ -48,11 +78,11 @@ TEST_F(Mpi, PlainMessagesIntoSharedObjectsReuseOneKeptBuffer) {
     SCOPED_TRACE("message " + std::to_string(salt - 19));
     if (rank() == 0) {
       const unsigned char* p = buffer(Where::host, n, salt);
-      ASSERT_EQ(MPI_Send(p, static_cast<int>(n), MPI_BYTE, 1, salt, MPI_COMM_WORLD), MPI_SUCCESS);
+      ASSERT_EQ(MPI_Send(p, static_cast<int>(n), MPI_BYTE, 1, salt, comm_), MPI_SUCCESS);
     } else {
       unsigned char* p = buffer(salt % 2 == 0 ? Where::shared_on_host : Where::shared_on_device, n, 0);
       MPI_Status st;
-      ASSERT_EQ(MPI_Recv(p, static_cast<int>(n), MPI_BYTE, 0, salt, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+      ASSERT_EQ(MPI_Recv(p, static_cast<int>(n), MPI_BYTE, 0, salt, comm_, &st), MPI_SUCCESS);
       expect_status(st, 0, salt, n);
       expect_pattern(p, n, salt, "received");
       EXPECT_EQ(kept.kept_bytes(), n) << "the receive buffer was not kept, or a second one was made";
@@ -64,11 +94,11 @@ TEST_F(Mpi, ReceiveIntoALargerBufferReportsTheMessageSize) {
   const std::size_t n = 3 * kChunk + 5;
   if (rank() == 0) {
     const unsigned char* p = buffer(Where::shared_on_device, n, 9);
-    ASSERT_EQ(MPI_Send(p, static_cast<int>(n), MPI_BYTE, 1, 3, MPI_COMM_WORLD), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Send(p, static_cast<int>(n), MPI_BYTE, 1, 3, comm_), MPI_SUCCESS);
   } else {
     unsigned char* p = buffer(Where::shared_on_host, 2 * n, -1);
     MPI_Status st;
-    ASSERT_EQ(MPI_Recv(p, static_cast<int>(2 * n), MPI_BYTE, 0, 3, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Recv(p, static_cast<int>(2 * n), MPI_BYTE, 0, 3, comm_, &st), MPI_SUCCESS);
     expect_status(st, 0, 3, n);
     expect_pattern(p, n, 9, "received part");
   }
@@ -80,10 +110,10 @@ TEST_F(Mpi, FloatsCountInElements) {
   shared_.push_back(f);
   if (rank() == 0) {
     for (int i = 0; i < count; ++i) f[i] = static_cast<float>(i) * 0.5f;
-    ASSERT_EQ(MPI_Send(f, count, MPI_FLOAT, 1, 0, MPI_COMM_WORLD), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Send(f, count, MPI_FLOAT, 1, 0, comm_), MPI_SUCCESS);
   } else {
     MPI_Status st;
-    ASSERT_EQ(MPI_Recv(f, count, MPI_FLOAT, 0, 0, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Recv(f, count, MPI_FLOAT, 0, 0, comm_, &st), MPI_SUCCESS);
     int got = 0;
     MPI_Get_count(&st, MPI_FLOAT, &got);
     EXPECT_EQ(got, count);
@@ -103,11 +133,11 @@ TEST_F(Mpi, HaloExchangeWithSendrecvAsListing4) {
   MPI_Status st;
   // Send right, receive left.
   ASSERT_EQ(MPI_Sendrecv(out + 2 * halo, static_cast<int>(halo), MPI_BYTE, right, 0, in,
-                         static_cast<int>(halo), MPI_BYTE, left, 0, MPI_COMM_WORLD, &st),
+                         static_cast<int>(halo), MPI_BYTE, left, 0, comm_, &st),
             MPI_SUCCESS);
   // Send left, receive right.
   ASSERT_EQ(MPI_Sendrecv(out + halo, static_cast<int>(halo), MPI_BYTE, left, 0, in + 3 * halo,
-                         static_cast<int>(halo), MPI_BYTE, right, 0, MPI_COMM_WORLD, &st),
+                         static_cast<int>(halo), MPI_BYTE, right, 0, comm_, &st),
             MPI_SUCCESS);
   std::vector<unsigned char> got(n);
   rt_.memcpy(got.data(), in, n);
@@ -130,15 +160,14 @@ TEST_F(Mpi, NonblockingBothDirectionsAtOnce) {
   for (std::size_t k = 0; k < 3; ++k) {
     into.push_back(buffer(k == 2 ? Where::host : Where::shared_on_host, sizes[k], -1));
     requests.emplace_back();
-    ASSERT_EQ(
-        MPI_Irecv(into[k], static_cast<int>(sizes[k]), MPI_BYTE, peer, 4, MPI_COMM_WORLD, &requests.back()),
-        MPI_SUCCESS);
+    ASSERT_EQ(MPI_Irecv(into[k], static_cast<int>(sizes[k]), MPI_BYTE, peer, 4, comm_, &requests.back()),
+              MPI_SUCCESS);
   }
   for (std::size_t k = 0; k < 3; ++k) {
     const unsigned char* p =
         buffer(k == 1 ? Where::host : Where::shared_on_device, sizes[k], 60 + 10 * rank() + int(k));
     requests.emplace_back();
-    ASSERT_EQ(MPI_Isend(p, static_cast<int>(sizes[k]), MPI_BYTE, peer, 4, MPI_COMM_WORLD, &requests.back()),
+    ASSERT_EQ(MPI_Isend(p, static_cast<int>(sizes[k]), MPI_BYTE, peer, 4, comm_, &requests.back()),
               MPI_SUCCESS);
   }
   std::vector<MPI_Status> st(requests.size());
@@ -155,8 +184,8 @@ TEST_F(Mpi, WaitTestAndWaitanyDriveTheTransfers) {
   unsigned char* in = buffer(Where::shared_on_host, n, -1);
   const unsigned char* out = buffer(Where::shared_on_device, n, 70 + rank());
   MPI_Request r[2];
-  ASSERT_EQ(MPI_Irecv(in, static_cast<int>(n), MPI_BYTE, peer, 1, MPI_COMM_WORLD, &r[0]), MPI_SUCCESS);
-  ASSERT_EQ(MPI_Isend(out, static_cast<int>(n), MPI_BYTE, peer, 1, MPI_COMM_WORLD, &r[1]), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Irecv(in, static_cast<int>(n), MPI_BYTE, peer, 1, comm_, &r[0]), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Isend(out, static_cast<int>(n), MPI_BYTE, peer, 1, comm_, &r[1]), MPI_SUCCESS);
   int index = -1;
   MPI_Status st;
   ASSERT_EQ(MPI_Waitany(2, r, &index, &st), MPI_SUCCESS);
@@ -175,19 +204,19 @@ TEST_F(Mpi, AnySourceAnyTagSeeTheUsersMessage) {
   const std::size_t n = 2 * kChunk + 9;
   if (rank() == 0) {
     const unsigned char* p = buffer(Where::shared_on_device, n, 80);
-    ASSERT_EQ(MPI_Send(p, static_cast<int>(n), MPI_BYTE, 1, 77, MPI_COMM_WORLD), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Send(p, static_cast<int>(n), MPI_BYTE, 1, 77, comm_), MPI_SUCCESS);
     const unsigned char* q = buffer(Where::host, 40, 81);  // as long as a header, but not one
-    ASSERT_EQ(MPI_Send(q, 40, MPI_BYTE, 1, 78, MPI_COMM_WORLD), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Send(q, 40, MPI_BYTE, 1, 78, comm_), MPI_SUCCESS);
   } else {
     unsigned char* p = buffer(Where::shared_on_host, n, -1);
     MPI_Status st;
-    ASSERT_EQ(MPI_Recv(p, static_cast<int>(n), MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st),
+    ASSERT_EQ(MPI_Recv(p, static_cast<int>(n), MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &st),
               MPI_SUCCESS);
     expect_status(st, 0, 77, n);
     expect_pattern(p, n, 80, "chunked");
     MPI_Request r;
     unsigned char* q = buffer(Where::shared_on_host, 64, -1);
-    ASSERT_EQ(MPI_Irecv(q, 64, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Irecv(q, 64, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &r), MPI_SUCCESS);
     ASSERT_EQ(MPI_Wait(&r, &st), MPI_SUCCESS);
     expect_status(st, 0, 78, 40);
     expect_pattern(q, 40, 81, "40-byte plain message");
@@ -204,39 +233,38 @@ TEST_F(Mpi, ProbeReportsTheUsersMessageNotTheHeader) {
   } else {
     MPI_Status st;
     int flag = 1;
-    ASSERT_EQ(MPI_Iprobe(0, 99, MPI_COMM_WORLD, &flag, &st), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Iprobe(0, 99, comm_, &flag, &st), MPI_SUCCESS);
     EXPECT_EQ(flag, 0) << "no message has tag 99";
-    ASSERT_EQ(MPI_Probe(0, MPI_ANY_TAG, MPI_COMM_WORLD, &st), MPI_SUCCESS);  // rank 0's first message
+    ASSERT_EQ(MPI_Probe(0, MPI_ANY_TAG, comm_, &st), MPI_SUCCESS);  // rank 0's first message
     expect_status(st, 0, 90, n);
-    ASSERT_EQ(MPI_Probe(MPI_ANY_SOURCE, 90, MPI_COMM_WORLD, &st), MPI_SUCCESS);  // held, still there
+    ASSERT_EQ(MPI_Probe(MPI_ANY_SOURCE, 90, comm_, &st), MPI_SUCCESS);  // held, still there
     expect_status(st, 0, 90, n);
     int count = 0;
     MPI_Get_count(&st, MPI_BYTE, &count);
-    for (flag = 0; flag == 0;)
-      ASSERT_EQ(MPI_Iprobe(MPI_ANY_SOURCE, 91, MPI_COMM_WORLD, &flag, &st), MPI_SUCCESS);
+    for (flag = 0; flag == 0;) ASSERT_EQ(MPI_Iprobe(MPI_ANY_SOURCE, 91, comm_, &flag, &st), MPI_SUCCESS);
     expect_status(st, 0, 91, 40);
-    ASSERT_EQ(MPI_Probe(0, 92, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Probe(0, 92, comm_, &st), MPI_SUCCESS);
     expect_status(st, 0, 92, 1000);
 
     // Received against the order of arrival; the chunked one with the size its probe gave.
     unsigned char* plain = buffer(Where::host, 1000, -1);
-    ASSERT_EQ(MPI_Recv(plain, 1000, MPI_BYTE, 0, 92, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Recv(plain, 1000, MPI_BYTE, 0, 92, comm_, &st), MPI_SUCCESS);
     expect_status(st, 0, 92, 1000);
     expect_pattern(plain, 1000, 92, "plain");
     unsigned char* forty = buffer(Where::shared_on_host, 40, -1);
-    ASSERT_EQ(MPI_Recv(forty, 40, MPI_BYTE, 0, 91, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Recv(forty, 40, MPI_BYTE, 0, 91, comm_, &st), MPI_SUCCESS);
     expect_status(st, 0, 91, 40);
     expect_pattern(forty, 40, 91, "40-byte plain message");
     unsigned char* chunked = buffer(Where::shared_on_host, static_cast<std::size_t>(count), -1);
-    ASSERT_EQ(MPI_Recv(chunked, count, MPI_BYTE, 0, MPI_ANY_TAG, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Recv(chunked, count, MPI_BYTE, 0, MPI_ANY_TAG, comm_, &st), MPI_SUCCESS);
     expect_status(st, 0, 90, n);
     expect_pattern(chunked, n, 90, "chunked");
 
-    ASSERT_EQ(MPI_Probe(0, 93, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Probe(0, 93, comm_, &st), MPI_SUCCESS);
     expect_status(st, 0, 93, n);
     unsigned char* again = buffer(Where::host, n, -1);
     MPI_Request r;
-    ASSERT_EQ(MPI_Irecv(again, static_cast<int>(n), MPI_BYTE, 0, 93, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Irecv(again, static_cast<int>(n), MPI_BYTE, 0, 93, comm_, &r), MPI_SUCCESS);
     ASSERT_EQ(MPI_Wait(&r, &st), MPI_SUCCESS);
     expect_status(st, 0, 93, n);
     expect_pattern(again, n, 93, "chunked into host memory");
@@ -252,20 +280,20 @@ TEST_F(Mpi, MatchedProbeAndReceiveTakeChunkedMessagesWhole) {
   } else {
     MPI_Status st;
     MPI_Message m[4] = {MPI_MESSAGE_NULL, MPI_MESSAGE_NULL, MPI_MESSAGE_NULL, MPI_MESSAGE_NULL};
-    ASSERT_EQ(MPI_Mprobe(0, 80, MPI_COMM_WORLD, &m[0], &st), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Mprobe(0, 80, comm_, &m[0], &st), MPI_SUCCESS);
     expect_status(st, 0, 80, n);
     int flag = 0;
-    while (flag == 0) ASSERT_EQ(MPI_Improbe(0, 81, MPI_COMM_WORLD, &flag, &m[1], &st), MPI_SUCCESS);
+    while (flag == 0) ASSERT_EQ(MPI_Improbe(0, 81, comm_, &flag, &m[1], &st), MPI_SUCCESS);
     expect_status(st, 0, 81, 40);
     // Both are out of the queues: the next message from rank 0 is the plain one.
-    ASSERT_EQ(MPI_Mprobe(0, MPI_ANY_TAG, MPI_COMM_WORLD, &m[2], &st), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Mprobe(0, MPI_ANY_TAG, comm_, &m[2], &st), MPI_SUCCESS);
     expect_status(st, 0, 82, 1000);
     // A message MPI_Probe held is taken by the matched probe that follows.
-    ASSERT_EQ(MPI_Probe(0, 83, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Probe(0, 83, comm_, &st), MPI_SUCCESS);
     expect_status(st, 0, 83, n);
-    ASSERT_EQ(MPI_Mprobe(0, 83, MPI_COMM_WORLD, &m[3], &st), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Mprobe(0, 83, comm_, &m[3], &st), MPI_SUCCESS);
     expect_status(st, 0, 83, n);
-    ASSERT_EQ(MPI_Iprobe(0, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Iprobe(0, MPI_ANY_TAG, comm_, &flag, &st), MPI_SUCCESS);
     EXPECT_EQ(flag, 0) << "every message was taken by a matched probe";
 
     unsigned char* plain = buffer(Where::host, 1000, -1);
@@ -297,16 +325,16 @@ TEST_F(Mpi, SendrecvReplaceOnSharedAndHostBuffers) {
   const int me = rank(), peer = 1 - me;
   MPI_Status st;
   unsigned char* both = buffer(Where::shared_on_device, n, 60 + me);
-  ASSERT_EQ(MPI_Sendrecv_replace(both, static_cast<int>(n), MPI_BYTE, peer, 60 + me, peer, 60 + peer,
-                                 MPI_COMM_WORLD, &st),
-            MPI_SUCCESS);
+  ASSERT_EQ(
+      MPI_Sendrecv_replace(both, static_cast<int>(n), MPI_BYTE, peer, 60 + me, peer, 60 + peer, comm_, &st),
+      MPI_SUCCESS);
   expect_status(st, peer, 60 + peer, n);
   expect_pattern(both, n, 60 + peer, "shared, device-valid");
 
   unsigned char* mixed = buffer(me == 0 ? Where::shared_on_host : Where::host, n, 70 + me);
-  ASSERT_EQ(MPI_Sendrecv_replace(mixed, static_cast<int>(n), MPI_BYTE, peer, 70 + me, peer, 70 + peer,
-                                 MPI_COMM_WORLD, &st),
-            MPI_SUCCESS);
+  ASSERT_EQ(
+      MPI_Sendrecv_replace(mixed, static_cast<int>(n), MPI_BYTE, peer, 70 + me, peer, 70 + peer, comm_, &st),
+      MPI_SUCCESS);
   expect_status(st, peer, 70 + peer, n);
   expect_pattern(mixed, n, 70 + peer, me == 0 ? "shared, host-valid" : "host, from a chunked message");
 }
@@ -318,12 +346,12 @@ TEST_F(MpiErrors, TruncationNeverWritesPastTheBufferAndTheNextMessageArrives) {
       SCOPED_TRACE(std::string(name(from)) + " -> " + name(to));
       if (rank() == 0) {
         const unsigned char* p = buffer(from, n, 90);
-        MPI_Send(p, static_cast<int>(n), MPI_BYTE, 1, 5, MPI_COMM_WORLD);  // the receiver's error, not ours
-        ASSERT_EQ(MPI_Send(p, 100, MPI_BYTE, 1, 6, MPI_COMM_WORLD), MPI_SUCCESS);
+        MPI_Send(p, static_cast<int>(n), MPI_BYTE, 1, 5, comm_);  // the receiver's error, not ours
+        ASSERT_EQ(MPI_Send(p, 100, MPI_BYTE, 1, 6, comm_), MPI_SUCCESS);
       } else {
         unsigned char* p = buffer(to, n, 91);  // only the first half is the receive buffer
         MPI_Status st;
-        const int rc = MPI_Recv(p, static_cast<int>(n / 2), MPI_BYTE, 0, 5, MPI_COMM_WORLD, &st);
+        const int rc = MPI_Recv(p, static_cast<int>(n / 2), MPI_BYTE, 0, 5, comm_, &st);
         EXPECT_EQ(error_class(rc), MPI_ERR_TRUNCATE);
         std::vector<unsigned char> got(n);
         rt_.memcpy(got.data(), p, n);
@@ -331,7 +359,7 @@ TEST_F(MpiErrors, TruncationNeverWritesPastTheBufferAndTheNextMessageArrives) {
         for (std::size_t i = n / 2; i < n; ++i) changed += got[i] != expected(i, 91);
         EXPECT_EQ(changed, 0u) << "bytes past the receive buffer changed";
         unsigned char* q = buffer(to, 100, -1);
-        ASSERT_EQ(MPI_Recv(q, 100, MPI_BYTE, 0, 6, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+        ASSERT_EQ(MPI_Recv(q, 100, MPI_BYTE, 0, 6, comm_, &st), MPI_SUCCESS);
         expect_pattern(q, 100, 90, "the message after the truncated one");
       }
     }
@@ -342,18 +370,18 @@ TEST_F(MpiErrors, NonblockingTruncationFailsTheWait) {
   if (rank() == 0) {
     const unsigned char* p = buffer(Where::shared_on_device, n, 95);
     MPI_Request r;
-    ASSERT_EQ(MPI_Isend(p, static_cast<int>(n), MPI_BYTE, 1, 8, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Isend(p, static_cast<int>(n), MPI_BYTE, 1, 8, comm_, &r), MPI_SUCCESS);
     EXPECT_EQ(MPI_Wait(&r, MPI_STATUS_IGNORE), MPI_SUCCESS);
   } else {
     unsigned char* p = buffer(Where::shared_on_host, n, -1);
     MPI_Request r;
-    ASSERT_EQ(MPI_Irecv(p, static_cast<int>(kChunk), MPI_BYTE, 0, 8, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Irecv(p, static_cast<int>(kChunk), MPI_BYTE, 0, 8, comm_, &r), MPI_SUCCESS);
     MPI_Status st;
     const int rc = MPI_Waitall(1, &r, &st);
     EXPECT_NE(rc, MPI_SUCCESS);
     EXPECT_EQ(error_class(rc == MPI_ERR_IN_STATUS ? st.MPI_ERROR : rc), MPI_ERR_TRUNCATE);
   }
-  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Barrier(comm_);
 }
 
 TEST_F(MpiErrors, NonContiguousDatatypeOnASharedBufferIsRefused) {
@@ -363,16 +391,16 @@ TEST_F(MpiErrors, NonContiguousDatatypeOnASharedBufferIsRefused) {
   auto* p = static_cast<int*>(rt_.alloc(128 * sizeof(int)));
   shared_.push_back(p);
   MPI_Request r;
-  EXPECT_EQ(error_class(MPI_Send(p, 1, every_other, 1 - rank(), 0, MPI_COMM_WORLD)), MPI_ERR_TYPE);
-  EXPECT_EQ(error_class(MPI_Irecv(p, 1, every_other, 1 - rank(), 0, MPI_COMM_WORLD, &r)), MPI_ERR_TYPE);
+  EXPECT_EQ(error_class(MPI_Send(p, 1, every_other, 1 - rank(), 0, comm_)), MPI_ERR_TYPE);
+  EXPECT_EQ(error_class(MPI_Irecv(p, 1, every_other, 1 - rank(), 0, comm_, &r)), MPI_ERR_TYPE);
   MPI_Type_free(&every_other);
 }
 
 TEST_F(MpiErrors, ABufferPastTheEndOfItsObjectIsRefused) {
   auto* p = static_cast<unsigned char*>(rt_.alloc(1000));
   shared_.push_back(p);
-  EXPECT_EQ(error_class(MPI_Send(p, 2000, MPI_BYTE, 1 - rank(), 0, MPI_COMM_WORLD)), MPI_ERR_BUFFER);
-  EXPECT_EQ(error_class(MPI_Recv(p + 500, 501, MPI_BYTE, 1 - rank(), 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE)),
+  EXPECT_EQ(error_class(MPI_Send(p, 2000, MPI_BYTE, 1 - rank(), 0, comm_)), MPI_ERR_BUFFER);
+  EXPECT_EQ(error_class(MPI_Recv(p + 500, 501, MPI_BYTE, 1 - rank(), 0, comm_, MPI_STATUS_IGNORE)),
             MPI_ERR_BUFFER);
 }
 
