@@ -14,6 +14,7 @@
 #include <cuda_runtime_api.h>
 
 #include "device/backends.hpp"
+#include "device/buffer_table.hpp"
 #include "device/event_state.hpp"
 #include "device/managed.hpp"
 #include "device/range_table.hpp"
@@ -177,9 +178,8 @@ class CudaDevice final : public Device, public ManagedMemory {
   cudaStream_t internal_ = nullptr;  // fills of new and discarded buffers
   std::shared_ptr<EventPool> events_;
 
-  mutable std::mutex mutex_;                                // the tables below
-  std::unordered_map<std::uint64_t, std::size_t> buffers_;  // live allocations: device address -> bytes
-  std::size_t used_ = 0;
+  std::optional<BufferTable<std::monostate>> buffers_;  // by device address; made once the capacity is known
+  mutable std::mutex mutex_;                            // the tables below
   RangeTable<std::monostate> pinned_;
   RangeTable<std::monostate> managed_;
   std::unordered_map<const void*, std::optional<std::vector<std::size_t>>> parameters_;

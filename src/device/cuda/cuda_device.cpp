@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 namespace hdsm {
@@ -142,6 +143,8 @@ CudaDevice::CudaDevice(unsigned index, int ordinal, int peer_group, std::vector<
   if (options.memory_bytes != 0)
     props_.memory_bytes = std::min<std::size_t>(props_.memory_bytes, options.memory_bytes);
   props_.copy_engines = static_cast<unsigned>(std::max(1, prop.asyncEngineCount));
+  buffers_.emplace(props_.name, props_.memory_bytes, std::numeric_limits<std::size_t>::max(),
+                   /*hex_handles=*/true);
   shared_per_block_ = prop.sharedMemPerBlock;
   shared_per_block_optin_ = std::max(prop.sharedMemPerBlockOptin, prop.sharedMemPerBlock);
   props_.peer_group = peer_group;
@@ -158,7 +161,8 @@ CudaDevice::~CudaDevice() {
   cudaStreamSynchronize(internal_);
   cudaStreamDestroy(internal_);
   std::lock_guard lock(mutex_);
-  for (const auto& [address, bytes] : buffers_) cudaFree(reinterpret_cast<void*>(address));
+  buffers_->for_each(
+      [](std::uint64_t address, std::size_t, std::monostate) { cudaFree(reinterpret_cast<void*>(address)); });
   pinned_.for_each([](void* p, const auto&) { cudaFreeHost(p); });
   (void)cudaGetLastError();
 }
@@ -174,21 +178,12 @@ cudaError_t CudaDevice::fill_now(void* p, std::size_t bytes, unsigned char value
 DeviceBuffer CudaDevice::alloc(std::size_t bytes) {
   if (bytes == 0)
     throw InvalidArgument(fmt::format("alloc(0) on {}: a buffer needs at least one byte", name()));
-  {
-    std::lock_guard lock(mutex_);
-    if (bytes > props_.memory_bytes - used_)
-      throw OutOfDeviceMemory(name(), bytes, used_, props_.memory_bytes);
-    used_ += bytes;  // reserved while cudaMalloc runs
-  }
-  auto unreserve = [&] {
-    std::lock_guard lock(mutex_);
-    used_ -= bytes;
-  };
+  buffers_->reserve(bytes);  // while cudaMalloc runs
   activate();
   void* p = nullptr;
   const cudaError_t allocated = cudaMalloc(&p, bytes);
   if (allocated != cudaSuccess) {
-    unreserve();
+    buffers_->unreserve(bytes);
     if (allocated == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();
       throw OutOfDeviceMemory(name(), bytes, memory_used(), props_.memory_bytes);
@@ -199,44 +194,26 @@ DeviceBuffer CudaDevice::alloc(std::size_t bytes) {
   const cudaError_t filled = fill_now(p, bytes, poison_ ? 0xDE : 0);
   if (filled != cudaSuccess) {
     cudaFree(p);
-    unreserve();
+    buffers_->unreserve(bytes);
     check(filled, "cudaMemsetAsync", fmt::format("a new buffer of {} bytes on {}", bytes, name()));
   }
   const auto handle = reinterpret_cast<std::uint64_t>(p);
-  std::lock_guard lock(mutex_);
-  buffers_.emplace(handle, bytes);
+  buffers_->insert(handle, bytes, std::monostate{});
   return {handle, bytes};
 }
 
 void CudaDevice::free(DeviceBuffer buffer) {
-  std::unique_lock lock(mutex_);
-  const auto it = buffers_.find(buffer.handle);
-  if (it == buffers_.end())
-    throw InvalidPointer(
-        fmt::format("free on {}: buffer {:#x} is not a live buffer of this device (freed twice, "
-                    "or another device's)",
-                    name(), buffer.handle));
-  used_ -= it->second;
-  buffers_.erase(it);
-  lock.unlock();
+  buffers_->take(buffer);
   activate();
   check(cudaFree(reinterpret_cast<void*>(buffer.handle)), "cudaFree", fmt::format("a buffer of {}", name()));
 }
 
-std::size_t CudaDevice::memory_used() const {
-  std::lock_guard lock(mutex_);
-  return used_;
-}
+std::size_t CudaDevice::memory_used() const { return buffers_->used(); }
 
 std::byte* CudaDevice::resolve(DeviceBuffer buffer, std::size_t offset, std::size_t bytes,
                                const std::string& what) const {
-  std::lock_guard lock(mutex_);
-  const auto it = buffers_.find(buffer.handle);
-  if (it == buffers_.end())
-    throw InvalidPointer(fmt::format("{} on {}: buffer {:#x} is not a live buffer of this device", what,
-                                     name(), buffer.handle));
-  require_range(what, name(), offset, bytes, it->second);
-  return reinterpret_cast<std::byte*>(buffer.handle) + offset;
+  return buffers_->with(buffer, offset, bytes, what,
+                        [&](std::monostate) { return reinterpret_cast<std::byte*>(buffer.handle) + offset; });
 }
 
 void CudaDevice::discard(DeviceBuffer buffer, std::size_t offset, std::size_t bytes) {

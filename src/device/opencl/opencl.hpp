@@ -10,13 +10,16 @@
 #include <CL/cl.h>
 
 #include "device/backends.hpp"
+#include "device/buffer_table.hpp"
 #include "device/program_cache.hpp"
 #include "device/range_table.hpp"
 #include "obs/counters.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -98,13 +101,11 @@ class OpenclDevice final : public Device {
   std::size_t max_alloc_;
   std::size_t base_align_;  // bytes
 
-  mutable std::mutex mutex_;  // the tables below
-  std::unordered_map<std::uint64_t, Mem> buffers_;
-  std::unordered_map<std::uint64_t, std::size_t> sizes_;
-  std::uint64_t next_id_ = 1;
-  std::size_t used_ = 0;
-  RangeTable<Mem> pinned_;                 // mapped CL_MEM_ALLOC_HOST_PTR buffers by host address
-  std::unique_ptr<OpenclQueue> internal_;  // discard fills and pinned maps
+  std::optional<BufferTable<Mem>> buffers_;  // made once the capacity is known
+  std::atomic<std::uint64_t> next_id_{1};    // buffer handles
+  mutable std::mutex mutex_;                 // the table below
+  RangeTable<Mem> pinned_;                   // mapped CL_MEM_ALLOC_HOST_PTR buffers by host address
+  std::unique_ptr<OpenclQueue> internal_;    // discard fills and pinned maps
 
   // Builds take seconds, so they hold their own lock rather than mutex_.
   std::mutex programs_mutex_;

@@ -155,6 +155,7 @@ OpenclDevice::OpenclDevice(unsigned index, unsigned ordinal, cl_device_id id,
   props_.copy_engines = 1;  // OpenCL does not say; one in-order queue per copy direction is what hdsm uses
   props_.zeroed_alloc = !poison_;
   max_alloc_ = device_info<cl_ulong>(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE, props_.name.c_str());
+  buffers_.emplace(props_.name, props_.memory_bytes, max_alloc_);
   base_align_ = std::max<std::size_t>(
       1, device_info<cl_uint>(id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, props_.name.c_str()) / 8);
   internal_ = std::make_unique<OpenclQueue>(*this);
@@ -172,18 +173,16 @@ OpenclDevice::~OpenclDevice() {
 DeviceBuffer OpenclDevice::alloc(std::size_t bytes) {
   if (bytes == 0)
     throw InvalidArgument(fmt::format("alloc(0) on {}: a buffer needs at least one byte", name()));
-  std::unique_lock lock(mutex_);
-  if (bytes > max_alloc_ || used_ + bytes > props_.memory_bytes)
-    throw OutOfDeviceMemory(name(), bytes, used_, bytes > max_alloc_ ? max_alloc_ : props_.memory_bytes);
+  buffers_->reserve(bytes);
   cl_int err = CL_SUCCESS;
   Mem mem(clCreateBuffer(context(), CL_MEM_READ_WRITE, bytes, nullptr, &err));
-  check(err, "clCreateBuffer", fmt::format("{} bytes on {}", bytes, name()));
-  const std::uint64_t handle = next_id_++;
+  if (err != CL_SUCCESS) {
+    buffers_->unreserve(bytes);
+    check(err, "clCreateBuffer", fmt::format("{} bytes on {}", bytes, name()));
+  }
+  const std::uint64_t handle = next_id_.fetch_add(1, std::memory_order_relaxed);
   const cl_mem m = mem.get();
-  buffers_.emplace(handle, std::move(mem));
-  sizes_.emplace(handle, bytes);
-  used_ += bytes;
-  lock.unlock();
+  buffers_->insert(handle, bytes, std::move(mem));
   // Place the buffer on this device now (OpenCL allocates on first use), poisoned when asked.
   static constexpr unsigned char dead[4] = {0xDE, 0xAD, 0xBE, 0xEF};
   const unsigned char zero = 0;
@@ -201,33 +200,14 @@ DeviceBuffer OpenclDevice::alloc(std::size_t bytes) {
   return {handle, bytes};
 }
 
-void OpenclDevice::free(DeviceBuffer buffer) {
-  std::lock_guard lock(mutex_);
-  const auto it = buffers_.find(buffer.handle);
-  if (it == buffers_.end())
-    throw InvalidPointer(
-        fmt::format("free on {}: buffer {} is not a live buffer of this device (freed twice, "
-                    "or another device's)",
-                    name(), buffer.handle));
-  used_ -= sizes_.at(buffer.handle);
-  sizes_.erase(buffer.handle);
-  buffers_.erase(it);  // commands already enqueued keep their own reference
-}
+// Commands already enqueued keep their own reference to the cl_mem.
+void OpenclDevice::free(DeviceBuffer buffer) { (void)buffers_->take(buffer); }
 
-std::size_t OpenclDevice::memory_used() const {
-  std::lock_guard lock(mutex_);
-  return used_;
-}
+std::size_t OpenclDevice::memory_used() const { return buffers_->used(); }
 
 cl_mem OpenclDevice::resolve(DeviceBuffer buffer, std::size_t offset, std::size_t bytes,
                              const std::string& what) const {
-  std::lock_guard lock(mutex_);
-  const auto it = buffers_.find(buffer.handle);
-  if (it == buffers_.end())
-    throw InvalidPointer(
-        fmt::format("{} on {}: buffer {} is not a live buffer of this device", what, name(), buffer.handle));
-  require_range(what, name(), offset, bytes, sizes_.at(buffer.handle));
-  return it->second.get();
+  return buffers_->with(buffer, offset, bytes, what, [](const Mem& m) { return m.get(); });
 }
 
 void OpenclDevice::discard(DeviceBuffer buffer, std::size_t offset, std::size_t bytes) {

@@ -1,0 +1,73 @@
+// The bookkeeping of driver-allocated buffers that the OpenCL and CUDA backends share
+// (src/device/buffer_table.hpp): capacity, the largest buffer, live-buffer and range checks.
+#include "device/buffer_table.hpp"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <string>
+
+namespace {
+
+using Table = hdsm::BufferTable<int>;
+
+TEST(BufferTable, ReservationsStayWithinTheCapacityAndGoBack) {
+  Table t("dev0", 100);
+  t.reserve(60);
+  EXPECT_THROW(t.reserve(41), hdsm::OutOfDeviceMemory);
+  EXPECT_EQ(t.used(), 60u) << "a refused reservation took nothing";
+  t.reserve(40);
+  EXPECT_EQ(t.used(), 100u);
+  t.unreserve(40);
+  EXPECT_EQ(t.used(), 60u);
+}
+
+TEST(BufferTable, AHugeRequestCannotWrapTheCheckAround) {
+  Table t("dev0", 100);
+  t.reserve(10);
+  // used + bytes would wrap to 9 and pass a check written that way.
+  EXPECT_THROW(t.reserve(std::numeric_limits<std::size_t>::max()), hdsm::OutOfDeviceMemory);
+  EXPECT_EQ(t.used(), 10u);
+}
+
+TEST(BufferTable, OneBufferAboveTheLargestIsRefusedNamingThatLimit) {
+  Table t("dev0", 1000, 100);
+  try {
+    t.reserve(101);
+    FAIL() << "a buffer above the largest was accepted";
+  } catch (const hdsm::OutOfDeviceMemory& e) {
+    EXPECT_NE(std::string(e.what()).find("100"), std::string::npos) << e.what();
+  }
+  t.reserve(100);
+}
+
+TEST(BufferTable, LiveBuffersResolveWithinTheirBytesAndFreeOnce) {
+  Table t("dev0", 100, 100, /*hex_handles=*/true);
+  t.reserve(50);
+  t.insert(0xabc, 50, 7);
+  EXPECT_EQ(t.with({0xabc, 50}, 10, 40, "copy", [](int v) { return v; }), 7);
+  EXPECT_THROW(t.with({0xabc, 50}, 10, 41, "copy", [](int v) { return v; }), hdsm::InvalidArgument);
+  EXPECT_EQ(t.take({0xabc, 50}), 7);
+  EXPECT_EQ(t.used(), 0u);
+  try {
+    t.take({0xabc, 50});
+    FAIL() << "a double free was accepted";
+  } catch (const hdsm::InvalidPointer& e) {
+    EXPECT_NE(std::string(e.what()).find("0xabc"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(t.with({0xabc, 50}, 0, 1, "copy", [](int v) { return v; }), hdsm::InvalidPointer);
+}
+
+TEST(BufferTable, ForEachSeesEveryLiveBuffer) {
+  Table t("dev0", 100);
+  for (int i = 1; i <= 3; ++i) {
+    t.reserve(10);
+    t.insert(static_cast<std::uint64_t>(i), 10, i);
+  }
+  (void)t.take({2, 10});
+  int sum = 0;
+  t.for_each([&](std::uint64_t, std::size_t bytes, int v) { sum += v + static_cast<int>(bytes); });
+  EXPECT_EQ(sum, 1 + 3 + 20);
+}
+
+}  // namespace
