@@ -1,14 +1,18 @@
-// Backends other than sim, opened by the runtime when the configuration asks for them. Each one
-// owns its devices; a backend that is not built into this libhdsm (no OpenCL headers or CUDA
-// toolkit at build time, say) throws NoDevice saying so.
+// Device backends and their registry. Each backend's translation unit registers itself when
+// libhdsm loads (a namespace-scope `const bool registered = register_backend(...)`); the runtime
+// opens, in their order, the registered backends the configuration asks for, and names none of them.
+// A backend owns its devices; one that is not built into this libhdsm (no OpenCL headers or CUDA
+// toolkit at build time, say) registers an opener that throws NoDevice saying so.
 #pragma once
 
+#include <hdsm/config.hpp>
 #include <hdsm/device.hpp>
 
 #include "device/services.hpp"
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace hdsm {
@@ -18,6 +22,23 @@ class DeviceBackend {
   virtual ~DeviceBackend() = default;
   virtual std::vector<Device*> devices() const = 0;
 };
+
+struct BackendRegistration {
+  std::string_view name;  // as HDSM_DEVICE names its devices ("sim", "opencl", "cuda")
+  int order;              // backends open in ascending order, so device indices follow it
+  /// Whether the configuration asks for the backend.
+  bool (*wanted)(const Config& config);
+  /// Opens the backend's devices; `first_index` is the DeviceProperties::index of its first one.
+  std::unique_ptr<DeviceBackend> (*open)(DeviceServices services, const Config& config, unsigned first_index);
+};
+
+/// Adds a backend to the registry (at load time); returns true.
+bool register_backend(const BackendRegistration& backend);
+/// Every registered backend, in ascending order.
+std::vector<BackendRegistration> registered_backends();
+/// The rule of the optional backends' switches (HDSM_OPENCL, HDSM_CUDA): `knob` is on, or auto and
+/// HDSM_DEVICE names the backend `name`.
+bool switched_on(const Config& config, std::string_view knob, std::string_view name);
 
 /// A backend whose devices are all of one type, owned in the order they are listed.
 template <class D>
@@ -32,26 +53,5 @@ class BackendOf : public DeviceBackend {
  protected:
   std::vector<std::unique_ptr<D>> devices_;
 };
-
-struct OpenclOptions {
-  unsigned first_index = 0;      // DeviceProperties::index of the first device
-  bool poison = false;           // discarded and new buffers are filled with DE AD BE EF
-  std::size_t memory_bytes = 0;  // capacity offered per device; 0: the device's global memory
-  std::string cache_dir;  // compiled programs (HDSM_CACHE_DIR): "off", empty for the default, or a path
-};
-
-/// Every device of every OpenCL platform (ICD) on this machine; none is not an error (an empty
-/// backend), a missing ICD loader or a failing platform is NoDevice with the OpenCL error.
-std::unique_ptr<DeviceBackend> open_opencl(DeviceServices services, const OpenclOptions& options);
-
-struct CudaOptions {
-  unsigned first_index = 0;  // DeviceProperties::index of the first device
-  bool poison = false;       // discarded and new buffers are filled with the byte 0xDE (else new ones with 0)
-  std::size_t memory_bytes = 0;  // capacity offered per device; 0: the device's global memory
-};
-
-/// Every device the CUDA runtime reports. No driver, or no device, is NoDevice saying "no CUDA
-/// device" with cudaGetDeviceCount's error.
-std::unique_ptr<DeviceBackend> open_cuda(DeviceServices services, const CudaOptions& options);
 
 }  // namespace hdsm

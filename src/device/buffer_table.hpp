@@ -53,9 +53,10 @@ class BufferTable {
     std::lock_guard lock(mutex_);
     const auto it = buffers_.find(buffer.handle);
     if (it == buffers_.end())
-      throw InvalidPointer(fmt::format("free on {}: buffer {} is not a live buffer of this device (freed twice, "
-                                       "or another device's)",
-                                       device_, handle(buffer.handle)));
+      throw InvalidPointer(
+          fmt::format("free on {}: buffer {} is not a live buffer of this device (freed twice, "
+                      "or another device's)",
+                      device_, handle(buffer.handle)));
     Value value = std::move(it->second.value);
     used_ -= it->second.bytes;
     buffers_.erase(it);
@@ -64,12 +65,13 @@ class BufferTable {
   /// f(value) for a live buffer, after checking that [offset, offset + bytes) lies inside it
   /// (InvalidPointer for a buffer that is not live, InvalidArgument for a range past its end).
   template <class F>
-  auto with(DeviceBuffer buffer, std::size_t offset, std::size_t bytes, const std::string& what, F&& f) const {
+  auto with(DeviceBuffer buffer, std::size_t offset, std::size_t bytes, const std::string& what,
+            F&& f) const {
     std::lock_guard lock(mutex_);
     const auto it = buffers_.find(buffer.handle);
     if (it == buffers_.end())
-      throw InvalidPointer(fmt::format("{} on {}: buffer {} is not a live buffer of this device", what, device_,
-                                       handle(buffer.handle)));
+      throw InvalidPointer(fmt::format("{} on {}: buffer {} is not a live buffer of this device", what,
+                                       device_, handle(buffer.handle)));
     require_range(what, device_, offset, bytes, it->second.bytes);
     return f(it->second.value);
   }

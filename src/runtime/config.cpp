@@ -1,8 +1,8 @@
 #include <hdsm/config.hpp>
 #include <hdsm/error.hpp>
 
+#include "device/sim/peer_groups.hpp"
 #include "runtime/knobs.hpp"
-#include "runtime/peer_groups.hpp"
 
 #include <fmt/format.h>
 

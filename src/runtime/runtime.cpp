@@ -3,7 +3,6 @@
 
 #include "os/spin_wait.hpp"
 #include "runtime/knobs.hpp"
-#include "runtime/peer_groups.hpp"
 #include "runtime/runtime_impl.hpp"
 
 #include <fmt/format.h>
@@ -51,31 +50,6 @@ std::size_t pick_default(const Config& config, const std::vector<Device*>& devic
 
 }  // namespace
 
-sim::SimOptions sim_options(const Config& config) {
-  sim::SimOptions o;
-  o.devices = static_cast<unsigned>(config.integer(name(Knob::sim_devices)));
-  o.memory_bytes = config.size(name(Knob::sim_memory));
-  o.link_gbps = config.real(name(Knob::sim_link_gbps));
-  o.host_bus_gbps = config.real(name(Knob::sim_host_bus_gbps));
-  o.latency_us = config.real(name(Knob::sim_latency_us));
-  o.poison = config.boolean(name(Knob::sim_poison));
-  const std::string& bounds = config.get(name(Knob::sim_bounds_check));
-#ifdef NDEBUG
-  constexpr bool debug_build = false;
-#else
-  constexpr bool debug_build = true;
-#endif
-  o.bounds_check = bounds == "auto" ? debug_build : bounds == "1" || bounds == "on";
-  const std::string& peer = config.get(name(Knob::sim_peer));
-  try {
-    o.peer_groups = parse_peer_groups(peer, o.devices);
-  } catch (const InvalidArgument& e) {
-    throw ConfigError(
-        fmt::format("HDSM_SIM_PEER={} does not fit HDSM_SIM_DEVICES={}: {}", peer, o.devices, e.what()));
-  }
-  return o;
-}
-
 namespace {
 
 // HDSM_WAIT_POLICY and HDSM_WAIT_SPIN_US, set before any thread of the runtime starts waiting.
@@ -97,28 +71,11 @@ RuntimeImpl::RuntimeImpl(Config c)
                                      config.size(name(Knob::fiber_stack))}) {
   counters.time_faults = config.boolean(name(Knob::stats));
   const DeviceServices services{counters, tracer, executor};
-  sim = std::make_unique<sim::SimBackend>(sim_options(config), services);
-  devices = sim->devices();
-  // HDSM_OPENCL / HDSM_CUDA: on, or auto and HDSM_DEVICE names the backend.
-  auto wanted = [&](Knob knob, std::string_view backend) {
-    const std::string& value = config.get(name(knob));
-    return value == "on" || (value == "auto" && config.get(name(Knob::device)).starts_with(backend));
-  };
-  auto add = [&](const std::unique_ptr<DeviceBackend>& backend) {
-    for (Device* d : backend->devices()) devices.push_back(d);
-  };
-  if (wanted(Knob::opencl, "opencl")) {
-    opencl = open_opencl(
-        services,
-        OpenclOptions{static_cast<unsigned>(devices.size()), config.boolean(name(Knob::opencl_poison)),
-                      config.size(name(Knob::opencl_memory)), config.get(name(Knob::cache_dir))});
-    add(opencl);
-  }
-  if (wanted(Knob::cuda, "cuda")) {
-    cuda = open_cuda(
-        services, CudaOptions{static_cast<unsigned>(devices.size()), config.boolean(name(Knob::cuda_poison)),
-                              config.size(name(Knob::cuda_memory))});
-    add(cuda);
+  // Every registered backend the configuration asks for, in the registry's order (sim first).
+  for (const BackendRegistration& b : registered_backends()) {
+    if (!b.wanted(config)) continue;
+    backends.push_back(b.open(services, config, static_cast<unsigned>(devices.size())));
+    for (Device* d : backends.back()->devices()) devices.push_back(d);
   }
   default_device = pick_default(config, devices);
   device_calls.resize(devices.size());
@@ -138,9 +95,7 @@ RuntimeImpl::~RuntimeImpl() {
   staging_.reset();  // pinned memory of a device
   mpi_staging_.reset();
   mpi_buffers_.reset();
-  cuda.reset();
-  opencl.reset();
-  sim.reset();
+  while (!backends.empty()) backends.pop_back();  // the last opened goes first
   if (config.boolean(name(Knob::stats))) std::fputs(counters.snapshot().to_string().c_str(), stderr);
 }
 

@@ -8,7 +8,6 @@
 #include "coherence/shared_space.hpp"
 #include "device/backends.hpp"
 #include "device/buffer_cache.hpp"
-#include "device/sim/sim_device.hpp"
 #include "device/staging_pool.hpp"
 #include "exec/executor.hpp"
 #include "obs/counters.hpp"
@@ -37,9 +36,8 @@ struct RuntimeImpl {
   obs::Tracer tracer;
   obs::Counters counters;
   exec::Executor executor;
-  std::unique_ptr<sim::SimBackend> sim;
-  std::unique_ptr<DeviceBackend> opencl;  // when HDSM_OPENCL asks for it
-  std::unique_ptr<DeviceBackend> cuda;    // when HDSM_CUDA asks for it
+  /// The registered backends the configuration asked for, in the order they were opened.
+  std::vector<std::unique_ptr<DeviceBackend>> backends;
   std::vector<Device*> devices;
   std::size_t default_device = 0;
 
@@ -110,8 +108,5 @@ bool forget_object(RuntimeImpl::Call& c, const coherence::Directory& directory, 
 
 /// Set a knob of the implicit default runtime before it is created (C API hdsm_config_set).
 void set_default_knob(std::string_view knob, std::string_view value);
-
-/// Options of the sim backend as the configuration sets them.
-sim::SimOptions sim_options(const Config& config);
 
 }  // namespace hdsm::detail

@@ -2,7 +2,7 @@
 #include <hdsm/config.hpp>
 #include <hdsm/error.hpp>
 
-#include "runtime/peer_groups.hpp"
+#include "device/sim/peer_groups.hpp"
 
 #include <gtest/gtest.h>
 

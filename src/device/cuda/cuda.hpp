@@ -36,6 +36,12 @@
 
 namespace hdsm::cuda {
 
+struct CudaOptions {
+  unsigned first_index = 0;  // DeviceProperties::index of the first device
+  bool poison = false;       // discarded and new buffers are filled with the byte 0xDE (else new ones with 0)
+  std::size_t memory_bytes = 0;  // capacity offered per device; 0: the device's global memory
+};
+
 /// Throws an hdsm::Error naming the call, what it was applied to and the CUDA error, unless code
 /// is cudaSuccess: KernelFailure for a fault of a kernel, Errc::out_of_device_memory for an
 /// allocation, Errc::system otherwise. Clears the calling thread's last CUDA error.

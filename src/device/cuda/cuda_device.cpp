@@ -396,8 +396,20 @@ std::unique_ptr<Queue> CudaDevice::create_queue() { return std::make_unique<Cuda
 
 }  // namespace cuda
 
-std::unique_ptr<DeviceBackend> open_cuda(DeviceServices services, const CudaOptions& options) {
-  return std::make_unique<cuda::CudaBackend>(services, options);
+namespace {
+
+// Every device the CUDA runtime reports. No driver, or no device, is NoDevice saying "no CUDA
+// device" with cudaGetDeviceCount's error.
+std::unique_ptr<DeviceBackend> open_cuda(DeviceServices services, const Config& config,
+                                         unsigned first_index) {
+  return std::make_unique<cuda::CudaBackend>(
+      services,
+      cuda::CudaOptions{first_index, config.boolean("HDSM_CUDA_POISON"), config.size("HDSM_CUDA_MEMORY")});
 }
+
+const bool registered = register_backend(
+    {"cuda", 2, [](const Config& c) { return switched_on(c, "HDSM_CUDA", "cuda"); }, open_cuda});
+
+}  // namespace
 
 }  // namespace hdsm

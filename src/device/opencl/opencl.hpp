@@ -27,6 +27,13 @@
 
 namespace hdsm::opencl {
 
+struct OpenclOptions {
+  unsigned first_index = 0;      // DeviceProperties::index of the first device
+  bool poison = false;           // discarded and new buffers are filled with DE AD BE EF
+  std::size_t memory_bytes = 0;  // capacity offered per device; 0: the device's global memory
+  std::string cache_dir;  // compiled programs (HDSM_CACHE_DIR): "off", empty for the default, or a path
+};
+
 /// Throws hdsm::Error (system; OutOfDeviceMemory for allocation failures) naming the call, what
 /// it was applied to and the OpenCL error, unless code is CL_SUCCESS.
 void check(cl_int code, const char* call, const std::string& object);

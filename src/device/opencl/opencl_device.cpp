@@ -347,8 +347,20 @@ cl_program OpenclDevice::program(const std::string& kernel, const std::string& s
 
 }  // namespace opencl
 
-std::unique_ptr<DeviceBackend> open_opencl(DeviceServices services, const OpenclOptions& options) {
-  return std::make_unique<opencl::OpenclBackend>(services, options);
+namespace {
+
+// Every device of every OpenCL platform (ICD) on this machine; none is not an error (an empty
+// backend), a missing ICD loader or a failing platform is NoDevice with the OpenCL error.
+std::unique_ptr<DeviceBackend> open_opencl(DeviceServices services, const Config& config,
+                                           unsigned first_index) {
+  return std::make_unique<opencl::OpenclBackend>(
+      services, opencl::OpenclOptions{first_index, config.boolean("HDSM_OPENCL_POISON"),
+                                      config.size("HDSM_OPENCL_MEMORY"), config.get("HDSM_CACHE_DIR")});
 }
+
+const bool registered = register_backend(
+    {"opencl", 1, [](const Config& c) { return switched_on(c, "HDSM_OPENCL", "opencl"); }, open_opencl});
+
+}  // namespace
 
 }  // namespace hdsm

@@ -1,5 +1,7 @@
 #include "device/sim/sim_device.hpp"
 
+#include "device/sim/peer_groups.hpp"
+
 #include <hdsm/error.hpp>
 
 #include "device/sim/sim_queue.hpp"
@@ -390,5 +392,41 @@ std::vector<Device*> SimBackend::devices() const {
   for (const auto& d : devices_) out.push_back(d.get());
   return out;
 }
+
+SimOptions sim_options(const Config& config) {
+  SimOptions o;
+  o.devices = static_cast<unsigned>(config.integer("HDSM_SIM_DEVICES"));
+  o.memory_bytes = config.size("HDSM_SIM_MEMORY");
+  o.link_gbps = config.real("HDSM_SIM_LINK_GBPS");
+  o.host_bus_gbps = config.real("HDSM_SIM_HOST_BUS_GBPS");
+  o.latency_us = config.real("HDSM_SIM_LATENCY_US");
+  o.poison = config.boolean("HDSM_SIM_POISON");
+  const std::string& bounds = config.get("HDSM_SIM_BOUNDS_CHECK");
+#ifdef NDEBUG
+  constexpr bool debug_build = false;
+#else
+  constexpr bool debug_build = true;
+#endif
+  o.bounds_check = bounds == "auto" ? debug_build : bounds == "1" || bounds == "on";
+  const std::string& peer = config.get("HDSM_SIM_PEER");
+  try {
+    o.peer_groups = parse_peer_groups(peer, o.devices);
+  } catch (const InvalidArgument& e) {
+    throw ConfigError(
+        fmt::format("HDSM_SIM_PEER={} does not fit HDSM_SIM_DEVICES={}: {}", peer, o.devices, e.what()));
+  }
+  return o;
+}
+
+namespace {
+
+// Always opened, first: the sim devices are indices 0.. of every runtime.
+const bool registered = register_backend(
+    {"sim", 0, [](const Config&) { return true; },
+     [](DeviceServices services, const Config& config, unsigned) -> std::unique_ptr<DeviceBackend> {
+       return std::make_unique<SimBackend>(sim_options(config), services);
+     }});
+
+}  // namespace
 
 }  // namespace hdsm::sim

@@ -4,9 +4,11 @@
 // grid executor.
 #pragma once
 
+#include <hdsm/config.hpp>
 #include <hdsm/device.hpp>
 #include <hdsm/stats.hpp>
 
+#include "device/backends.hpp"
 #include "device/managed.hpp"
 #include "device/services.hpp"
 #include "device/sim/host_memory.hpp"
@@ -155,11 +157,15 @@ class SimDevice final : public Device, public ManagedMemory {
 };
 
 /// The sim backend of one runtime: its devices and their shared pinned-memory registry and host bus.
-class SimBackend {
+/// Options of the sim backend as the configuration sets them (HDSM_SIM_*); ConfigError for a peer
+/// group that does not fit the device count.
+SimOptions sim_options(const Config& config);
+
+class SimBackend final : public DeviceBackend {
  public:
   SimBackend(const SimOptions& options, DeviceServices services);
-  ~SimBackend();
-  std::vector<Device*> devices() const;
+  ~SimBackend() override;
+  std::vector<Device*> devices() const override;
 
  private:
   HostMemory host_;

@@ -1,4 +1,4 @@
-#include "runtime/peer_groups.hpp"
+#include "device/sim/peer_groups.hpp"
 
 #include <hdsm/error.hpp>
 
