@@ -4,6 +4,7 @@
 #ifndef HDSM_HDSM_H
 #define HDSM_HDSM_H
 
+#include <hdsm/version.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -2,6 +2,7 @@
 // This is the one header C++ programs include.
 #pragma once
 
+#include <hdsm/version.h>
 #include <hdsm/adsm.hpp>
 #include <hdsm/config.hpp>
 #include <hdsm/device.hpp>

@@ -1,3 +1,4 @@
+#include <hdsm/version.h>
 #include <hdsm/error.hpp>
 #include <hdsm/hdsm.hpp>
 
@@ -14,7 +15,7 @@
 
 namespace hdsm {
 
-const char* version() noexcept { return "0.1.0"; }
+const char* version() noexcept { return HDSM_VERSION_STRING; }
 
 namespace detail {
 namespace {

@@ -1,6 +1,7 @@
 /* A C program built against the installed hdsm with pkg-config. */
 #include <hdsm/hdsm.h>
 #include <stdio.h>
+#include <string.h>
 
 int main(void) {
   size_t count = 0;
@@ -20,6 +21,8 @@ int main(void) {
   if (hdsm_memcpy_async(to, from, sizeof from, &copied) != HDSM_SUCCESS ||
       hdsm_event_wait(copied) != HDSM_SUCCESS || hdsm_event_destroy(copied) != HDSM_SUCCESS || to[0] != 'a')
     return printf("memcpy_async: %s\n", hdsm_last_error()), 1;
+  if (strcmp(hdsm_version(), HDSM_VERSION_STRING) != 0)
+    return printf("the library is %s, its headers %s\n", hdsm_version(), HDSM_VERSION_STRING), 1;
   printf("consumer_c: hdsm %s, %zu devices ok\n", hdsm_version(), count);
   return 0;
 }

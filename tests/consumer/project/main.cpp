@@ -2,6 +2,7 @@
 #include <hdsm/hdsm.hpp>
 
 #include <cstdio>
+#include <string>
 #include <vector>
 
 int main() {
@@ -22,6 +23,8 @@ int main() {
   dev.free(buf);
   for (int v : host)
     if (v != 40) return std::printf("wrong result %d\n", v), 1;
+  if (std::string(hdsm::version()) != HDSM_VERSION_STRING)
+    return std::printf("the library is %s, its headers %s\n", hdsm::version(), HDSM_VERSION_STRING), 1;
   std::printf("consumer_cpp: hdsm %s on %s ok\n", hdsm::version(), dev.name().c_str());
   return 0;
 }
