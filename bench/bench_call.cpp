@@ -52,7 +52,8 @@ hdsm::Device& device_for(int thread) {
 }
 
 void rounds_counter(benchmark::State& state) {
-  state.counters["rounds"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["rounds"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 
 // launch + record + Event::wait on one queue of the device.

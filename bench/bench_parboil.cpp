@@ -18,7 +18,8 @@ namespace {
 hdsm::Runtime& runtime(const std::string& protocol) {
   static std::map<std::string, std::unique_ptr<hdsm::Runtime>> runtimes;
   auto& rt = runtimes[protocol];
-  if (!rt) rt = std::make_unique<hdsm::Runtime>(hdsm::Config::from_environment().set("HDSM_PROTOCOL", protocol));
+  if (!rt)
+    rt = std::make_unique<hdsm::Runtime>(hdsm::Config::from_environment().set("HDSM_PROTOCOL", protocol));
   return *rt;
 }
 

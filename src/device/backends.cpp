@@ -22,8 +22,9 @@ bool register_backend(const BackendRegistration& backend) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   r.backends.push_back(backend);
-  std::stable_sort(r.backends.begin(), r.backends.end(),
-                   [](const BackendRegistration& a, const BackendRegistration& b) { return a.order < b.order; });
+  std::stable_sort(
+      r.backends.begin(), r.backends.end(),
+      [](const BackendRegistration& a, const BackendRegistration& b) { return a.order < b.order; });
   return true;
 }
 
