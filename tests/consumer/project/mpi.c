@@ -14,7 +14,8 @@ int main(int argc, char** argv) {
   unsigned char* in = NULL;
   static unsigned char pattern[kBytes];
   for (size_t i = 0; i < kBytes; ++i) pattern[i] = (unsigned char)(i * 131 + (i >> 10));
-  if (hdsm_alloc(kBytes, -1, (void**)&out) != HDSM_SUCCESS || hdsm_alloc(kBytes, -1, (void**)&in) != HDSM_SUCCESS ||
+  if (hdsm_alloc(kBytes, -1, (void**)&out) != HDSM_SUCCESS ||
+      hdsm_alloc(kBytes, -1, (void**)&in) != HDSM_SUCCESS ||
       hdsm_memcpy(out, pattern, kBytes) != HDSM_SUCCESS)
     return printf("alloc: %s\n", hdsm_last_error()), 1;
   hdsm_stats before, after;
