@@ -52,21 +52,23 @@ __kernel void fft_cross(__global Complex* mine, __global const Complex* theirs, 
 })";
 }
 
-const Kernel& stage_kernel() {
-  static const Kernel k = with_cuda(with_opencl(
-      fft_opencl(),
+const auto& stage_kernel() {
+  static const auto k = hdsm::with_opencl(
+      opencl_source(fft_opencl()),
       per_thread("fft_stage", [](const Thread& t, Complex* a, std::uint32_t h, std::uint32_t butterflies) {
         if (const auto k = static_cast<std::uint32_t>(t.global_x()); k < butterflies) butterfly(a, k, h);
-      })));
+      }));
   return k;
 }
 
-const Kernel& cross_kernel() {
-  static const Kernel k = with_cuda(with_opencl(
-      fft_opencl(), per_thread("fft_cross", [](const Thread& t, Complex* mine, const Complex* theirs,
-                                               CrossStage c, std::uint32_t n) {
-        if (const auto i = static_cast<std::uint32_t>(t.global_x()); i < n) cross_point(mine, theirs, i, c);
-      })));
+const auto& cross_kernel() {
+  static const auto k = hdsm::with_opencl(
+      opencl_source(fft_opencl()),
+      per_thread("fft_cross",
+                 [](const Thread& t, Complex* mine, const Complex* theirs, CrossStage c, std::uint32_t n) {
+                   if (const auto i = static_cast<std::uint32_t>(t.global_x()); i < n)
+                     cross_point(mine, theirs, i, c);
+                 }));
   return k;
 }
 

@@ -57,25 +57,24 @@ __kernel void merge_split(__global const uint* mine, __global const uint* theirs
   if (s.low == 0 && at >= s.n) out[at - s.n] = x;
 })";
 
-const Kernel& pass_kernel() {
-  static const Kernel k = with_cuda(
-      with_opencl(kMergesortOpencl,
-                  per_thread("merge_pass", [](const Thread& t, const std::uint32_t* src, std::uint32_t* dst,
-                                              std::uint32_t width, std::uint32_t n) {
-                    if (const auto i = static_cast<std::uint32_t>(t.global_x()); i < n)
-                      merge_point(src, dst, i, width);
-                  })));
+const auto& pass_kernel() {
+  static const auto k = hdsm::with_opencl(
+      opencl_source(kMergesortOpencl),
+      per_thread("merge_pass", [](const Thread& t, const std::uint32_t* src, std::uint32_t* dst,
+                                  std::uint32_t width, std::uint32_t n) {
+        if (const auto i = static_cast<std::uint32_t>(t.global_x()); i < n) merge_point(src, dst, i, width);
+      }));
   return k;
 }
 
-const Kernel& split_kernel() {
-  static const Kernel k = with_cuda(
-      with_opencl(kMergesortOpencl,
-                  per_thread("merge_split", [](const Thread& t, const std::uint32_t* mine,
-                                               const std::uint32_t* theirs, std::uint32_t* out, SplitHalf s) {
-                    if (const auto i = static_cast<std::uint32_t>(t.global_x()); i < 2 * s.n)
-                      split_point(mine, theirs, out, i, s);
-                  })));
+const auto& split_kernel() {
+  static const auto k = hdsm::with_opencl(
+      opencl_source(kMergesortOpencl),
+      per_thread("merge_split", [](const Thread& t, const std::uint32_t* mine, const std::uint32_t* theirs,
+                                   std::uint32_t* out, SplitHalf s) {
+        if (const auto i = static_cast<std::uint32_t>(t.global_x()); i < 2 * s.n)
+          split_point(mine, theirs, out, i, s);
+      }));
   return k;
 }
 

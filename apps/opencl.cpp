@@ -4,9 +4,8 @@
 
 namespace hdsm::apps {
 
-Kernel with_opencl(std::string_view source, Kernel kernel) {
-  kernel.opencl_source = fmt::format("#pragma OPENCL FP_CONTRACT OFF\n{}", source);
-  return kernel;
+std::string opencl_source(std::string_view source) {
+  return fmt::format("#pragma OPENCL FP_CONTRACT OFF\n{}", source);
 }
 
 std::string cl_define(std::string_view name, float value) {

@@ -65,11 +65,12 @@ __kernel void stencil_slab(__global const float* u, __global float* next, Shape 
 
 // One block is up to kRow points of one row (y, z); the CUDA body is apps/cuda/stencil.cu.
 const Kernel& stencil7_kernel() {
-  static const Kernel k = with_cuda(with_opencl(
-      stencil_opencl(), per_thread("stencil7", [](const Thread& t, const float* u, float* next, Shape s) {
-        const auto x = static_cast<std::uint32_t>(t.global_x());
-        if (x < s.nx) step_point(u, next, s, x, t.block.y, t.block.z);
-      })));
+  static const auto k =
+      hdsm::with_opencl(opencl_source(stencil_opencl()),
+                        per_thread("stencil7", [](const Thread& t, const float* u, float* next, Shape s) {
+                          const auto x = static_cast<std::uint32_t>(t.global_x());
+                          if (x < s.nx) step_point(u, next, s, x, t.block.y, t.block.z);
+                        }));
   return k;
 }
 
@@ -104,16 +105,16 @@ Output sample(const float* volume, const StencilProblem& p) {
 
 }  // namespace
 
-const Kernel& stencil_slab_kernel() {
-  static const Kernel k = with_cuda(with_opencl(
-      stencil_opencl(),
+const KernelOf<const float*, float*, Shape, Planes>& stencil_slab_kernel() {
+  static const auto k = hdsm::with_opencl(
+      opencl_source(stencil_opencl()),
       per_thread("stencil_slab", [](const Thread& t, const float* u, float* next, Shape s, Planes p) {
         const auto x = static_cast<std::uint32_t>(t.global_x());
         const std::uint32_t z = p.first + t.block.z;
         if (x < s.nx)
           step_slab_point(u, next, s, x, t.block.y, z,
                           static_cast<std::uint32_t>(static_cast<std::int32_t>(z) + p.origin));
-      })));
+      }));
   return k;
 }
 

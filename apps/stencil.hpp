@@ -30,8 +30,8 @@ Output stencil_reference(const StencilProblem& problem);
 inline constexpr double kStencilTolerance = 1e-5;
 
 /// The kernel of the multi-device stencil (apps/stencil_multi.cpp) and of the MPI test: one step of
-/// the planes `Planes` names of a slab, arguments (const float* u, float* next, Shape volume, Planes).
-const Kernel& stencil_slab_kernel();
+/// the planes `Planes` names of a slab.
+const KernelOf<const float*, float*, stencil_kernel::Shape, stencil_kernel::Planes>& stencil_slab_kernel();
 /// Its launch over `planes` planes of the volume `shape`.
 Launch stencil_slab_launch(const stencil_kernel::Shape& shape, std::uint32_t planes);
 

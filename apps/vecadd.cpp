@@ -20,12 +20,12 @@ __kernel void vecadd(__global const float* a, __global const float* b, __global 
   if (i < n) c[i] = a[i] + b[i];
 })";
 
-const Kernel& vecadd_kernel() {
-  static const Kernel k = with_cuda(with_opencl(
-      kVecaddOpencl,
+const auto& vecadd_kernel() {
+  static const auto k = hdsm::with_opencl(
+      opencl_source(kVecaddOpencl),
       per_thread("vecadd", [](const Thread& t, const float* a, const float* b, float* c, std::uint64_t n) {
         if (const auto i = t.global_x(); i < n) c[i] = a[i] + b[i];
-      })));
+      }));
   return k;
 }
 

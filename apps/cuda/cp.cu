@@ -15,9 +15,7 @@ __global__ void cp_energy(float* grid, const AtomInfo* atoms, std::uint32_t coun
 
 }  // namespace
 
-Bodies cp_bodies() {
-  static const Body table[] = {HDSM_APPS_CUDA_BODY(cp_energy)};
-  return bodies_of(table);
-}
+// The kernels of the same names find them (<hdsm/cuda.hpp>).
+HDSM_CUDA_KERNEL(cp_energy);
 
 }  // namespace hdsm::apps::cuda

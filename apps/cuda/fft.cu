@@ -19,9 +19,8 @@ __global__ void fft_cross(Complex* mine, const Complex* theirs, CrossStage c, st
 
 }  // namespace
 
-Bodies fft_bodies() {
-  static const Body table[] = {HDSM_APPS_CUDA_BODY(fft_stage), HDSM_APPS_CUDA_BODY(fft_cross)};
-  return bodies_of(table);
-}
+// The kernels of the same names find them (<hdsm/cuda.hpp>).
+HDSM_CUDA_KERNEL(fft_stage);
+HDSM_CUDA_KERNEL(fft_cross);
 
 }  // namespace hdsm::apps::cuda

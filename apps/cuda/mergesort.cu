@@ -22,9 +22,8 @@ __global__ void merge_split(const std::uint32_t* mine, const std::uint32_t* thei
 
 }  // namespace
 
-Bodies mergesort_bodies() {
-  static const Body table[] = {HDSM_APPS_CUDA_BODY(merge_pass), HDSM_APPS_CUDA_BODY(merge_split)};
-  return bodies_of(table);
-}
+// The kernels of the same names find them (<hdsm/cuda.hpp>).
+HDSM_CUDA_KERNEL(merge_pass);
+HDSM_CUDA_KERNEL(merge_split);
 
 }  // namespace hdsm::apps::cuda

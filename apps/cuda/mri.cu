@@ -33,10 +33,10 @@ __global__ void mrifhd_compute_fh(const float* x, const float* y, const float* z
 
 }  // namespace
 
-Bodies mri_bodies() {
-  static const Body table[] = {HDSM_APPS_CUDA_BODY(mriq_phi_mag), HDSM_APPS_CUDA_BODY(mriq_compute_q),
-                               HDSM_APPS_CUDA_BODY(mrifhd_rho_phi), HDSM_APPS_CUDA_BODY(mrifhd_compute_fh)};
-  return bodies_of(table);
-}
+// The kernels of the same names find them (<hdsm/cuda.hpp>).
+HDSM_CUDA_KERNEL(mriq_phi_mag);
+HDSM_CUDA_KERNEL(mriq_compute_q);
+HDSM_CUDA_KERNEL(mrifhd_rho_phi);
+HDSM_CUDA_KERNEL(mrifhd_compute_fh);
 
 }  // namespace hdsm::apps::cuda

@@ -18,9 +18,7 @@ __global__ void pns_simulate(const std::int32_t* arcs, std::int32_t* marking, st
 
 }  // namespace
 
-Bodies pns_bodies() {
-  static const Body table[] = {HDSM_APPS_CUDA_BODY(pns_simulate)};
-  return bodies_of(table);
-}
+// The kernels of the same names find them (<hdsm/cuda.hpp>).
+HDSM_CUDA_KERNEL(pns_simulate);
 
 }  // namespace hdsm::apps::cuda

@@ -21,9 +21,8 @@ __global__ void rpes_eri(const ShellPair* pairs, float* out, std::uint64_t first
 
 }  // namespace
 
-Bodies rpes_bodies() {
-  static const Body table[] = {HDSM_APPS_CUDA_BODY(rpes_pairs), HDSM_APPS_CUDA_BODY(rpes_eri)};
-  return bodies_of(table);
-}
+// The kernels of the same names find them (<hdsm/cuda.hpp>).
+HDSM_CUDA_KERNEL(rpes_pairs);
+HDSM_CUDA_KERNEL(rpes_eri);
 
 }  // namespace hdsm::apps::cuda

@@ -26,10 +26,9 @@ __global__ void sad_16x16(const Sad* sad8, Sad* sad16, Frame f) { sad16_element(
 
 }  // namespace
 
-Bodies sad_bodies() {
-  static const Body table[] = {HDSM_APPS_CUDA_BODY(sad_4x4), HDSM_APPS_CUDA_BODY(sad_8x8),
-                               HDSM_APPS_CUDA_BODY(sad_16x16)};
-  return bodies_of(table);
-}
+// The kernels of the same names find them (<hdsm/cuda.hpp>).
+HDSM_CUDA_KERNEL(sad_4x4);
+HDSM_CUDA_KERNEL(sad_8x8);
+HDSM_CUDA_KERNEL(sad_16x16);
 
 }  // namespace hdsm::apps::cuda

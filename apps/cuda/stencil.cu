@@ -24,9 +24,8 @@ __global__ void stencil_slab(const float* u, float* next, Shape s, Planes p) {
 
 }  // namespace
 
-Bodies stencil_bodies() {
-  static const Body table[] = {HDSM_APPS_CUDA_BODY(stencil7), HDSM_APPS_CUDA_BODY(stencil_slab)};
-  return bodies_of(table);
-}
+// The kernels of the same names find them (<hdsm/cuda.hpp>).
+HDSM_CUDA_KERNEL(stencil7);
+HDSM_CUDA_KERNEL(stencil_slab);
 
 }  // namespace hdsm::apps::cuda

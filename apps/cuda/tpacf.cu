@@ -34,9 +34,7 @@ __global__ void tpacf_histogram(const Point* set1, std::uint32_t n, const Point*
 
 }  // namespace
 
-Bodies tpacf_bodies() {
-  static const Body table[] = {HDSM_APPS_CUDA_BODY(tpacf_histogram)};
-  return bodies_of(table);
-}
+// The kernels of the same names find them (<hdsm/cuda.hpp>).
+HDSM_CUDA_KERNEL(tpacf_histogram);
 
 }  // namespace hdsm::apps::cuda

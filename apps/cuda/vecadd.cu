@@ -12,9 +12,7 @@ __global__ void vecadd(const float* a, const float* b, float* c, std::uint64_t n
 
 }  // namespace
 
-Bodies vecadd_bodies() {
-  static const Body table[] = {HDSM_APPS_CUDA_BODY(vecadd)};
-  return bodies_of(table);
-}
+// The kernels of the same names find them (<hdsm/cuda.hpp>).
+HDSM_CUDA_KERNEL(vecadd);
 
 }  // namespace hdsm::apps::cuda

@@ -92,12 +92,13 @@ __kernel void cp_energy(__global float* grid, __global const AtomInfo* atoms, ui
 
 // Each thread owns kUnroll consecutive points of one row and adds the chunk's potential to them
 // (add_energy; the CUDA body is apps/cuda/cp.cu).
-const Kernel& energy_kernel() {
-  static const Kernel k = with_cuda(with_opencl(
-      energy_opencl(), per_thread("cp_energy", [](const Thread& t, float* grid, const AtomInfo* atoms,
-                                                  std::uint32_t count, std::uint32_t nx) {
-        add_energy(grid, atoms, count, nx, t.global_x() * kUnroll, t.global_y());
-      })));
+const auto& energy_kernel() {
+  static const auto k =
+      hdsm::with_opencl(opencl_source(energy_opencl()),
+                        per_thread("cp_energy", [](const Thread& t, float* grid, const AtomInfo* atoms,
+                                                   std::uint32_t count, std::uint32_t nx) {
+                          add_energy(grid, atoms, count, nx, t.global_x() * kUnroll, t.global_y());
+                        }));
   return k;
 }
 

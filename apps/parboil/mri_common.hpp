@@ -118,8 +118,8 @@ class SharedObjects {
 // in OpenCL C, over r, im, kv[k] and arg) and a KValue struct of the float fields `kvalue` ("kx, ky,
 // kz, ...").
 template <class KValue, class Add>
-Kernel accumulate_kernel(const std::string& name, std::string_view kvalue, std::string_view opencl_add,
-                         Add add) {
+auto accumulate_kernel(const std::string& name, std::string_view kvalue, std::string_view opencl_add,
+                       Add add) {
   std::string source = cl_define("TWO_PI", kTwoPi);
   source.append("typedef struct { float ").append(kvalue).append("; } KValue;\n__kernel void ").append(name);
   source.append(R"((__global const float* x, __global const float* y, __global const float* z,
@@ -136,18 +136,18 @@ Kernel accumulate_kernel(const std::string& name, std::string_view kvalue, std::
   re[i] = r;
   im_sums[i] = im;
 })");
-  return with_cuda(with_opencl(
-      source,
+  return hdsm::with_opencl(
+      opencl_source(source),
       per_thread(name, [add](const Thread& t, const float* x, const float* y, const float* z, float* re,
                              float* im_sums, const KValue* kv, std::uint32_t count, std::uint32_t voxels) {
         accumulate_voxel(x, y, z, re, im_sums, kv, count, voxels, t.global_x(), add);
-      })));
+      }));
 }
 
 // The second phase on shared objects: chunk[k] = pack(sample), then one call of `kernel` that adds the
 // chunk to the sums re and im.
-template <std::size_t N, std::size_t M, class KValue, class Pack>
-void accumulate(Runtime& rt, const Kernel& kernel, const Shape& s, const SharedObjects<N, M, KValue>& o,
+template <std::size_t N, std::size_t M, class KValue, class Pack, class K>
+void accumulate(Runtime& rt, const K& kernel, const Shape& s, const SharedObjects<N, M, KValue>& o,
                 const Pack& pack) {
   for (std::uint32_t start = 0; start < s.samples; start += s.chunk) {
     const std::uint32_t count = std::min(s.chunk, s.samples - start);

@@ -37,16 +37,17 @@ __kernel void mrifhd_rho_phi(__global const float* phi_r, __global const float* 
   }
 })";
 
-const Kernel& rho_phi_kernel() {
-  static const Kernel k = with_cuda(with_opencl(
-      kRhoPhiOpencl, per_thread("mrifhd_rho_phi",
-                                [](const Thread& t, const float* phi_r, const float* phi_i, const float* d_r,
-                                   const float* d_i, float* rho_r, float* rho_i, std::uint32_t n) {
-                                  if (const auto i = t.global_x(); i < n) {
-                                    rho_r[i] = rho_real(phi_r[i], phi_i[i], d_r[i], d_i[i]);
-                                    rho_i[i] = rho_imag(phi_r[i], phi_i[i], d_r[i], d_i[i]);
-                                  }
-                                })));
+const auto& rho_phi_kernel() {
+  static const auto k = hdsm::with_opencl(
+      opencl_source(kRhoPhiOpencl),
+      per_thread("mrifhd_rho_phi",
+                 [](const Thread& t, const float* phi_r, const float* phi_i, const float* d_r,
+                    const float* d_i, float* rho_r, float* rho_i, std::uint32_t n) {
+                   if (const auto i = t.global_x(); i < n) {
+                     rho_r[i] = rho_real(phi_r[i], phi_i[i], d_r[i], d_i[i]);
+                     rho_i[i] = rho_imag(phi_r[i], phi_i[i], d_r[i], d_i[i]);
+                   }
+                 }));
   return k;
 }
 
@@ -56,9 +57,9 @@ const char* const kFhdAddOpencl = R"(
     r += kv[k].rho_r * c - kv[k].rho_i * sn;
     im += kv[k].rho_i * c + kv[k].rho_r * sn;)";
 
-const Kernel& fhd_kernel() {
-  static const Kernel k = mri::accumulate_kernel<KValue>("mrifhd_compute_fh", "kx, ky, kz, rho_r, rho_i",
-                                                         kFhdAddOpencl, mri::AddFhd{});
+const auto& fhd_kernel() {
+  static const auto k = mri::accumulate_kernel<KValue>("mrifhd_compute_fh", "kx, ky, kz, rho_r, rho_i",
+                                                       kFhdAddOpencl, mri::AddFhd{});
   return k;
 }
 

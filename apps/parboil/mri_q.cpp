@@ -31,12 +31,14 @@ __kernel void mriq_phi_mag(__global const float* phi_r, __global const float* ph
   if (i < n) phi_mag[i] = phi_r[i] * phi_r[i] + phi_i[i] * phi_i[i];
 })";
 
-const Kernel& phi_mag_kernel() {
-  static const Kernel k = with_cuda(with_opencl(
-      kPhiMagOpencl, per_thread("mriq_phi_mag", [](const Thread& t, const float* phi_r, const float* phi_i,
-                                                   float* phi_mag, std::uint32_t n) {
-        if (const auto i = t.global_x(); i < n) phi_mag[i] = mri::phi_magnitude(phi_r[i], phi_i[i]);
-      })));
+const auto& phi_mag_kernel() {
+  static const auto k =
+      hdsm::with_opencl(opencl_source(kPhiMagOpencl),
+                        per_thread("mriq_phi_mag", [](const Thread& t, const float* phi_r, const float* phi_i,
+                                                      float* phi_mag, std::uint32_t n) {
+                          if (const auto i = t.global_x(); i < n)
+                            phi_mag[i] = mri::phi_magnitude(phi_r[i], phi_i[i]);
+                        }));
   return k;
 }
 
@@ -45,8 +47,8 @@ const char* const kQAddOpencl = R"(
     r += kv[k].phi_mag * cos(arg);
     im += kv[k].phi_mag * sin(arg);)";
 
-const Kernel& q_kernel() {
-  static const Kernel k =
+const auto& q_kernel() {
+  static const auto k =
       mri::accumulate_kernel<KValue>("mriq_compute_q", "kx, ky, kz, phi_mag", kQAddOpencl, mri::AddQ{});
   return k;
 }

@@ -103,15 +103,15 @@ __kernel void pns_simulate(__global const int* arcs, __global int* marking, __gl
 }
 
 // One thread per replica (the CUDA body is apps/cuda/pns.cu).
-const Kernel& simulate_kernel() {
-  static const Kernel k = with_cuda(with_opencl(
-      simulate_opencl(),
+const auto& simulate_kernel() {
+  static const auto k = hdsm::with_opencl(
+      opencl_source(simulate_opencl()),
       per_thread("pns_simulate", [](const Thread& t, const std::int32_t* arcs, std::int32_t* marking,
                                     std::uint64_t* rng, std::uint32_t* sums, std::uint32_t replicas,
                                     std::uint32_t transitions, std::uint32_t steps) {
         if (const std::uint64_t r = t.global_x(); r < replicas)
           simulate(arcs, marking + r * kPlaces, rng[r], sums + r * kPlaces, transitions, steps);
-      })));
+      }));
   return k;
 }
 

@@ -125,23 +125,24 @@ std::string rpes_opencl() {
 }
 
 // The CUDA bodies of both kernels are apps/cuda/rpes.cu.
-const Kernel& pair_kernel() {
-  static const Kernel k = with_cuda(with_opencl(
-      rpes_opencl(),
+const auto& pair_kernel() {
+  static const auto k = hdsm::with_opencl(
+      opencl_source(rpes_opencl()),
       per_thread("rpes_pairs", [](const Thread& t, const Shell* shells, ShellPair* pairs, std::uint32_t n) {
         const std::uint64_t j = t.global_x(), i = t.global_y();
         if (i < n && j <= i) make_pair(shells[i], shells[j], pairs[pair_index(i, j)]);
-      })));
+      }));
   return k;
 }
 
-const Kernel& eri_kernel() {
-  static const Kernel k = with_cuda(with_opencl(
-      rpes_opencl(), per_thread("rpes_eri", [](const Thread& t, const ShellPair* pairs, float* out,
-                                               std::uint64_t first, std::uint64_t npairs) {
-        const std::uint64_t kl = t.global_x(), ij = first + t.global_y();
-        if (ij < npairs && kl <= ij) out[pair_index(ij, kl)] = eri(pairs[ij], pairs[kl]);
-      })));
+const auto& eri_kernel() {
+  static const auto k =
+      hdsm::with_opencl(opencl_source(rpes_opencl()),
+                        per_thread("rpes_eri", [](const Thread& t, const ShellPair* pairs, float* out,
+                                                  std::uint64_t first, std::uint64_t npairs) {
+                          const std::uint64_t kl = t.global_x(), ij = first + t.global_y();
+                          if (ij < npairs && kl <= ij) out[pair_index(ij, kl)] = eri(pairs[ij], pairs[kl]);
+                        }));
   return k;
 }
 

@@ -104,32 +104,34 @@ __kernel void sad_16x16(__global const ushort* sad8, __global ushort* sad16, Fra
 // One block per macroblock, one thread per displacement: the macroblock goes to shared memory, then
 // every thread computes the macroblock's sixteen 4x4 SADs at its displacement. The CUDA bodies of
 // the three kernels are apps/cuda/sad.cu.
-const Kernel& sad4_kernel() {
-  static const Kernel k = with_cuda(with_opencl(
-      sad4_opencl(),
+const auto& sad4_kernel() {
+  static const auto k = hdsm::with_opencl(
+      opencl_source(sad4_opencl()),
       per_block("sad_4x4", [](Block& b, const Pixel* cur, const Pixel* ref, Sad* sad4, Frame f) {
         Pixel* mb = b.shared<Pixel>(256);
         const std::uint32_t mx = b.index().x * 16, my = b.index().y * 16;
         b.threads([&](const Thread& t) { load_macroblock(mb, cur, f, mx, my, t.rank(), b.size()); });
         const std::size_t mbi = std::size_t{b.index().y} * b.grid_dim().x + b.index().x;
         b.threads([&](const Thread& t) { sad4_thread(mb, ref, sad4, f, mx, my, mbi, t.idx.x, t.idx.y); });
-      })));
+      }));
   return k;
 }
 
-const Kernel& sad8_kernel() {
-  static const Kernel k = with_cuda(with_opencl(
-      sad8_opencl(), per_thread("sad_8x8", [](const Thread& t, const Sad* sad4, Sad* sad8, Frame f) {
-        sad8_element(sad4, sad8, f, t.global_x());
-      })));
+const auto& sad8_kernel() {
+  static const auto k =
+      hdsm::with_opencl(opencl_source(sad8_opencl()),
+                        per_thread("sad_8x8", [](const Thread& t, const Sad* sad4, Sad* sad8, Frame f) {
+                          sad8_element(sad4, sad8, f, t.global_x());
+                        }));
   return k;
 }
 
-const Kernel& sad16_kernel() {
-  static const Kernel k = with_cuda(with_opencl(
-      sad16_opencl(), per_thread("sad_16x16", [](const Thread& t, const Sad* sad8, Sad* sad16, Frame f) {
-        sad16_element(sad8, sad16, f, t.global_x());
-      })));
+const auto& sad16_kernel() {
+  static const auto k =
+      hdsm::with_opencl(opencl_source(sad16_opencl()),
+                        per_thread("sad_16x16", [](const Thread& t, const Sad* sad8, Sad* sad16, Frame f) {
+                          sad16_element(sad8, sad16, f, t.global_x());
+                        }));
   return k;
 }
 

@@ -129,9 +129,9 @@ __kernel void tpacf_histogram(__global const Point* set1, uint n, __global const
 
 // One block histogram in shared memory, written out per block: no atomics, deterministic. The CUDA
 // body (apps/cuda/tpacf.cu) counts as the OpenCL body does.
-const Kernel& histogram_kernel() {
-  static const Kernel k = with_cuda(with_opencl(
-      histogram_opencl(),
+const auto& histogram_kernel() {
+  static const auto k = hdsm::with_opencl(
+      opencl_source(histogram_opencl()),
       per_block("tpacf_histogram",
                 [](Block& b, const Point* set1, std::uint32_t n, const Point* set2, std::uint32_t partners,
                    std::uint32_t self, const float* binb, std::uint64_t* hist) {
@@ -144,7 +144,7 @@ const Kernel& histogram_kernel() {
                       count_pairs(CountInto{h}, bounds, set1[i], i, set2, n, partners, self);
                   });
                   std::copy(h, h + kSlots, hist + std::size_t{b.index().x} * kSlots);
-                })));
+                }));
   return k;
 }
 

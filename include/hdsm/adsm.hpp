@@ -100,7 +100,53 @@ CallArg call_arg(const A& a) {
   }
 }
 
+template <class>
+inline constexpr bool always_false = false;
+
+/// The CallArg of argument `a` for the typed kernel parameter P, checked at compile time.
+template <class P, class A>
+CallArg typed_call_arg(const A& a) {
+  if constexpr (std::is_pointer_v<P> && !std::is_function_v<std::remove_pointer_t<P>>) {
+    if constexpr (is_annotated<A>::value) {
+      static_assert(std::is_convertible_v<decltype(a.pointer), P>,
+                    "hdsm::call: the annotated pointer does not convert to the kernel's pointer parameter "
+                    "(see the parameter and argument types in the instantiation above)");
+      return call_arg(a);
+    } else if constexpr (std::is_null_pointer_v<A>) {
+      return {CallArg::Kind::value, Use::inout, nullptr, KernelArg::value(P{nullptr})};
+    } else {
+      static_assert(std::is_pointer_v<A> && std::is_convertible_v<A, P>,
+                    "hdsm::call: the argument is not a pointer that converts to the kernel's pointer "
+                    "parameter (see the parameter and argument types in the instantiation above)");
+      const P p = a;
+      const Use use = std::is_const_v<std::remove_pointer_t<P>> ? Use::in : Use::inout;
+      return {CallArg::Kind::pointer, use, p, KernelArg::value(p)};
+    }
+  } else {
+    static_assert(!is_annotated<A>::value,
+                  "hdsm::call: in/out/inout annotate pointer arguments; this kernel parameter is a value");
+    static_assert(std::is_convertible_v<A, P>,
+                  "hdsm::call: the argument does not convert to the kernel's parameter type (see the "
+                  "parameter and argument types in the instantiation above)");
+    static_assert(std::is_trivially_copyable_v<P>, "kernel parameters must be trivially copyable");
+    const P v = static_cast<P>(a);
+    return {CallArg::Kind::value, Use::inout, nullptr, KernelArg::value(v)};
+  }
+}
+
 }  // namespace detail
+
+template <class... P, class... A>
+void Runtime::call(const KernelOf<P...>& kernel, const Launch& launch, A&&... args) {
+  if constexpr (sizeof...(P) != sizeof...(A)) {
+    static_assert(detail::always_false<KernelOf<P...>>,
+                  "hdsm::call: the number of arguments differs from the kernel's parameters");
+  } else {
+    const std::array<detail::CallArg, sizeof...(A)> packed{
+        detail::typed_call_arg<P>(static_cast<const std::decay_t<A>&>(args))...};
+    call_args(kernel, launch, packed);
+  }
+}
 
 template <class T>
 T* Runtime::alloc(std::size_t n, int device) {
@@ -145,6 +191,10 @@ T* safe(T* p) {
 }
 template <class... A>
 void call(const Kernel& kernel, const Launch& launch, A&&... args) {
+  Runtime::instance().call(kernel, launch, std::forward<A>(args)...);
+}
+template <class... P, class... A>
+void call(const KernelOf<P...>& kernel, const Launch& launch, A&&... args) {
   Runtime::instance().call(kernel, launch, std::forward<A>(args)...);
 }
 inline void sync() { Runtime::instance().sync(); }

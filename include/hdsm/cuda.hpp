@@ -15,9 +15,17 @@
 // also runs where there is no driver (on sim or OpenCL devices) names its CUDA body lazily instead:
 //
 //   add.cuda_lookup = &hdsm::cuda_lookup<add_kernel>;  // resolved at its first launch on CUDA
+//
+// Or, where the host code cannot see the __global__ function (it is in a .cu file of its own, and
+// the kernel is made in C++ code that nvcc does not compile), the .cu file registers it by name,
+// and every kernel of that name finds it at its first launch on CUDA:
+//
+//   __global__ void add(const float* a, float* b, std::uint64_t n) { ... }
+//   HDSM_CUDA_KERNEL(add);   // the kernel made by hdsm::per_thread("add", ...) runs it on CUDA
 #pragma once
 
 #include <hdsm/error.hpp>
+#include <hdsm/kernel_registry.hpp>
 
 #include <cuda_runtime_api.h>
 
@@ -48,3 +56,11 @@ const void* cuda_lookup() {
 }
 
 }  // namespace hdsm
+
+/// Registers the __global__ function `function` as the CUDA body of the kernels named as it, when the
+/// program (or the library holding this .cu file) loads. At namespace scope, after the function.
+// clang-format off
+#define HDSM_CUDA_KERNEL(function)                                                      \
+  [[maybe_unused]] static const bool hdsm_cuda_kernel_##function =                      \
+      ::hdsm::detail::register_cuda_body(#function, &::hdsm::cuda_lookup<function>)
+// clang-format on

@@ -11,6 +11,7 @@
 //       and t.sync() is __syncthreads(); t.shared<T>(n) is a __shared__ array.
 #pragma once
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -205,6 +206,33 @@ struct Kernel {
   const void* (*cuda_lookup)() = nullptr;
 };
 
+/// A kernel that knows the types of its parameters (what per_thread, per_block and cooperative
+/// return): hdsm::call checks and converts its arguments against them at compile time. It is a
+/// Kernel, so whatever takes a Kernel (queues, the untyped call) takes it too; a plain Kernel is the
+/// untyped form, for kernels composed at run time.
+template <class... Params>
+struct KernelOf : Kernel {
+  using Parameters = std::tuple<Params...>;
+};
+
+/// `kernel` with `source` as its body on OpenCL devices: OpenCL C that defines a __kernel function
+/// named as the kernel, taking the same arguments in order (pointers as __global pointers, values by
+/// value with the same layout).
+template <class K>
+requires std::derived_from<K, Kernel> K with_opencl(std::string source, K kernel) {
+  kernel.opencl_source = std::move(source);
+  return kernel;
+}
+
+/// `kernel` with its body on CUDA devices given by `lookup` (hdsm::cuda_lookup<f> in <hdsm/cuda.hpp>),
+/// resolved at its first launch on a CUDA device. A kernel needs none where its __global__ function
+/// is registered under the kernel's name (HDSM_CUDA_KERNEL in <hdsm/cuda.hpp>).
+template <class K>
+requires std::derived_from<K, Kernel> K with_cuda(const void* (*lookup)(), K kernel) {
+  kernel.cuda_lookup = lookup;
+  return kernel;
+}
+
 namespace detail {
 
 template <class T>
@@ -240,6 +268,16 @@ Tuple unpack(const std::string& kernel, const ArgPack& pack, std::index_sequence
   return out;
 }
 
+template <class Tuple>
+struct kernel_of;
+template <class... P>
+struct kernel_of<std::tuple<P...>> {
+  using type = KernelOf<P...>;
+};
+/// The typed kernel of a body F(first, params...).
+template <class F>
+using kernel_for = typename kernel_of<typename callable_args<F>::args>::type;
+
 template <class F>
 auto unpack_for(const std::string& kernel, const ArgPack& pack) {
   using Tuple = typename callable_args<F>::args;
@@ -250,8 +288,8 @@ auto unpack_for(const std::string& kernel, const ArgPack& pack) {
 
 /// A kernel whose threads never wait for each other: f(const Thread&, args...).
 template <class F>
-Kernel per_thread(std::string name, F f) {
-  Kernel k;
+detail::kernel_for<F> per_thread(std::string name, F f) {
+  detail::kernel_for<F> k;
   k.name = name;
   k.host = [f, name](exec::Executor& ex, const Launch& launch, const ArgPack& pack) {
     auto args = detail::unpack_for<F>(name, pack);
@@ -271,8 +309,8 @@ Kernel per_thread(std::string name, F f) {
 
 /// A kernel written block by block in phases: f(Block&, args...).
 template <class F>
-Kernel per_block(std::string name, F f) {
-  Kernel k;
+detail::kernel_for<F> per_block(std::string name, F f) {
+  detail::kernel_for<F> k;
   k.name = name;
   k.host = [f, name](exec::Executor& ex, const Launch& launch, const ArgPack& pack) {
     auto args = detail::unpack_for<F>(name, pack);
@@ -286,8 +324,8 @@ Kernel per_block(std::string name, F f) {
 
 /// A kernel with CUDA's thread model: f(ThreadCtx&, args...) with t.sync() barriers.
 template <class F>
-Kernel cooperative(std::string name, F f) {
-  Kernel k;
+detail::kernel_for<F> cooperative(std::string name, F f) {
+  detail::kernel_for<F> k;
   k.name = name;
   k.host = [f, name](exec::Executor& ex, const Launch& launch, const ArgPack& pack) {
     auto args = detail::unpack_for<F>(name, pack);

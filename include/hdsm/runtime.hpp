@@ -26,7 +26,8 @@ namespace detail {
 struct RuntimeImpl;
 
 /// One argument of Runtime::call as the runtime sees it: a plain value, a raw pointer (translated
-/// when it points into a shared object) or an annotated pointer.
+/// when it points into a shared object; `use` is what it counts as in a call with annotations) or an
+/// annotated pointer.
 struct CallArg {
   static constexpr std::size_t kWholeObject = SIZE_MAX;
   enum class Kind : std::uint8_t { value, pointer, annotated };
@@ -123,6 +124,12 @@ class Runtime {
   /// copies with HDSM_REMOTE=copy, and are Unsupported otherwise (docs/user-guide.md).
   template <class... A>
   void call(const Kernel& kernel, const Launch& launch, A&&... args);
+  /// The same for a typed kernel (per_thread, per_block, cooperative): every argument is checked
+  /// against the kernel's parameter at compile time and converted to its type. A pointer argument
+  /// must convert to the parameter's pointer type (a float* for an int* parameter does not
+  /// compile); in a call with annotations, a raw pointer for a `const T*` parameter counts as in.
+  template <class... P, class... A>
+  void call(const KernelOf<P...>& kernel, const Launch& launch, A&&... args);
   /// Wait for the calls the calling thread made since its last sync, then acquire what they used; a
   /// no-op with none in flight. Other threads' calls are theirs to sync.
   void sync();

@@ -4,6 +4,7 @@
 
 #include <hdsm/error.hpp>
 #include <hdsm/kernel.hpp>
+#include <hdsm/kernel_registry.hpp>
 
 #include <fmt/format.h>
 
@@ -32,11 +33,13 @@ inline void require_range(const std::string& what, const std::string& device, st
 inline const void* require_cuda_body(const Kernel& kernel) {
   const void* function = kernel.cuda_function;
   if (function == nullptr && kernel.cuda_lookup != nullptr) function = kernel.cuda_lookup();
+  if (function == nullptr && kernel.cuda_lookup == nullptr)
+    if (const auto registered = detail::registered_cuda_body(kernel.name.c_str())) function = registered();
   if (function == nullptr)
     throw Unsupported(
         fmt::format("kernel '{}' has no body for backend cuda (it needs a __global__ function: "
-                    "Kernel::cuda_function = hdsm::cuda_kernel(f), or Kernel::cuda_lookup = "
-                    "&hdsm::cuda_lookup<f>; see <hdsm/cuda.hpp>)",
+                    "Kernel::cuda_function = hdsm::cuda_kernel(f), Kernel::cuda_lookup = "
+                    "&hdsm::cuda_lookup<f>, or HDSM_CUDA_KERNEL(f) in the .cu file; see <hdsm/cuda.hpp>)",
                     kernel.name));
   return function;
 }

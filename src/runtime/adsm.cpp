@@ -398,9 +398,9 @@ void Runtime::call_args(const Kernel& kernel, const Launch& launch, std::span<co
       continue;
     }
     const unsigned d = arena.segment_of(a.pointer);
-    const coherence::KernelUse use = !annotated                  ? coherence::KernelUse::unknown
-                                     : a.kind == Kind::annotated ? detail::kernel_use(a.use)
-                                                                 : coherence::KernelUse::inout;
+    // In a call with annotations a raw pointer counts as what it says (inout, or in for a typed
+    // kernel's const parameter); without any, every object is released and acquired.
+    const coherence::KernelUse use = annotated ? detail::kernel_use(a.use) : coherence::KernelUse::unknown;
     if (d == target) {
       kernel_args.push_back(space.argument(a.pointer));
       if (annotated)

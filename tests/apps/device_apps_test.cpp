@@ -10,6 +10,7 @@
 #include "support/test_support.hpp"
 
 #include <hdsm/hdsm.hpp>
+#include <hdsm/kernel_registry.hpp>
 
 #include <gtest/gtest.h>
 
@@ -126,6 +127,19 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   for (char& ch : s)
     if (ch == '-') ch = '_';
   return s;
+}
+
+// Every app kernel's CUDA body is registered by name when the program loads (HDSM_CUDA_KERNEL in
+// apps/cuda/*.cu): their objects are linked into the program even though nothing refers to them.
+// Only the registry is read, so this runs without a GPU.
+TEST(AppsCudaBodies, EveryAppKernelFindsItsRegisteredBody) {
+  if (!hdsm::apps::have_cuda_bodies())
+    GTEST_SKIP() << "hdsm_apps has no CUDA kernel bodies (CMake found no CUDA compiler at configure time)";
+  for (const char* name :
+       {"cp_energy", "fft_stage", "fft_cross", "merge_pass", "merge_split", "mriq_phi_mag", "mriq_compute_q",
+        "mrifhd_rho_phi", "mrifhd_compute_fh", "pns_simulate", "rpes_pairs", "rpes_eri", "sad_4x4", "sad_8x8",
+        "sad_16x16", "stencil7", "stencil_slab", "tpacf_histogram", "vecadd"})
+    EXPECT_NE(hdsm::detail::registered_cuda_body(name), nullptr) << name;
 }
 
 INSTANTIATE_TEST_SUITE_P(opencl, AppsOnDevice, ::testing::ValuesIn(cases("opencl")), case_name);

@@ -42,6 +42,41 @@ class AdsmApi : public ::testing::TestWithParam<std::string> {
   hdsm::Runtime rt{adsm_config(GetParam())};
 };
 
+// A typed kernel's `const float*` parameter means in: in a call with annotations, a raw pointer
+// passed there keeps its host copy valid across the sync (reading it takes no fault), as hdsm::in(a)
+// would; the untyped form of the same kernel counts the raw pointer as inout, and the host copy goes.
+TEST_P(AdsmApi, ATypedConstParameterCountsAsIn) {
+  if (GetParam() == "batch") GTEST_SKIP() << "batch moves every object at every call and sync";
+  const std::size_t n = 4096;
+  const auto typed =
+      hdsm::per_thread("vecadd", [](const hdsm::Thread& t, const float* a, float* b, std::uint64_t n) {
+        if (const auto i = t.global_x(); i < n) b[i] += a[i];
+      });
+  const hdsm::Kernel& untyped = typed;
+  for (const bool is_typed : {true, false}) {
+    SCOPED_TRACE(is_typed ? "typed" : "untyped");
+    float* a = rt.alloc<float>(n);
+    float* b = rt.alloc<float>(n);
+    for (std::size_t i = 0; i < n; ++i) a[i] = static_cast<float>(i);
+    if (is_typed)
+      rt.call(typed, hdsm::cover(n), a, hdsm::inout(b), n);
+    else
+      rt.call(untyped, hdsm::cover(n), a, hdsm::inout(b), std::uint64_t{n});
+    rt.sync();
+    rt.reset_stats();
+    float sum = 0;
+    for (std::size_t i = 0; i < n; ++i) sum += a[i];
+    EXPECT_EQ(sum, static_cast<float>(n * (n - 1) / 2));
+    if (is_typed)
+      EXPECT_EQ(faults(rt), 0u) << "the host copy of a const argument was invalidated";
+    else
+      EXPECT_GT(faults(rt), 0u) << "a raw pointer of an untyped call should count as inout";
+    EXPECT_EQ(b[n - 1], static_cast<float>(n - 1));
+    rt.free(a);
+    rt.free(b);
+  }
+}
+
 TEST_P(AdsmApi, DesignExampleVecadd) {
   const std::size_t n = 3 * 1024 + 100;
   float* a = rt.alloc<float>(n);

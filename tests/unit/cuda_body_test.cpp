@@ -68,8 +68,9 @@ TEST(CudaBody, ErrorOfTheLookupGoesThrough) {
 }
 
 TEST(CudaBody, KernelsStartWithoutCudaBody) {
-  for (const hdsm::Kernel& k : {host_only(), hdsm::per_block("b", [](hdsm::Block&) {}),
-                                hdsm::cooperative("c", [](hdsm::ThreadCtx&) {})}) {
+  const hdsm::Kernel kernels[] = {host_only(), hdsm::per_block("b", [](hdsm::Block&) {}),
+                                  hdsm::cooperative("c", [](hdsm::ThreadCtx&) {})};
+  for (const hdsm::Kernel& k : kernels) {
     EXPECT_EQ(k.cuda_function, nullptr) << k.name;
     EXPECT_EQ(k.cuda_lookup, nullptr) << k.name;
   }
