@@ -1,4 +1,4 @@
-// Shared memory between the CPU and accelerators (ADSM, seed 000): alloc gives one pointer that both
+// Shared memory between the CPU and accelerators: alloc gives one pointer that both
 // the CPU and kernels use; call releases (the CPU's newer data goes to the device) and launches
 // asynchronously; sync waits and acquires (the kernels' results become visible to the CPU, fetched
 // on access by lazy and rolling update). HDSM_PROTOCOL, HDSM_BLOCK_SIZE and HDSM_ROLLING_STEP choose
@@ -7,7 +7,7 @@
 // Annotations say how a call uses an object: in(p) (only read: the host copy stays valid), out(p)
 // (only written: nothing is uploaded) and inout(p). In a call with at least one annotation only the
 // named objects are released and acquired (a raw shared pointer counts as inout); a call without any
-// releases and acquires every object of its device, as the seed does.
+// releases and acquires every object of its device.
 //
 // A range annotation, in(p, first, count) and so on, also says that the kernel touches only elements
 // [first, first + count) from p (it still receives p). The call then runs alongside asynchronous

@@ -156,7 +156,7 @@ class Device {
   virtual bool is_pinned(const void* pointer, std::size_t bytes) const = 0;
 
   virtual bool can_access_peer(const Device& other) const = 0;
-  /// Remote access (seed 003 §4.2): the kernel argument by which kernels of this device reach byte
+  /// Remote access: the kernel argument by which kernels of this device reach byte
   /// `offset` of `buffer`, a buffer of the device `home`, when they can (sim: peers of one host;
   /// cuda: peer access, enabled here on first use); nullopt when they cannot (no peer access, or
   /// OpenCL, whose buffers name one device's allocation). Throws as address() for a bad buffer.

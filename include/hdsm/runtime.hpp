@@ -79,7 +79,7 @@ class Runtime {
   void* safe(const void* p) const;
   template <class T>
   T* safe(T* p) const;
-  /// Bulk memory (seed 000 §4.4) for any mix of host memory and shared objects of this runtime, ranges
+  /// Bulk memory for any mix of host memory and shared objects of this runtime, ranges
   /// spanning several objects included. Each block of a shared range is handled where its data is:
   /// the device fills or copies blocks whose host copy is invalid (or that the call overwrites
   /// entirely while they are read-only) without fetching them; the host view is written otherwise,
@@ -103,7 +103,7 @@ class Runtime {
   /// complete.
   Event memcpy_async(void* dst, const void* src, std::size_t n);
 
-  /// I/O on shared objects (seed 000 §4.4) with the libc calls' arguments, results and errno. A buffer
+  /// I/O on shared objects with the libc calls' arguments, results and errno. A buffer
   /// in shared memory is moved in chunks of the pinned staging pool, double-buffered, straight
   /// between the file and the device copy where the host copy is invalid, through the host view
   /// otherwise; no page fault is raised, so no system call is interrupted halfway and restarted. A

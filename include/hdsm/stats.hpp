@@ -51,7 +51,7 @@ struct Stats {
   /// Time threads spent in the fault handler for shared memory, resolving included. Measured only
   /// with HDSM_STATS=1 or a trace (HDSM_TRACE); 0 otherwise, as timing costs two clock reads a fault.
   std::uint64_t fault_handler_ns = 0;
-  /// Time host threads spent blocked on hdsm's enqueue locks (seed 003 Fig. 8): the per-device call
+  /// Time host threads spent blocked on hdsm's enqueue locks: the per-device call
   /// locks that order a kernel call's release and launch, and the copy engine's per-device locks of
   /// copies between devices. Only contended acquisitions are timed (and counted in lock_waits); a
   /// thread never holds these locks while it waits for a device.
