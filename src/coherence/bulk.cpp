@@ -70,11 +70,11 @@ std::vector<SharedSpace::BulkRun> SharedSpace::read_runs(const Entry& e, std::si
   return runs;
 }
 
-transfer::Range SharedSpace::device_range(const Entry& e, std::size_t offset) const {
-  return transfer::Range::device_memory(*devices_[e.device], e.buffer, offset, *queues_[e.device]);
+transfer::CopyEnd SharedSpace::device_range(const Entry& e, std::size_t offset) const {
+  return transfer::CopyEnd::device_memory(*devices_[e.device], e.buffer, offset, *queues_[e.device]);
 }
 
-Event SharedSpace::move(const transfer::Range& dst, const transfer::Range& src, std::size_t n,
+Event SharedSpace::move(const transfer::CopyEnd& dst, const transfer::CopyEnd& src, std::size_t n,
                         bool order_after) {
   transfer::CopyEngine::Started s = engine_->start(dst, src, n, order_after);
   counters_.action(Action::bulk).add(s.plan.link_bytes());
@@ -144,7 +144,7 @@ void SharedSpace::write_span(const Span& span, const Source& source, std::vector
           std::memmove(host, src.host, r.bytes);  // the source may be this object's own shadow
           break;
         case Source::Kind::device:
-          move(transfer::Range::host_memory(host), device_range(*src.entry, src.offset), r.bytes, false)
+          move(transfer::CopyEnd::host_memory(host), device_range(*src.entry, src.offset), r.bytes, false)
               .wait();
           break;
       }
@@ -156,9 +156,10 @@ void SharedSpace::write_span(const Span& span, const Source& source, std::vector
       continue;
     }
     // Both sides: the host copy holds the data now, whatever its source was.
-    const transfer::Range from = r.side == Side::both || src.kind == Source::Kind::host
-                                     ? transfer::Range::host_memory(r.side == Side::both ? host : src.host)
-                                     : device_range(*src.entry, src.offset);
+    const transfer::CopyEnd from =
+        r.side == Side::both || src.kind == Source::Kind::host
+            ? transfer::CopyEnd::host_memory(r.side == Side::both ? host : src.host)
+            : device_range(*src.entry, src.offset);
     moves.push_back(move(device_range(e, r.offset), from, r.bytes, false));
   }
   if (!device_work) return;
@@ -214,7 +215,7 @@ void SharedSpace::read(void* dst, const void* src, std::size_t n, std::vector<Ev
           std::memcpy(to, shadow + r.offset, r.bytes);
           continue;
         }
-        moves.push_back(move(transfer::Range::host_memory(to), device_range(e, r.offset), r.bytes, false));
+        moves.push_back(move(transfer::CopyEnd::host_memory(to), device_range(e, r.offset), r.bytes, false));
       }
       Event done = transfer::all_of(std::move(moves));
       if (pending == nullptr) {

@@ -55,7 +55,7 @@ std::uint32_t Directory::take_slot() {
   const std::uint32_t i = slot - 1;
   if ((i & (kChunkSlots - 1)) == 0) {
     try {
-      owned_.push_back(std::make_unique<Slot[]>(kChunkSlots));
+      owned_.push_back(std::make_unique<ObjectSlot[]>(kChunkSlots));
     } catch (...) {
       --slots_used_;
       throw;

@@ -115,7 +115,7 @@ class Directory {
   static constexpr unsigned kChunkShift = 10;  // slots are allocated 1024 at a time
   static constexpr std::uint32_t kChunkSlots = std::uint32_t{1} << kChunkShift;
 
-  struct Slot {
+  struct ObjectSlot {
     Object object;
     std::uint32_t next_free = 0;
   };
@@ -142,7 +142,7 @@ class Directory {
   static std::uint32_t& freed_entry(const os::Mapping& table, std::size_t index) {
     return reinterpret_cast<std::uint32_t*>(table.data())[index];
   }
-  Slot& slot_at(std::uint32_t slot) const {  // caller holds mutex_
+  ObjectSlot& slot_at(std::uint32_t slot) const {  // caller holds mutex_
     const std::uint32_t i = slot - 1;
     return owned_[i >> kChunkShift][i & (kChunkSlots - 1)];
   }
@@ -163,7 +163,7 @@ class Directory {
   os::Mapping live_;
   std::vector<Segment> tables_;
   // Slots never move: the live table points into them.
-  std::vector<std::unique_ptr<Slot[]>> owned_;
+  std::vector<std::unique_ptr<ObjectSlot[]>> owned_;
 
   mutable std::mutex mutex_;
   std::uint32_t slots_used_ = 0, free_slot_ = 0;

@@ -4,7 +4,7 @@ namespace hdsm::coherence {
 
 namespace {
 
-using Event = Transition (*)(ProtocolKind, BlockState, KernelUse) noexcept;
+using ProtocolEvent = Transition (*)(ProtocolKind, BlockState, KernelUse) noexcept;
 
 void add_copy(std::vector<CopyStep>& copies, Transfer direction, std::size_t block) {
   if (direction == Transfer::none) return;
@@ -29,8 +29,8 @@ void add_protection(std::vector<ProtectionRun>& runs, Protection protection, std
   runs.push_back({block, 1, protection});
 }
 
-Plan plan(Event event, ProtocolKind kind, std::span<BlockState> states, KernelUse use) {
-  Plan result;
+CoherencePlan plan(ProtocolEvent event, ProtocolKind kind, std::span<BlockState> states, KernelUse use) {
+  CoherencePlan result;
   for (std::size_t b = 0; b < states.size(); ++b) {
     const Transition t = event(kind, states[b], use);
     add_copy(result.copies, t.transfer, b);
@@ -42,11 +42,11 @@ Plan plan(Event event, ProtocolKind kind, std::span<BlockState> states, KernelUs
 
 }  // namespace
 
-Plan plan_release(ProtocolKind kind, std::span<BlockState> states, KernelUse use) {
+CoherencePlan plan_release(ProtocolKind kind, std::span<BlockState> states, KernelUse use) {
   return plan(&on_release, kind, states, use);
 }
 
-Plan plan_acquire(ProtocolKind kind, std::span<BlockState> states, KernelUse use) {
+CoherencePlan plan_acquire(ProtocolKind kind, std::span<BlockState> states, KernelUse use) {
   return plan(&on_acquire, kind, states, use);
 }
 

@@ -27,17 +27,17 @@ struct ProtectionRun {
 
 /// Adjacent blocks with the same transfer form one step and adjacent blocks with the same new
 /// protection one run, both in block order. Runs cover only the blocks whose protection changes.
-struct Plan {
+struct CoherencePlan {
   std::vector<CopyStep> copies;
   std::vector<ProtectionRun> protections;
   bool empty() const { return copies.empty() && protections.empty(); }
-  bool operator==(const Plan&) const = default;
+  bool operator==(const CoherencePlan&) const = default;
 };
 
 /// Both update `states` (the object's blocks, in order) to their next states in place and return what
 /// to do. Under rolling-update the caller removes from its RollingWindow the blocks that were dirty
 /// and are not any more.
-Plan plan_release(ProtocolKind kind, std::span<BlockState> states, KernelUse use);
-Plan plan_acquire(ProtocolKind kind, std::span<BlockState> states, KernelUse use);
+CoherencePlan plan_release(ProtocolKind kind, std::span<BlockState> states, KernelUse use);
+CoherencePlan plan_acquire(ProtocolKind kind, std::span<BlockState> states, KernelUse use);
 
 }  // namespace hdsm::coherence

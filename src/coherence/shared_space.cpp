@@ -295,7 +295,7 @@ void SharedSpace::release(unsigned device, std::span<const ObjectUse> uses) {
   for (auto& [e, use, offset, range] : select(device, uses, "SharedSpace::release")) {
     std::lock_guard lock(e->mutex);
     settle(*e, offset, range, use != KernelUse::in);  // the kernel's own bytes
-    const Plan plan = plan_release(kind_, e->object->states, use);
+    const CoherencePlan plan = plan_release(kind_, e->object->states, use);
     for (const ProtectionRun& run : plan.protections)
       e->protection->set(run.first_block, run.blocks, run.protection);
     for (const CopyStep& step : plan.copies)
@@ -316,7 +316,7 @@ void SharedSpace::acquire(unsigned device, std::span<const ObjectUse> uses, cons
   std::size_t bytes = 0;
   for (auto& [e, use, offset, range] : selected) {
     std::lock_guard lock(e->mutex);
-    const Plan plan = plan_acquire(kind_, e->object->states, use);
+    const CoherencePlan plan = plan_acquire(kind_, e->object->states, use);
     for (const CopyStep& step : plan.copies)
       bytes += copy_blocks(*e, step.direction, step.first_block, step.blocks, Action::acquire);
     if (!plan.copies.empty()) queues_[device]->record().wait();
@@ -365,7 +365,7 @@ SharedSpace::Temporary SharedSpace::copy_in(unsigned device, const void* p) {
   }
   const Temporary temp{devices_[device]->alloc(bytes)};
   try {
-    const auto to = transfer::Range::device_memory(*devices_[device], temp.buffer, 0, *queues_[device]);
+    const auto to = transfer::CopyEnd::device_memory(*devices_[device], temp.buffer, 0, *queues_[device]);
     engine_->start(to, device_range(*e, 0), bytes, true);
   } catch (...) {
     devices_[device]->free(temp.buffer);
@@ -385,7 +385,7 @@ Event SharedSpace::copy_back(unsigned device, const Temporary& temp, const void*
     std::lock_guard lock(e->mutex);
     settle(*e, 0, e->object->bytes, true);
   }
-  const auto from = transfer::Range::device_memory(*devices_[device], temp.buffer, 0, *queues_[device]);
+  const auto from = transfer::CopyEnd::device_memory(*devices_[device], temp.buffer, 0, *queues_[device]);
   return engine_->start(device_range(*e, 0), from, e->object->bytes, true).done;
 }
 

@@ -237,10 +237,10 @@ class SharedSpace {
   void write_spans(const std::vector<Span>& dst, std::size_t at, std::size_t n, const Source& source,
                    std::vector<Event>* pending = nullptr);
   /// The device copy of an object from `offset` on, as the copy engine sees it.
-  transfer::Range device_range(const Entry& e, std::size_t offset) const;
+  transfer::CopyEnd device_range(const Entry& e, std::size_t offset) const;
   /// Starts moving `n` bytes with the copy engine, counted as bulk transfers; returns the event of its
   /// completion. With `order_after`, the ranges' queues wait for it too (asynchronous callers).
-  Event move(const transfer::Range& dst, const transfer::Range& src, std::size_t n, bool order_after);
+  Event move(const transfer::CopyEnd& dst, const transfer::CopyEnd& src, std::size_t n, bool order_after);
   /// A copy between overlapping shared ranges, through a host bounce buffer.
   void copy_overlapping(std::byte* dst, const std::byte* src, std::size_t n);
 

@@ -32,18 +32,18 @@
 namespace hdsm::mpi {
 namespace {
 
-struct Engine {
+struct ProgressEngine {
   std::mutex mutex;
   std::list<std::shared_ptr<Operation>> pending;  // posting order
 };
-Engine& engine() {
-  static Engine e;
+ProgressEngine& engine() {
+  static ProgressEngine e;
   return e;
 }
 
 /// One pass over the pending operations (the engine's lock held). A receive not yet matched keeps
 /// later receives on its communicator from probing in this pass, so they match in posting order.
-void drive_locked(Engine& e) {
+void drive_locked(ProgressEngine& e) {
   std::vector<MPI_Comm> unmatched;
   for (auto it = e.pending.begin(); it != e.pending.end();) {
     Operation& op = **it;
@@ -70,7 +70,7 @@ void drive_locked(Engine& e) {
 }
 
 void enqueue(const std::shared_ptr<Operation>& op) {
-  Engine& e = engine();
+  ProgressEngine& e = engine();
   std::lock_guard lock(e.mutex);
   e.pending.push_back(op);
 }
@@ -129,7 +129,7 @@ int matched_receive(const char* call, void* buf, int count, MPI_Datatype type, M
                     std::shared_ptr<Operation>& op) {
   op = nullptr;
   if (message == nullptr) return MPI_SUCCESS;
-  Engine& e = engine();
+  ProgressEngine& e = engine();
   std::lock_guard lock(e.mutex);
   const auto it = matched().find(*message);
   if (it == matched().end()) return MPI_SUCCESS;
@@ -171,14 +171,14 @@ int nonblocking_send(const char* call, SendMode mode, HostRequestSend host, cons
 }  // namespace
 
 bool drive() {
-  Engine& e = engine();
+  ProgressEngine& e = engine();
   std::lock_guard lock(e.mutex);
   if (!e.pending.empty()) drive_locked(e);
   return e.pending.empty();
 }
 
 bool idle() {
-  Engine& e = engine();
+  ProgressEngine& e = engine();
   std::lock_guard lock(e.mutex);
   return e.pending.empty();
 }
@@ -187,7 +187,7 @@ int finish(const std::shared_ptr<Operation>& op, MPI_Status* status) {
   enqueue(op);
   for (;;) {
     {
-      Engine& e = engine();
+      ProgressEngine& e = engine();
       std::lock_guard lock(e.mutex);
       drive_locked(e);
       if (op->done) break;
@@ -426,7 +426,7 @@ int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status
   if (source == MPI_PROC_NULL) return PMPI_Iprobe(source, tag, comm, flag, status);
   try {
     drive();  // receives posted before the probe match first, as they would inside MPI
-    Engine& e = engine();
+    ProgressEngine& e = engine();
     std::lock_guard lock(e.mutex);
     return probe(source, tag, comm, flag, status);
   } catch (const std::exception& x) {
@@ -447,7 +447,7 @@ int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* mess
   if (source == MPI_PROC_NULL) return PMPI_Improbe(source, tag, comm, flag, message, status);
   try {
     drive();  // receives posted before the probe match first
-    Engine& e = engine();
+    ProgressEngine& e = engine();
     std::lock_guard lock(e.mutex);
     return matched_probe(source, tag, comm, flag, message, status);
   } catch (const std::exception& x) {

@@ -72,7 +72,7 @@ int describe(const char* call, const void* buf, int count, MPI_Datatype type, Us
   return MPI_SUCCESS;
 }
 
-void Slot::acquire(StagingPool* pool, std::size_t bytes, BufferCache* buffers) {
+void ChunkBuffer::acquire(StagingPool* pool, std::size_t bytes, BufferCache* buffers) {
   if (data != nullptr) return;
   if (pool != nullptr && bytes <= pool->chunk_bytes()) {
     if (auto l = pool->try_acquire()) {
@@ -90,7 +90,7 @@ void Slot::acquire(StagingPool* pool, std::size_t bytes, BufferCache* buffers) {
   data = heap.get();
 }
 
-Slot::~Slot() {
+ChunkBuffer::~ChunkBuffer() {
   for (const Event& e : pending) {
     try {
       e.wait();
@@ -210,7 +210,7 @@ class StagedSend final : public Operation {
   }
 
  private:
-  Slot slot_;
+  ChunkBuffer slot_;
 };
 
 // Above the chunk size: the header on the user's communicator, then the chunks on the wire
@@ -238,19 +238,19 @@ class ChunkedSend final : public Operation {
   bool progress() override {
     for (bool moved = true; moved;) {
       moved = false;
-      for (Slot& s : slots_) {
+      for (ChunkBuffer& s : slots_) {
         int rc = MPI_SUCCESS;
-        if (s.stage == Slot::Stage::network && tested(s.request, MPI_STATUS_IGNORE, rc)) {
+        if (s.stage == ChunkBuffer::Stage::network && tested(s.request, MPI_STATUS_IGNORE, rc)) {
           if (rc != MPI_SUCCESS)
             fail(rc, fmt::format("MPI_Isend of chunk {} failed (error {})", s.chunk, rc));
-          s.stage = Slot::Stage::idle;
+          s.stage = ChunkBuffer::Stage::idle;
           ++sent_;
           moved = true;
         }
       }
       if (staged_ < chunks_) {
-        Slot& s = slots_[staged_ % slots_.size()];
-        if (s.stage == Slot::Stage::idle) {
+        ChunkBuffer& s = slots_[staged_ % slots_.size()];
+        if (s.stage == ChunkBuffer::Stage::idle) {
           s.acquire(buffer_.pool, header_.chunk);
           const std::size_t at = staged_ * header_.chunk;
           try {
@@ -260,22 +260,22 @@ class ChunkedSend final : public Operation {
                                              static_cast<void*>(buffer_.data), e.what()));
           }
           s.chunk = staged_++;
-          s.stage = Slot::Stage::device;
+          s.stage = ChunkBuffer::Stage::device;
           moved = true;
         }
       }
       if (posted_ < chunks_) {
-        Slot& s = slots_[posted_ % slots_.size()];
-        if (s.stage == Slot::Stage::device && s.chunk == posted_ && settled(s.pending)) {
+        ChunkBuffer& s = slots_[posted_ % slots_.size()];
+        if (s.stage == ChunkBuffer::Stage::device && s.chunk == posted_ && settled(s.pending)) {
           const int rc = PMPI_Isend(s.data, static_cast<int>(length(posted_)), MPI_BYTE, world_dest_,
                                     static_cast<int>(header_.sequence), wire().comm, &s.request);
           if (rc != MPI_SUCCESS) {
             fail(rc, fmt::format("MPI_Isend of chunk {} on the hdsm_mpi communicator failed (error {})",
                                  posted_, rc));
-            s.stage = Slot::Stage::idle;
+            s.stage = ChunkBuffer::Stage::idle;
             ++sent_;
           } else {
-            s.stage = Slot::Stage::network;
+            s.stage = ChunkBuffer::Stage::network;
           }
           ++posted_;
           moved = true;
@@ -300,7 +300,7 @@ class ChunkedSend final : public Operation {
   Header header_;
   MPI_Request header_request_ = MPI_REQUEST_NULL;
   std::size_t chunks_ = 0, staged_ = 0, posted_ = 0, sent_ = 0;
-  std::array<Slot, 2> slots_;
+  std::array<ChunkBuffer, 2> slots_;
 };
 
 class Receive final : public Operation {
@@ -531,8 +531,8 @@ class Receive final : public Operation {
   bool chunks() {
     for (bool moved = true; moved;) {
       moved = false;
-      for (Slot& s : slots_) {
-        if (s.stage == Slot::Stage::network) {
+      for (ChunkBuffer& s : slots_) {
+        if (s.stage == ChunkBuffer::Stage::network) {
           MPI_Status st;
           int rc = MPI_SUCCESS;
           if (!tested(s.request, &st, rc)) continue;
@@ -546,7 +546,7 @@ class Receive final : public Operation {
             discard_ = true;
           }
           if (discard_ || !buffer_.shared()) {
-            s.stage = Slot::Stage::idle;
+            s.stage = ChunkBuffer::Stage::idle;
             ++received_;
             continue;
           }
@@ -556,17 +556,17 @@ class Receive final : public Operation {
             fail(MPI_ERR_BUFFER, fmt::format("writing chunk {} into the shared object at {}: {}", s.chunk,
                                              static_cast<void*>(buffer_.data), e.what()));
           }
-          s.stage = Slot::Stage::device;
+          s.stage = ChunkBuffer::Stage::device;
         }
-        if (s.stage == Slot::Stage::device && settled(s.pending)) {
-          s.stage = Slot::Stage::idle;
+        if (s.stage == ChunkBuffer::Stage::device && settled(s.pending)) {
+          s.stage = ChunkBuffer::Stage::idle;
           ++received_;
           moved = true;
         }
       }
       if (posted_ < chunks_) {
-        Slot& s = slots_[posted_ % slots_.size()];
-        if (s.stage == Slot::Stage::idle) {
+        ChunkBuffer& s = slots_[posted_ % slots_.size()];
+        if (s.stage == ChunkBuffer::Stage::idle) {
           void* target = nullptr;
           const int count = static_cast<int>(length(posted_));
           if (discard_) {  // received whole and dropped (see truncate())
@@ -589,7 +589,7 @@ class Receive final : public Operation {
             break;
           }
           s.chunk = posted_++;
-          s.stage = Slot::Stage::network;
+          s.stage = ChunkBuffer::Stage::network;
           moved = true;
         }
       }
@@ -602,12 +602,12 @@ class Receive final : public Operation {
   State state_ = State::match;
   Matched matched_;                         // State::matched: what the probe took
   MPI_Message message_ = MPI_MESSAGE_NULL;  // State::matched without a payload: libmpi's message
-  Slot plain_;
+  ChunkBuffer plain_;
   Header header_;
   int world_source_ = -1;
   bool discard_ = false;
   std::size_t chunks_ = 0, posted_ = 0, received_ = 0;
-  std::array<Slot, 2> slots_;
+  std::array<ChunkBuffer, 2> slots_;
 };
 
 }  // namespace

@@ -60,7 +60,7 @@ int describe(const char* call, const void* buf, int count, MPI_Datatype type, Us
 /// A staging buffer of one chunk: pinned from the pool when one is free, pageable otherwise (never
 /// waiting, so operations cannot deadlock on the pool). Pageable memory comes from `buffers` when
 /// given (kept for the next message), else from the heap.
-struct Slot {
+struct ChunkBuffer {
   enum class Stage { idle, device, network };
   Stage stage = Stage::idle;
   std::byte* data = nullptr;
@@ -71,12 +71,12 @@ struct Slot {
   MPI_Request request = MPI_REQUEST_NULL;
   std::size_t chunk = 0;  // index of the chunk it holds
   void acquire(StagingPool* pool, std::size_t bytes, BufferCache* buffers = nullptr);
-  Slot() = default;
-  Slot(const Slot&) = delete;
-  Slot& operator=(const Slot&) = delete;
+  ChunkBuffer() = default;
+  ChunkBuffer(const ChunkBuffer&) = delete;
+  ChunkBuffer& operator=(const ChunkBuffer&) = delete;
   /// Waits for device copies still using `data` (an operation that failed half way) before the
   /// memory goes back to its pool or cache for the next message.
-  ~Slot();
+  ~ChunkBuffer();
 };
 
 class Operation {

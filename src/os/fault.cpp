@@ -23,7 +23,7 @@ namespace {
 // fields of a free slot and then publish it with a release store of `active`; the handler announces
 // itself in `inflight` before it trusts `active`, and unregistering waits for `inflight` to drain,
 // so a resolver never runs with a context that its owner has already freed.
-struct Slot {
+struct FaultRangeSlot {
   std::atomic<bool> active{false};
   std::atomic<std::uintptr_t> begin{0};
   std::atomic<std::uintptr_t> end{0};
@@ -33,7 +33,7 @@ struct Slot {
   int generation = 0;  // only under registry_mutex
 };
 
-Slot slots[kMaxFaultRanges];
+FaultRangeSlot slots[kMaxFaultRanges];
 std::mutex registry_mutex;
 
 struct Previous {
@@ -58,7 +58,7 @@ FaultAccess decode_access([[maybe_unused]] const void* ucontext) noexcept {
 // Returns true when a registered range owned the address and its resolver made the access legal.
 bool dispatch(void* address, FaultAccess access) noexcept {
   const auto a = reinterpret_cast<std::uintptr_t>(address);
-  for (Slot& s : slots) {
+  for (FaultRangeSlot& s : slots) {
     if (!s.active.load(std::memory_order_acquire)) continue;
     if (a < s.begin.load(std::memory_order_relaxed) || a >= s.end.load(std::memory_order_relaxed)) continue;
     s.inflight.fetch_add(1, std::memory_order_seq_cst);
@@ -124,7 +124,7 @@ HDSM_FAULT_PATH void on_fault(int sig, siginfo_t* info, void* ucontext) {
     }
     // Distinguish "no range" from "the range's resolver said no" in the message.
     const auto a = reinterpret_cast<std::uintptr_t>(info->si_addr);
-    for (const Slot& s : slots)
+    for (const FaultRangeSlot& s : slots)
       if (s.active.load(std::memory_order_acquire) && a >= s.begin.load(std::memory_order_relaxed) &&
           a < s.end.load(std::memory_order_relaxed))
         in_range = true;
@@ -190,7 +190,7 @@ int register_fault_range(void* begin, std::size_t bytes, FaultResolver resolver,
   const std::lock_guard lock(registry_mutex);
   int free_index = -1;
   for (int i = 0; i < kMaxFaultRanges; ++i) {
-    Slot& s = slots[i];
+    FaultRangeSlot& s = slots[i];
     if (!s.active.load(std::memory_order_relaxed)) {
       if (free_index < 0) free_index = i;
       continue;
@@ -201,7 +201,7 @@ int register_fault_range(void* begin, std::size_t bytes, FaultResolver resolver,
   if (free_index < 0)
     throw Unsupported("all " + std::to_string(kMaxFaultRanges) +
                       " fault ranges are registered; unregister one first");
-  Slot& s = slots[free_index];
+  FaultRangeSlot& s = slots[free_index];
   // A handler that saw the previous registration of this slot may still be leaving; wait so that it
   // never reads a half-written range.
   while (s.inflight.load(std::memory_order_acquire) != 0) ::sched_yield();
@@ -217,13 +217,13 @@ int register_fault_range(void* begin, std::size_t bytes, FaultResolver resolver,
 int free_fault_ranges() {
   const std::lock_guard lock(registry_mutex);
   int count = 0;
-  for (const Slot& s : slots) count += s.active.load(std::memory_order_relaxed) ? 0 : 1;
+  for (const FaultRangeSlot& s : slots) count += s.active.load(std::memory_order_relaxed) ? 0 : 1;
   return count;
 }
 
 void unregister_fault_range(int id) {
   const std::lock_guard lock(registry_mutex);
-  Slot& s = slots[id < 0 ? 0 : id % kMaxFaultRanges];
+  FaultRangeSlot& s = slots[id < 0 ? 0 : id % kMaxFaultRanges];
   if (id < 0 || !s.active.load(std::memory_order_relaxed) || s.generation != id / kMaxFaultRanges)
     throw InvalidPointer("fault range id " + std::to_string(id) + " is not registered");
   s.active.store(false, std::memory_order_seq_cst);

@@ -341,7 +341,7 @@ void call_unified(detail::UnifiedSpace& space, std::size_t default_device, const
                   const Launch& launch, std::span<const detail::CallArg> args) {
   using Kind = detail::CallArg::Kind;
   std::vector<KernelArg> kernel_args;
-  std::vector<detail::UnifiedSpace::Object> used;
+  std::vector<detail::UnifiedSpace::ManagedObject> used;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const detail::CallArg& a = args[i];
     kernel_args.push_back(a.kind == Kind::annotated ? KernelArg::value(a.pointer) : a.value);

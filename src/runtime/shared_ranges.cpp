@@ -13,7 +13,7 @@ Runtime* SharedRanges::owner(const void* p) const noexcept {
   const auto a = reinterpret_cast<std::uintptr_t>(p);
   const unsigned used = used_.load(std::memory_order_acquire);
   for (unsigned i = 0; i < used; ++i) {
-    const Slot& s = slots_[i];
+    const ArenaSlot& s = slots_[i];
     Runtime* owner = s.owner.load(std::memory_order_acquire);
     if (owner != nullptr &&
         a - s.begin.load(std::memory_order_relaxed) < s.bytes.load(std::memory_order_relaxed))
@@ -31,7 +31,7 @@ void SharedRanges::add(std::uintptr_t begin, std::uintptr_t bytes, Runtime* owne
         fmt::format("too many hdsm::Runtime objects with shared memory at once ({} live); "
                     "destroy some before creating more",
                     kSlots));
-  Slot& s = slots_[i];
+  ArenaSlot& s = slots_[i];
   s.begin.store(begin, std::memory_order_relaxed);
   s.bytes.store(bytes, std::memory_order_relaxed);
   s.owner.store(owner, std::memory_order_release);
@@ -41,7 +41,7 @@ void SharedRanges::add(std::uintptr_t begin, std::uintptr_t bytes, Runtime* owne
 
 void SharedRanges::remove(const Runtime* owner) noexcept {
   std::lock_guard lock(mutex_);
-  for (Slot& s : slots_)
+  for (ArenaSlot& s : slots_)
     if (s.owner.load(std::memory_order_relaxed) == owner) s.owner.store(nullptr, std::memory_order_release);
   recompute_bounds();
 }
@@ -50,7 +50,7 @@ void SharedRanges::recompute_bounds() noexcept {
   std::uintptr_t lo = UINTPTR_MAX, hi = 0;
   const unsigned used = used_.load(std::memory_order_relaxed);
   for (unsigned i = 0; i < used; ++i) {
-    const Slot& s = slots_[i];
+    const ArenaSlot& s = slots_[i];
     if (s.owner.load(std::memory_order_relaxed) == nullptr) continue;
     const std::uintptr_t b = s.begin.load(std::memory_order_relaxed);
     lo = std::min(lo, b);

@@ -52,7 +52,7 @@ class SharedRanges {
   void remove(const Runtime* owner) noexcept;
 
  private:
-  struct Slot {
+  struct ArenaSlot {
     std::atomic<std::uintptr_t> begin{0}, bytes{0};
     std::atomic<Runtime*> owner{nullptr};
   };
@@ -62,7 +62,7 @@ class SharedRanges {
   std::atomic<std::uintptr_t> hi_{0};
   std::atomic<unsigned> used_{0};  // slots [0, used_) may be occupied
   alignas(64) std::mutex mutex_;   // writers only
-  std::array<Slot, kSlots> slots_{};
+  std::array<ArenaSlot, kSlots> slots_{};
 };
 
 /// The process's table: constant-initialised, never destroyed, usable from any constructor,

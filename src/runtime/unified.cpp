@@ -52,7 +52,7 @@ void* UnifiedSpace::alloc(std::size_t bytes, unsigned device) {
   try {
     m.advise(p, bytes, advice_);
     std::lock_guard lock(mutex_);
-    objects_.emplace(reinterpret_cast<std::uintptr_t>(p), Object{p, bytes, device});
+    objects_.emplace(reinterpret_cast<std::uintptr_t>(p), ManagedObject{p, bytes, device});
   } catch (...) {
     m.free_managed(p);
     throw;
@@ -60,7 +60,7 @@ void* UnifiedSpace::alloc(std::size_t bytes, unsigned device) {
   return p;
 }
 
-std::optional<UnifiedSpace::Object> UnifiedSpace::find(const void* p) const {
+std::optional<UnifiedSpace::ManagedObject> UnifiedSpace::find(const void* p) const {
   const auto at = reinterpret_cast<std::uintptr_t>(p);
   std::lock_guard lock(mutex_);
   auto it = objects_.upper_bound(at);
@@ -71,14 +71,14 @@ std::optional<UnifiedSpace::Object> UnifiedSpace::find(const void* p) const {
 }
 
 void UnifiedSpace::free(void* p) {
-  std::optional<Object> o;
+  std::optional<ManagedObject> o;
   {
     std::lock_guard lock(mutex_);
     const auto it = objects_.find(reinterpret_cast<std::uintptr_t>(p));
     if (it != objects_.end()) o = it->second;
   }
   if (!o) {
-    const std::optional<Object> inside = find(p);
+    const std::optional<ManagedObject> inside = find(p);
     throw InvalidPointer(
         inside ? fmt::format("free({}): not the start of a shared object (it lies {} bytes into "
                              "the object at {})",
@@ -95,12 +95,12 @@ void UnifiedSpace::free(void* p) {
 }
 
 void UnifiedSpace::call(unsigned device, const Kernel& kernel, const Launch& launch,
-                        std::span<const KernelArg> args, const std::vector<Object>& used) {
+                        std::span<const KernelArg> args, const std::vector<ManagedObject>& used) {
   ManagedMemory& m = managed(device);
   std::lock_guard lock(mutex_);
   Queue& q = queue(device);
   if (prefetch_)
-    for (const Object& o : used) m.prefetch(o.start, o.bytes, true, q);
+    for (const ManagedObject& o : used) m.prefetch(o.start, o.bytes, true, q);
   q.launch(kernel, launch, args);
   busy_[device] = true;
   in_flight_[device].insert(in_flight_[device].end(), used.begin(), used.end());
@@ -110,15 +110,16 @@ void UnifiedSpace::sync_device(unsigned device) {
   std::unique_lock lock(mutex_);
   if (!busy_[device]) return;
   Queue& q = *queues_[device];
-  std::vector<Object> used;
+  std::vector<ManagedObject> used;
   used.swap(in_flight_[device]);
   busy_[device] = false;
   if (prefetch_) {
-    std::sort(used.begin(), used.end(), [](const Object& a, const Object& b) { return a.start < b.start; });
+    std::sort(used.begin(), used.end(),
+              [](const ManagedObject& a, const ManagedObject& b) { return a.start < b.start; });
     used.erase(std::unique(used.begin(), used.end(),
-                           [](const Object& a, const Object& b) { return a.start == b.start; }),
+                           [](const ManagedObject& a, const ManagedObject& b) { return a.start == b.start; }),
                used.end());
-    for (const Object& o : used) managed(device).prefetch(o.start, o.bytes, false, q);
+    for (const ManagedObject& o : used) managed(device).prefetch(o.start, o.bytes, false, q);
   }
   lock.unlock();
   q.synchronize();

@@ -34,17 +34,17 @@ class UnifiedSpace {
   /// Frees an object after the calls in flight on its device; InvalidPointer unless p starts one.
   void free(void* p);
 
-  struct Object {
+  struct ManagedObject {
     std::byte* start;
     std::size_t bytes;
     unsigned device;
   };
   /// The object holding p, if any.
-  std::optional<Object> find(const void* p) const;
+  std::optional<ManagedObject> find(const void* p) const;
 
   /// Launches on `device` (the objects in `used` prefetched there first when asked).
   void call(unsigned device, const Kernel& kernel, const Launch& launch, std::span<const KernelArg> args,
-            const std::vector<Object>& used);
+            const std::vector<ManagedObject>& used);
   /// Waits for every call (prefetching their objects back to the host first when asked); rethrows
   /// the first error.
   void sync();
@@ -59,10 +59,10 @@ class UnifiedSpace {
   bool prefetch_;
   UmAdvice advice_;
   mutable std::mutex mutex_;
-  std::map<std::uintptr_t, Object> objects_;    // by start address
-  std::vector<std::unique_ptr<Queue>> queues_;  // by device, created on first call
-  std::vector<std::vector<Object>> in_flight_;  // by device: objects of calls since the sync
-  std::vector<bool> busy_;                      // by device: calls since the sync
+  std::map<std::uintptr_t, ManagedObject> objects_;    // by start address
+  std::vector<std::unique_ptr<Queue>> queues_;         // by device, created on first call
+  std::vector<std::vector<ManagedObject>> in_flight_;  // by device: objects of calls since the sync
+  std::vector<bool> busy_;                             // by device: calls since the sync
 };
 
 }  // namespace hdsm::detail

@@ -95,21 +95,21 @@ Queue& CopyEngine::own_queue(const Device& device, bool inbound) {
   return *q;
 }
 
-Endpoint CopyEngine::endpoint(const Range& range, std::size_t bytes, const Device* peer) const {
+Endpoint CopyEngine::endpoint(const CopyEnd& range, std::size_t bytes, const Device* peer) const {
   if (range.on_device()) return Endpoint::on(index_of(*range.device));
   return Endpoint::host(peer != nullptr && bytes > 0 && peer->is_pinned(range.host, bytes));
 }
 
-Plan CopyEngine::plan(const Range& dst, const Range& src, std::size_t bytes) const {
+CopyPlan CopyEngine::plan(const CopyEnd& dst, const CopyEnd& src, std::size_t bytes) const {
   return plan_copy(endpoint(src, bytes, dst.device), endpoint(dst, bytes, src.device), bytes, topology_,
                    options_);
 }
 
-CopyEngine::Started CopyEngine::start(const Range& dst, const Range& src, std::size_t bytes,
+CopyEngine::Started CopyEngine::start(const CopyEnd& dst, const CopyEnd& src, std::size_t bytes,
                                       bool order_after) {
   const auto begin = obs::Clock::now();
   Started started{plan(dst, src, bytes), {}};
-  Plan& p = started.plan;
+  CopyPlan& p = started.plan;
   std::vector<StagingPool::Lease> leases;
   if (p.buffers > 0) {
     // Between two devices without peer access staging is the only route: wait for a chunk. Otherwise
@@ -140,13 +140,13 @@ CopyEngine::Started CopyEngine::start(const Range& dst, const Range& src, std::s
   return started;
 }
 
-Plan CopyEngine::copy(const Range& dst, const Range& src, std::size_t bytes) {
+CopyPlan CopyEngine::copy(const CopyEnd& dst, const CopyEnd& src, std::size_t bytes) {
   Started s = start(dst, src, bytes, false);
   s.done.wait();
   return std::move(s.plan);
 }
 
-Event CopyEngine::run(const Plan& plan, const Range& dst, const Range& src,
+Event CopyEngine::run(const CopyPlan& plan, const CopyEnd& dst, const CopyEnd& src,
                       std::vector<StagingPool::Lease> leases, bool order_after) {
   if (plan.steps.empty()) return {};
   constexpr auto kSource = static_cast<std::size_t>(Lane::source),
@@ -161,11 +161,11 @@ Event CopyEngine::run(const Plan& plan, const Range& dst, const Range& src,
     reads_src[l] |= s.from == Place::source;
     writes_dst[l] |= s.to == Place::destination;
     if (s.lane == Lane::host || lanes[l] != nullptr) continue;
-    const Range& own = s.lane == Lane::source ? src : dst;
+    const CopyEnd& own = s.lane == Lane::source ? src : dst;
     lanes[l] = between_devices || own.queue == nullptr ? &own_queue(*own.device, s.lane == Lane::destination)
                                                        : own.queue;
   }
-  const auto range_queue = [](const Range& r) { return r.on_device() ? r.queue : nullptr; };
+  const auto range_queue = [](const CopyEnd& r) { return r.on_device() ? r.queue : nullptr; };
   struct Order {
     Queue* lane;
     Queue* range;

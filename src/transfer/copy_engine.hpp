@@ -41,15 +41,15 @@
 namespace hdsm::transfer {
 
 /// One end of a copy: host memory, or a range of a device buffer with the queue ordering its work.
-struct Range {
+struct CopyEnd {
   std::byte* host = nullptr;  // host memory (device == nullptr)
   Device* device = nullptr;
   DeviceBuffer buffer;
   std::size_t offset = 0;
   Queue* queue = nullptr;  // device ranges: the in-order queue of the buffer's other work
 
-  static Range host_memory(const void* p) { return {static_cast<std::byte*>(const_cast<void*>(p))}; }
-  static Range device_memory(Device& device, DeviceBuffer buffer, std::size_t offset, Queue& queue) {
+  static CopyEnd host_memory(const void* p) { return {static_cast<std::byte*>(const_cast<void*>(p))}; }
+  static CopyEnd device_memory(Device& device, DeviceBuffer buffer, std::size_t offset, Queue& queue) {
     return {nullptr, &device, buffer, offset, &queue};
   }
   bool on_device() const { return device != nullptr; }
@@ -82,26 +82,26 @@ class CopyEngine {
 
   /// Where a range lies, as the planner sees it: a device, or host memory pinned for `peer` (the
   /// device at the other end; nullptr: pageable).
-  Endpoint endpoint(const Range& range, std::size_t bytes, const Device* peer) const;
+  Endpoint endpoint(const CopyEnd& range, std::size_t bytes, const Device* peer) const;
   /// The plan for copying `bytes` bytes from `src` to `dst`.
-  Plan plan(const Range& dst, const Range& src, std::size_t bytes) const;
+  CopyPlan plan(const CopyEnd& dst, const CopyEnd& src, std::size_t bytes) const;
 
   struct Started {
-    Plan plan;   // as it ran (made again if the pool gave fewer chunks than it asked for)
-    Event done;  // completes when every step has; host steps are done already
+    CopyPlan plan;  // as it ran (made again if the pool gave fewer chunks than it asked for)
+    Event done;     // completes when every step has; host steps are done already
   };
   /// Plans and starts the copy. The source must not change, and the destination must not be used,
   /// until `done` completes. With `order_after`, the ranges' queues wait for the copy too.
-  Started start(const Range& dst, const Range& src, std::size_t bytes, bool order_after);
+  Started start(const CopyEnd& dst, const CopyEnd& src, std::size_t bytes, bool order_after);
   /// start() and wait: the bytes are in place when it returns; rethrows the copy's error.
-  Plan copy(const Range& dst, const Range& src, std::size_t bytes);
+  CopyPlan copy(const CopyEnd& dst, const CopyEnd& src, std::size_t bytes);
 
  private:
   struct Lanes;
   /// The engine's own queue of `device` in one direction, created on first use.
   Queue& own_queue(const Device& device, bool inbound);
-  Event run(const Plan& plan, const Range& dst, const Range& src, std::vector<StagingPool::Lease> leases,
-            bool order_after);
+  Event run(const CopyPlan& plan, const CopyEnd& dst, const CopyEnd& src,
+            std::vector<StagingPool::Lease> leases, bool order_after);
   unsigned index_of(const Device& device) const;
 
   std::vector<Device*> devices_;

@@ -36,7 +36,7 @@ double dma_us(std::size_t bytes, double gbps, double latency_us, bool pageable, 
 }
 
 /// The model's duration of one step in microseconds.
-double step_us(const Step& s, const Plan& p, const Topology& t) {
+double step_us(const Step& s, const CopyPlan& p, const Topology& t) {
   const auto n = static_cast<double>(s.bytes);
   const auto pageable = [&](Place place, const Endpoint& end) {
     return place != Place::slot && end.memory == Memory::pageable;
@@ -62,9 +62,9 @@ double step_us(const Step& s, const Plan& p, const Topology& t) {
 }
 
 /// A single-step plan.
-Plan single(CopyRoute route, const Endpoint& src, const Endpoint& dst, std::size_t bytes, Step step) {
+CopyPlan single(CopyRoute route, const Endpoint& src, const Endpoint& dst, std::size_t bytes, Step step) {
   step.bytes = bytes;
-  Plan p{.route = route, .src = src, .dst = dst, .bytes = bytes};
+  CopyPlan p{.route = route, .src = src, .dst = dst, .bytes = bytes};
   if (bytes > 0) p.steps.push_back(step);
   return p;
 }
@@ -83,11 +83,11 @@ std::vector<std::size_t> chunk_sizes(std::size_t bytes, std::size_t chunk) {
 /// empties it into the destination. Device producers run `buffers - 1` chunks ahead (they are only
 /// enqueued); a host producer is followed at once by its consumer, so the CPU copies chunk i + 1
 /// while the DMA of chunk i runs.
-Plan staged(const Endpoint& src, const Endpoint& dst, std::size_t bytes,
-            const std::vector<std::size_t>& sizes, unsigned buffers) {
+CopyPlan staged(const Endpoint& src, const Endpoint& dst, std::size_t bytes,
+                const std::vector<std::size_t>& sizes, unsigned buffers) {
   const std::size_t k = sizes.size();
   const auto n = static_cast<unsigned>(std::min<std::size_t>(buffers, k));
-  Plan p{.route = CopyRoute::staged, .src = src, .dst = dst, .bytes = bytes, .buffers = n};
+  CopyPlan p{.route = CopyRoute::staged, .src = src, .dst = dst, .bytes = bytes, .buffers = n};
   p.chunk = *std::max_element(sizes.begin(), sizes.end());
   std::vector<std::size_t> offsets(k);
   for (std::size_t i = 1; i < k; ++i) offsets[i] = offsets[i - 1] + sizes[i - 1];
@@ -123,7 +123,7 @@ void check_endpoint(const Endpoint& e, const Topology& t, const char* which) {
 
 }  // namespace
 
-double model_cost_us(const Plan& plan, const Topology& topology) {
+double model_cost_us(const CopyPlan& plan, const Topology& topology) {
   // Lanes run their steps in order; the host lane also issues every step, so a device step cannot
   // start before the host steps issued ahead of it have finished. A step using a slot waits for the
   // previous step that used it (the chunk it reads was written, or the chunk it overwrites was read).
@@ -142,8 +142,8 @@ double model_cost_us(const Plan& plan, const Topology& topology) {
   return end + (plan.route == CopyRoute::staged ? topology.setup_us : 0.0);
 }
 
-Plan plan_copy(const Endpoint& src, const Endpoint& dst, std::size_t bytes, const Topology& topology,
-               const Options& options) {
+CopyPlan plan_copy(const Endpoint& src, const Endpoint& dst, std::size_t bytes, const Topology& topology,
+                   const Options& options) {
   check_endpoint(src, topology, "source");
   check_endpoint(dst, topology, "destination");
   const std::size_t max_chunk = std::max<std::size_t>(options.chunk_bytes, 1);
@@ -158,7 +158,7 @@ Plan plan_copy(const Endpoint& src, const Endpoint& dst, std::size_t bytes, cons
                   {Op::on_device, Lane::destination, Place::source, Place::destination});
 
   // The single-DMA candidate, if the two places allow one, then staging where it may pay.
-  std::optional<Plan> best;
+  std::optional<CopyPlan> best;
   bool may_stage = true;  // two devices that cannot reach each other: staging is the only route
   if (!src.is_device()) {
     best = single(CopyRoute::direct, src, dst, bytes,
@@ -172,14 +172,14 @@ Plan plan_copy(const Endpoint& src, const Endpoint& dst, std::size_t bytes, cons
     best = single(CopyRoute::peer, src, dst, bytes,
                   {Op::from_peer, Lane::destination, Place::source, Place::destination});
   }
-  if (bytes == 0) return best ? *best : Plan{.route = CopyRoute::staged, .src = src, .dst = dst};
+  if (bytes == 0) return best ? *best : CopyPlan{.route = CopyRoute::staged, .src = src, .dst = dst};
   if (best) best->cost_us = model_cost_us(*best, topology);
   if (!may_stage || (options.buffers == 0 && best)) return *best;
 
   std::size_t chunk = max_chunk;
   while (chunk / 2 >= bytes && chunk / 2 >= min_chunk) chunk /= 2;  // these are all one chunk
   for (;; chunk /= 2) {
-    Plan candidate = staged(src, dst, bytes, chunk_sizes(bytes, chunk), buffers);
+    CopyPlan candidate = staged(src, dst, bytes, chunk_sizes(bytes, chunk), buffers);
     candidate.cost_us = model_cost_us(candidate, topology);
     if (!best || candidate.cost_us < best->cost_us) best = std::move(candidate);
     if (chunk / 2 < min_chunk) break;
@@ -187,14 +187,14 @@ Plan plan_copy(const Endpoint& src, const Endpoint& dst, std::size_t bytes, cons
   return *best;
 }
 
-std::size_t Plan::link_bytes() const {
+std::size_t CopyPlan::link_bytes() const {
   std::size_t n = 0;
   for (const Step& s : steps)
     if (s.op == Op::to_device || s.op == Op::to_host || s.op == Op::from_peer) n += s.bytes;
   return n;
 }
 
-std::string Plan::describe() const {
+std::string CopyPlan::describe() const {
   const auto end = [](const Endpoint& e) {
     switch (e.memory) {
       case Memory::pageable:

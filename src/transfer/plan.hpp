@@ -108,7 +108,7 @@ struct Step {
   bool operator==(const Step&) const = default;
 };
 
-struct Plan {
+struct CopyPlan {
   CopyRoute route = CopyRoute::host;
   Endpoint src, dst;
   std::size_t bytes = 0;
@@ -121,17 +121,17 @@ struct Plan {
   std::size_t link_bytes() const;
   /// One line for traces and messages: "staged 8 MiB sim0 -> sim1: 12 chunks up to 2 MiB, 2 buffers".
   std::string describe() const;
-  bool operator==(const Plan&) const = default;
+  bool operator==(const CopyPlan&) const = default;
 };
 
 /// The plan for copying `bytes` bytes from `src` to `dst`. Pure: the same inputs give the same plan.
 /// Device indices must be in `topology` (std::invalid_argument otherwise); chunk sizes are clamped to
 /// at least 1 and min_chunk_bytes to at most chunk_bytes.
-Plan plan_copy(const Endpoint& src, const Endpoint& dst, std::size_t bytes, const Topology& topology,
-               const Options& options);
+CopyPlan plan_copy(const Endpoint& src, const Endpoint& dst, std::size_t bytes, const Topology& topology,
+                   const Options& options);
 
 /// The model's time for a plan's steps on `topology` (what plan_copy minimises), in microseconds.
-double model_cost_us(const Plan& plan, const Topology& topology);
+double model_cost_us(const CopyPlan& plan, const Topology& topology);
 
 const char* to_string(Op op) noexcept;
 

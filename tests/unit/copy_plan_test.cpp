@@ -12,12 +12,12 @@
 namespace {
 
 using hdsm::CopyRoute;
+using hdsm::transfer::CopyPlan;
 using hdsm::transfer::Endpoint;
 using hdsm::transfer::Lane;
 using hdsm::transfer::Op;
 using hdsm::transfer::Options;
 using hdsm::transfer::Place;
-using hdsm::transfer::Plan;
 using hdsm::transfer::plan_copy;
 using hdsm::transfer::Step;
 using hdsm::transfer::Topology;
@@ -39,7 +39,7 @@ const Endpoint pageable = Endpoint::host(false), pinned = Endpoint::host(true);
 /// Checks what makes a staged plan correct whatever the timing, given that each step waits for the
 /// previous step that used its slot: the chunks tile [0, bytes) in order; each slot is filled and
 /// then emptied, alternately, by steps naming the same chunk; every chunk fits the largest chunk.
-void expect_sound_staging(const Plan& p) {
+void expect_sound_staging(const CopyPlan& p) {
   ASSERT_EQ(p.route, CopyRoute::staged);
   ASSERT_GT(p.buffers, 0u);
   std::map<int, const Step*> filled;  // slot -> the producer whose chunk it holds
@@ -72,7 +72,7 @@ void expect_sound_staging(const Plan& p) {
 }
 
 TEST(CopyPlan, HostToHostIsOneCpuCopy) {
-  const Plan p = plan_copy(pageable, pinned, 4096, machine(), {});
+  const CopyPlan p = plan_copy(pageable, pinned, 4096, machine(), {});
   EXPECT_EQ(p.route, CopyRoute::host);
   ASSERT_EQ(p.steps.size(), 1u);
   EXPECT_EQ(p.steps[0], (Step{Op::host_copy, Lane::host, Place::source, Place::destination, 0, 4096, -1}));
@@ -80,7 +80,7 @@ TEST(CopyPlan, HostToHostIsOneCpuCopy) {
 }
 
 TEST(CopyPlan, OneDeviceCopiesOnTheDevice) {
-  const Plan p = plan_copy(dev2, dev2, 64 * MiB, machine(), {});
+  const CopyPlan p = plan_copy(dev2, dev2, 64 * MiB, machine(), {});
   EXPECT_EQ(p.route, CopyRoute::on_device);
   ASSERT_EQ(p.steps.size(), 1u);
   EXPECT_EQ(p.steps[0],
@@ -90,12 +90,12 @@ TEST(CopyPlan, OneDeviceCopiesOnTheDevice) {
 
 TEST(CopyPlan, PinnedHostMemoryIsOneDma) {
   for (std::size_t bytes : {std::size_t{4096}, 256 * MiB}) {
-    const Plan up = plan_copy(pinned, dev1, bytes, machine(), {});
+    const CopyPlan up = plan_copy(pinned, dev1, bytes, machine(), {});
     EXPECT_EQ(up.route, CopyRoute::direct);
     ASSERT_EQ(up.steps.size(), 1u);
     EXPECT_EQ(up.steps[0],
               (Step{Op::to_device, Lane::destination, Place::source, Place::destination, 0, bytes, -1}));
-    const Plan down = plan_copy(dev1, pinned, bytes, machine(), {});
+    const CopyPlan down = plan_copy(dev1, pinned, bytes, machine(), {});
     EXPECT_EQ(down.route, CopyRoute::direct);
     ASSERT_EQ(down.steps.size(), 1u);
     EXPECT_EQ(down.steps[0],
@@ -106,7 +106,7 @@ TEST(CopyPlan, PinnedHostMemoryIsOneDma) {
 TEST(CopyPlan, PeersUsePeerDma) {
   for (std::size_t bytes : {std::size_t{4096}, 256 * KiB, 8 * MiB, 256 * MiB}) {
     for (const auto& [src, dst] : {std::pair{dev0, dev1}, std::pair{dev1, dev0}}) {
-      const Plan p = plan_copy(src, dst, bytes, machine(), {});
+      const CopyPlan p = plan_copy(src, dst, bytes, machine(), {});
       EXPECT_EQ(p.route, CopyRoute::peer) << bytes;
       ASSERT_EQ(p.steps.size(), 1u);
       EXPECT_EQ(p.steps[0],
@@ -119,7 +119,7 @@ TEST(CopyPlan, PeersUsePeerDma) {
 TEST(CopyPlan, ASlowPeerLinkIsStagedAround) {
   Topology t = machine(6);
   t.peer_gbps = 1;  // e.g. peer access across a root complex
-  const Plan p = plan_copy(dev0, dev1, 64 * MiB, t, {});
+  const CopyPlan p = plan_copy(dev0, dev1, 64 * MiB, t, {});
   EXPECT_EQ(p.route, CopyRoute::staged);
   expect_sound_staging(p);
   t.peer_gbps = 6;
@@ -128,7 +128,7 @@ TEST(CopyPlan, ASlowPeerLinkIsStagedAround) {
 
 TEST(CopyPlan, DevicesWithoutPeerAccessAreDoubleBufferedThroughTheHost) {
   for (std::size_t bytes : {std::size_t{1}, std::size_t{4096}, 256 * KiB, 8 * MiB + 12345, 256 * MiB}) {
-    const Plan p = plan_copy(dev0, dev2, bytes, machine(), {});
+    const CopyPlan p = plan_copy(dev0, dev2, bytes, machine(), {});
     SCOPED_TRACE(p.describe());
     expect_sound_staging(p);
     EXPECT_LE(p.chunk, Options{}.chunk_bytes);
@@ -155,7 +155,7 @@ TEST(CopyPlan, DevicesWithoutPeerAccessAreDoubleBufferedThroughTheHost) {
 
 TEST(CopyPlan, BuffersAndChunkComeFromTheOptions) {
   Options three{.buffers = 3, .chunk_bytes = 1 * MiB};
-  const Plan p = plan_copy(dev2, dev0, 64 * MiB, machine(), three);
+  const CopyPlan p = plan_copy(dev2, dev0, 64 * MiB, machine(), three);
   expect_sound_staging(p);
   EXPECT_EQ(p.buffers, 3u);
   EXPECT_EQ(p.chunk, 1 * MiB);
@@ -165,7 +165,7 @@ TEST(CopyPlan, BuffersAndChunkComeFromTheOptions) {
   EXPECT_EQ(p.steps[2].op, Op::to_host);
   EXPECT_EQ(p.steps[3].op, Op::to_device);
 
-  const Plan one = plan_copy(dev2, dev0, 8 * MiB, machine(), {.buffers = 1});
+  const CopyPlan one = plan_copy(dev2, dev0, 8 * MiB, machine(), {.buffers = 1});
   expect_sound_staging(one);
   EXPECT_EQ(one.buffers, 1u);
   for (std::size_t i = 0; i < one.steps.size(); ++i)
@@ -173,7 +173,7 @@ TEST(CopyPlan, BuffersAndChunkComeFromTheOptions) {
 }
 
 TEST(CopyPlan, LargeCopiesUseLargeChunksSmallOnesSmallChunks) {
-  const Plan p = plan_copy(dev0, dev2, 64 * MiB, machine(), {});
+  const CopyPlan p = plan_copy(dev0, dev2, 64 * MiB, machine(), {});
   expect_sound_staging(p);
   EXPECT_EQ(p.chunk, 2 * MiB) << p.describe();
   // The model's time is close to the link's: >= 90 % of 3 GB/s one way, and no better than
@@ -181,7 +181,7 @@ TEST(CopyPlan, LargeCopiesUseLargeChunksSmallOnesSmallChunks) {
   const double link_us = static_cast<double>(64 * MiB) / 3e3;
   EXPECT_LT(p.cost_us, link_us / 0.9) << p.describe();
   EXPECT_GT(p.cost_us, static_cast<double>(64 * MiB + p.chunk) / 3e3);
-  const Plan eight = plan_copy(dev0, dev2, 8 * MiB, machine(), {});
+  const CopyPlan eight = plan_copy(dev0, dev2, 8 * MiB, machine(), {});
   EXPECT_LT(eight.chunk, 2 * MiB) << eight.describe();
   EXPECT_GE(eight.chunk, Options{}.min_chunk_bytes) << eight.describe();
 }
@@ -189,18 +189,18 @@ TEST(CopyPlan, LargeCopiesUseLargeChunksSmallOnesSmallChunks) {
 TEST(CopyPlan, StagingBeatsTheTwoCopyVersionFromEightMiB) {
   // The target, in the model: staged >= 85 % of the link rate for >= 8 MiB.
   for (std::size_t bytes : {8 * MiB, 32 * MiB, 256 * MiB}) {
-    const Plan p = plan_copy(dev0, dev2, bytes, machine(), {});
+    const CopyPlan p = plan_copy(dev0, dev2, bytes, machine(), {});
     EXPECT_LT(p.cost_us, static_cast<double>(bytes) / 3e3 / 0.85) << p.describe();
   }
 }
 
 TEST(CopyPlan, PageableHostMemoryIsStagedWhenLarge) {
-  const Plan small_up = plan_copy(pageable, dev0, 4096, machine(), {});
+  const CopyPlan small_up = plan_copy(pageable, dev0, 4096, machine(), {});
   EXPECT_EQ(small_up.route, CopyRoute::direct) << small_up.describe();
-  const Plan small_down = plan_copy(dev0, pageable, 4096, machine(), {});
+  const CopyPlan small_down = plan_copy(dev0, pageable, 4096, machine(), {});
   EXPECT_EQ(small_down.route, CopyRoute::direct) << small_down.describe();
 
-  const Plan up = plan_copy(pageable, dev0, 64 * MiB, machine(), {});
+  const CopyPlan up = plan_copy(pageable, dev0, 64 * MiB, machine(), {});
   expect_sound_staging(up);
   EXPECT_EQ(up.link_bytes(), 64 * MiB);
   // A host producer is followed at once by its DMA: the CPU copies chunk i + 1 while it runs.
@@ -209,25 +209,25 @@ TEST(CopyPlan, PageableHostMemoryIsStagedWhenLarge) {
     EXPECT_EQ(s.op, i % 2 == 0 ? Op::host_copy : Op::to_device);
     EXPECT_EQ(s.lane, i % 2 == 0 ? Lane::host : Lane::destination);
   }
-  const Plan down = plan_copy(dev0, pageable, 64 * MiB, machine(), {});
+  const CopyPlan down = plan_copy(dev0, pageable, 64 * MiB, machine(), {});
   expect_sound_staging(down);
   EXPECT_EQ(down.steps[0].op, Op::to_host);
   EXPECT_EQ(down.steps[1].op, Op::to_host);
   EXPECT_EQ(down.steps[2].op, Op::host_copy);
   EXPECT_EQ(down.steps[2].lane, Lane::host);
   // The two-copy version (CPU copy and DMA one after the other) is what staging must beat.
-  const Plan two_copy =
+  const CopyPlan two_copy =
       plan_copy(dev0, pageable, 64 * MiB, machine(), {.buffers = 1, .chunk_bytes = 64 * MiB});
   EXPECT_LT(down.cost_us * 1.3, two_copy.cost_us);
 }
 
 TEST(CopyPlan, SmallCopiesSplitOnlyWhereOverlapPays) {
   // 256 KiB at 3 GB/s: one chunk each way (2 x 87 us) loses to two overlapped halves.
-  const Plan p = plan_copy(dev0, dev2, 256 * KiB, machine(), {});
+  const CopyPlan p = plan_copy(dev0, dev2, 256 * KiB, machine(), {});
   expect_sound_staging(p);
   EXPECT_GE(p.steps.size(), 4u) << p.describe();
   // With a huge latency per transfer, fewer chunks win.
-  const Plan slow = plan_copy(dev0, dev2, 256 * KiB, machine(3, 500), {});
+  const CopyPlan slow = plan_copy(dev0, dev2, 256 * KiB, machine(3, 500), {});
   expect_sound_staging(slow);
   EXPECT_EQ(slow.steps.size(), 2u) << slow.describe();
 }
@@ -236,7 +236,7 @@ TEST(CopyPlan, NoBuffersMeansDirectWhereItCan) {
   const Options none{.buffers = 0};
   EXPECT_EQ(plan_copy(pageable, dev0, 64 * MiB, machine(), none).route, CopyRoute::direct);
   EXPECT_EQ(plan_copy(dev0, pageable, 64 * MiB, machine(), none).route, CopyRoute::direct);
-  const Plan only = plan_copy(dev0, dev2, 64 * MiB, machine(), none);
+  const CopyPlan only = plan_copy(dev0, dev2, 64 * MiB, machine(), none);
   expect_sound_staging(only);
   EXPECT_EQ(only.buffers, 1u) << "between devices without peer access staging is the only route";
 }
@@ -249,8 +249,8 @@ TEST(CopyPlan, ZeroBytesHaveNoSteps) {
 }
 
 TEST(CopyPlan, IsAPureFunctionOfItsInputs) {
-  const Plan a = plan_copy(dev0, dev2, 10 * MiB + 3, machine(), {});
-  const Plan b = plan_copy(dev0, dev2, 10 * MiB + 3, machine(), {});
+  const CopyPlan a = plan_copy(dev0, dev2, 10 * MiB + 3, machine(), {});
+  const CopyPlan b = plan_copy(dev0, dev2, 10 * MiB + 3, machine(), {});
   EXPECT_EQ(a, b);
   EXPECT_NE(a, plan_copy(dev0, dev2, 10 * MiB + 3, machine(), {.buffers = 3}));
 }
@@ -261,7 +261,7 @@ TEST(CopyPlan, UnknownDevicesAreRejected) {
 }
 
 TEST(CopyPlan, DescribeNamesRouteAndChunks) {
-  const Plan p = plan_copy(dev0, dev2, 8 * MiB, machine(), {});
+  const CopyPlan p = plan_copy(dev0, dev2, 8 * MiB, machine(), {});
   const std::string text = p.describe();
   EXPECT_NE(text.find("staged 8 MiB device 0 -> device 2"), std::string::npos) << text;
   EXPECT_NE(text.find("2 buffers"), std::string::npos) << text;

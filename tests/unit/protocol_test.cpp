@@ -467,28 +467,29 @@ std::vector<S> states_of(const std::string& code) {
 
 TEST(PlanTest, CoalescesRunsOfEqualTransfersAndProtections) {
   auto states = states_of("ddrdidd");
-  const Plan plan = plan_release(K::lazy, states, U::unknown);
-  const Plan expected{{{T::to_device, 0, 2}, {T::to_device, 3, 1}, {T::to_device, 5, 2}},
-                      {{0, 4, P::none}, {5, 2, P::none}}};  // block 4 was invalid already
+  const CoherencePlan plan = plan_release(K::lazy, states, U::unknown);
+  const CoherencePlan expected{{{T::to_device, 0, 2}, {T::to_device, 3, 1}, {T::to_device, 5, 2}},
+                               {{0, 4, P::none}, {5, 2, P::none}}};  // block 4 was invalid already
   EXPECT_EQ(plan, expected);
   EXPECT_EQ(states, states_of("iiiiiii"));
 }
 
 TEST(PlanTest, AlternatingStatesGiveOneStepPerDirtyBlock) {
   auto states = states_of("drdrdr");
-  const Plan plan = plan_release(K::rolling, states, U::inout);
-  const Plan expected{{{T::to_device, 0, 1}, {T::to_device, 2, 1}, {T::to_device, 4, 1}}, {{0, 6, P::none}}};
+  const CoherencePlan plan = plan_release(K::rolling, states, U::inout);
+  const CoherencePlan expected{{{T::to_device, 0, 1}, {T::to_device, 2, 1}, {T::to_device, 4, 1}},
+                               {{0, 6, P::none}}};
   EXPECT_EQ(plan, expected);
   EXPECT_EQ(states, states_of("iiiiii"));
 }
 
 TEST(PlanTest, ProtectionRunsSplitWhereTheProtectionDiffers) {
   auto states = states_of("irdri");
-  const Plan plan = plan_acquire(K::lazy, states, U::out);
-  EXPECT_EQ(plan, (Plan{{}, {{1, 3, P::none}}}));
+  const CoherencePlan plan = plan_acquire(K::lazy, states, U::out);
+  EXPECT_EQ(plan, (CoherencePlan{{}, {{1, 3, P::none}}}));
   states = states_of("dddrr");
-  const Plan in = plan_release(K::lazy, states, U::in);
-  EXPECT_EQ(in, (Plan{{{T::to_device, 0, 3}}, {{0, 3, P::read}}}));
+  const CoherencePlan in = plan_release(K::lazy, states, U::in);
+  EXPECT_EQ(in, (CoherencePlan{{{T::to_device, 0, 3}}, {{0, 3, P::read}}}));
   EXPECT_EQ(states, states_of("rrrrr"));
 }
 
@@ -496,7 +497,7 @@ TEST(PlanTest, ReleaseOfMixedStatesWithEachUse) {
   const std::string mixed = "irddr";
   struct Case {
     U use;
-    Plan plan;
+    CoherencePlan plan;
     std::string after;
   };
   const Case cases[] = {
@@ -520,7 +521,7 @@ TEST(PlanTest, AcquireOfMixedStatesWithEachUse) {
   struct Case {
     K kind;
     U use;
-    Plan plan;
+    CoherencePlan plan;
     std::string after;
   };
   const Case cases[] = {
@@ -546,20 +547,20 @@ TEST(PlanTest, AcquireOfMixedStatesWithEachUse) {
 
 TEST(PlanTest, BatchMovesWholeObjectsAndNeverProtects) {
   std::vector<S> states(8, initial(K::batch).next);
-  EXPECT_EQ(plan_release(K::batch, states, U::unknown), (Plan{{{T::to_device, 0, 8}}, {}}));
+  EXPECT_EQ(plan_release(K::batch, states, U::unknown), (CoherencePlan{{{T::to_device, 0, 8}}, {}}));
   EXPECT_EQ(states, states_of("iiiiiiii"));
-  EXPECT_EQ(plan_acquire(K::batch, states, U::unknown), (Plan{{{T::to_host, 0, 8}}, {}}));
+  EXPECT_EQ(plan_acquire(K::batch, states, U::unknown), (CoherencePlan{{{T::to_host, 0, 8}}, {}}));
   EXPECT_EQ(states, states_of("dddddddd"));
   // A read-only kernel: uploaded at the call, nothing comes back at the sync.
-  EXPECT_EQ(plan_release(K::batch, states, U::in), (Plan{{{T::to_device, 0, 8}}, {}}));
-  EXPECT_EQ(plan_acquire(K::batch, states, U::in), Plan{});
+  EXPECT_EQ(plan_release(K::batch, states, U::in), (CoherencePlan{{{T::to_device, 0, 8}}, {}}));
+  EXPECT_EQ(plan_acquire(K::batch, states, U::in), CoherencePlan{});
   EXPECT_EQ(states, states_of("dddddddd"));
 }
 
 TEST(PlanTest, OutUploadsNothing) {
   for (const K kind : kKinds) {
     auto states = states_of("dddd");
-    const Plan plan = plan_release(kind, states, U::out);
+    const CoherencePlan plan = plan_release(kind, states, U::out);
     EXPECT_TRUE(plan.copies.empty()) << to_string(kind);
     EXPECT_EQ(states, states_of("iiii")) << to_string(kind);
     const std::vector<ProtectionRun> runs =

@@ -312,8 +312,8 @@ std::optional<KernelArg> SimDevice::peer_argument(const Device& home, DeviceBuff
   return KernelArg::value(home.address(buffer, offset));
 }
 
-Clock::time_point SimDevice::link_copy(Route route, Engine& first, Engine* second, void* dst, const void* src,
-                                       std::size_t n, Clock::time_point ready) {
+Clock::time_point SimDevice::link_copy(Route route, DmaEngine& first, DmaEngine* second, void* dst,
+                                       const void* src, std::size_t n, Clock::time_point ready) {
   Clock::time_point begin, end;
   auto copy = [&](Clock::time_point engines_free) {
     begin = Clock::now();

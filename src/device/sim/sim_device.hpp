@@ -44,7 +44,7 @@ struct SimOptions {
 };
 
 /// One DMA engine: used by one transfer at a time.
-struct Engine {
+struct DmaEngine {
   std::mutex busy;
   Clock::time_point free_at{};  // under busy: when the last transfer ends in modelled time
   int lane = -1;                // trace lane
@@ -90,12 +90,12 @@ class SimDevice final : public Device, public ManagedMemory {
   /// In the model the transfer starts once its inputs are `ready` and the engines are free, whenever
   /// the thread serving the queue got to it: a DMA engine is not preempted as that thread can be, so
   /// a stalled thread catches up (copies without holding) instead of pushing every later transfer back.
-  Clock::time_point link_copy(Route route, Engine& first, Engine* second, void* dst, const void* src,
+  Clock::time_point link_copy(Route route, DmaEngine& first, DmaEngine* second, void* dst, const void* src,
                               std::size_t n, Clock::time_point ready);
   /// A copy inside device memory (not limited by the link).
   void local_copy(void* dst, const void* src, std::size_t n);
-  Engine& inbound() { return inbound_; }
-  Engine& outbound() { return outbound_; }
+  DmaEngine& inbound() { return inbound_; }
+  DmaEngine& outbound() { return outbound_; }
   DeviceServices& services() { return services_; }
   obs::DeviceCounters& counters() { return counters_; }
   HostMemory& host() { return host_; }
@@ -148,7 +148,7 @@ class SimDevice final : public Device, public ManagedMemory {
   std::uint64_t next_id_ = 1;
   std::unordered_map<const void*, os::Mapping> managed_;  // by start address
 
-  Engine inbound_, outbound_;
+  DmaEngine inbound_, outbound_;
   int local_lane_ = -1;
 
   std::mutex queues_mutex_;

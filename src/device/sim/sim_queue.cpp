@@ -198,10 +198,10 @@ void SimQueue::launch(const Kernel& kernel, const Launch& launch, std::span<cons
     throw Unsupported(
         fmt::format("kernel '{}' has no body for backend sim (it needs a host body)", kernel.name));
   // Translate buffer arguments into device addresses now, so bad handles fail at the call site.
-  struct Slot {
+  struct ArgBytes {
     alignas(16) unsigned char bytes[KernelArg::kMaxValue];
   };
-  std::vector<Slot> slots(args.size());
+  std::vector<ArgBytes> slots(args.size());
   std::vector<std::size_t> sizes(args.size());
   for (std::size_t i = 0; i < args.size(); ++i) {
     const KernelArg& a = args[i];
