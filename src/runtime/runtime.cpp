@@ -3,8 +3,10 @@
 #include <hdsm/hdsm.hpp>
 
 #include "os/spin_wait.hpp"
+#include "runtime/adsm_model.hpp"
 #include "runtime/knobs.hpp"
 #include "runtime/runtime_impl.hpp"
+#include "runtime/unified.hpp"
 
 #include <fmt/format.h>
 
@@ -79,25 +81,36 @@ RuntimeImpl::RuntimeImpl(Config c)
     for (Device* d : backends.back()->devices()) devices.push_back(d);
   }
   default_device = pick_default(config, devices);
-  device_calls.resize(devices.size());
-  remote_copy = config.get(name(Knob::remote)) == "copy";
   if (config.get(name(Knob::protocol)) == "um") {
     const std::string& advice = config.get(name(Knob::um_advice));
-    unified = std::make_unique<UnifiedSpace>(devices, config.boolean(name(Knob::um_prefetch)),
-                                             advice == "device" ? UmAdvice::device
-                                             : advice == "host" ? UmAdvice::host
-                                                                : UmAdvice::none);
+    model = std::make_unique<UnifiedModel>(devices, default_device, config.boolean(name(Knob::um_prefetch)),
+                                           advice == "device" ? UmAdvice::device
+                                           : advice == "host" ? UmAdvice::host
+                                                              : UmAdvice::none);
+  } else {
+    model = std::make_unique<AdsmModel>(*this);
   }
 }
 
 RuntimeImpl::~RuntimeImpl() {
-  unified.reset();  // its objects are memory of the devices
-  destroy_space();
+  model.reset();     // its objects are memory of the devices
   staging_.reset();  // pinned memory of a device
   mpi_staging_.reset();
   mpi_buffers_.reset();
   while (!backends.empty()) backends.pop_back();  // the last opened goes first
   if (config.boolean(name(Knob::stats))) std::fputs(counters.snapshot().to_string().c_str(), stderr);
+}
+
+coherence::SharedSpace& RuntimeImpl::shared_space() {
+  auto* adsm = dynamic_cast<AdsmModel*>(model.get());
+  if (adsm == nullptr)
+    throw Unsupported(
+        "HDSM_PROTOCOL=um has no ADSM shared space: its objects are the devices' unified memory");
+  return adsm->shared_space();
+}
+
+obs::LockWaitSink RuntimeImpl::lock_sink() {
+  return {&counters, tracer.enabled() ? &tracer : nullptr, "lock wait: device calls"};
 }
 
 }  // namespace detail

@@ -1,9 +1,11 @@
 // I/O on shared objects (seed 000 §4.4, seed 003 §5.4): read, write, pread, pwrite, readv, writev,
 // fread and fwrite with a buffer in shared memory. A system call never sees the user view (a fault
 // inside the kernel's copy would end the call with EFAULT after part of the data moved); the data
-// goes through chunks of the pinned staging pool instead, and SharedSpace::write/read place each chunk
-// by block state, straight into the device copy where the host copy is invalid. Two chunks, when the
-// pool has them free, overlap the device transfer of one chunk with the file transfer of the other.
+// goes through chunks of the pinned staging pool instead, and the memory model's copy places each
+// chunk (the ADSM model: by block state, straight into the device copy where the host copy is
+// invalid). Memory the model does not mediate (host memory, unified memory) goes straight to libc. Two
+// chunks, when the pool has them free, overlap the device transfer of one chunk with the file transfer of the
+// other.
 #include <hdsm/error.hpp>
 #include <hdsm/runtime.hpp>
 
@@ -91,18 +93,17 @@ class Buffers {
   std::vector<Pending> pending_;
 };
 
-/// The shared space a buffer of the runtime is in, or nullptr for host memory (and for a runtime
-/// without shared objects yet).
-coherence::SharedSpace* shared(detail::RuntimeImpl& impl, const void* p) {
-  coherence::SharedSpace* space = impl.existing_space();
-  return space != nullptr && space->owns(p) ? space : nullptr;
+/// The memory model when it mediates the host's access to `p` (a shared object of the ADSM model),
+/// nullptr for memory libc may touch directly (host memory, unified memory).
+detail::MemoryModel* shared(detail::RuntimeImpl& impl, const void* p) {
+  return impl.model->mediates(p) ? impl.model.get() : nullptr;
 }
 
 /// EFAULT, as the kernel gives for a buffer outside the process's memory, unless the range lies in
 /// live shared objects.
-bool range_ok(coherence::SharedSpace& space, const void* p, std::size_t n, const char* call) {
+bool range_ok(detail::MemoryModel& model, const void* p, std::size_t n, const char* call) {
   try {
-    space.check(p, n, call);
+    model.check(p, n, call);
     return true;
   } catch (const InvalidArgument&) {
     errno = EFAULT;
@@ -113,7 +114,7 @@ bool range_ok(coherence::SharedSpace& space, const void* p, std::size_t n, const
 /// File to shared memory. `transfer(chunk, bytes, done)` reads up to `bytes` of the file into the
 /// chunk (`done` bytes are already in) and returns the count, 0 at the end or -1 with errno.
 template <class Transfer>
-ssize_t into_shared(detail::RuntimeImpl& impl, coherence::SharedSpace& space, void* dst, std::size_t n,
+ssize_t into_shared(detail::RuntimeImpl& impl, detail::MemoryModel& space, void* dst, std::size_t n,
                     Transfer&& transfer) {
   Buffers buffers(impl.staging());
   auto* out = static_cast<std::byte*>(dst);
@@ -125,7 +126,7 @@ ssize_t into_shared(detail::RuntimeImpl& impl, coherence::SharedSpace& space, vo
     const ssize_t got = transfer(buffers.data(i), want, done);
     if (got < 0) error = errno;
     if (got <= 0) break;
-    space.write(out + done, buffers.data(i), static_cast<std::size_t>(got), &buffers.pending(i));
+    space.copy(out + done, buffers.data(i), static_cast<std::size_t>(got), &buffers.pending(i));
     done += static_cast<std::size_t>(got);
     if (static_cast<std::size_t>(got) < want) break;  // short: end of file, or what a pipe had
   }
@@ -140,12 +141,12 @@ ssize_t into_shared(detail::RuntimeImpl& impl, coherence::SharedSpace& space, vo
 /// Shared memory to a file. `transfer(chunk, bytes, done)` writes the chunk and returns the count
 /// written or -1 with errno. Chunk i + 1 is staged while chunk i is written.
 template <class Transfer>
-ssize_t from_shared(detail::RuntimeImpl& impl, coherence::SharedSpace& space, const void* src, std::size_t n,
+ssize_t from_shared(detail::RuntimeImpl& impl, detail::MemoryModel& space, const void* src, std::size_t n,
                     Transfer&& transfer) {
   Buffers buffers(impl.staging());
   const auto* in = static_cast<const std::byte*>(src);
   const auto stage = [&](std::size_t i, std::size_t at) {
-    space.read(buffers.data(i), in + at, std::min(n - at, buffers.chunk()), &buffers.pending(i));
+    space.copy(buffers.data(i), in + at, std::min(n - at, buffers.chunk()), &buffers.pending(i));
   };
   std::size_t done = 0;
   int error = 0;
@@ -182,7 +183,7 @@ bool item_bytes(std::size_t size, std::size_t count, std::size_t& bytes) {
 }  // namespace
 
 ssize_t Runtime::read(int fd, void* buf, std::size_t n) {
-  coherence::SharedSpace* space = shared(*impl_, buf);
+  detail::MemoryModel* space = shared(*impl_, buf);
   if (space == nullptr || n == 0) return ::read(fd, buf, n);
   if (!range_ok(*space, buf, n, "read")) return -1;
   return into_shared(*impl_, *space, buf, n, [fd](std::byte* chunk, std::size_t bytes, std::size_t) {
@@ -191,7 +192,7 @@ ssize_t Runtime::read(int fd, void* buf, std::size_t n) {
 }
 
 ssize_t Runtime::pread(int fd, void* buf, std::size_t n, off_t offset) {
-  coherence::SharedSpace* space = shared(*impl_, buf);
+  detail::MemoryModel* space = shared(*impl_, buf);
   if (space == nullptr || n == 0) return ::pread(fd, buf, n, offset);
   if (!range_ok(*space, buf, n, "pread")) return -1;
   return into_shared(*impl_, *space, buf, n,
@@ -201,7 +202,7 @@ ssize_t Runtime::pread(int fd, void* buf, std::size_t n, off_t offset) {
 }
 
 ssize_t Runtime::write(int fd, const void* buf, std::size_t n) {
-  coherence::SharedSpace* space = shared(*impl_, buf);
+  detail::MemoryModel* space = shared(*impl_, buf);
   if (space == nullptr || n == 0) return ::write(fd, buf, n);
   if (!range_ok(*space, buf, n, "write")) return -1;
   return from_shared(*impl_, *space, buf, n, [fd](const std::byte* chunk, std::size_t bytes, std::size_t) {
@@ -210,7 +211,7 @@ ssize_t Runtime::write(int fd, const void* buf, std::size_t n) {
 }
 
 ssize_t Runtime::pwrite(int fd, const void* buf, std::size_t n, off_t offset) {
-  coherence::SharedSpace* space = shared(*impl_, buf);
+  detail::MemoryModel* space = shared(*impl_, buf);
   if (space == nullptr || n == 0) return ::pwrite(fd, buf, n, offset);
   if (!range_ok(*space, buf, n, "pwrite")) return -1;
   return from_shared(*impl_, *space, buf, n,
@@ -230,7 +231,7 @@ ssize_t vectored(detail::RuntimeImpl& impl, const struct iovec* iov, int count, 
   for (int i = 0; i < count && iov != nullptr; ++i) any_shared |= shared(impl, iov[i].iov_base) != nullptr;
   if (!any_shared) return plain();
   for (int i = 0; i < count; ++i) {
-    coherence::SharedSpace* space = shared(impl, iov[i].iov_base);
+    detail::MemoryModel* space = shared(impl, iov[i].iov_base);
     if (space != nullptr && iov[i].iov_len != 0 && !range_ok(*space, iov[i].iov_base, iov[i].iov_len, call))
       return -1;
   }
@@ -259,7 +260,7 @@ ssize_t Runtime::writev(int fd, const struct iovec* iov, int count) {
 }
 
 std::size_t Runtime::fread(void* buf, std::size_t size, std::size_t count, std::FILE* stream) {
-  coherence::SharedSpace* space = shared(*impl_, buf);
+  detail::MemoryModel* space = shared(*impl_, buf);
   if (space == nullptr) return std::fread(buf, size, count, stream);
   std::size_t n = 0;
   if (!item_bytes(size, count, n) || n == 0) return 0;
@@ -273,7 +274,7 @@ std::size_t Runtime::fread(void* buf, std::size_t size, std::size_t count, std::
 }
 
 std::size_t Runtime::fwrite(const void* buf, std::size_t size, std::size_t count, std::FILE* stream) {
-  coherence::SharedSpace* space = shared(*impl_, buf);
+  detail::MemoryModel* space = shared(*impl_, buf);
   if (space == nullptr) return std::fwrite(buf, size, count, stream);
   std::size_t n = 0;
   if (!item_bytes(size, count, n) || n == 0) return 0;

@@ -5,19 +5,22 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
 
 namespace hdsm::detail {
 
-UnifiedSpace::UnifiedSpace(std::vector<Device*> devices, bool prefetch, UmAdvice advice)
+UnifiedModel::UnifiedModel(std::vector<Device*> devices, std::size_t default_device, bool prefetch,
+                           UmAdvice advice)
     : devices_(std::move(devices)),
+      default_device_(default_device),
       prefetch_(prefetch),
       advice_(advice),
       queues_(devices_.size()),
       in_flight_(devices_.size()),
       busy_(devices_.size(), false) {}
 
-UnifiedSpace::~UnifiedSpace() {
+UnifiedModel::~UnifiedModel() {
   try {
     sync();
   } catch (...) {  // a kernel's error nobody synced for: the objects still go
@@ -30,7 +33,7 @@ UnifiedSpace::~UnifiedSpace() {
   }
 }
 
-ManagedMemory& UnifiedSpace::managed(unsigned device) const {
+ManagedMemory& UnifiedModel::managed(unsigned device) const {
   auto* m = dynamic_cast<ManagedMemory*>(devices_.at(device));
   if (m == nullptr)
     throw Unsupported(
@@ -40,12 +43,12 @@ ManagedMemory& UnifiedSpace::managed(unsigned device) const {
   return *m;
 }
 
-Queue& UnifiedSpace::queue(unsigned device) {
+Queue& UnifiedModel::queue(unsigned device) {
   if (!queues_[device]) queues_[device] = devices_[device]->create_queue();
   return *queues_[device];
 }
 
-void* UnifiedSpace::alloc(std::size_t bytes, unsigned device) {
+void* UnifiedModel::alloc(std::size_t bytes, unsigned device) {
   if (bytes == 0) throw InvalidArgument("alloc(0): a shared object needs at least one byte");
   ManagedMemory& m = managed(device);
   auto* p = static_cast<std::byte*>(m.alloc_managed(bytes));
@@ -60,7 +63,7 @@ void* UnifiedSpace::alloc(std::size_t bytes, unsigned device) {
   return p;
 }
 
-std::optional<UnifiedSpace::ManagedObject> UnifiedSpace::find(const void* p) const {
+std::optional<UnifiedModel::ManagedObject> UnifiedModel::find(const void* p) const {
   const auto at = reinterpret_cast<std::uintptr_t>(p);
   std::lock_guard lock(mutex_);
   auto it = objects_.upper_bound(at);
@@ -70,7 +73,7 @@ std::optional<UnifiedSpace::ManagedObject> UnifiedSpace::find(const void* p) con
   return it->second;
 }
 
-void UnifiedSpace::free(void* p) {
+void UnifiedModel::free(void* p) {
   std::optional<ManagedObject> o;
   {
     std::lock_guard lock(mutex_);
@@ -94,8 +97,38 @@ void UnifiedSpace::free(void* p) {
   managed(o->device).free_managed(p);
 }
 
-void UnifiedSpace::call(unsigned device, const Kernel& kernel, const Launch& launch,
-                        std::span<const KernelArg> args, const std::vector<ManagedObject>& used) {
+void* UnifiedModel::device_address(const void* p) const {
+  if (!find(p)) throw InvalidArgument(fmt::format("safe({}): not in a shared object of this runtime", p));
+  return const_cast<void*>(p);
+}
+
+void UnifiedModel::call(const Kernel& kernel, const Launch& launch, std::span<const CallArg> args) {
+  using Kind = CallArg::Kind;
+  std::vector<KernelArg> kernel_args;
+  std::vector<ManagedObject> used;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const CallArg& a = args[i];
+    kernel_args.push_back(a.kind == Kind::annotated ? KernelArg::value(a.pointer) : a.value);
+    if (a.kind == Kind::value) continue;
+    if (const auto o = find(a.pointer))
+      used.push_back(*o);
+    else if (a.kind == Kind::annotated)
+      throw InvalidArgument(fmt::format("call({}): annotated argument {} ({}) is not a shared object",
+                                        kernel.name, i, a.pointer));
+  }
+  // Managed memory is reachable from every device: the call runs on its first object's.
+  const unsigned device = used.empty() ? static_cast<unsigned>(default_device_) : used.front().device;
+  launch_on(device, kernel, launch, kernel_args, used);
+}
+
+void UnifiedModel::copy(void* dst, const void* src, std::size_t n, std::vector<Event>*) {
+  std::memmove(dst, src, n);
+}
+
+void UnifiedModel::fill(void* dst, std::uint8_t value, std::size_t n) { std::memset(dst, value, n); }
+
+void UnifiedModel::launch_on(unsigned device, const Kernel& kernel, const Launch& launch,
+                             std::span<const KernelArg> args, const std::vector<ManagedObject>& used) {
   ManagedMemory& m = managed(device);
   std::lock_guard lock(mutex_);
   Queue& q = queue(device);
@@ -106,7 +139,7 @@ void UnifiedSpace::call(unsigned device, const Kernel& kernel, const Launch& lau
   in_flight_[device].insert(in_flight_[device].end(), used.begin(), used.end());
 }
 
-void UnifiedSpace::sync_device(unsigned device) {
+void UnifiedModel::sync_device(unsigned device) {
   std::unique_lock lock(mutex_);
   if (!busy_[device]) return;
   Queue& q = *queues_[device];
@@ -125,7 +158,7 @@ void UnifiedSpace::sync_device(unsigned device) {
   q.synchronize();
 }
 
-void UnifiedSpace::sync() {
+void UnifiedModel::sync() {
   std::exception_ptr first;
   for (unsigned d = 0; d < devices_.size(); ++d) {
     try {

@@ -4,6 +4,7 @@
 // without it.
 #include "support/test_support.hpp"
 
+#include "runtime/adsm_model.hpp"
 #include "runtime/runtime_impl.hpp"
 
 #include <hdsm/hdsm.hpp>
@@ -160,7 +161,7 @@ TEST_P(AdsmThreads, LockWaitCounterGrowsUnderContentionOnly) {
   std::atomic<bool> calling{false};
   std::thread t;
   {
-    std::lock_guard hold(rt.impl().device_calls[0].mutex);
+    std::lock_guard hold(dynamic_cast<hdsm::detail::AdsmModel&>(*rt.impl().model).call_lock(0));
     t = std::thread([&] {
       calling = true;
       rt.call(add(), hdsm::cover(1024), hdsm::inout(x), std::uint64_t{1024}, 1);

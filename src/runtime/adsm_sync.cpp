@@ -1,0 +1,115 @@
+// Syncs of the ADSM model: each thread acquires what its own calls used (release consistency: a
+// thread acquires what it released), after their kernels.
+#include "obs/lock_wait.hpp"
+#include "runtime/adsm_model.hpp"
+#include "runtime/runtime_impl.hpp"
+#include "transfer/copy_engine.hpp"
+
+#include <algorithm>
+#include <exception>
+#include <iterator>
+
+namespace hdsm::detail {
+namespace {
+
+/// The devices on which the calling thread has calls in flight, per model: its sync visits only
+/// their call lists, so threads on different devices never take each other's locks. A stale entry
+/// (a model gone, another at its address) only makes a sync look at a list with nothing of its.
+struct ThreadCalls {
+  const AdsmModel* model;
+  std::vector<unsigned> devices;
+};
+thread_local std::vector<ThreadCalls> thread_calls;
+
+/// What one sync acquires on one device: the objects its calls used there, after their kernels.
+struct Acquire {
+  unsigned device;
+  bool every_object = false;
+  Uses uses;
+  std::vector<Event> after;
+};
+
+Acquire& acquire_on(std::vector<Acquire>& acquires, unsigned device) {
+  auto it =
+      std::find_if(acquires.begin(), acquires.end(), [&](const Acquire& a) { return a.device == device; });
+  if (it != acquires.end()) return *it;
+  return acquires.emplace_back(Acquire{device, false, {}, {}});
+}
+
+}  // namespace
+
+void note_call(const AdsmModel& model, unsigned device) {
+  auto it = std::find_if(thread_calls.begin(), thread_calls.end(),
+                         [&](const ThreadCalls& t) { return t.model == &model; });
+  if (it == thread_calls.end()) it = thread_calls.insert(thread_calls.end(), ThreadCalls{&model, {}});
+  if (std::find(it->devices.begin(), it->devices.end(), device) == it->devices.end())
+    it->devices.push_back(device);
+}
+
+std::vector<unsigned> take_noted_calls(const AdsmModel& model) {
+  const auto it = std::find_if(thread_calls.begin(), thread_calls.end(),
+                               [&](const ThreadCalls& t) { return t.model == &model; });
+  if (it == thread_calls.end()) return {};
+  std::vector<unsigned> devices = std::move(it->devices);
+  thread_calls.erase(it);
+  return devices;
+}
+
+void AdsmModel::sync() {
+  // The calls this thread made.
+  const std::thread::id me = std::this_thread::get_id();
+  std::vector<Call> calls;
+  for (const unsigned device : take_noted_calls(*this)) {
+    if (device >= device_calls_.size()) continue;
+    DeviceCalls& d = device_calls_[device];
+    const auto lock = obs::lock_counting_wait(d.mutex, rt_.lock_sink());
+    auto mine = std::stable_partition(d.in_flight.begin(), d.in_flight.end(),
+                                      [&](const Call& c) { return c.thread != me; });
+    std::move(mine, d.in_flight.end(), std::back_inserter(calls));
+    d.in_flight.erase(mine, d.in_flight.end());
+  }
+  if (calls.empty()) return;
+  coherence::SharedSpace& space = shared_space();
+  // One acquire per device, in the order of the devices' first calls, after the kernels of the calls
+  // that used its objects; an unannotated call makes its device's acquire cover every object. Remote
+  // objects are acquired on their own devices.
+  std::vector<Acquire> acquires;
+  for (const Call& c : calls) {
+    Acquire& a = acquire_on(acquires, c.device);
+    a.every_object |= c.every_object;
+    for (const coherence::ObjectUse& u : c.uses) add_use(a.uses, space.directory(), u);
+    a.after.push_back(c.done);
+    for (const RemoteObject& r : c.remote) {
+      if (r.pointer == nullptr) continue;  // freed since
+      Acquire& home = acquire_on(acquires, r.home);
+      add_use(home.uses, space.directory(), {r.pointer, r.use});
+      home.after.push_back(c.done);
+    }
+  }
+  std::exception_ptr first_error;
+  for (Acquire& a : acquires) {
+    try {
+      const Event after = transfer::all_of(std::move(a.after));
+      if (a.every_object || !a.uses.empty()) {
+        if (a.every_object) a.uses.clear();
+        space.acquire(a.device, a.uses, &after);
+      } else {
+        after.wait();
+      }
+    } catch (...) {
+      if (!first_error) first_error = std::current_exception();
+    }
+  }
+  for (const Call& c : calls)
+    for (const RemoteObject& r : c.remote) {
+      if (!r.temporary) continue;
+      try {
+        c.done.wait();
+      } catch (const std::exception&) {  // reported by the acquire above
+      }
+      space.free_temporary(c.device, *r.temporary);
+    }
+  if (first_error) std::rethrow_exception(first_error);
+}
+
+}  // namespace hdsm::detail

@@ -1,0 +1,57 @@
+// The memory model behind a Runtime's shared objects (HDSM_PROTOCOL): what alloc hands out, and how
+// call and sync keep it coherent. The ADSM model (batch, lazy, rolling; adsm_model.hpp) keeps objects
+// in hdsm's arena coherent itself; the unified model (um; unified.hpp) hands out the devices' managed
+// memory and leaves the migration to the platform. The Runtime's public calls go through this
+// interface only, and the I/O on shared objects (shared_io.cpp) through its bulk entry points.
+#pragma once
+
+#include <hdsm/device.hpp>
+#include <hdsm/kernel.hpp>
+#include <hdsm/runtime.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace hdsm::coherence {
+class SharedSpace;
+}
+
+namespace hdsm::detail {
+
+class MemoryModel {
+ public:
+  virtual ~MemoryModel() = default;
+
+  /// A zero-filled object of `bytes` on `device`.
+  virtual void* alloc(std::size_t bytes, unsigned device) = 0;
+  /// Frees the object `p` starts (InvalidPointer otherwise), once the calls in flight that may use
+  /// it are done.
+  virtual void free(void* p) = 0;
+  /// The address kernels of the object's device see for `p` (Runtime::safe).
+  virtual void* device_address(const void* p) const = 0;
+
+  /// Release, then launch (Runtime::call).
+  virtual void call(const Kernel& kernel, const Launch& launch, std::span<const CallArg> args) = 0;
+  /// Wait for the calling thread's calls, then acquire (Runtime::sync).
+  virtual void sync() = 0;
+
+  /// Whether the host reaches the memory at `p` only through this model (bulk memory and I/O then
+  /// go through copy and fill; memory the host may touch directly is plain memory to them).
+  virtual bool mediates(const void* p) const = 0;
+  /// InvalidArgument naming `call` and the first bad byte unless [p, p + n) of mediated memory lies
+  /// in live objects.
+  virtual void check(const void* p, std::size_t n, const char* call) const = 0;
+  /// memmove between any mix of host memory and this model's objects; with `pending`, the events to
+  /// wait for are appended to it instead of waited for (memcpy_async, staged I/O).
+  virtual void copy(void* dst, const void* src, std::size_t n, std::vector<Event>* pending) = 0;
+  /// memset of host memory or of this model's objects.
+  virtual void fill(void* dst, std::uint8_t value, std::size_t n) = 0;
+
+  /// The ADSM shared space, for what works on it directly (MPI, tools); nullptr where the model has
+  /// none (yet).
+  virtual coherence::SharedSpace* space() noexcept { return nullptr; }
+};
+
+}  // namespace hdsm::detail
