@@ -22,8 +22,11 @@ namespace hdsm {
 /// How a kernel call uses a shared object (hdsm::in, hdsm::out, hdsm::inout in adsm.hpp).
 enum class Use : std::uint8_t { in, out, inout };
 
+class Runtime;
+
 namespace detail {
 struct RuntimeImpl;
+RuntimeImpl& impl_of(const Runtime& runtime);
 
 /// One argument of Runtime::call as the runtime sees it: a plain value, a raw pointer (translated
 /// when it points into a shared object; `use` is what it counts as in a call with annotations) or an
@@ -138,9 +141,8 @@ class Runtime {
   Stats stats() const;
   void reset_stats();
 
-  detail::RuntimeImpl& impl() const { return *impl_; }
-
  private:
+  friend detail::RuntimeImpl& detail::impl_of(const Runtime& runtime);
   std::unique_ptr<detail::RuntimeImpl> impl_;
 };
 

@@ -8,22 +8,20 @@
 
 namespace hdsm {
 
-StagingPool::StagingPool(Device& device, std::size_t total_bytes, std::size_t chunk_bytes)
+StagingPool::StagingPool(Device& device, std::size_t total_bytes, std::size_t chunk_bytes, Knobs knobs)
     : device_(device), chunk_bytes_(chunk_bytes), chunks_(chunk_bytes == 0 ? 0 : total_bytes / chunk_bytes) {
   if (chunks_ == 0)
-    throw ConfigError(
-        fmt::format("HDSM_STAGING_BYTES={} holds no chunk of HDSM_STAGING_CHUNK={}: the staging "
-                    "pool needs at least one",
-                    format_bytes(total_bytes), format_bytes(chunk_bytes)));
+    throw ConfigError(fmt::format("{}={} holds no chunk of {}={}: the staging pool needs at least one",
+                                  knobs.total, format_bytes(total_bytes), knobs.chunk,
+                                  format_bytes(chunk_bytes)));
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   const std::size_t physical =
       pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) : 0;
   const std::size_t bytes = chunks_ * chunk_bytes_;
   if (physical != 0 && bytes > physical)
     throw ConfigError(
-        fmt::format("HDSM_STAGING_BYTES={} is more than this machine's memory ({}); the pool "
-                    "is pinned, so it must fit",
-                    format_bytes(total_bytes), format_bytes(physical)));
+        fmt::format("{}={} is more than this machine's memory ({}); the pool is pinned, so it must fit",
+                    knobs.total, format_bytes(total_bytes), format_bytes(physical)));
   memory_ = static_cast<std::byte*>(device_.alloc_pinned(bytes));
   free_.reserve(chunks_);
   for (std::size_t i = chunks_; i-- > 0;) free_.push_back(memory_ + i * chunk_bytes_);
@@ -47,6 +45,24 @@ std::optional<StagingPool::Lease> StagingPool::try_acquire() {
   return Lease(this, chunk);
 }
 
+std::vector<StagingPool::Lease> StagingPool::lease(std::size_t want, Wait wait) {
+  std::vector<Lease> out;
+  if (want == 0) return out;
+  if (wait == Wait::for_first) {
+    out.push_back(acquire());
+  } else if (auto first = try_acquire()) {
+    out.push_back(std::move(*first));
+  } else {
+    return out;
+  }
+  while (out.size() < want) {
+    auto more = try_acquire();
+    if (!more) break;
+    out.push_back(std::move(*more));
+  }
+  return out;
+}
+
 void StagingPool::give_back(std::byte* chunk) {
   {
     std::lock_guard lock(mutex_);
@@ -57,6 +73,76 @@ void StagingPool::give_back(std::byte* chunk) {
 
 StagingPool::Lease::~Lease() {
   if (pool_ != nullptr) pool_->give_back(data_);
+}
+
+StagingChunk::~StagingChunk() {
+  for (const Event& e : pending_) {
+    try {
+      e.wait();
+    } catch (const std::exception&) {  // the transfer reported it, or ended before it mattered
+    }
+  }
+}
+
+void StagingChunk::acquire(StagingPool* pool, std::size_t bytes, StagingPool::Wait wait, BufferCache* cache) {
+  if (data_ != nullptr && size_ >= bytes) return;
+  if (pool != nullptr && bytes <= pool->chunk_bytes()) {
+    std::vector<StagingPool::Lease> leases = pool->lease(1, wait);
+    if (!leases.empty()) return adopt(std::move(leases.front()));
+  }
+  if (cache != nullptr) {
+    kept_ = cache->take(bytes);
+    data_ = kept_.data();
+  } else {
+    heap_ = std::make_unique_for_overwrite<std::byte[]>(bytes);
+    data_ = heap_.get();
+  }
+  size_ = bytes;
+}
+
+void StagingChunk::adopt(StagingPool::Lease lease) {
+  data_ = lease.data();
+  size_ = lease.size();
+  lease_.emplace(std::move(lease));
+}
+
+void StagingChunk::settle() {
+  std::vector<Event> events;
+  events.swap(pending_);
+  for (const Event& e : events) e.wait();
+}
+
+bool StagingChunk::settled(std::exception_ptr& error) {
+  for (const Event& e : pending_)
+    if (!e.query()) return false;
+  for (const Event& e : pending_) {
+    try {
+      e.wait();
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  pending_.clear();
+  return true;
+}
+
+StagingRing::StagingRing(StagingPool& pool, std::size_t depth) : bytes_(pool.chunk_bytes()) {
+  for (StagingPool::Lease& l : pool.lease(depth, StagingPool::Wait::for_first)) {
+    chunks_.push_back(std::make_unique<StagingChunk>());
+    chunks_.back()->adopt(std::move(l));
+  }
+}
+
+StagingPool& PinnedPools::get(std::string_view name, std::size_t total_bytes, std::size_t chunk_bytes,
+                              StagingPool::Knobs knobs) {
+  std::lock_guard lock(mutex_);
+  auto it = pools_.find(name);
+  if (it == pools_.end())
+    it = pools_
+             .emplace(std::string(name),
+                      std::make_unique<StagingPool>(device_, total_bytes, chunk_bytes, knobs))
+             .first;
+  return *it->second;
 }
 
 }  // namespace hdsm

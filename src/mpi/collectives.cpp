@@ -35,18 +35,18 @@ class Staged {
     UserBuffer b;
     if (const int rc = describe(call, buf, static_cast<int>(count), type, b); rc != MPI_SUCCESS) return rc;
     if (!b.shared() || b.bytes == 0) return MPI_SUCCESS;
-    space_ = b.space;
+    model_ = b.model;
     bytes_ = b.bytes;
     writes_ = writes;
     copy_ = std::make_unique_for_overwrite<std::byte[]>(bytes_);
-    if (reads) space_->read(copy_.get(), user_, bytes_);
+    if (reads) model_->copy(copy_.get(), user_, bytes_, nullptr);
     return MPI_SUCCESS;
   }
   /// What libmpi gets: the host copy, or the user's pointer.
   void* get() const { return copy_ ? copy_.get() : const_cast<void*>(user_); }
   /// After the collective: the bytes it wrote go back to the object.
   void finish() const {
-    if (copy_ && writes_) space_->write(const_cast<void*>(user_), copy_.get(), bytes_);
+    if (copy_ && writes_) model_->copy(const_cast<void*>(user_), copy_.get(), bytes_, nullptr);
   }
 
  private:
@@ -58,7 +58,7 @@ class Staged {
   }
 
   const void* user_ = nullptr;
-  coherence::SharedSpace* space_ = nullptr;
+  detail::MemoryModel* model_ = nullptr;
   std::size_t bytes_ = 0;
   bool writes_ = false;
   std::unique_ptr<std::byte[]> copy_;

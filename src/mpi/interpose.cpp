@@ -407,7 +407,7 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int 
       PMPI_Get_elements_x(&statuses[0], MPI_BYTE, &got);
       std::vector<hdsm::Event> written;
       try {
-        b.space->write(b.data, copy.data(), static_cast<std::size_t>(got), &written);
+        b.model->copy(b.data, copy.data(), static_cast<std::size_t>(got), &written);
         for (const hdsm::Event& e : written) e.wait();
       } catch (const std::exception& e) {
         rc = refuse(comm, report("MPI_Sendrecv_replace", MPI_ERR_BUFFER,

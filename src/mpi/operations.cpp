@@ -3,8 +3,8 @@
 
 #include <hdsm/error.hpp>
 
+#include "runtime/internal.hpp"
 #include "runtime/knobs.hpp"
-#include "runtime/runtime_impl.hpp"
 #include "runtime/shared_ranges.hpp"
 
 #include <fmt/format.h>
@@ -44,8 +44,8 @@ int describe(const char* call, const void* buf, int count, MPI_Datatype type, Us
   if (count <= 0 || type == MPI_DATATYPE_NULL) return MPI_SUCCESS;  // nothing moves: MPI's own checks
   Runtime* runtime = detail::shared_ranges.owner(buf);
   if (runtime == nullptr) return MPI_SUCCESS;
-  coherence::SharedSpace* space = runtime->impl().existing_space();
-  if (space == nullptr || !space->owns(buf)) return MPI_SUCCESS;
+  detail::MemoryModel& model = detail::memory_model(*runtime);
+  if (!model.mediates(buf)) return MPI_SUCCESS;
   int size = 0;
   MPI_Aint extent = 0;
   if (!type_layout(type, size, extent, out.contiguous))
@@ -59,44 +59,28 @@ int describe(const char* call, const void* buf, int count, MPI_Datatype type, Us
                     "pack the data or use MPI_BYTE",
                     buf, size, extent));
   try {
-    space->check(buf, out.bytes, call);
+    model.check(buf, out.bytes, call);
   } catch (const Error& e) {
     return report(call, MPI_ERR_BUFFER,
                   fmt::format("buffer {} of {} B ({} x {} B): {}", buf, out.bytes, count, size, e.what()));
   }
-  detail::RuntimeImpl& impl = runtime->impl();
-  out.space = space;
-  out.pool = &impl.mpi_staging();
-  out.buffers = &impl.mpi_buffers();
+  out.model = &model;
+  out.pool = &staging_pool(*runtime);
+  out.buffers = &receive_buffers(*runtime);
   out.chunk = out.pool->chunk_bytes();
   return MPI_SUCCESS;
 }
 
-void ChunkBuffer::acquire(StagingPool* pool, std::size_t bytes, BufferCache* buffers) {
-  if (data != nullptr) return;
-  if (pool != nullptr && bytes <= pool->chunk_bytes()) {
-    if (auto l = pool->try_acquire()) {
-      lease.emplace(std::move(*l));
-      data = lease->data();
-      return;
-    }
-  }
-  if (buffers != nullptr) {
-    kept = buffers->take(bytes);
-    data = kept.data();
-    return;
-  }
-  heap = std::make_unique_for_overwrite<std::byte[]>(bytes);
-  data = heap.get();
+StagingPool& staging_pool(const Runtime& runtime) {
+  const Config& config = runtime.config();
+  return detail::pinned_pool(runtime, "mpi", config.size("HDSM_MPI_STAGING_BYTES"),
+                             config.size("HDSM_MPI_CHUNK"), {"HDSM_MPI_STAGING_BYTES", "HDSM_MPI_CHUNK"});
 }
 
-ChunkBuffer::~ChunkBuffer() {
-  for (const Event& e : pending) {
-    try {
-      e.wait();
-    } catch (const std::exception&) {  // the operation reported it, or ended before it mattered
-    }
-  }
+BufferCache& receive_buffers(const Runtime& runtime) {
+  return detail::attachment<BufferCache>(runtime, "mpi.receive_buffers", [&] {
+    return std::make_shared<BufferCache>(runtime.config().size("HDSM_MPI_RECV_CACHE"));
+  });
 }
 
 void set_status(MPI_Status* status, int source, int tag, int error, MPI_Count bytes) {
@@ -181,24 +165,24 @@ class StagedSend final : public Operation {
                        b.bytes, mode == SendMode::buffered ? "a buffered send" : "an intercommunicator"));
       return;
     }
-    slot_.acquire(b.pool, b.bytes);
+    slot_.acquire(b.pool, b.bytes, StagingPool::Wait::never);
     try {
-      b.space->read(slot_.data, b.data, b.bytes, &slot_.pending);
+      b.model->copy(slot_.data(), b.data, b.bytes, &slot_.pending());
     } catch (const std::exception& e) {
       fail(MPI_ERR_BUFFER,
            fmt::format("reading {} B at {}: {}", b.bytes, static_cast<void*>(b.data), e.what()));
     }
-    for (const Event& e : slot_.pending) {
+    for (const Event& e : slot_.pending()) {
       try {
         e.wait();  // blocks on the device only; settled() records an error
       } catch (const std::exception&) {
       }
     }
-    settled(slot_.pending);
+    settled(slot_.pending());
     const auto post = mode == SendMode::synchronous ? PMPI_Issend
                       : mode == SendMode::buffered  ? PMPI_Ibsend
                                                     : PMPI_Isend;
-    const int rc = post(slot_.data, static_cast<int>(b.bytes), MPI_BYTE, dest, tag, comm, &slot_.request);
+    const int rc = post(slot_.data(), static_cast<int>(b.bytes), MPI_BYTE, dest, tag, comm, &slot_.request);
     if (rc != MPI_SUCCESS) fail(rc, "", true);
   }
   bool progress() override {
@@ -251,10 +235,10 @@ class ChunkedSend final : public Operation {
       if (staged_ < chunks_) {
         ChunkBuffer& s = slots_[staged_ % slots_.size()];
         if (s.stage == ChunkBuffer::Stage::idle) {
-          s.acquire(buffer_.pool, header_.chunk);
+          s.acquire(buffer_.pool, header_.chunk, StagingPool::Wait::never);
           const std::size_t at = staged_ * header_.chunk;
           try {
-            buffer_.space->read(s.data, buffer_.data + at, length(staged_), &s.pending);
+            buffer_.model->copy(s.data(), buffer_.data + at, length(staged_), &s.pending());
           } catch (const std::exception& e) {
             fail(MPI_ERR_BUFFER, fmt::format("reading chunk {} of the shared object at {}: {}", staged_,
                                              static_cast<void*>(buffer_.data), e.what()));
@@ -266,8 +250,8 @@ class ChunkedSend final : public Operation {
       }
       if (posted_ < chunks_) {
         ChunkBuffer& s = slots_[posted_ % slots_.size()];
-        if (s.stage == ChunkBuffer::Stage::device && s.chunk == posted_ && settled(s.pending)) {
-          const int rc = PMPI_Isend(s.data, static_cast<int>(length(posted_)), MPI_BYTE, world_dest_,
+        if (s.stage == ChunkBuffer::Stage::device && s.chunk == posted_ && settled(s.pending())) {
+          const int rc = PMPI_Isend(s.data(), static_cast<int>(length(posted_)), MPI_BYTE, world_dest_,
                                     static_cast<int>(header_.sequence), wire().comm, &s.request);
           if (rc != MPI_SUCCESS) {
             fail(rc, fmt::format("MPI_Isend of chunk {} on the hdsm_mpi communicator failed (error {})",
@@ -346,16 +330,17 @@ class Receive final : public Operation {
         }
         if (!buffer_.shared()) return true;
         try {
-          buffer_.space->write(buffer_.data, plain_.data, static_cast<std::size_t>(bytes_), &plain_.pending);
+          buffer_.model->copy(buffer_.data, plain_.data(), static_cast<std::size_t>(bytes_),
+                              &plain_.pending());
         } catch (const std::exception& e) {
           fail(MPI_ERR_BUFFER, fmt::format("writing {} B into the shared object at {}: {}", bytes_,
                                            static_cast<void*>(buffer_.data), e.what()));
         }
         state_ = State::writing;
-        return settled(plain_.pending);
+        return settled(plain_.pending());
       }
       case State::writing:
-        return settled(plain_.pending);
+        return settled(plain_.pending());
       case State::chunks:
         return chunks();
     }
@@ -417,13 +402,13 @@ class Receive final : public Operation {
     }
     // A plain message into a shared object: whole into staging memory (at most the receive
     // buffer's size), then into the object.
-    plain_.acquire(buffer_.pool, static_cast<std::size_t>(bytes), buffer_.buffers);
+    plain_.acquire(buffer_.pool, static_cast<std::size_t>(bytes), StagingPool::Wait::never, buffer_.buffers);
     state_ = State::plain;
     if (bytes > INT_MAX) {
       truncate(message, bytes);
       return true;
     }
-    rc = PMPI_Imrecv(plain_.data, static_cast<int>(bytes), MPI_BYTE, &message, &plain_.request);
+    rc = PMPI_Imrecv(plain_.data(), static_cast<int>(bytes), MPI_BYTE, &message, &plain_.request);
     if (rc != MPI_SUCCESS) {
       fail(rc, "", true);
       return true;
@@ -473,15 +458,15 @@ class Receive final : public Operation {
     }
     if (buffer_.shared()) {
       plain_.acquire(nullptr, sizeof h);
-      std::memcpy(plain_.data, &h, sizeof h);
+      std::memcpy(plain_.data(), &h, sizeof h);
       try {
-        buffer_.space->write(buffer_.data, plain_.data, sizeof h, &plain_.pending);
+        buffer_.model->copy(buffer_.data, plain_.data(), sizeof h, &plain_.pending());
       } catch (const std::exception& e) {
         fail(MPI_ERR_BUFFER, fmt::format("writing into the shared object at {}: {}",
                                          static_cast<void*>(buffer_.data), e.what()));
       }
       state_ = State::writing;
-      return settled(plain_.pending);
+      return settled(plain_.pending());
     }
     int position = 0, size = 0;
     PMPI_Type_size(buffer_.type, &size);
@@ -551,14 +536,15 @@ class Receive final : public Operation {
             continue;
           }
           try {
-            buffer_.space->write(buffer_.data + s.chunk * header_.chunk, s.data, length(s.chunk), &s.pending);
+            buffer_.model->copy(buffer_.data + s.chunk * header_.chunk, s.data(), length(s.chunk),
+                                &s.pending());
           } catch (const std::exception& e) {
             fail(MPI_ERR_BUFFER, fmt::format("writing chunk {} into the shared object at {}: {}", s.chunk,
                                              static_cast<void*>(buffer_.data), e.what()));
           }
           s.stage = ChunkBuffer::Stage::device;
         }
-        if (s.stage == ChunkBuffer::Stage::device && settled(s.pending)) {
+        if (s.stage == ChunkBuffer::Stage::device && settled(s.pending())) {
           s.stage = ChunkBuffer::Stage::idle;
           ++received_;
           moved = true;
@@ -571,11 +557,12 @@ class Receive final : public Operation {
           const int count = static_cast<int>(length(posted_));
           if (discard_) {  // received whole and dropped (see truncate())
             s.acquire(nullptr, header_.chunk);
-            target = s.data;
+            target = s.data();
           } else {
             if (buffer_.shared()) {
-              s.acquire(buffer_.pool, header_.chunk);  // at most the receive buffer's size
-              target = s.data;
+              s.acquire(buffer_.pool, header_.chunk,
+                        StagingPool::Wait::never);  // at most the receive buffer's size
+              target = s.data();
             } else {
               target = buffer_.data + posted_ * header_.chunk;
             }

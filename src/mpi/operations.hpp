@@ -5,10 +5,10 @@
 // that depend on each other (two ranks that both send and receive) all move.
 #pragma once
 
-#include "coherence/shared_space.hpp"
 #include "device/buffer_cache.hpp"
 #include "device/staging_pool.hpp"
 #include "mpi/protocol.hpp"
+#include "runtime/memory_model.hpp"
 
 #include <mpi.h>
 
@@ -43,13 +43,20 @@ struct UserBuffer {
   std::size_t bytes = 0;  // count * size of the datatype
   int count = 0;
   MPI_Datatype type = MPI_BYTE;
-  bool contiguous = true;                   // the bytes are [data, data + bytes)
-  coherence::SharedSpace* space = nullptr;  // non-null: in a shared object of this space
-  StagingPool* pool = nullptr;              // the owning runtime's MPI staging pool
-  BufferCache* buffers = nullptr;           // the owning runtime's kept receive buffers
-  std::size_t chunk = 0;                    // the owning runtime's HDSM_MPI_CHUNK
-  bool shared() const { return space != nullptr; }
+  bool contiguous = true;                // the bytes are [data, data + bytes)
+  detail::MemoryModel* model = nullptr;  // non-null: in a shared object the model mediates
+  StagingPool* pool = nullptr;           // the owning runtime's MPI staging pool ("mpi")
+  BufferCache* buffers = nullptr;        // the owning runtime's kept receive buffers
+  std::size_t chunk = 0;                 // the owning runtime's HDSM_MPI_CHUNK
+  bool shared() const { return model != nullptr; }
 };
+/// libhdsm_mpi's pinned staging pool on `runtime` (HDSM_MPI_STAGING_BYTES in chunks of
+/// HDSM_MPI_CHUNK), one of the runtime's pinned pools, made on first use.
+StagingPool& staging_pool(const Runtime& runtime);
+/// The pageable receive buffers libhdsm_mpi keeps on `runtime` (HDSM_MPI_RECV_CACHE), made on first
+/// use and gone with the runtime.
+BufferCache& receive_buffers(const Runtime& runtime);
+
 /// The size and extent of `type`, and whether its elements are `size` bytes with no gap (false: an
 /// invalid datatype).
 bool type_layout(MPI_Datatype type, int& size, MPI_Aint& extent, bool& contiguous);
@@ -57,26 +64,14 @@ bool type_layout(MPI_Datatype type, int& size, MPI_Aint& extent, bool& contiguou
 /// or leaves the live shared objects.
 int describe(const char* call, const void* buf, int count, MPI_Datatype type, UserBuffer& out);
 
-/// A staging buffer of one chunk: pinned from the pool when one is free, pageable otherwise (never
-/// waiting, so operations cannot deadlock on the pool). Pageable memory comes from `buffers` when
-/// given (kept for the next message), else from the heap.
-struct ChunkBuffer {
+/// A chunk of an operation's staging: a StagingChunk (pinned from the MPI pool when one is free,
+/// pageable otherwise, never waiting, so operations cannot deadlock on the pool) and where it is in
+/// the operation's pipeline.
+struct ChunkBuffer : StagingChunk {
   enum class Stage { idle, device, network };
   Stage stage = Stage::idle;
-  std::byte* data = nullptr;
-  std::optional<StagingPool::Lease> lease;
-  std::unique_ptr<std::byte[]> heap;
-  BufferCache::Buffer kept;
-  std::vector<Event> pending;  // device copies using `data`
   MPI_Request request = MPI_REQUEST_NULL;
   std::size_t chunk = 0;  // index of the chunk it holds
-  void acquire(StagingPool* pool, std::size_t bytes, BufferCache* buffers = nullptr);
-  ChunkBuffer() = default;
-  ChunkBuffer(const ChunkBuffer&) = delete;
-  ChunkBuffer& operator=(const ChunkBuffer&) = delete;
-  /// Waits for device copies still using `data` (an operation that failed half way) before the
-  /// memory goes back to its pool or cache for the next message.
-  ~ChunkBuffer();
 };
 
 class Operation {

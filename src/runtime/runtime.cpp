@@ -4,6 +4,7 @@
 
 #include "os/spin_wait.hpp"
 #include "runtime/adsm_model.hpp"
+#include "runtime/internal.hpp"
 #include "runtime/knobs.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "runtime/unified.hpp"
@@ -81,6 +82,7 @@ RuntimeImpl::RuntimeImpl(Config c)
     for (Device* d : backends.back()->devices()) devices.push_back(d);
   }
   default_device = pick_default(config, devices);
+  pools = std::make_unique<PinnedPools>(*devices.at(default_device));
   if (config.get(name(Knob::protocol)) == "um") {
     const std::string& advice = config.get(name(Knob::um_advice));
     model = std::make_unique<UnifiedModel>(devices, default_device, config.boolean(name(Knob::um_prefetch)),
@@ -93,12 +95,29 @@ RuntimeImpl::RuntimeImpl(Config c)
 }
 
 RuntimeImpl::~RuntimeImpl() {
-  model.reset();     // its objects are memory of the devices
-  staging_.reset();  // pinned memory of a device
-  mpi_staging_.reset();
-  mpi_buffers_.reset();
+  model.reset();                                  // its objects are memory of the devices
+  attachments.clear();                            // libraries' state, which may hold pool chunks
+  pools.reset();                                  // pinned memory of a device
   while (!backends.empty()) backends.pop_back();  // the last opened goes first
   if (config.boolean(name(Knob::stats))) std::fputs(counters.snapshot().to_string().c_str(), stderr);
+}
+
+RuntimeImpl& impl_of(const Runtime& runtime) { return *runtime.impl_; }
+
+MemoryModel& memory_model(const Runtime& runtime) { return *impl_of(runtime).model; }
+
+StagingPool& pinned_pool(const Runtime& runtime, std::string_view name, std::size_t total_bytes,
+                         std::size_t chunk_bytes, StagingPool::Knobs knobs) {
+  return impl_of(runtime).pools->get(name, total_bytes, chunk_bytes, knobs);
+}
+
+void* attachment(const Runtime& runtime, std::string_view key,
+                 const std::function<std::shared_ptr<void>()>& make) {
+  RuntimeImpl& impl = impl_of(runtime);
+  std::lock_guard lock(impl.attachments_mutex);
+  auto it = impl.attachments.find(key);
+  if (it == impl.attachments.end()) it = impl.attachments.emplace(std::string(key), make()).first;
+  return it->second.get();
 }
 
 coherence::SharedSpace& RuntimeImpl::shared_space() {

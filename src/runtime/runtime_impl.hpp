@@ -7,7 +7,6 @@
 
 #include "coherence/shared_space.hpp"
 #include "device/backends.hpp"
-#include "device/buffer_cache.hpp"
 #include "device/staging_pool.hpp"
 #include "exec/executor.hpp"
 #include "obs/counters.hpp"
@@ -17,9 +16,11 @@
 
 #include <atomic>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <thread>
 #include <utility>
@@ -48,22 +49,22 @@ struct RuntimeImpl {
   coherence::SharedSpace& shared_space();
   /// The ADSM shared space if it exists (nullptr otherwise, and under um).
   coherence::SharedSpace* existing_space() noexcept { return model->space(); }
-  /// The pinned staging pool (HDSM_STAGING_BYTES, HDSM_STAGING_CHUNK), created on first use.
+  /// The runtime's pinned pools by use (the one registry: the copy engine and I/O take "staging",
+  /// libhdsm_mpi "mpi").
+  std::unique_ptr<PinnedPools> pools;
+  /// The pinned staging pool of the copy engine and I/O (HDSM_STAGING_BYTES, HDSM_STAGING_CHUNK).
   StagingPool& staging();
-  /// The pinned pool of MPI transfers on shared objects (HDSM_MPI_STAGING_BYTES, HDSM_MPI_CHUNK; used
-  /// by libhdsm_mpi), created on first use.
-  StagingPool& mpi_staging();
-  /// Pageable receive buffers libhdsm_mpi keeps for reuse (HDSM_MPI_RECV_CACHE), created on first use.
-  BufferCache& mpi_buffers();
   /// Where waits on the call locks are counted.
   obs::LockWaitSink lock_sink();
 
- private:
-  std::mutex staging_mutex_;
-  std::unique_ptr<StagingPool> staging_;
-  std::unique_ptr<StagingPool> mpi_staging_;
-  std::unique_ptr<BufferCache> mpi_buffers_;
+  /// Objects libraries built on libhdsm keep per runtime (internal.hpp's attachment), destroyed with
+  /// it, before the devices.
+  std::mutex attachments_mutex;
+  std::map<std::string, std::shared_ptr<void>, std::less<>> attachments;
 };
+
+/// The state of a Runtime, for the library's own layers (tests and tools use internal.hpp).
+RuntimeImpl& impl_of(const Runtime& runtime);
 
 /// Set a knob of the implicit default runtime before it is created (C API hdsm_config_set).
 void set_default_knob(std::string_view knob, std::string_view value);

@@ -23,75 +23,19 @@
 namespace hdsm {
 namespace detail {
 
-namespace {
-/// `pool`, created from two knobs on first use (under the caller's lock).
-StagingPool& lazy_pool(RuntimeImpl& impl, std::unique_ptr<StagingPool>& pool, Knob bytes, Knob chunk) {
-  if (!pool)
-    pool =
-        std::make_unique<StagingPool>(*impl.devices.at(impl.default_device),
-                                      impl.config.size(knob_name(bytes)), impl.config.size(knob_name(chunk)));
-  return *pool;
-}
-}  // namespace
-
 StagingPool& RuntimeImpl::staging() {
-  std::lock_guard lock(staging_mutex_);
-  return lazy_pool(*this, staging_, Knob::staging_bytes, Knob::staging_chunk);
-}
-
-StagingPool& RuntimeImpl::mpi_staging() {
-  std::lock_guard lock(staging_mutex_);
-  return lazy_pool(*this, mpi_staging_, Knob::mpi_staging_bytes, Knob::mpi_chunk);
-}
-
-BufferCache& RuntimeImpl::mpi_buffers() {
-  std::lock_guard lock(staging_mutex_);
-  if (!mpi_buffers_)
-    mpi_buffers_ = std::make_unique<BufferCache>(config.size(knob_name(Knob::mpi_recv_cache)));
-  return *mpi_buffers_;
+  return pools->get("staging", config.size(knob_name(Knob::staging_bytes)),
+                    config.size(knob_name(Knob::staging_chunk)),
+                    {"HDSM_STAGING_BYTES", "HDSM_STAGING_CHUNK"});
 }
 
 }  // namespace detail
 
 namespace {
 
-using Pending = std::vector<Event>;
-
-/// Up to two staging chunks and the device work still using each; waits for that work however the
-/// transfer ends, before the chunks go back to the pool.
-class Buffers {
- public:
-  explicit Buffers(StagingPool& pool) {
-    leases_.push_back(pool.acquire());
-    if (auto second = pool.try_acquire()) leases_.push_back(std::move(*second));
-    pending_.resize(leases_.size());
-  }
-  ~Buffers() {
-    for (std::size_t i = 0; i < leases_.size(); ++i) {
-      try {
-        settle(i);
-      } catch (const std::exception&) {  // reported by the wait that the transfer itself made
-      }
-    }
-  }
-  Buffers(const Buffers&) = delete;
-  Buffers& operator=(const Buffers&) = delete;
-
-  std::size_t count() const { return leases_.size(); }
-  std::size_t chunk() const { return leases_[0].size(); }
-  std::byte* data(std::size_t i) { return leases_[i % count()].data(); }
-  Pending& pending(std::size_t i) { return pending_[i % count()]; }
-  /// Waits for the device work on buffer `i`; rethrows its error.
-  void settle(std::size_t i) {
-    Pending& p = pending(i);
-    for (const Event& e : p) e.wait();
-    p.clear();
-  }
-
- private:
-  std::vector<StagingPool::Lease> leases_;
-  std::vector<Pending> pending_;
-};
+/// Two staging chunks where the pool has them free: the device side of one chunk overlaps the file
+/// side of the other.
+constexpr std::size_t kIoDepth = 2;
 
 /// The memory model when it mediates the host's access to `p` (a shared object of the ADSM model),
 /// nullptr for memory libc may touch directly (host memory, unified memory).
@@ -116,7 +60,7 @@ bool range_ok(detail::MemoryModel& model, const void* p, std::size_t n, const ch
 template <class Transfer>
 ssize_t into_shared(detail::RuntimeImpl& impl, detail::MemoryModel& space, void* dst, std::size_t n,
                     Transfer&& transfer) {
-  Buffers buffers(impl.staging());
+  StagingRing buffers(impl.staging(), kIoDepth);
   auto* out = static_cast<std::byte*>(dst);
   std::size_t done = 0;
   int error = 0;
@@ -143,7 +87,7 @@ ssize_t into_shared(detail::RuntimeImpl& impl, detail::MemoryModel& space, void*
 template <class Transfer>
 ssize_t from_shared(detail::RuntimeImpl& impl, detail::MemoryModel& space, const void* src, std::size_t n,
                     Transfer&& transfer) {
-  Buffers buffers(impl.staging());
+  StagingRing buffers(impl.staging(), kIoDepth);
   const auto* in = static_cast<const std::byte*>(src);
   const auto stage = [&](std::size_t i, std::size_t at) {
     space.copy(buffers.data(i), in + at, std::min(n - at, buffers.chunk()), &buffers.pending(i));

@@ -114,18 +114,8 @@ CopyEngine::Started CopyEngine::start(const CopyEnd& dst, const CopyEnd& src, st
   if (p.buffers > 0) {
     // Between two devices without peer access staging is the only route: wait for a chunk. Otherwise
     // take one only if free (a caller may hold chunks itself, as I/O does) and go direct if none is.
-    StagingPool& pool = pool_();
     const bool only_route = p.src.is_device() && p.dst.is_device();
-    if (only_route) {
-      leases.push_back(pool.acquire());
-    } else if (auto first = pool.try_acquire()) {
-      leases.push_back(std::move(*first));
-    }
-    while (!leases.empty() && leases.size() < p.buffers) {
-      auto more = pool.try_acquire();
-      if (!more) break;
-      leases.push_back(std::move(*more));
-    }
+    leases = pool_().lease(p.buffers, only_route ? StagingPool::Wait::for_first : StagingPool::Wait::never);
     if (leases.size() < p.buffers) {
       Options fewer = options_;
       fewer.buffers = static_cast<unsigned>(leases.size());

@@ -8,6 +8,7 @@
 
 #include <hdsm/hdsm.hpp>
 
+#include "mpi/operations.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "support/test_support.hpp"
 

@@ -73,7 +73,7 @@ TEST_F(SelfMessages, EveryPlacementAndSizeArrivesWithoutFaults) {
 // not page-fault a fresh buffer in.
 TEST_F(Mpi, PlainMessagesIntoSharedObjectsReuseOneKeptBuffer) {
   const std::size_t n = 5 * kChunk + 77;
-  hdsm::BufferCache& kept = rt_.impl().mpi_buffers();
+  hdsm::BufferCache& kept = hdsm::mpi::receive_buffers(rt_);
   for (int salt = 20; salt < 23; ++salt) {
     SCOPED_TRACE("message " + std::to_string(salt - 19));
     if (rank() == 0) {

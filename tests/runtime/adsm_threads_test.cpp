@@ -161,7 +161,8 @@ TEST_P(AdsmThreads, LockWaitCounterGrowsUnderContentionOnly) {
   std::atomic<bool> calling{false};
   std::thread t;
   {
-    std::lock_guard hold(dynamic_cast<hdsm::detail::AdsmModel&>(*rt.impl().model).call_lock(0));
+    std::lock_guard hold(
+        dynamic_cast<hdsm::detail::AdsmModel&>(*hdsm::detail::impl_of(rt).model).call_lock(0));
     t = std::thread([&] {
       calling = true;
       rt.call(add(), hdsm::cover(1024), hdsm::inout(x), std::uint64_t{1024}, 1);
@@ -206,7 +207,7 @@ TEST(AdsmThreadsCopyEngine, CopiesBetweenTheSameDevicesContendCopiesBetweenOther
   EXPECT_EQ(objects[3][n - 1], 3);
   // A held lock of device 1 makes a copy into it wait, and the wait is counted.
   {
-    std::unique_lock hold(rt.impl().shared_space().copy_engine().device_lock(1));
+    std::unique_lock hold(hdsm::detail::impl_of(rt).shared_space().copy_engine().device_lock(1));
     std::atomic<bool> copying{false};
     std::thread a([&] {
       copying = true;

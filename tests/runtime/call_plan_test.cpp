@@ -34,7 +34,7 @@ class CallPlans : public ::testing::Test {
                                               .set("HDSM_SIM_DEVICES", "3")
                                               .set("HDSM_SIM_PEER", peers)
                                               .set("HDSM_REMOTE", remote));
-    model_ = &dynamic_cast<hdsm::detail::AdsmModel&>(*rt_->impl().model);
+    model_ = &dynamic_cast<hdsm::detail::AdsmModel&>(*hdsm::detail::impl_of(*rt_).model);
   }
   template <class... A>
   CallPlan plan(A... args) {
@@ -42,7 +42,7 @@ class CallPlans : public ::testing::Test {
     return model_->plan(two_pointers(), packed);
   }
   /// What a kernel of `device` receives for p.
-  hdsm::KernelArg argument(const void* p) { return rt_->impl().shared_space().argument(p); }
+  hdsm::KernelArg argument(const void* p) { return hdsm::detail::impl_of(*rt_).shared_space().argument(p); }
   void expect_nothing_ran() {
     EXPECT_EQ(rt_->stats().kernel_launches, 0u) << "planning launched a kernel";
     for (const auto& r : rt_->stats().routes) EXPECT_EQ(r.transfers, 0u) << "planning moved data";

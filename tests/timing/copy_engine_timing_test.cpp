@@ -133,7 +133,7 @@ TEST(CopyEngineTiming, TheProbeMeasuresTheModelledRates) {
   c.set("HDSM_SIM_LINK_GBPS", "0.2").set("HDSM_SIM_LATENCY_US", "0").set("HDSM_COPY_PROBE", "1");
   hdsm::Runtime rt(c);
   void* p = rt.alloc(4096);  // the shared space, and with it the probe
-  const auto& topology = rt.impl().shared_space().copy_engine().topology();
+  const auto& topology = hdsm::detail::impl_of(rt).shared_space().copy_engine().topology();
   // Measured, not stated: the model holds each copy at least 4 MiB / 0.2 GB/s, so a measured rate is
   // below the stated 0.2 (and a loaded machine or a sanitizer only lowers it further).
   for (const auto& link : topology.devices) {

@@ -535,7 +535,7 @@ class AdsmSuite {
           sum += static_cast<std::uint64_t>(object[i * 4 * KiB]);
       if (sum != 0) throw std::logic_error("fault cost: a new shared object is not zero");
       // The device zero-fills new objects in the background; the raw side has no such neighbour.
-      rt->impl().shared_space().wait_transfers();
+      hdsm::detail::impl_of(*rt).shared_space().wait_transfers();
       rt->reset_stats();
       Stopwatch watch;
       for (volatile char* object : shared)
@@ -614,7 +614,7 @@ class AdsmSuite {
       state ^= state << 17;
       p = objects[state % objects.size()] + (state >> 20) % (4 * MiB);
     }
-    const coherence::Directory& directory = rt->impl().shared_space().directory();
+    const coherence::Directory& directory = hdsm::detail::impl_of(*rt).shared_space().directory();
     std::size_t found = 0;
     Stopwatch watch;
     for (std::size_t i = 0; i < kLookups; ++i) found += directory.lookup(pointers[i % pointers.size()]).block;

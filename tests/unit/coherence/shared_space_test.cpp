@@ -77,7 +77,8 @@ class SharedSpaceTest : public ::testing::TestWithParam<Param> {
   void SetUp() override {
     runtime_ = std::make_unique<hdsm::Runtime>(sim_config());
     ASSERT_GE(runtime_->devices().size(), 2u);
-    space_ = std::make_unique<SharedSpace>(runtime_->devices(), kind(), block(), runtime_->impl().counters,
+    space_ = std::make_unique<SharedSpace>(runtime_->devices(), kind(), block(),
+                                           hdsm::detail::impl_of(*runtime_).counters,
                                            hdsm::coherence::SpaceTuning{.segment_bytes = kSegmentBytes});
   }
   void TearDown() override {
@@ -238,7 +239,7 @@ TEST_P(SharedSpaceRollingTest, FetchesOneBlockOnAFault) {
 // holds, so the CPU's write in between survives. A fault elsewhere fetches its block alone.
 TEST_P(SharedSpaceRollingTest, ReadAheadDoublesForwardRunsAndSkipsHeldBlocks) {
   space_ = std::make_unique<SharedSpace>(
-      runtime_->devices(), kind(), block(), runtime_->impl().counters,
+      runtime_->devices(), kind(), block(), hdsm::detail::impl_of(*runtime_).counters,
       hdsm::coherence::SpaceTuning{.segment_bytes = kSegmentBytes, .read_ahead = 4});
   const std::size_t per_block = block() / sizeof(int), blocks = 14;
   int* x = alloc_ints(blocks * per_block);
@@ -272,7 +273,7 @@ TEST_P(SharedSpaceRollingTest, ReadAheadDoublesForwardRunsAndSkipsHeldBlocks) {
 TEST_P(SharedSpaceRollingTest, WriteFaultsPastTheRunBudgetAreUndoneAndServedWhole) {
   if (block() != 4096) GTEST_SKIP() << "needs 2 x the run budget of 4 KiB blocks in the sim's memory";
   space_ = std::make_unique<SharedSpace>(
-      runtime_->devices(), kind(), block(), runtime_->impl().counters,
+      runtime_->devices(), kind(), block(), hdsm::detail::impl_of(*runtime_).counters,
       hdsm::coherence::SpaceTuning{.segment_bytes = kSegmentBytes, .rolling_step = 8192});
   const std::size_t per_block = block() / sizeof(int);
   const std::size_t written = SharedSpace::kRunBudget / 2 + 64;  // every other block: 2 runs each
@@ -419,7 +420,8 @@ TEST_P(SharedSpaceDeathTest, TouchingFreedMemoryKillsWithSegv) {
       {
         default_disposition_under_sanitizers();
         hdsm::Runtime runtime(sim_config());
-        SharedSpace space(runtime.devices(), GetParam().kind, GetParam().block_bytes, runtime.impl().counters,
+        SharedSpace space(runtime.devices(), GetParam().kind, GetParam().block_bytes,
+                          hdsm::detail::impl_of(runtime).counters,
                           hdsm::coherence::SpaceTuning{.segment_bytes = kSegmentBytes});
         auto* x = static_cast<int*>(space.alloc(GetParam().block_bytes, 0));
         x[0] = 1;  // live objects resolve
@@ -436,7 +438,8 @@ TEST_P(SharedSpaceDeathTest, ForeignAddressesKillWithSegv) {
       {
         default_disposition_under_sanitizers();
         hdsm::Runtime runtime(sim_config());
-        SharedSpace space(runtime.devices(), GetParam().kind, GetParam().block_bytes, runtime.impl().counters,
+        SharedSpace space(runtime.devices(), GetParam().kind, GetParam().block_bytes,
+                          hdsm::detail::impl_of(runtime).counters,
                           hdsm::coherence::SpaceTuning{.segment_bytes = kSegmentBytes});
         auto* x = static_cast<int*>(space.alloc(GetParam().block_bytes, 0));
         x[0] = 1;
@@ -449,7 +452,8 @@ TEST_P(SharedSpaceDeathTest, ForeignAddressesKillWithSegv) {
       {
         default_disposition_under_sanitizers();
         hdsm::Runtime runtime(sim_config());
-        SharedSpace space(runtime.devices(), GetParam().kind, GetParam().block_bytes, runtime.impl().counters,
+        SharedSpace space(runtime.devices(), GetParam().kind, GetParam().block_bytes,
+                          hdsm::detail::impl_of(runtime).counters,
                           hdsm::coherence::SpaceTuning{.segment_bytes = kSegmentBytes});
         void* page = ::mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         read_int(static_cast<const int*>(page));
