@@ -123,6 +123,16 @@ class Operation {
 /// Sets a status as MPI_Recv would: source, tag, error and `bytes` received as MPI_BYTE.
 void set_status(MPI_Status* status, int source, int tag, int error, MPI_Count bytes);
 
+// Helpers of the send, receive and probe files (wire.cpp).
+/// `rank` of `comm` in MPI_COMM_WORLD, or -1.
+int world_rank(MPI_Comm comm, int rank);
+bool intercomm(MPI_Comm comm);
+/// Receives a matched message of a header's size and tells whether it is a header of the chunked
+/// protocol (on an intercommunicator nothing is chunked).
+int receive_40(MPI_Message& message, MPI_Comm comm, Header& h, bool& chunked);
+/// MPI_Test that records an error of the request (handled: it went through `comm`'s handler).
+bool tested(MPI_Request& request, MPI_Status* status, int& rc);
+
 /// A message of a header's size that MPI_Probe or MPI_Iprobe had to receive to tell a header from
 /// the user's own 40 bytes (MPI offers no way to look into a message and leave it queued). It came
 /// before anything MPI still queues from its source with its tag, so receives take held messages

@@ -38,6 +38,11 @@ struct Header {
            sequence <= static_cast<std::uint64_t>(tag_ub);
   }
   std::uint64_t chunks() const { return (total + chunk - 1) / chunk; }
+  /// The bytes of chunk `i`: `chunk`, but the last one's rest.
+  std::size_t length(std::uint64_t i) const {
+    const std::uint64_t rest = total - i * chunk;
+    return static_cast<std::size_t>(rest < chunk ? rest : chunk);
+  }
 };
 
 static_assert(sizeof(Header) == 40, "the header's size is part of the protocol");
