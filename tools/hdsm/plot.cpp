@@ -123,10 +123,13 @@ bool write_all(int fd, std::string_view data) {
 PlotData plot_data(const Results& results, const Plot& plot) {
   const std::size_t xc = results.column(plot.x), yc = results.column(plot.y),
                     sc = results.column(plot.series);
-  const std::size_t wc = plot.where_column.empty() ? 0 : results.column(plot.where_column);
+  std::vector<std::pair<std::size_t, std::string>> where;
+  for (const auto& [column, value] : plot.where) where.emplace_back(results.column(column), value);
   PlotData data;
   for (const auto& row : results.rows()) {
-    if (!plot.where_column.empty() && cell_text(row[wc]) != plot.where_value) continue;
+    if (std::any_of(where.begin(), where.end(),
+                    [&](const auto& w) { return cell_text(row[w.first]) != w.second; }))
+      continue;
     if (const auto* text = std::get_if<std::string>(&row[yc]); text != nullptr && text->empty())
       continue;  // a row without a value for y (a ratio that does not apply) is no point
     const std::string name = cell_text(row[sc]);

@@ -60,7 +60,7 @@ void Results::add_plot(Plot plot) {
   column(plot.x);
   column(plot.y);
   column(plot.series);
-  if (!plot.where_column.empty()) column(plot.where_column);
+  for (const auto& [c, value] : plot.where) column(c);
   plots_.push_back(std::move(plot));
 }
 

@@ -41,10 +41,9 @@ struct Plot {
   ValueFormat x_format = ValueFormat::number;
   /// x holds names (apps, versions): one group of bars per name instead of lines.
   bool categorical_x = false;
-  /// When set, only rows whose `where_column` reads `where_value` (a suite's table may hold several
-  /// experiments).
-  std::string where_column;
-  std::string where_value;
+  /// Only the rows whose every `where` column reads its value (a suite's table may hold several
+  /// experiments); empty: every row.
+  std::vector<std::pair<std::string, std::string>> where;
 };
 
 /// One line of a suite's summary: a derived figure with the numbers it came from.

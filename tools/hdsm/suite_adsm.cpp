@@ -132,8 +132,7 @@ class AdsmSuite {
   }
 
   void plot(Plot p, const char* experiment) {
-    p.where_column = "experiment";
-    p.where_value = experiment;
+    p.where = {{"experiment", experiment}};
     ctx_.results.add_plot(std::move(p));
   }
 

@@ -141,13 +141,12 @@ class IoSuite {
             .y_label = "GB/s",
             .log_x = true,
             .x_format = ValueFormat::bytes,
-            .where_column = "experiment",
-            .where_value = "file -> device"};
+            .where = {{"experiment", "file -> device"}}};
     ctx_.results.add_plot(in);
     Plot out = in;
     out.id = "device-to-file";
     out.title = "device -> file (seed 003 Fig. 11)";
-    out.where_value = "device -> file";
+    out.where = {{"experiment", "device -> file"}};
     ctx_.results.add_plot(out);
     ctx_.results.add_plot({.id = "faults",
                            .title = "write faults with concurrent threads",
@@ -156,8 +155,7 @@ class IoSuite {
                            .series = "experiment",
                            .x_label = "threads",
                            .y_label = "seconds per fault (wall / all threads' faults)",
-                           .where_column = "experiment",
-                           .where_value = "faults"});
+                           .where = {{"experiment", "faults"}}});
     const std::vector<std::size_t> sizes = ctx_.quick
                                                ? std::vector<std::size_t>{8 * MiB, 32 * MiB}
                                                : std::vector<std::size_t>{8 * MiB, 32 * MiB, 128 * MiB};

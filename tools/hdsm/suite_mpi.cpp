@@ -40,8 +40,7 @@ void run_mpi(SuiteContext& ctx) {
                           .y_label = "GB/s",
                           .log_x = true,
                           .x_format = ValueFormat::bytes,
-                          .where_column = "experiment",
-                          .where_value = experiment});
+                          .where = {{"experiment", experiment}}});
   // Open MPI refuses root and more ranks than cores unless told; other MPIs ignore these.
   ::setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
   const std::string command = fmt::format("{} {} -n 2 {} {} 2>&1", HDSM_MPIEXEC, HDSM_MPIEXEC_FLAGS,
