@@ -58,7 +58,10 @@ SharedSpace::SharedSpace(std::span<Device* const> devices, ProtocolKind kind, st
   engine_ = std::make_unique<transfer::CopyEngine>(devices_, std::move(copies.topology), copies.options,
                                                    std::move(copies.pool), &counters_, tracer_);
   if (tracer_ != nullptr) fault_lane_ = tracer_->lane("shared-memory faults");
-  fault_service_ = std::make_unique<os::FaultService>(&SharedSpace::resolve_on_service, this);
+  // One fault service per device (the segment a fault is in names it), so faults on objects of
+  // different devices resolve in parallel.
+  for (unsigned d = 0; d < arena_.segments(); ++d)
+    fault_services_.push_back(std::make_unique<os::FaultService>(&SharedSpace::resolve_on_service, this));
   os::install_fault_handler();
   fault_range_ = os::register_fault_range(arena_.user(0, 0), arena_.segments() * arena_.segment_bytes(),
                                           &SharedSpace::resolve, this);
@@ -66,7 +69,7 @@ SharedSpace::SharedSpace(std::span<Device* const> devices, ProtocolKind kind, st
 
 SharedSpace::~SharedSpace() {
   os::unregister_fault_range(fault_range_);
-  fault_service_.reset();
+  fault_services_.clear();
   for (auto& queue : queues_) {
     try {
       queue->synchronize();
@@ -396,11 +399,11 @@ void SharedSpace::free_temporary(unsigned device, const Temporary& temp) {
 
 HDSM_FAULT_PATH bool SharedSpace::resolve(void* context, void* address, os::FaultAccess access) {
   auto* self = static_cast<SharedSpace*>(context);
+  os::FaultService& service = *self->fault_services_[self->arena_.segment_of(address)];
   if (!self->time_faults_)
-    return self->resolve_in_handler(address, access) || self->fault_service_->submit(address, access);
+    return self->resolve_in_handler(address, access) || service.submit(address, access);
   const std::uint64_t begin = monotonic_ns();
-  const bool resolved =
-      self->resolve_in_handler(address, access) || self->fault_service_->submit(address, access);
+  const bool resolved = self->resolve_in_handler(address, access) || service.submit(address, access);
   self->counters_.fault_handler_ns.fetch_add(monotonic_ns() - begin, std::memory_order_relaxed);
   return resolved;
 }

@@ -8,8 +8,9 @@
 // protection of the user view. A write to a read-only block that fits the rolling window moves no
 // data, and the handler resolves it itself (try-locks, ProtectionMap::try_set, RollingWindow::try_add:
 // nothing that allocates or blocks), so no other thread runs while a burst of such faults lasts, and
-// none is interrupted by their TLB flushes. Every other fault is resolved on an os::FaultService thread while
-// the faulting thread sleeps in its handler: it is in user code and holds no runtime lock, so the
+// none is interrupted by their TLB flushes. Every other fault is resolved on the os::FaultService
+// thread of its object's device (faults of different devices resolve in parallel) while the faulting
+// thread waits in its handler: it is in user code and holds no runtime lock, so the
 // resolution may lock, allocate and wait for the device.
 //
 // Locks: objects_mutex_ (the object table) is held only to look an entry up, add or remove it, and
@@ -297,7 +298,7 @@ class SharedSpace {
   mutable os::FaultMutex window_mutex_;  // taken by the fault handler
   RollingWindow window_;
 
-  std::unique_ptr<os::FaultService> fault_service_;
+  std::vector<std::unique_ptr<os::FaultService>> fault_services_;  // by device (arena segment)
   int fault_range_ = -1;
 
   std::mutex pool_mutex_;
