@@ -162,8 +162,8 @@ MultiRun run_explicit(std::span<Device* const> devices, std::size_t size) {
     for (std::uint32_t h = split.n / 2; h >= split.chunk; h /= 2) {
       queue->synchronize();
       timers[d].start();
-      exchange.swap(d, static_cast<int>(split.partner(d, h)), *queue, data.get(), 0, recv.get(), 0,
-                    split.bytes(), team);
+      exchange.trade(d, static_cast<int>(split.partner(d, h)), *queue, data.get(), 0, recv.get(), 0,
+                     split.bytes(), team);
       timers[d].stop();
       const KernelArg args[] = {KernelArg::buffer(data.get()), KernelArg::buffer(recv.get()),
                                 KernelArg::value(split.cross(d, h)), KernelArg::value(split.chunk)};

@@ -145,7 +145,7 @@ MultiRun run_hdsm(Runtime& rt, std::span<const unsigned> devices, std::size_t si
       team.arrive_and_wait();      // every chunk is at its partner
       timers[d].stop();
       if (p >= 0) {
-        rt.call(split_kernel(), cover(2 * split.chunk), hdsm::in(data[d]), hdsm::in(recv[d]),
+        rt.call(split_kernel(), cover(std::uint64_t{2} * split.chunk), hdsm::in(data[d]), hdsm::in(recv[d]),
                 hdsm::out(spare[d]), SplitHalf{split.chunk, d < static_cast<std::size_t>(p) ? 1u : 0u});
         std::swap(data[d], spare[d]);
       }
@@ -192,13 +192,13 @@ MultiRun run_explicit(std::span<Device* const> devices, std::size_t size) {
       const int p = partner[d];
       queue->synchronize();
       timers[d].start();
-      exchange.swap(d, p, *queue, data, 0, received.get(), 0, split.bytes(), team);
+      exchange.trade(d, p, *queue, data, 0, received.get(), 0, split.bytes(), team);
       timers[d].stop();
       if (p < 0) continue;
       const KernelArg args[] = {
           KernelArg::buffer(data), KernelArg::buffer(received.get()), KernelArg::buffer(spare),
           KernelArg::value(SplitHalf{split.chunk, d < static_cast<std::size_t>(p) ? 1u : 0u})};
-      queue->launch(split_kernel(), cover(2 * split.chunk), args);
+      queue->launch(split_kernel(), cover(std::uint64_t{2} * split.chunk), args);
       std::swap(data, spare);
     }
     queue->synchronize();

@@ -80,9 +80,9 @@ HostStagedExchange::HostStagedExchange(std::span<Device* const> devices, std::si
   for (Device* d : devices) buffers_.push_back(std::make_unique<PinnedBuffer>(*d, bytes));
 }
 
-void HostStagedExchange::swap(std::size_t me, int partner, Queue& queue, DeviceBuffer src,
-                              std::size_t src_offset, DeviceBuffer dst, std::size_t dst_offset,
-                              std::size_t bytes, Team& team) {
+void HostStagedExchange::trade(std::size_t me, int partner, Queue& queue, DeviceBuffer src,
+                               std::size_t src_offset, DeviceBuffer dst, std::size_t dst_offset,
+                               std::size_t bytes, Team& team) {
   if (partner >= 0) {
     queue.copy_to_host(staging(me), src, src_offset, bytes);
     queue.synchronize();

@@ -158,8 +158,8 @@ class HostStagedExchange {
   HostStagedExchange(std::span<Device* const> devices, std::size_t bytes);
   /// Member `me` sends `bytes` from `src` at `src_offset` and receives its partner's into `dst` at
   /// `dst_offset` (partner < 0: it only meets the team). Every member of the team calls it.
-  void swap(std::size_t me, int partner, Queue& queue, DeviceBuffer src, std::size_t src_offset,
-            DeviceBuffer dst, std::size_t dst_offset, std::size_t bytes, Team& team);
+  void trade(std::size_t me, int partner, Queue& queue, DeviceBuffer src, std::size_t src_offset,
+             DeviceBuffer dst, std::size_t dst_offset, std::size_t bytes, Team& team);
   void* staging(std::size_t member) const { return buffers_[member]->get(); }
 
  private:

@@ -147,8 +147,8 @@ void BM_MatmulCooperative(benchmark::State& state) {
   auto& d = matrices();
   const auto k =
       hdsm::cooperative("matmul_coop", [](ThreadCtx& t, const float* a, const float* b, float* c, int n) {
-        float* as = t.shared<float>(kTile * kTile);
-        float* bs = t.shared<float>(kTile * kTile);
+        float* as = t.shared<float>(std::size_t{kTile} * kTile);
+        float* bs = t.shared<float>(std::size_t{kTile} * kTile);
         const int tx = static_cast<int>(t.idx.x), ty = static_cast<int>(t.idx.y);
         const int row = static_cast<int>(t.global_y()), col = static_cast<int>(t.global_x());
         float acc = 0.0f;
@@ -176,8 +176,8 @@ void BM_MatmulPerBlock(benchmark::State& state) {
   auto& d = matrices();
   const auto k =
       hdsm::per_block("matmul_phases", [](Block& blk, const float* a, const float* b, float* c, int n) {
-        float* as = blk.shared<float>(kTile * kTile);
-        float* bs = blk.shared<float>(kTile * kTile);
+        float* as = blk.shared<float>(std::size_t{kTile} * kTile);
+        float* bs = blk.shared<float>(std::size_t{kTile} * kTile);
         auto acc = blk.local<float>();
         for (int k0 = 0; k0 < n; k0 += kTile) {
           blk.threads([&](const Thread& t) {

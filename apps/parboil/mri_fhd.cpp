@@ -88,7 +88,9 @@ Output run_adsm(Runtime& rt, int device, Scale scale) {
   rt.call(rho_phi_kernel(), cover(s.samples, mri::kWeightThreads), phi_r, phi_i, d_r, d_i, rho_r, rho_i,
           s.samples);
   rt.sync();
-  const auto pack = [&](std::uint32_t j) { return KValue{o.kx[j], o.ky[j], o.kz[j], rho_r[j], rho_i[j]}; };
+  const float* const re = rho_r;  // a lambda cannot capture a structured binding (before C++20 in clang)
+  const float* const im = rho_i;
+  const auto pack = [&](std::uint32_t j) { return KValue{o.kx[j], o.ky[j], o.kz[j], re[j], im[j]}; };
   mri::accumulate(rt, fhd_kernel(), s, o, pack);
   return mri::read_sums(o.re, o.im, s.voxels);
 }

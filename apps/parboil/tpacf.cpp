@@ -199,7 +199,7 @@ void free_shared(Runtime& rt, const SharedInput& in) {
 Output run_adsm(Runtime& rt, int device, Scale scale) {
   const Sizes s = sizes(scale);
   const SharedInput in = init_shared(rt, device, s);
-  Output out{std::vector<double>(3 * kSlots, 0.0)};
+  Output out{std::vector<double>(std::size_t{3} * kSlots, 0.0)};
   const auto calls = pairings(s);
   for (std::size_t c = 0; c < calls.size(); ++c) {
     histogram_call(rt, in, s, calls[c]);
@@ -226,7 +226,7 @@ Output run_explicit(Device& d, Scale scale) {
   auto q = d.create_queue();
   q->copy_to_device(d_points, 0, points.data(), point_bytes);
   q->copy_to_device(d_binb, 0, binb.data(), kBounds * sizeof(float));
-  Output out{std::vector<double>(3 * kSlots, 0.0)};
+  Output out{std::vector<double>(std::size_t{3} * kSlots, 0.0)};
   const auto calls = pairings(s);
   for (std::size_t c = 0; c < calls.size(); ++c) {
     const KernelArg args[] = {KernelArg::buffer(d_points, calls[c][0] * set_bytes),
@@ -253,7 +253,7 @@ Output run_reference(Scale scale) {
   convert(points.data(), read_catalogues(s));
   float binb[kBounds];
   bin_bounds(binb);
-  Output out{std::vector<double>(3 * kSlots, 0.0)};
+  Output out{std::vector<double>(std::size_t{3} * kSlots, 0.0)};
   const auto calls = pairings(s);
   for (std::size_t c = 0; c < calls.size(); ++c) {
     std::uint64_t hist[kSlots] = {};
@@ -272,7 +272,7 @@ Output run_reference(Scale scale) {
 Output tpacf_init_adsm(Runtime& rt, int device, Scale scale) {
   const Sizes s = sizes(scale);
   const SharedInput in = init_shared(rt, device, s);
-  Output out{std::vector<double>(3 * kSlots, 0.0)};
+  Output out{std::vector<double>(std::size_t{3} * kSlots, 0.0)};
   histogram_call(rt, in, s, {0, 0});
   add_blocks(out, 0, in.hist, in.blocks);
   free_shared(rt, in);

@@ -22,7 +22,7 @@
 
 namespace {
 
-constexpr std::size_t MiB = 1024 * 1024;
+constexpr std::size_t MiB = std::size_t{1} << 20;
 
 int rank() {
   int r = 0;

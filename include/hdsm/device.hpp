@@ -76,10 +76,11 @@ class KernelArg {
   template <class T>
   static KernelArg value(const T& v) {
     static_assert(std::is_trivially_copyable_v<T>, "kernel arguments must be trivially copyable");
-    static_assert(sizeof(T) <= kMaxValue, "kernel argument too large: pass a buffer");
+    constexpr std::size_t size = sizeof(T);  // NOLINT(bugprone-sizeof-expression): T may be a pointer
+    static_assert(size <= kMaxValue, "kernel argument too large: pass a buffer");
     KernelArg a;
-    std::memcpy(a.bytes_, &v, sizeof(T));
-    a.size_ = sizeof(T);
+    std::memcpy(a.bytes_, &v, size);
+    a.size_ = size;
     return a;
   }
   static constexpr std::size_t kMaxValue = 64;

@@ -19,6 +19,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -219,8 +220,8 @@ struct KernelOf : Kernel {
 /// named as the kernel, taking the same arguments in order (pointers as __global pointers, values by
 /// value with the same layout).
 template <class K>
-requires std::derived_from<K, Kernel> K with_opencl(std::string source, K kernel) {
-  kernel.opencl_source = std::move(source);
+requires std::derived_from<K, Kernel> K with_opencl(std::string_view source, K kernel) {
+  kernel.opencl_source = std::string(source);
   return kernel;
 }
 
@@ -261,8 +262,9 @@ Tuple unpack(const std::string& kernel, const ArgPack& pack, std::index_sequence
       [&] {
         using T = std::tuple_element_t<I, Tuple>;
         static_assert(std::is_trivially_copyable_v<T>, "kernel arguments must be trivially copyable");
-        if (pack.sizes[I] != sizeof(T)) throw_arg_mismatch(kernel, I, pack.sizes[I], sizeof(T), false);
-        std::memcpy(&std::get<I>(out), pack.values[I], sizeof(T));
+        constexpr std::size_t size = sizeof(T);  // NOLINT(bugprone-sizeof-expression): T may be a pointer
+        if (pack.sizes[I] != size) throw_arg_mismatch(kernel, I, pack.sizes[I], size, false);
+        std::memcpy(&std::get<I>(out), pack.values[I], size);
       }(),
       ...);
   return out;

@@ -154,7 +154,8 @@ hdsm_status hdsm_memcpy_async(void* dst, const void* src, size_t bytes, hdsm_eve
   if (out == nullptr) return null_argument("hdsm_memcpy_async", "out");
   *out = nullptr;
   return guarded([&] {
-    auto event = std::make_unique<hdsm_event_s>(hdsm::Runtime::instance().memcpy_async(dst, src, bytes));
+    auto event =
+        std::make_unique<hdsm_event_s>(hdsm_event_s{hdsm::Runtime::instance().memcpy_async(dst, src, bytes)});
     *out = event.release();
   });
 }

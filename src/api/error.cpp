@@ -1,5 +1,7 @@
 #include <hdsm/error.hpp>
 
+#include "os/errno_text.hpp"
+
 #include <fmt/format.h>
 
 #include <cstring>
@@ -43,7 +45,7 @@ OutOfDeviceMemory::OutOfDeviceMemory(const std::string& device, std::size_t requ
 
 SystemError::SystemError(const std::string& call, const std::string& object, int err)
     : Error(Errc::system,
-            fmt::format("{} failed on {}: {} (errno {})", call, object, std::strerror(err), err)),
+            fmt::format("{} failed on {}: {} (errno {})", call, object, os::errno_text(err), err)),
       errno_(err) {}
 
 std::string format_bytes(std::size_t bytes) {

@@ -58,7 +58,7 @@ class Next {
     void* libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
     void* symbol = libc != nullptr ? dlsym(libc, name_) : nullptr;
     if (symbol == nullptr) {
-      const char* why = dlerror();
+      const char* why = dlerror();  // NOLINT(concurrency-mt-unsafe): glibc keeps it per thread
       fatal(name_, why != nullptr ? why : "libc.so.6 has no such symbol");
     }
     dlclose(libc);  // only drops the reference RTLD_NOLOAD took: libc stays

@@ -33,6 +33,7 @@ Directory::Directory(os::Arena& arena, std::size_t block_bytes)
         "an arena of {} segments of {} has {} blocks of {}, more than the directory "
         "can index; use a larger block size",
         arena.segments(), format_bytes(arena.segment_bytes()), total_blocks, format_bytes(block_bytes)));
+  // NOLINTNEXTLINE(bugprone-sizeof-expression): a table of pointers
   live_ = os::Mapping(total_blocks * sizeof(Object*), "block table of the arena");
   tables_.reserve(arena.segments());
   for (unsigned s = 0; s < arena.segments(); ++s)

@@ -33,7 +33,7 @@ struct EventState {
   /// Run once the event completes (a backend's queue waiting for another backend's event).
   std::vector<std::function<void(std::exception_ptr)>> continuations;
 
-  void complete(std::exception_ptr e = nullptr) {
+  void complete(const std::exception_ptr& e = nullptr) {
     std::vector<std::function<void(std::exception_ptr)>> then;
     {
       std::lock_guard lock(mutex);

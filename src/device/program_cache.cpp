@@ -1,5 +1,7 @@
 #include "device/program_cache.hpp"
 
+#include "os/errno_text.hpp"
+
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -16,6 +18,8 @@
 namespace hdsm {
 namespace {
 
+using os::errno_text;
+
 // File layout: magic, key length, key, binary length, binary (lengths as little-endian u64).
 constexpr char kMagic[8] = {'H', 'D', 'S', 'M', 'P', 'R', 'G', '1'};
 
@@ -26,8 +30,10 @@ std::uint64_t fnv1a(std::string_view s) {
 }
 
 std::string default_directory() {
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): hdsm never changes the environment
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && xdg[0] == '/')
     return std::string(xdg) + "/hdsm";
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): as above
   if (const char* home = std::getenv("HOME"); home != nullptr && home[0] == '/')
     return std::string(home) + "/.cache/hdsm";
   return {};
@@ -74,20 +80,20 @@ bool ProgramCache::usable_directory(bool create) const {
   struct stat st {};
   if (::stat(dir_.c_str(), &st) != 0) {
     if (errno != ENOENT) {
-      warn(fmt::format("stat({}): {}", dir_, std::strerror(errno)));
+      warn(fmt::format("stat({}): {}", dir_, errno_text(errno)));
       return false;
     }
     if (!create) return true;
     for (std::size_t at = dir_.find('/', 1);; at = dir_.find('/', at + 1)) {
       const std::string part = dir_.substr(0, at);
       if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) {
-        warn(fmt::format("mkdir({}): {}", part, std::strerror(errno)));
+        warn(fmt::format("mkdir({}): {}", part, errno_text(errno)));
         return false;
       }
       if (at == std::string::npos) break;
     }
     if (::stat(dir_.c_str(), &st) != 0) {
-      warn(fmt::format("stat({}): {}", dir_, std::strerror(errno)));
+      warn(fmt::format("stat({}): {}", dir_, errno_text(errno)));
       return false;
     }
   }
@@ -112,13 +118,13 @@ std::optional<std::vector<unsigned char>> ProgramCache::load(std::string_view ke
   const std::string path = path_for(key);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
-    if (errno != ENOENT) warn(fmt::format("open({}): {}", path, std::strerror(errno)));
+    if (errno != ENOENT) warn(fmt::format("open({}): {}", path, errno_text(errno)));
     return std::nullopt;
   }
   std::optional<std::vector<unsigned char>> result;
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
-    warn(fmt::format("fstat({}): {}", path, std::strerror(errno)));
+    warn(fmt::format("fstat({}): {}", path, errno_text(errno)));
   } else if (S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && st.st_size >= 24 &&
              static_cast<std::uint64_t>(st.st_size) <= kMaxEntryBytes) {
     std::vector<unsigned char> file(static_cast<std::size_t>(st.st_size));
@@ -126,7 +132,7 @@ std::optional<std::vector<unsigned char>> ProgramCache::load(std::string_view ke
     while (got < file.size()) {
       const ssize_t r = ::read(fd, file.data() + got, file.size() - got);
       if (r < 0 && errno == EINTR) continue;
-      if (r < 0) warn(fmt::format("read({}): {}", path, std::strerror(errno)));
+      if (r < 0) warn(fmt::format("read({}): {}", path, errno_text(errno)));
       if (r <= 0) break;
       got += static_cast<std::size_t>(r);
     }
@@ -157,18 +163,18 @@ void ProgramCache::store(std::string_view key, std::span<const unsigned char> bi
   const std::string temp = fmt::format("{}.{}.{:x}", path, ::getpid(), std::random_device{}());
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
-    warn(fmt::format("open({}): {}", temp, std::strerror(errno)));
+    warn(fmt::format("open({}): {}", temp, errno_text(errno)));
     return;
   }
   const bool written = write_all(fd, file.data(), file.size());
   const int write_errno = errno;
   if (::close(fd) != 0 || !written) {
-    warn(fmt::format("write({}): {}", temp, std::strerror(written ? errno : write_errno)));
+    warn(fmt::format("write({}): {}", temp, errno_text(written ? errno : write_errno)));
     ::unlink(temp.c_str());
     return;
   }
   if (::rename(temp.c_str(), path.c_str()) != 0) {
-    warn(fmt::format("rename({}, {}): {}", temp, path, std::strerror(errno)));
+    warn(fmt::format("rename({}, {}): {}", temp, path, errno_text(errno)));
     ::unlink(temp.c_str());
   }
 }

@@ -10,8 +10,8 @@
 namespace hdsm::exec {
 
 struct ExecutorOptions {
-  unsigned threads = 0;                       // total workers including the caller; 0 = cores
-  std::size_t fiber_stack_bytes = 64 * 1024;  // stack of one cooperative-kernel thread
+  unsigned threads = 0;                                    // total workers including the caller; 0 = cores
+  std::size_t fiber_stack_bytes = std::size_t{64} * 1024;  // stack of one cooperative-kernel thread
 };
 
 class Executor {
@@ -39,8 +39,8 @@ class Executor {
 };
 
 /// Shared memory a block can use beyond Launch::shared_bytes (CUDA's static __shared__ limit).
-inline constexpr std::size_t kStaticSharedBytes = 48 * 1024;
+inline constexpr std::size_t kStaticSharedBytes = std::size_t{48} * 1024;
 /// Per-worker scratch for Block::local.
-inline constexpr std::size_t kScratchBytes = 256 * 1024;
+inline constexpr std::size_t kScratchBytes = std::size_t{256} * 1024;
 
 }  // namespace hdsm::exec

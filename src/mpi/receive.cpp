@@ -30,7 +30,7 @@ class Receive final : public Operation {
   /// The receive of a message a matched probe took out of the queues.
   Receive(const char* call, const UserBuffer& b, Matched m, MPI_Message message)
       : Receive(call, b, m.source, m.tag, m.comm) {
-    matched_ = std::move(m);
+    matched_ = m;
     message_ = message;
     state_ = State::matched;
   }
@@ -332,7 +332,7 @@ int make_matched_receive(const char* call, const UserBuffer& b, MPI_Message* mes
   out = nullptr;
   const auto it = matched().find(*message);
   if (it == matched().end()) return MPI_SUCCESS;
-  Matched m = std::move(it->second);
+  const Matched m = it->second;
   matched().erase(it);
   MPI_Message own = *message;
   *message = MPI_MESSAGE_NULL;
@@ -341,7 +341,7 @@ int make_matched_receive(const char* call, const UserBuffer& b, MPI_Message* mes
       return report(call, rc, "receiving a message handle's token failed");
     own = MPI_MESSAGE_NULL;
   }
-  out = std::make_shared<Receive>(call, b, std::move(m), own);
+  out = std::make_shared<Receive>(call, b, m, own);
   return MPI_SUCCESS;
 }
 

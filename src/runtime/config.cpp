@@ -110,7 +110,7 @@ std::string validate(const KnobSpec& k, std::string_view value) {
       return v ? "1" : "0";
     }
     case KnobType::choice: {
-      const std::string t = lower(trim(value));
+      std::string t = lower(trim(value));
       std::string_view choices = k.info.accepted;
       while (!choices.empty()) {
         const auto bar = choices.find('|');

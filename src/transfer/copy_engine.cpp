@@ -27,7 +27,7 @@ Event all_of(std::vector<Event> events) {
   auto state = std::make_shared<detail::EventState>();
   auto join = std::make_shared<Join>(events.size());
   for (const Event& e : events)
-    e.state()->then([state, join](std::exception_ptr error) {
+    e.state()->then([state, join](const std::exception_ptr& error) {
       if (error) {
         std::lock_guard lock(join->mutex);
         if (!join->first) join->first = error;
@@ -246,7 +246,7 @@ Event CopyEngine::run(const CopyPlan& plan, const CopyEnd& dst, const CopyEnd& s
     unlock();
     if (!leases.empty() && done.state() != nullptr) {
       auto held = std::make_shared<std::vector<StagingPool::Lease>>(std::move(leases));
-      done.state()->then([held](std::exception_ptr) { held->clear(); });
+      done.state()->then([held](const std::exception_ptr&) { held->clear(); });
     }
     return done;
   } catch (...) {

@@ -147,6 +147,7 @@ int run_bench(const BenchOptions& options) {
       utc_timestamp(), version(), host_name(), device.properties(), changed_knobs(runtime.config()),
       options.quick};
   std::vector<std::string_view> names;
+  names.reserve(selected.size());
   for (const Suite* suite : selected) names.push_back(suite->name);
   fmt::print(stderr, "hdsm bench: {} on {}{}, output in {}\n", fmt::join(names, ", "), device.name(),
              options.quick ? " (quick)" : "", out.string());

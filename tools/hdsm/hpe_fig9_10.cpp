@@ -89,6 +89,7 @@ void HpeSuite::app_figures(const apps::MultiApp& app) {
     for (unsigned count : device_counts()) {
       const std::vector<unsigned> indices(all.begin(), all.begin() + count);
       std::vector<Device*> devices;
+      devices.reserve(indices.size());
       for (unsigned i : indices) devices.push_back(&explicit_rt_->device(i));
       // The hand-written version and the hdsm ones at this count, timed side by side.
       std::vector<std::string> series{kExplicit};

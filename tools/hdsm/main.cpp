@@ -7,9 +7,12 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
 #include <exception>
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   using namespace hdsm::tool;
 
   CLI::App app{"hdsm: inspect devices and configuration, run benchmark suites", "hdsm"};
@@ -69,4 +72,17 @@ int main(int argc, char** argv) {
     return kExitFailure;
   }
   return kExitUsage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // setting the command line up failed
+    std::fprintf(stderr, "hdsm: error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "hdsm: error: an unknown exception\n");
+  }
+  return 1;
 }

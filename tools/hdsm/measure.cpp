@@ -51,6 +51,7 @@ std::vector<std::vector<std::size_t>> balanced_orders(std::size_t n) {
   std::vector<std::vector<std::size_t>> rows;
   for (std::size_t i = 0; i < n; ++i) {
     std::vector<std::size_t> row;
+    row.reserve(first.size());
     for (const std::size_t v : first) row.push_back((v + i) % n);
     rows.push_back(std::move(row));
   }

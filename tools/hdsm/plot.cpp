@@ -2,6 +2,8 @@
 
 #include "common.hpp"
 
+#include "os/errno_text.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -53,12 +55,12 @@ std::string byte_tics(const std::vector<PlotSeries>& series) {
 }
 
 std::string find_in_path(std::string_view program) {
-  const char* path = std::getenv("PATH");
+  const char* path = std::getenv("PATH");  // NOLINT(concurrency-mt-unsafe): nothing sets the environment
   std::string_view dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
   while (true) {
     const std::size_t colon = dirs.find(':');
     const std::string_view dir = dirs.substr(0, colon);
-    const std::string candidate = fmt::format("{}/{}", dir.empty() ? std::string_view(".") : dir, program);
+    std::string candidate = fmt::format("{}/{}", dir.empty() ? std::string_view(".") : dir, program);
     if (access(candidate.c_str(), X_OK) == 0) return candidate;
     if (colon == std::string_view::npos) return {};
     dirs.remove_prefix(colon + 1);
@@ -87,7 +89,7 @@ class IgnoreSigpipe {
 std::pair<pid_t, int> spawn_gnuplot(const Plot& plot) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0)
-    throw std::runtime_error(fmt::format("plot '{}': pipe failed: {}", plot.id, std::strerror(errno)));
+    throw std::runtime_error(fmt::format("plot '{}': pipe failed: {}", plot.id, os::errno_text(errno)));
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[0], STDIN_FILENO);
@@ -101,7 +103,7 @@ std::pair<pid_t, int> spawn_gnuplot(const Plot& plot) {
   if (err != 0) {
     close(fds[1]);
     throw std::runtime_error(
-        fmt::format("plot '{}': cannot start {}: {}", plot.id, kGnuplot, std::strerror(err)));
+        fmt::format("plot '{}': cannot start {}: {}", plot.id, kGnuplot, os::errno_text(err)));
   }
   return {pid, fds[1]};
 }
@@ -229,7 +231,7 @@ void render_svg(const Results& results, const Plot& plot, const std::filesystem:
                                          svg.string()));
   if (!written)
     throw std::runtime_error(fmt::format("plot '{}': writing the script to {} failed: {}", plot.id, kGnuplot,
-                                         std::strerror(write_errno)));
+                                         os::errno_text(write_errno)));
   const auto size = std::filesystem::file_size(svg, error);
   if (error || size == 0)
     throw std::runtime_error(fmt::format("plot '{}': {} wrote no {}", plot.id, kGnuplot, svg.string()));

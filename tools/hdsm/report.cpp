@@ -6,6 +6,8 @@
 
 #include <hdsm/error.hpp>
 
+#include "os/errno_text.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -96,6 +98,7 @@ std::string results_csv(const Results& results) {
   std::string out = fmt::format("{}\n", fmt::join(results.columns(), ","));
   for (const auto& row : results.rows()) {
     std::vector<std::string> fields;
+    fields.reserve(row.size());
     for (const auto& cell : row) fields.push_back(csv_field(cell));
     out += fmt::format("{}\n", fmt::join(fields, ","));
   }
@@ -213,7 +216,7 @@ void write_file(const std::filesystem::path& path, std::string_view content) {
   if (file) file.write(content.data(), static_cast<std::streamsize>(content.size()));
   if (file) file.close();
   if (!file)
-    throw std::runtime_error(fmt::format("cannot write {}: {}", path.string(), std::strerror(errno)));
+    throw std::runtime_error(fmt::format("cannot write {}: {}", path.string(), os::errno_text(errno)));
 }
 
 }  // namespace hdsm::tool

@@ -604,6 +604,7 @@ class AdsmSuite {
     ctx_.progress.start(fmt::format("pointer lookup, {} lookups", kLookups));
     auto rt = runtime("rolling", default_block());
     std::vector<char*> objects;
+    objects.reserve(64);
     for (int i = 0; i < 64; ++i) objects.push_back(static_cast<char*>(rt->alloc(4 * MiB, device_index_)));
     std::vector<const void*> pointers(4096);
     std::uint64_t state = 0x2545F4914F6CDD1Dull;

@@ -41,7 +41,7 @@ constexpr std::size_t kChunk = 2 * MiB;  // the seed's double-buffering chunk
 /// A memfd of `bytes` holding a pattern; closed on destruction.
 class File {
  public:
-  explicit File(std::size_t bytes) : fd_(::memfd_create("hdsm bench io", MFD_CLOEXEC)), bytes_(bytes) {
+  explicit File(std::size_t bytes) : fd_(::memfd_create("hdsm bench io", MFD_CLOEXEC)) {
     if (fd_ < 0) throw SystemError("memfd_create", "I/O benchmark file", errno);
     std::vector<unsigned char> data(bytes);
     for (std::size_t i = 0; i < bytes; ++i) data[i] = static_cast<unsigned char>(i * 131 + (i >> 16));
@@ -65,7 +65,6 @@ class File {
 
  private:
   int fd_;
-  std::size_t bytes_;
 };
 
 void full_pread(int fd, void* p, std::size_t n, off_t at) {
@@ -92,9 +91,13 @@ class PreloadLibrary {
     const std::string dir = info.dli_fname;
     path_ = dir.substr(0, dir.find_last_of('/') + 1) + "libhdsm_preload.so";
     handle_ = dlopen(path_.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle_ == nullptr) throw std::runtime_error(fmt::format("dlopen({}): {}", path_, dlerror()));
+    if (handle_ == nullptr)
+      throw std::runtime_error(fmt::format(
+          "dlopen({}): {}", path_, dlerror()));  // NOLINT(concurrency-mt-unsafe): glibc keeps it per thread
     libc_ = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
-    if (libc_ == nullptr) throw std::runtime_error(fmt::format("dlopen(libc.so.6): {}", dlerror()));
+    if (libc_ == nullptr)
+      throw std::runtime_error(fmt::format(
+          "dlopen(libc.so.6): {}", dlerror()));  // NOLINT(concurrency-mt-unsafe): glibc keeps it per thread
   }
   ~PreloadLibrary() {
     dlclose(libc_);
@@ -116,7 +119,10 @@ class PreloadLibrary {
   template <class Fn>
   static Fn symbol(void* handle, const char* name, const std::string& where) {
     void* f = dlsym(handle, name);
-    if (f == nullptr) throw std::runtime_error(fmt::format("dlsym({}, {}): {}", where, name, dlerror()));
+    if (f == nullptr)
+      throw std::runtime_error(
+          fmt::format("dlsym({}, {}): {}", where, name,
+                      dlerror()));  // NOLINT(concurrency-mt-unsafe): glibc keeps it per thread
     return reinterpret_cast<Fn>(f);
   }
 
@@ -390,6 +396,7 @@ class IoSuite {
       std::vector<double> runs;
       for (int rep = 0; rep < 5; ++rep) {
         std::vector<volatile char*> objects;
+        objects.reserve(static_cast<std::size_t>(threads));
         for (int t = 0; t < threads; ++t)
           objects.push_back(static_cast<volatile char*>(rt.alloc(kPages * 4 * KiB, index_)));
         // Read first, so no thread pays for the kernel allocating pages inside the timed faults.
@@ -400,6 +407,7 @@ class IoSuite {
         std::atomic<int> ready{0};
         std::atomic<bool> go{false};
         std::vector<std::thread> workers;
+        workers.reserve(static_cast<std::size_t>(threads));
         for (int t = 0; t < threads; ++t)
           workers.emplace_back([&, t] {
             volatile char* p = objects[static_cast<std::size_t>(t)];

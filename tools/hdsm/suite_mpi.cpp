@@ -42,6 +42,7 @@ void run_mpi(SuiteContext& ctx) {
                           .x_format = ValueFormat::bytes,
                           .where = {{"experiment", experiment}}});
   // Open MPI refuses root and more ranks than cores unless told; other MPIs ignore these.
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): set before any thread is started that reads the environment
   ::setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
   const std::string command = fmt::format("{} {} -n 2 {} {} 2>&1", HDSM_MPIEXEC, HDSM_MPIEXEC_FLAGS,
                                           HDSM_MPI_TRANSFER, ctx.quick ? "--quick" : "");

@@ -188,7 +188,7 @@ class TransferSuite {
                     },
                     [=, this](std::size_t n) { check("memcpy", hdst, n); }});
 
-    auto h2d = [=, this](std::string name, const std::byte* src) {
+    auto h2d = [=, this](const std::string& name, const std::byte* src) {
       return Series{name, 1, [=, this](std::size_t n) { clear(*q, a, n); },
                     [=](std::size_t n, std::size_t reps) {
                       for (std::size_t r = 0; r < reps; ++r) q->copy_to_device(a, 0, src, n);
@@ -199,7 +199,7 @@ class TransferSuite {
     list.push_back(h2d("H2D pinned", psrc));
     list.push_back(h2d("H2D pageable", hsrc));
 
-    auto d2h = [=, this](std::string name, std::byte* dst) {
+    auto d2h = [=, this](const std::string& name, std::byte* dst) {
       return Series{name, 1,
                     [=, this](std::size_t n) {
                       upload(*q, a, n);

@@ -64,6 +64,7 @@ std::string Table::text(std::string_view indent) const {
   };
   line(header_);
   std::vector<std::string> rule;
+  rule.reserve(width.size());
   for (std::size_t w : width) rule.emplace_back(w, '-');
   line(rule);
   for (const auto& row : rows_) line(row);

@@ -111,7 +111,7 @@ class EventWatcher {
 
  private:
   void run();
-  void finish(Pending pending);
+  void finish(const Pending& pending);
 
   std::string device_;
   int ordinal_;
@@ -189,7 +189,7 @@ class CudaDevice final : public Device, public ManagedMemory {
   RangeTable<std::monostate> pinned_;
   RangeTable<std::monostate> managed_;
   std::unordered_map<const void*, std::optional<std::vector<std::size_t>>> parameters_;
-  std::size_t shared_per_block_ = 48 * 1024, shared_per_block_optin_ = 48 * 1024;
+  std::size_t shared_per_block_ = std::size_t{48} * 1024, shared_per_block_optin_ = std::size_t{48} * 1024;
   std::unordered_map<const void*, std::size_t> dynamic_shared_;  // opted-in sizes by function
   std::vector<bool> peer_enabled_;                               // by ordinal
 };

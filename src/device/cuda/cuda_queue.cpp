@@ -59,12 +59,12 @@ void EventWatcher::run() {
       next = std::move(pending_.front());
       pending_.pop_front();
     }
-    finish(std::move(next));
+    finish(next);
     count_.fetch_sub(1, std::memory_order_release);
   }
 }
 
-void EventWatcher::finish(Pending pending) {
+void EventWatcher::finish(const Pending& pending) {
   const cudaEvent_t event = pending.state->event;
   cudaError_t status = cudaEventQuery(event);
   if (status == cudaErrorNotReady &&
@@ -81,7 +81,7 @@ void EventWatcher::finish(Pending pending) {
   // The last of this event and the events its queue waited for completes the state, on whichever
   // thread completes it; nothing blocks here.
   auto left = std::make_shared<std::atomic<std::size_t>>(pending.after.size() + 1);
-  auto done = [left, state = pending.state, error](std::exception_ptr) {
+  auto done = [left, state = pending.state, error](const std::exception_ptr&) {
     if (left->fetch_sub(1, std::memory_order_acq_rel) == 1) state->complete(error);
   };
   for (const auto& earlier : pending.after) earlier->then(done);

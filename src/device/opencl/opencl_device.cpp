@@ -73,6 +73,7 @@ namespace {
 template <class T>
 T device_info(cl_device_id id, cl_device_info what, const char* name) {
   T value{};
+  // NOLINTNEXTLINE(bugprone-sizeof-expression): T may be a handle (a pointer)
   check(clGetDeviceInfo(id, what, sizeof value, &value, nullptr), "clGetDeviceInfo", name);
   return value;
 }

@@ -178,7 +178,7 @@ void OpenclQueue::wait(const Event& event) {
   check(err, "clCreateUserEvent", device_.name());
   const cl_int queued = clEnqueueBarrierWithWaitList(queue_.get(), 1, &gate, nullptr);
   // The gate opens when the event completes (at once if it has); a failed event fails the gate.
-  state->then([gate](std::exception_ptr e) {
+  state->then([gate](const std::exception_ptr& e) {
     clSetUserEventStatus(gate, e ? -1 : CL_COMPLETE);
     clReleaseEvent(gate);
   });

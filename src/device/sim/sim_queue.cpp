@@ -248,7 +248,7 @@ Event SimQueue::record() {
 }
 
 void SimQueue::wait(const Event& event) {
-  auto state = event.state();
+  const auto& state = event.state();
   if (!state) return;
   enqueue([this, state] {
     (void)state->wait();  // its error is the waited-for queue's to report
