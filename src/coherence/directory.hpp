@@ -22,6 +22,7 @@
 
 #include "coherence/protocol.hpp"
 #include "os/arena.hpp"
+#include "os/lock_rank.hpp"
 #include "os/mapping.hpp"
 #include "os/offset_heap.hpp"
 
@@ -165,7 +166,7 @@ class Directory {
   // Slots never move: the live table points into them.
   std::vector<std::unique_ptr<ObjectSlot[]>> owned_;
 
-  mutable std::mutex mutex_;
+  mutable os::RankedMutex<std::mutex> mutex_{os::LockRank::directory};
   std::uint32_t slots_used_ = 0, free_slot_ = 0;
   std::vector<Tombstone> tombstones_;  // index 0 unused
   std::uint32_t free_tombstone_ = 0;

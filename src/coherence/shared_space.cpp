@@ -428,7 +428,7 @@ HDSM_FAULT_PATH bool SharedSpace::resolve_in_handler(void* address, os::FaultAcc
   // A block that would overflow the rolling window needs an eviction, which moves data: the service
   // does that. Room is checked before anything changes, so the add below cannot fail (this thread
   // holds the window's lock from the check on).
-  std::unique_lock<os::FaultMutex> window_lock;
+  std::unique_lock<os::RankedMutex<os::FaultMutex>> window_lock;
   if (!lazy) {
     window_lock = std::unique_lock(window_mutex_, std::try_to_lock);
     if (!window_lock.owns_lock() || !window_.can_add() ||

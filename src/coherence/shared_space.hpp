@@ -13,9 +13,12 @@
 // thread waits in its handler: it is in user code and holds no runtime lock, so the
 // resolution may lock, allocate and wait for the device.
 //
-// Locks: objects_mutex_ (the object table) is held only to look an entry up, add or remove it, and
-// no other lock is taken while it is held. An object's mutex may be followed by window_mutex_; a
-// block the rolling window evicts is handled after both are released, under its own object's lock.
+// Locks (ranked, os/lock_rank.hpp; the order is in docs/architecture.md): an object's mutex comes
+// before window_mutex_, the copy engine's locks, objects_mutex_ and the directory's; no two objects'
+// mutexes are held at once (a copy between objects decides under the source's and copies under the
+// destination's); objects_mutex_ (the object table) is held only to look an entry up, add or remove
+// it. A block the rolling window evicts is handled after both are released, under its own object's
+// lock.
 #pragma once
 
 #include "coherence/directory.hpp"
@@ -27,6 +30,7 @@
 #include "os/fault.hpp"
 #include "os/fault_mutex.hpp"
 #include "os/fault_service.hpp"
+#include "os/lock_rank.hpp"
 #include "os/protection.hpp"
 #include "transfer/copy_engine.hpp"
 
@@ -183,7 +187,7 @@ class SharedSpace {
     Object* object = nullptr;  // owned by the directory
     unsigned device = 0;
     DeviceBuffer buffer;
-    os::FaultMutex mutex;                         // taken by the fault handler
+    os::RankedMutex<os::FaultMutex> mutex{os::LockRank::entry};  // taken by the fault handler
     std::optional<os::ProtectionMap> protection;  // in the entry: one page less for the fault handler
     /// Rolling-update: where each block is in window_ (under window_mutex_, not the entry's mutex).
     std::vector<RollingWindow::Place> window_places;
@@ -292,10 +296,10 @@ class SharedSpace {
   std::size_t rolling_step_;
   std::size_t read_ahead_;
 
-  mutable std::mutex objects_mutex_;
+  mutable os::RankedMutex<std::mutex> objects_mutex_{os::LockRank::objects};
   std::unordered_map<ObjectId, std::shared_ptr<Entry>> objects_;
 
-  mutable os::FaultMutex window_mutex_;  // taken by the fault handler
+  mutable os::RankedMutex<os::FaultMutex> window_mutex_{os::LockRank::window};  // taken by the fault handler
   RollingWindow window_;
 
   std::vector<std::unique_ptr<os::FaultService>> fault_services_;  // by device (arena segment)

@@ -2,12 +2,7 @@
 
 namespace hdsm::obs {
 
-std::unique_lock<std::mutex> lock_counting_wait(std::mutex& mutex, const LockWaitSink& sink) {
-  std::unique_lock lock(mutex, std::try_to_lock);
-  if (lock.owns_lock()) return lock;
-  const auto begin = Clock::now();
-  lock.lock();
-  const auto end = Clock::now();
+void count_wait(const LockWaitSink& sink, Clock::time_point begin, Clock::time_point end) {
   if (sink.counters != nullptr) {
     sink.counters->lock_wait_ns.fetch_add(
         static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(end - begin).count()),
@@ -15,7 +10,6 @@ std::unique_lock<std::mutex> lock_counting_wait(std::mutex& mutex, const LockWai
     sink.counters->lock_waits.fetch_add(1, std::memory_order_relaxed);
   }
   if (sink.tracer != nullptr) sink.tracer->span(sink.tracer->host_thread_lane(), sink.what, begin, end);
-  return lock;
 }
 
 }  // namespace hdsm::obs

@@ -19,7 +19,18 @@ struct LockWaitSink {
   const char* what = "lock";  // names the lock in trace spans
 };
 
-/// Locks `mutex`, counting the wait when another thread holds it.
-std::unique_lock<std::mutex> lock_counting_wait(std::mutex& mutex, const LockWaitSink& sink);
+/// Adds one wait of the time from `begin` to `end` to the sink.
+void count_wait(const LockWaitSink& sink, Clock::time_point begin, Clock::time_point end);
+
+/// Locks `mutex` (any Lockable), counting the wait when another thread holds it.
+template <class Mutex>
+std::unique_lock<Mutex> lock_counting_wait(Mutex& mutex, const LockWaitSink& sink) {
+  std::unique_lock lock(mutex, std::try_to_lock);
+  if (lock.owns_lock()) return lock;
+  const auto begin = Clock::now();
+  lock.lock();
+  count_wait(sink, begin, Clock::now());
+  return lock;
+}
 
 }  // namespace hdsm::obs

@@ -83,9 +83,9 @@ void add_use(Uses& uses, const coherence::Directory& directory, const coherence:
 }
 
 AdsmModel::AdsmModel(RuntimeImpl& runtime)
-    : rt_(runtime),
-      remote_copy_(runtime.config.get(knob_name(Knob::remote)) == "copy"),
-      device_calls_(runtime.devices.size()) {}
+    : rt_(runtime), remote_copy_(runtime.config.get(knob_name(Knob::remote)) == "copy"), device_calls_() {
+  for (unsigned d = 0; d < runtime.devices.size(); ++d) device_calls_.emplace_back(d);
+}
 
 AdsmModel::~AdsmModel() {
   std::lock_guard lock(space_mutex_);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "coherence/shared_space.hpp"
+#include "os/lock_rank.hpp"
 #include "runtime/memory_model.hpp"
 
 #include <atomic>
@@ -106,11 +107,12 @@ class AdsmModel final : public MemoryModel {
   /// One per device: the short lock a call holds while it releases and launches (never while
   /// waiting for a device), and the calls in flight on the device.
   struct DeviceCalls {
-    std::mutex mutex;
+    explicit DeviceCalls(unsigned device) : mutex(os::LockRank::call, device) {}
+    os::RankedMutex<std::mutex> mutex;  // ranked call locks, taken in device order
     std::vector<Call> in_flight;
   };
   /// The call lock of a device (tests hold it to show who waits on it).
-  std::mutex& call_lock(unsigned device) { return device_calls_[device].mutex; }
+  os::RankedMutex<std::mutex>& call_lock(unsigned device) { return device_calls_[device].mutex; }
 
  private:
   coherence::SharedSpace::CopySetup copy_setup();

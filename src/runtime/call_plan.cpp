@@ -154,7 +154,7 @@ CallPlan AdsmModel::plan(const Kernel& kernel, std::span<const CallArg> args) {
 void AdsmModel::enqueue(const Kernel& kernel, const Launch& launch, CallPlan plan) {
   coherence::SharedSpace& space = shared_space();
   const unsigned target = plan.device;
-  std::vector<std::unique_lock<std::mutex>> locks;
+  std::vector<std::unique_lock<os::RankedMutex<std::mutex>>> locks;
   for (unsigned d : plan.lock_order)
     locks.push_back(obs::lock_counting_wait(device_calls_[d].mutex, rt_.lock_sink()));
 

@@ -67,7 +67,8 @@ CopyEngine::CopyEngine(std::span<Device* const> devices, Topology topology, Opti
       tracer_(tracer != nullptr && tracer->enabled() ? tracer : nullptr),
       inbound_(devices_.size()),
       outbound_(devices_.size()),
-      device_locks_(devices_.size()) {
+      device_locks_() {
+  for (unsigned d = 0; d < devices_.size(); ++d) device_locks_.emplace_back(os::LockRank::engine, d);
   if (topology_.devices.size() != devices_.size())
     throw InvalidArgument(fmt::format("copy engine: the topology describes {} devices, but there are {}",
                                       topology_.devices.size(), devices_.size()));
@@ -171,7 +172,7 @@ Event CopyEngine::run(const CopyPlan& plan, const CopyEnd& dst, const CopyEnd& s
   // enqueue one at a time, under the locks of their devices taken in index order (plans between other
   // devices touch other queues and go on at once). They have no host steps, so nothing waits on the
   // host under the locks.
-  std::array<std::unique_lock<std::mutex>, 2> locks;
+  std::array<std::unique_lock<os::RankedMutex<std::mutex>>, 2> locks;
   if (!before.empty() ||
       (lanes[kSource] != nullptr && lanes[kDest] != nullptr && lanes[kSource] != lanes[kDest])) {
     unsigned first = src.on_device() ? index_of(*src.device) : index_of(*dst.device);

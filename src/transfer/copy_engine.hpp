@@ -27,11 +27,13 @@
 #include "device/staging_pool.hpp"
 #include "obs/counters.hpp"
 #include "obs/trace.hpp"
+#include "os/lock_rank.hpp"
 #include "transfer/plan.hpp"
 
 #include <hdsm/device.hpp>
 
 #include <cstddef>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -77,7 +79,7 @@ class CopyEngine {
 
   const Topology& topology() const { return topology_; }
   /// The enqueue lock of device `index` (for tests that force contention on it).
-  std::mutex& device_lock(unsigned index) { return device_locks_.at(index); }
+  os::RankedMutex<std::mutex>& device_lock(unsigned index) { return device_locks_.at(index); }
   const Options& options() const { return options_; }
 
   /// Where a range lies, as the planner sees it: a device, or host memory pinned for `peer` (the
@@ -113,7 +115,8 @@ class CopyEngine {
 
   std::mutex queues_mutex_;
   std::vector<std::unique_ptr<Queue>> inbound_, outbound_;  // by device index, created on first use
-  std::vector<std::mutex> device_locks_;  // by device index: held while a plan between devices is enqueued
+  /// By device index: held while a plan between devices is enqueued (ranked, in index order).
+  std::deque<os::RankedMutex<std::mutex>> device_locks_;
 };
 
 }  // namespace hdsm::transfer
