@@ -33,13 +33,13 @@ TEST_F(Staging, LeaseTakesWhatIsFreeAndNeverWaitsForASecondChunk) {
 
 TEST_F(Staging, AChunkIsPinnedWhenOneIsFreeAndPageableOtherwise) {
   hdsm::StagingPool pool(device_, 4096, 4096);
+  hdsm::BufferCache cache(1 << 20);  // outlives the chunks that keep its buffers
   hdsm::StagingChunk first, second, large;
   first.acquire(&pool, 1000);
   EXPECT_TRUE(first.pinned());
   EXPECT_TRUE(device_.is_pinned(first.data(), 4096));
   second.acquire(&pool, 1000);  // the pool's one chunk is lent: pageable, without waiting
   EXPECT_FALSE(second.pinned());
-  hdsm::BufferCache cache(1 << 20);
   large.acquire(&pool, 8192, hdsm::StagingPool::Wait::never, &cache);  // above a chunk: pageable
   EXPECT_FALSE(large.pinned());
   std::memset(large.data(), 1, 8192);
