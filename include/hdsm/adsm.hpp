@@ -20,6 +20,8 @@
 // Any thread may call on any device; sync acquires the calling thread's calls.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include <hdsm/kernel.hpp>
 #include <hdsm/runtime.hpp>
 
@@ -29,6 +31,7 @@
 #include <type_traits>
 #include <utility>
 
+HDSM_VISIBLE_BEGIN
 namespace hdsm {
 
 template <class T>
@@ -238,3 +241,5 @@ std::shared_ptr<T[]> make_shared(std::size_t n, int device = -1) {
 }
 
 }  // namespace hdsm
+
+HDSM_VISIBLE_END

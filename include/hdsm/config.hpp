@@ -3,12 +3,15 @@
 // from it (`hdsm config --markdown`) and a test checks that the two agree.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include <cstdint>
 #include <map>
 #include <span>
 #include <string>
 #include <string_view>
 
+HDSM_VISIBLE_BEGIN
 namespace hdsm {
 
 enum class KnobType { integer, size, real, boolean, choice, text, peer_groups };
@@ -53,3 +56,5 @@ class Config {
 std::uint64_t parse_size(std::string_view text);
 
 }  // namespace hdsm
+
+HDSM_VISIBLE_END

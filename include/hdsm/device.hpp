@@ -3,6 +3,8 @@
 // it underneath.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include <hdsm/kernel.hpp>
 
 #include <cstddef>
@@ -15,6 +17,7 @@
 #include <string_view>
 #include <type_traits>
 
+HDSM_VISIBLE_BEGIN
 namespace hdsm {
 
 enum class Backend { sim, opencl, cuda };
@@ -167,3 +170,5 @@ class Device {
 };
 
 }  // namespace hdsm
+
+HDSM_VISIBLE_END

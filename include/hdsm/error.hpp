@@ -2,10 +2,13 @@
 // hdsm_status codes. Messages name the object, the size and what to do.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include <cstddef>
 #include <stdexcept>
 #include <string>
 
+HDSM_VISIBLE_BEGIN
 namespace hdsm {
 
 enum class Errc {
@@ -86,3 +89,5 @@ class SystemError : public Error {
 std::string format_bytes(std::size_t bytes);
 
 }  // namespace hdsm
+
+HDSM_VISIBLE_END

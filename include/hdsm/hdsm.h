@@ -4,6 +4,7 @@
 #ifndef HDSM_HDSM_H
 #define HDSM_HDSM_H
 
+#include <hdsm/export.h>
 #include <hdsm/version.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,6 +15,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+HDSM_VISIBLE_BEGIN
 
 typedef enum hdsm_status {
   HDSM_SUCCESS = 0,
@@ -115,6 +118,8 @@ ssize_t hdsm_readv(int fd, const struct iovec* iov, int count);
 ssize_t hdsm_writev(int fd, const struct iovec* iov, int count);
 size_t hdsm_fread(void* buf, size_t size, size_t count, FILE* stream);
 size_t hdsm_fwrite(const void* buf, size_t size, size_t count, FILE* stream);
+
+HDSM_VISIBLE_END
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,8 @@
 // This is the one header C++ programs include.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include <hdsm/version.h>
 #include <hdsm/adsm.hpp>
 #include <hdsm/config.hpp>
@@ -11,9 +13,12 @@
 #include <hdsm/runtime.hpp>
 #include <hdsm/stats.hpp>
 
+HDSM_VISIBLE_BEGIN
 namespace hdsm {
 
 /// The library version, "MAJOR.MINOR.PATCH".
 const char* version() noexcept;
 
 }  // namespace hdsm
+
+HDSM_VISIBLE_END

@@ -11,6 +11,8 @@
 //       and t.sync() is __syncthreads(); t.shared<T>(n) is a __shared__ array.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -24,6 +26,7 @@
 #include <type_traits>
 #include <utility>
 
+HDSM_VISIBLE_BEGIN
 namespace hdsm {
 
 struct Dim3 {
@@ -356,3 +359,5 @@ class HostArgs {
 };
 
 }  // namespace hdsm
+
+HDSM_VISIBLE_END

@@ -3,6 +3,9 @@
 // headers: nvcc compiles it, and so does libhdsm where there is no CUDA toolkit.
 #pragma once
 
+#include <hdsm/export.h>
+
+HDSM_VISIBLE_BEGIN
 namespace hdsm::detail {
 
 /// A Kernel::cuda_lookup.
@@ -16,3 +19,5 @@ bool register_cuda_body(const char* name, CudaBodyLookup lookup);
 CudaBodyLookup registered_cuda_body(const char* name);
 
 }  // namespace hdsm::detail
+
+HDSM_VISIBLE_END

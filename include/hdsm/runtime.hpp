@@ -3,6 +3,8 @@
 // first use and destroyed at exit.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include <hdsm/config.hpp>
 #include <hdsm/device.hpp>
 #include <hdsm/kernel.hpp>
@@ -17,6 +19,12 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+// The library's own, hidden: declared before the exported declarations.
+namespace hdsm::detail {
+struct RuntimeImpl;
+}
+
+HDSM_VISIBLE_BEGIN
 namespace hdsm {
 
 /// How a kernel call uses a shared object (hdsm::in, hdsm::out, hdsm::inout in adsm.hpp).
@@ -25,7 +33,6 @@ enum class Use : std::uint8_t { in, out, inout };
 class Runtime;
 
 namespace detail {
-struct RuntimeImpl;
 RuntimeImpl& impl_of(const Runtime& runtime);
 
 /// One argument of Runtime::call as the runtime sees it: a plain value, a raw pointer (translated
@@ -147,3 +154,5 @@ class Runtime {
 };
 
 }  // namespace hdsm
+
+HDSM_VISIBLE_END

@@ -1,10 +1,13 @@
 // Counters of what hdsm moved and ran, readable at any time and printed at exit with HDSM_STATS=1.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
 
+HDSM_VISIBLE_BEGIN
 namespace hdsm {
 
 enum class Route { h2d, d2h, d2d, peer };
@@ -69,3 +72,5 @@ struct Stats {
 };
 
 }  // namespace hdsm
+
+HDSM_VISIBLE_END

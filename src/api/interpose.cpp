@@ -5,6 +5,7 @@
 
 #include "api/interpose.hpp"
 
+#include <hdsm/export.h>
 #include <hdsm/runtime.hpp>
 
 #include "api/guarded.hpp"
@@ -175,6 +176,7 @@ using hdsm::api::dispatch;
 using hdsm::api::may_touch;
 
 extern "C" {
+HDSM_VISIBLE_BEGIN
 
 ssize_t __read_chk(int fd, void* buf, std::size_t n, std::size_t buf_bytes);
 ssize_t __pread_chk(int fd, void* buf, std::size_t n, off_t offset, std::size_t buf_bytes);
@@ -283,4 +285,5 @@ std::size_t __fread_chk(void* buf, std::size_t buf_bytes, std::size_t size, std:
   return fread(buf, size, count, stream);
 }
 
+HDSM_VISIBLE_END
 }  // extern "C"

@@ -5,8 +5,11 @@
 // definition of the symbol, libc's, found with dlsym(RTLD_NEXT).
 #pragma once
 
+#include <hdsm/export.h>
+
 #include <cstddef>
 
+HDSM_VISIBLE_BEGIN
 namespace hdsm::api {
 
 /// Marks the calling thread as inside an interposed call that hdsm handles: libc calls made on the
@@ -29,3 +32,5 @@ bool shared_memmove(void* dst, const void* src, std::size_t n) noexcept;
 bool shared_memset(void* dst, int value, std::size_t n) noexcept;
 
 }  // namespace hdsm::api
+
+HDSM_VISIBLE_END

@@ -20,6 +20,8 @@
 // caller's protocol and its locking.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include "coherence/protocol.hpp"
 #include "os/arena.hpp"
 #include "os/lock_rank.hpp"
@@ -35,6 +37,7 @@
 #include <unordered_map>
 #include <vector>
 
+HDSM_VISIBLE_BEGIN
 namespace hdsm::coherence {
 
 /// Names an object for the directory's lifetime; ids are never reused, so stale ids are detected.
@@ -175,3 +178,5 @@ class Directory {
 };
 
 }  // namespace hdsm::coherence
+
+HDSM_VISIBLE_END

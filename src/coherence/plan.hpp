@@ -2,12 +2,15 @@
 // object at a kernel call (release) or at the sync (acquire), as values the caller then executes.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include "coherence/protocol.hpp"
 
 #include <cstddef>
 #include <span>
 #include <vector>
 
+HDSM_VISIBLE_BEGIN
 namespace hdsm::coherence {
 
 /// Moves blocks [first_block, first_block + blocks) of the object in `direction` (never Transfer::none).
@@ -41,3 +44,5 @@ CoherencePlan plan_release(ProtocolKind kind, std::span<BlockState> states, Kern
 CoherencePlan plan_acquire(ProtocolKind kind, std::span<BlockState> states, KernelUse use);
 
 }  // namespace hdsm::coherence
+
+HDSM_VISIBLE_END

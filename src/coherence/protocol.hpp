@@ -64,11 +64,14 @@
 // it becomes dirty again because batch cannot see CPU writes.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include "os/protection.hpp"
 
 #include <cstdint>
 #include <string_view>
 
+HDSM_VISIBLE_BEGIN
 namespace hdsm::coherence {
 
 using os::Protection;
@@ -123,3 +126,5 @@ Side on_bulk_read(BlockState state) noexcept;
 Transition on_evict(ProtocolKind kind, BlockState state);
 
 }  // namespace hdsm::coherence
+
+HDSM_VISIBLE_END

@@ -11,11 +11,14 @@
 // leaves at least as many free places as live blocks, so its O(n) cost is amortised O(1).
 #pragma once
 
+#include <hdsm/export.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <vector>
 
+HDSM_VISIBLE_BEGIN
 namespace hdsm::coherence {
 
 inline constexpr std::size_t default_rolling_step = 2;
@@ -71,3 +74,5 @@ class RollingWindow {
 };
 
 }  // namespace hdsm::coherence
+
+HDSM_VISIBLE_END

@@ -21,6 +21,8 @@
 // lock.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include "coherence/directory.hpp"
 #include "coherence/protocol.hpp"
 #include "coherence/rolling_window.hpp"
@@ -48,6 +50,7 @@
 #include <utility>
 #include <vector>
 
+HDSM_VISIBLE_BEGIN
 namespace hdsm::coherence {
 
 inline constexpr std::size_t kDefaultSegmentBytes = std::size_t{16} << 30;
@@ -311,3 +314,5 @@ class SharedSpace {
 };
 
 }  // namespace hdsm::coherence
+
+HDSM_VISIBLE_END

@@ -5,6 +5,8 @@
 // the call and the path) and the kernel is built from source.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include <atomic>
 #include <cstddef>
 #include <optional>
@@ -13,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+HDSM_VISIBLE_BEGIN
 namespace hdsm {
 
 class ProgramCache {
@@ -45,3 +48,5 @@ class ProgramCache {
 };
 
 }  // namespace hdsm
+
+HDSM_VISIBLE_END

@@ -6,6 +6,8 @@
 // caller that finds every chunk in use waits for one (back-pressure) or goes on without.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include <hdsm/device.hpp>
 
 #include "device/buffer_cache.hpp"
@@ -21,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+HDSM_VISIBLE_BEGIN
 namespace hdsm {
 
 /// The knobs a pool's sizes come from, for the errors that name them.
@@ -156,3 +159,5 @@ class PinnedPools {
 };
 
 }  // namespace hdsm
+
+HDSM_VISIBLE_END

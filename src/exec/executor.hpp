@@ -2,11 +2,14 @@
 // calling thread takes part). Used by the sim device, host skeletons and the cluster runtime.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include <hdsm/kernel.hpp>
 
 #include <cstddef>
 #include <memory>
 
+HDSM_VISIBLE_BEGIN
 namespace hdsm::exec {
 
 struct ExecutorOptions {
@@ -44,3 +47,5 @@ inline constexpr std::size_t kStaticSharedBytes = std::size_t{48} * 1024;
 inline constexpr std::size_t kScratchBytes = std::size_t{256} * 1024;
 
 }  // namespace hdsm::exec
+
+HDSM_VISIBLE_END

@@ -6,6 +6,8 @@
 // device copy), one bulk write of the bytes it writes after it (which go to the device copy where
 // the host's is invalid). The collective itself is libmpi's, on the host copies. Buffers in host
 // memory, non-contiguous datatypes and intercommunicators are passed through untouched.
+#include <hdsm/export.h>
+
 #include "mpi/engine.hpp"
 #include "mpi/operations.hpp"
 #include "runtime/shared_ranges.hpp"
@@ -104,6 +106,7 @@ std::size_t times(int count, int n) { return count > 0 && n > 0 ? static_cast<st
 using namespace hdsm::mpi;
 
 extern "C" {
+HDSM_VISIBLE_BEGIN
 
 int MPI_Bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
   const Group g = group_of(comm);
@@ -219,4 +222,5 @@ int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void
       [&] { return PMPI_Alltoall(b[0].get(), sendcount, sendtype, b[1].get(), recvcount, recvtype, comm); });
 }
 
+HDSM_VISIBLE_END
 }  // extern "C"

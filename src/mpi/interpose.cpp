@@ -14,6 +14,8 @@
 // MPI_Imrecv receive. A nonblocking call returns a generalized request (MPI_Grequest_start) at
 // once; MPI_Wait*, MPI_Test* and every blocking call drive all pending operations in posting order
 // until what they wait for is done.
+#include <hdsm/export.h>
+
 #include "mpi/engine.hpp"
 #include "mpi/persistent.hpp"
 
@@ -256,6 +258,7 @@ int internal(const char* call, MPI_Comm comm, const std::exception& e) {
 using namespace hdsm::mpi;
 
 extern "C" {
+HDSM_VISIBLE_BEGIN
 
 int MPI_Init(int* argc, char*** argv) {
   const int rc = PMPI_Init(argc, argv);
@@ -579,4 +582,5 @@ int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices
   return rc;
 }
 
+HDSM_VISIBLE_END
 }  // extern "C"

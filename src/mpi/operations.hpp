@@ -5,6 +5,8 @@
 // that depend on each other (two ranks that both send and receive) all move.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include "device/buffer_cache.hpp"
 #include "device/staging_pool.hpp"
 #include "mpi/protocol.hpp"
@@ -55,7 +57,7 @@ struct UserBuffer {
 StagingPool& staging_pool(const Runtime& runtime);
 /// The pageable receive buffers libhdsm_mpi keeps on `runtime` (HDSM_MPI_RECV_CACHE), made on first
 /// use and gone with the runtime.
-BufferCache& receive_buffers(const Runtime& runtime);
+HDSM_API BufferCache& receive_buffers(const Runtime& runtime);  // exported for the tests
 
 /// The size and extent of `type`, and whether its elements are `size` bytes with no gap (false: an
 /// invalid datatype).

@@ -3,6 +3,8 @@
 // MPI_Test* take of the user's requests.
 #include "mpi/persistent.hpp"
 
+#include <hdsm/export.h>
+
 #include "mpi/engine.hpp"
 
 #include <fmt/format.h>
@@ -139,6 +141,7 @@ void RequestView::commit() {
 using namespace hdsm::mpi;
 
 extern "C" {
+HDSM_VISIBLE_BEGIN
 
 int MPI_Send_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                   MPI_Request* request) {
@@ -227,4 +230,5 @@ int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
   return PMPI_Request_get_status(*view.data(), flag, status);
 }
 
+HDSM_VISIBLE_END
 }  // extern "C"

@@ -12,12 +12,15 @@
 // reads as zero.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <vector>
 
+HDSM_VISIBLE_BEGIN
 namespace hdsm::os {
 
 class Arena {
@@ -88,3 +91,5 @@ class Arena {
 };
 
 }  // namespace hdsm::os
+
+HDSM_VISIBLE_END

@@ -3,9 +3,12 @@
 // every other fault goes to the handler that was installed before hdsm, or kills the process.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include <cstddef>
 #include <cstdint>
 
+HDSM_VISIBLE_BEGIN
 namespace hdsm::os {
 
 enum class FaultAccess { read, write, unknown };
@@ -55,3 +58,5 @@ FaultStats fault_stats() noexcept;
 void reset_fault_stats() noexcept;
 
 }  // namespace hdsm::os
+
+HDSM_VISIBLE_END

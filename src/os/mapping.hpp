@@ -1,9 +1,12 @@
 // Anonymous memory mappings with checked system calls.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include <cstddef>
 #include <string>
 
+HDSM_VISIBLE_BEGIN
 namespace hdsm::os {
 
 std::size_t page_size() noexcept;
@@ -33,3 +36,5 @@ class Mapping {
 };
 
 }  // namespace hdsm::os
+
+HDSM_VISIBLE_END

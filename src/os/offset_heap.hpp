@@ -3,10 +3,13 @@
 // directory) carve their ranges with it.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include <cstddef>
 #include <map>
 #include <optional>
 
+HDSM_VISIBLE_BEGIN
 namespace hdsm::os {
 
 class OffsetHeap {
@@ -39,3 +42,5 @@ class OffsetHeap {
 };
 
 }  // namespace hdsm::os
+
+HDSM_VISIBLE_END

@@ -7,11 +7,14 @@
 // then fault more often (spuriously) but never less; refine() lifts single blocks back.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+HDSM_VISIBLE_BEGIN
 namespace hdsm::os {
 
 /// Ordered from most to least restrictive.
@@ -103,3 +106,5 @@ class ProtectionMap {
 };
 
 }  // namespace hdsm::os
+
+HDSM_VISIBLE_END

@@ -5,6 +5,8 @@
 // the arenas (SharedRanges::Bounds::holds) and goes to libc's function, found with dlsym(RTLD_NEXT).
 #undef _FORTIFY_SOURCE  // the fortified headers define the functions below inline
 
+#include <hdsm/export.h>
+
 #include "api/interpose.hpp"
 #include "os/signal_safe_io.hpp"
 #include "runtime/shared_ranges.hpp"
@@ -107,6 +109,7 @@ hdsm::detail::SharedRanges::Bounds bounds() noexcept { return hdsm::detail::shar
 }  // namespace
 
 extern "C" {
+HDSM_VISIBLE_BEGIN
 
 [[noreturn]] void __chk_fail(void);
 
@@ -146,4 +149,5 @@ void* __memset_chk(void* dst, int value, std::size_t n, std::size_t dst_bytes) n
   return memset(dst, value, n);
 }
 
+HDSM_VISIBLE_END
 }  // extern "C"

@@ -3,6 +3,8 @@
 // are enqueued, per-device call locks, and per-thread syncs.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include "coherence/shared_space.hpp"
 #include "os/lock_rank.hpp"
 #include "runtime/memory_model.hpp"
@@ -17,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+HDSM_VISIBLE_BEGIN
 namespace hdsm::detail {
 
 struct RuntimeImpl;
@@ -139,3 +142,5 @@ void note_call(const AdsmModel& model, unsigned device);
 std::vector<unsigned> take_noted_calls(const AdsmModel& model);
 
 }  // namespace hdsm::detail
+
+HDSM_VISIBLE_END

@@ -3,6 +3,8 @@
 // objects they keep per runtime.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include <hdsm/runtime.hpp>
 
 #include "device/staging_pool.hpp"
@@ -13,6 +15,7 @@
 #include <memory>
 #include <string_view>
 
+HDSM_VISIBLE_BEGIN
 namespace hdsm::detail {
 
 struct RuntimeImpl;
@@ -38,3 +41,5 @@ T& attachment(const Runtime& runtime, std::string_view key, Make make) {
 RuntimeImpl& impl_of(const Runtime& runtime);
 
 }  // namespace hdsm::detail
+
+HDSM_VISIBLE_END

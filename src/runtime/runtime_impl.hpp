@@ -3,6 +3,7 @@
 // shared space goes before the devices (the destructor resets it first).
 #pragma once
 
+#include <hdsm/export.h>
 #include <hdsm/runtime.hpp>
 
 #include "coherence/shared_space.hpp"
@@ -46,7 +47,7 @@ struct RuntimeImpl {
   std::unique_ptr<MemoryModel> model;
 
   /// The ADSM shared space, made on first use; Unsupported under HDSM_PROTOCOL=um, which has none.
-  coherence::SharedSpace& shared_space();
+  HDSM_API coherence::SharedSpace& shared_space();  // exported: tests and tools reach the space
   /// The ADSM shared space if it exists (nullptr otherwise, and under um).
   coherence::SharedSpace* existing_space() noexcept { return model->space(); }
   /// The runtime's pinned pools by use (the one registry: the copy engine and I/O take "staging",

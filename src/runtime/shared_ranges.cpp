@@ -8,9 +8,8 @@ namespace hdsm::detail {
 
 constinit SharedRanges shared_ranges;
 
-Runtime* SharedRanges::owner(const void* p) const noexcept {
-  if (!may_touch(p, 1)) return nullptr;
-  const auto a = reinterpret_cast<std::uintptr_t>(p);
+Runtime* SharedRanges::owner_at(std::uintptr_t a) const noexcept {
+  if (!may_touch(reinterpret_cast<const void*>(a), 1)) return nullptr;
   const unsigned used = used_.load(std::memory_order_acquire);
   for (unsigned i = 0; i < used; ++i) {
     const ArenaSlot& s = slots_[i];

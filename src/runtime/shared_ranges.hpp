@@ -4,12 +4,15 @@
 // keeps the bounds of all live arenas next to the per-runtime slots.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
 
+HDSM_VISIBLE_BEGIN
 namespace hdsm {
 class Runtime;
 }
@@ -43,7 +46,10 @@ class SharedRanges {
   }
 
   /// The runtime whose arena holds `p`, or nullptr (host memory).
-  Runtime* owner(const void* p) const noexcept;
+  Runtime* owner(const void* p) const noexcept { return owner_at(reinterpret_cast<std::uintptr_t>(p)); }
+  /// owner() of an address. (By value: GCC takes a `const void*` argument for a read of the buffer
+  /// it points to, and warns where that buffer is an interposed read()'s output.)
+  Runtime* owner_at(std::uintptr_t a) const noexcept;
 
   /// Registers the user view [begin, begin + bytes) of `owner`'s arena; ConfigError when kSlots
   /// arenas are live.
@@ -70,3 +76,5 @@ class SharedRanges {
 extern constinit SharedRanges shared_ranges;
 
 }  // namespace hdsm::detail
+
+HDSM_VISIBLE_END

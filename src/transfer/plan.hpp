@@ -25,6 +25,8 @@
 // are staged once the overlap pays for the extra steps.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include <hdsm/stats.hpp>
 
 #include <cstddef>
@@ -32,6 +34,7 @@
 #include <string>
 #include <vector>
 
+HDSM_VISIBLE_BEGIN
 namespace hdsm::transfer {
 
 /// Where one end of a copy lies.
@@ -136,3 +139,5 @@ double model_cost_us(const CopyPlan& plan, const Topology& topology);
 const char* to_string(Op op) noexcept;
 
 }  // namespace hdsm::transfer
+
+HDSM_VISIBLE_END

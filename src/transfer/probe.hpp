@@ -2,6 +2,8 @@
 // moves with pinned copies, and how fast the CPU copies host memory.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include "transfer/plan.hpp"
 
 #include <hdsm/device.hpp>
@@ -9,6 +11,7 @@
 #include <cstddef>
 #include <span>
 
+HDSM_VISIBLE_BEGIN
 namespace hdsm::transfer {
 
 struct LinkRates {
@@ -31,3 +34,5 @@ Topology measured_topology(std::span<Device* const> devices, Topology topology, 
                            int copies);
 
 }  // namespace hdsm::transfer
+
+HDSM_VISIBLE_END

@@ -2,10 +2,13 @@
 // cross host memory also share one host bus.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include <chrono>
 #include <cstddef>
 #include <mutex>
 
+HDSM_VISIBLE_BEGIN
 namespace hdsm::sim {
 
 using Clock = std::chrono::steady_clock;
@@ -49,3 +52,5 @@ void hold_until(Clock::time_point deadline);
 void precise_timers_for_this_thread();
 
 }  // namespace hdsm::sim
+
+HDSM_VISIBLE_END

@@ -1,0 +1,68 @@
+# Checks what the shared libraries export (they are built with hidden symbols by default):
+#  - libhdsm.so: every function <hdsm/hdsm.h> declares, the interposed libc I/O calls, and none of
+#    the backends' or the runtime's private code;
+#  - libhdsm_preload.so: the interposed memcpy, memmove, memset (and their _chk forms), nothing else;
+#  - libhdsm_mpi.so: MPI calls, and of its own code only what the tests reach.
+# Arguments: NM, HEADER (hdsm.h), HDSM, PRELOAD, MPI (a library path, or empty).
+function(exported out library)
+  execute_process(COMMAND ${NM} -D -C --defined-only ${library} OUTPUT_VARIABLE text RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${NM} -D ${library} failed (${rc})")
+  endif()
+  # "address type name": keep the names
+  string(REGEX REPLACE "(^|\n)[0-9a-f]+ [A-Za-z] " "\\1" text "${text}")
+  set(${out} "${text}" PARENT_SCOPE)
+endfunction()
+
+function(require text what)
+  foreach(name IN LISTS ARGN)
+    if(NOT text MATCHES "(^|\n)${name}(\n|$)")
+      message(SEND_ERROR "${what} does not export ${name}")
+    endif()
+  endforeach()
+endfunction()
+
+function(forbid text what)
+  foreach(pattern IN LISTS ARGN)
+    string(REGEX MATCH "(^|\n)[^\n]*${pattern}[^\n]*" hit "${text}")
+    if(hit)
+      string(STRIP "${hit}" hit)
+      message(SEND_ERROR "${what} exports ${hit}, which should be hidden")
+    endif()
+  endforeach()
+endfunction()
+
+exported(hdsm ${HDSM})
+file(STRINGS ${HEADER} declarations REGEX "^[a-z].*[ *]hdsm_[a-z_]+\\(")
+list(LENGTH declarations count)
+if(count LESS 20)
+  message(FATAL_ERROR "found only ${count} function declarations in ${HEADER}")
+endif()
+foreach(line IN LISTS declarations)
+  string(REGEX MATCH "hdsm_[a-z_]+\\(" name "${line}")
+  string(REPLACE "(" "" name "${name}")
+  require("${hdsm}" libhdsm ${name})
+endforeach()
+require("${hdsm}" libhdsm read write pread pwrite readv writev fread fwrite "hdsm::Runtime::Runtime\\(hdsm::Config\\)")
+forbid("${hdsm}" libhdsm "hdsm::opencl::" "hdsm::cuda::" "hdsm::sim::SimDevice" "hdsm::obs::Tracer::"
+       "hdsm::exec::FiberWorker"
+       "hdsm::detail::UnifiedModel" "hdsm::BufferTable<" "fmt::v[0-9]+::")
+
+exported(preload ${PRELOAD})
+string(REGEX REPLACE "\n$" "" preload "${preload}")
+string(REPLACE "\n" ";" names "${preload}")
+list(SORT names)
+set(expected __memcpy_chk __memmove_chk __memset_chk memcpy memmove memset)
+if(NOT names STREQUAL expected)
+  message(SEND_ERROR "libhdsm_preload exports '${names}', not '${expected}'")
+endif()
+
+if(MPI)
+  exported(mpi ${MPI})
+  require("${mpi}" libhdsm_mpi MPI_Send MPI_Recv MPI_Allreduce "hdsm::mpi::receive_buffers\\(hdsm::Runtime const&\\)")
+  string(REGEX MATCHALL "hdsm::mpi::[A-Za-z_]+" own "${mpi}")
+  list(REMOVE_DUPLICATES own)
+  if(NOT own STREQUAL "hdsm::mpi::receive_buffers")
+    message(SEND_ERROR "libhdsm_mpi exports its own ${own}; only hdsm::mpi::receive_buffers is meant to be")
+  endif()
+endif()
