@@ -51,6 +51,9 @@ struct Stats {
   std::uint64_t kernel_launches = 0;
   std::uint64_t read_faults = 0;
   std::uint64_t write_faults = 0;
+  /// Objects a sync fetched because the host read them back after earlier syncs (HDSM_SYNC_PREFETCH);
+  /// their bytes count as Action::acquire.
+  std::uint64_t sync_prefetches = 0;
   /// Time threads spent in the fault handler for shared memory, resolving included. Measured only
   /// with HDSM_STATS=1 or a trace (HDSM_TRACE); 0 otherwise, as timing costs two clock reads a fault.
   std::uint64_t fault_handler_ns = 0;

@@ -36,7 +36,8 @@ SharedSpace::SharedSpace(std::span<Device* const> devices, ProtocolKind kind, st
       arena_(static_cast<unsigned>(devices.size()), tuning.segment_bytes, tuning.arena_keep_bytes),
       directory_(arena_, block_bytes),
       rolling_step_(tuning.rolling_step),
-      read_ahead_(std::max(1u, tuning.read_ahead)) {
+      read_ahead_(std::max(1u, tuning.read_ahead)),
+      sync_prefetch_bytes_(kind == ProtocolKind::batch ? 0 : tuning.sync_prefetch_bytes) {
   if (devices_.empty()) throw InvalidArgument("shared space: no devices");
   // Rolling-window ids pack the object id and the block index into 32 bits each.
   if (tuning.segment_bytes / block_bytes > (std::size_t{1} << 32))
@@ -325,6 +326,7 @@ void SharedSpace::acquire(unsigned device, std::span<const ObjectUse> uses, cons
     if (!plan.copies.empty()) queues_[device]->record().wait();
     for (const ProtectionRun& run : plan.protections)
       e->protection->set(run.first_block, run.blocks, run.protection);
+    bytes += sync_prefetch(*e);
     forget_clean(*e, 0, e->object->blocks);
   }
   if (tracer_ != nullptr) trace(fmt::format("acquire on device {}", device), begin, bytes);
@@ -515,6 +517,7 @@ bool SharedSpace::on_fault(void* address, os::FaultAccess access) {
       b = run_end;
     }
     for (std::size_t b = first; b < end; ++b) states[b] = next[b - first].next;
+    if (fetched > 0) e->host_reads_back = true;
     (write ? counters_.write_faults : counters_.read_faults).fetch_add(1, std::memory_order_relaxed);
     if (kind_ == ProtocolKind::rolling && states[hit.block] == BlockState::dirty) {
       std::lock_guard window_lock(window_mutex_);
@@ -544,6 +547,42 @@ std::size_t SharedSpace::read_ahead_end(Entry& e, std::size_t block) const {
   while (end < limit && states[end] == BlockState::invalid) ++end;
   e.read_next = end;
   return end;
+}
+
+// A program that reads a result after every sync pays, per round, a fault, a hand-off to the fault
+// service and a wait for the fetch there. Fetching small objects it read back before at the sync
+// instead costs the same copy and protection change, without the fault. Each kSyncPrefetchProbe-th
+// such sync leaves the object to fault, so that one the host stopped reading stops being fetched
+// after at most kSyncPrefetchProbe - 1 wasted copies.
+std::size_t SharedSpace::sync_prefetch(Entry& e) {
+  if (!e.host_reads_back || e.object->bytes > sync_prefetch_bytes_) return 0;
+  if (++e.prefetches % kSyncPrefetchProbe == 0) {
+    e.host_reads_back = false;
+    return 0;
+  }
+  std::vector<BlockState>& states = e.object->states;
+  std::vector<std::pair<std::size_t, std::size_t>> runs;  // [first, end) of invalid blocks
+  for (std::size_t b = 0; b < states.size(); ++b) {
+    if (states[b] != BlockState::invalid) continue;
+    if (!runs.empty() && runs.back().second == b)
+      ++runs.back().second;
+    else
+      runs.emplace_back(b, b + 1);
+  }
+  if (runs.empty()) return 0;
+  e.pending.wait();
+  std::size_t bytes = 0;
+  for (const auto& [first, end] : runs)
+    bytes += copy_blocks(e, Transfer::to_host, first, end - first, Action::acquire);
+  queues_[e.device]->record().wait();
+  const Transition read = coherence::on_fault(kind_, BlockState::invalid, Access::read);
+  for (const auto& [first, end] : runs) {
+    e.protection->set(first, end - first, read.protection);
+    std::fill(states.begin() + static_cast<std::ptrdiff_t>(first),
+              states.begin() + static_cast<std::ptrdiff_t>(end), read.next);
+  }
+  counters_.sync_prefetches.fetch_add(1, std::memory_order_relaxed);
+  return bytes;
 }
 
 void SharedSpace::evict(RollingWindow::BlockId block) {

@@ -63,7 +63,14 @@ struct SpaceTuning {
   /// (HDSM_READ_AHEAD); 1 fetches the faulting block only, as seed 000.
   unsigned read_ahead = 1;
   std::size_t arena_keep_bytes = 0;  // freed memory kept for new objects (HDSM_ARENA_KEEP)
+  /// Lazy and rolling: objects up to this size that the host reads back after syncs are fetched by
+  /// the sync itself (HDSM_SYNC_PREFETCH); 0: never, every such read faults.
+  std::size_t sync_prefetch_bytes = 0;
 };
+
+/// Of the syncs that would fetch an object the host read back before, every this many leaves it to
+/// fault instead: if the host no longer reads it, the syncs stop fetching it.
+inline constexpr unsigned kSyncPrefetchProbe = 8;
 
 /// How a kernel call uses one shared object. A call that annotated a range touches only [pointer,
 /// pointer + bytes); kWholeObject: the whole object `pointer` lies in. The range narrows only which
@@ -202,6 +209,10 @@ class SharedSpace {
     /// Rolling-update read-ahead: the block after the last read fault's fetched run, and its length.
     std::size_t read_next = SIZE_MAX;
     std::size_t read_run = 0;
+    /// Sync prefetch: a fault fetched the object since the last probe (the host reads it back after
+    /// syncs), and the syncs that fetched it since.
+    bool host_reads_back = false;
+    unsigned prefetches = 0;
   };
 
   /// The part of one live object a shared range covers.
@@ -283,6 +294,9 @@ class SharedSpace {
   void evict(RollingWindow::BlockId block);
   /// The end of the blocks a rolling-update read fault on `block` fetches (the caller holds e's lock).
   std::size_t read_ahead_end(Entry& e, std::size_t block) const;
+  /// At a sync: fetches e's invalid blocks and makes them readable, as read faults would, when the
+  /// host is expected to read the object back (the caller holds e's lock); the bytes fetched.
+  std::size_t sync_prefetch(Entry& e);
   static RollingWindow::BlockId block_id(ObjectId object, std::size_t block) {
     return (object << 32) | block;
   }
@@ -298,6 +312,7 @@ class SharedSpace {
   std::vector<std::unique_ptr<Queue>> queues_;
   std::size_t rolling_step_;
   std::size_t read_ahead_;
+  std::size_t sync_prefetch_bytes_;
 
   mutable os::RankedMutex<std::mutex> objects_mutex_{os::LockRank::objects};
   std::unordered_map<ObjectId, std::shared_ptr<Entry>> objects_;

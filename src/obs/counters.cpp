@@ -65,8 +65,9 @@ std::string Stats::to_string() const {
     if (d.program_builds + d.program_cache_loads != 0)
       out += fmt::format("  {} programs: {} built from source, {} loaded from the cache\n", d.name,
                          d.program_builds, d.program_cache_loads);
-  out += fmt::format("  shared memory faults: {} read, {} write, {:.3f} ms in the handler\n", read_faults,
-                     write_faults, static_cast<double>(fault_handler_ns) / 1e6);
+  out += fmt::format(
+      "  shared memory faults: {} read, {} write, {:.3f} ms in the handler; {} objects fetched at syncs\n",
+      read_faults, write_faults, static_cast<double>(fault_handler_ns) / 1e6, sync_prefetches);
   out += fmt::format("  enqueue lock waits: {} contended, {:.3f} ms blocked\n", lock_waits,
                      static_cast<double>(lock_wait_ns) / 1e6);
   for (int a = 0; a < kActionCount; ++a)
@@ -106,6 +107,7 @@ Stats Counters::snapshot() const {
   }
   s.read_faults = read_faults.load(std::memory_order_relaxed);
   s.write_faults = write_faults.load(std::memory_order_relaxed);
+  s.sync_prefetches = sync_prefetches.load(std::memory_order_relaxed);
   s.fault_handler_ns = fault_handler_ns.load(std::memory_order_relaxed);
   s.lock_wait_ns = lock_wait_ns.load(std::memory_order_relaxed);
   s.lock_waits = lock_waits.load(std::memory_order_relaxed);
@@ -124,6 +126,7 @@ void Counters::reset() {
   }
   read_faults.store(0, std::memory_order_relaxed);
   write_faults.store(0, std::memory_order_relaxed);
+  sync_prefetches.store(0, std::memory_order_relaxed);
   fault_handler_ns.store(0, std::memory_order_relaxed);
   lock_wait_ns.store(0, std::memory_order_relaxed);
   lock_waits.store(0, std::memory_order_relaxed);

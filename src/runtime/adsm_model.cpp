@@ -119,7 +119,8 @@ coherence::SharedSpace& AdsmModel::shared_space() {
       .segment_bytes = checked_size(config, Knob::arena_segment, false),
       .rolling_step = static_cast<unsigned>(config.integer(knob_name(Knob::rolling_step))),
       .read_ahead = static_cast<unsigned>(config.integer(knob_name(Knob::read_ahead))),
-      .arena_keep_bytes = config.size(knob_name(Knob::arena_keep))};
+      .arena_keep_bytes = config.size(knob_name(Knob::arena_keep)),
+      .sync_prefetch_bytes = config.size(knob_name(Knob::sync_prefetch))};
   space_ = std::make_unique<coherence::SharedSpace>(rt_.devices, kind, block, rt_.counters, tuning,
                                                     &rt_.tracer, copy_setup());
   const os::Arena& arena = space_->directory().arena();

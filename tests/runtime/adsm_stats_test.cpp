@@ -129,6 +129,73 @@ class MemfdFile {
   int fd_;
 };
 
+// A sync fetches a small object the host read back after the previous sync, so that the read takes
+// no fault; every kSyncPrefetchProbe-th sync leaves it to fault, which tells whether the host still
+// reads it. A write after a fetched read still faults (the block is read-only) and reaches the kernel.
+TEST(AdsmStats, SyncFetchesSmallObjectsTheHostReadsBack) {
+  for (const char* protocol : {"lazy", "rolling"}) {
+    SCOPED_TRACE(protocol);
+    hdsm::Runtime rt{stats_config(protocol).set("HDSM_SYNC_PREFETCH", "64KiB")};
+    const std::size_t n = kBlock / sizeof(int);
+    int* x = rt.alloc<int>(n);
+    rt.reset_stats();
+    constexpr int kRounds = 17;  // faults in rounds 1, 9 and 17; fetched by the syncs of the others
+    for (int r = 1; r <= kRounds; ++r) {
+      x[n - 1] = 10 * r;  // a write fault: read-only after the fetch, or after the fault's
+      rt.call(increment(), hdsm::cover(n), x, std::uint64_t{n});
+      rt.sync();
+      ASSERT_EQ(x[n - 1], 10 * r + 1);
+      ASSERT_EQ(x[0], r);
+    }
+    const hdsm::Stats s = rt.stats();
+    EXPECT_EQ(s.read_faults, 3u);
+    EXPECT_EQ(s.write_faults, static_cast<std::uint64_t>(kRounds));
+    EXPECT_EQ(s.sync_prefetches, kRounds - 3u);
+    EXPECT_EQ(action_bytes(s, hdsm::Action::acquire), (kRounds - 3) * kBlock);
+    EXPECT_EQ(action_bytes(s, hdsm::Action::fault), 3 * kBlock);
+    expect_actions_match_routes(s);
+    rt.free(x);
+  }
+}
+
+// An object the host stops reading is fetched by at most kSyncPrefetchProbe - 1 more syncs; objects
+// above HDSM_SYNC_PREFETCH, and every object with HDSM_SYNC_PREFETCH=0, fault at every read.
+TEST(AdsmStats, SyncPrefetchStopsAndHasALimit) {
+  {
+    hdsm::Runtime rt{stats_config("lazy").set("HDSM_SYNC_PREFETCH", "64KiB")};
+    int* x = rt.alloc<int>(1);
+    *x = 0;
+    rt.reset_stats();
+    for (int r = 1; r <= 30; ++r) {
+      rt.call(increment(), hdsm::cover(1), x, std::uint64_t{1});
+      rt.sync();
+      if (r <= 2) {  // round 1 faults, round 2's sync fetches; then no more reads
+        EXPECT_EQ(*x, r);
+      }
+    }
+    EXPECT_EQ(rt.stats().read_faults, 1u);
+    EXPECT_EQ(rt.stats().sync_prefetches, 7u);  // rounds 2 to 8; round 9 probes and sees no fault
+    EXPECT_EQ(*x, 30);
+    rt.free(x);
+  }
+  for (const char* limit : {"4KiB", "0"}) {
+    SCOPED_TRACE(limit);
+    hdsm::Runtime rt{stats_config("lazy").set("HDSM_SYNC_PREFETCH", limit)};
+    const std::size_t n = (std::string(limit) == "0" ? 1 : 2) * kBlock / sizeof(int);
+    int* x = rt.alloc<int>(n);
+    x[0] = 0;
+    rt.reset_stats();
+    for (int r = 1; r <= 10; ++r) {
+      rt.call(increment(), hdsm::cover(n), x, std::uint64_t{n});
+      rt.sync();
+      ASSERT_EQ(x[0], r);
+    }
+    EXPECT_EQ(rt.stats().read_faults, 10u);
+    EXPECT_EQ(rt.stats().sync_prefetches, 0u);
+    rt.free(x);
+  }
+}
+
 TEST(AdsmStats, TraceShowsReleaseAcquireAndFaults) {
   MemfdFile file;
   ASSERT_TRUE(file.ok());
