@@ -1,13 +1,15 @@
 // Faults on objects of different devices resolve in parallel: each device's objects have a fault
 // service of their own. Two threads each read an object of its own device whose data only the device
 // holds; each read fault fetches 4 MiB over a 0.1 GB/s link (about 42 ms). Served one after the other
-// the two would take twice as long as one; served in parallel, about as long.
+// the two would take twice as long as one; served in parallel, about as long. Each figure is the
+// fastest of three rounds: a busy machine only ever adds time.
 #include <hdsm/hdsm.hpp>
 
 #include "timing/slow_link.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <thread>
@@ -24,12 +26,13 @@ const hdsm::Kernel& fill_kernel() {
   return k;
 }
 
-/// An object of `device` whose data only the device holds.
-unsigned char* device_resident(hdsm::Runtime& rt, int device) {
-  auto* p = static_cast<unsigned char*>(rt.alloc(kBytes, device));
+constexpr int kRounds = 3;
+
+/// Makes the device the only holder of `p`'s data again: the kernel writes it and the host copy is
+/// invalid after the sync.
+void make_device_resident(hdsm::Runtime& rt, unsigned char* p) {
   rt.call(fill_kernel(), hdsm::cover(kBytes), hdsm::out(p), std::uint64_t{kBytes});
   rt.sync();
-  return p;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point begin) {
@@ -49,13 +52,20 @@ double read_at_once(unsigned char* a, unsigned char* b) {
 TEST(FaultServiceTiming, FaultsOfTwoDevicesResolveInParallel) {
   // Lazy update: a read fault fetches the whole object.
   hdsm::Runtime rt(hdsm::test::slow_link("none").set("HDSM_PROTOCOL", "lazy"));
-  unsigned char* alone = device_resident(rt, 0);
-  const auto begin = std::chrono::steady_clock::now();
-  EXPECT_EQ(*static_cast<volatile unsigned char*>(alone), 1);
-  const double one = seconds_since(begin);
-  unsigned char* a = device_resident(rt, 0);
-  unsigned char* b = device_resident(rt, 1);
-  const double both = read_at_once(a, b);
+  auto* alone = static_cast<unsigned char*>(rt.alloc(kBytes, 0));
+  auto* a = static_cast<unsigned char*>(rt.alloc(kBytes, 0));
+  auto* b = static_cast<unsigned char*>(rt.alloc(kBytes, 1));
+  double one = 1e9;
+  double both = 1e9;
+  for (int round = 0; round < kRounds; ++round) {
+    make_device_resident(rt, alone);
+    const auto begin = std::chrono::steady_clock::now();
+    EXPECT_EQ(*static_cast<volatile unsigned char*>(alone), 1);
+    one = std::min(one, seconds_since(begin));
+    make_device_resident(rt, a);
+    make_device_resident(rt, b);
+    both = std::min(both, read_at_once(a, b));
+  }
   EXPECT_LT(both, 1.5 * one) << "two devices' faults took " << both << " s, one took " << one
                              << " s: they were resolved one after the other";
   rt.free(alone);
