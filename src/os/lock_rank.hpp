@@ -7,6 +7,8 @@
 // try-locks, which cannot deadlock.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include "os/fault_mutex.hpp"
 
 #include <cstdint>
@@ -22,13 +24,13 @@ enum class LockRank : std::uint8_t {
   objects = 5,    // the shared space's object table
   directory = 6,  // the object directory
 };
-const char* to_string(LockRank rank) noexcept;
+HDSM_API const char* to_string(LockRank rank) noexcept;
 
 namespace detail {
 #ifndef NDEBUG
 /// Checks that `lock` (rank, order) may be taken with what this thread holds, then records it.
-void rank_acquired(const void* lock, LockRank rank, unsigned order) noexcept;
-void rank_released(const void* lock) noexcept;
+HDSM_API void rank_acquired(const void* lock, LockRank rank, unsigned order) noexcept;
+HDSM_API void rank_released(const void* lock) noexcept;
 #endif
 }  // namespace detail
 
