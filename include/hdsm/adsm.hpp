@@ -22,6 +22,7 @@
 
 #include <hdsm/export.h>
 
+#include <hdsm/container.hpp>
 #include <hdsm/kernel.hpp>
 #include <hdsm/runtime.hpp>
 
@@ -144,6 +145,11 @@ void Runtime::call(const KernelOf<P...>& kernel, const Launch& launch, A&&... ar
   if constexpr (sizeof...(P) != sizeof...(A)) {
     static_assert(detail::always_false<KernelOf<P...>>,
                   "hdsm::call: the number of arguments differs from the kernel's parameters");
+  } else if constexpr ((detail::is_container_ref<std::decay_t<A>> || ...)) {
+    // Containers: on the default device, synchronized at host accesses of the containers.
+    const auto packed = detail::pack_typed_launch<P...>(static_cast<const std::decay_t<A>&>(args)...);
+    detail::launch_containers(*this, static_cast<unsigned>(default_device().properties().index), kernel,
+                              launch, packed);
   } else {
     const std::array<detail::CallArg, sizeof...(A)> packed{
         detail::typed_call_arg<P>(static_cast<const std::decay_t<A>&>(args))...};
@@ -169,8 +175,14 @@ T* Runtime::safe(T* p) const {
 
 template <class... A>
 void Runtime::call(const Kernel& kernel, const Launch& launch, A&&... args) {
-  const std::array<detail::CallArg, sizeof...(A)> packed{detail::call_arg(std::decay_t<A>(args))...};
-  call_args(kernel, launch, packed);
+  if constexpr ((detail::is_container_ref<std::decay_t<A>> || ...)) {
+    const auto packed = detail::pack_launch(static_cast<const std::decay_t<A>&>(args)...);
+    detail::launch_containers(*this, static_cast<unsigned>(default_device().properties().index), kernel,
+                              launch, packed);
+  } else {
+    const std::array<detail::CallArg, sizeof...(A)> packed{detail::call_arg(std::decay_t<A>(args))...};
+    call_args(kernel, launch, packed);
+  }
 }
 
 /// The same calls on the default runtime (Runtime::instance()).

@@ -7,11 +7,14 @@
 #include <hdsm/version.h>
 #include <hdsm/adsm.hpp>
 #include <hdsm/config.hpp>
+#include <hdsm/container.hpp>
 #include <hdsm/device.hpp>
 #include <hdsm/error.hpp>
 #include <hdsm/kernel.hpp>
+#include <hdsm/matrix.hpp>
 #include <hdsm/runtime.hpp>
 #include <hdsm/stats.hpp>
+#include <hdsm/vector.hpp>
 
 HDSM_VISIBLE_BEGIN
 namespace hdsm {

@@ -12,6 +12,7 @@
 #include <hdsm/hdsm.hpp>
 
 #include "support/cuda_kernels.hpp"
+#include "support/model_run.hpp"
 #include "support/test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -35,11 +36,6 @@ namespace {
 constexpr std::uint64_t kDefaultSeed = 0x5eed2008;
 constexpr int kDefaultIterations = 300;
 constexpr std::size_t kMaxObjects = 6;
-
-std::uint64_t env_number(const char* name, std::uint64_t fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? std::strtoull(v, nullptr, 0) : fallback;
-}
 
 unsigned char pattern_byte(std::uint64_t i, std::uint32_t salt) {
   return static_cast<unsigned char>((i * 131u + salt) ^ (i >> 9));
@@ -153,10 +149,8 @@ class AdsmModel : public ::testing::TestWithParam<Param> {
       GTEST_SKIP() << "no " << GetParam().backend << " device here: " << e.what();
     }
     first_device_ = opencl || cuda ? rt_->default_device().properties().index : 0;
-    base_seed_ = env_number("HDSM_MODEL_SEED", kDefaultSeed);
-    iterations_ = static_cast<int>(env_number("HDSM_MODEL_ITERATIONS", kDefaultIterations));
-    rng_.seed(base_seed_ ^ (std::hash<std::string>{}(GetParam().protocol) + GetParam().block_bytes * 7 +
-                            GetParam().devices));
+    rng_.seed(run_.seed() ^ (std::hash<std::string>{}(GetParam().protocol) + GetParam().block_bytes * 7 +
+                             GetParam().devices));
     block_ = GetParam().block_bytes;
     max_bytes_ = std::min<std::size_t>(3 * block_ + block_ / 3, std::size_t{2} << 20);
   }
@@ -188,16 +182,8 @@ class AdsmModel : public ::testing::TestWithParam<Param> {
     return {offset, len};
   }
 
-  void log(std::string line) {
-    trace_.push_back(std::move(line));
-    if (trace_.size() > 12) trace_.pop_front();
-  }
-  std::string where() const {
-    std::string s = "reproduce with HDSM_MODEL_SEED=" + std::to_string(base_seed_) + " (iterations " +
-                    std::to_string(iterations_) + "); last steps:";
-    for (const auto& line : trace_) s += "\n  " + line;
-    return s;
-  }
+  void log(std::string line) { run_.log(std::move(line)); }
+  std::string where() const { return run_.where(); }
 
   void check_range(const Object& o, std::size_t offset, std::size_t len, const char* what) {
     std::vector<unsigned char> got(len);
@@ -449,18 +435,16 @@ class AdsmModel : public ::testing::TestWithParam<Param> {
 
   std::unique_ptr<hdsm::Runtime> rt_;
   std::mt19937_64 rng_;
-  std::uint64_t base_seed_ = 0;
-  int iterations_ = 0;
+  hdsm::test::ModelRun run_{kDefaultSeed, kDefaultIterations};
   std::size_t block_ = 0, max_bytes_ = 0;
   std::size_t kernel_align_ = 1;  // where kernel ranges may start
   bool remote_ = false;           // kernels may take objects of other devices
   unsigned first_device_ = 0;     // the runtime's index of the model's device 0
   std::vector<Object> objects_;
-  std::deque<std::string> trace_;
 };
 
 TEST_P(AdsmModel, MatchesPlainMemory) {
-  for (int step = 0; step < iterations_; ++step) {
+  for (int step = 0; step < run_.iterations(); ++step) {
     const std::size_t r = below(100);
     if (objects_.empty() || (r < 10 && objects_.size() < kMaxObjects)) {
       alloc();

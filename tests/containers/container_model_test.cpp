@@ -1,0 +1,256 @@
+// The randomized model test of the containers: random host reads, writes and read-writes of random
+// ranges (through host_range and the element proxies), and kernels that write, read-write and read
+// random ranges on random devices, against plain arrays. Device memory is small, so copies are
+// evicted, and fresh device buffers are poisoned, so data nobody moved shows. Each device read's
+// result and each host read is checked at once, and every vector in full every kCheckEvery steps.
+// HDSM_MODEL_SEED and HDSM_MODEL_ITERATIONS set the seed and the number of steps per configuration.
+#include <hdsm/hdsm.hpp>
+
+#include "support/model_run.hpp"
+#include "support/test_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <deque>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using hdsm::Access;
+using u32 = std::uint32_t;
+
+constexpr std::uint64_t kDefaultSeed = 20261126;
+constexpr int kDefaultIterations = 20000;
+constexpr int kCheckEvery = 50;
+constexpr std::size_t kElements = 65536;  // 256 KiB per vector: five and a result are 1.5x the 1 MiB devices
+constexpr int kVectors = 5;
+
+u32 fill_value(u32 seed, std::uint64_t i) { return seed * 2654435761u + static_cast<u32>(i); }
+
+/// p[i] = seed * 2654435761 + i
+const hdsm::Kernel& fill_kernel() {
+  static const hdsm::Kernel k = hdsm::with_opencl(
+      R"(__kernel void model_fill(__global uint* p, ulong n, uint seed) {
+           const ulong i = get_global_id(0);
+           if (i < n) p[i] = seed * 2654435761u + (uint)i;
+         })",
+      hdsm::per_thread("model_fill", [](const hdsm::Thread& t, u32* p, std::uint64_t n, u32 seed) {
+        if (const auto i = t.global_x(); i < n) p[i] = fill_value(seed, i);
+      }));
+  return k;
+}
+/// p[i] = p[i] * 3 + b
+const hdsm::Kernel& mad_kernel() {
+  static const hdsm::Kernel k = hdsm::with_opencl(
+      R"(__kernel void model_mad(__global uint* p, ulong n, uint b) {
+           const ulong i = get_global_id(0);
+           if (i < n) p[i] = p[i] * 3u + b;
+         })",
+      hdsm::per_thread("model_mad", [](const hdsm::Thread& t, u32* p, std::uint64_t n, u32 b) {
+        if (const auto i = t.global_x(); i < n) p[i] = p[i] * 3u + b;
+      }));
+  return k;
+}
+/// out[i] = in[i] ^ 0x5a5a5a5a
+const hdsm::Kernel& copy_kernel() {
+  static const hdsm::Kernel k = hdsm::with_opencl(
+      R"(__kernel void model_copy(__global const uint* in, __global uint* out, ulong n) {
+           const ulong i = get_global_id(0);
+           if (i < n) out[i] = in[i] ^ 0x5a5a5a5au;
+         })",
+      hdsm::per_thread("model_copy", [](const hdsm::Thread& t, const u32* in, u32* out, std::uint64_t n) {
+        if (const auto i = t.global_x(); i < n) out[i] = in[i] ^ 0x5a5a5a5au;
+      }));
+  return k;
+}
+
+struct Param {
+  const char* backend;
+  unsigned devices;
+  const char* peers;  // HDSM_SIM_PEER
+};
+
+void PrintTo(const Param& p, std::ostream* os) {
+  *os << p.backend << ", " << p.devices << " devices, peers " << p.peers;
+}
+
+class ContainerModel : public ::testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
+    const bool opencl = std::string(GetParam().backend) == "opencl";
+    if (opencl && hdsm::test::opencl_only_without_lsan())
+      GTEST_SKIP() << "OpenCL under ASan runs in container.opencl_without_lsan";
+    hdsm::Config c = hdsm::test::fast_sim_config("rolling", "4KiB", "1MiB");
+    if (opencl) {
+      c.set("HDSM_DEVICE", "opencl").set("HDSM_OPENCL_MEMORY", "1MiB").set("HDSM_OPENCL_POISON", "1");
+    } else {
+      c.set("HDSM_SIM_DEVICES", std::to_string(GetParam().devices)).set("HDSM_SIM_PEER", GetParam().peers);
+    }
+    try {
+      rt_ = std::make_unique<hdsm::Runtime>(c);
+    } catch (const hdsm::NoDevice& e) {
+      GTEST_SKIP() << "no " << GetParam().backend << " device here: " << e.what();
+    }
+    if (opencl)
+      devices_ = {static_cast<unsigned>(rt_->default_device().properties().index)};
+    else
+      for (unsigned d = 0; d < GetParam().devices; ++d) devices_.push_back(d);
+    rng_.seed(run_.seed() ^
+              (GetParam().devices * 7919 + std::string(GetParam().peers).size() + (opencl ? 1 : 0)));
+    for (int k = 0; k < kVectors; ++k) {
+      vectors_.emplace_back(kElements, static_cast<u32>(k), hdsm::ContainerOptions{rt_.get()});
+      models_.emplace_back(kElements, static_cast<u32>(k));
+    }
+    result_ = std::make_unique<hdsm::Vector<u32>>(kElements, hdsm::ContainerOptions{rt_.get()});
+  }
+  void TearDown() override {
+    vectors_.clear();
+    result_.reset();
+    rt_.reset();
+  }
+
+  std::size_t below(std::size_t n) { return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng_); }
+  u32 any() { return static_cast<u32>(rng_()); }
+
+  /// A random range [first, first + n), n > 0: whole, tiny or up to a quarter of the vector.
+  std::pair<std::size_t, std::size_t> random_range() {
+    switch (below(6)) {
+      case 0:
+        return {0, kElements};
+      case 1: {
+        const std::size_t first = below(kElements);
+        return {first, 1 + below(std::min<std::size_t>(kElements - first, 64))};
+      }
+      default: {
+        const std::size_t first = below(kElements);
+        return {first, 1 + below(std::min(kElements - first, kElements / 4))};
+      }
+    }
+  }
+
+  void log(std::string line) { run_.log(std::move(line)); }
+  std::string where() const { return run_.where(); }
+
+  /// Compares got[0, n) with want[first, first + n).
+  bool same(const u32* got, const std::vector<u32>& want, std::size_t first, std::size_t n, const char* what,
+            u32 flip = 0) {
+    for (std::size_t i = 0; i < n; ++i)
+      if (got[i] != (want[first + i] ^ flip)) {
+        ADD_FAILURE() << what << ": element " << first + i << " is " << got[i] << ", expected "
+                      << (want[first + i] ^ flip) << "; " << where();
+        return false;
+      }
+    return true;
+  }
+
+  void step(int it) {
+    const int k = static_cast<int>(below(kVectors));
+    hdsm::Vector<u32>& v = vectors_[k];
+    std::vector<u32>& m = models_[k];
+    const unsigned d = devices_[below(devices_.size())];
+    const auto [first, n] = random_range();
+    const std::size_t op = below(100);
+    const std::string where_ = "v" + std::to_string(k) + "[" + std::to_string(first) + ", " +
+                               std::to_string(first + n) + ") dev " + std::to_string(d);
+    if (op < 12) {
+      log(std::to_string(it) + ": host read " + where_);
+      const u32* p = v.host_range(first, n, Access::read);
+      same(p, m, first, n, "host read");
+    } else if (op < 22) {
+      log(std::to_string(it) + ": host write " + where_);
+      u32* p = v.host_range(first, n, Access::write);
+      const u32 salt = any();
+      for (std::size_t i = 0; i < n; ++i) p[i] = m[first + i] = salt + static_cast<u32>(i) * 7u;
+    } else if (op < 30) {
+      const std::size_t i = first;
+      const u32 x = any();
+      switch (below(3)) {
+        case 0:
+          log(std::to_string(it) + ": proxy read " + where_);
+          if (static_cast<u32>(v[i]) != m[i])
+            ADD_FAILURE() << "proxy read of " << i << ": " << static_cast<u32>(v[i]) << " vs " << m[i] << "; "
+                          << where();
+          break;
+        case 1:
+          log(std::to_string(it) + ": proxy write " + where_);
+          v[i] = x;
+          m[i] = x;
+          break;
+        default:
+          log(std::to_string(it) + ": proxy += " + where_);
+          v[i] += x;
+          m[i] += x;
+      }
+    } else if (op < 45) {
+      log(std::to_string(it) + ": device write " + where_);
+      const u32 seed = any();
+      hdsm::launch(d, fill_kernel(), hdsm::cover(n), hdsm::out(v.range(first, n)), std::uint64_t{n}, seed);
+      for (std::size_t i = 0; i < n; ++i) m[first + i] = fill_value(seed, i);
+    } else if (op < 65) {
+      log(std::to_string(it) + ": device read-write " + where_);
+      const u32 b = any();
+      hdsm::launch(d, mad_kernel(), hdsm::cover(n), hdsm::inout(v.range(first, n)), std::uint64_t{n}, b);
+      for (std::size_t i = 0; i < n; ++i) m[first + i] = m[first + i] * 3u + b;
+    } else if (op < 85) {
+      log(std::to_string(it) + ": device read " + where_);
+      hdsm::launch(d, copy_kernel(), hdsm::cover(n), hdsm::in(v.range(first, n)),
+                   hdsm::out(result_->range(0, n)), std::uint64_t{n});
+      same(result_->host_range(0, n, Access::read), m, first, n, "device read", 0x5a5a5a5au);
+    } else if (op < 88) {
+      log(std::to_string(it) + ": update_host v" + std::to_string(k));
+      v.update_host();
+    } else if (op < 91) {
+      log(std::to_string(it) + ": flush v" + std::to_string(k));
+      v.flush();
+    } else if (op < 94) {
+      log(std::to_string(it) + ": invalidate_device_copies v" + std::to_string(k));
+      v.invalidate_device_copies();
+    } else {
+      log(std::to_string(it) + ": wait v" + std::to_string(k));
+      v.wait();
+    }
+  }
+
+  std::unique_ptr<hdsm::Runtime> rt_;
+  std::vector<unsigned> devices_;
+  std::vector<hdsm::Vector<u32>> vectors_;
+  std::vector<std::vector<u32>> models_;
+  std::unique_ptr<hdsm::Vector<u32>> result_;
+  std::mt19937_64 rng_;
+  hdsm::test::ModelRun run_{kDefaultSeed, kDefaultIterations};
+};
+
+TEST_P(ContainerModel, MatchesPlainArrays) {
+  for (int it = 0; it < run_.iterations(); ++it) {
+    step(it);
+    if (::testing::Test::HasFailure()) return;
+    if (it % kCheckEvery == kCheckEvery - 1)
+      for (int k = 0; k < kVectors; ++k) {
+        log(std::to_string(it) + ": check v" + std::to_string(k));
+        if (!same(vectors_[k].host_range(0, kElements, Access::read), models_[k], 0, kElements, "full check"))
+          return;
+      }
+  }
+  const hdsm::ContainerStats s = hdsm::container_stats(*rt_);
+  EXPECT_GT(s.evictions, 0u) << "the working set exceeds device memory";
+  RecordProperty("evictions", std::to_string(s.evictions));
+}
+
+INSTANTIATE_TEST_SUITE_P(All, ContainerModel,
+                         ::testing::Values(Param{"sim", 1, "all"}, Param{"sim", 2, "all"},
+                                           Param{"sim", 3, "none"}, Param{"sim", 4, "0-1,2-3"},
+                                           Param{"opencl", 1, "all"}),
+                         [](const auto& info) {
+                           std::string peers = info.param.peers;
+                           for (char& c : peers)
+                             if (c == '-' || c == ',') c = '_';
+                           return std::string(info.param.backend) + "_" + std::to_string(info.param.devices) +
+                                  "dev_" + peers;
+                         });
+
+}  // namespace

@@ -1,0 +1,441 @@
+// hdsm::Vector and hdsm::Matrix on sim devices: the std::vector interface, element proxies, kernels
+// on whole containers and parts, the copies each access makes (the seed's Fig. 2 walkthrough), both
+// mechanisms on the seed's two consistency scenarios, eviction under memory pressure, and bad input.
+#include <hdsm/hdsm.hpp>
+
+#include "support/test_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using hdsm::Access;
+using hdsm::Vector;
+
+hdsm::Config sim(unsigned devices = 2, const char* peers = "all", const char* memory = "64MiB") {
+  return hdsm::test::fast_sim_config("rolling", "4KiB", memory)
+      .set("HDSM_SIM_DEVICES", std::to_string(devices))
+      .set("HDSM_SIM_PEER", peers);
+}
+
+/// p[i] = p[i] * a + b
+const hdsm::Kernel& axpb() {
+  static const hdsm::Kernel k =
+      hdsm::per_thread("axpb", [](const hdsm::Thread& t, float* p, std::uint64_t n, float a, float b) {
+        if (const auto i = t.global_x(); i < n) p[i] = p[i] * a + b;
+      });
+  return k;
+}
+/// p[i] = value
+const hdsm::Kernel& fill() {
+  static const hdsm::Kernel k =
+      hdsm::per_thread("fill", [](const hdsm::Thread& t, float* p, std::uint64_t n, float v) {
+        if (const auto i = t.global_x(); i < n) p[i] = v;
+      });
+  return k;
+}
+/// out[i] = in[i] + in[i]
+const hdsm::Kernel& twice() {
+  static const hdsm::Kernel k =
+      hdsm::per_thread("twice", [](const hdsm::Thread& t, const float* in, float* out, std::uint64_t n) {
+        if (const auto i = t.global_x(); i < n) out[i] = in[i] + in[i];
+      });
+  return k;
+}
+
+/// Sleeps `ms` milliseconds in thread 0, then p[0] += 1.
+const hdsm::Kernel& slow() {
+  static const hdsm::Kernel k =
+      hdsm::per_thread("slow", [](const hdsm::Thread& t, float* p, std::uint64_t ms) {
+        if (t.global_x() == 0) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+          p[0] += 1;
+        }
+      });
+  return k;
+}
+
+hdsm::ContainerOptions on(hdsm::Runtime& rt, hdsm::Mechanism m = hdsm::Mechanism::improved) {
+  return {&rt, false, m};
+}
+
+TEST(Vector, HasTheInterfaceOfStdVector) {
+  hdsm::Runtime rt(sim());
+  Vector<int> a(4, on(rt));
+  EXPECT_EQ(a.size(), 4u);
+  EXPECT_EQ(a[3], 0) << "value-initialized";
+  Vector<int> b(3, 7, on(rt));
+  EXPECT_EQ(b[2], 7);
+  Vector<int> c({1, 2, 3}, on(rt));
+  EXPECT_EQ(c[1], 2);
+  const std::vector<int> src{5, 6, 7, 8};
+  Vector<int> d(src.begin(), src.end(), on(rt));
+  EXPECT_EQ(d.size(), 4u);
+  EXPECT_EQ(d[3], 8);
+  d.push_back(9);
+  EXPECT_EQ(d.size(), 5u);
+  EXPECT_EQ(d.back(), 9);
+  d.erase(d.begin() + 1, d.begin() + 3);
+  EXPECT_EQ(std::vector<int>(d.data(), d.data() + d.size()), (std::vector<int>{5, 8, 9}));
+  d.resize(5, 1);
+  EXPECT_EQ(d[4], 1);
+  d.resize(2);
+  EXPECT_EQ(d.size(), 2u);
+  int sum = 0;
+  for (auto it = d.begin(); it != d.end(); ++it) sum += *it;
+  EXPECT_EQ(sum, 13);
+  EXPECT_EQ(std::accumulate(c.begin(), c.end(), 0), 6);
+  c.swap(d);
+  EXPECT_EQ(c.size(), 2u);
+  EXPECT_EQ(d.size(), 3u);
+  d.clear();
+  EXPECT_TRUE(d.empty());
+  Vector<int> e = c;
+  e[0] = 100;
+  EXPECT_EQ(c[0], 5) << "a copy is deep";
+}
+
+TEST(Vector, ProxiesTellReadsWritesAndReadWrites) {
+  hdsm::Runtime rt(sim(1));
+  Vector<float> v(8, 1.0f, on(rt));
+  hdsm::launch(0, axpb(), hdsm::cover(8), hdsm::inout(v), std::uint64_t{8}, 2.0f, 1.0f);
+  hdsm::reset_container_stats(rt);
+  v[0] = 5.0f;  // a write of [0,1): the rest of the modified copy goes back, nothing of [0,1)
+  EXPECT_EQ(hdsm::container_stats(rt).device_to_host_bytes, 7 * sizeof(float));
+  EXPECT_EQ(v[1], 3.0f);
+  v[2] += 1.0f;
+  EXPECT_EQ(v[2], 4.0f);
+  EXPECT_EQ(v(0), 5.0f) << "unchecked access after the main copy is current";
+  const Vector<float>& cv = v;
+  EXPECT_EQ(cv[0], 5.0f);
+}
+
+TEST(Vector, KernelsOnWholeVectorsAndRanges) {
+  hdsm::Runtime rt(sim(2));
+  constexpr std::size_t n = 1000;
+  Vector<float> v(n, 1.0f, on(rt));
+  Vector<float> w(n, on(rt));
+  hdsm::launch(0, axpb(), hdsm::cover(n), hdsm::inout(v), std::uint64_t{n}, 3.0f, 0.0f);
+  hdsm::launch(1, axpb(), hdsm::cover(n / 2), hdsm::inout(v.begin() + n / 2, v.end()), std::uint64_t{n / 2},
+               1.0f, 1.0f);
+  hdsm::launch(0, twice(), hdsm::cover(n), hdsm::in(v), hdsm::out(w), std::uint64_t{n});
+  for (std::size_t i = 0; i < n; ++i) {
+    const float expect = i < n / 2 ? 3.0f : 4.0f;
+    ASSERT_EQ(v[i], expect) << i;
+    ASSERT_EQ(w[i], 2 * expect) << i;
+  }
+}
+
+TEST(Vector, TheSeedsWalkthroughMakesTwoCopiesInsteadOfSeven) {
+  hdsm::Runtime rt(sim(1));
+  constexpr std::size_t n = 64;
+  Vector<float> v(n, on(rt));
+  Vector<float> w(n, on(rt));
+  hdsm::launch(0, fill(), hdsm::cover(n), hdsm::out(v), std::uint64_t{n}, 2.0f);  // write only: no copy
+  EXPECT_EQ(v[5], 2.0f);                                                          // one copy back
+  hdsm::launch(0, axpb(), hdsm::cover(n), hdsm::inout(v), std::uint64_t{n}, 1.0f, 1.0f);
+  hdsm::launch(0, twice(), hdsm::cover(n), hdsm::in(v), hdsm::out(w), std::uint64_t{n});
+  hdsm::launch(0, twice(), hdsm::cover(n), hdsm::in(v), hdsm::out(w), std::uint64_t{n});
+  v[3] = 0.0f;  // the rest of the modified copy goes back
+  const hdsm::ContainerStats s = v.stats();
+  EXPECT_EQ(s.host_to_device_bytes, 0u);
+  EXPECT_EQ(s.write_backs, 2u);
+  EXPECT_EQ(s.device_allocations, 1u);
+  EXPECT_EQ(v[4], 3.0f);
+  EXPECT_EQ(v[3], 0.0f);
+}
+
+/// The seed's first scenario on one device: read all, write the last half, read all.
+std::vector<float> scenario_one(hdsm::Mechanism m) {
+  hdsm::Runtime rt(sim(1));
+  Vector<float> v(10, 1.0f, on(rt, m));
+  Vector<float> w(10, on(rt, m));
+  hdsm::launch(0, twice(), hdsm::cover(10), hdsm::in(v), hdsm::out(w), std::uint64_t{10});
+  hdsm::launch(0, fill(), hdsm::cover(5), hdsm::out(v.begin() + 5, v.end()), std::uint64_t{5}, 7.0f);
+  hdsm::launch(0, twice(), hdsm::cover(10), hdsm::in(v), hdsm::out(w), std::uint64_t{10});
+  return {w.data(), w.data() + 10};
+}
+
+TEST(VectorMechanisms, ScenarioOneInitialReadsStaleDataImprovedDoesNot) {
+  const std::vector<float> right{2, 2, 2, 2, 2, 14, 14, 14, 14, 14};
+  EXPECT_EQ(scenario_one(hdsm::Mechanism::improved), right);
+  EXPECT_NE(scenario_one(hdsm::Mechanism::initial), right);
+}
+
+/// part[i] += all[(first + i + 1) % total]: `all` is read at any index (replicated), `part` is split.
+const hdsm::Kernel& maparray() {
+  static const hdsm::Kernel k =
+      hdsm::per_thread("maparray", [](const hdsm::Thread& t, const float* all, float* part,
+                                      std::uint64_t first, std::uint64_t n, std::uint64_t total) {
+        if (const auto i = t.global_x(); i < n) part[i] += all[(first + i + 1) % total];
+      });
+  return k;
+}
+
+/// The seed's second scenario: two vectors, each in turn read whole on both devices and updated in
+/// halves, one half per device.
+std::vector<float> scenario_two(hdsm::Mechanism m, int iterations) {
+  hdsm::Runtime rt(sim(2));
+  constexpr std::size_t n = 10;
+  Vector<float> v0(n, on(rt, m));
+  Vector<float> v1(n, on(rt, m));
+  for (std::size_t i = 0; i < n; ++i) {
+    v0[i] = static_cast<float>(i);
+    v1[i] = static_cast<float>(100 + i);
+  }
+  const auto step = [&](Vector<float>& all, Vector<float>& part) {
+    for (unsigned d = 0; d < 2; ++d)
+      hdsm::launch(d, maparray(), hdsm::cover(n / 2), hdsm::in(all),
+                   hdsm::inout(part.range(d * n / 2, n / 2)), std::uint64_t{d * n / 2}, std::uint64_t{n / 2},
+                   std::uint64_t{n});
+  };
+  for (int it = 0; it < iterations; ++it) {
+    step(v0, v1);
+    step(v1, v0);
+  }
+  std::vector<float> out(v0.data(), v0.data() + n);
+  out.insert(out.end(), v1.data(), v1.data() + n);
+  return out;
+}
+
+std::vector<float> scenario_two_reference(int iterations) {
+  constexpr std::size_t n = 10;
+  std::vector<float> v0(n), v1(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    v0[i] = static_cast<float>(i);
+    v1[i] = static_cast<float>(100 + i);
+  }
+  for (int it = 0; it < iterations; ++it) {
+    std::vector<float> a = v0;
+    for (std::size_t i = 0; i < n; ++i) v1[i] += a[(i + 1) % n];
+    std::vector<float> b = v1;
+    for (std::size_t i = 0; i < n; ++i) v0[i] += b[(i + 1) % n];
+  }
+  std::vector<float> out = v0;
+  out.insert(out.end(), v1.begin(), v1.end());
+  return out;
+}
+
+TEST(VectorMechanisms, ScenarioTwoOnTwoDevicesInitialReadsStaleFullCopies) {
+  EXPECT_EQ(scenario_two(hdsm::Mechanism::improved, 3), scenario_two_reference(3));
+  EXPECT_EQ(scenario_two(hdsm::Mechanism::initial, 1), scenario_two_reference(1))
+      << "first iteration is right";
+  EXPECT_NE(scenario_two(hdsm::Mechanism::initial, 3), scenario_two_reference(3));
+}
+
+TEST(VectorMechanisms, TheKnobSetsTheDefault) {
+  hdsm::Runtime rt(sim(1).set("HDSM_CONTAINER_MECHANISM", "initial"));
+  Vector<float> v(4, hdsm::ContainerOptions{&rt});
+  EXPECT_EQ(v.mechanism(), hdsm::Mechanism::initial);
+  Vector<float> w(4, on(rt, hdsm::Mechanism::improved));
+  EXPECT_EQ(w.mechanism(), hdsm::Mechanism::improved);
+}
+
+TEST(VectorMemory, AWorkingSetOfOneAndAHalfDevicesIsEvictedWithoutLoss) {
+  hdsm::Runtime rt(sim(1, "all", "1MiB"));
+  constexpr std::size_t n = 64 * 1024;  // 256 KiB each, six of them
+  std::vector<Vector<float>> vs;
+  for (int k = 0; k < 6; ++k) vs.emplace_back(n, static_cast<float>(k), on(rt));
+  for (int round = 0; round < 3; ++round)
+    for (auto& v : vs) hdsm::launch(0, axpb(), hdsm::cover(n), hdsm::inout(v), std::uint64_t{n}, 1.0f, 1.0f);
+  for (int k = 0; k < 6; ++k) {
+    const float* p = vs[k].data();
+    for (std::size_t i = 0; i < n; i += 997) ASSERT_EQ(p[i], static_cast<float>(k + 3)) << k << " " << i;
+  }
+  const hdsm::ContainerStats s = hdsm::container_stats(rt);
+  EXPECT_GT(s.evictions, 0u);
+  EXPECT_GE(s.write_backs, s.evictions) << "every evicted copy was modified";
+}
+
+TEST(VectorMemory, AnAccessLargerThanTheDeviceFailsAndLosesNothing) {
+  hdsm::Runtime rt(sim(1, "all", "1MiB"));
+  Vector<float> big(512 * 1024, 2.0f, on(rt));
+  EXPECT_THROW(hdsm::launch(0, axpb(), hdsm::cover(512 * 1024), hdsm::inout(big), std::uint64_t{512 * 1024},
+                            1.0f, 1.0f),
+               hdsm::OutOfDeviceMemory);
+  EXPECT_EQ(big[100], 2.0f);
+  hdsm::launch(0, axpb(), hdsm::cover(1024), hdsm::inout(big.range(0, 1024)), std::uint64_t{1024}, 1.0f,
+               1.0f);
+  EXPECT_EQ(big[100], 3.0f);
+  EXPECT_EQ(big[2000], 2.0f);
+}
+
+TEST(VectorMemory, ACopyInUseByACallInFlightIsEvictedOnlyAfterTheCall) {
+  hdsm::Runtime rt(sim(1, "all", "1MiB"));
+  Vector<float> busy(128 * 1024, 1.0f, on(rt));  // 512 KiB
+  Vector<float> next(160 * 1024, 1.0f, on(rt));  // 640 KiB: both do not fit
+  hdsm::launch(0, slow(), hdsm::cover(1), hdsm::inout(busy), std::uint64_t{200});
+  hdsm::launch(0, axpb(), hdsm::cover(160 * 1024), hdsm::inout(next), std::uint64_t{160 * 1024}, 2.0f, 0.0f);
+  EXPECT_EQ(busy[0], 2.0f) << "the slow call's write survived the eviction of its copy";
+  EXPECT_EQ(busy[1], 1.0f);
+  EXPECT_EQ(next[5], 2.0f);
+  EXPECT_EQ(busy.stats().evictions, 1u);
+}
+
+TEST(VectorMemory, APinnedMainCopyWorksLikeAPageableOne) {
+  hdsm::Runtime rt(sim(2, "none"));
+  Vector<float> v(4096, 1.0f, hdsm::ContainerOptions{&rt, true});
+  EXPECT_TRUE(v.core().pinned());
+  hdsm::launch(0, axpb(), hdsm::cover(4096), hdsm::inout(v), std::uint64_t{4096}, 2.0f, 1.0f);
+  hdsm::launch(1, axpb(), hdsm::cover(4096), hdsm::inout(v), std::uint64_t{4096}, 2.0f, 1.0f);
+  EXPECT_EQ(v[4095], 7.0f);
+  v.resize(8192, 2.0f);
+  EXPECT_EQ(v[8191], 2.0f);
+  EXPECT_EQ(v[0], 7.0f);
+}
+
+TEST(VectorMechanisms, TheStatisticsShowWhatEachMechanismAllocates) {
+  // A host write between device reads: the initial mechanism frees every device copy and allocates
+  // it again; the improved one invalidates and reuses it.
+  const auto allocations = [](hdsm::Mechanism m) {
+    hdsm::Runtime rt(sim(1));
+    Vector<float> v(256, 1.0f, on(rt, m));
+    Vector<float> w(256, on(rt, m));
+    for (int round = 0; round < 4; ++round) {
+      hdsm::launch(0, twice(), hdsm::cover(256), hdsm::in(v), hdsm::out(w), std::uint64_t{256});
+      v[round] = static_cast<float>(round);
+    }
+    EXPECT_EQ(w[3], 2.0f);
+    return v.stats().device_allocations;
+  };
+  EXPECT_EQ(allocations(hdsm::Mechanism::improved), 1u);
+  EXPECT_EQ(allocations(hdsm::Mechanism::initial), 4u);
+}
+
+TEST(Vector, AResizeWritesBackAndDropsTheDeviceCopies) {
+  hdsm::Runtime rt(sim(1));
+  Vector<float> v(100, 1.0f, on(rt));
+  hdsm::launch(0, axpb(), hdsm::cover(100), hdsm::inout(v), std::uint64_t{100}, 1.0f, 1.0f);
+  v.wait();
+  EXPECT_EQ(v.core().device_copies(), 1u);
+  v.resize(150);
+  EXPECT_EQ(v.core().device_copies(), 0u);
+  EXPECT_EQ(v[99], 2.0f);
+  EXPECT_EQ(v[149], 0.0f);
+}
+
+TEST(Vector, HdsmCallTakesContainersOnTheDefaultDevice) {
+  hdsm::Runtime rt(sim(2));
+  Vector<float> v(64, 1.0f, on(rt));
+  auto k =
+      hdsm::per_thread("typed_axpb", [](const hdsm::Thread& t, float* p, std::uint64_t n, float a, float b) {
+        if (const auto i = t.global_x(); i < n) p[i] = p[i] * a + b;
+      });
+  rt.call(k, hdsm::cover(64), hdsm::inout(v), 64, 3.0f, 1.0f);  // 64 and 1.0f convert at compile time
+  EXPECT_EQ(v[63], 4.0f);
+  rt.call(axpb(), hdsm::cover(32), hdsm::inout(v.begin(), v.begin() + 32), std::uint64_t{32}, 1.0f, 1.0f);
+  EXPECT_EQ(v[31], 5.0f);
+  EXPECT_EQ(v[32], 4.0f);
+}
+
+TEST(VectorAsync, AHostAccessWaitsOnlyForConflictingCalls) {
+  hdsm::Runtime rt(sim(2));
+  Vector<float> v0(16, 1.0f, on(rt));
+  Vector<float> v1(16, 1.0f, on(rt));
+  hdsm::launch(0, axpb(), hdsm::cover(16), hdsm::inout(v0), std::uint64_t{16}, 2.0f, 0.0f);
+  v0.wait();  // v0's own call is done; its result is still only on the device
+  const auto begin = std::chrono::steady_clock::now();
+  hdsm::launch(1, slow(), hdsm::cover(1), hdsm::inout(v1), std::uint64_t{600});
+  EXPECT_EQ(v0[3], 2.0f);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  EXPECT_LT(took, 0.4) << "reading v0 waited for the call on v1";
+  EXPECT_EQ(v1[0], 2.0f) << "reading v1 waits for its call";
+}
+
+TEST(VectorErrors, BadInputIsATypedErrorNamingTheContainer) {
+  hdsm::Runtime rt(sim(2));
+  Vector<float> v(10, on(rt));
+  try {
+    (void)static_cast<float>(v[10]);
+    FAIL();
+  } catch (const hdsm::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("vector of 10 elements"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(v.range(8, 3), hdsm::InvalidArgument);
+  EXPECT_THROW(v.host_range(11, 0, Access::read), hdsm::InvalidArgument);
+  EXPECT_THROW(hdsm::launch(5, fill(), hdsm::cover(10), hdsm::out(v), std::uint64_t{10}, 1.0f),
+               hdsm::InvalidArgument);
+  EXPECT_THROW(v.device_view(2, 0, 1, Access::read), hdsm::InvalidArgument);
+  EXPECT_EQ(v.stats().device_allocations, 0u) << "no state change";
+  hdsm::launch(0, slow(), hdsm::cover(1), hdsm::inout(v), std::uint64_t{300});
+  EXPECT_THROW(v.resize(20), hdsm::InvalidArgument) << "a resize while a call is in flight";
+  v.wait();
+  v.resize(20);
+  EXPECT_EQ(v[0], 1.0f);
+  Vector<float> moved = std::move(v);
+  EXPECT_EQ(moved[0], 1.0f);
+  EXPECT_THROW((void)v.stats(), hdsm::InvalidArgument);                 // NOLINT(bugprone-use-after-move)
+  EXPECT_THROW((void)v.data(), hdsm::InvalidArgument);                  // NOLINT(bugprone-use-after-move)
+  EXPECT_THROW((void)static_cast<float>(v[0]), hdsm::InvalidArgument);  // NOLINT(bugprone-use-after-move)
+}
+
+TEST(VectorMoves, AMoveKeepsTheDeviceCopies) {
+  hdsm::Runtime rt(sim(1));
+  Vector<float> v(100, 1.0f, on(rt));
+  hdsm::launch(0, axpb(), hdsm::cover(100), hdsm::inout(v), std::uint64_t{100}, 1.0f, 1.0f);
+  Vector<float> w = std::move(v);
+  EXPECT_EQ(w.core().device_copies(), 1u);
+  EXPECT_EQ(w[50], 2.0f);
+}
+
+TEST(VectorDiscard, ADiscardedRangeIsNotWrittenBack) {
+  hdsm::Runtime rt(sim(2, "none"));
+  Vector<float> v(100, 1.0f, on(rt));
+  hdsm::launch(0, fill(), hdsm::cover(100), hdsm::out(v), std::uint64_t{100}, 5.0f);
+  v.discard(0, 100);
+  hdsm::reset_container_stats(rt);
+  hdsm::launch(1, fill(), hdsm::cover(50), hdsm::out(v.range(0, 50)), std::uint64_t{50}, 6.0f);
+  EXPECT_EQ(v[10], 6.0f);
+  EXPECT_EQ(hdsm::container_stats(rt).device_to_host_bytes, 50 * sizeof(float))
+      << "only the written half comes back; nothing of device 0's discarded copy";
+  EXPECT_EQ(v.stats().device_allocations, 2u) << "discard frees nothing";
+}
+
+TEST(VectorDeviceView, AKernelEnqueuedByHandSeesTheRange) {
+  hdsm::Runtime rt(sim(1));
+  Vector<float> v(64, 1.0f, on(rt));
+  {
+    hdsm::DeviceView view = v.device_view(0, 16, 32, Access::read_write);
+    const hdsm::KernelArg args[] = {view.argument(), hdsm::KernelArg::value(std::uint64_t{32}),
+                                    hdsm::KernelArg::value(2.0f), hdsm::KernelArg::value(0.0f)};
+    view.queue().launch(axpb(), hdsm::cover(32), args);
+    view.done(view.queue().record());
+  }
+  EXPECT_EQ(v[15], 1.0f);
+  EXPECT_EQ(v[16], 2.0f);
+  EXPECT_EQ(v[47], 2.0f);
+  EXPECT_EQ(v[48], 1.0f);
+}
+
+TEST(Matrix, SubmatrixCopiesHoldNonContiguousElements) {
+  hdsm::Runtime rt(sim(2));
+  hdsm::Matrix<float> m(6, 8, 1.0f, {&rt});
+  EXPECT_EQ(m.rows(), 6u);
+  EXPECT_EQ(m.cols(), 8u);
+  // A 3x4 block at (2, 3): the kernel sees it as 12 contiguous floats.
+  hdsm::launch(1, axpb(), hdsm::cover(12), hdsm::inout(m.submatrix(2, 3, 3, 4)), std::uint64_t{12}, 5.0f,
+               0.0f);
+  hdsm::launch(0, axpb(), hdsm::cover(8), hdsm::inout(m.row(0)), std::uint64_t{8}, 1.0f, 1.0f);
+  hdsm::launch(0, axpb(), hdsm::cover(6), hdsm::inout(m.col(7)), std::uint64_t{6}, 1.0f, 10.0f);
+  for (std::size_t i = 0; i < 6; ++i)
+    for (std::size_t j = 0; j < 8; ++j) {
+      float expect = (i >= 2 && i < 5 && j >= 3 && j < 7) ? 5.0f : 1.0f;
+      if (i == 0) expect += 1.0f;
+      if (j == 7) expect += 10.0f;
+      ASSERT_EQ(m.at(i, j), expect) << i << "," << j;
+    }
+  EXPECT_THROW(m.submatrix(4, 0, 3, 1), hdsm::InvalidArgument);
+  EXPECT_THROW((void)static_cast<float>(m.at(6, 0)), hdsm::InvalidArgument);
+  m.resize(3, 10);
+  EXPECT_EQ(m.at(0, 0), 2.0f);
+  EXPECT_EQ(m.at(2, 9), 0.0f);
+  EXPECT_EQ(m.at(2, 3), 5.0f);
+}
+
+}  // namespace

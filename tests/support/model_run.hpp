@@ -1,0 +1,47 @@
+// What the randomized model tests share: the seed and the number of steps from HDSM_MODEL_SEED and
+// HDSM_MODEL_ITERATIONS, and the last steps, printed with the seed when a check fails so that the run
+// can be replayed.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <deque>
+#include <string>
+
+namespace hdsm::test {
+
+class ModelRun {
+ public:
+  ModelRun(std::uint64_t default_seed, int default_iterations)
+      : seed_(env_number("HDSM_MODEL_SEED", default_seed)),
+        iterations_(static_cast<int>(
+            env_number("HDSM_MODEL_ITERATIONS", static_cast<std::uint64_t>(default_iterations)))) {}
+
+  std::uint64_t seed() const { return seed_; }
+  int iterations() const { return iterations_; }
+
+  /// Records a step; the last 12 are kept.
+  void log(std::string line) {
+    trace_.push_back(std::move(line));
+    if (trace_.size() > 12) trace_.pop_front();
+  }
+  /// How to replay the run, and its last steps.
+  std::string where() const {
+    std::string s = "reproduce with HDSM_MODEL_SEED=" + std::to_string(seed_) + " (iterations " +
+                    std::to_string(iterations_) + "); last steps:";
+    for (const auto& line : trace_) s += "\n  " + line;
+    return s;
+  }
+
+  static std::uint64_t env_number(const char* name, std::uint64_t fallback) {
+    const char* v = std::getenv(name);
+    return v != nullptr && *v != '\0' ? std::strtoull(v, nullptr, 0) : fallback;
+  }
+
+ private:
+  std::uint64_t seed_;
+  int iterations_;
+  std::deque<std::string> trace_;
+};
+
+}  // namespace hdsm::test
