@@ -77,8 +77,9 @@ Shared& shared_of(const Runtime& runtime) {
 struct InFlight {
   Event done;
   ElementRange range;
-  bool reads_main = false;  // reads the elements (a kernel, or a copy out of the main copy)
-  bool writes = false;      // writes the elements (a kernel)
+  bool reads_main = false;  // a copy out of the main copy's elements
+  bool reads = false;       // a kernel that reads the elements
+  bool writes = false;      // a kernel that writes the elements
   CopyId copy = kMainCopy;  // the device copy it uses (not evicted until done)
 };
 
@@ -103,12 +104,18 @@ struct ContainerCore::State {
   }
   bool pinned(CopyId id) const { return id < pins.size() && pins[id] > 0; }
 
+  /// A host access waits for the work that writes what it reads, or reads or writes what it writes.
   void wait_for(ElementRange range, Access mode) {
     for (const InFlight& f : in_flight) {
       const bool overlap = f.range.first < range.last && range.first < f.range.last;
-      if (overlap && (f.writes || (mode != Access::read && f.reads_main))) f.done.wait();
+      if (overlap && (f.writes || (mode != Access::read && (f.reads || f.reads_main)))) f.done.wait();
     }
     prune();
+  }
+  /// A write-back into the main copy waits for the copies still reading those elements out of it.
+  void wait_for_main_readers(ElementRange range) {
+    for (const InFlight& f : in_flight)
+      if (f.reads_main && f.range.first < range.last && range.first < f.range.last) f.done.wait();
   }
   void wait_for_copy(CopyId id) {
     for (const InFlight& f : in_flight)
@@ -137,6 +144,7 @@ struct ContainerCore::State {
     CopyId last_written_back = kMainCopy;
     for (const coherence::RangeCopy& c : plan.copies) {
       if (c.to != kMainCopy) continue;
+      wait_for_main_readers(c.range);
       backs.push_back(start(c));
       if (c.from != last_written_back) {
         ++stats.write_backs;
@@ -149,8 +157,8 @@ struct ContainerCore::State {
       if (c.to == kMainCopy) continue;
       const Event done = start(c);
       if (done.query()) continue;
-      in_flight.push_back({done, c.range, c.from == kMainCopy, false, c.from});
-      in_flight.push_back({done, c.range, false, false, c.to});
+      in_flight.push_back({done, c.range, c.from == kMainCopy, false, false, c.from});
+      in_flight.push_back({done, c.range, false, false, false, c.to});
     }
     for (CopyId id : plan.released) release(id);
   }
@@ -367,7 +375,7 @@ void ContainerCore::end_device_access(const View& view, const Extent& extent, Ac
   if (view.copy < s.pins.size() && s.pins[view.copy] > 0) --s.pins[view.copy];
   if (done.query()) return;
   const coherence::ElementRange b = coherence::bounds(extent.normalized());
-  s.in_flight.push_back({done, b, mode != Access::write, mode != Access::read, view.copy});
+  s.in_flight.push_back({done, b, false, mode != Access::write, mode != Access::read, view.copy});
 }
 
 void ContainerCore::update_host() {

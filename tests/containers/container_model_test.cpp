@@ -2,7 +2,8 @@
 // ranges (through host_range and the element proxies), and kernels that write, read-write and read
 // random ranges on random devices, against plain arrays. Device memory is small, so copies are
 // evicted, and fresh device buffers are poisoned, so data nobody moved shows. Each device read's
-// result and each host read is checked at once, and every vector in full every kCheckEvery steps.
+// result and each host read is checked at once, and every vector in full every kCheckEvery steps. A
+// matrix takes part too: kernels on random submatrices, host accesses of row segments and elements.
 // HDSM_MODEL_SEED and HDSM_MODEL_ITERATIONS set the seed and the number of steps per configuration.
 #include <hdsm/hdsm.hpp>
 
@@ -29,6 +30,8 @@ constexpr int kDefaultIterations = 20000;
 constexpr int kCheckEvery = 50;
 constexpr std::size_t kElements = 65536;  // 256 KiB per vector: five and a result are 1.5x the 1 MiB devices
 constexpr int kVectors = 5;
+constexpr std::size_t kRows = 256;  // and a 256 x 256 matrix, whose device copies are submatrices
+constexpr std::size_t kCols = 256;
 
 u32 fill_value(u32 seed, std::uint64_t i) { return seed * 2654435761u + static_cast<u32>(i); }
 
@@ -107,9 +110,12 @@ class ContainerModel : public ::testing::TestWithParam<Param> {
       models_.emplace_back(kElements, static_cast<u32>(k));
     }
     result_ = std::make_unique<hdsm::Vector<u32>>(kElements, hdsm::ContainerOptions{rt_.get()});
+    matrix_ = std::make_unique<hdsm::Matrix<u32>>(kRows, kCols, 9u, hdsm::ContainerOptions{rt_.get()});
+    matrix_model_.assign(kRows * kCols, 9u);
   }
   void TearDown() override {
     vectors_.clear();
+    matrix_.reset();
     result_.reset();
     rt_.reset();
   }
@@ -148,7 +154,77 @@ class ContainerModel : public ::testing::TestWithParam<Param> {
     return true;
   }
 
+  /// A step on the matrix: kernels on random submatrices (sometimes whole rows, sometimes all of it),
+  /// host accesses of row segments and elements.
+  void matrix_step(int it) {
+    hdsm::Matrix<u32>& m = *matrix_;
+    std::vector<u32>& mm = matrix_model_;
+    const unsigned d = devices_[below(devices_.size())];
+    std::size_t r0 = below(kRows), c0 = below(kCols);
+    std::size_t nr = 1 + below(std::min<std::size_t>(kRows - r0, 64)), nc = 1 + below(kCols - c0);
+    switch (below(4)) {
+      case 0:
+        r0 = 0, c0 = 0, nr = kRows, nc = kCols;
+        break;  // all of it
+      case 1:
+        c0 = 0, nc = kCols;
+        break;  // whole rows
+      default:
+        break;
+    }
+    const std::size_t n = nr * nc;
+    const auto at = [&](std::size_t i) { return (r0 + i / nc) * kCols + c0 + i % nc; };
+    const std::string where_ = "m[" + std::to_string(r0) + "+" + std::to_string(nr) + ", " +
+                               std::to_string(c0) + "+" + std::to_string(nc) + "] dev " + std::to_string(d);
+    const std::size_t op = below(100);
+    if (op < 20) {
+      log(std::to_string(it) + ": matrix device write " + where_);
+      const u32 seed = any();
+      hdsm::launch(d, fill_kernel(), hdsm::cover(n), hdsm::out(m.submatrix(r0, c0, nr, nc)), std::uint64_t{n},
+                   seed);
+      for (std::size_t i = 0; i < n; ++i) mm[at(i)] = fill_value(seed, i);
+    } else if (op < 45) {
+      log(std::to_string(it) + ": matrix device read-write " + where_);
+      const u32 b = any();
+      hdsm::launch(d, mad_kernel(), hdsm::cover(n), hdsm::inout(m.submatrix(r0, c0, nr, nc)),
+                   std::uint64_t{n}, b);
+      for (std::size_t i = 0; i < n; ++i) mm[at(i)] = mm[at(i)] * 3u + b;
+    } else if (op < 70) {
+      log(std::to_string(it) + ": matrix device read " + where_);
+      hdsm::launch(d, copy_kernel(), hdsm::cover(n), hdsm::in(m.submatrix(r0, c0, nr, nc)),
+                   hdsm::out(result_->range(0, n)), std::uint64_t{n});
+      const u32* got = result_->host_range(0, n, Access::read);
+      for (std::size_t i = 0; i < n; ++i)
+        if (got[i] != (mm[at(i)] ^ 0x5a5a5a5au)) {
+          ADD_FAILURE() << "matrix device read: element " << at(i) << " is " << (got[i] ^ 0x5a5a5a5au)
+                        << ", expected " << mm[at(i)] << "; " << where();
+          return;
+        }
+    } else if (op < 80) {
+      log(std::to_string(it) + ": matrix host read of row " + where_);
+      same(m.host_range(r0 * kCols + c0, nc, Access::read), mm, r0 * kCols + c0, nc, "matrix host read");
+    } else if (op < 90) {
+      log(std::to_string(it) + ": matrix host write of row " + where_);
+      u32* p = m.host_range(r0 * kCols + c0, nc, Access::write);
+      const u32 salt = any();
+      for (std::size_t j = 0; j < nc; ++j) p[j] = mm[r0 * kCols + c0 + j] = salt ^ static_cast<u32>(j);
+    } else {
+      log(std::to_string(it) + ": matrix element " + where_);
+      const u32 x = any();
+      if (below(2) == 0) {
+        m.at(r0, c0) += x;
+        mm[r0 * kCols + c0] += x;
+      } else if (static_cast<u32>(m.at(r0, c0)) != mm[r0 * kCols + c0]) {
+        ADD_FAILURE() << "matrix element (" << r0 << ", " << c0 << "); " << where();
+      }
+    }
+  }
+
   void step(int it) {
+    if (below(4) == 0) {
+      matrix_step(it);
+      return;
+    }
     const int k = static_cast<int>(below(kVectors));
     hdsm::Vector<u32>& v = vectors_[k];
     std::vector<u32>& m = models_[k];
@@ -221,6 +297,8 @@ class ContainerModel : public ::testing::TestWithParam<Param> {
   std::vector<hdsm::Vector<u32>> vectors_;
   std::vector<std::vector<u32>> models_;
   std::unique_ptr<hdsm::Vector<u32>> result_;
+  std::unique_ptr<hdsm::Matrix<u32>> matrix_;
+  std::vector<u32> matrix_model_;
   std::mt19937_64 rng_;
   hdsm::test::ModelRun run_{kDefaultSeed, kDefaultIterations};
 };
@@ -235,6 +313,9 @@ TEST_P(ContainerModel, MatchesPlainArrays) {
         if (!same(vectors_[k].host_range(0, kElements, Access::read), models_[k], 0, kElements, "full check"))
           return;
       }
+    if (it % kCheckEvery == kCheckEvery - 1 && !same(matrix_->host_range(0, kRows * kCols, Access::read),
+                                                     matrix_model_, 0, kRows * kCols, "matrix check"))
+      return;
   }
   const hdsm::ContainerStats s = hdsm::container_stats(*rt_);
   EXPECT_GT(s.evictions, 0u) << "the working set exceeds device memory";
