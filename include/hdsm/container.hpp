@@ -101,15 +101,19 @@ class ContainerCore {
 
   /// One compare: whether a host access in `mode` may touch the main copy without any coherence work.
   bool host_access_is_free(Access mode) const {
-    return (mode == Access::read ? read_free_ : write_free_).load(std::memory_order_relaxed);
+    return (mode == Access::read ? read_free_ : write_free_).load(std::memory_order_acquire);
   }
   /// Makes elements [first, first + n) of the main copy current for the access (waits for the device
   /// work that conflicts, writes modified device copies back, invalidates device copies it writes).
   void host_access(std::size_t first, std::size_t n, Access mode);
   void host_access(const Extent& extent, Access mode);
 
-  /// Device access: makes the extent current on `device` (for reads) and returns the buffer, the byte
-  /// offset and the queue that orders work on it. Until end_device_access, the copy is not evicted.
+  /// Device access, in three steps so that a launch of several operands changes nothing until its
+  /// kernel is enqueued. reserve: a pinned copy of the extent on `device` (allocated, evicting other
+  /// copies if needed), not evicted or freed until finish or cancel. prepare: makes it current for a
+  /// read or read-write (copies enqueued on the device's queue) and returns what the kernel takes.
+  /// finish: the work that uses it was enqueued and completes with `done`; a write or read-write then
+  /// makes it the one modified copy of its elements.
   struct View {
     Device* device = nullptr;
     Queue* queue = nullptr;
@@ -118,9 +122,10 @@ class ContainerCore {
     std::uint32_t copy = 0;
     KernelArg argument() const { return KernelArg::buffer(buffer, offset); }
   };
-  View begin_device_access(unsigned device, const Extent& extent, Access mode);
-  /// The work that uses the view was enqueued and completes with `done` (default: already complete).
-  void end_device_access(const View& view, const Extent& extent, Access mode, const Event& done);
+  std::uint32_t reserve(unsigned device, const Extent& extent);
+  View prepare(std::uint32_t copy, Access mode);
+  void finish(const View& view, Access mode, const Event& done);
+  void cancel(std::uint32_t copy);
 
   void update_host();
   void invalidate_device_copies();
@@ -245,7 +250,7 @@ class TypedContainer {
 
   std::size_t size() const { return core_ ? core_->size() : 0; }
   bool empty() const { return size() == 0; }
-  /// The container's untyped core (InvalidArgument on a moved-from container).
+  /// The container's untyped core, for hdsm's own calls (InvalidArgument on a moved-from container).
   ContainerCore& core() const {
     if (!core_) [[unlikely]]
       moved_from(kind_);
@@ -272,8 +277,9 @@ class TypedContainer {
   void invalidate_device_copies() { core().invalidate_device_copies(); }
   /// update_host(), then every device copy is freed.
   void flush() { core().flush(); }
-  /// Elements [first, first + n) have undefined contents from now on: no copy of them is fetched or
-  /// written back for them, and no copy is freed.
+  /// Elements [first, first + n) have undefined contents from now on, as after a host write of the
+  /// range that wrote nothing: no modified device copy writes them back, and device copies that
+  /// overlap them are invalid (kept allocated).
   void discard(std::size_t first, std::size_t n) { core().discard(first, n); }
   /// Waits for the device work on the container.
   void wait() { core().wait(); }
@@ -346,33 +352,45 @@ class TypedContainer {
 
 /// The device side of a container range for code outside hdsm's launches: the buffer and byte offset
 /// a kernel takes, and the queue to enqueue on (work on the copy is ordered there). Call done() with
-/// the event of the last work that uses it; until then the copy is not evicted, and host accesses
-/// treat it as in flight once done() is called.
+/// the event of the last work that uses it. Until then the copy is neither evicted nor freed (flush,
+/// resize and host writes that would free it fail), and a view for writing becomes the container's
+/// modified copy of the range at done(). Open the views of one kernel's reads before its writes.
 class DeviceView {
  public:
   DeviceView(detail::ContainerCore& core, unsigned device, const Extent& extent, Access access)
-      : core_(&core),
-        extent_(extent),
-        access_(access),
-        view_(core.begin_device_access(device, extent, access)) {}
+      : core_(&core), access_(access) {
+    const std::uint32_t copy = core.reserve(device, extent);
+    try {
+      view_ = core.prepare(copy, access);
+    } catch (...) {
+      core.cancel(copy);
+      throw;
+    }
+  }
   DeviceView(const DeviceView&) = delete;
   DeviceView& operator=(const DeviceView&) = delete;
+  /// Without done(), whatever was enqueued on queue() by then is taken to use the view.
   ~DeviceView() {
-    if (core_ != nullptr) core_->end_device_access(view_, extent_, access_, Event{});
+    if (core_ == nullptr) return;
+    try {
+      done(view_.queue->record());
+    } catch (...) {
+      core_->cancel(view_.copy);
+    }
   }
   KernelArg argument() const { return view_.argument(); }
   DeviceBuffer buffer() const { return view_.buffer; }
   std::size_t offset() const { return view_.offset; }
   Queue& queue() const { return *view_.queue; }
   Device& device() const { return *view_.device; }
+  /// The last work that uses the view was enqueued and completes with `event`.
   void done(const Event& event) {
-    if (core_ != nullptr) core_->end_device_access(view_, extent_, access_, event);
-    core_ = nullptr;
+    detail::ContainerCore* core = std::exchange(core_, nullptr);
+    if (core != nullptr) core->finish(view_, access_, event);
   }
 
  private:
   detail::ContainerCore* core_;
-  Extent extent_;
   Access access_;
   detail::ContainerCore::View view_;
 };

@@ -59,6 +59,8 @@ class Matrix : public detail::TypedContainer<T> {
   }
   /// A submatrix current on `device` for `access`, for a kernel enqueued by hand.
   DeviceView device_view(unsigned device, const ContainerPart<T>& part, Access access) {
+    if (part.core != &this->core())
+      throw InvalidArgument("device_view: the part belongs to another container");
     return DeviceView(this->core(), device, part.extent, access);
   }
 

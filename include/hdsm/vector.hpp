@@ -4,7 +4,7 @@
 // through v[i], which makes the accessed element current first. See docs/containers.md.
 //
 //   hdsm::Vector<float> v(1 << 20, 1.0f);
-//   hdsm::launch(0, scale, hdsm::cover(v.size()), hdsm::inout(v), 2.0f, std::uint64_t{v.size()});
+//   hdsm::launch(0, scale, hdsm::cover(v.size()), hdsm::inout(v), v.size(), 2.0f);  // scale(p, n, a)
 //   float x = v[7];  // waits for the kernel and copies back what it needs
 #pragma once
 

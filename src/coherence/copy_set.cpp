@@ -301,34 +301,45 @@ void CopySet::invalidate_others(CopyId w, RangePlan& plan) {
 }
 
 RangePlan CopySet::device_access(CopyId id, Access mode, std::uint64_t now) {
+  RangePlan plan = prepare_device_access(id, mode, now);
+  RangePlan writes = commit_device_write(id, mode);
+  plan.copies.insert(plan.copies.end(), writes.copies.begin(), writes.copies.end());
+  return plan;
+}
+
+RangePlan CopySet::prepare_device_access(CopyId id, Access mode, std::uint64_t now) {
   if (!exists(id)) throw std::invalid_argument(fmt::format("CopySet::device_access: no device copy {}", id));
   RangePlan plan;
   DeviceCopy& c = copies_[id];
+  c.last_used = now;
+  if (mode == Access::write || c.valid) return plan;
   if (mechanism_ == Mechanism::initial) {
-    // A copy once made is used as it is; a new one is filled from the main copy after every modified
-    // copy was written back, unless the access only writes it.
-    if (!c.valid && mode != Access::write) {
-      for (CopyId other : device_copies())
-        if (copies_[other].modified) write_back(other, plan);
-      for (std::size_t row = 0; row < c.extent.rows; ++row)
-        plan.copies.push_back({kMainCopy, id, run(c.extent, row)});
-    }
+    // A new copy is filled from the main copy after every modified copy was written back.
+    for (CopyId other : device_copies())
+      if (copies_[other].modified) write_back(other, plan);
+    for (std::size_t row = 0; row < c.extent.rows; ++row)
+      plan.copies.push_back({kMainCopy, id, run(c.extent, row)});
     set_valid(id, true);
-    if (mode != Access::read) {
-      set_modified(id, true);
-      main_valid_ = false;
-    }
-    c.last_used = now;
     return plan;
   }
-  if (mode != Access::write && !c.valid) fill(id, plan);
-  if (mode != Access::read) {
-    invalidate_others(id, plan);
-    set_valid(id, true);
-    set_modified(id, true);
-  }
-  copies_[id].last_used = now;
+  fill(id, plan);
   return plan;
+}
+
+RangePlan CopySet::commit_device_write(CopyId id, Access mode) {
+  if (!exists(id)) throw std::invalid_argument(fmt::format("CopySet::device_access: no device copy {}", id));
+  RangePlan plan;
+  if (mode == Access::read) return plan;
+  // The initial mechanism uses a copy once made as it is and leaves the others alone.
+  if (mechanism_ == Mechanism::improved) invalidate_others(id, plan);
+  set_valid(id, true);
+  set_modified(id, true);
+  main_valid_ = false;
+  return plan;
+}
+
+void CopySet::forget(CopyId id) {
+  if (exists(id) && !copies_[id].modified) set_valid(id, false);
 }
 
 RangePlan CopySet::host_access(ElementRange range, Access mode) {

@@ -102,8 +102,18 @@ class CopySet {
   std::vector<CopyId> device_copies() const;
 
   /// A kernel on the copy's device is about to access the copy in `mode`; `now` orders the uses of all
-  /// copies (least recently used first).
+  /// copies (least recently used first). The same as prepare_device_access() and then
+  /// commit_device_write(), their plans in one.
   RangePlan device_access(CopyId id, Access mode, std::uint64_t now);
+  /// The first half, before the kernel is enqueued: a read or read-write fills the copy if it is not
+  /// valid (nothing else changes, so a launch that fails after it loses nothing).
+  RangePlan prepare_device_access(CopyId id, Access mode, std::uint64_t now);
+  /// The second half, once the kernel that writes the copy is enqueued: every overlapping copy becomes
+  /// invalid (the uncovered parts of modified ones written back) and the copy is the modified one.
+  /// Nothing for a read.
+  RangePlan commit_device_write(CopyId id, Access mode);
+  /// The copy's contents are unknown (a fill that failed): it is not valid any more.
+  void forget(CopyId id);
   /// The host is about to access `range` of the main copy.
   RangePlan host_access(ElementRange range, Access mode);
   /// The copy is going away (eviction): write back what only it holds; released holds it.

@@ -11,6 +11,7 @@
 #include <hdsm/error.hpp>
 
 #include "coherence/copy_set.hpp"
+#include "device/event_state.hpp"
 #include "runtime/internal.hpp"
 #include "runtime/knobs.hpp"
 #include "runtime/runtime_impl.hpp"
@@ -19,6 +20,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
+#include <exception>
 #include <limits>
 #include <mutex>
 #include <new>
@@ -104,13 +107,24 @@ struct ContainerCore::State {
   }
   bool pinned(CopyId id) const { return id < pins.size() && pins[id] > 0; }
 
-  /// A host access waits for the work that writes what it reads, or reads or writes what it writes.
-  void wait_for(ElementRange range, Access mode) {
+  /// The work a host access waits for: what writes what it reads, or reads or writes what it writes.
+  std::vector<Event> conflicting(ElementRange range, Access mode) const {
+    std::vector<Event> events;
     for (const InFlight& f : in_flight) {
       const bool overlap = f.range.first < range.last && range.first < f.range.last;
-      if (overlap && (f.writes || (mode != Access::read && (f.reads || f.reads_main)))) f.done.wait();
+      if (overlap && (f.writes || (mode != Access::read && (f.reads || f.reads_main))))
+        events.push_back(f.done);
     }
-    prune();
+    return events;
+  }
+  bool pinned_any() const {
+    return std::any_of(pins.begin(), pins.end(), [](std::uint32_t p) { return p > 0; });
+  }
+  /// InvalidArgument when a device view of the container is open (`what` would free its copy).
+  void check_no_views(const char* what) const {
+    if (pinned_any())
+      throw InvalidArgument(
+          fmt::format("{} of the {}: a device view of it is open (call done() first)", what, core.name()));
   }
   /// A write-back into the main copy waits for the copies still reading those elements out of it.
   void wait_for_main_readers(ElementRange range) {
@@ -240,6 +254,20 @@ struct ContainerCore::State {
   }
 };
 
+namespace {
+std::byte* alloc_host(Shared& shared, std::size_t bytes, bool pinned) {
+  return pinned ? static_cast<std::byte*>(shared.impl.devices.front()->alloc_pinned(bytes))
+                : static_cast<std::byte*>(::operator new (bytes, std::align_val_t{64}));
+}
+void free_host(Shared& shared, std::byte* p, bool pinned) {
+  if (p == nullptr) return;
+  if (pinned)
+    shared.impl.devices.front()->free_pinned(p);
+  else
+    ::operator delete (p, std::align_val_t{64});
+}
+}  // namespace
+
 ContainerCore::ContainerCore(const ContainerOptions& options, std::size_t element_size, std::size_t elements,
                              std::size_t row_length, const char* kind)
     : runtime_(options.runtime != nullptr ? options.runtime : &Runtime::instance()),
@@ -253,34 +281,32 @@ ContainerCore::ContainerCore(const ContainerOptions& options, std::size_t elemen
     throw InvalidArgument(fmt::format("{} of {} elements of {} B: too large", kind, elements, element_size));
   Shared& shared = shared_of(*runtime_);
   capacity_ = elements;
-  if (capacity_ > 0) {
-    const std::size_t bytes = capacity_ * element_size_;
-    host_ = pinned_ ? static_cast<std::byte*>(shared.impl.devices.front()->alloc_pinned(bytes))
-                    : static_cast<std::byte*>(::operator new (bytes, std::align_val_t{64}));
+  if (capacity_ > 0) host_ = alloc_host(shared, capacity_ * element_size_, pinned_);
+  try {
+    std::lock_guard lock(shared.mutex);
+    state_ = std::make_unique<State>(shared, *this, options.mechanism.value_or(shared.mechanism));
+    shared.containers.push_back(state_.get());
+  } catch (...) {
+    free_host(shared, host_, pinned_);
+    throw;
   }
-  std::lock_guard lock(shared.mutex);
-  state_ = std::make_unique<State>(shared, *this, options.mechanism.value_or(shared.mechanism));
-  shared.containers.push_back(state_.get());
 }
-
-namespace {
-void free_host(Shared& shared, std::byte* p, bool pinned) {
-  if (p == nullptr) return;
-  if (pinned)
-    shared.impl.devices.front()->free_pinned(p);
-  else
-    ::operator delete (p, std::align_val_t{64});
-}
-}  // namespace
 
 ContainerCore::~ContainerCore() {
   Shared& shared = state_->shared;
   std::lock_guard lock(shared.mutex);
-  for (const InFlight& f : state_->in_flight) f.done.wait();
+  // Errors of work in flight were the program's to collect; the container goes away either way.
+  for (const InFlight& f : state_->in_flight)
+    if (const auto st = f.done.state()) (void)st->wait();
   state_->in_flight.clear();
   for (CopyId id : state_->set.device_copies()) {
     const coherence::DeviceCopy& c = state_->set.copy(id);
-    if (c.buffer) shared.impl.devices[c.device]->free(c.buffer);
+    if (c.buffer) {
+      try {
+        shared.impl.devices[c.device]->free(c.buffer);
+      } catch (...) {  // NOLINT(bugprone-empty-catch): a failed free leaks device memory, nothing more
+      }
+    }
   }
   std::erase(shared.containers, state_.get());
   free_host(shared, host_, pinned_);
@@ -296,8 +322,11 @@ std::string ContainerCore::name() const {
 }
 
 void ContainerCore::refresh_flags() {
-  read_free_.store(state_->set.host_access_is_free(Access::read), std::memory_order_relaxed);
-  write_free_.store(state_->set.host_access_is_free(Access::write), std::memory_order_relaxed);
+  // A host write must not overwrite elements that a copy to a device still reads out of the main copy.
+  const bool main_read = std::any_of(state_->in_flight.begin(), state_->in_flight.end(),
+                                     [](const InFlight& f) { return f.reads_main && !f.done.query(); });
+  read_free_.store(state_->set.host_access_is_free(Access::read), std::memory_order_release);
+  write_free_.store(!main_read && state_->set.host_access_is_free(Access::write), std::memory_order_release);
 }
 
 void ContainerCore::check_range(std::size_t first, std::size_t n, const char* what) const {
@@ -307,12 +336,14 @@ void ContainerCore::check_range(std::size_t first, std::size_t n, const char* wh
 }
 
 void ContainerCore::check_extent(const Extent& e, const char* what) const {
+  if (e.rows == 0 || e.cols == 0) return;  // empty: the caller decides
   const std::size_t stride = e.rows == 1 ? e.cols : e.stride;
-  const bool fits = e.cols <= stride && (e.rows == 1 || e.cols <= row_length_) && e.offset <= elements_ &&
-                    (e.rows == 0 || e.cols == 0 ||
-                     (e.rows - 1 <= (elements_ - e.offset) / std::max<std::size_t>(stride, 1) &&
-                      (e.rows - 1) * stride + e.cols <= elements_ - e.offset));
-  if (!fits || (e.rows > 1 && (e.offset % row_length_) + e.cols > row_length_))
+  const bool fits =
+      e.cols <= stride && e.offset <= elements_ &&
+      (e.rows == 1 ||
+       (row_length_ > 0 && e.cols <= row_length_ && (e.offset % row_length_) + e.cols <= row_length_)) &&
+      e.rows - 1 <= (elements_ - e.offset) / stride && (e.rows - 1) * stride + e.cols <= elements_ - e.offset;
+  if (!fits)
     throw InvalidArgument(fmt::format("{}: {} x {} elements from element {} lie outside the {}", what, e.rows,
                                       e.cols, e.offset, name()));
 }
@@ -320,10 +351,20 @@ void ContainerCore::check_extent(const Extent& e, const char* what) const {
 void ContainerCore::host_access(std::size_t first, std::size_t n, Access mode) {
   check_range(first, n, "host access");
   if (n == 0) return;
-  std::lock_guard lock(state_->shared.mutex);
-  state_->prune();
-  state_->wait_for({first, first + n}, mode);
-  state_->execute(state_->set.host_access({first, first + n}, mode));
+  State& s = *state_;
+  const ElementRange range{first, first + n};
+  // Wait for the conflicting work without holding the runtime's lock: other containers go on.
+  std::vector<Event> conflicts;
+  {
+    std::lock_guard lock(s.shared.mutex);
+    s.prune();
+    conflicts = s.conflicting(range, mode);
+  }
+  for (const Event& e : conflicts) e.wait();
+  std::lock_guard lock(s.shared.mutex);
+  s.prune();
+  if (mode != Access::read && s.set.mechanism() == Mechanism::initial) s.check_no_views("host write");
+  s.execute(s.set.host_access(range, mode));
   refresh_flags();
 }
 
@@ -333,14 +374,15 @@ void ContainerCore::host_access(const Extent& extent, Access mode) {
   for (std::size_t row = 0; row < e.rows; ++row) host_access(e.offset + row * e.stride, e.cols, mode);
 }
 
-ContainerCore::View ContainerCore::begin_device_access(unsigned device, const Extent& extent, Access mode) {
+std::uint32_t ContainerCore::reserve(unsigned device, const Extent& extent) {
   Shared& shared = state_->shared;
   if (device >= shared.queues.size())
     throw InvalidArgument(fmt::format("device access of the {}: device {} does not exist ({} devices)",
                                       name(), device, shared.queues.size()));
+  if (extent.rows == 0 || extent.cols == 0)
+    throw InvalidArgument(fmt::format("device access of the {}: an empty range", name()));
   check_extent(extent, "device access");
   const Extent e = extent.normalized();
-  if (e.count() == 0) throw InvalidArgument(fmt::format("device access of the {}: an empty range", name()));
   std::lock_guard lock(shared.mutex);
   State& s = *state_;
   s.prune();
@@ -357,25 +399,41 @@ ContainerCore::View ContainerCore::begin_device_access(unsigned device, const Ex
   }
   if (s.pins.size() <= id) s.pins.resize(id + 1, 0);
   ++s.pins[id];
+  return id;
+}
+
+ContainerCore::View ContainerCore::prepare(std::uint32_t copy, Access mode) {
+  Shared& shared = state_->shared;
+  std::lock_guard lock(shared.mutex);
+  State& s = *state_;
   try {
-    s.execute(s.set.device_access(id, mode, ++shared.clock));
+    s.execute(s.set.prepare_device_access(copy, mode, ++shared.clock));
   } catch (...) {
-    --s.pins[id];
+    s.set.forget(copy);  // a fill that failed leaves the copy's contents unknown
     refresh_flags();
     throw;
   }
   refresh_flags();
-  return View{shared.impl.devices[device], shared.queues[device].get(), s.set.copy(id).buffer, 0, id};
+  const coherence::DeviceCopy& c = s.set.copy(copy);
+  return View{shared.impl.devices[c.device], shared.queues[c.device].get(), c.buffer, 0, copy};
 }
 
-void ContainerCore::end_device_access(const View& view, const Extent& extent, Access mode,
-                                      const Event& done) {
+void ContainerCore::finish(const View& view, Access mode, const Event& done) {
   std::lock_guard lock(state_->shared.mutex);
   State& s = *state_;
   if (view.copy < s.pins.size() && s.pins[view.copy] > 0) --s.pins[view.copy];
-  if (done.query()) return;
-  const coherence::ElementRange b = coherence::bounds(extent.normalized());
-  s.in_flight.push_back({done, b, false, mode != Access::write, mode != Access::read, view.copy});
+  if (!done.query()) {
+    const coherence::ElementRange b = coherence::bounds(s.set.copy(view.copy).extent);
+    s.in_flight.push_back({done, b, false, mode != Access::write, mode != Access::read, view.copy});
+  }
+  s.execute(s.set.commit_device_write(view.copy, mode));
+  refresh_flags();
+}
+
+void ContainerCore::cancel(std::uint32_t copy) {
+  std::lock_guard lock(state_->shared.mutex);
+  State& s = *state_;
+  if (copy < s.pins.size() && s.pins[copy] > 0) --s.pins[copy];
 }
 
 void ContainerCore::update_host() {
@@ -395,24 +453,26 @@ void ContainerCore::invalidate_device_copies() {
 void ContainerCore::flush() {
   std::lock_guard lock(state_->shared.mutex);
   state_->prune();
+  state_->check_no_views("flush");
   state_->execute(state_->set.flush());
   refresh_flags();
 }
 
 void ContainerCore::discard(std::size_t first, std::size_t n) {
-  check_range(first, n, "discard");
-  if (n == 0) return;
-  std::lock_guard lock(state_->shared.mutex);
-  state_->prune();
-  state_->wait_for({first, first + n}, Access::write);
-  state_->execute(state_->set.host_access({first, first + n}, Access::write));
-  refresh_flags();
+  // As a host write whose bytes nobody writes: modified copies keep only what lies outside the range.
+  host_access(first, n, Access::write);
 }
 
 void ContainerCore::wait() {
+  std::vector<Event> events;
+  {
+    std::lock_guard lock(state_->shared.mutex);
+    for (const InFlight& f : state_->in_flight) events.push_back(f.done);
+  }
+  for (const Event& e : events) e.wait();
   std::lock_guard lock(state_->shared.mutex);
-  for (const InFlight& f : state_->in_flight) f.done.wait();
   state_->prune();
+  refresh_flags();
 }
 
 void ContainerCore::resize(std::size_t elements, std::size_t row_length) {
@@ -424,17 +484,26 @@ void ContainerCore::resize(std::size_t elements, std::size_t row_length) {
     throw InvalidArgument(
         fmt::format("resize of the {} to {} elements: {} device operations on it are in flight", name(),
                     elements, s.in_flight.size()));
+  s.check_no_views("resize");
   if (elements > std::numeric_limits<std::size_t>::max() / element_size_ / 2)
     throw InvalidArgument(fmt::format("resize of the {} to {} elements: too large", name(), elements));
-  s.execute(s.set.flush());
+  std::byte* grown = nullptr;
+  std::size_t capacity = capacity_;
   if (elements > capacity_) {
-    const std::size_t capacity = std::max(elements, capacity_ * 2);
-    const std::size_t bytes = capacity * element_size_;
-    auto* p = pinned_ ? static_cast<std::byte*>(shared.impl.devices.front()->alloc_pinned(bytes))
-                      : static_cast<std::byte*>(::operator new (bytes, std::align_val_t{64}));
-    if (host_ != nullptr) std::memcpy(p, host_, elements_ * element_size_);
+    capacity = std::max(elements, capacity_ * 2);
+    grown = alloc_host(shared, capacity * element_size_, pinned_);
+  }
+  try {
+    s.execute(s.set.flush());
+  } catch (...) {
+    free_host(shared, grown, pinned_);
+    refresh_flags();
+    throw;
+  }
+  if (grown != nullptr) {
+    if (host_ != nullptr) std::memcpy(grown, host_, elements_ * element_size_);
     free_host(shared, host_, pinned_);
-    host_ = p;
+    host_ = grown;
     capacity_ = capacity;
   }
   elements_ = elements;
@@ -462,38 +531,48 @@ Event launch_containers(Runtime& runtime, unsigned device, const Kernel& kernel,
   if (device >= shared.queues.size())
     throw InvalidArgument(fmt::format("launch of {}: device {} does not exist ({} devices)", kernel.name,
                                       device, shared.queues.size()));
-  std::vector<KernelArg> kargs;
-  std::vector<ContainerCore::View> views;
-  kargs.reserve(args.size());
-  views.reserve(args.size());
-  const auto end_all = [&](const Event& done) {
-    for (std::size_t i = 0, v = 0; i < args.size(); ++i)
-      if (args[i].core != nullptr)
-        args[i].core->end_device_access(views[v++], args[i].extent, args[i].access, done);
+  for (const ContainerLaunchArg& a : args)
+    if (a.core != nullptr && &a.core->runtime() != &runtime)
+      throw InvalidArgument(
+          fmt::format("launch of {}: the {} belongs to another hdsm::Runtime", kernel.name, a.core->name()));
+  // 1. Every operand's copy, allocated and pinned; 2. reads made current (reads first, so that no read
+  // is filled from a copy this kernel is about to write); 3. the kernel enqueued; 4. writes committed.
+  // A failure before 4 leaves every container's contents as they were.
+  std::vector<std::uint32_t> copies(args.size(), 0);
+  std::vector<ContainerCore::View> views(args.size());
+  std::size_t reserved = 0;
+  const auto cancel_all = [&] {
+    for (std::size_t i = 0; i < reserved; ++i)
+      if (args[i].core != nullptr) args[i].core->cancel(copies[i]);
   };
+  std::vector<KernelArg> kargs(args.size());
   try {
-    for (const ContainerLaunchArg& a : args) {
-      if (a.core == nullptr) {
-        kargs.push_back(a.value);
-        continue;
-      }
-      if (&a.core->runtime() != &runtime)
-        throw InvalidArgument(fmt::format("launch of {}: the {} belongs to another hdsm::Runtime",
-                                          kernel.name, a.core->name()));
-      views.push_back(a.core->begin_device_access(device, a.extent, a.access));
-      kargs.push_back(views.back().argument());
-    }
+    for (; reserved < args.size(); ++reserved)
+      if (args[reserved].core != nullptr)
+        copies[reserved] = args[reserved].core->reserve(device, args[reserved].extent);
+    for (const Access pass : {Access::read, Access::read_write, Access::write})
+      for (std::size_t i = 0; i < args.size(); ++i)
+        if (args[i].core != nullptr && args[i].access == pass)
+          views[i] = args[i].core->prepare(copies[i], pass);
+    for (std::size_t i = 0; i < args.size(); ++i)
+      kargs[i] = args[i].core != nullptr ? views[i].argument() : args[i].value;
     Queue& queue = *shared.queues[device];
     queue.launch(kernel, launch, kargs);
     Event done = queue.record();
-    end_all(done);
+    reserved = 0;  // from here on each operand is finished, whatever the others do
+    std::exception_ptr first_error;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      if (args[i].core == nullptr) continue;
+      try {
+        args[i].core->finish(views[i], args[i].access, done);
+      } catch (...) {
+        if (!first_error) first_error = std::current_exception();
+      }
+    }
+    if (first_error) std::rethrow_exception(first_error);
     return done;
   } catch (...) {
-    // Views begun so far end with nothing in flight.
-    std::size_t begun = views.size();
-    for (std::size_t i = 0, v = 0; i < args.size() && v < begun; ++i)
-      if (args[i].core != nullptr)
-        args[i].core->end_device_access(views[v++], args[i].extent, args[i].access, {});
+    cancel_all();
     throw;
   }
 }

@@ -334,6 +334,57 @@ TEST(Vector, HdsmCallTakesContainersOnTheDefaultDevice) {
   EXPECT_EQ(v[32], 4.0f);
 }
 
+/// out[i] = in[i] + 1
+const hdsm::Kernel& shifted() {
+  static const hdsm::Kernel k =
+      hdsm::per_thread("shifted", [](const hdsm::Thread& t, float* out, const float* in, std::uint64_t n) {
+        if (const auto i = t.global_x(); i < n) out[i] = in[i] + 1.0f;
+      });
+  return k;
+}
+
+TEST(VectorLaunch, ALaunchThatFailsChangesNoContainer) {
+  hdsm::Runtime rt(sim(1, "all", "1MiB"));
+  Vector<float> a(192 * 1024, 3.0f, on(rt));  // 768 KiB
+  Vector<float> b(128 * 1024, 1.0f, on(rt));  // 512 KiB: both do not fit
+  EXPECT_THROW(hdsm::launch(0, shifted(), hdsm::cover(1024), hdsm::out(a), hdsm::in(b), std::uint64_t{1024}),
+               hdsm::OutOfDeviceMemory);
+  EXPECT_EQ(a[0], 3.0f) << "the out() operand was not taken as written";
+  EXPECT_EQ(a[192 * 1024 - 1], 3.0f);
+  Vector<float> other(16, on(rt));
+  hdsm::Runtime rt2(sim(1));
+  Vector<float> foreign(16, hdsm::ContainerOptions{&rt2});
+  EXPECT_THROW(
+      hdsm::launch(0, shifted(), hdsm::cover(16), hdsm::out(other), hdsm::in(foreign), std::uint64_t{16}),
+      hdsm::InvalidArgument);
+  EXPECT_EQ(other[3], 0.0f);
+}
+
+TEST(VectorLaunch, ReadsAreMadeCurrentBeforeTheKernelsWrites) {
+  hdsm::Runtime rt(sim(1));
+  Vector<float> v(64, on(rt));
+  for (std::size_t i = 0; i < 64; ++i) v[i] = static_cast<float>(i);
+  // The written part comes first: the read of all of v must still come from v's current contents.
+  hdsm::launch(0, shifted(), hdsm::cover(10), hdsm::out(v.range(0, 10)), hdsm::in(v), std::uint64_t{10});
+  for (std::size_t i = 0; i < 10; ++i) ASSERT_EQ(v[i], static_cast<float>(i) + 1.0f) << i;
+  EXPECT_EQ(v[10], 10.0f);
+}
+
+TEST(VectorDeviceView, AnOpenViewKeepsItsCopy) {
+  hdsm::Runtime rt(sim(1));
+  Vector<float> v(64, 1.0f, on(rt));
+  hdsm::DeviceView view = v.device_view(0, 0, 64, Access::read_write);
+  EXPECT_THROW(v.flush(), hdsm::InvalidArgument);
+  EXPECT_THROW(v.resize(10), hdsm::InvalidArgument);
+  const hdsm::KernelArg args[] = {view.argument(), hdsm::KernelArg::value(std::uint64_t{64}),
+                                  hdsm::KernelArg::value(2.0f), hdsm::KernelArg::value(0.0f)};
+  view.queue().launch(axpb(), hdsm::cover(64), args);
+  view.done(view.queue().record());
+  EXPECT_EQ(v[63], 2.0f) << "the view's copy is the modified one after done()";
+  v.flush();
+  EXPECT_EQ(v.core().device_copies(), 0u);
+}
+
 TEST(VectorAsync, AHostAccessWaitsOnlyForConflictingCalls) {
   hdsm::Runtime rt(sim(2));
   Vector<float> v0(16, 1.0f, on(rt));
@@ -431,6 +482,9 @@ TEST(Matrix, SubmatrixCopiesHoldNonContiguousElements) {
       ASSERT_EQ(m.at(i, j), expect) << i << "," << j;
     }
   EXPECT_THROW(m.submatrix(4, 0, 3, 1), hdsm::InvalidArgument);
+  hdsm::Matrix<float> empty(3, 0, {&rt});
+  EXPECT_THROW(hdsm::launch(0, fill(), hdsm::cover(1), hdsm::out(empty), std::uint64_t{0}, 1.0f),
+               hdsm::InvalidArgument);
   EXPECT_THROW((void)static_cast<float>(m.at(6, 0)), hdsm::InvalidArgument);
   m.resize(3, 10);
   EXPECT_EQ(m.at(0, 0), 2.0f);
