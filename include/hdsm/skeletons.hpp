@@ -1,0 +1,244 @@
+// Skeletons over smart containers: user functions defined once for the host, OpenCL and CUDA, and
+// skeleton objects called on containers, on the host's worker threads or on one or several devices.
+// This first part provides the user functions and Map (elementwise, 1 to N inputs); see
+// docs/skeletons.md.
+//
+//   HDSM_USER_FUNCTION(saxpy, float, (float x, float y, float a), { return a * x + y; })
+//   hdsm::Map<saxpy> map;
+//   map.devices({0, 1})(out, x, y, 2.0f);  // out[i] = saxpy(x[i], y[i], 2.0f), half on each device
+#pragma once
+
+#include <hdsm/export.h>
+#include <hdsm/container.hpp>
+#include <hdsm/error.hpp>
+#include <hdsm/vector.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#if defined(__CUDACC__)
+#define HDSM_HOST_DEVICE __host__ __device__
+#else
+#define HDSM_HOST_DEVICE
+#endif
+
+/// Defines user function NAME once: a C++ function (host, and device under nvcc) and its OpenCL C
+/// text. The body is plain C that both languages accept: scalar types (float, double, int, unsigned
+/// int, long, unsigned long), arithmetic, conditionals, loops and the math functions both know.
+///   HDSM_USER_FUNCTION(add, float, (float a, float b), { return a + b; })
+#define HDSM_USER_FUNCTION(NAME, RETURN, PARAMS, ...)                                    \
+  struct NAME {                                                                          \
+    static constexpr const char* name = #NAME;                                           \
+    static constexpr const char* opencl_source = #RETURN " " #NAME #PARAMS #__VA_ARGS__; \
+    HDSM_HOST_DEVICE static RETURN call PARAMS __VA_ARGS__                               \
+  };
+
+HDSM_VISIBLE_BEGIN
+namespace hdsm {
+
+/// Where a skeleton runs: the host's worker threads, or devices of the runtime.
+enum class SkeletonBackend : std::uint8_t { host, devices };
+
+namespace detail {
+
+/// The OpenCL C name of a scalar element type.
+template <class T>
+constexpr const char* opencl_type() {
+  if constexpr (std::is_same_v<T, float>)
+    return "float";
+  else if constexpr (std::is_same_v<T, double>)
+    return "double";
+  else if constexpr (std::is_integral_v<T> && sizeof(T) == 4)
+    return std::is_signed_v<T> ? "int" : "uint";
+  else if constexpr (std::is_integral_v<T> && sizeof(T) == 8)
+    return std::is_signed_v<T> ? "long" : "ulong";
+  else if constexpr (std::is_integral_v<T> && sizeof(T) == 2)
+    return std::is_signed_v<T> ? "short" : "ushort";
+  else if constexpr (std::is_integral_v<T> && sizeof(T) == 1)
+    return std::is_signed_v<T> ? "char" : "uchar";
+  else
+    static_assert(sizeof(T) == 0, "skeletons take containers of scalar elements");
+}
+
+/// Runs body(first, last) over [0, n) in chunks on the runtime's host worker threads.
+void host_for(Runtime& runtime, std::size_t n, FunctionRef<void(std::size_t, std::size_t)> body);
+
+/// [0, n) split over `parts` devices, equal parts (the last takes the rest): part p's first element.
+inline std::size_t part_begin(std::size_t n, std::size_t parts, std::size_t p) { return n / parts * p; }
+
+/// The devices a skeleton call runs on: its own choice (checked), else the runtime's default device.
+std::vector<unsigned> skeleton_devices(Runtime& runtime, const std::vector<unsigned>& chosen);
+
+template <class F, class R, class... Ins>
+struct MapKernel {
+  // The kernel computes out[i] = F(in[i]..., uniforms...) for i < n on one part.
+  template <class... U>
+  static const Kernel& get() {
+    static const Kernel k = [] {
+      Kernel kernel = per_thread(std::string("hdsm_map_") + F::name,
+                                 [](const Thread& t, R* out, const Ins*... in, std::uint64_t n, U... u) {
+                                   if (const auto i = t.global_x(); i < n) out[i] = F::call(in[i]..., u...);
+                                 });
+      kernel.opencl_source = opencl<U...>();
+      return kernel;
+    }();
+    return k;
+  }
+
+  template <class... U>
+  static std::string opencl() {
+    std::string s = std::string(F::opencl_source) + "\n__kernel void hdsm_map_" + F::name + "(__global " +
+                    opencl_type<R>() + "* out";
+    int k = 0;
+    ((s += std::string(", __global const ") + opencl_type<Ins>() + "* in" + std::to_string(k++)), ...);
+    s += ", ulong n";
+    k = 0;
+    ((s += std::string(", ") + opencl_type<U>() + " u" + std::to_string(k++)), ...);
+    s += ") {\n  const ulong i = get_global_id(0);\n  if (i < n) out[i] = " + std::string(F::name) + "(";
+    std::string args;
+    for (std::size_t j = 0; j < sizeof...(Ins); ++j) args += (j ? ", in" : "in") + std::to_string(j) + "[i]";
+    for (std::size_t j = 0; j < sizeof...(U); ++j) args += (args.empty() ? "u" : ", u") + std::to_string(j);
+    return s + args + ");\n}\n";
+  }
+};
+
+}  // namespace detail
+
+namespace detail {
+
+template <class>
+struct function_traits;
+template <class Ret, class... P>
+struct function_traits<Ret (*)(P...)> {
+  using result = Ret;
+  using parameters = std::tuple<std::remove_cvref_t<P>...>;
+};
+template <class F>
+using user_parameters = typename function_traits<decltype(&F::call)>::parameters;
+
+template <class X>
+inline constexpr bool is_vector = false;
+template <class T>
+inline constexpr bool is_vector<Vector<T>> = true;
+
+/// How many of the arguments, from the first, are vectors.
+template <class... A>
+constexpr std::size_t leading_vectors() {
+  std::size_t n = 0;
+  bool more = true;
+  ((more = more && is_vector<std::remove_cvref_t<A>>, n += more ? 1 : 0), ...);
+  return n;
+}
+
+/// Runs map F over `out` from the inputs `ins` and the uniforms `u` (already F's parameter types).
+template <class F, class R, class... T, class... U>
+void run_map(SkeletonBackend backend, const std::vector<unsigned>& chosen, Vector<R>& out,
+             std::tuple<Vector<T>&...> ins, std::tuple<U...> u) {
+  const std::size_t n = out.size();
+  std::apply(
+      [&](auto&... in) {
+        if (((in.size() != n) || ...))
+          throw InvalidArgument("hdsm::Map<" + std::string(F::name) + ">: an input has " +
+                                std::to_string(std::max({in.size()...})) + " elements, the output " +
+                                std::to_string(n));
+      },
+      ins);
+  if (n == 0) return;
+  Runtime& rt = out.core().runtime();
+  if (backend == SkeletonBackend::host) {
+    const std::tuple<const T*...> src = std::apply(
+        [](auto&... in) { return std::tuple<const T*...>{in.host_range(0, in.size(), Access::read)...}; },
+        ins);
+    R* dst = out.host_range(0, n, Access::write);
+    host_for(rt, n, [&](std::size_t first, std::size_t last) {
+      std::apply(
+          [&](const T*... p) {
+            std::apply(
+                [&](const U&... v) {
+                  for (std::size_t i = first; i < last; ++i) dst[i] = F::call(p[i]..., v...);
+                },
+                u);
+          },
+          src);
+    });
+    return;
+  }
+  const std::vector<unsigned> devices = skeleton_devices(rt, chosen);
+  const Kernel& kernel = MapKernel<F, R, T...>::template get<U...>();
+  for (std::size_t part = 0; part < devices.size(); ++part) {
+    const std::size_t first = part_begin(n, devices.size(), part);
+    const std::size_t last = part + 1 == devices.size() ? n : part_begin(n, devices.size(), part + 1);
+    if (first == last) continue;
+    std::apply(
+        [&](auto&... in) {
+          std::apply(
+              [&](const U&... v) {
+                launch(devices[part], kernel, cover(last - first), hdsm::out(out.range(first, last - first)),
+                       hdsm::in(in.range(first, last - first))..., std::uint64_t{last - first}, v...);
+              },
+              u);
+        },
+        ins);
+  }
+}
+
+}  // namespace detail
+
+/// Map: out[i] = F(in0[i], in1[i], ..., uniforms...) for every element. The inputs (1 to N vectors)
+/// and the output have one size; the uniforms are the scalars F takes after its element arguments.
+/// Calls are asynchronous on devices: host accesses of `out` wait for them.
+template <class F>
+class Map {
+ public:
+  Map& backend(SkeletonBackend b) {
+    backend_ = b;
+    return *this;
+  }
+  /// The devices to split each call over, in equal parts; none chosen: the runtime's default device.
+  Map& devices(std::initializer_list<unsigned> devices) {
+    devices_.assign(devices);
+    return *this;
+  }
+
+  template <class R, class... A>
+  void operator()(Vector<R>& out, A&&... args) {
+    constexpr std::size_t inputs = detail::leading_vectors<A...>();
+    using Params = detail::user_parameters<F>;
+    static_assert(inputs >= 1, "hdsm::Map: give at least one input vector after the output");
+    static_assert(std::tuple_size_v<Params> == sizeof...(A),
+                  "hdsm::Map: the user function takes one argument per input vector and per uniform");
+    auto all = std::forward_as_tuple(args...);
+    call<inputs>(out, all, std::make_index_sequence<inputs>{},
+                 std::make_index_sequence<sizeof...(A) - inputs>{});
+  }
+
+ private:
+  template <std::size_t Inputs, class R, class Tuple, std::size_t... I, std::size_t... J>
+  void call(Vector<R>& out, Tuple& all, std::index_sequence<I...>, std::index_sequence<J...>) {
+    using Params = detail::user_parameters<F>;
+    static_assert(
+        (std::is_convertible_v<typename std::remove_cvref_t<std::tuple_element_t<I, Tuple>>::value_type,
+                               std::tuple_element_t<I, Params>> &&
+         ...),
+        "hdsm::Map: an input's elements do not convert to the user function's parameter");
+    static_assert((std::is_convertible_v<std::tuple_element_t<Inputs + J, Tuple>,
+                                         std::tuple_element_t<Inputs + J, Params>> &&
+                   ...),
+                  "hdsm::Map: a uniform does not convert to the user function's parameter");
+    detail::run_map<F>(backend_, devices_, out, std::tie(std::get<I>(all)...),
+                       std::tuple<std::tuple_element_t<Inputs + J, Params>...>(std::get<Inputs + J>(all)...));
+  }
+
+  SkeletonBackend backend_ = SkeletonBackend::devices;
+  std::vector<unsigned> devices_;
+};
+
+}  // namespace hdsm
+HDSM_VISIBLE_END

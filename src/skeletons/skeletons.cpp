@@ -1,0 +1,37 @@
+// What the skeleton templates share: the host backend's parallel loop on the runtime's executor and
+// the choice of devices.
+#include <hdsm/error.hpp>
+#include <hdsm/skeletons.hpp>
+
+#include "exec/executor.hpp"
+#include "runtime/runtime_impl.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace hdsm::detail {
+
+void host_for(Runtime& runtime, std::size_t n, FunctionRef<void(std::size_t, std::size_t)> body) {
+  exec::Executor& executor = impl_of(runtime).executor;
+  // A few chunks per worker balance uneven chunks; at least 4096 elements each keep the overhead low.
+  constexpr std::size_t kMinChunk = 4096;
+  const std::size_t chunks = std::clamp<std::size_t>(n / kMinChunk, 1, std::size_t{executor.workers()} * 4);
+  const std::size_t chunk = (n + chunks - 1) / chunks;
+  const Launch launch{Dim3{static_cast<std::uint32_t>(chunks)}, Dim3{1}};
+  executor.for_each_block(launch, [&](const BlockRun& run) {
+    const std::size_t first = std::size_t{run.block.x} * chunk;
+    if (first < n) body(first, std::min(n, first + chunk));
+  });
+}
+
+std::vector<unsigned> skeleton_devices(Runtime& runtime, const std::vector<unsigned>& chosen) {
+  const std::size_t count = runtime.devices().size();
+  if (chosen.empty()) return {static_cast<unsigned>(runtime.default_device().properties().index)};
+  for (unsigned d : chosen)
+    if (d >= count)
+      throw InvalidArgument(fmt::format("skeleton: device {} does not exist ({} devices)", d, count));
+  return chosen;
+}
+
+}  // namespace hdsm::detail

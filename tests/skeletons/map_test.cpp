@@ -1,0 +1,119 @@
+// Map on every backend: user functions defined once (host, OpenCL C, and CUDA under nvcc), run on
+// the host's workers, on sim devices (one and split over two or three) and on PoCL, against plain
+// loops; bad input.
+#include <hdsm/hdsm.hpp>
+#include <hdsm/skeletons.hpp>
+
+#include "support/test_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+namespace {
+
+HDSM_USER_FUNCTION(saxpy, float, (float x, float y, float a), { return a * x + y; })
+HDSM_USER_FUNCTION(square_plus, int, (int x, int k), {
+  int r = x * x;
+  if (r > 1000) r = 1000;
+  return r + k;
+})
+HDSM_USER_FUNCTION(negate, double, (double x), { return -x; })
+
+hdsm::Config sim(unsigned devices) {
+  return hdsm::test::fast_sim_config().set("HDSM_SIM_DEVICES", std::to_string(devices));
+}
+
+TEST(UserFunction, OneDefinitionGivesAHostFunctionAndOpenClText) {
+  EXPECT_EQ(saxpy::call(2.0f, 1.0f, 3.0f), 7.0f);
+  EXPECT_EQ(square_plus::call(50, 1), 1001);
+  const std::string text = saxpy::opencl_source;
+  EXPECT_NE(text.find("float saxpy(float x, float y, float a)"), std::string::npos) << text;
+  EXPECT_NE(text.find("return a * x + y;"), std::string::npos) << text;
+}
+
+TEST(Map, OnTheHostWorkers) {
+  hdsm::Runtime rt(sim(1));
+  const hdsm::ContainerOptions o{&rt};
+  constexpr std::size_t n = 100'000;
+  hdsm::Vector<float> x(n, o), y(n, o), out(n, o);
+  for (std::size_t i = 0; i < n; ++i) {
+    x(i) = static_cast<float>(i);
+    y(i) = 1.0f;
+  }
+  hdsm::Map<saxpy> map;
+  map.backend(hdsm::SkeletonBackend::host)(out, x, y, 2.0f);
+  for (std::size_t i = 0; i < n; i += 97) ASSERT_EQ(out[i], 2.0f * static_cast<float>(i) + 1.0f) << i;
+  EXPECT_EQ(out.stats().host_to_device_bytes + x.stats().host_to_device_bytes, 0u) << "no device involved";
+}
+
+class MapOnDevices : public ::testing::TestWithParam<unsigned> {};
+
+TEST_P(MapOnDevices, SplitsOverTheDevicesAndMatchesALoop) {
+  const unsigned devices = GetParam();
+  hdsm::Runtime rt(sim(devices));
+  const hdsm::ContainerOptions o{&rt};
+  constexpr std::size_t n = 10'001;  // not a multiple of the device count
+  hdsm::Vector<int> x(n, o), out(n, o);
+  for (std::size_t i = 0; i < n; ++i) x(i) = static_cast<int>(i % 77) - 30;
+  hdsm::Map<square_plus> map;
+  if (devices == 2) map.devices({0, 1});
+  if (devices == 3) map.devices({0, 1, 2});
+  map(out, x, 5);
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], square_plus::call(x[i], 5)) << i;
+  if (devices > 1) {
+    EXPECT_EQ(out.stats().device_allocations, devices) << "one part per device";
+  }
+  // A second call reuses the parts' copies: the input moves no more.
+  const auto before = x.stats().host_to_device_bytes;
+  map(out, x, 6);
+  EXPECT_EQ(out[n - 1], square_plus::call(x[n - 1], 6));
+  EXPECT_EQ(x.stats().host_to_device_bytes, before);
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, MapOnDevices, ::testing::Values(1u, 2u, 3u));
+
+TEST(Map, OnOpenCl) {
+  if (hdsm::test::opencl_only_without_lsan())
+    GTEST_SKIP() << "OpenCL under ASan runs in skeleton.opencl_without_lsan";
+  std::unique_ptr<hdsm::Runtime> rt;
+  try {
+    rt = std::make_unique<hdsm::Runtime>(hdsm::Config::defaults().set("HDSM_DEVICE", "opencl"));
+  } catch (const hdsm::NoDevice& e) {
+    GTEST_SKIP() << e.what();
+  }
+  const hdsm::ContainerOptions o{rt.get()};
+  constexpr std::size_t n = 4096;
+  hdsm::Vector<float> x(n, o), y(n, o), out(n, o);
+  for (std::size_t i = 0; i < n; ++i) {
+    x(i) = static_cast<float>(i) * 0.5f;
+    y(i) = 3.0f;
+  }
+  hdsm::Map<saxpy>{}(out, x, y, 4.0f);  // the OpenCL kernel is generated around saxpy's text
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], 4.0f * x[i] + 3.0f) << i;
+  hdsm::Vector<int> xi(n, o), outi(n, o);
+  for (std::size_t i = 0; i < n; ++i) xi(i) = static_cast<int>(i) - 2000;
+  hdsm::Map<square_plus>{}(outi, xi, -1);
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(outi[i], square_plus::call(xi[i], -1)) << i;
+}
+
+TEST(Map, BadInputIsATypedErrorBeforeAnyWork) {
+  hdsm::Runtime rt(sim(2));
+  const hdsm::ContainerOptions o{&rt};
+  hdsm::Vector<double> x(10, o), out(11, o);
+  hdsm::Map<negate> map;
+  try {
+    map(out, x);
+    FAIL();
+  } catch (const hdsm::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("Map<negate>"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("10"), std::string::npos) << e.what();
+  }
+  hdsm::Vector<double> ok(10, o);
+  EXPECT_THROW(map.devices({0, 7})(ok, x), hdsm::InvalidArgument);
+  EXPECT_EQ(ok.stats().device_allocations, 0u);
+}
+
+}  // namespace
