@@ -199,6 +199,31 @@ void OpenMpLoop(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kMapN * 3 * sizeof(float)));
 }
 
+HDSM_USER_FUNCTION(bench_add, long, (long a, long b), { return a + b; })
+
+// Reduce on the host's workers against an OpenMP reduction on the same cores (target: 1.3x).
+void ReduceHost(benchmark::State& state) {
+  hdsm::Vector<long> v(kMapN, 1L, hdsm::ContainerOptions{&runtime()});
+  hdsm::Reduce<bench_add> sum;
+  sum.backend(hdsm::SkeletonBackend::host);
+  for (auto _ : state) benchmark::DoNotOptimize(sum(v));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kMapN * sizeof(long)));
+}
+
+void OpenMpReduce(benchmark::State& state) {
+  std::vector<long> v(kMapN, 1L);
+  for (auto _ : state) {
+    long total = 0;
+    const long n = static_cast<long>(kMapN);
+#pragma omp parallel for reduction(+ : total) schedule(static)
+    for (long i = 0; i < n; ++i) total = bench_add::call(total, v[i]);
+    benchmark::DoNotOptimize(total);
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kMapN * sizeof(long)));
+}
+
+BENCHMARK(ReduceHost)->UseRealTime();
+BENCHMARK(OpenMpReduce)->UseRealTime();
 BENCHMARK(MapHost)->UseRealTime();
 BENCHMARK(OpenMpLoop)->UseRealTime();
 BENCHMARK(StdVectorReadCopy);

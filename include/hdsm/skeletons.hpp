@@ -1,6 +1,6 @@
 // Skeletons over smart containers: user functions defined once for the host, OpenCL and CUDA, and
 // skeleton objects called on containers, on the host's worker threads or on one or several devices.
-// This first part provides the user functions and Map (elementwise, 1 to N inputs); see
+// This part provides the user functions, Map (elementwise, 1 to N inputs) and Reduce; see
 // docs/skeletons.md.
 //
 //   HDSM_USER_FUNCTION(saxpy, float, (float x, float y, float a), { return a * x + y; })
@@ -69,6 +69,10 @@ constexpr const char* opencl_type() {
 
 /// Runs body(first, last) over [0, n) in chunks on the runtime's host worker threads.
 void host_for(Runtime& runtime, std::size_t n, FunctionRef<void(std::size_t, std::size_t)> body);
+/// The same with each chunk's index; returns the number of chunks (host_chunk_count(runtime, n)).
+std::size_t host_chunks(Runtime& runtime, std::size_t n,
+                        FunctionRef<void(std::size_t, std::size_t, std::size_t)> body);
+std::size_t host_chunk_count(Runtime& runtime, std::size_t n);
 
 /// [0, n) split over `parts` devices, equal parts (the last takes the rest): part p's first element.
 inline std::size_t part_begin(std::size_t n, std::size_t parts, std::size_t p) { return n / parts * p; }
@@ -238,6 +242,143 @@ class Map {
 
   SkeletonBackend backend_ = SkeletonBackend::devices;
   std::vector<unsigned> devices_;
+};
+
+namespace detail {
+
+/// The kernel that reduces [j * chunk, (j + 1) * chunk) of its part to partial[j], one thread per
+/// chunk, in element order.
+template <class F, class T>
+struct ReduceKernel {
+  static const Kernel& get() {
+    static const Kernel k = [] {
+      Kernel kernel =
+          per_thread(std::string("hdsm_reduce_") + F::name,
+                     [](const Thread& t, const T* in, T* partial, std::uint64_t n, std::uint64_t chunk) {
+                       const std::uint64_t j = t.global_x();
+                       const std::uint64_t first = j * chunk;
+                       if (first >= n) return;
+                       const std::uint64_t last = first + chunk < n ? first + chunk : n;
+                       T acc = in[first];
+                       for (std::uint64_t i = first + 1; i < last; ++i) acc = F::call(acc, in[i]);
+                       partial[j] = acc;
+                     });
+      const std::string type = opencl_type<T>();
+      kernel.opencl_source =
+          std::string(F::opencl_source) + "\n__kernel void hdsm_reduce_" + F::name + "(__global const " +
+          type + "* in, __global " + type +
+          "* partial, ulong n, ulong chunk) {\n  const ulong j = get_global_id(0);\n"
+          "  const ulong first = j * chunk;\n  if (first >= n) return;\n"
+          "  const ulong last = first + chunk < n ? first + chunk : n;\n  " +
+          type + " acc = in[first];\n  for (ulong i = first + 1; i < last; ++i) acc = " + F::name +
+          "(acc, in[i]);\n  partial[j] = acc;\n}\n";
+      return kernel;
+    }();
+    return k;
+  }
+};
+
+}  // namespace detail
+
+/// Reduce: F(F(F(v[0], v[1]), v[2]), ...) for an associative F. On devices each part is reduced in
+/// chunks by one kernel per device, and the chunks' results are combined on the host in element
+/// order, so an exact F (integers, min, max) gives the same result on any number of devices. The call
+/// waits for the result.
+template <class F>
+class Reduce {
+ public:
+  Reduce& backend(SkeletonBackend b) {
+    backend_ = b;
+    return *this;
+  }
+  Reduce& devices(std::initializer_list<unsigned> devices) {
+    devices_.assign(devices);
+    return *this;
+  }
+  /// Chunks per device part (threads of the reducing kernel); default 256.
+  Reduce& chunks(std::size_t chunks) {
+    chunks_ = chunks == 0 ? 1 : chunks;
+    return *this;
+  }
+
+  /// The reduction of all of `v`; InvalidArgument for an empty vector.
+  template <class T>
+  T operator()(Vector<T>& v) {
+    check<T>();
+    if (v.empty())
+      throw InvalidArgument(std::string("hdsm::Reduce<") + F::name +
+                            ">: an empty vector has no reduction (give an initial value)");
+    return run(v);
+  }
+  /// F(init, reduction of v), or init for an empty vector.
+  template <class T>
+  T operator()(Vector<T>& v, const T& init) {
+    check<T>();
+    return v.empty() ? init : F::call(init, run(v));
+  }
+
+ private:
+  template <class T>
+  static void check() {
+    using Params = detail::user_parameters<F>;
+    static_assert(std::tuple_size_v<Params> == 2 && std::is_same_v<std::tuple_element_t<0, Params>, T> &&
+                      std::is_same_v<std::tuple_element_t<1, Params>, T>,
+                  "hdsm::Reduce: the user function takes two elements of the vector's type");
+  }
+
+  template <class T>
+  T run(Vector<T>& v) {
+    const std::size_t n = v.size();
+    Runtime& rt = v.core().runtime();
+    if (backend_ == SkeletonBackend::host) {
+      const T* p = v.host_range(0, n, Access::read);
+      std::vector<T> partial(detail::host_chunk_count(rt, n));
+      std::vector<char> used(partial.size(), 0);
+      detail::host_chunks(rt, n, [&](std::size_t c, std::size_t first, std::size_t last) {
+        T acc = p[first];
+        for (std::size_t i = first + 1; i < last; ++i) acc = F::call(acc, p[i]);
+        partial[c] = acc;
+        used[c] = 1;
+      });
+      return combine(partial, used);
+    }
+    const std::vector<unsigned> devices = detail::skeleton_devices(rt, devices_);
+    std::vector<Vector<T>> partials;
+    std::vector<std::size_t> counts;
+    for (std::size_t part = 0; part < devices.size(); ++part) {
+      const std::size_t first = detail::part_begin(n, devices.size(), part);
+      const std::size_t last =
+          part + 1 == devices.size() ? n : detail::part_begin(n, devices.size(), part + 1);
+      if (first == last) continue;
+      const std::size_t chunk = (last - first + chunks_ - 1) / chunks_;
+      const std::size_t count = (last - first + chunk - 1) / chunk;
+      partials.emplace_back(count, ContainerOptions{&rt});
+      counts.push_back(count);
+      launch(devices[part], detail::ReduceKernel<F, T>::get(), cover(count),
+             hdsm::in(v.range(first, last - first)), hdsm::out(partials.back()), std::uint64_t{last - first},
+             std::uint64_t{chunk});
+    }
+    std::vector<T> all;
+    for (std::size_t k = 0; k < partials.size(); ++k) {
+      const T* p = partials[k].host_range(0, counts[k], Access::read);
+      all.insert(all.end(), p, p + counts[k]);
+    }
+    return combine(all, std::vector<char>(all.size(), 1));
+  }
+
+  template <class T>
+  static T combine(const std::vector<T>& partial, const std::vector<char>& used) {
+    std::size_t i = 0;
+    while (!used[i]) ++i;
+    T acc = partial[i];
+    for (++i; i < partial.size(); ++i)
+      if (used[i]) acc = F::call(acc, partial[i]);
+    return acc;
+  }
+
+  SkeletonBackend backend_ = SkeletonBackend::devices;
+  std::vector<unsigned> devices_;
+  std::size_t chunks_ = 256;
 };
 
 }  // namespace hdsm
