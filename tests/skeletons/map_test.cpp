@@ -4,6 +4,7 @@
 #include <hdsm/hdsm.hpp>
 #include <hdsm/skeletons.hpp>
 
+#include "skeletons/opencl_runtime.hpp"
 #include "support/test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -76,14 +77,9 @@ TEST_P(MapOnDevices, SplitsOverTheDevicesAndMatchesALoop) {
 INSTANTIATE_TEST_SUITE_P(Devices, MapOnDevices, ::testing::Values(1u, 2u, 3u));
 
 TEST(Map, OnOpenCl) {
-  if (hdsm::test::opencl_only_without_lsan())
-    GTEST_SKIP() << "OpenCL under ASan runs in skeleton.opencl_without_lsan";
-  std::unique_ptr<hdsm::Runtime> rt;
-  try {
-    rt = std::make_unique<hdsm::Runtime>(hdsm::Config::defaults().set("HDSM_DEVICE", "opencl"));
-  } catch (const hdsm::NoDevice& e) {
-    GTEST_SKIP() << e.what();
-  }
+  std::string why;
+  const std::unique_ptr<hdsm::Runtime> rt = hdsm::test::opencl_runtime(why);
+  if (!rt) GTEST_SKIP() << why;
   const hdsm::ContainerOptions o{rt.get()};
   constexpr std::size_t n = 4096;
   hdsm::Vector<float> x(n, o), y(n, o), out(n, o);

@@ -4,6 +4,7 @@
 #include <hdsm/hdsm.hpp>
 #include <hdsm/skeletons.hpp>
 
+#include "skeletons/opencl_runtime.hpp"
 #include "support/test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -54,14 +55,9 @@ TEST(Reduce, MinimumAndFloatingPointSums) {
 }
 
 TEST(Reduce, OnOpenCl) {
-  if (hdsm::test::opencl_only_without_lsan())
-    GTEST_SKIP() << "OpenCL under ASan runs in skeleton.opencl_without_lsan";
-  std::unique_ptr<hdsm::Runtime> rt;
-  try {
-    rt = std::make_unique<hdsm::Runtime>(hdsm::Config::defaults().set("HDSM_DEVICE", "opencl"));
-  } catch (const hdsm::NoDevice& e) {
-    GTEST_SKIP() << e.what();
-  }
+  std::string why;
+  const std::unique_ptr<hdsm::Runtime> rt = hdsm::test::opencl_runtime(why);
+  if (!rt) GTEST_SKIP() << why;
   hdsm::Vector<long> v(50'000, hdsm::ContainerOptions{rt.get()});
   for (std::size_t i = 0; i < v.size(); ++i) v(i) = static_cast<long>(i % 1000);
   long expect = 0;
