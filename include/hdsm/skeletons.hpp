@@ -74,8 +74,12 @@ std::size_t host_chunks(Runtime& runtime, std::size_t n,
                         FunctionRef<void(std::size_t, std::size_t, std::size_t)> body);
 std::size_t host_chunk_count(Runtime& runtime, std::size_t n);
 
-/// [0, n) split over `parts` devices, equal parts (the last takes the rest): part p's first element.
+/// [0, n) split over `parts` devices, equal parts (the last takes the rest): part p's first element,
+/// and one past its last.
 inline std::size_t part_begin(std::size_t n, std::size_t parts, std::size_t p) { return n / parts * p; }
+inline std::size_t part_end(std::size_t n, std::size_t parts, std::size_t p) {
+  return p + 1 == parts ? n : part_begin(n, parts, p + 1);
+}
 
 /// The devices a skeleton call runs on: its own choice (checked), else the runtime's default device.
 std::vector<unsigned> skeleton_devices(Runtime& runtime, const std::vector<unsigned>& chosen);
@@ -178,7 +182,7 @@ void run_map(SkeletonBackend backend, const std::vector<unsigned>& chosen, Vecto
   const Kernel& kernel = MapKernel<F, R, T...>::template get<U...>();
   for (std::size_t part = 0; part < devices.size(); ++part) {
     const std::size_t first = part_begin(n, devices.size(), part);
-    const std::size_t last = part + 1 == devices.size() ? n : part_begin(n, devices.size(), part + 1);
+    const std::size_t last = part_end(n, devices.size(), part);
     if (first == last) continue;
     std::apply(
         [&](auto&... in) {
@@ -193,24 +197,33 @@ void run_map(SkeletonBackend backend, const std::vector<unsigned>& chosen, Vecto
   }
 }
 
+/// What every skeleton is told: where it runs (Derived: the skeleton, for chained calls).
+template <class Derived>
+class SkeletonOptions {
+ public:
+  Derived& backend(SkeletonBackend b) {
+    backend_ = b;
+    return static_cast<Derived&>(*this);
+  }
+  /// The devices to split each call over, in equal parts; none chosen: the runtime's default device.
+  Derived& devices(std::initializer_list<unsigned> devices) {
+    devices_.assign(devices);
+    return static_cast<Derived&>(*this);
+  }
+
+ protected:
+  SkeletonBackend backend_ = SkeletonBackend::devices;
+  std::vector<unsigned> devices_;
+};
+
 }  // namespace detail
 
 /// Map: out[i] = F(in0[i], in1[i], ..., uniforms...) for every element. The inputs (1 to N vectors)
 /// and the output have one size; the uniforms are the scalars F takes after its element arguments.
 /// Calls are asynchronous on devices: host accesses of `out` wait for them.
 template <class F>
-class Map {
+class Map : public detail::SkeletonOptions<Map<F>> {
  public:
-  Map& backend(SkeletonBackend b) {
-    backend_ = b;
-    return *this;
-  }
-  /// The devices to split each call over, in equal parts; none chosen: the runtime's default device.
-  Map& devices(std::initializer_list<unsigned> devices) {
-    devices_.assign(devices);
-    return *this;
-  }
-
   template <class R, class... A>
   void operator()(Vector<R>& out, A&&... args) {
     constexpr std::size_t inputs = detail::leading_vectors<A...>();
@@ -236,12 +249,9 @@ class Map {
                                          std::tuple_element_t<Inputs + J, Params>> &&
                    ...),
                   "hdsm::Map: a uniform does not convert to the user function's parameter");
-    detail::run_map<F>(backend_, devices_, out, std::tie(std::get<I>(all)...),
+    detail::run_map<F>(this->backend_, this->devices_, out, std::tie(std::get<I>(all)...),
                        std::tuple<std::tuple_element_t<Inputs + J, Params>...>(std::get<Inputs + J>(all)...));
   }
-
-  SkeletonBackend backend_ = SkeletonBackend::devices;
-  std::vector<unsigned> devices_;
 };
 
 namespace detail {
@@ -285,16 +295,8 @@ struct ReduceKernel {
 /// order, so an exact F (integers, min, max) gives the same result on any number of devices. The call
 /// waits for the result.
 template <class F>
-class Reduce {
+class Reduce : public detail::SkeletonOptions<Reduce<F>> {
  public:
-  Reduce& backend(SkeletonBackend b) {
-    backend_ = b;
-    return *this;
-  }
-  Reduce& devices(std::initializer_list<unsigned> devices) {
-    devices_.assign(devices);
-    return *this;
-  }
   /// Chunks per device part (threads of the reducing kernel); default 256.
   Reduce& chunks(std::size_t chunks) {
     chunks_ = chunks == 0 ? 1 : chunks;
@@ -330,7 +332,7 @@ class Reduce {
   T run(Vector<T>& v) {
     const std::size_t n = v.size();
     Runtime& rt = v.core().runtime();
-    if (backend_ == SkeletonBackend::host) {
+    if (this->backend_ == SkeletonBackend::host) {
       const T* p = v.host_range(0, n, Access::read);
       std::vector<T> partial(detail::host_chunk_count(rt, n));
       std::vector<char> used(partial.size(), 0);
@@ -342,13 +344,12 @@ class Reduce {
       });
       return combine(partial, used);
     }
-    const std::vector<unsigned> devices = detail::skeleton_devices(rt, devices_);
+    const std::vector<unsigned> devices = detail::skeleton_devices(rt, this->devices_);
     std::vector<Vector<T>> partials;
     std::vector<std::size_t> counts;
     for (std::size_t part = 0; part < devices.size(); ++part) {
       const std::size_t first = detail::part_begin(n, devices.size(), part);
-      const std::size_t last =
-          part + 1 == devices.size() ? n : detail::part_begin(n, devices.size(), part + 1);
+      const std::size_t last = detail::part_end(n, devices.size(), part);
       if (first == last) continue;
       const std::size_t chunk = (last - first + chunks_ - 1) / chunks_;
       const std::size_t count = (last - first + chunk - 1) / chunk;
@@ -376,8 +377,6 @@ class Reduce {
     return acc;
   }
 
-  SkeletonBackend backend_ = SkeletonBackend::devices;
-  std::vector<unsigned> devices_;
   std::size_t chunks_ = 256;
 };
 

@@ -226,18 +226,18 @@ bool CopySet::find_source(unsigned device, ElementRange range, CopyId except, bo
 void CopySet::fill(CopyId dst, RangePlan& plan) {
   const DeviceCopy& d = copies_[dst];
   const unsigned here = d.device;
-  std::vector<ElementRange> todo;
-  for (std::size_t row = d.extent.rows; row-- > 0;) todo.push_back(run(d.extent, row));
+  std::vector<ElementRange> missing;
+  for (std::size_t row = d.extent.rows; row-- > 0;) missing.push_back(run(d.extent, row));
   const auto take = [&](CopyId from, ElementRange range, ElementRange part) {
     plan.copies.push_back({from, dst, part});
     // What is left of `range` on either side of `part`, the lower part handled first.
-    if (part.last < range.last) todo.push_back({part.last, range.last});
-    if (range.first < part.first) todo.push_back({range.first, part.first});
+    if (part.last < range.last) missing.push_back({part.last, range.last});
+    if (range.first < part.first) missing.push_back({range.first, part.first});
   };
   const unsigned devices = std::max<unsigned>(devices_, static_cast<unsigned>(index_.size()));
-  while (!todo.empty()) {
-    const ElementRange range = todo.back();
-    todo.pop_back();
+  while (!missing.empty()) {
+    const ElementRange range = missing.back();
+    missing.pop_back();
     CopyId src = kMainCopy;
     ElementRange part;
     // 1. A current copy on the same device.

@@ -15,9 +15,7 @@ namespace hdsm::detail {
 std::size_t host_chunks(Runtime& runtime, std::size_t n,
                         FunctionRef<void(std::size_t, std::size_t, std::size_t)> body) {
   exec::Executor& executor = impl_of(runtime).executor;
-  // A few chunks per worker balance uneven chunks; at least 4096 elements each keep the overhead low.
-  constexpr std::size_t kMinChunk = 4096;
-  const std::size_t chunks = std::clamp<std::size_t>(n / kMinChunk, 1, std::size_t{executor.workers()} * 4);
+  const std::size_t chunks = host_chunk_count(runtime, n);
   const std::size_t chunk = (n + chunks - 1) / chunks;
   const Launch launch{Dim3{static_cast<std::uint32_t>(chunks)}, Dim3{1}};
   executor.for_each_block(launch, [&](const BlockRun& run) {
@@ -32,6 +30,7 @@ void host_for(Runtime& runtime, std::size_t n, FunctionRef<void(std::size_t, std
 }
 
 std::size_t host_chunk_count(Runtime& runtime, std::size_t n) {
+  // A few chunks per worker balance uneven chunks; at least 4096 elements each keep the overhead low.
   constexpr std::size_t kMinChunk = 4096;
   return std::clamp<std::size_t>(n / kMinChunk, 1, std::size_t{impl_of(runtime).executor.workers()} * 4);
 }
