@@ -34,6 +34,11 @@ struct DeviceProperties {
   double link_gbps = 0;       // modelled or nominal host link rate (GB/s); 0: unthrottled/unknown
   double latency_us = 0;      // modelled per-transfer latency
   bool zeroed_alloc = false;  // alloc() returns buffers that read as zero (false: poisoned or undefined)
+  /// The device's kernels use host memory in place as fast as its own (a CPU device, an integrated
+  /// GPU, a coherent superchip): copying data to it only costs time. HDSM_PROTOCOL=auto then keeps
+  /// its shared objects in host memory.
+  bool shares_host_memory = false;
+  std::string host_memory_source;  // what the platform reported for shares_host_memory
 };
 
 /// A device allocation. The handle is backend-specific (sim: an offset in the device mapping,

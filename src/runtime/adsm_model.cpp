@@ -113,7 +113,9 @@ coherence::SharedSpace& AdsmModel::shared_space() {
   std::lock_guard lock(space_mutex_);
   if (space_) return *space_;
   const Config& config = rt_.config;
-  const auto kind = coherence::parse_protocol(config.get(knob_name(Knob::protocol)));
+  const std::string& protocol = config.get(knob_name(Knob::protocol));
+  const auto kind = coherence::parse_protocol(
+      protocol == "batch" || protocol == "lazy" ? std::string_view(protocol) : std::string_view("rolling"));
   const std::size_t block = checked_size(config, Knob::block_size, true);
   const coherence::SpaceTuning tuning{
       .segment_bytes = checked_size(config, Knob::arena_segment, false),

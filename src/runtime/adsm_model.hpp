@@ -88,6 +88,7 @@ class AdsmModel final : public MemoryModel {
   coherence::SharedSpace* space() noexcept override {
     return space_published_.load(std::memory_order_acquire);
   }
+  AdsmModel* adsm() noexcept override { return this; }
 
   /// The call plan of kernel(args...), validated; nothing is enqueued or locked. Throws what the call
   /// would (an annotated range that leaves its object, an unreachable remote object...).
@@ -95,7 +96,8 @@ class AdsmModel final : public MemoryModel {
   /// Runs a plan: takes its locks, releases, copies remote objects in, launches, records the call.
   void enqueue(const Kernel& kernel, const Launch& launch, CallPlan plan);
 
-  /// The shared space, made on first use with the configured protocol.
+  /// The shared space, made on first use with the configured protocol (rolling where HDSM_PROTOCOL
+  /// names another model: the devices auto or um give this one).
   coherence::SharedSpace& shared_space();
 
   /// A kernel call in flight: what its sync waits for and acquires.

@@ -9,11 +9,13 @@
 
 #include "device/staging_pool.hpp"
 #include "runtime/memory_model.hpp"
+#include "runtime/routed_model.hpp"
 
 #include <cstddef>
 #include <functional>
 #include <memory>
 #include <string_view>
+#include <vector>
 
 HDSM_VISIBLE_BEGIN
 namespace hdsm::detail {
@@ -22,6 +24,9 @@ struct RuntimeImpl;
 
 /// The runtime's memory model (alloc, call, sync and bulk memory behind the public calls).
 MemoryModel& memory_model(const Runtime& runtime);
+
+/// What HDSM_PROTOCOL gives each of the runtime's devices, and why (hdsm info).
+std::vector<ModelChoice> model_choices(const Runtime& runtime);
 
 /// The runtime's pinned pool `name`, made on first use with these sizes (ConfigError naming `knobs`
 /// when they make no pool).

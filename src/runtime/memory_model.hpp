@@ -1,10 +1,13 @@
 // The memory model behind a Runtime's shared objects (HDSM_PROTOCOL): what alloc hands out, and how
 // call and sync keep it coherent. The ADSM model (batch, lazy, rolling; adsm_model.hpp) keeps objects
 // in hdsm's arena coherent itself; the unified model (um; unified.hpp) hands out the devices' managed
-// memory and leaves the migration to the platform. The Runtime's public calls go through this
+// memory and leaves the migration to the platform; the host-mapped model (host_mapped.hpp) keeps
+// objects in host memory that devices sharing it use in place; a routed model (routed_model.hpp)
+// sends each device's objects to the model that device gets. The Runtime's public calls go through this
 // interface only, and the I/O on shared objects (shared_io.cpp) through its bulk entry points.
 #pragma once
 
+#include <hdsm/export.h>
 #include <hdsm/device.hpp>
 #include <hdsm/kernel.hpp>
 #include <hdsm/runtime.hpp>
@@ -17,6 +20,14 @@
 namespace hdsm::coherence {
 class SharedSpace;
 }
+
+// Declared visible: the first declaration sets a class's visibility, and tests and tools reach
+// AdsmModel (adsm_model.hpp) through dynamic_cast.
+HDSM_VISIBLE_BEGIN
+namespace hdsm::detail {
+class AdsmModel;
+}
+HDSM_VISIBLE_END
 
 namespace hdsm::detail {
 
@@ -52,6 +63,8 @@ class MemoryModel {
   /// The ADSM shared space, for what works on it directly (MPI, tools); nullptr where the model has
   /// none (yet).
   virtual coherence::SharedSpace* space() noexcept { return nullptr; }
+  /// The ADSM model among the runtime's models; nullptr where there is none.
+  virtual AdsmModel* adsm() noexcept { return nullptr; }
 };
 
 }  // namespace hdsm::detail

@@ -6,8 +6,8 @@
 #include "runtime/adsm_model.hpp"
 #include "runtime/internal.hpp"
 #include "runtime/knobs.hpp"
+#include "runtime/routed_model.hpp"
 #include "runtime/runtime_impl.hpp"
-#include "runtime/unified.hpp"
 
 #include <fmt/format.h>
 
@@ -83,15 +83,8 @@ RuntimeImpl::RuntimeImpl(Config c)
   }
   default_device = pick_default(config, devices);
   pools = std::make_unique<PinnedPools>(*devices.at(default_device));
-  if (config.get(name(Knob::protocol)) == "um") {
-    const std::string& advice = config.get(name(Knob::um_advice));
-    model = std::make_unique<UnifiedModel>(devices, default_device, config.boolean(name(Knob::um_prefetch)),
-                                           advice == "device" ? UmAdvice::device
-                                           : advice == "host" ? UmAdvice::host
-                                                              : UmAdvice::none);
-  } else {
-    model = std::make_unique<AdsmModel>(*this);
-  }
+  model_choices = choose_models(config.get(name(Knob::protocol)), devices);
+  model = make_memory_model(*this);
 }
 
 RuntimeImpl::~RuntimeImpl() {
@@ -105,6 +98,12 @@ RuntimeImpl::~RuntimeImpl() {
 RuntimeImpl& impl_of(const Runtime& runtime) { return *runtime.impl_; }
 
 MemoryModel& memory_model(const Runtime& runtime) { return *impl_of(runtime).model; }
+
+std::vector<ModelChoice> model_choices(const Runtime& runtime) {
+  RuntimeImpl& impl = impl_of(runtime);
+  std::lock_guard lock(impl.model_choices_mutex);
+  return impl.model_choices;
+}
 
 StagingPool& pinned_pool(const Runtime& runtime, std::string_view name, std::size_t total_bytes,
                          std::size_t chunk_bytes, StagingPool::Knobs knobs) {
@@ -121,10 +120,12 @@ void* attachment(const Runtime& runtime, std::string_view key,
 }
 
 coherence::SharedSpace& RuntimeImpl::shared_space() {
-  auto* adsm = dynamic_cast<AdsmModel*>(model.get());
+  AdsmModel* adsm = model->adsm();
   if (adsm == nullptr)
     throw Unsupported(
-        "HDSM_PROTOCOL=um has no ADSM shared space: its objects are the devices' unified memory");
+        fmt::format("HDSM_PROTOCOL={} has no ADSM shared space: its objects are the devices' "
+                    "unified memory or host memory they use in place",
+                    config.get(name(Knob::protocol))));
   return adsm->shared_space();
 }
 

@@ -14,6 +14,7 @@
 #include "obs/lock_wait.hpp"
 #include "obs/trace.hpp"
 #include "runtime/memory_model.hpp"
+#include "runtime/routed_model.hpp"
 
 #include <atomic>
 #include <deque>
@@ -43,10 +44,13 @@ struct RuntimeImpl {
   std::vector<Device*> devices;
   std::size_t default_device = 0;
 
-  /// The memory model of the shared objects (HDSM_PROTOCOL): AdsmModel, or UnifiedModel for um.
+  /// What HDSM_PROTOCOL gives each device, and why (a fallback changes an entry, under the mutex).
+  std::vector<ModelChoice> model_choices;
+  std::mutex model_choices_mutex;
+  /// The memory model of the shared objects: the one every device gets, or a RoutedModel.
   std::unique_ptr<MemoryModel> model;
 
-  /// The ADSM shared space, made on first use; Unsupported under HDSM_PROTOCOL=um, which has none.
+  /// The ADSM shared space, made on first use; Unsupported where no device gets an ADSM model.
   HDSM_API coherence::SharedSpace& shared_space();  // exported: tests and tools reach the space
   /// The ADSM shared space if it exists (nullptr otherwise, and under um).
   coherence::SharedSpace* existing_space() noexcept { return model->space(); }

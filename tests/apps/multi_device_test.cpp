@@ -33,6 +33,7 @@ std::vector<Case> sim_cases() {
       out.emplace_back(app.name, devices, "explicit");
       out.emplace_back(app.name, devices, "rolling-peer");
       out.emplace_back(app.name, devices, "rolling-staged");
+      out.emplace_back(app.name, devices, "host-mapped");
       if (devices == 4)
         for (const char* mode : {"lazy-peer", "batch-staged"}) out.emplace_back(app.name, devices, mode);
     }
@@ -63,7 +64,9 @@ TEST_P(MultiDeviceSim, MatchesReference) {
   ASSERT_FALSE(want.values.empty());
 
   const bool explicit_version = mode == "explicit";
-  const std::string protocol = explicit_version ? "rolling" : mode.substr(0, mode.find('-'));
+  const std::string protocol = explicit_version        ? "rolling"
+                               : mode == "host-mapped" ? mode
+                                                       : mode.substr(0, mode.find('-'));
   const bool peer = mode.ends_with("-peer");
   hdsm::Config config = hdsm::test::fast_sim_config(protocol, "4KiB", "64MiB");
   config.set("HDSM_SIM_DEVICES", "4").set("HDSM_SIM_PEER", peer ? "all" : "none");
@@ -91,7 +94,10 @@ TEST_P(MultiDeviceSim, MatchesReference) {
   // Under batch-update the host copy of an object a kernel only read stays the one a copy writes to
   // (uploaded at the next call), so its exchanges go through host memory; the others copy between
   // the device copies.
-  if (!explicit_version && devices > 1 && protocol != "batch") {
+  if (protocol == "host-mapped") {
+    for (int r = 0; r < hdsm::kRouteCount; ++r)
+      EXPECT_EQ(stats.routes[r].bytes, 0u) << "host-mapped moves nothing";
+  } else if (!explicit_version && devices > 1 && protocol != "batch") {
     const hdsm::CopyRoute route = peer ? hdsm::CopyRoute::peer : hdsm::CopyRoute::staged;
     const hdsm::CopyRoute other = peer ? hdsm::CopyRoute::staged : hdsm::CopyRoute::peer;
     EXPECT_GT(stats.copy(route).transfers, 0u)

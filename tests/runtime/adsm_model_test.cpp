@@ -482,12 +482,21 @@ std::vector<Param> all_params() {
     for (std::size_t block : {std::size_t{4} << 10, std::size_t{64} << 10})
       for (unsigned devices = 2; devices <= 3; ++devices)
         out.push_back({protocol, block, devices, "sim", true});
+  // Host-mapped objects (host memory the kernels use in place) and unified memory (sim: the same,
+  // allocated by the device): the block size means nothing there.
+  for (const char* protocol : {"host-mapped", "um"})
+    for (unsigned devices = 1; devices <= 3; ++devices)
+      out.push_back({protocol, std::size_t{4} << 10, devices});
+  for (const char* backend : {"opencl", "cuda"})
+    out.push_back({"host-mapped", std::size_t{4} << 10, 1, backend});
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(All, AdsmModel, ::testing::ValuesIn(all_params()), [](const auto& info) {
   const std::string backend = info.param.backend;
-  return (backend == "sim" ? "" : backend + "_") + info.param.protocol + "_" +
+  const std::string protocol =
+      info.param.protocol == std::string("host-mapped") ? "host_mapped" : info.param.protocol;
+  return (backend == "sim" ? "" : backend + "_") + protocol + "_" +
          std::to_string(info.param.block_bytes >> 10) + "KiB_" + std::to_string(info.param.devices) + "dev" +
          (info.param.remote_copy ? "_copy" : "");
 });

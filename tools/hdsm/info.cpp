@@ -1,7 +1,8 @@
-// `hdsm info`: the devices, a measured link bandwidth per device (the copy engine's probe), the peer
-// matrix and the active non-default configuration.
+// `hdsm info`: the devices, a measured link bandwidth per device (the copy engine's probe), the
+// memory model each device gets and why, the peer matrix and the active non-default configuration.
 #include "commands.hpp"
 #include "common.hpp"
+#include "runtime/internal.hpp"
 #include "table.hpp"
 #include "transfer/probe.hpp"
 
@@ -139,6 +140,11 @@ int run_info(const InfoOptions& options) {
     fmt::print(
         "  measured: median of {} pinned copies of {} each way after a warm-up copy (1 GB/s = 1e9 B/s)\n",
         kProbeCopies, format_bytes(kProbeBytes));
+  fmt::print("\nmemory model of each device's shared objects (HDSM_PROTOCOL={}):\n",
+             runtime.config().get("HDSM_PROTOCOL"));
+  const auto choices = detail::model_choices(runtime);
+  for (std::size_t i = 0; i < choices.size() && i < devices.size(); ++i)
+    fmt::print("  {}: {} ({})\n", devices[i]->name(), choices[i].model, choices[i].why);
   fmt::print("\n");
   print_peer_matrix(devices);
   fmt::print("\n");

@@ -16,6 +16,7 @@
 #include "device/backends.hpp"
 #include "device/buffer_table.hpp"
 #include "device/event_state.hpp"
+#include "device/host_mapping.hpp"
 #include "device/managed.hpp"
 #include "device/range_table.hpp"
 #include "obs/counters.hpp"
@@ -125,7 +126,7 @@ class EventWatcher {
 
 class CudaQueue;
 
-class CudaDevice final : public Device, public ManagedMemory {
+class CudaDevice final : public Device, public ManagedMemory, public HostMapping {
  public:
   /// `peers`: by ordinal, whether this device and that one can access each other's memory.
   CudaDevice(unsigned index, int ordinal, int peer_group, std::vector<bool> peers, DeviceServices services,
@@ -151,6 +152,14 @@ class CudaDevice final : public Device, public ManagedMemory {
   void free_managed(void* pointer) override;
   void prefetch(const void* pointer, std::size_t bytes, bool to_device, Queue& queue) override;
   void advise(const void* pointer, std::size_t bytes, UmAdvice advice) override;
+
+  // Host mapping (the host-mapped model): page-locked, mapped host memory (cudaHostRegister), or the
+  // pointer itself where the device walks the host's page tables. CUDA memory is coherent at stream
+  // synchronization, so hand-overs have nothing to do.
+  std::uint64_t map_host(void* pointer, std::size_t bytes) override;
+  void unmap_host(std::uint64_t mapping) override;
+  KernelArg host_argument(std::uint64_t mapping, std::size_t offset) override;
+  void hand_over(std::uint64_t mapping, bool to_device, Queue& queue) override;
 
   // Used by CudaQueue.
   int ordinal() const { return ordinal_; }
@@ -192,6 +201,15 @@ class CudaDevice final : public Device, public ManagedMemory {
   std::size_t shared_per_block_ = std::size_t{48} * 1024, shared_per_block_optin_ = std::size_t{48} * 1024;
   std::unordered_map<const void*, std::size_t> dynamic_shared_;  // opted-in sizes by function
   std::vector<bool> peer_enabled_;                               // by ordinal
+  struct HostMapped {
+    std::byte* host;
+    std::byte* device;  // what kernels use
+    std::size_t bytes;
+    bool registered;  // cudaHostRegister'ed (else used through the host's page tables)
+  };
+  std::unordered_map<std::uint64_t, HostMapped> host_mapped_;  // by handle
+  std::uint64_t next_host_mapping_ = 1;
+  bool pageable_access_ = false;  // cudaDevAttrPageableMemoryAccessUsesHostPageTables
 };
 
 class CudaQueue final : public Queue {

@@ -150,6 +150,17 @@ CudaDevice::CudaDevice(unsigned index, int ordinal, int peer_group, std::vector<
   props_.peer_group = peer_group;
   props_.link_gbps = 0;  // nominal: CUDA does not report the link's rate
   props_.zeroed_alloc = !poison_;
+  int host_tables = 0;
+  check(cudaDeviceGetAttribute(&host_tables, cudaDevAttrPageableMemoryAccessUsesHostPageTables, ordinal),
+        "cudaDeviceGetAttribute(cudaDevAttrPageableMemoryAccessUsesHostPageTables)", props_.name);
+  pageable_access_ = host_tables != 0;
+  if (pageable_access_) {
+    props_.shares_host_memory = true;
+    props_.host_memory_source = "cudaDevAttrPageableMemoryAccessUsesHostPageTables";
+  } else if (prop.integrated != 0) {
+    props_.shares_host_memory = true;
+    props_.host_memory_source = "cudaDeviceProp::integrated";
+  }
   activate();
   check(cudaStreamCreateWithFlags(&internal_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags",
         props_.name);
@@ -164,6 +175,8 @@ CudaDevice::~CudaDevice() {
   buffers_->for_each(
       [](std::uint64_t address, std::size_t, std::monostate) { cudaFree(reinterpret_cast<void*>(address)); });
   pinned_.for_each([](void* p, const auto&) { cudaFreeHost(p); });
+  for (const auto& [handle, m] : host_mapped_)
+    if (m.registered) cudaHostUnregister(m.host);
   (void)cudaGetLastError();
 }
 
@@ -413,3 +426,58 @@ const bool registered = register_backend(
 }  // namespace
 
 }  // namespace hdsm
+
+namespace hdsm::cuda {
+
+std::uint64_t CudaDevice::map_host(void* pointer, std::size_t bytes) {
+  if (bytes == 0)
+    throw InvalidArgument(fmt::format("map_host({}, 0) on {}: nothing to map", pointer, name()));
+  HostMapped m{static_cast<std::byte*>(pointer), static_cast<std::byte*>(pointer), bytes, false};
+  if (!pageable_access_) {
+    const std::string what = fmt::format("{} bytes of host memory at {} for {}", bytes, pointer, name());
+    activate();
+    check(cudaHostRegister(pointer, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),
+          "cudaHostRegister", what);
+    void* device = nullptr;
+    const cudaError_t e = cudaHostGetDevicePointer(&device, pointer, 0);
+    if (e != cudaSuccess) cudaHostUnregister(pointer);
+    check(e, "cudaHostGetDevicePointer", what);
+    m.device = static_cast<std::byte*>(device);
+    m.registered = true;
+  }
+  std::lock_guard lock(mutex_);
+  const std::uint64_t handle = next_host_mapping_++;
+  host_mapped_.emplace(handle, m);
+  return handle;
+}
+
+void CudaDevice::unmap_host(std::uint64_t mapping) {
+  std::unique_lock lock(mutex_);
+  const auto it = host_mapped_.find(mapping);
+  if (it == host_mapped_.end())
+    throw InvalidPointer(fmt::format("unmap_host({}) on {}: no such host mapping", mapping, name()));
+  const HostMapped m = it->second;
+  host_mapped_.erase(it);
+  lock.unlock();
+  if (m.registered)
+    check(cudaHostUnregister(m.host), "cudaHostUnregister",
+          fmt::format("host memory at {} on {}", static_cast<void*>(m.host), name()));
+}
+
+KernelArg CudaDevice::host_argument(std::uint64_t mapping, std::size_t offset) {
+  std::lock_guard lock(mutex_);
+  const auto it = host_mapped_.find(mapping);
+  if (it == host_mapped_.end())
+    throw InvalidPointer(fmt::format("host_argument({}) on {}: no such host mapping", mapping, name()));
+  if (offset > it->second.bytes)
+    throw InvalidArgument(fmt::format("host_argument on {}: offset {} past the end of a mapping of {} bytes",
+                                      name(), offset, it->second.bytes));
+  return KernelArg::value(static_cast<void*>(it->second.device + offset));
+}
+
+void CudaDevice::hand_over(std::uint64_t, bool, Queue& queue) {
+  if (&queue.device() != this)
+    throw InvalidArgument(fmt::format("hand_over on {}: the queue is not one of this device", name()));
+}
+
+}  // namespace hdsm::cuda

@@ -11,6 +11,7 @@
 
 #include "device/backends.hpp"
 #include "device/buffer_table.hpp"
+#include "device/host_mapping.hpp"
 #include "device/program_cache.hpp"
 #include "device/range_table.hpp"
 #include "obs/counters.hpp"
@@ -66,7 +67,7 @@ using ClKernel = Handle<cl_kernel, clReleaseKernel>;
 
 class OpenclQueue;
 
-class OpenclDevice final : public Device {
+class OpenclDevice final : public Device, public HostMapping {
  public:
   OpenclDevice(unsigned index, unsigned ordinal, cl_device_id id, std::shared_ptr<Context> context,
                std::shared_ptr<const ProgramCache> cache, DeviceServices services,
@@ -86,6 +87,14 @@ class OpenclDevice final : public Device {
   std::optional<KernelArg> peer_argument(const Device& home, DeviceBuffer buffer,
                                          std::size_t offset) override;
   std::unique_ptr<Queue> create_queue() override;
+
+  // Host mapping: a CL_MEM_USE_HOST_PTR buffer over the host memory, kept mapped while the host owns
+  // it; its handles have kHostMapped set, so resolve() and kernel arguments take them as buffers.
+  std::uint64_t map_host(void* pointer, std::size_t bytes) override;
+  void unmap_host(std::uint64_t mapping) override;
+  KernelArg host_argument(std::uint64_t mapping, std::size_t offset) override;
+  void hand_over(std::uint64_t mapping, bool to_device, Queue& queue) override;
+  static constexpr std::uint64_t kHostMapped = std::uint64_t{1} << 63;
 
   // Used by OpenclQueue.
   cl_device_id id() const { return id_; }
@@ -112,7 +121,15 @@ class OpenclDevice final : public Device {
   std::atomic<std::uint64_t> next_id_{1};    // buffer handles
   mutable std::mutex mutex_;                 // the table below
   RangeTable<Mem> pinned_;                   // mapped CL_MEM_ALLOC_HOST_PTR buffers by host address
-  std::unique_ptr<OpenclQueue> internal_;    // discard fills and pinned maps
+  struct HostMapped {
+    Mem mem;  // CL_MEM_USE_HOST_PTR over [host, host + bytes)
+    void* host;
+    std::size_t bytes;
+    bool on_device;  // unmapped: kernels own it
+  };
+  std::unordered_map<std::uint64_t, HostMapped> host_mapped_;  // by handle
+  std::uint64_t next_host_mapping_ = kHostMapped | 1;
+  std::unique_ptr<OpenclQueue> internal_;  // discard fills and pinned maps
 
   // Builds take seconds, so they hold their own lock rather than mutex_.
   std::mutex programs_mutex_;

@@ -155,6 +155,13 @@ OpenclDevice::OpenclDevice(unsigned index, unsigned ordinal, cl_device_id id,
     props_.memory_bytes = std::min<std::size_t>(props_.memory_bytes, options.memory_bytes);
   props_.copy_engines = 1;  // OpenCL does not say; one in-order queue per copy direction is what hdsm uses
   props_.zeroed_alloc = !poison_;
+  if (device_info<cl_device_type>(id, CL_DEVICE_TYPE, props_.name.c_str()) & CL_DEVICE_TYPE_CPU) {
+    props_.shares_host_memory = true;
+    props_.host_memory_source = "CL_DEVICE_TYPE_CPU";
+  } else if (device_info<cl_bool>(id, CL_DEVICE_HOST_UNIFIED_MEMORY, props_.name.c_str()) == CL_TRUE) {
+    props_.shares_host_memory = true;
+    props_.host_memory_source = "CL_DEVICE_HOST_UNIFIED_MEMORY";
+  }
   max_alloc_ = device_info<cl_ulong>(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE, props_.name.c_str());
   buffers_.emplace(props_.name, props_.memory_bytes, max_alloc_);
   base_align_ = std::max<std::size_t>(
@@ -168,6 +175,8 @@ OpenclDevice::~OpenclDevice() {
   pinned_.for_each([&](void* address, const RangeTable<Mem>::Range& p) {
     clEnqueueUnmapMemObject(internal_->get(), p.value.get(), address, 0, nullptr, nullptr);
   });
+  for (auto& [handle, m] : host_mapped_)
+    if (!m.on_device) clEnqueueUnmapMemObject(internal_->get(), m.mem.get(), m.host, 0, nullptr, nullptr);
   if (internal_) clFinish(internal_->get());
 }
 
@@ -208,6 +217,16 @@ std::size_t OpenclDevice::memory_used() const { return buffers_->used(); }
 
 cl_mem OpenclDevice::resolve(DeviceBuffer buffer, std::size_t offset, std::size_t bytes,
                              const std::string& what) const {
+  if ((buffer.handle & kHostMapped) != 0) {
+    std::lock_guard lock(mutex_);
+    const auto it = host_mapped_.find(buffer.handle);
+    if (it == host_mapped_.end())
+      throw InvalidPointer(fmt::format("{} on {}: no such host mapping (unmapped already?)", what, name()));
+    if (offset > it->second.bytes || bytes > it->second.bytes - offset)
+      throw InvalidArgument(fmt::format("{} on {}: bytes [{}, {}) run past a host mapping of {} bytes", what,
+                                        name(), offset, offset + bytes, it->second.bytes));
+    return it->second.mem.get();
+  }
   return buffers_->with(buffer, offset, bytes, what, [](const Mem& m) { return m.get(); });
 }
 
@@ -257,6 +276,85 @@ void OpenclDevice::free_pinned(void* pointer) {
 bool OpenclDevice::is_pinned(const void* pointer, std::size_t bytes) const {
   std::lock_guard lock(mutex_);
   return pinned_.contains(pointer, bytes);
+}
+
+std::uint64_t OpenclDevice::map_host(void* pointer, std::size_t bytes) {
+  if (bytes == 0)
+    throw InvalidArgument(fmt::format("map_host({}, 0) on {}: nothing to map", pointer, name()));
+  const std::string what = fmt::format("{} bytes of host memory at {} for {}", bytes, pointer, name());
+  cl_int err = CL_SUCCESS;
+  Mem mem(clCreateBuffer(context(), CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, bytes, pointer, &err));
+  check(err, "clCreateBuffer(CL_MEM_USE_HOST_PTR)", what);
+  // The host owns a new mapping: mapped, as OpenCL requires for host access to its memory.
+  void* mapped = clEnqueueMapBuffer(internal_->get(), mem.get(), CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
+                                    bytes, 0, nullptr, nullptr, &err);
+  check(err, "clEnqueueMapBuffer", what);
+  if (mapped != pointer) {
+    clEnqueueUnmapMemObject(internal_->get(), mem.get(), mapped, 0, nullptr, nullptr);
+    clFinish(internal_->get());
+    throw Unsupported(
+        fmt::format("map_host on {}: clEnqueueMapBuffer of a CL_MEM_USE_HOST_PTR buffer "
+                    "returned {} instead of the host memory at {}: the platform copies",
+                    name(), mapped, pointer));
+  }
+  std::lock_guard lock(mutex_);
+  const std::uint64_t handle = next_host_mapping_++;
+  host_mapped_.emplace(handle, HostMapped{std::move(mem), pointer, bytes, false});
+  return handle;
+}
+
+void OpenclDevice::unmap_host(std::uint64_t mapping) {
+  std::unique_lock lock(mutex_);
+  const auto it = host_mapped_.find(mapping);
+  if (it == host_mapped_.end())
+    throw InvalidPointer(fmt::format("unmap_host({:#x}) on {}: no such host mapping", mapping, name()));
+  HostMapped m = std::move(it->second);
+  host_mapped_.erase(it);
+  lock.unlock();
+  if (!m.on_device) {
+    check(clEnqueueUnmapMemObject(internal_->get(), m.mem.get(), m.host, 0, nullptr, nullptr),
+          "clEnqueueUnmapMemObject", fmt::format("host memory at {} on {}", m.host, name()));
+    check(clFinish(internal_->get()), "clFinish", name());
+  }
+}
+
+KernelArg OpenclDevice::host_argument(std::uint64_t mapping, std::size_t offset) {
+  std::lock_guard lock(mutex_);
+  const auto it = host_mapped_.find(mapping);
+  if (it == host_mapped_.end())
+    throw InvalidPointer(fmt::format("host_argument({:#x}) on {}: no such host mapping", mapping, name()));
+  if (offset > it->second.bytes)
+    throw InvalidArgument(fmt::format("host_argument on {}: offset {} past the end of a mapping of {} bytes",
+                                      name(), offset, it->second.bytes));
+  return KernelArg::buffer(DeviceBuffer{mapping, it->second.bytes}, offset);
+}
+
+void OpenclDevice::hand_over(std::uint64_t mapping, bool to_device, Queue& queue) {
+  auto* q = dynamic_cast<OpenclQueue*>(&queue);
+  if (q == nullptr || &q->device() != this)
+    throw InvalidArgument(fmt::format("hand_over on {}: the queue is not one of this device", name()));
+  std::lock_guard lock(mutex_);
+  const auto it = host_mapped_.find(mapping);
+  if (it == host_mapped_.end())
+    throw InvalidPointer(fmt::format("hand_over({:#x}) on {}: no such host mapping", mapping, name()));
+  HostMapped& m = it->second;
+  if (m.on_device == to_device) return;
+  const std::string what = fmt::format("host memory at {} on {}", m.host, name());
+  if (to_device) {
+    check(clEnqueueUnmapMemObject(q->get(), m.mem.get(), m.host, 0, nullptr, nullptr),
+          "clEnqueueUnmapMemObject", what);
+  } else {
+    cl_int err = CL_SUCCESS;
+    void* mapped = clEnqueueMapBuffer(q->get(), m.mem.get(), CL_FALSE, CL_MAP_READ | CL_MAP_WRITE, 0, m.bytes,
+                                      0, nullptr, nullptr, &err);
+    check(err, "clEnqueueMapBuffer", what);
+    if (mapped != m.host)
+      throw Error(Errc::system,
+                  fmt::format("clEnqueueMapBuffer of {} returned {}: a CL_MEM_USE_HOST_PTR buffer must map "
+                              "at its host memory",
+                              what, mapped));
+  }
+  m.on_device = to_device;
 }
 
 bool OpenclDevice::can_access_peer(const Device& other) const {

@@ -71,6 +71,11 @@ SimDevice::SimDevice(unsigned index, const SimOptions& options, HostMemory& host
   props_.peer_group = index < options.peer_groups.size() ? options.peer_groups[index] : -1;
   props_.link_gbps = options.link_gbps;
   props_.latency_us = options.latency_us;
+  props_.shares_host_memory = options.kind != SimKind::discrete;
+  if (props_.shares_host_memory)
+    props_.host_memory_source = options.kind == SimKind::integrated ? "HDSM_SIM_KIND=integrated"
+                                                                    : "HDSM_SIM_KIND=integrated-unmappable";
+  unmappable_ = options.kind == SimKind::integrated_unmappable;
   inbound_.lane = services_.tracer.lane(props_.name + " H2D engine");
   outbound_.lane = services_.tracer.lane(props_.name + " D2H engine");
   local_lane_ = services_.tracer.lane(props_.name + " D2D");
@@ -299,6 +304,42 @@ void SimDevice::prefetch(const void*, std::size_t, bool, Queue& queue) {
     throw InvalidArgument(fmt::format("prefetch on {}: the queue is not one of this device", name()));
 }
 
+std::uint64_t SimDevice::map_host(void* pointer, std::size_t bytes) {
+  if (bytes == 0)
+    throw InvalidArgument(fmt::format("map_host({}, 0) on {}: nothing to map", pointer, name()));
+  if (unmappable_)
+    throw Unsupported(
+        fmt::format("map_host({}, {} bytes) on {}: the device refuses host mappings "
+                    "(HDSM_SIM_KIND=integrated-unmappable)",
+                    pointer, bytes, name()));
+  std::lock_guard lock(alloc_mutex_);
+  const std::uint64_t handle = next_host_mapping_++;
+  host_mapped_.emplace(handle, HostRange{static_cast<std::byte*>(pointer), bytes});
+  return handle;
+}
+
+void SimDevice::unmap_host(std::uint64_t mapping) {
+  std::lock_guard lock(alloc_mutex_);
+  if (host_mapped_.erase(mapping) == 0)
+    throw InvalidPointer(fmt::format("unmap_host({}) on {}: no such host mapping", mapping, name()));
+}
+
+KernelArg SimDevice::host_argument(std::uint64_t mapping, std::size_t offset) {
+  std::lock_guard lock(alloc_mutex_);
+  const auto it = host_mapped_.find(mapping);
+  if (it == host_mapped_.end())
+    throw InvalidPointer(fmt::format("host_argument({}) on {}: no such host mapping", mapping, name()));
+  if (offset > it->second.bytes)
+    throw InvalidArgument(fmt::format("host_argument on {}: offset {} past the end of a mapping of {} bytes",
+                                      name(), offset, it->second.bytes));
+  return KernelArg::value(static_cast<void*>(it->second.start + offset));
+}
+
+void SimDevice::hand_over(std::uint64_t, bool, Queue& queue) {
+  if (&queue.device() != this)
+    throw InvalidArgument(fmt::format("hand_over on {}: the queue is not one of this device", name()));
+}
+
 bool SimDevice::can_access_peer(const Device& other) const {
   const auto* o = dynamic_cast<const SimDevice*>(&other);
   return o != nullptr && o != this && &o->host_ == &host_ && props_.peer_group >= 0 &&
@@ -401,6 +442,10 @@ SimOptions sim_options(const Config& config) {
   o.host_bus_gbps = config.real("HDSM_SIM_HOST_BUS_GBPS");
   o.latency_us = config.real("HDSM_SIM_LATENCY_US");
   o.poison = config.boolean("HDSM_SIM_POISON");
+  const std::string& kind = config.get("HDSM_SIM_KIND");
+  o.kind = kind == "integrated" ? SimKind::integrated
+           : kind == "discrete" ? SimKind::discrete
+                                : SimKind::integrated_unmappable;
   const std::string& bounds = config.get("HDSM_SIM_BOUNDS_CHECK");
 #ifdef NDEBUG
   constexpr bool debug_build = false;

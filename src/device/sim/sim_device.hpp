@@ -9,6 +9,7 @@
 #include <hdsm/stats.hpp>
 
 #include "device/backends.hpp"
+#include "device/host_mapping.hpp"
 #include "device/managed.hpp"
 #include "device/services.hpp"
 #include "device/sim/host_memory.hpp"
@@ -30,8 +31,12 @@ struct DeviceCounters;
 
 namespace hdsm::sim {
 
+/// What a simulated device models (HDSM_SIM_KIND).
+enum class SimKind { discrete, integrated, integrated_unmappable };
+
 struct SimOptions {
   unsigned devices = 2;
+  SimKind kind = SimKind::discrete;
   std::size_t memory_bytes = std::size_t{4} << 30;
   double link_gbps = 3;      // 0: unthrottled
   double host_bus_gbps = 6;  // shared by all devices' H2D and D2H transfers; 0: unlimited
@@ -52,7 +57,7 @@ struct DmaEngine {
 
 class SimQueue;
 
-class SimDevice final : public Device, public ManagedMemory {
+class SimDevice final : public Device, public ManagedMemory, public HostMapping {
  public:
   SimDevice(unsigned index, const SimOptions& options, HostMemory& host, DeviceServices services);
   ~SimDevice() override;
@@ -79,6 +84,13 @@ class SimDevice final : public Device, public ManagedMemory {
   void free_managed(void* pointer) override;
   void prefetch(const void* pointer, std::size_t bytes, bool to_device, Queue& queue) override;
   void advise(const void*, std::size_t, UmAdvice) override {}
+
+  // Host mapping: sim kernels run on the CPU, so they use host memory through its own pointers;
+  // a mapping only records the range (HDSM_SIM_KIND=integrated-unmappable refuses to make one).
+  std::uint64_t map_host(void* pointer, std::size_t bytes) override;
+  void unmap_host(std::uint64_t mapping) override;
+  KernelArg host_argument(std::uint64_t mapping, std::size_t offset) override;
+  void hand_over(std::uint64_t mapping, bool to_device, Queue& queue) override;
 
   // Used by SimQueue.
   /// Device address of [offset, offset+bytes) of a buffer of this device; throws InvalidPointer for
@@ -147,6 +159,13 @@ class SimDevice final : public Device, public ManagedMemory {
   std::unordered_map<std::uint64_t, Allocation> allocations_;
   std::uint64_t next_id_ = 1;
   std::unordered_map<const void*, os::Mapping> managed_;  // by start address
+  struct HostRange {
+    std::byte* start;
+    std::size_t bytes;
+  };
+  std::unordered_map<std::uint64_t, HostRange> host_mapped_;  // by handle
+  std::uint64_t next_host_mapping_ = 1;
+  bool unmappable_ = false;
 
   DmaEngine inbound_, outbound_;
   int local_lane_ = -1;

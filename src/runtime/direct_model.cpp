@@ -1,0 +1,227 @@
+#include "runtime/direct_model.hpp"
+
+#include <hdsm/error.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <utility>
+
+namespace hdsm::detail {
+
+DirectModel::DirectModel(std::vector<Device*> devices, std::size_t default_device, std::string protocol)
+    : devices_(std::move(devices)),
+      default_device_(default_device),
+      protocol_(std::move(protocol)),
+      queues_(devices_.size()),
+      in_flight_(devices_.size()),
+      busy_(devices_.size(), false),
+      settled_(devices_.size()) {}
+
+void DirectModel::release_all() noexcept {
+  try {
+    sync();
+  } catch (...) {  // a kernel's error nobody synced for: the objects still go
+  }
+  for (auto& [start, o] : objects_) {
+    try {
+      release(o);
+    } catch (...) {
+    }
+  }
+  objects_.clear();
+}
+
+Queue& DirectModel::queue(unsigned device) {
+  if (!queues_[device]) queues_[device] = devices_[device]->create_queue();
+  return *queues_[device];
+}
+
+void* DirectModel::alloc(std::size_t bytes, unsigned device) {
+  if (bytes == 0) throw InvalidArgument("alloc(0): a shared object needs at least one byte");
+  if (device >= devices_.size())
+    throw InvalidArgument(
+        fmt::format("alloc on device {}: this runtime has {} devices", device, devices_.size()));
+  Object o = place(bytes, device);
+  o.device = device;
+  std::byte* start = o.start;
+  try {
+    std::lock_guard lock(mutex_);
+    objects_.emplace(reinterpret_cast<std::uintptr_t>(start), std::move(o));
+  } catch (...) {
+    release(o);
+    throw;
+  }
+  return start;
+}
+
+DirectModel::Object* DirectModel::object_at(const void* p) {
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  auto it = objects_.upper_bound(at);
+  if (it == objects_.begin()) return nullptr;
+  --it;
+  if (at - it->first >= it->second.bytes) return nullptr;
+  return &it->second;
+}
+
+std::optional<DirectModel::Found> DirectModel::find(const void* p) const {
+  std::lock_guard lock(mutex_);
+  const Object* o = const_cast<DirectModel*>(this)->object_at(p);
+  if (o == nullptr) return std::nullopt;
+  return Found{o->start, o->bytes, o->device};
+}
+
+void DirectModel::free(void* p) {
+  std::size_t bytes = 0;
+  {
+    std::lock_guard lock(mutex_);
+    const auto it = objects_.find(reinterpret_cast<std::uintptr_t>(p));
+    if (it == objects_.end()) {
+      const Object* inside = object_at(p);
+      throw InvalidPointer(
+          inside != nullptr
+              ? fmt::format(
+                    "free({}): not the start of a shared object (it lies {} bytes into the object at {})", p,
+                    static_cast<const std::byte*>(p) - inside->start, static_cast<void*>(inside->start))
+              : fmt::format("free({}): not a shared object of this runtime (freed already?)", p));
+    }
+    bytes = it->second.bytes;
+  }
+  settle({{p, bytes}});  // a kernel may still use it
+  Object gone;
+  {
+    std::lock_guard lock(mutex_);
+    const auto it = objects_.find(reinterpret_cast<std::uintptr_t>(p));
+    if (it == objects_.end())
+      throw InvalidPointer(fmt::format("free({}): freed by another thread meanwhile", p));
+    gone = std::move(it->second);
+    objects_.erase(it);
+  }
+  release(gone);
+}
+
+void DirectModel::call(const Kernel& kernel, const Launch& launch, std::span<const CallArg> args) {
+  using Kind = CallArg::Kind;
+  std::lock_guard lock(mutex_);
+  // The call runs on the device of its first object argument.
+  std::optional<unsigned> device;
+  for (const CallArg& a : args)
+    if (a.kind != Kind::value)
+      if (const Object* o = object_at(a.pointer)) {
+        device = o->device;
+        break;
+      }
+  const unsigned d = device.value_or(static_cast<unsigned>(default_device_));
+  std::vector<KernelArg> kernel_args;
+  kernel_args.reserve(args.size());
+  std::vector<Object*> used;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const CallArg& a = args[i];
+    if (a.kind == Kind::value) {
+      kernel_args.push_back(a.value);
+      continue;
+    }
+    Object* o = object_at(a.pointer);
+    if (o == nullptr) {
+      if (a.kind == Kind::annotated)
+        throw InvalidArgument(fmt::format("call({}): annotated argument {} ({}) is not a shared object",
+                                          kernel.name, i, a.pointer));
+      kernel_args.push_back(a.value);  // a pointer to other memory, passed as it is
+      continue;
+    }
+    kernel_args.push_back(
+        argument(d, *o, static_cast<std::size_t>(static_cast<const std::byte*>(a.pointer) - o->start)));
+    if (std::find(used.begin(), used.end(), o) == used.end()) used.push_back(o);
+  }
+  Queue& q = queue(d);
+  // A call on another device that used one of these objects since its sync comes first: this
+  // queue waits for everything that device's queue had (which chains to what that one waited for).
+  std::vector<unsigned> waited;
+  for (Object* o : used) {
+    const int e = std::exchange(o->last_device, static_cast<int>(d));
+    if (e < 0 || static_cast<unsigned>(e) == d || !busy_[e]) continue;
+    if (std::find(waited.begin(), waited.end(), static_cast<unsigned>(e)) != waited.end()) continue;
+    q.wait(queues_[e]->record());
+    waited.push_back(static_cast<unsigned>(e));
+  }
+  for (Object* o : used) before_launch(d, *o, q);
+  q.launch(kernel, launch, kernel_args);
+  busy_[d] = true;
+  for (Object* o : used) in_flight_[d].push_back(o->start);
+}
+
+void DirectModel::settle(std::initializer_list<std::pair<const void*, std::size_t>> ranges) {
+  std::vector<unsigned> devices;
+  std::vector<Event> earlier;  // syncs of other threads may have taken such calls over: wait for them too
+  {
+    std::lock_guard lock(mutex_);
+    for (unsigned d = 0; d < devices_.size(); ++d) {
+      if (!busy_[d]) continue;
+      const bool overlaps = std::any_of(in_flight_[d].begin(), in_flight_[d].end(), [&](std::byte* start) {
+        const auto it = objects_.find(reinterpret_cast<std::uintptr_t>(start));
+        if (it == objects_.end()) return false;
+        const auto begin = reinterpret_cast<std::uintptr_t>(start);
+        const std::uintptr_t end = begin + it->second.bytes;
+        return std::any_of(ranges.begin(), ranges.end(), [&](const auto& r) {
+          const auto at = reinterpret_cast<std::uintptr_t>(r.first);
+          return at < end && begin < at + r.second;
+        });
+      });
+      if (overlaps) devices.push_back(d);
+    }
+    for (unsigned d = 0; d < devices_.size(); ++d)
+      if (std::find(devices.begin(), devices.end(), d) == devices.end() && !settled_[d].query())
+        earlier.push_back(settled_[d]);
+  }
+  for (const Event& e : earlier) e.wait();
+  for (const unsigned d : devices) sync_device(d);
+}
+
+// Bulk memory is ordered after the calls before it, as cudaMemcpy is after earlier kernels: a copy
+// that touches an object a device's calls use waits for those calls (and the hand-over back) first.
+void DirectModel::copy(void* dst, const void* src, std::size_t n, std::vector<Event>*) {
+  settle({{dst, n}, {src, n}});
+  std::memmove(dst, src, n);
+}
+
+void DirectModel::fill(void* dst, std::uint8_t value, std::size_t n) {
+  settle({{dst, n}});
+  std::memset(dst, value, n);
+}
+
+void DirectModel::sync_device(unsigned device) {
+  std::unique_lock lock(mutex_);
+  if (busy_[device]) {
+    Queue& q = *queues_[device];
+    std::vector<std::byte*> used;
+    used.swap(in_flight_[device]);
+    busy_[device] = false;
+    std::sort(used.begin(), used.end());
+    used.erase(std::unique(used.begin(), used.end()), used.end());
+    for (std::byte* start : used) {
+      const auto it = objects_.find(reinterpret_cast<std::uintptr_t>(start));
+      if (it != objects_.end()) after_calls(device, it->second, q);
+    }
+    settled_[device] = q.record();
+  }
+  // A thread that finds the device idle still waits for what another thread's sync took over.
+  const Event settled = settled_[device];
+  lock.unlock();
+  settled.wait();
+}
+
+void DirectModel::sync() {
+  std::exception_ptr first;
+  for (unsigned d = 0; d < devices_.size(); ++d) {
+    try {
+      sync_device(d);
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+}  // namespace hdsm::detail

@@ -1,0 +1,108 @@
+// The memory models whose objects the host touches directly, with no arena and no faults: um (the
+// devices' managed memory, unified.hpp) and host-mapped (host memory the devices use in place,
+// host_mapped.hpp). Both keep a table of objects, launch with each object's argument for the call's
+// device, and at the sync wait for every call; what differs is where an object lives and what a
+// call and a sync must do for it first (the hooks below). Bulk memory and I/O on their objects are
+// plain libc calls.
+#pragma once
+
+#include <hdsm/device.hpp>
+
+#include "os/mapping.hpp"
+#include "runtime/memory_model.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hdsm::detail {
+
+class DirectModel : public MemoryModel {
+ public:
+  DirectModel(const DirectModel&) = delete;
+  DirectModel& operator=(const DirectModel&) = delete;
+
+  /// An object of `bytes` for `device`; InvalidArgument for 0 bytes or a device index out of range.
+  void* alloc(std::size_t bytes, unsigned device) final;
+  /// Frees an object once the calls in flight that use it are done (on any device); InvalidPointer
+  /// unless p starts one.
+  void free(void* p) final;
+  /// Launches on the device of the first object argument (the default device without one), each
+  /// object passed as the argument by which that device reaches it.
+  void call(const Kernel& kernel, const Launch& launch, std::span<const CallArg> args) final;
+  /// Waits for every call, rethrowing the first error.
+  void sync() final;
+  bool mediates(const void*) const final { return false; }
+  void check(const void*, std::size_t, const char*) const final {}
+  /// memmove and memset, once the calls in flight that use the memory are done (`pending` is
+  /// left alone: the copy is complete when this returns).
+  void copy(void* dst, const void* src, std::size_t n, std::vector<Event>* pending) final;
+  void fill(void* dst, std::uint8_t value, std::size_t n) final;
+
+  /// The object holding p: its start, size and device.
+  struct Found {
+    std::byte* start;
+    std::size_t bytes;
+    unsigned device;
+  };
+  std::optional<Found> find(const void* p) const;
+  /// Waits for the calls in flight on one device.
+  void sync_device(unsigned device);
+  /// Waits for the calls in flight on every device whose calls use an object overlapping one of
+  /// `ranges` (address, bytes).
+  void settle(std::initializer_list<std::pair<const void*, std::size_t>> ranges);
+
+ protected:
+  struct Object {
+    std::byte* start = nullptr;
+    std::size_t bytes = 0;
+    unsigned device = 0;                 // the device it was allocated for
+    int last_device = -1;                // the device of the last call that used it
+    os::Mapping host;                    // host-mapped: the memory itself
+    std::vector<std::uint64_t> mapping;  // host-mapped, by device: the device's mapping, 0 where none
+  };
+
+  /// `protocol` names the model in messages ("HDSM_PROTOCOL=um").
+  DirectModel(std::vector<Device*> devices, std::size_t default_device, std::string protocol);
+  ~DirectModel() override = default;
+  /// For the derived destructor: waits for the calls (errors dropped) and releases every object.
+  void release_all() noexcept;
+
+  /// The memory of a new zero-filled object for `device` (start and bytes set, and what the model
+  /// keeps with it).
+  virtual Object place(std::size_t bytes, unsigned device) = 0;
+  /// Frees an object's memory; no call uses it any more.
+  virtual void release(Object& object) = 0;
+  /// The argument by which kernels of `device` reach byte `offset` of `object`; mutex_ is held.
+  virtual KernelArg argument(unsigned device, Object& object, std::size_t offset) = 0;
+  /// Enqueued on `queue` (of `device`) before a launch that uses `object`; mutex_ is held.
+  virtual void before_launch(unsigned device, Object& object, Queue& queue) = 0;
+  /// Enqueued on `queue` at the sync, for each object the device's calls since the last one used,
+  /// before the sync waits for the queue; mutex_ is held.
+  virtual void after_calls(unsigned device, Object& object, Queue& queue) = 0;
+
+  std::vector<Device*> devices_;
+  std::size_t default_device_;
+  std::string protocol_;
+
+ private:
+  Queue& queue(unsigned device);     // caller holds mutex_
+  Object* object_at(const void* p);  // caller holds mutex_
+
+  mutable std::mutex mutex_;
+  std::map<std::uintptr_t, Object> objects_;        // by start address
+  std::vector<std::unique_ptr<Queue>> queues_;      // by device, created on first call
+  std::vector<std::vector<std::byte*>> in_flight_;  // by device: objects of calls since the sync
+  std::vector<bool> busy_;                          // by device: calls since the sync
+  std::vector<Event> settled_;  // by device: completes with the calls and hand-overs of the last sync
+};
+
+}  // namespace hdsm::detail
