@@ -40,6 +40,13 @@ struct DeviceStats {
   std::string name;
   RouteStats routes[kRouteCount];  // indexed by Route; peer copies count on the receiving device
   std::uint64_t kernel_launches = 0;
+  /// Time the device spent running kernels, from each kernel's start to its end (sim: on the CPU
+  /// executor; OpenCL: the profiling times of its command); 0 where the backend does not measure it
+  /// (CUDA).
+  std::uint64_t kernel_ns = 0;
+  /// Time the device spent on copies, from each copy's start to its end (sim: the modelled transfer
+  /// time; OpenCL: the profiling times of its commands); 0 where not measured (CUDA).
+  std::uint64_t transfer_ns = 0;
   std::uint64_t program_builds = 0;       // kernel programs compiled from source (OpenCL)
   std::uint64_t program_cache_loads = 0;  // kernel programs loaded from the cache (HDSM_CACHE_DIR)
   const RouteStats& route(Route r) const { return routes[static_cast<int>(r)]; }

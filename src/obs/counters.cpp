@@ -62,6 +62,10 @@ std::string Stats::to_string() const {
   for (const auto& d : devices) row(d.name, d.routes, d.kernel_launches);
   row("total", routes, kernel_launches);
   for (const auto& d : devices)
+    if (d.kernel_ns + d.transfer_ns != 0)
+      out += fmt::format("  {} device time: kernels {:.3f} ms, copies {:.3f} ms\n", d.name,
+                         static_cast<double>(d.kernel_ns) / 1e6, static_cast<double>(d.transfer_ns) / 1e6);
+  for (const auto& d : devices)
     if (d.program_builds + d.program_cache_loads != 0)
       out += fmt::format("  {} programs: {} built from source, {} loaded from the cache\n", d.name,
                          d.program_builds, d.program_cache_loads);
@@ -100,6 +104,8 @@ Stats Counters::snapshot() const {
       s.routes[r].transfers += ds.routes[r].transfers;
     }
     ds.kernel_launches = d.kernel_launches.load(std::memory_order_relaxed);
+    ds.kernel_ns = d.kernel_ns.load(std::memory_order_relaxed);
+    ds.transfer_ns = d.transfer_ns.load(std::memory_order_relaxed);
     ds.program_builds = d.program_builds.load(std::memory_order_relaxed);
     ds.program_cache_loads = d.program_cache_loads.load(std::memory_order_relaxed);
     s.kernel_launches += ds.kernel_launches;
@@ -121,6 +127,8 @@ void Counters::reset() {
   for (auto& d : devices_) {
     for (auto& r : d.routes) r.reset();
     d.kernel_launches.store(0, std::memory_order_relaxed);
+    d.kernel_ns.store(0, std::memory_order_relaxed);
+    d.transfer_ns.store(0, std::memory_order_relaxed);
     d.program_builds.store(0, std::memory_order_relaxed);
     d.program_cache_loads.store(0, std::memory_order_relaxed);
   }

@@ -33,7 +33,9 @@ struct DeviceCounters {
   std::string name;
   RouteCounter routes[kRouteCount];
   std::atomic<std::uint64_t> kernel_launches{0};
-  std::atomic<std::uint64_t> program_builds{0};       // kernel programs compiled from source
+  std::atomic<std::uint64_t> kernel_ns{0};       // device time of kernels (sim, OpenCL); 0 where not measured
+  std::atomic<std::uint64_t> transfer_ns{0};     // device time of copies (sim: modelled, OpenCL); 0 where not
+  std::atomic<std::uint64_t> program_builds{0};  // kernel programs compiled from source
   std::atomic<std::uint64_t> program_cache_loads{0};  // kernel programs loaded from the on-disk cache
   RouteCounter& route(Route r) { return routes[static_cast<int>(r)]; }
 };

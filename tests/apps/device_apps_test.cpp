@@ -5,6 +5,7 @@
 // nvcc), the tests skip and say why.
 #include "apps/app.hpp"
 #include "apps/cuda.hpp"
+#include "apps/iterate.hpp"
 #include "apps/stencil.hpp"
 #include "apps/vecadd.hpp"
 #include "support/test_support.hpp"
@@ -31,8 +32,8 @@ using hdsm::apps::Scale;
 const hdsm::apps::StencilProblem kStencil{40, 24, 16, 5, 2};
 constexpr std::size_t kVecaddLength = 50'000;  // not a multiple of the launch block
 
-// The Parboil-like apps, then the stencil and vecadd workloads in the same form (vecadd has no
-// explicit-copy version).
+// The Parboil-like apps, then the stencil, vecadd and iterate workloads in the same form (vecadd has
+// no explicit-copy version).
 const std::vector<App>& workloads() {
   static const std::vector<App> all = [] {
     const auto parboil = hdsm::apps::parboil_apps();
@@ -46,6 +47,7 @@ const std::vector<App>& workloads() {
         {"vecadd", "",
          [](hdsm::Runtime& rt, int d, Scale) { return hdsm::apps::vecadd_adsm(rt, d, kVecaddLength); },
          nullptr, [](Scale) { return hdsm::apps::vecadd_reference(kVecaddLength); }, 0});
+    v.push_back(hdsm::apps::iterate_app());
     return v;
   }();
   return all;
@@ -59,9 +61,10 @@ const App& workload(std::string_view name) {
 
 // {backend, workload, mode}: mode is a protocol for the adsm version ("um-prefetch": um with
 // HDSM_UM_PREFETCH=1) or "explicit". Unified memory is a CUDA mode: OpenCL devices have none.
+// host-mapped runs everywhere (on a discrete GPU its kernels reach host memory over the link).
 using Case = std::tuple<std::string, std::string, std::string>;
 std::vector<Case> cases(const std::string& backend) {
-  std::vector<std::string> protocols{"batch", "lazy", "rolling"};
+  std::vector<std::string> protocols{"batch", "lazy", "rolling", "host-mapped"};
   if (backend == "cuda") protocols.insert(protocols.end(), {"um", "um-prefetch"});
   std::vector<Case> out;
   for (const App& app : workloads()) {
@@ -135,10 +138,11 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 TEST(AppsCudaBodies, EveryAppKernelFindsItsRegisteredBody) {
   if (!hdsm::apps::have_cuda_bodies())
     GTEST_SKIP() << "hdsm_apps has no CUDA kernel bodies (CMake found no CUDA compiler at configure time)";
-  for (const char* name :
-       {"cp_energy", "fft_stage", "fft_cross", "merge_pass", "merge_split", "mriq_phi_mag", "mriq_compute_q",
-        "mrifhd_rho_phi", "mrifhd_compute_fh", "pns_simulate", "rpes_pairs", "rpes_eri", "sad_4x4", "sad_8x8",
-        "sad_16x16", "stencil7", "stencil_slab", "tpacf_histogram", "vecadd"})
+  for (const char* name : {"cp_energy",         "fft_stage",       "fft_cross",      "merge_pass",
+                           "merge_split",       "mriq_phi_mag",    "mriq_compute_q", "mrifhd_rho_phi",
+                           "mrifhd_compute_fh", "pns_simulate",    "rpes_pairs",     "rpes_eri",
+                           "sad_4x4",           "sad_8x8",         "sad_16x16",      "stencil7",
+                           "stencil_slab",      "tpacf_histogram", "vecadd",         "relax"})
     EXPECT_NE(hdsm::detail::registered_cuda_body(name), nullptr) << name;
 }
 

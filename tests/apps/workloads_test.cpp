@@ -1,6 +1,7 @@
-// The stencil (Fig. 9) and vector addition (Fig. 11) workloads compute their references under every
-// protocol, and the stencil's CPU source introduction costs rolling-update a block where lazy-update
-// moves the whole volume.
+// The stencil (Fig. 9), vector addition (Fig. 11) and iterative sparse-read workloads compute their
+// references under every protocol, and the stencil's CPU source introduction costs rolling-update a
+// block where lazy-update moves the whole volume.
+#include "apps/iterate.hpp"
 #include "apps/stencil.hpp"
 #include "apps/vecadd.hpp"
 #include "support/test_support.hpp"
@@ -50,7 +51,26 @@ TEST_P(Workloads, VecaddMatchesReference) {
   EXPECT_EQ(hdsm::apps::compare(got, hdsm::apps::vecadd_reference(n), 0), "");
 }
 
-INSTANTIATE_TEST_SUITE_P(Protocols, Workloads, ::testing::Values("batch", "lazy", "rolling"));
+TEST_P(Workloads, IterateMatchesReference) {
+  hdsm::Runtime rt{workload_config(GetParam())};
+  auto p = hdsm::apps::iterate_problem(hdsm::apps::Scale::test);
+  for (const unsigned probes : {p.probes, 0u}) {  // with sparse reads after each sweep, and without
+    p.probes = probes;
+    const hdsm::apps::Output want = hdsm::apps::iterate_reference(p);
+    ASSERT_EQ(want.values.size(), (probes != 0 ? p.steps : 0) + 16);
+    EXPECT_EQ(hdsm::apps::compare(hdsm::apps::iterate_adsm(rt, 0, p), want, hdsm::apps::kIterateTolerance),
+              "");
+    EXPECT_EQ(hdsm::apps::compare(hdsm::apps::iterate_explicit(rt.device(0), p), want,
+                                  hdsm::apps::kIterateTolerance),
+              "");
+  }
+  EXPECT_EQ(rt.device(0).memory_used(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Protocols, Workloads, ::testing::Values("batch", "lazy", "rolling", "host-mapped"),
+                         [](const auto& info) {
+                           return info.param == "host-mapped" ? std::string("host_mapped") : info.param;
+                         });
 
 std::uint64_t moved(const hdsm::Runtime& rt) {
   return rt.stats().route(hdsm::Route::h2d).bytes + rt.stats().route(hdsm::Route::d2h).bytes;

@@ -2,6 +2,8 @@
 // on this machine (or is not built yet) is reported as skipped, never as passed.
 #include <hdsm/hdsm.hpp>
 
+#include "device/host_mapping.hpp"
+#include "os/mapping.hpp"
 #include "support/cuda_kernels.hpp"
 #include "support/test_support.hpp"
 
@@ -270,7 +272,77 @@ TEST_P(DeviceConformance, KernelLaunchWithBuffersAndValues) {
   queue_->synchronize();
   for (int i = 0; i < n; ++i) ASSERT_EQ(hc[i], ha[i] + hb[i]) << i;
   EXPECT_EQ(runtime_->stats().kernel_launches, 1u);
+  // The device time of the kernel (sim, OpenCL) and of the copies (OpenCL; this sim link is
+  // unthrottled, so its modelled copies take no time).
+  const auto backend = device_->properties().backend;
+  for (const hdsm::DeviceStats& d : runtime_->stats().devices) {
+    if (d.name != device_->name()) continue;
+    if (backend != hdsm::Backend::cuda) {
+      EXPECT_GT(d.kernel_ns, 0u);
+    }
+    if (backend == hdsm::Backend::opencl) {
+      EXPECT_GT(d.transfer_ns, 0u);
+    }
+  }
   for (auto buf : {a, b, c}) device_->free(buf);
+}
+
+// Host mapping: a kernel uses page-aligned host memory in place, at the start of the mapping and
+// at an offset, with the hand-overs around it; nothing is copied; bad handles are errors.
+TEST_P(DeviceConformance, HostMappedMemoryIsUsedInPlace) {
+  auto* mapping = dynamic_cast<hdsm::HostMapping*>(device_);
+  ASSERT_NE(mapping, nullptr) << device_->name() << " offers no host mapping";
+  auto add_one = hdsm::per_thread("add_one", [](const hdsm::Thread& t, int* x, int count) {
+    if (const auto i = t.global_x(); i < static_cast<std::uint64_t>(count)) x[i] += 1;
+  });
+  add_one.opencl_source = R"(
+    __kernel void add_one(__global int* x, int count) {
+      const size_t i = get_global_id(0);
+      if (i < (size_t)count) x[i] += 1;
+    })";
+  if (!hdsm::test::give_cuda_body(add_one, *device_)) GTEST_SKIP() << hdsm::test::kNoCudaKernels;
+  const int n = 4096;  // two pages of ints; the second half starts at 8 KiB, a valid sub-buffer origin
+  hdsm::os::Mapping host(n * sizeof(int), "host memory of the test");
+  auto* x = reinterpret_cast<int*>(host.data());
+  std::iota(x, x + n, 0);
+  const std::uint64_t m = mapping->map_host(x, n * sizeof(int));
+  EXPECT_NE(m, 0u);
+  runtime_->reset_stats();
+  mapping->hand_over(m, true, *queue_);
+  const hdsm::KernelArg whole[] = {mapping->host_argument(m, 0), hdsm::KernelArg::value(n)};
+  queue_->launch(add_one, hdsm::cover(n, 128), whole);
+  const hdsm::KernelArg half[] = {mapping->host_argument(m, n / 2 * sizeof(int)),
+                                  hdsm::KernelArg::value(n / 2)};
+  queue_->launch(add_one, hdsm::cover(n / 2, 128), half);
+  mapping->hand_over(m, false, *queue_);
+  queue_->synchronize();
+  for (int i = 0; i < n; ++i) ASSERT_EQ(x[i], i + (i < n / 2 ? 1 : 2)) << i;
+  const hdsm::Stats stats = runtime_->stats();
+  for (int r = 0; r < hdsm::kRouteCount; ++r) EXPECT_EQ(stats.routes[r].bytes, 0u) << "route " << r;
+  EXPECT_THROW(mapping->host_argument(m, n * sizeof(int) + 1), hdsm::InvalidArgument);
+  EXPECT_THROW(mapping->host_argument(m + 12345, 0), hdsm::InvalidPointer);
+  EXPECT_THROW(mapping->map_host(x, 0), hdsm::InvalidArgument);
+  mapping->unmap_host(m);
+  EXPECT_THROW(mapping->unmap_host(m), hdsm::InvalidPointer);
+}
+
+// The sim's copies count their modelled time: latency plus bytes over the link rate.
+TEST(DeviceTime, SimCountsTheModelledTransferTime) {
+  auto config = hdsm::Config::defaults();
+  config.set("HDSM_SIM_LINK_GBPS", "3").set("HDSM_SIM_LATENCY_US", "5").set("HDSM_SIM_HOST_BUS_GBPS", "0");
+  hdsm::Runtime rt(config);
+  hdsm::Device& d = rt.device(0);
+  const std::size_t bytes = std::size_t{3} << 20;
+  auto buf = d.alloc(bytes);
+  std::vector<unsigned char> host(bytes, 1);
+  auto q = d.create_queue();
+  q->copy_to_device(buf, 0, host.data(), bytes);
+  q->copy_to_host(host.data(), buf, 0, bytes);
+  q->synchronize();
+  const double expected_ns = 2 * (5e3 + static_cast<double>(bytes) / 3.0);  // two copies at 3 GB/s
+  const double got = static_cast<double>(rt.stats().devices.at(0).transfer_ns);
+  EXPECT_NEAR(got, expected_ns, expected_ns * 0.01);
+  d.free(buf);
 }
 
 // A pointer argument inside a buffer (KernelArg::buffer(b, offset)): the kernel sees the data from

@@ -404,6 +404,37 @@ TEST_F(MpiErrors, ABufferPastTheEndOfItsObjectIsRefused) {
             MPI_ERR_BUFFER);
 }
 
+// Host-mapped objects (HDSM_PROTOCOL=host-mapped; what auto gives a device that shares host memory)
+// are host memory to MPI: a kernel's result goes out as it is after the sync, and a received message
+// is what the next kernel reads, with no copy and no fault of hdsm.
+TEST(MpiHostMapped, ObjectsTravelAsHostMemory) {
+  const MPI_Comm comm = mpi_test::pair_comm();
+  int size = 0, rank = 0;
+  MPI_Comm_size(comm, &size);
+  MPI_Comm_rank(comm, &rank);
+  if (size != 2) GTEST_SKIP() << "a point-to-point test needs a partner rank";
+  hdsm::Runtime rt(hdsm::test::fast_sim_config("host-mapped"));
+  const std::size_t n = 5 * mpi_test::kChunk + 77;
+  auto* p = static_cast<unsigned char*>(rt.alloc(n));
+  const int salt = 77;
+  if (rank == 0) {
+    rt.call(mpi_test::fill_kernel(), hdsm::cover(n), hdsm::out(p), std::uint64_t{n}, salt);
+    rt.sync();
+    ASSERT_EQ(MPI_Send(p, static_cast<int>(n), MPI_BYTE, 1, salt, comm), MPI_SUCCESS);
+  } else {
+    MPI_Status st;
+    ASSERT_EQ(MPI_Recv(p, static_cast<int>(n), MPI_BYTE, 0, salt, comm, &st), MPI_SUCCESS);
+    mpi_test::expect_status(st, 0, salt, n);
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < n; ++i) bad += p[i] != mpi_test::expected(i, salt) ? 1 : 0;
+    EXPECT_EQ(bad, 0u);
+  }
+  const hdsm::Stats s = rt.stats();
+  for (int r = 0; r < hdsm::kRouteCount; ++r) EXPECT_EQ(s.routes[r].bytes, 0u) << "route " << r;
+  EXPECT_EQ(s.read_faults + s.write_faults, 0u);
+  rt.free(p);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cstring>
 
 namespace hdsm::opencl {
@@ -18,11 +19,31 @@ struct ArgValue {
   cl_mem mem = nullptr;
 };
 
+/// Adds a finished command's device time to a counter of its device (`data`: the kernel or the
+/// transfer time), which the runtime keeps until after its devices are gone.
+void CL_CALLBACK on_command_done(cl_event event, cl_int status, void* data) {
+  cl_ulong start = 0, end = 0;
+  if (status == CL_COMPLETE &&
+      clGetEventProfilingInfo(event, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr) ==
+          CL_SUCCESS &&
+      clGetEventProfilingInfo(event, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr) == CL_SUCCESS &&
+      end > start)
+    static_cast<std::atomic<std::uint64_t>*>(data)->fetch_add(end - start, std::memory_order_relaxed);
+  clReleaseEvent(event);
+}
+
+/// Counts the device time of the command `done` names into `counter` once it completes.
+void time_command(cl_event done, std::atomic<std::uint64_t>& counter) {
+  if (clSetEventCallback(done, CL_COMPLETE, on_command_done, &counter) != CL_SUCCESS)
+    clReleaseEvent(done);  // the command runs; only its time goes uncounted
+}
+
 }  // namespace
 
 OpenclQueue::OpenclQueue(OpenclDevice& device) : device_(device) {
   cl_int err = CL_SUCCESS;
-  queue_ = CommandQueue(clCreateCommandQueue(device.context(), device.id(), 0, &err));
+  // Profiling gives each kernel's device time (DeviceStats::kernel_ns).
+  queue_ = CommandQueue(clCreateCommandQueue(device.context(), device.id(), CL_QUEUE_PROFILING_ENABLE, &err));
   check(err, "clCreateCommandQueue", device.name());
 }
 
@@ -35,8 +56,10 @@ void OpenclQueue::copy_to_device(DeviceBuffer dst, std::size_t dst_offset, const
   require_host(src, bytes, "copy_to_device", device_.name());
   const cl_mem d = device_.resolve(dst, dst_offset, bytes, "copy_to_device");
   if (bytes == 0) return;
-  check(clEnqueueWriteBuffer(queue_.get(), d, CL_FALSE, dst_offset, bytes, src, 0, nullptr, nullptr),
+  cl_event done = nullptr;
+  check(clEnqueueWriteBuffer(queue_.get(), d, CL_FALSE, dst_offset, bytes, src, 0, nullptr, &done),
         "clEnqueueWriteBuffer", device_.name());
+  time_command(done, device_.counters().transfer_ns);
   device_.counters().route(Route::h2d).add(bytes);
 }
 
@@ -44,8 +67,10 @@ void OpenclQueue::copy_to_host(void* dst, DeviceBuffer src, std::size_t src_offs
   require_host(dst, bytes, "copy_to_host", device_.name());
   const cl_mem s = device_.resolve(src, src_offset, bytes, "copy_to_host");
   if (bytes == 0) return;
-  check(clEnqueueReadBuffer(queue_.get(), s, CL_FALSE, src_offset, bytes, dst, 0, nullptr, nullptr),
+  cl_event done = nullptr;
+  check(clEnqueueReadBuffer(queue_.get(), s, CL_FALSE, src_offset, bytes, dst, 0, nullptr, &done),
         "clEnqueueReadBuffer", device_.name());
+  time_command(done, device_.counters().transfer_ns);
   device_.counters().route(Route::d2h).add(bytes);
 }
 
@@ -133,9 +158,11 @@ void OpenclQueue::launch(const Kernel& kernel, const Launch& launch, std::span<c
   const std::size_t global[3] = {std::size_t{launch.grid.x} * launch.block.x,
                                  std::size_t{launch.grid.y} * launch.block.y,
                                  std::size_t{launch.grid.z} * launch.block.z};
-  check(clEnqueueNDRangeKernel(queue_.get(), k.get(), 3, nullptr, global, local, 0, nullptr, nullptr),
+  cl_event done = nullptr;
+  check(clEnqueueNDRangeKernel(queue_.get(), k.get(), 3, nullptr, global, local, 0, nullptr, &done),
         "clEnqueueNDRangeKernel", fmt::format("kernel '{}' on {}", kernel.name, device_.name()));
   device_.counters().kernel_launches.fetch_add(1, std::memory_order_relaxed);
+  time_command(done, device_.counters().kernel_ns);
 }
 
 namespace {

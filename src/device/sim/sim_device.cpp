@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 namespace hdsm::sim {
@@ -374,6 +375,10 @@ Clock::time_point SimDevice::link_copy(Route route, DmaEngine& first, DmaEngine*
     copy(first.free_at);
   }
   counters_.route(route).add(n);
+  counters_.transfer_ns.fetch_add(
+      static_cast<std::uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(link_.duration(n)).count()),
+      std::memory_order_relaxed);
   auto& tracer = services_.tracer;
   if (tracer.enabled()) {
     const auto done = Clock::now();

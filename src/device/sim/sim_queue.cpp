@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -228,6 +229,10 @@ void SimQueue::launch(const Kernel& kernel, const Launch& launch, std::span<cons
     } catch (const std::exception& e) {
       throw KernelFailure(fmt::format("kernel '{}' on {} failed: {}", name, device_.name(), e.what()));
     }
+    device_.counters().kernel_ns.fetch_add(
+        static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - begin).count()),
+        std::memory_order_relaxed);
     cpu_work_done();
     device_.services().tracer.span(lane_, "kernel " + name, begin, ready_);
   });
