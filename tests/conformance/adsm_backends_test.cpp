@@ -1,5 +1,6 @@
 // Shared memory (ADSM) on every backend present: the same program, one pointer for the CPU and the
-// device, under each protocol. Backends without a device here are skipped, never passed.
+// device, under each protocol, host-mapped and the default, auto, included. Backends without a
+// device here are skipped, never passed.
 #include <hdsm/hdsm.hpp>
 
 #include "support/cuda_kernels.hpp"
@@ -100,9 +101,12 @@ TEST_P(AdsmBackends, NewObjectsReadZeroOnTheDevice) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, AdsmBackends,
                          ::testing::Combine(::testing::Values("sim", "opencl", "cuda"),
-                                            ::testing::Values("batch", "lazy", "rolling")),
+                                            ::testing::Values("batch", "lazy", "rolling", "host-mapped",
+                                                              "auto")),
                          [](const auto& info) {
-                           return std::get<0>(info.param) + "_" + std::get<1>(info.param);
+                           std::string protocol = std::get<1>(info.param);
+                           if (protocol == "host-mapped") protocol = "host_mapped";
+                           return std::get<0>(info.param) + "_" + protocol;
                          });
 
 }  // namespace
