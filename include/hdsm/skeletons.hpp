@@ -1,7 +1,7 @@
 // Skeletons over smart containers: user functions defined once for the host, OpenCL and CUDA, and
 // skeleton objects called on containers, on the host's worker threads or on one or several devices.
-// This part provides the user functions, Map (elementwise, 1 to N inputs) and Reduce; see
-// docs/skeletons.md.
+// This part provides the user functions, Map (elementwise, 1 to N inputs), Reduce, MapReduce and
+// Scan; see docs/skeletons.md.
 //
 //   HDSM_USER_FUNCTION(saxpy, float, (float x, float y, float a), { return a * x + y; })
 //   hdsm::Map<saxpy> map;
@@ -377,6 +377,407 @@ class Reduce : public detail::SkeletonOptions<Reduce<F>> {
     return acc;
   }
 
+  std::size_t chunks_ = 256;
+};
+
+namespace detail {
+
+/// The kernel that reduces map M over chunk j of its part to partial[j]: the chunk's first mapped
+/// element, then R(acc, M(in[i]..., u...)) in element order.
+template <class M, class Rd, class T, class... Ins>
+struct MapReduceKernel {
+  template <class... U>
+  static const Kernel& get() {
+    static const Kernel k = [] {
+      Kernel kernel = per_thread(
+          std::string("hdsm_mapreduce_") + M::name + "_" + Rd::name,
+          [](const Thread& t, T* partial, const Ins*... in, std::uint64_t n, std::uint64_t chunk, U... u) {
+            const std::uint64_t j = t.global_x();
+            const std::uint64_t first = j * chunk;
+            if (first >= n) return;
+            const std::uint64_t last = first + chunk < n ? first + chunk : n;
+            T acc = M::call(in[first]..., u...);
+            for (std::uint64_t i = first + 1; i < last; ++i) acc = Rd::call(acc, M::call(in[i]..., u...));
+            partial[j] = acc;
+          });
+      kernel.opencl_source = opencl<U...>();
+      return kernel;
+    }();
+    return k;
+  }
+
+  template <class... U>
+  static std::string opencl() {
+    const std::string type = opencl_type<T>();
+    std::string s = std::string(M::opencl_source) + "\n";
+    if (std::string(M::name) != Rd::name) s += std::string(Rd::opencl_source) + "\n";
+    s += std::string("__kernel void hdsm_mapreduce_") + M::name + "_" + Rd::name + "(__global " + type +
+         "* partial";
+    int k = 0;
+    ((s += std::string(", __global const ") + opencl_type<Ins>() + "* in" + std::to_string(k++)), ...);
+    s += ", ulong n, ulong chunk";
+    k = 0;
+    ((s += std::string(", ") + opencl_type<U>() + " u" + std::to_string(k++)), ...);
+    const auto mapped = [&](const char* index) {
+      std::string args;
+      for (std::size_t j = 0; j < sizeof...(Ins); ++j)
+        args += (j ? ", in" : "in") + std::to_string(j) + "[" + index + "]";
+      for (std::size_t j = 0; j < sizeof...(U); ++j) args += ", u" + std::to_string(j);
+      return std::string(M::name) + "(" + args + ")";
+    };
+    s += ") {\n  const ulong j = get_global_id(0);\n  const ulong first = j * chunk;\n  if (first >= n) "
+         "return;\n"
+         "  const ulong last = first + chunk < n ? first + chunk : n;\n  " +
+         type + " acc = " + mapped("first") +
+         ";\n  for (ulong i = first + 1; i < last; ++i) acc = " + Rd::name + "(acc, " + mapped("i") +
+         ");\n  partial[j] = acc;\n}\n";
+    return s;
+  }
+};
+
+}  // namespace detail
+
+/// MapReduce: R over M(in0[i], in1[i], ..., uniforms...) for every i, without storing the mapped
+/// vector: Reduce<R> of Map<M>'s output, in one pass. R is associative and takes two of M's results;
+/// the inputs (1 to N vectors of one size) and uniforms are checked against M as Map's are. Chunks
+/// are combined in element order, as Reduce's: an exact R gives the same result on any number of
+/// devices. The call waits for the result.
+template <class M, class R>
+class MapReduce : public detail::SkeletonOptions<MapReduce<M, R>> {
+ public:
+  using result_type = typename detail::function_traits<decltype(&M::call)>::result;
+
+  /// Chunks per device part (threads of the kernel); default 256.
+  MapReduce& chunks(std::size_t chunks) {
+    chunks_ = chunks == 0 ? 1 : chunks;
+    return *this;
+  }
+  /// The value the reduction starts from: the result is R(start, ...), and start for empty inputs
+  /// (which are an InvalidArgument without one).
+  MapReduce& start_value(const result_type& start) {
+    start_ = start;
+    has_start_ = true;
+    return *this;
+  }
+
+  template <class... A>
+  result_type operator()(A&&... args) {
+    constexpr std::size_t inputs = detail::leading_vectors<A...>();
+    using Params = detail::user_parameters<M>;
+    using RParams = detail::user_parameters<R>;
+    static_assert(inputs >= 1, "hdsm::MapReduce: give at least one input vector");
+    static_assert(std::tuple_size_v<Params> == sizeof...(A),
+                  "hdsm::MapReduce: the map function takes one argument per input vector and per uniform");
+    static_assert(std::tuple_size_v<RParams> == 2 &&
+                      std::is_same_v<std::tuple_element_t<0, RParams>, result_type> &&
+                      std::is_same_v<std::tuple_element_t<1, RParams>, result_type>,
+                  "hdsm::MapReduce: the reduce function takes two results of the map function");
+    auto all = std::forward_as_tuple(args...);
+    return call<inputs>(all, std::make_index_sequence<inputs>{},
+                        std::make_index_sequence<sizeof...(A) - inputs>{});
+  }
+
+ private:
+  template <std::size_t Inputs, class Tuple, std::size_t... I, std::size_t... J>
+  result_type call(Tuple& all, std::index_sequence<I...>, std::index_sequence<J...>) {
+    using Params = detail::user_parameters<M>;
+    static_assert((std::is_same_v<typename std::remove_cvref_t<std::tuple_element_t<I, Tuple>>::value_type,
+                                  std::tuple_element_t<I, Params>> &&
+                   ...),
+                  "hdsm::MapReduce: an input's elements are not of the map function's parameter type");
+    const std::tuple<std::tuple_element_t<Inputs + J, Params>...> u(std::get<Inputs + J>(all)...);
+    return run(u, std::get<I>(all)...);
+  }
+
+  template <class... U, class... T>
+  result_type run(const std::tuple<U...>& u, Vector<T>&... in) {
+    const std::size_t n = std::get<0>(std::tie(in...)).size();
+    if (((in.size() != n) || ...))
+      throw InvalidArgument(std::string("hdsm::MapReduce<") + M::name + ", " + R::name + ">: inputs of " +
+                            std::to_string(std::min({in.size()...})) + " and " +
+                            std::to_string(std::max({in.size()...})) + " elements");
+    if (n == 0) {
+      if (has_start_) return start_;
+      throw InvalidArgument(std::string("hdsm::MapReduce<") + M::name + ", " + R::name +
+                            ">: empty inputs have no reduction (give a start value)");
+    }
+    Runtime& rt = std::get<0>(std::tie(in...)).core().runtime();
+    std::vector<result_type> partial;
+    if (this->backend_ == SkeletonBackend::host) {
+      const std::tuple<const T*...> src{in.host_range(0, n, Access::read)...};
+      partial.resize(detail::host_chunk_count(rt, n));
+      std::vector<char> used(partial.size(), 0);
+      detail::host_chunks(rt, n, [&](std::size_t c, std::size_t first, std::size_t last) {
+        std::apply(
+            [&](const T*... p) {
+              std::apply(
+                  [&](const U&... v) {
+                    result_type acc = M::call(p[first]..., v...);
+                    for (std::size_t i = first + 1; i < last; ++i) acc = R::call(acc, M::call(p[i]..., v...));
+                    partial[c] = acc;
+                  },
+                  u);
+            },
+            src);
+        used[c] = 1;
+      });
+      std::vector<result_type> kept;
+      for (std::size_t c = 0; c < partial.size(); ++c)
+        if (used[c]) kept.push_back(partial[c]);
+      return combine(kept);
+    }
+    const std::vector<unsigned> devices = detail::skeleton_devices(rt, this->devices_);
+    std::vector<Vector<result_type>> partials;
+    for (std::size_t part = 0; part < devices.size(); ++part) {
+      const std::size_t first = detail::part_begin(n, devices.size(), part);
+      const std::size_t last = detail::part_end(n, devices.size(), part);
+      if (first == last) continue;
+      const std::size_t chunk = (last - first + chunks_ - 1) / chunks_;
+      const std::size_t count = (last - first + chunk - 1) / chunk;
+      partials.emplace_back(count, ContainerOptions{&rt});
+      std::apply(
+          [&](const U&... v) {
+            launch(devices[part], detail::MapReduceKernel<M, R, result_type, T...>::template get<U...>(),
+                   cover(count), hdsm::out(partials.back()), hdsm::in(in.range(first, last - first))...,
+                   std::uint64_t{last - first}, std::uint64_t{chunk}, v...);
+          },
+          u);
+    }
+    for (Vector<result_type>& p : partials) {
+      const result_type* r = p.host_range(0, p.size(), Access::read);
+      partial.insert(partial.end(), r, r + p.size());
+    }
+    return combine(partial);
+  }
+
+  result_type combine(const std::vector<result_type>& partial) const {
+    result_type acc = has_start_ ? R::call(start_, partial.front()) : partial.front();
+    for (std::size_t i = 1; i < partial.size(); ++i) acc = R::call(acc, partial[i]);
+    return acc;
+  }
+
+  std::size_t chunks_ = 256;
+  result_type start_{};
+  bool has_start_ = false;
+};
+
+/// Whether a scan's element i includes in[i] (inclusive) or ends just before it (exclusive).
+enum class ScanMode : std::uint8_t { inclusive, exclusive };
+
+namespace detail {
+
+/// Scan's two kernels over one part in chunks: `local` scans chunk j of `in` into `out` (inclusive,
+/// from the chunk's first element) and leaves its total in totals[j]; `apply` combines chunk j with
+/// offsets[j], the scan of everything before it (skipping chunk 0 when `skip_first`), and for an
+/// exclusive scan shifts it by one element, offsets[j] first.
+template <class F, class T>
+struct ScanKernels {
+  static const Kernel& local() {
+    static const Kernel k = [] {
+      Kernel kernel = per_thread(
+          std::string("hdsm_scan_local_") + F::name,
+          [](const Thread& t, const T* in, T* out, T* totals, std::uint64_t n, std::uint64_t chunk) {
+            const std::uint64_t j = t.global_x();
+            const std::uint64_t first = j * chunk;
+            if (first >= n) return;
+            const std::uint64_t last = first + chunk < n ? first + chunk : n;
+            T acc = in[first];
+            out[first] = acc;
+            for (std::uint64_t i = first + 1; i < last; ++i) out[i] = acc = F::call(acc, in[i]);
+            totals[j] = acc;
+          });
+      const std::string type = opencl_type<T>();
+      kernel.opencl_source =
+          std::string(F::opencl_source) + "\n__kernel void hdsm_scan_local_" + F::name + "(__global const " +
+          type + "* in, __global " + type + "* out, __global " + type +
+          "* totals, ulong n, ulong chunk) {\n  const ulong j = get_global_id(0);\n  const ulong first = j * "
+          "chunk;\n"
+          "  if (first >= n) return;\n  const ulong last = first + chunk < n ? first + chunk : n;\n  " +
+          type +
+          " acc = in[first];\n  out[first] = acc;\n  for (ulong i = first + 1; i < last; ++i) out[i] = acc "
+          "= " +
+          F::name + "(acc, in[i]);\n  totals[j] = acc;\n}\n";
+      return kernel;
+    }();
+    return k;
+  }
+
+  static const Kernel& apply() {
+    static const Kernel k = [] {
+      Kernel kernel = per_thread(std::string("hdsm_scan_apply_") + F::name,
+                                 [](const Thread& t, T* out, const T* offsets, std::uint64_t n,
+                                    std::uint64_t chunk, std::uint64_t skip_first, std::uint64_t exclusive) {
+                                   const std::uint64_t j = t.global_x();
+                                   const std::uint64_t first = j * chunk;
+                                   if (first >= n) return;
+                                   const std::uint64_t last = first + chunk < n ? first + chunk : n;
+                                   if (exclusive != 0) {
+                                     for (std::uint64_t i = last - 1; i > first; --i)
+                                       out[i] = F::call(offsets[j], out[i - 1]);
+                                     out[first] = offsets[j];
+                                   } else if (j != 0 || skip_first == 0) {
+                                     for (std::uint64_t i = first; i < last; ++i)
+                                       out[i] = F::call(offsets[j], out[i]);
+                                   }
+                                 });
+      const std::string type = opencl_type<T>();
+      kernel.opencl_source =
+          std::string(F::opencl_source) + "\n__kernel void hdsm_scan_apply_" + F::name + "(__global " + type +
+          "* out, __global const " + type +
+          "* offsets, ulong n, ulong chunk, ulong skip_first, ulong exclusive) {\n"
+          "  const ulong j = get_global_id(0);\n  const ulong first = j * chunk;\n  if (first >= n) return;\n"
+          "  const ulong last = first + chunk < n ? first + chunk : n;\n"
+          "  if (exclusive != 0) {\n    for (ulong i = last - 1; i > first; --i) out[i] = " +
+          F::name +
+          "(offsets[j], out[i - 1]);\n    out[first] = offsets[j];\n"
+          "  } else if (j != 0 || skip_first == 0) {\n    for (ulong i = first; i < last; ++i) out[i] = " +
+          F::name + "(offsets[j], out[i]);\n  }\n}\n";
+      return kernel;
+    }();
+    return k;
+  }
+};
+
+}  // namespace detail
+
+/// Scan: out[i] = F(in[0], ..., in[i]) (inclusive) or F(start, in[0], ..., in[i - 1]) (exclusive,
+/// out[0] = start) for an associative F taking two elements. In chunks, on the host's worker threads
+/// or on each device's part: every chunk is scanned on its own, the chunks' totals are combined on
+/// the host in element order, and each chunk then takes the scan of all before it; an exact F gives
+/// the same result on any number of devices. The call returns once its kernels are done.
+template <class F>
+class Scan : public detail::SkeletonOptions<Scan<F>> {
+ public:
+  Scan& mode(ScanMode mode) {
+    mode_ = mode;
+    return *this;
+  }
+  /// Chunks per device part; default 256.
+  Scan& chunks(std::size_t chunks) {
+    chunks_ = chunks == 0 ? 1 : chunks;
+    return *this;
+  }
+
+  /// Inclusive scan of `in` into `out` (the same size; different vectors). An exclusive scan needs a
+  /// start value: InvalidArgument without one.
+  template <class T>
+  void operator()(Vector<T>& out, Vector<T>& in) {
+    if (mode_ == ScanMode::exclusive)
+      throw InvalidArgument(std::string("hdsm::Scan<") + F::name +
+                            ">: an exclusive scan starts from a value: give one, scan(out, in, start)");
+    run(out, in, static_cast<const T*>(nullptr));
+  }
+  /// The scan starting from `start`: out[i] = F(start, in[0], ..., in[i]) inclusive, or the exclusive
+  /// scan with out[0] = start.
+  template <class T>
+  void operator()(Vector<T>& out, Vector<T>& in, const T& start) {
+    run(out, in, &start);
+  }
+
+ private:
+  template <class T>
+  void run(Vector<T>& out, Vector<T>& in, const T* start) {
+    using Params = detail::user_parameters<F>;
+    static_assert(std::tuple_size_v<Params> == 2 && std::is_same_v<std::tuple_element_t<0, Params>, T> &&
+                      std::is_same_v<std::tuple_element_t<1, Params>, T>,
+                  "hdsm::Scan: the user function takes two elements of the vectors' type");
+    const std::string name = std::string("hdsm::Scan<") + F::name + ">";
+    if (&out == &in) throw InvalidArgument(name + ": out and in must be different vectors");
+    if (out.size() != in.size())
+      throw InvalidArgument(name + ": out has " + std::to_string(out.size()) + " elements, in " +
+                            std::to_string(in.size()));
+    const std::size_t n = in.size();
+    if (n == 0) return;
+    const bool exclusive = mode_ == ScanMode::exclusive;
+    Runtime& rt = in.core().runtime();
+    if (this->backend_ == SkeletonBackend::host) {
+      const T* src = in.host_range(0, n, Access::read);
+      T* dst = out.host_range(0, n, Access::write);
+      std::vector<T> totals(detail::host_chunk_count(rt, n));
+      std::vector<std::pair<std::size_t, std::size_t>> bounds(totals.size(), {0, 0});
+      detail::host_chunks(rt, n, [&](std::size_t c, std::size_t first, std::size_t last) {
+        T acc = src[first];
+        dst[first] = acc;
+        for (std::size_t i = first + 1; i < last; ++i) dst[i] = acc = F::call(acc, src[i]);
+        totals[c] = acc;
+        bounds[c] = {first, last};
+      });
+      const std::vector<T> offsets = offsets_of(totals, bounds, start);
+      detail::host_chunks(rt, n, [&](std::size_t c, std::size_t first, std::size_t last) {
+        if (exclusive) {
+          for (std::size_t i = last - 1; i > first; --i) dst[i] = F::call(offsets[c], dst[i - 1]);
+          dst[first] = offsets[c];
+        } else if (c != 0 || start != nullptr) {
+          for (std::size_t i = first; i < last; ++i) dst[i] = F::call(offsets[c], dst[i]);
+        }
+      });
+      return;
+    }
+    const std::vector<unsigned> devices = detail::skeleton_devices(rt, this->devices_);
+    struct Part {
+      unsigned device;
+      std::size_t first, last, chunk, count;
+      Vector<T> totals;
+    };
+    std::vector<Part> parts;
+    parts.reserve(devices.size());
+    for (std::size_t p = 0; p < devices.size(); ++p) {
+      const std::size_t first = detail::part_begin(n, devices.size(), p);
+      const std::size_t last = detail::part_end(n, devices.size(), p);
+      if (first == last) continue;
+      const std::size_t chunk = (last - first + chunks_ - 1) / chunks_;
+      const std::size_t count = (last - first + chunk - 1) / chunk;
+      parts.push_back({devices[p], first, last, chunk, count, Vector<T>(count, ContainerOptions{&rt})});
+      Part& part = parts.back();
+      launch(part.device, detail::ScanKernels<F, T>::local(), cover(count),
+             hdsm::in(in.range(first, last - first)), hdsm::out(out.range(first, last - first)),
+             hdsm::out(part.totals), std::uint64_t{last - first}, std::uint64_t{chunk});
+    }
+    // Every chunk's total, in element order, gives each chunk the scan of all before it.
+    std::vector<T> totals;
+    std::vector<std::pair<std::size_t, std::size_t>> bounds;
+    for (Part& part : parts) {
+      const T* t = part.totals.host_range(0, part.count, Access::read);
+      for (std::size_t j = 0; j < part.count; ++j) {
+        totals.push_back(t[j]);
+        bounds.emplace_back(j, j + 1);  // every chunk holds elements
+      }
+    }
+    const std::vector<T> offsets = offsets_of(totals, bounds, start);
+    std::vector<Vector<T>> part_offsets;  // kept until the kernels are done: going, they wait for them
+    part_offsets.reserve(parts.size());
+    std::size_t at = 0;
+    for (Part& part : parts) {
+      part_offsets.emplace_back(offsets.begin() + static_cast<std::ptrdiff_t>(at),
+                                offsets.begin() + static_cast<std::ptrdiff_t>(at + part.count),
+                                ContainerOptions{&rt});
+      launch(part.device, detail::ScanKernels<F, T>::apply(), cover(part.count),
+             hdsm::inout(out.range(part.first, part.last - part.first)), hdsm::in(part_offsets.back()),
+             std::uint64_t{part.last - part.first}, std::uint64_t{part.chunk},
+             std::uint64_t{at == 0 && start == nullptr ? 1u : 0u}, std::uint64_t{exclusive ? 1u : 0u});
+      at += part.count;
+    }
+  }
+
+  /// offsets[c]: the scan of every element before chunk c (start first where given); chunks without
+  /// elements (bounds first == last) are skipped. offsets[0] is start (or unused without one).
+  template <class T>
+  static std::vector<T> offsets_of(const std::vector<T>& totals,
+                                   const std::vector<std::pair<std::size_t, std::size_t>>& bounds,
+                                   const T* start) {
+    std::vector<T> offsets(totals.size());
+    bool have = start != nullptr;
+    T acc = have ? *start : T{};
+    for (std::size_t c = 0; c < totals.size(); ++c) {
+      if (bounds[c].first == bounds[c].second) continue;
+      offsets[c] = acc;
+      acc = have ? F::call(acc, totals[c]) : totals[c];
+      have = true;
+    }
+    return offsets;
+  }
+
+  ScanMode mode_ = ScanMode::inclusive;
   std::size_t chunks_ = 256;
 };
 
