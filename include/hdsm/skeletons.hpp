@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -81,8 +82,11 @@ inline std::size_t part_end(std::size_t n, std::size_t parts, std::size_t p) {
   return p + 1 == parts ? n : part_begin(n, parts, p + 1);
 }
 
-/// The devices a skeleton call runs on: its own choice (checked), else the runtime's default device.
+/// The devices a skeleton call runs on: its own choice (checked), else HDSM_SKELETON_DEVICES (the
+/// runtime's default device by default).
 std::vector<unsigned> skeleton_devices(Runtime& runtime, const std::vector<unsigned>& chosen);
+/// Where a skeleton call runs: its own choice, else HDSM_SKELETON_BACKEND (devices by default).
+SkeletonBackend skeleton_backend(Runtime& runtime, std::optional<SkeletonBackend> chosen);
 
 template <class F, class R, class... Ins>
 struct MapKernel {
@@ -147,8 +151,8 @@ constexpr std::size_t leading_vectors() {
 
 /// Runs map F over `out` from the inputs `ins` and the uniforms `u` (already F's parameter types).
 template <class F, class R, class... T, class... U>
-void run_map(SkeletonBackend backend, const std::vector<unsigned>& chosen, Vector<R>& out,
-             std::tuple<Vector<T>&...> ins, std::tuple<U...> u) {
+void run_map(std::optional<SkeletonBackend> backend_chosen, const std::vector<unsigned>& chosen,
+             Vector<R>& out, std::tuple<Vector<T>&...> ins, std::tuple<U...> u) {
   const std::size_t n = out.size();
   std::apply(
       [&](auto&... in) {
@@ -160,7 +164,7 @@ void run_map(SkeletonBackend backend, const std::vector<unsigned>& chosen, Vecto
       ins);
   if (n == 0) return;
   Runtime& rt = out.core().runtime();
-  if (backend == SkeletonBackend::host) {
+  if (skeleton_backend(rt, backend_chosen) == SkeletonBackend::host) {
     const std::tuple<const T*...> src = std::apply(
         [](auto&... in) { return std::tuple<const T*...>{in.host_range(0, in.size(), Access::read)...}; },
         ins);
@@ -205,14 +209,14 @@ class SkeletonOptions {
     backend_ = b;
     return static_cast<Derived&>(*this);
   }
-  /// The devices to split each call over, in equal parts; none chosen: the runtime's default device.
+  /// The devices to split each call over, in equal parts; none chosen: HDSM_SKELETON_DEVICES.
   Derived& devices(std::initializer_list<unsigned> devices) {
     devices_.assign(devices);
     return static_cast<Derived&>(*this);
   }
 
  protected:
-  SkeletonBackend backend_ = SkeletonBackend::devices;
+  std::optional<SkeletonBackend> backend_;  // none chosen: HDSM_SKELETON_BACKEND
   std::vector<unsigned> devices_;
 };
 
@@ -332,7 +336,7 @@ class Reduce : public detail::SkeletonOptions<Reduce<F>> {
   T run(Vector<T>& v) {
     const std::size_t n = v.size();
     Runtime& rt = v.core().runtime();
-    if (this->backend_ == SkeletonBackend::host) {
+    if (detail::skeleton_backend(rt, this->backend_) == SkeletonBackend::host) {
       const T* p = v.host_range(0, n, Access::read);
       std::vector<T> partial(detail::host_chunk_count(rt, n));
       std::vector<char> used(partial.size(), 0);
@@ -503,7 +507,7 @@ class MapReduce : public detail::SkeletonOptions<MapReduce<M, R>> {
     }
     Runtime& rt = std::get<0>(std::tie(in...)).core().runtime();
     std::vector<result_type> partial;
-    if (this->backend_ == SkeletonBackend::host) {
+    if (detail::skeleton_backend(rt, this->backend_) == SkeletonBackend::host) {
       const std::tuple<const T*...> src{in.host_range(0, n, Access::read)...};
       partial.resize(detail::host_chunk_count(rt, n));
       std::vector<char> used(partial.size(), 0);
@@ -690,7 +694,7 @@ class Scan : public detail::SkeletonOptions<Scan<F>> {
     if (n == 0) return;
     const bool exclusive = mode_ == ScanMode::exclusive;
     Runtime& rt = in.core().runtime();
-    if (this->backend_ == SkeletonBackend::host) {
+    if (detail::skeleton_backend(rt, this->backend_) == SkeletonBackend::host) {
       const T* src = in.host_range(0, n, Access::read);
       T* dst = out.host_range(0, n, Access::write);
       std::vector<T> totals(detail::host_chunk_count(rt, n));

@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
+#include <string>
 
 namespace hdsm::detail {
 
@@ -37,11 +39,40 @@ std::size_t host_chunk_count(Runtime& runtime, std::size_t n) {
 
 std::vector<unsigned> skeleton_devices(Runtime& runtime, const std::vector<unsigned>& chosen) {
   const std::size_t count = runtime.devices().size();
-  if (chosen.empty()) return {static_cast<unsigned>(runtime.default_device().properties().index)};
   for (unsigned d : chosen)
     if (d >= count)
       throw InvalidArgument(fmt::format("skeleton: device {} does not exist ({} devices)", d, count));
-  return chosen;
+  if (!chosen.empty()) return chosen;
+  const std::string& spec = runtime.config().get("HDSM_SKELETON_DEVICES");
+  const Device& home = runtime.default_device();
+  if (spec == "default") return {static_cast<unsigned>(home.properties().index)};
+  std::vector<unsigned> out;
+  if (spec == "all") {
+    // Every device of the default device's backend: the ones a kernel body of that backend runs on.
+    for (const Device* d : runtime.devices())
+      if (d->properties().backend == home.properties().backend) out.push_back(d->properties().index);
+    return out;
+  }
+  for (std::size_t at = 0; at <= spec.size();) {
+    const std::size_t comma = std::min(spec.find(',', at), spec.size());
+    const std::string item = spec.substr(at, comma - at);
+    unsigned d = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), d);
+    if (item.empty() || ec != std::errc{} || end != item.data() + item.size() || d >= count)
+      throw ConfigError(
+          fmt::format("HDSM_SKELETON_DEVICES={}: '{}' is not a device index of this runtime "
+                      "(0..{}); accepted: default, all, or indices such as 0,1",
+                      spec, item, count - 1));
+    out.push_back(d);
+    at = comma + 1;
+  }
+  return out;
+}
+
+SkeletonBackend skeleton_backend(Runtime& runtime, std::optional<SkeletonBackend> chosen) {
+  if (chosen) return *chosen;
+  return runtime.config().get("HDSM_SKELETON_BACKEND") == "host" ? SkeletonBackend::host
+                                                                 : SkeletonBackend::devices;
 }
 
 }  // namespace hdsm::detail

@@ -112,4 +112,37 @@ TEST(Map, BadInputIsATypedErrorBeforeAnyWork) {
   EXPECT_EQ(ok.stats().device_allocations, 0u);
 }
 
+// HDSM_SKELETON_BACKEND and HDSM_SKELETON_DEVICES choose where skeletons run unless a skeleton
+// chooses itself; a bad device list is a ConfigError naming the knob.
+TEST(SkeletonKnobs, ChooseTheBackendAndTheDevicesUnlessTheSkeletonDoes) {
+  const auto launches = [](hdsm::Runtime& rt) {
+    std::vector<std::uint64_t> out;
+    for (const hdsm::DeviceStats& d : rt.stats().devices) out.push_back(d.kernel_launches);
+    return out;
+  };
+  const auto run = [&](hdsm::Config config, hdsm::Map<negate> map) {
+    hdsm::Runtime rt(config.set("HDSM_SIM_DEVICES", "3"));
+    hdsm::Vector<double> in(9000, 1.5, hdsm::ContainerOptions{&rt}), out(9000, hdsm::ContainerOptions{&rt});
+    map(out, in);
+    EXPECT_EQ(out[8999], -1.5);
+    return launches(rt);
+  };
+  const auto config = [] { return hdsm::test::fast_sim_config(); };
+  EXPECT_EQ(run(config(), {}), (std::vector<std::uint64_t>{1, 0, 0})) << "default: the default device";
+  EXPECT_EQ(run(config().set("HDSM_SKELETON_BACKEND", "host"), {}), (std::vector<std::uint64_t>{0, 0, 0}));
+  EXPECT_EQ(run(config().set("HDSM_SKELETON_DEVICES", "all"), {}), (std::vector<std::uint64_t>{1, 1, 1}));
+  EXPECT_EQ(run(config().set("HDSM_SKELETON_DEVICES", "0,2"), {}), (std::vector<std::uint64_t>{1, 0, 1}));
+  hdsm::Map<negate> chosen;
+  chosen.backend(hdsm::SkeletonBackend::devices).devices({1});
+  EXPECT_EQ(run(config().set("HDSM_SKELETON_BACKEND", "host").set("HDSM_SKELETON_DEVICES", "all"), chosen),
+            (std::vector<std::uint64_t>{0, 1, 0}))
+      << "the skeleton's own choice wins";
+  try {
+    run(config().set("HDSM_SKELETON_DEVICES", "0,7"), {});
+    FAIL() << "device 7 of 3 accepted";
+  } catch (const hdsm::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("HDSM_SKELETON_DEVICES"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
