@@ -1,7 +1,7 @@
 // Skeletons over smart containers: user functions defined once for the host, OpenCL and CUDA, and
 // skeleton objects called on containers, on the host's worker threads or on one or several devices.
-// This part provides the user functions, Map (elementwise, 1 to N inputs), Reduce, MapReduce and
-// Scan; see docs/skeletons.md.
+// This part provides the user functions, Map (elementwise, 1 to N inputs), MapArray, Reduce,
+// MapReduce and Scan; see docs/skeletons.md.
 //
 //   HDSM_USER_FUNCTION(saxpy, float, (float x, float y, float a), { return a * x + y; })
 //   hdsm::Map<saxpy> map;
@@ -40,6 +40,10 @@
     static constexpr const char* opencl_source = #RETURN " " #NAME #PARAMS #__VA_ARGS__; \
     HDSM_HOST_DEVICE static RETURN call PARAMS __VA_ARGS__                               \
   };
+
+/// Marks a pointer parameter of a user function (MapArray's array) as device memory for OpenCL C,
+/// where it reads `__global`; it is empty in C++.
+#define HDSM_GLOBAL
 
 HDSM_VISIBLE_BEGIN
 namespace hdsm {
@@ -440,6 +444,130 @@ struct MapReduceKernel {
 };
 
 }  // namespace detail
+
+namespace detail {
+
+/// What the OpenCL C text of a user function needs before it: HDSM_GLOBAL.
+inline constexpr const char* kOpenclPrelude = "#define HDSM_GLOBAL __global\n";
+
+/// The kernel that computes out[i] = F(array, in[i]..., uniforms...) for i < n on one part.
+template <class F, class R, class A, class... Ins>
+struct MapArrayKernel {
+  template <class... U>
+  static const Kernel& get() {
+    static const Kernel k = [] {
+      Kernel kernel =
+          per_thread(std::string("hdsm_maparray_") + F::name,
+                     [](const Thread& t, R* out, const A* array, const Ins*... in, std::uint64_t n, U... u) {
+                       if (const auto i = t.global_x(); i < n) out[i] = F::call(array, in[i]..., u...);
+                     });
+      kernel.opencl_source = opencl<U...>();
+      return kernel;
+    }();
+    return k;
+  }
+
+  template <class... U>
+  static std::string opencl() {
+    std::string s = std::string(kOpenclPrelude) + F::opencl_source + "\n__kernel void hdsm_maparray_" +
+                    F::name + "(__global " + opencl_type<R>() + "* out, __global const " + opencl_type<A>() +
+                    "* array";
+    int k = 0;
+    ((s += std::string(", __global const ") + opencl_type<Ins>() + "* in" + std::to_string(k++)), ...);
+    s += ", ulong n";
+    k = 0;
+    ((s += std::string(", ") + opencl_type<U>() + " u" + std::to_string(k++)), ...);
+    s += ") {\n  const ulong i = get_global_id(0);\n  if (i < n) out[i] = " + std::string(F::name) + "(array";
+    for (std::size_t j = 0; j < sizeof...(Ins); ++j) s += ", in" + std::to_string(j) + "[i]";
+    for (std::size_t j = 0; j < sizeof...(U); ++j) s += ", u" + std::to_string(j);
+    return s + ");\n}\n";
+  }
+};
+
+}  // namespace detail
+
+/// MapArray: out[i] = F(array, in0[i], ..., uniforms...): like Map, with one more operand, `array`,
+/// that F reads at any index (its first parameter, `HDSM_GLOBAL const A*`). On N devices the inputs
+/// and the output are split as Map's are and `array` is replicated: every device reads it whole. The
+/// output may be an input, not the array. Calls are asynchronous on devices.
+template <class F>
+class MapArray : public detail::SkeletonOptions<MapArray<F>> {
+ public:
+  template <class R, class A, class... Args>
+  void operator()(Vector<R>& out, Vector<A>& array, Args&&... args) {
+    constexpr std::size_t inputs = detail::leading_vectors<Args...>();
+    using Params = detail::user_parameters<F>;
+    static_assert(std::tuple_size_v<Params> == 1 + sizeof...(Args),
+                  "hdsm::MapArray: the user function takes the array, then one argument per input vector and "
+                  "per uniform");
+    static_assert(
+        std::is_same_v<std::tuple_element_t<0, Params>, const A*>,
+        "hdsm::MapArray: the user function's first parameter is HDSM_GLOBAL const A*, A the array's "
+        "element type");
+    static_assert(inputs >= 1, "hdsm::MapArray: give at least one input vector after the array");
+    auto all = std::forward_as_tuple(args...);
+    call<inputs>(out, array, all, std::make_index_sequence<inputs>{},
+                 std::make_index_sequence<sizeof...(Args) - inputs>{});
+  }
+
+ private:
+  template <std::size_t Inputs, class R, class A, class Tuple, std::size_t... I, std::size_t... J>
+  void call(Vector<R>& out, Vector<A>& array, Tuple& all, std::index_sequence<I...>,
+            std::index_sequence<J...>) {
+    using Params = detail::user_parameters<F>;
+    static_assert(
+        (std::is_convertible_v<typename std::remove_cvref_t<std::tuple_element_t<I, Tuple>>::value_type,
+                               std::tuple_element_t<1 + I, Params>> &&
+         ...),
+        "hdsm::MapArray: an input's elements do not convert to the user function's parameter");
+    const std::tuple<std::tuple_element_t<1 + Inputs + J, Params>...> u(std::get<Inputs + J>(all)...);
+    run(out, array, u, std::get<I>(all)...);
+  }
+
+  template <class R, class A, class... U, class... T>
+  void run(Vector<R>& out, Vector<A>& array, const std::tuple<U...>& u, Vector<T>&... in) {
+    const std::string name = std::string("hdsm::MapArray<") + F::name + ">";
+    const std::size_t n = out.size();
+    if (((in.size() != n) || ...))
+      throw InvalidArgument(name + ": an input has " + std::to_string(std::max({in.size()...})) +
+                            " elements, the output " + std::to_string(n));
+    if (static_cast<const void*>(&out) == static_cast<const void*>(&array))
+      throw InvalidArgument(name + ": the output cannot be the array, which every element reads");
+    if (n == 0) return;
+    Runtime& rt = out.core().runtime();
+    if (detail::skeleton_backend(rt, this->backend_) == SkeletonBackend::host) {
+      const A* whole = array.host_range(0, array.size(), Access::read);
+      const std::tuple<const T*...> src{in.host_range(0, n, Access::read)...};
+      R* dst = out.host_range(0, n, Access::write);
+      detail::host_for(rt, n, [&](std::size_t first, std::size_t last) {
+        std::apply(
+            [&](const T*... p) {
+              std::apply(
+                  [&](const U&... v) {
+                    for (std::size_t i = first; i < last; ++i) dst[i] = F::call(whole, p[i]..., v...);
+                  },
+                  u);
+            },
+            src);
+      });
+      return;
+    }
+    const std::vector<unsigned> devices = detail::skeleton_devices(rt, this->devices_);
+    const Kernel& kernel = detail::MapArrayKernel<F, R, A, T...>::template get<U...>();
+    for (std::size_t part = 0; part < devices.size(); ++part) {
+      const std::size_t first = detail::part_begin(n, devices.size(), part);
+      const std::size_t last = detail::part_end(n, devices.size(), part);
+      if (first == last) continue;
+      std::apply(
+          [&](const U&... v) {
+            launch(devices[part], kernel, cover(last - first), hdsm::out(out.range(first, last - first)),
+                   hdsm::in(array), hdsm::in(in.range(first, last - first))..., std::uint64_t{last - first},
+                   v...);
+          },
+          u);
+    }
+  }
+};
 
 /// MapReduce: R over M(in0[i], in1[i], ..., uniforms...) for every i, without storing the mapped
 /// vector: Reduce<R> of Map<M>'s output, in one pass. R is associative and takes two of M's results;

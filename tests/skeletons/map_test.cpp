@@ -145,4 +145,18 @@ TEST(SkeletonKnobs, ChooseTheBackendAndTheDevicesUnlessTheSkeletonDoes) {
   }
 }
 
+// The output may be one of the inputs (Listing 1's calls update a vector in place), on one device
+// and split over two.
+TEST(Map, InPlace) {
+  hdsm::Runtime rt(hdsm::test::fast_sim_config().set("HDSM_SIM_DEVICES", "2"));
+  hdsm::Vector<double> v(9000, 1.5, hdsm::ContainerOptions{&rt});
+  hdsm::Map<negate> map;
+  map.devices({0, 1})(v, v);
+  for (std::size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], -1.5) << i;
+  map.devices({0, 1})(v, v);
+  for (std::size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], 1.5) << i;
+  map.devices({0})(v, v);
+  for (std::size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], -1.5) << i;
+}
+
 }  // namespace
