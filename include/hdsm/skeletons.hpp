@@ -1,7 +1,7 @@
 // Skeletons over smart containers: user functions defined once for the host, OpenCL and CUDA, and
 // skeleton objects called on containers, on the host's worker threads or on one or several devices.
-// This part provides the user functions, Map (elementwise, 1 to N inputs), MapArray, Reduce,
-// MapReduce and Scan; see docs/skeletons.md.
+// This part provides the user functions, Map (elementwise, 1 to N inputs), MapArray, MapOverlap
+// (1D), Reduce, MapReduce and Scan; see docs/skeletons.md.
 //
 //   HDSM_USER_FUNCTION(saxpy, float, (float x, float y, float a), { return a * x + y; })
 //   hdsm::Map<saxpy> map;
@@ -567,6 +567,203 @@ class MapArray : public detail::SkeletonOptions<MapArray<F>> {
           u);
     }
   }
+};
+
+/// What a MapOverlap element whose neighbourhood leaves the vector reads there: `none` computes no
+/// such element (out keeps its value), `cyclic` wraps around, `duplicate` repeats the edge element,
+/// `pad` reads the pad value.
+enum class Edge : std::uint8_t { none, cyclic, duplicate, pad };
+
+namespace detail {
+
+/// The largest MapOverlap radius: the kernels keep the window in a fixed private array.
+inline constexpr std::size_t kMaxOverlap = 32;
+
+/// The kernel of one part of a MapOverlap: element first + t of the vector gets
+/// F(window + radius, uniforms...), the window holding elements [g - radius, g + radius] read from
+/// `in` (elements [lo, ...) of the vector), `before` (its last `radius` elements) or `after` (its
+/// first), as the edge mode says.
+template <class F, class T>
+struct MapOverlapKernel {
+  template <class... U>
+  static const Kernel& get() {
+    static const Kernel k = [] {
+      Kernel kernel =
+          per_thread(std::string("hdsm_mapoverlap_") + F::name,
+                     [](const Thread& th, T* out, const T* in, const T* before, const T* after,
+                        std::uint64_t n, std::uint64_t first, std::uint64_t count, std::uint64_t lo,
+                        std::uint64_t radius, std::uint64_t edge, T pad, U... u) {
+                       const std::uint64_t t = th.global_x();
+                       if (t >= count) return;
+                       const std::int64_t g = static_cast<std::int64_t>(first + t);
+                       const std::int64_t r = static_cast<std::int64_t>(radius);
+                       const std::int64_t size = static_cast<std::int64_t>(n);
+                       if (edge == 0 && (g < r || g + r >= size)) return;
+                       T window[2 * kMaxOverlap + 1];
+                       for (std::int64_t k = -r; k <= r; ++k) {
+                         const std::int64_t j = g + k;
+                         T v = pad;
+                         if (j >= 0 && j < size)
+                           v = in[j - static_cast<std::int64_t>(lo)];
+                         else if (edge == 1)
+                           v = j < 0 ? before[j + r] : after[j - size];
+                         else if (edge == 2)
+                           v = in[(j < 0 ? 0 : size - 1) - static_cast<std::int64_t>(lo)];
+                         window[k + r] = v;
+                       }
+                       out[t] = F::call(window + r, u...);
+                     });
+      kernel.opencl_source = opencl<U...>();
+      return kernel;
+    }();
+    return k;
+  }
+
+  template <class... U>
+  static std::string opencl() {
+    const std::string type = opencl_type<T>();
+    std::string s = std::string(kOpenclPrelude) + F::opencl_source + "\n__kernel void hdsm_mapoverlap_" +
+                    F::name + "(__global " + type + "* out, __global const " + type +
+                    "* in, __global const " + type + "* before, __global const " + type +
+                    "* after, ulong n, ulong first, ulong count, ulong lo, ulong radius, ulong edge, " +
+                    type + " pad";
+    int k = 0;
+    ((s += std::string(", ") + opencl_type<U>() + " u" + std::to_string(k++)), ...);
+    s += ") {\n  const ulong t = get_global_id(0);\n  if (t >= count) return;\n  const long g = (long)(first "
+         "+ t);\n"
+         "  const long r = (long)radius;\n  const long size = (long)n;\n"
+         "  if (edge == 0 && (g < r || g + r >= size)) return;\n  " +
+         type + " window[" + std::to_string(2 * kMaxOverlap + 1) +
+         "];\n  for (long k = -r; k <= r; ++k) {\n" + "    const long j = g + k;\n    " + type +
+         " v = pad;\n    if (j >= 0 && j < size) v = in[j - (long)lo];\n"
+         "    else if (edge == 1) v = j < 0 ? before[j + r] : after[j - size];\n"
+         "    else if (edge == 2) v = in[(j < 0 ? 0 : size - 1) - (long)lo];\n    window[k + r] = v;\n  }\n"
+         "  out[t] = " +
+         F::name + "(window + r";
+    for (std::size_t j = 0; j < sizeof...(U); ++j) s += ", u" + std::to_string(j);
+    return s + ");\n}\n";
+  }
+};
+
+}  // namespace detail
+
+/// MapOverlap (1D): out[i] = F(w, uniforms...) where w points at element i of a window of the input,
+/// w[-radius] .. w[radius] (F's first parameter is `const T*`, a private array on devices, no
+/// HDSM_GLOBAL). `.overlap(r)` sets the radius (default 1, at most 32), `.edge(mode)` what the window
+/// holds beyond the vector's ends (default Edge::duplicate; Edge::pad reads `.pad(value)`). On N
+/// devices each part reads its elements and `radius` more on each side (and, cyclic, the other end's
+/// `radius` elements): the containers fetch these halos from where they are valid. The output is a
+/// different vector of the same size. Calls are asynchronous on devices.
+template <class F>
+class MapOverlap : public detail::SkeletonOptions<MapOverlap<F>> {
+ public:
+  MapOverlap& overlap(std::size_t radius) {
+    if (radius > detail::kMaxOverlap)
+      throw InvalidArgument(std::string("hdsm::MapOverlap<") + F::name + ">: overlap " +
+                            std::to_string(radius) + " is above the largest, " +
+                            std::to_string(detail::kMaxOverlap));
+    radius_ = radius;
+    return *this;
+  }
+  MapOverlap& edge(Edge edge) {
+    edge_ = edge;
+    return *this;
+  }
+  /// The value Edge::pad reads beyond the ends (kept as a double: exact for integers up to 2^53).
+  template <class T>
+  MapOverlap& pad(const T& value) {
+    pad_ = static_cast<double>(value);
+    return *this;
+  }
+
+  template <class T, class... Args>
+  void operator()(Vector<T>& out, Vector<T>& in, Args&&... uniforms) {
+    using Params = detail::user_parameters<F>;
+    static_assert(std::tuple_size_v<Params> == 1 + sizeof...(Args),
+                  "hdsm::MapOverlap: the user function takes the window, then one argument per uniform");
+    static_assert(
+        std::is_same_v<std::tuple_element_t<0, Params>, const T*>,
+        "hdsm::MapOverlap: the user function's first parameter is const T*, T the vector's element type");
+    call(out, in, std::make_index_sequence<sizeof...(Args)>{}, std::forward<Args>(uniforms)...);
+  }
+
+ private:
+  template <class T, std::size_t... J, class... Args>
+  void call(Vector<T>& out, Vector<T>& in, std::index_sequence<J...>, Args&&... uniforms) {
+    using Params = detail::user_parameters<F>;
+    const std::tuple<std::tuple_element_t<1 + J, Params>...> u(std::forward<Args>(uniforms)...);
+    const std::string name = std::string("hdsm::MapOverlap<") + F::name + ">";
+    if (&out == &in) throw InvalidArgument(name + ": out and in must be different vectors");
+    if (out.size() != in.size())
+      throw InvalidArgument(name + ": out has " + std::to_string(out.size()) + " elements, in " +
+                            std::to_string(in.size()));
+    const std::size_t n = in.size();
+    const std::size_t r = radius_;
+    if (n == 0) return;
+    if (edge_ == Edge::cyclic && r > n)
+      throw InvalidArgument(name + ": a cyclic overlap of " + std::to_string(r) +
+                            " needs at least as many elements, not " + std::to_string(n));
+    const T pad = static_cast<T>(pad_);
+    Runtime& rt = in.core().runtime();
+    if (detail::skeleton_backend(rt, this->backend_) == SkeletonBackend::host) {
+      const T* src = in.host_range(0, n, Access::read);
+      T* dst = out.host_range(0, n, edge_ == Edge::none ? Access::read_write : Access::write);
+      detail::host_for(rt, n, [&](std::size_t first, std::size_t last) {
+        std::vector<T> window(2 * r + 1);
+        for (std::size_t i = first; i < last; ++i) {
+          const auto g = static_cast<std::int64_t>(i), rr = static_cast<std::int64_t>(r),
+                     size = static_cast<std::int64_t>(n);
+          if (edge_ == Edge::none && (g < rr || g + rr >= size)) continue;
+          for (std::int64_t k = -rr; k <= rr; ++k) {
+            std::int64_t j = g + k;
+            T v = pad;
+            if (j >= 0 && j < size)
+              v = src[j];
+            else if (edge_ == Edge::cyclic)
+              v = src[(j + size) % size];
+            else if (edge_ == Edge::duplicate)
+              v = src[j < 0 ? 0 : size - 1];
+            window[static_cast<std::size_t>(k + rr)] = v;
+          }
+          std::apply([&](const auto&... v) { dst[i] = F::call(window.data() + r, v...); }, u);
+        }
+      });
+      return;
+    }
+    const std::vector<unsigned> devices = detail::skeleton_devices(rt, this->devices_);
+    const Kernel& kernel =
+        detail::MapOverlapKernel<F, T>::template get<std::tuple_element_t<1 + J, Params>...>();
+    const bool cyclic = edge_ == Edge::cyclic && r > 0;
+    for (std::size_t part = 0; part < devices.size(); ++part) {
+      const std::size_t first = detail::part_begin(n, devices.size(), part);
+      const std::size_t last = detail::part_end(n, devices.size(), part);
+      if (first == last) continue;
+      const std::size_t lo = first > r ? first - r : 0;
+      const std::size_t hi = std::min(n, last + r);
+      // The wrapped halos only where a cyclic window leaves the vector; else the part itself.
+      auto before = cyclic && first < r ? in.range(n - r, r) : in.range(lo, hi - lo);
+      auto after = cyclic && last + r > n ? in.range(0, r) : in.range(lo, hi - lo);
+      // Edge::none leaves the edge elements as they are: the output is read too.
+      const auto go = [&](auto&& result) {
+        std::apply(
+            [&](const auto&... v) {
+              launch(devices[part], kernel, cover(last - first), result, hdsm::in(in.range(lo, hi - lo)),
+                     hdsm::in(before), hdsm::in(after), std::uint64_t{n}, std::uint64_t{first},
+                     std::uint64_t{last - first}, std::uint64_t{lo}, std::uint64_t{r},
+                     std::uint64_t{static_cast<std::uint64_t>(edge_)}, pad, v...);
+            },
+            u);
+      };
+      if (edge_ == Edge::none)
+        go(hdsm::inout(out.range(first, last - first)));
+      else
+        go(hdsm::out(out.range(first, last - first)));
+    }
+  }
+
+  std::size_t radius_ = 1;
+  Edge edge_ = Edge::duplicate;
+  double pad_ = 0;
 };
 
 /// MapReduce: R over M(in0[i], in1[i], ..., uniforms...) for every i, without storing the mapped
