@@ -1,7 +1,7 @@
 // Skeletons over smart containers: user functions defined once for the host, OpenCL and CUDA, and
 // skeleton objects called on containers, on the host's worker threads or on one or several devices.
 // This part provides the user functions, Map (elementwise, 1 to N inputs), MapArray, MapOverlap
-// (1D), Reduce, MapReduce and Scan; see docs/skeletons.md.
+// (1D), Reduce, MapReduce, Scan and Farm; see docs/skeletons.md.
 //
 //   HDSM_USER_FUNCTION(saxpy, float, (float x, float y, float a), { return a * x + y; })
 //   hdsm::Map<saxpy> map;
@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -1108,6 +1109,40 @@ class Scan : public detail::SkeletonOptions<Scan<F>> {
 
   ScanMode mode_ = ScanMode::inclusive;
   std::size_t chunks_ = 256;
+};
+
+/// Where a Farm task runs: on a device (`device`, a runtime device index) or on the host.
+struct FarmPlace {
+  SkeletonBackend backend = SkeletonBackend::host;
+  unsigned device = 0;
+  /// The skeleton options that run a skeleton here: skeleton.backend(p.backend).devices({p.device}).
+  template <class S>
+  S& on(S& skeleton) const {
+    skeleton.backend(backend);
+    if (backend == SkeletonBackend::devices) skeleton.devices({device});
+    return skeleton;
+  }
+};
+
+/// Farm: independent tasks run in parallel, one worker per device of the call (.devices(...), else
+/// HDSM_SKELETON_DEVICES) and one on the host (unless .host(false); only the host with
+/// .backend(SkeletonBackend::host)). A worker takes the next task as soon as its last is done, so
+/// faster places take more tasks; each task gets its place and runs skeletons, kernels or host code
+/// there (FarmPlace::on). The call returns once every task is done, and rethrows the first task's
+/// exception after the others have finished.
+class Farm : public detail::SkeletonOptions<Farm> {
+ public:
+  using Task = std::function<void(const FarmPlace&)>;
+  Farm& host(bool with_host) {
+    host_ = with_host;
+    return *this;
+  }
+  /// Runs `tasks` on the places of `runtime`; returns how many tasks each place ran, in the order
+  /// devices first (as chosen), then the host.
+  std::vector<std::size_t> operator()(Runtime& runtime, const std::vector<Task>& tasks);
+
+ private:
+  bool host_ = true;
 };
 
 }  // namespace hdsm

@@ -9,8 +9,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
+#include <exception>
+#include <mutex>
 #include <string>
+#include <system_error>
+#include <thread>
 
 namespace hdsm::detail {
 
@@ -76,3 +81,44 @@ SkeletonBackend skeleton_backend(Runtime& runtime, std::optional<SkeletonBackend
 }
 
 }  // namespace hdsm::detail
+
+namespace hdsm {
+
+std::vector<std::size_t> Farm::operator()(Runtime& runtime, const std::vector<Task>& tasks) {
+  std::vector<FarmPlace> places;
+  if (detail::skeleton_backend(runtime, backend_) == SkeletonBackend::devices)
+    for (unsigned d : detail::skeleton_devices(runtime, devices_))
+      places.push_back({SkeletonBackend::devices, d});
+  if (host_ || places.empty()) places.push_back({SkeletonBackend::host, 0});
+  std::vector<std::size_t> ran(places.size(), 0);
+  std::atomic<std::size_t> next{0};
+  std::mutex failed_mutex;
+  std::exception_ptr failed;
+  const auto work = [&](std::size_t w) {
+    for (std::size_t t = next.fetch_add(1); t < tasks.size(); t = next.fetch_add(1)) {
+      try {
+        tasks[t](places[w]);
+      } catch (...) {
+        std::lock_guard lock(failed_mutex);
+        if (!failed) failed = std::current_exception();
+      }
+      ++ran[w];
+    }
+  };
+  // The calling thread is the last place's worker; the others get a thread each.
+  std::vector<std::thread> workers;
+  workers.reserve(places.size() - 1);
+  try {
+    for (std::size_t w = 0; w + 1 < places.size(); ++w) workers.emplace_back(work, w);
+  } catch (const std::system_error& e) {
+    next.store(tasks.size());  // the started workers stop after their current task
+    for (std::thread& t : workers) t.join();
+    throw Error(Errc::system, fmt::format("hdsm::Farm: std::thread for a worker: {}", e.what()));
+  }
+  work(places.size() - 1);
+  for (std::thread& t : workers) t.join();
+  if (failed) std::rethrow_exception(failed);
+  return ran;
+}
+
+}  // namespace hdsm
