@@ -11,6 +11,7 @@
 #include <hdsm/export.h>
 #include <hdsm/container.hpp>
 #include <hdsm/error.hpp>
+#include <hdsm/matrix.hpp>
 #include <hdsm/vector.hpp>
 
 #include <algorithm>
@@ -297,6 +298,47 @@ struct ReduceKernel {
   }
 };
 
+/// The kernels of a matrix's row-wise and column-wise reductions over one part: thread i reduces
+/// row i of a rows x cols block (row-wise), or column i (column-wise), in element order.
+template <class F, class T>
+struct Reduce2DKernel {
+  static const Kernel& get(bool by_rows) {
+    static const Kernel rows = make(true), cols = make(false);
+    return by_rows ? rows : cols;
+  }
+  static Kernel make(bool by_rows) {
+    const std::string name = std::string(by_rows ? "hdsm_reduce_rows_" : "hdsm_reduce_cols_") + F::name;
+    Kernel kernel =
+        by_rows
+            ? per_thread(name,
+                         [](const Thread& t, const T* in, T* out, std::uint64_t rows, std::uint64_t cols) {
+                           const std::uint64_t i = t.global_x();
+                           if (i >= rows) return;
+                           T acc = in[i * cols];
+                           for (std::uint64_t j = 1; j < cols; ++j) acc = F::call(acc, in[i * cols + j]);
+                           out[i] = acc;
+                         })
+            : per_thread(name,
+                         [](const Thread& t, const T* in, T* out, std::uint64_t rows, std::uint64_t cols) {
+                           const std::uint64_t j = t.global_x();
+                           if (j >= cols) return;
+                           T acc = in[j];
+                           for (std::uint64_t i = 1; i < rows; ++i) acc = F::call(acc, in[i * cols + j]);
+                           out[j] = acc;
+                         });
+    const std::string type = opencl_type<T>();
+    const std::string first = by_rows ? "k * cols" : "k", next = by_rows ? "k * cols + m" : "m * cols + k",
+                      count = by_rows ? "rows" : "cols", other = by_rows ? "cols" : "rows";
+    kernel.opencl_source =
+        std::string(F::opencl_source) + "\n__kernel void " + name + "(__global const " + type +
+        "* in, __global " + type +
+        "* out, ulong rows, ulong cols) {\n  const ulong k = get_global_id(0);\n  if (k >= " + count +
+        ") return;\n  " + type + " acc = in[" + first + "];\n  for (ulong m = 1; m < " + other +
+        "; ++m) acc = " + F::name + "(acc, in[" + next + "]);\n  out[k] = acc;\n}\n";
+    return kernel;
+  }
+};
+
 }  // namespace detail
 
 /// Reduce: F(F(F(v[0], v[1]), v[2]), ...) for an associative F. On devices each part is reduced in
@@ -326,6 +368,21 @@ class Reduce : public detail::SkeletonOptions<Reduce<F>> {
   T operator()(Vector<T>& v, const T& init) {
     check<T>();
     return v.empty() ? init : F::call(init, run(v));
+  }
+
+  /// Row-wise: out[i] = the reduction of row i of `m` (out has m.rows() elements, m at least one
+  /// column). On N devices the rows are split. Asynchronous on devices, as Map.
+  template <class T>
+  void rows(Vector<T>& out, Matrix<T>& m) {
+    check<T>();
+    run_2d(out, m, true);
+  }
+  /// Column-wise: out[j] = the reduction of column j of `m` (out has m.cols() elements, m at least
+  /// one row). On N devices the columns are split.
+  template <class T>
+  void cols(Vector<T>& out, Matrix<T>& m) {
+    check<T>();
+    run_2d(out, m, false);
   }
 
  private:
@@ -374,6 +431,46 @@ class Reduce : public detail::SkeletonOptions<Reduce<F>> {
       all.insert(all.end(), p, p + counts[k]);
     }
     return combine(all, std::vector<char>(all.size(), 1));
+  }
+
+  template <class T>
+  void run_2d(Vector<T>& out, Matrix<T>& m, bool by_rows) {
+    const std::string name = std::string("hdsm::Reduce<") + F::name + ">::" + (by_rows ? "rows" : "cols");
+    const std::size_t count = by_rows ? m.rows() : m.cols(), other = by_rows ? m.cols() : m.rows();
+    if (out.size() != count)
+      throw InvalidArgument(name + ": out has " + std::to_string(out.size()) + " elements, the matrix " +
+                            std::to_string(count) + (by_rows ? " rows" : " columns"));
+    if (count == 0) return;
+    if (other == 0)
+      throw InvalidArgument(name + ": a matrix without " + (by_rows ? "columns" : "rows") +
+                            " has no reduction");
+    Runtime& rt = m.core().runtime();
+    if (detail::skeleton_backend(rt, this->backend_) == SkeletonBackend::host) {
+      const T* p = m.host_range(0, m.size(), Access::read);
+      T* dst = out.host_range(0, count, Access::write);
+      const std::size_t cols = m.cols();
+      detail::host_for(rt, count, [&](std::size_t first, std::size_t last) {
+        for (std::size_t k = first; k < last; ++k) {
+          T acc = by_rows ? p[k * cols] : p[k];
+          for (std::size_t j = 1; j < other; ++j)
+            acc = F::call(acc, by_rows ? p[k * cols + j] : p[j * cols + k]);
+          dst[k] = acc;
+        }
+      });
+      return;
+    }
+    const std::vector<unsigned> devices = detail::skeleton_devices(rt, this->devices_);
+    const Kernel& kernel = detail::Reduce2DKernel<F, T>::get(by_rows);
+    for (std::size_t part = 0; part < devices.size(); ++part) {
+      const std::size_t first = detail::part_begin(count, devices.size(), part);
+      const std::size_t last = detail::part_end(count, devices.size(), part);
+      if (first == last) continue;
+      // The part's rows (or columns) as a submatrix, contiguous on the device.
+      const std::size_t rows = by_rows ? last - first : m.rows(), cols = by_rows ? m.cols() : last - first;
+      launch(devices[part], kernel, cover(last - first),
+             hdsm::in(by_rows ? m.submatrix(first, 0, rows, cols) : m.submatrix(0, first, rows, cols)),
+             hdsm::out(out.range(first, last - first)), std::uint64_t{rows}, std::uint64_t{cols});
+    }
   }
 
   template <class T>
