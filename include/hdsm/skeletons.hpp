@@ -1,7 +1,8 @@
 // Skeletons over smart containers: user functions defined once for the host, OpenCL and CUDA, and
 // skeleton objects called on containers, on the host's worker threads or on one or several devices.
-// This part provides the user functions, Map (elementwise, 1 to N inputs), MapArray, MapOverlap
-// (1D), Reduce, MapReduce, Scan and Farm; see docs/skeletons.md.
+// This part provides the user functions, Map (elementwise, 1 to N inputs), MapIndex, MapArray,
+// MapOverlap (1D), Reduce (also row- and column-wise), MapReduce, Scan and Farm; see
+// docs/skeletons.md.
 //
 //   HDSM_USER_FUNCTION(saxpy, float, (float x, float y, float a), { return a * x + y; })
 //   hdsm::Map<saxpy> map;
@@ -94,16 +95,23 @@ std::vector<unsigned> skeleton_devices(Runtime& runtime, const std::vector<unsig
 /// Where a skeleton call runs: its own choice, else HDSM_SKELETON_BACKEND (devices by default).
 SkeletonBackend skeleton_backend(Runtime& runtime, std::optional<SkeletonBackend> chosen);
 
-template <class F, class R, class... Ins>
+template <class F, bool Indexed, class R, class... Ins>
 struct MapKernel {
-  // The kernel computes out[i] = F(in[i]..., uniforms...) for i < n on one part.
+  // The kernel computes out[i] = F(in[i]..., uniforms...) for i < n on one part, or (Indexed)
+  // F(base + i, in[i]..., uniforms...), base the part's first element.
   template <class... U>
   static const Kernel& get() {
     static const Kernel k = [] {
-      Kernel kernel = per_thread(std::string("hdsm_map_") + F::name,
-                                 [](const Thread& t, R* out, const Ins*... in, std::uint64_t n, U... u) {
-                                   if (const auto i = t.global_x(); i < n) out[i] = F::call(in[i]..., u...);
-                                 });
+      Kernel kernel = per_thread(
+          std::string(Indexed ? "hdsm_mapindex_" : "hdsm_map_") + F::name,
+          [](const Thread& t, R* out, const Ins*... in, std::uint64_t n, std::uint64_t base, U... u) {
+            const auto i = t.global_x();
+            if (i >= n) return;
+            if constexpr (Indexed)
+              out[i] = F::call(base + i, in[i]..., u...);
+            else
+              out[i] = F::call(in[i]..., u...);
+          });
       kernel.opencl_source = opencl<U...>();
       return kernel;
     }();
@@ -112,16 +120,18 @@ struct MapKernel {
 
   template <class... U>
   static std::string opencl() {
-    std::string s = std::string(F::opencl_source) + "\n__kernel void hdsm_map_" + F::name + "(__global " +
-                    opencl_type<R>() + "* out";
+    std::string s = std::string(F::opencl_source) + "\n__kernel void " +
+                    (Indexed ? "hdsm_mapindex_" : "hdsm_map_") + F::name + "(__global " + opencl_type<R>() +
+                    "* out";
     int k = 0;
     ((s += std::string(", __global const ") + opencl_type<Ins>() + "* in" + std::to_string(k++)), ...);
-    s += ", ulong n";
+    s += ", ulong n, ulong base";
     k = 0;
     ((s += std::string(", ") + opencl_type<U>() + " u" + std::to_string(k++)), ...);
     s += ") {\n  const ulong i = get_global_id(0);\n  if (i < n) out[i] = " + std::string(F::name) + "(";
-    std::string args;
-    for (std::size_t j = 0; j < sizeof...(Ins); ++j) args += (j ? ", in" : "in") + std::to_string(j) + "[i]";
+    std::string args = Indexed ? "base + i" : "";
+    for (std::size_t j = 0; j < sizeof...(Ins); ++j)
+      args += (args.empty() ? "in" : ", in") + std::to_string(j) + "[i]";
     for (std::size_t j = 0; j < sizeof...(U); ++j) args += (args.empty() ? "u" : ", u") + std::to_string(j);
     return s + args + ");\n}\n";
   }
@@ -156,15 +166,17 @@ constexpr std::size_t leading_vectors() {
 }
 
 /// Runs map F over `out` from the inputs `ins` and the uniforms `u` (already F's parameter types).
-template <class F, class R, class... T, class... U>
+template <class F, bool Indexed = false, class R, class... T, class... U>
 void run_map(std::optional<SkeletonBackend> backend_chosen, const std::vector<unsigned>& chosen,
              Vector<R>& out, std::tuple<Vector<T>&...> ins, std::tuple<U...> u) {
   const std::size_t n = out.size();
   std::apply(
       [&](auto&... in) {
-        if (((in.size() != n) || ...))
-          throw InvalidArgument("hdsm::Map<" + std::string(F::name) + ">: an input has " +
-                                std::to_string(std::max({in.size()...})) + " elements, the output " +
+        std::size_t other = n;
+        ((other = in.size() != n ? in.size() : other), ...);
+        if (other != n)
+          throw InvalidArgument(std::string(Indexed ? "hdsm::MapIndex<" : "hdsm::Map<") + F::name +
+                                ">: an input has " + std::to_string(other) + " elements, the output " +
                                 std::to_string(n));
       },
       ins);
@@ -180,7 +192,12 @@ void run_map(std::optional<SkeletonBackend> backend_chosen, const std::vector<un
           [&](const T*... p) {
             std::apply(
                 [&](const U&... v) {
-                  for (std::size_t i = first; i < last; ++i) dst[i] = F::call(p[i]..., v...);
+                  for (std::size_t i = first; i < last; ++i) {
+                    if constexpr (Indexed)
+                      dst[i] = F::call(std::uint64_t{i}, p[i]..., v...);
+                    else
+                      dst[i] = F::call(p[i]..., v...);
+                  }
                 },
                 u);
           },
@@ -189,7 +206,7 @@ void run_map(std::optional<SkeletonBackend> backend_chosen, const std::vector<un
     return;
   }
   const std::vector<unsigned> devices = skeleton_devices(rt, chosen);
-  const Kernel& kernel = MapKernel<F, R, T...>::template get<U...>();
+  const Kernel& kernel = MapKernel<F, Indexed, R, T...>::template get<U...>();
   for (std::size_t part = 0; part < devices.size(); ++part) {
     const std::size_t first = part_begin(n, devices.size(), part);
     const std::size_t last = part_end(n, devices.size(), part);
@@ -199,7 +216,8 @@ void run_map(std::optional<SkeletonBackend> backend_chosen, const std::vector<un
           std::apply(
               [&](const U&... v) {
                 launch(devices[part], kernel, cover(last - first), hdsm::out(out.range(first, last - first)),
-                       hdsm::in(in.range(first, last - first))..., std::uint64_t{last - first}, v...);
+                       hdsm::in(in.range(first, last - first))..., std::uint64_t{last - first},
+                       std::uint64_t{first}, v...);
               },
               u);
         },
@@ -261,6 +279,42 @@ class Map : public detail::SkeletonOptions<Map<F>> {
                   "hdsm::Map: a uniform does not convert to the user function's parameter");
     detail::run_map<F>(this->backend_, this->devices_, out, std::tie(std::get<I>(all)...),
                        std::tuple<std::tuple_element_t<Inputs + J, Params>...>(std::get<Inputs + J>(all)...));
+  }
+};
+
+/// MapIndex: out[i] = F(i, in0[i], ..., uniforms...): Map whose user function also gets the
+/// element's index (its first parameter, `unsigned long`), with 0 to N input vectors, so it can
+/// compute from positions alone (out[i] = F(i, uniforms...)).
+template <class F>
+class MapIndex : public detail::SkeletonOptions<MapIndex<F>> {
+ public:
+  template <class R, class... A>
+  void operator()(Vector<R>& out, A&&... args) {
+    constexpr std::size_t inputs = detail::leading_vectors<A...>();
+    using Params = detail::user_parameters<F>;
+    static_assert(std::tuple_size_v<Params> == 1 + sizeof...(A),
+                  "hdsm::MapIndex: the user function takes the index, then one argument per input vector and "
+                  "per uniform");
+    using Index = std::tuple_element_t<0, Params>;
+    static_assert(std::is_integral_v<Index> && std::is_unsigned_v<Index> && sizeof(Index) == 8,
+                  "hdsm::MapIndex: the user function's first parameter is the index, unsigned long");
+    auto all = std::forward_as_tuple(args...);
+    call<inputs>(out, all, std::make_index_sequence<inputs>{},
+                 std::make_index_sequence<sizeof...(A) - inputs>{});
+  }
+
+ private:
+  template <std::size_t Inputs, class R, class Tuple, std::size_t... I, std::size_t... J>
+  void call(Vector<R>& out, Tuple& all, std::index_sequence<I...>, std::index_sequence<J...>) {
+    using Params = detail::user_parameters<F>;
+    static_assert(
+        (std::is_convertible_v<typename std::remove_cvref_t<std::tuple_element_t<I, Tuple>>::value_type,
+                               std::tuple_element_t<1 + I, Params>> &&
+         ...),
+        "hdsm::MapIndex: an input's elements do not convert to the user function's parameter");
+    detail::run_map<F, true>(
+        this->backend_, this->devices_, out, std::tie(std::get<I>(all)...),
+        std::tuple<std::tuple_element_t<1 + Inputs + J, Params>...>(std::get<Inputs + J>(all)...));
   }
 };
 

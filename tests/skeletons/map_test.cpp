@@ -159,4 +159,40 @@ TEST(Map, InPlace) {
   for (std::size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], -1.5) << i;
 }
 
+// MapIndex: the user function gets the element's global index, with no input (positions alone) and
+// with inputs and a uniform, on the host, 1 and 3 sim devices (each part's indices start at its
+// first element) and PoCL.
+HDSM_USER_FUNCTION(index_square, unsigned long, (unsigned long i), { return i * i; })
+HDSM_USER_FUNCTION(index_mix, long, (unsigned long i, long x, long k), { return (long)(i % 7) * x + k; })
+
+void check_map_index(hdsm::Runtime& rt, hdsm::SkeletonBackend backend,
+                     std::initializer_list<unsigned> devices) {
+  constexpr std::size_t n = 10'001;
+  hdsm::Vector<unsigned long> squares(n, hdsm::ContainerOptions{&rt});
+  hdsm::MapIndex<index_square> square;
+  square.backend(backend).devices(devices)(squares);
+  hdsm::Vector<long> x(n, hdsm::ContainerOptions{&rt}), out(n, hdsm::ContainerOptions{&rt});
+  for (std::size_t i = 0; i < n; ++i) x(i) = static_cast<long>(i % 13) - 6;
+  hdsm::MapIndex<index_mix> mix;
+  mix.backend(backend).devices(devices)(out, x, 5L);
+  for (std::size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(squares[i], i * i) << i;
+    ASSERT_EQ(out[i], static_cast<long>(i % 7) * x(i) + 5) << i;
+  }
+}
+
+TEST(MapIndex, GetsTheGlobalIndexOnEveryBackend) {
+  hdsm::Runtime rt(hdsm::test::fast_sim_config().set("HDSM_SIM_DEVICES", "3"));
+  check_map_index(rt, hdsm::SkeletonBackend::host, {});
+  check_map_index(rt, hdsm::SkeletonBackend::devices, {0});
+  check_map_index(rt, hdsm::SkeletonBackend::devices, {2, 0, 1});
+}
+
+TEST(MapIndexOnDevices, opencl) {
+  std::string why;
+  const std::unique_ptr<hdsm::Runtime> rt = hdsm::test::opencl_runtime(why);
+  if (!rt) GTEST_SKIP() << why;
+  check_map_index(*rt, hdsm::SkeletonBackend::devices, {});
+}
+
 }  // namespace
