@@ -76,7 +76,7 @@ TEST_P(MapOnDevices, SplitsOverTheDevicesAndMatchesALoop) {
 
 INSTANTIATE_TEST_SUITE_P(Devices, MapOnDevices, ::testing::Values(1u, 2u, 3u));
 
-TEST(Map, OnOpenCl) {
+TEST(MapOnBackend, opencl) {
   std::string why;
   const std::unique_ptr<hdsm::Runtime> rt = hdsm::test::opencl_runtime(why);
   if (!rt) GTEST_SKIP() << why;

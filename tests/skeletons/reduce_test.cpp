@@ -54,7 +54,7 @@ TEST(Reduce, MinimumAndFloatingPointSums) {
   EXPECT_NEAR(hdsm::Reduce<add_f64>{}.backend(hdsm::SkeletonBackend::host)(d), expect, 1e-9);
 }
 
-TEST(Reduce, OnOpenCl) {
+TEST(ReduceOnDevices, opencl) {
   std::string why;
   const std::unique_ptr<hdsm::Runtime> rt = hdsm::test::opencl_runtime(why);
   if (!rt) GTEST_SKIP() << why;
