@@ -183,12 +183,53 @@ void DirectModel::settle(std::initializer_list<std::pair<const void*, std::size_
 // that touches an object a device's calls use waits for those calls (and the hand-over back) first.
 void DirectModel::copy(void* dst, const void* src, std::size_t n, std::vector<Event>*) {
   settle({{dst, n}, {src, n}});
+  const BulkGuard guard = guard_bulk(dst, src, n);
   std::memmove(dst, src, n);
 }
 
 void DirectModel::fill(void* dst, std::uint8_t value, std::size_t n) {
   settle({{dst, n}});
+  const BulkGuard guard = guard_bulk(dst, nullptr, n);
   std::memset(dst, value, n);
+}
+
+DirectModel::BulkGuard DirectModel::guard_bulk(const void* dst, const void* src, std::size_t n) {
+  struct Lock {
+    std::uintptr_t start;
+    std::shared_ptr<std::shared_mutex> mutex;
+    bool write;
+  };
+  std::vector<Lock> locks;
+  {
+    std::lock_guard lock(mutex_);
+    const auto add = [&](const void* p, bool write) {
+      if (p == nullptr || n == 0) return;
+      const auto first = reinterpret_cast<std::uintptr_t>(p);
+      auto it = objects_.upper_bound(first);
+      if (it != objects_.begin()) --it;
+      for (; it != objects_.end() && it->first < first + n; ++it) {
+        if (it->first + it->second.bytes <= first) continue;
+        const auto same =
+            std::find_if(locks.begin(), locks.end(), [&](const Lock& l) { return l.start == it->first; });
+        if (same == locks.end())
+          locks.push_back({it->first, it->second.bulk, write});
+        else
+          same->write = same->write || write;
+      }
+    };
+    add(dst, true);
+    add(src, false);
+  }
+  std::sort(locks.begin(), locks.end(), [](const Lock& a, const Lock& b) { return a.start < b.start; });
+  BulkGuard guard;
+  for (const Lock& l : locks) {
+    guard.held_.push_back(l.mutex);
+    if (l.write)
+      guard.writes_.emplace_back(*l.mutex);
+    else
+      guard.reads_.emplace_back(*l.mutex);
+  }
+  return guard;
 }
 
 void DirectModel::sync_device(unsigned device) {

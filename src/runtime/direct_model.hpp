@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <span>
 #include <string>
 #include <utility>
@@ -60,12 +61,30 @@ class DirectModel : public MemoryModel {
   /// `ranges` (address, bytes).
   void settle(std::initializer_list<std::pair<const void*, std::size_t>> ranges);
 
+  /// Bulk memory on objects is ordered as the ADSM model orders it: a copy or fill that writes an
+  /// object excludes every other copy that touches it, copies that only read it share it. Held for
+  /// one memmove or memset.
+  class BulkGuard {
+   public:
+    BulkGuard() = default;
+
+   private:
+    friend class DirectModel;
+    std::vector<std::shared_ptr<std::shared_mutex>> held_;  // kept alive while locked
+    std::vector<std::unique_lock<std::shared_mutex>> writes_;
+    std::vector<std::shared_lock<std::shared_mutex>> reads_;
+  };
+  /// Locks the objects [dst, dst + n) writes (exclusively) and [src, src + n) reads (shared; src may
+  /// be null), in address order, so two guards never wait for each other in a cycle.
+  BulkGuard guard_bulk(const void* dst, const void* src, std::size_t n);
+
  protected:
   struct Object {
     std::byte* start = nullptr;
     std::size_t bytes = 0;
-    unsigned device = 0;                 // the device it was allocated for
-    int last_device = -1;                // the device of the last call that used it
+    unsigned device = 0;   // the device it was allocated for
+    int last_device = -1;  // the device of the last call that used it
+    std::shared_ptr<std::shared_mutex> bulk = std::make_shared<std::shared_mutex>();  // guard_bulk's lock
     os::Mapping host;                    // host-mapped: the memory itself
     std::vector<std::uint64_t> mapping;  // host-mapped, by device: the device's mapping, 0 where none
   };

@@ -188,13 +188,21 @@ void RoutedModel::sync() {
 bool RoutedModel::mediates(const void* p) const { return adsm_->mediates(p); }
 void RoutedModel::check(const void* p, std::size_t n, const char* call) const { adsm_->check(p, n, call); }
 void RoutedModel::copy(void* dst, const void* src, std::size_t n, std::vector<Event>* pending) {
+  std::vector<DirectModel::BulkGuard> guards;
   for (DirectModel* m : {static_cast<DirectModel*>(mapped_.get()), static_cast<DirectModel*>(um_.get())})
-    if (m != nullptr) m->settle({{dst, n}, {src, n}});
+    if (m != nullptr) {
+      m->settle({{dst, n}, {src, n}});
+      guards.push_back(m->guard_bulk(dst, src, n));
+    }
   adsm_->copy(dst, src, n, pending);
 }
 void RoutedModel::fill(void* dst, std::uint8_t value, std::size_t n) {
+  std::vector<DirectModel::BulkGuard> guards;
   for (DirectModel* m : {static_cast<DirectModel*>(mapped_.get()), static_cast<DirectModel*>(um_.get())})
-    if (m != nullptr) m->settle({{dst, n}});
+    if (m != nullptr) {
+      m->settle({{dst, n}});
+      guards.push_back(m->guard_bulk(dst, nullptr, n));
+    }
   adsm_->fill(dst, value, n);
 }
 coherence::SharedSpace* RoutedModel::space() noexcept { return adsm_->space(); }
