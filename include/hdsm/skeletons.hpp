@@ -95,6 +95,12 @@ std::vector<unsigned> skeleton_devices(Runtime& runtime, const std::vector<unsig
 /// Where a skeleton call runs: its own choice, else HDSM_SKELETON_BACKEND (devices by default).
 SkeletonBackend skeleton_backend(Runtime& runtime, std::optional<SkeletonBackend> chosen);
 
+/// What every generated OpenCL program starts with: HDSM_GLOBAL for user functions' pointer
+/// parameters, and floating-point contraction off, as the host bodies are compiled (no FMA), so float
+/// expressions round alike on both.
+inline constexpr const char* kOpenclPrelude =
+    "#pragma OPENCL FP_CONTRACT OFF\n#define HDSM_GLOBAL __global\n";
+
 template <class F, bool Indexed, class R, class... Ins>
 struct MapKernel {
   // The kernel computes out[i] = F(in[i]..., uniforms...) for i < n on one part, or (Indexed)
@@ -120,7 +126,7 @@ struct MapKernel {
 
   template <class... U>
   static std::string opencl() {
-    std::string s = std::string(F::opencl_source) + "\n__kernel void " +
+    std::string s = std::string(kOpenclPrelude) + F::opencl_source + "\n__kernel void " +
                     (Indexed ? "hdsm_mapindex_" : "hdsm_map_") + F::name + "(__global " + opencl_type<R>() +
                     "* out";
     int k = 0;
@@ -238,6 +244,10 @@ class SkeletonOptions {
     devices_.assign(devices);
     return static_cast<Derived&>(*this);
   }
+  Derived& devices(std::vector<unsigned> devices) {
+    devices_ = std::move(devices);
+    return static_cast<Derived&>(*this);
+  }
 
  protected:
   std::optional<SkeletonBackend> backend_;  // none chosen: HDSM_SKELETON_BACKEND
@@ -339,8 +349,8 @@ struct ReduceKernel {
                      });
       const std::string type = opencl_type<T>();
       kernel.opencl_source =
-          std::string(F::opencl_source) + "\n__kernel void hdsm_reduce_" + F::name + "(__global const " +
-          type + "* in, __global " + type +
+          std::string(kOpenclPrelude) + F::opencl_source + "\n__kernel void hdsm_reduce_" + F::name +
+          "(__global const " + type + "* in, __global " + type +
           "* partial, ulong n, ulong chunk) {\n  const ulong j = get_global_id(0);\n"
           "  const ulong first = j * chunk;\n  if (first >= n) return;\n"
           "  const ulong last = first + chunk < n ? first + chunk : n;\n  " +
@@ -384,8 +394,8 @@ struct Reduce2DKernel {
     const std::string first = by_rows ? "k * cols" : "k", next = by_rows ? "k * cols + m" : "m * cols + k",
                       count = by_rows ? "rows" : "cols", other = by_rows ? "cols" : "rows";
     kernel.opencl_source =
-        std::string(F::opencl_source) + "\n__kernel void " + name + "(__global const " + type +
-        "* in, __global " + type +
+        std::string(kOpenclPrelude) + F::opencl_source + "\n__kernel void " + name + "(__global const " +
+        type + "* in, __global " + type +
         "* out, ulong rows, ulong cols) {\n  const ulong k = get_global_id(0);\n  if (k >= " + count +
         ") return;\n  " + type + " acc = in[" + first + "];\n  for (ulong m = 1; m < " + other +
         "; ++m) acc = " + F::name + "(acc, in[" + next + "]);\n  out[k] = acc;\n}\n";
@@ -569,7 +579,7 @@ struct MapReduceKernel {
   template <class... U>
   static std::string opencl() {
     const std::string type = opencl_type<T>();
-    std::string s = std::string(M::opencl_source) + "\n";
+    std::string s = std::string(kOpenclPrelude) + M::opencl_source + "\n";
     if (std::string(M::name) != Rd::name) s += std::string(Rd::opencl_source) + "\n";
     s += std::string("__kernel void hdsm_mapreduce_") + M::name + "_" + Rd::name + "(__global " + type +
          "* partial";
@@ -598,9 +608,6 @@ struct MapReduceKernel {
 }  // namespace detail
 
 namespace detail {
-
-/// What the OpenCL C text of a user function needs before it: HDSM_GLOBAL.
-inline constexpr const char* kOpenclPrelude = "#define HDSM_GLOBAL __global\n";
 
 /// The kernel that computes out[i] = F(array, in[i]..., uniforms...) for i < n on one part.
 template <class F, class R, class A, class... Ins>
@@ -1069,8 +1076,8 @@ struct ScanKernels {
           });
       const std::string type = opencl_type<T>();
       kernel.opencl_source =
-          std::string(F::opencl_source) + "\n__kernel void hdsm_scan_local_" + F::name + "(__global const " +
-          type + "* in, __global " + type + "* out, __global " + type +
+          std::string(kOpenclPrelude) + F::opencl_source + "\n__kernel void hdsm_scan_local_" + F::name +
+          "(__global const " + type + "* in, __global " + type + "* out, __global " + type +
           "* totals, ulong n, ulong chunk) {\n  const ulong j = get_global_id(0);\n  const ulong first = j * "
           "chunk;\n"
           "  if (first >= n) return;\n  const ulong last = first + chunk < n ? first + chunk : n;\n  " +
@@ -1103,8 +1110,8 @@ struct ScanKernels {
                                  });
       const std::string type = opencl_type<T>();
       kernel.opencl_source =
-          std::string(F::opencl_source) + "\n__kernel void hdsm_scan_apply_" + F::name + "(__global " + type +
-          "* out, __global const " + type +
+          std::string(kOpenclPrelude) + F::opencl_source + "\n__kernel void hdsm_scan_apply_" + F::name +
+          "(__global " + type + "* out, __global const " + type +
           "* offsets, ulong n, ulong chunk, ulong skip_first, ulong exclusive) {\n"
           "  const ulong j = get_global_id(0);\n  const ulong first = j * chunk;\n  if (first >= n) return;\n"
           "  const ulong last = first + chunk < n ? first + chunk : n;\n"
