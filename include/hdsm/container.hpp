@@ -30,8 +30,11 @@ const char* to_string(Access access);
 
 /// Which coherence rules a container follows. `improved` (the default) tracks which copies are current
 /// and never uses a stale one. `initial` is the simpler scheme it replaced, kept for comparisons: it
-/// can read stale data when device copies overlap. HDSM_CONTAINER_MECHANISM sets the default.
-enum class Mechanism : std::uint8_t { initial, improved };
+/// can read stale data when device copies overlap. `none` keeps nothing between calls: each call
+/// copies its operands to the device, waits, writes them back and frees the device copies (no
+/// communication or memory optimization, the baseline the others are measured against).
+/// HDSM_CONTAINER_MECHANISM sets the default.
+enum class Mechanism : std::uint8_t { initial, improved, none };
 
 /// What a container moved and allocated (one container's, or the sum over a runtime's containers).
 struct ContainerStats {

@@ -38,8 +38,10 @@ using coherence::kMainCopy;
 struct Shared {
   explicit Shared(const Runtime& runtime) : impl(impl_of(runtime)) {
     const Config& config = impl.config;
-    mechanism = config.get(knob_name(Knob::container_mechanism)) == "initial" ? Mechanism::initial
-                                                                              : Mechanism::improved;
+    const std::string& chosen = config.get(knob_name(Knob::container_mechanism));
+    mechanism = chosen == "initial" ? Mechanism::initial
+                : chosen == "none"  ? Mechanism::none
+                                    : Mechanism::improved;
     const auto n = static_cast<unsigned>(impl.devices.size());
     peer.assign(std::size_t{n} * n, 0);
     for (unsigned a = 0; a < n; ++a) {
@@ -570,6 +572,15 @@ Event launch_containers(Runtime& runtime, unsigned device, const Kernel& kernel,
       }
     }
     if (first_error) std::rethrow_exception(first_error);
+    // Mechanism::none: the call's results go back and its device copies go at once.
+    std::vector<ContainerCore*> flushed;
+    for (const ContainerLaunchArg& a : args)
+      if (a.core != nullptr && a.core->mechanism() == Mechanism::none &&
+          std::find(flushed.begin(), flushed.end(), a.core) == flushed.end()) {
+        if (flushed.empty()) done.wait();
+        a.core->flush();
+        flushed.push_back(a.core);
+      }
     return done;
   } catch (...) {
     cancel_all();

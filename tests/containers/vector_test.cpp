@@ -308,6 +308,22 @@ TEST(VectorMechanisms, TheStatisticsShowWhatEachMechanismAllocates) {
   EXPECT_EQ(allocations(hdsm::Mechanism::initial), 4u);
 }
 
+// Mechanism::none keeps nothing on the device between calls: every call uploads its inputs, writes
+// its results back and frees its device copies, and the results are the same.
+TEST(Vector, TheNoneMechanismCopiesEveryOperandForEveryCall) {
+  hdsm::Runtime rt(sim(1));
+  Vector<float> v(256, 1.0f, on(rt, hdsm::Mechanism::none));
+  Vector<float> w(256, on(rt, hdsm::Mechanism::none));
+  for (int round = 0; round < 4; ++round)
+    hdsm::launch(0, twice(), hdsm::cover(256), hdsm::in(v), hdsm::out(w), std::uint64_t{256});
+  EXPECT_EQ(w[3], 2.0f);
+  EXPECT_EQ(v.stats().device_allocations, 4u);
+  EXPECT_EQ(v.stats().host_to_device_bytes, 4 * 256 * sizeof(float)) << "the input went up for every call";
+  EXPECT_EQ(w.stats().device_to_host_bytes, 4 * 256 * sizeof(float))
+      << "the output came back after every call";
+  EXPECT_EQ(rt.device(0).memory_used(), 0u) << "no device copy is left";
+}
+
 TEST(Vector, AResizeWritesBackAndDropsTheDeviceCopies) {
   hdsm::Runtime rt(sim(1));
   Vector<float> v(100, 1.0f, on(rt));
