@@ -43,7 +43,7 @@ float initial(std::size_t i) { return static_cast<float>(i % 1000) / 1000.0f; }
 // from step to step so that no read is served from what the last one fetched.
 std::size_t probe_index(const IterateProblem& p, unsigned step, unsigned k) {
   const std::size_t stride = std::max<std::size_t>(1, p.n / p.probes);
-  return std::min(p.n - 1, k * stride + (step * 97) % stride);
+  return std::min(p.n - 1, k * stride + std::size_t{step} * 97 % stride);
 }
 
 // The elements the output ends with: 16 spread over the final vector.
