@@ -95,6 +95,12 @@ class OpenclDevice final : public Device, public HostMapping {
   KernelArg host_argument(std::uint64_t mapping, std::size_t offset) override;
   void hand_over(std::uint64_t mapping, bool to_device, Queue& queue) override;
   static constexpr std::uint64_t kHostMapped = std::uint64_t{1} << 63;
+  /// Whether this device's CL_MEM_USE_HOST_PTR buffers are the host memory itself, seen by kernels
+  /// and host alike without map and unmap: a CPU device (one cache-coherent memory) on which a fill
+  /// without a map shows on the host and a host write without an unmap shows in a read (PoCL). Such
+  /// mappings are never mapped, and their hand-overs do nothing: the sync's wait for the kernels
+  /// orders their writes before the host's reads. Probed once.
+  bool host_memory_in_place();
 
   // Used by OpenclQueue.
   cl_device_id id() const { return id_; }
@@ -128,6 +134,8 @@ class OpenclDevice final : public Device, public HostMapping {
     bool on_device;  // unmapped: kernels own it
   };
   std::unordered_map<std::uint64_t, HostMapped> host_mapped_;  // by handle
+  std::once_flag in_place_once_;
+  std::atomic<bool> in_place_{false};
   std::uint64_t next_host_mapping_ = kHostMapped | 1;
   std::unique_ptr<OpenclQueue> internal_;  // discard fills and pinned maps
 

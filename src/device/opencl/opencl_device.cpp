@@ -1,5 +1,6 @@
 // OpenCL discovery and devices: buffers, pinned memory, program builds.
 #include "device/opencl/opencl.hpp"
+#include "os/mapping.hpp"
 
 #include "device/checks.hpp"
 
@@ -282,9 +283,16 @@ std::uint64_t OpenclDevice::map_host(void* pointer, std::size_t bytes) {
   if (bytes == 0)
     throw InvalidArgument(fmt::format("map_host({}, 0) on {}: nothing to map", pointer, name()));
   const std::string what = fmt::format("{} bytes of host memory at {} for {}", bytes, pointer, name());
+  const bool in_place = host_memory_in_place();
   cl_int err = CL_SUCCESS;
   Mem mem(clCreateBuffer(context(), CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, bytes, pointer, &err));
   check(err, "clCreateBuffer(CL_MEM_USE_HOST_PTR)", what);
+  if (in_place) {  // never mapped: recorded as the device's, so that nothing unmaps it
+    std::lock_guard lock(mutex_);
+    const std::uint64_t handle = next_host_mapping_++;
+    host_mapped_.emplace(handle, HostMapped{std::move(mem), pointer, bytes, true});
+    return handle;
+  }
   // The host owns a new mapping: mapped, as OpenCL requires for host access to its memory.
   void* mapped = clEnqueueMapBuffer(internal_->get(), mem.get(), CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
                                     bytes, 0, nullptr, nullptr, &err);
@@ -333,6 +341,7 @@ void OpenclDevice::hand_over(std::uint64_t mapping, bool to_device, Queue& queue
   auto* q = dynamic_cast<OpenclQueue*>(&queue);
   if (q == nullptr || &q->device() != this)
     throw InvalidArgument(fmt::format("hand_over on {}: the queue is not one of this device", name()));
+  if (in_place_) return;  // set before any mapping existed (host_memory_in_place)
   std::lock_guard lock(mutex_);
   const auto it = host_mapped_.find(mapping);
   if (it == host_mapped_.end())
@@ -355,6 +364,33 @@ void OpenclDevice::hand_over(std::uint64_t mapping, bool to_device, Queue& queue
                               what, mapped));
   }
   m.on_device = to_device;
+}
+
+bool OpenclDevice::host_memory_in_place() {
+  std::call_once(in_place_once_, [&] {
+    if ((device_info<cl_device_type>(id_, CL_DEVICE_TYPE, props_.name.c_str()) & CL_DEVICE_TYPE_CPU) == 0)
+      return;
+    const std::size_t page = os::page_size();
+    const os::Mapping probe(page, fmt::format("the host-mapping probe of {}", name()));
+    std::memset(probe.data(), 1, page);
+    cl_int err = CL_SUCCESS;
+    const Mem m(clCreateBuffer(context(), CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, page, probe.data(), &err));
+    if (err != CL_SUCCESS) return;
+    static constexpr unsigned char kPattern = 0x5A;
+    if (clEnqueueFillBuffer(internal_->get(), m.get(), &kPattern, 1, 0, page, 0, nullptr, nullptr) !=
+            CL_SUCCESS ||
+        clFinish(internal_->get()) != CL_SUCCESS)
+      return;
+    const auto* bytes = reinterpret_cast<const unsigned char*>(probe.data());
+    if (bytes[0] != kPattern || bytes[page - 1] != kPattern) return;  // the fill went to a copy
+    probe.data()[7] = std::byte{0x33};
+    unsigned char back = 0;
+    if (clEnqueueReadBuffer(internal_->get(), m.get(), CL_TRUE, 7, 1, &back, 0, nullptr, nullptr) !=
+        CL_SUCCESS)
+      return;
+    in_place_ = back == 0x33;
+  });
+  return in_place_;
 }
 
 bool OpenclDevice::can_access_peer(const Device& other) const {
