@@ -246,8 +246,13 @@ void DirectModel::sync_device(unsigned device) {
       if (it != objects_.end()) after_calls(device, it->second, q);
     }
     settled_[device] = q.record();
+    // The syncing thread waits in the queue itself (the platform's wait: clWaitForEvents on OpenCL),
+    // quicker than the event, whose completion comes through a callback; other threads that find
+    // the device idle wait for the event.
+    lock.unlock();
+    q.synchronize();
+    return;
   }
-  // A thread that finds the device idle still waits for what another thread's sync took over.
   const Event settled = settled_[device];
   lock.unlock();
   settled.wait();
