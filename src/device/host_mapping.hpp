@@ -8,9 +8,13 @@
 #pragma once
 
 #include <hdsm/device.hpp>
+#include <hdsm/error.hpp>
+
+#include <fmt/format.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace hdsm {
 
@@ -33,5 +37,19 @@ class HostMapping {
  protected:
   ~HostMapping() = default;
 };
+
+/// The entry of `mappings` (a backend's table by handle, whose entries have `bytes`) for a
+/// host_argument at `offset`: InvalidPointer naming `device` for an unknown handle, InvalidArgument
+/// for an offset past the mapping's end. The caller holds the table's lock.
+template <class Table>
+auto& host_mapping_at(Table& mappings, std::uint64_t mapping, std::size_t offset, const std::string& device) {
+  const auto it = mappings.find(mapping);
+  if (it == mappings.end())
+    throw InvalidPointer(fmt::format("host_argument({:#x}) on {}: no such host mapping", mapping, device));
+  if (offset > it->second.bytes)
+    throw InvalidArgument(fmt::format("host_argument on {}: offset {} past the end of a mapping of {} bytes",
+                                      device, offset, it->second.bytes));
+  return it->second;
+}
 
 }  // namespace hdsm

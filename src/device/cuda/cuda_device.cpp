@@ -466,13 +466,8 @@ void CudaDevice::unmap_host(std::uint64_t mapping) {
 
 KernelArg CudaDevice::host_argument(std::uint64_t mapping, std::size_t offset) {
   std::lock_guard lock(mutex_);
-  const auto it = host_mapped_.find(mapping);
-  if (it == host_mapped_.end())
-    throw InvalidPointer(fmt::format("host_argument({}) on {}: no such host mapping", mapping, name()));
-  if (offset > it->second.bytes)
-    throw InvalidArgument(fmt::format("host_argument on {}: offset {} past the end of a mapping of {} bytes",
-                                      name(), offset, it->second.bytes));
-  return KernelArg::value(static_cast<void*>(it->second.device + offset));
+  const auto& m = host_mapping_at(host_mapped_, mapping, offset, name());
+  return KernelArg::value(static_cast<void*>(m.device + offset));
 }
 
 void CudaDevice::hand_over(std::uint64_t, bool, Queue& queue) {

@@ -328,13 +328,8 @@ void OpenclDevice::unmap_host(std::uint64_t mapping) {
 
 KernelArg OpenclDevice::host_argument(std::uint64_t mapping, std::size_t offset) {
   std::lock_guard lock(mutex_);
-  const auto it = host_mapped_.find(mapping);
-  if (it == host_mapped_.end())
-    throw InvalidPointer(fmt::format("host_argument({:#x}) on {}: no such host mapping", mapping, name()));
-  if (offset > it->second.bytes)
-    throw InvalidArgument(fmt::format("host_argument on {}: offset {} past the end of a mapping of {} bytes",
-                                      name(), offset, it->second.bytes));
-  return KernelArg::buffer(DeviceBuffer{mapping, it->second.bytes}, offset);
+  const auto& m = host_mapping_at(host_mapped_, mapping, offset, name());
+  return KernelArg::buffer(DeviceBuffer{mapping, m.bytes}, offset);
 }
 
 void OpenclDevice::hand_over(std::uint64_t mapping, bool to_device, Queue& queue) {

@@ -327,13 +327,8 @@ void SimDevice::unmap_host(std::uint64_t mapping) {
 
 KernelArg SimDevice::host_argument(std::uint64_t mapping, std::size_t offset) {
   std::lock_guard lock(alloc_mutex_);
-  const auto it = host_mapped_.find(mapping);
-  if (it == host_mapped_.end())
-    throw InvalidPointer(fmt::format("host_argument({}) on {}: no such host mapping", mapping, name()));
-  if (offset > it->second.bytes)
-    throw InvalidArgument(fmt::format("host_argument on {}: offset {} past the end of a mapping of {} bytes",
-                                      name(), offset, it->second.bytes));
-  return KernelArg::value(static_cast<void*>(it->second.start + offset));
+  const auto& m = host_mapping_at(host_mapped_, mapping, offset, name());
+  return KernelArg::value(static_cast<void*>(m.start + offset));
 }
 
 void SimDevice::hand_over(std::uint64_t, bool, Queue& queue) {
