@@ -10,6 +10,14 @@
 namespace hdsm::apps {
 namespace {
 
+// Points a skeleton at `where`.
+template <class S>
+S& placed(S& skeleton, const Where& where) {
+  skeleton.backend(where.backend);
+  if (!where.devices.empty()) skeleton.devices(where.devices);
+  return skeleton;
+}
+
 // --- Mandelbrot: one MapIndex call, each pixel's escape iteration count from its index. ---
 
 HDSM_USER_FUNCTION(mandelbrot_pixel, int,
@@ -50,9 +58,7 @@ Output mandelbrot(Runtime& rt, const Where& where, Scale scale) {
   const Image im = mandelbrot_size(scale);
   Vector<int> image(im.width * im.height, ContainerOptions{&rt});
   MapIndex<mandelbrot_pixel> pixels;
-  pixels.backend(where.backend);
-  if (!where.devices.empty()) pixels.devices(where.devices);
-  pixels(image, im.width, im.height, im.limit);
+  placed(pixels, where)(image, im.width, im.height, im.limit);
   return mandelbrot_output(image.data(), im);
 }
 
@@ -80,17 +86,23 @@ std::size_t pixels(Scale scale) { return by_scale<std::size_t>(scale, 20'000, 1 
 float image_a(std::size_t i) { return static_cast<float>((i * 2654435761u) % 1000) / 1000.0f; }
 float image_b(std::size_t i) { return image_a(i) * 0.75f + static_cast<float>((i * 40503u) % 97) / 400.0f; }
 
+struct Images {
+  Vector<float> a, b;
+};
+Images images(Runtime& rt, std::size_t n) {
+  Images im{Vector<float>(n, ContainerOptions{&rt}), Vector<float>(n, ContainerOptions{&rt})};
+  for (std::size_t i = 0; i < n; ++i) {
+    im.a(i) = image_a(i);
+    im.b(i) = image_b(i);
+  }
+  return im;
+}
+
 Output mse(Runtime& rt, const Where& where, Scale scale) {
   const std::size_t n = pixels(scale);
-  Vector<float> a(n, ContainerOptions{&rt}), b(n, ContainerOptions{&rt});
-  for (std::size_t i = 0; i < n; ++i) {
-    a(i) = image_a(i);
-    b(i) = image_b(i);
-  }
+  Images im = images(rt, n);
   MapReduce<squared_difference, add_floats> sum;
-  sum.backend(where.backend);
-  if (!where.devices.empty()) sum.devices(where.devices);
-  return Output{{static_cast<double>(sum(a, b)) / static_cast<double>(n)}};
+  return Output{{static_cast<double>(placed(sum, where)(im.a, im.b)) / static_cast<double>(n)}};
 }
 
 Output mse_reference(Scale scale) {
@@ -108,23 +120,15 @@ double pearson(double n, double sx, double sy, double sxy, double sxx, double sy
 
 Output ppmcc(Runtime& rt, const Where& where, Scale scale) {
   const std::size_t n = pixels(scale);
-  Vector<float> a(n, ContainerOptions{&rt}), b(n, ContainerOptions{&rt});
-  for (std::size_t i = 0; i < n; ++i) {
-    a(i) = image_a(i);
-    b(i) = image_b(i);
-  }
-  const auto place = [&](auto& skeleton) -> auto& {
-    skeleton.backend(where.backend);
-    if (!where.devices.empty()) skeleton.devices(where.devices);
-    return skeleton;
-  };
+  Images im = images(rt, n);
   MapReduce<identity, add_floats> sum;
   MapReduce<multiply, add_floats> dot;
   MapReduce<square, add_floats> squares;
-  place(sum);
-  place(dot);
-  place(squares);
-  const double sx = sum(a), sy = sum(b), sxy = dot(a, b), sxx = squares(a), syy = squares(b);
+  placed(sum, where);
+  placed(dot, where);
+  placed(squares, where);
+  const double sx = sum(im.a), sy = sum(im.b), sxy = dot(im.a, im.b), sxx = squares(im.a),
+               syy = squares(im.b);
   return Output{{pearson(static_cast<double>(n), sx, sy, sxy, sxx, syy)}};
 }
 
