@@ -26,6 +26,12 @@ __global__ void gather_through_table(const int* const* pointers, int* result) {
   if (i < 3) result[i] = *pointers[i];
 }
 
+// The host-mapping conformance test's kernel: adds one to each element of host memory in place.
+__global__ void add_one(int* x, int count) {
+  const std::uint64_t i = global_x();
+  if (i < static_cast<std::uint64_t>(count)) x[i] += 1;
+}
+
 __global__ void two_args(int, int) {}
 
 __global__ void one_arg(int) {}
@@ -80,6 +86,7 @@ const void* (*cuda_test_lookup(const char* name))() {
       {"vecadd", &hdsm::cuda_lookup<vecadd>},
       {"twice", &hdsm::cuda_lookup<twice>},
       {"gather_through_table", &hdsm::cuda_lookup<gather_through_table>},
+      {"add_one", &hdsm::cuda_lookup<add_one>},
       {"two_args", &hdsm::cuda_lookup<two_args>},
       {"one_arg", &hdsm::cuda_lookup<one_arg>},
       {"saxpy", &hdsm::cuda_lookup<saxpy>},
