@@ -1,0 +1,33 @@
+// The page machinery shared by the page-based memory models (centralized release consistency, the
+// cluster's kernel-boundary DSM): twins, byte diffs against a twin, XOR diffs, and applying them.
+// Pure functions over byte ranges: no locking, no allocation.
+#pragma once
+
+#include <hdsm/export.h>
+
+#include <cstddef>
+#include <span>
+
+HDSM_VISIBLE_BEGIN
+namespace hdsm::coherence {
+
+/// Copies into `home` every byte of `local` that differs from `twin` (the page as `local`'s writer
+/// received it): the writer's modifications, merged without disturbing the bytes other writers of
+/// the same page changed in `home` meanwhile. Returns the number of bytes that differed. The three
+/// spans have one size (hdsm::InvalidArgument otherwise).
+std::size_t merge_against_twin(std::span<std::byte> home, std::span<const std::byte> local,
+                               std::span<const std::byte> twin);
+
+/// diff = local XOR twin: nonzero exactly where the writer changed the page. Sizes as above.
+void xor_diff(std::span<std::byte> diff, std::span<const std::byte> local, std::span<const std::byte> twin);
+
+/// home ^= diff: applies an XOR diff made against a twin equal to `home`'s bytes at the writer's
+/// positions. Sizes as above.
+void apply_xor_diff(std::span<std::byte> home, std::span<const std::byte> diff);
+
+/// True when some byte of `diff` is nonzero.
+bool any_change(std::span<const std::byte> diff);
+
+}  // namespace hdsm::coherence
+
+HDSM_VISIBLE_END

@@ -1,0 +1,236 @@
+#include "crc/home.hpp"
+
+#include <hdsm/error.hpp>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace hdsm::crc::detail {
+
+const char* to_string(Op op) {
+  switch (op) {
+    case Op::fetch_read:
+      return "fetch for reading";
+    case Op::fetch_write:
+      return "fetch for writing";
+    case Op::upgrade:
+      return "upgrade";
+    case Op::write_back:
+      return "write-back";
+    case Op::flush_fetch:
+      return "write-back and fetch";
+    case Op::single_put:
+      return "single-writer put";
+    case Op::lock:
+      return "lock";
+    case Op::unlock:
+      return "unlock";
+    case Op::barrier:
+      return "barrier";
+    case Op::done:
+      return "done";
+    case Op::failed:
+      return "failed";
+  }
+  return "?";
+}
+
+Home::Home(HomeLink& link, Directory& directory, std::byte* base, int workers,
+           std::chrono::milliseconds timeout)
+    : link_(link), directory_(directory), base_(base), workers_(workers), timeout_(timeout) {}
+
+std::exception_ptr Home::serve(std::size_t page_size, Stats& stats) {
+  page_size_ = page_size;
+  stats_ = &stats;
+  finished_.assign(static_cast<std::size_t>(workers_), false);
+  finished_count_ = 0;
+  at_barrier_.clear();
+  barrier_round_ = 0;
+  locks_.clear();
+  error_ = nullptr;
+  Request r;
+  while (finished_count_ < workers_) {
+    // Nobody waits on anybody: wait as long as the workers compute. Someone waits at a barrier or
+    // for a lock: the others have the timeout to come.
+    bool waiting = !at_barrier_.empty();
+    for (const auto& [number, lock] : locks_) waiting = waiting || !lock.waiting.empty();
+    const auto now = std::chrono::steady_clock::now();
+    const auto deadline = waiting ? now + timeout_ : now + std::chrono::hours(24 * 365);
+    if (!link_.receive(r, deadline)) {
+      if (!at_barrier_.empty())
+        fail(fmt::format("crc barrier {}: {} within {} ms", barrier_round_, waiting_at_barrier(),
+                         timeout_.count()));
+      for (const auto& [number, lock] : locks_)
+        if (!lock.waiting.empty())
+          fail(fmt::format("crc lock {}: worker {} held it for more than {} ms while worker {} waited",
+                           number, lock.holder, timeout_.count(), lock.waiting.front().worker));
+      continue;
+    }
+    ++stats.messages;
+    handle(r);
+  }
+  return error_;
+}
+
+std::string Home::waiting_at_barrier() const {
+  std::vector<int> came, missing;
+  std::vector<bool> here(static_cast<std::size_t>(workers_), false);
+  for (const Request& r : at_barrier_) here[static_cast<std::size_t>(r.worker)] = true;
+  for (int w = 0; w < workers_; ++w) (here[static_cast<std::size_t>(w)] ? came : missing).push_back(w);
+  return fmt::format("worker{} {} did not come (worker{} {} waited)", missing.size() == 1 ? "" : "s",
+                     fmt::join(missing, ", "), came.size() == 1 ? "" : "s", fmt::join(came, ", "));
+}
+
+void Home::fail(std::exception_ptr error) {
+  if (!error_) error_ = std::move(error);
+  // Everyone waiting is told to stop; later requests get the same answer.
+  for (const Request& w : at_barrier_) link_.reply(w, Reply{.status = Status::aborted}, {}, {});
+  at_barrier_.clear();
+  for (auto& [number, lock] : locks_) {
+    for (const Request& w : lock.waiting) link_.reply(w, Reply{.status = Status::aborted}, {}, {});
+    lock.waiting.clear();
+  }
+}
+
+void Home::fail(const std::string& message) { fail(std::make_exception_ptr(InvalidArgument(message))); }
+
+void Home::answer(const Request& r, const Reply& reply, std::span<const std::byte> bytes) {
+  link_.reply(r, reply, bytes, {});
+}
+
+void Home::acquire_reply(const Request& r) {
+  list_.clear();
+  directory_.take_invalidations(r.worker, list_);
+  link_.reply(r, Reply{}, {}, list_);
+}
+
+void Home::handle(Request& r) {
+  const int w = r.worker;
+  switch (r.op) {
+    case Op::done:
+    case Op::failed: {
+      finished_[static_cast<std::size_t>(w)] = true;
+      ++finished_count_;
+      if (r.op == Op::failed) {
+        std::exception_ptr error = r.error;
+        if (!error)
+          error = std::make_exception_ptr(KernelFailure(fmt::format("crc worker {}: {}", w, r.message)));
+        try {
+          std::rethrow_exception(error);
+        } catch (const Error&) {
+          // hdsm's own errors already name the worker.
+        } catch (...) {
+          try {
+            std::throw_with_nested(
+                KernelFailure(fmt::format("crc worker {}: the task threw: {}", w, r.message)));
+          } catch (...) {
+            error = std::current_exception();
+          }
+        }
+        fail(error);
+        return;
+      }
+      if (error_) return;
+      if (!at_barrier_.empty())
+        fail(fmt::format("crc barrier {}: worker {} ended its task without coming; {}", barrier_round_, w,
+                         waiting_at_barrier()));
+      for (const auto& [number, lock] : locks_)
+        if (lock.holder == w) fail(fmt::format("crc worker {} ended its task holding lock {}", w, number));
+      return;
+    }
+    case Op::single_put:
+      directory_.single_writer_update(r.page, w);
+      return;
+    default:
+      break;
+  }
+  if (error_) {
+    // The region is ending: write-backs still land (nothing is lost), everything else stops.
+    if (r.op == Op::write_back) directory_.write_back(r.page, w, page(r.page), link_.written(r));
+    if (r.op == Op::flush_fetch) directory_.write_back(r.victim, w, page(r.victim), link_.written(r));
+    answer(r, Reply{.status = Status::aborted});
+    return;
+  }
+  switch (r.op) {
+    case Op::fetch_read:
+      directory_.read_fetch(r.page, w);
+      answer(r, Reply{.data = true}, page(r.page));
+      return;
+    case Op::fetch_write:
+      directory_.write_fault(r.page, w, /*has_copy=*/false);
+      answer(r, Reply{.data = true}, page(r.page));
+      return;
+    case Op::upgrade:
+      if (directory_.write_fault(r.page, w, /*has_copy=*/true))
+        answer(r, Reply{.data = true}, page(r.page));
+      else
+        answer(r, Reply{});
+      return;
+    case Op::write_back:
+      stats_->merged_bytes += directory_.write_back(r.page, w, page(r.page), link_.written(r));
+      answer(r, Reply{});
+      return;
+    case Op::flush_fetch:
+      stats_->merged_bytes += directory_.write_back(r.victim, w, page(r.victim), link_.written(r));
+      if (r.write)
+        directory_.write_fault(r.page, w, false);
+      else
+        directory_.read_fetch(r.page, w);
+      answer(r, Reply{.data = true}, page(r.page));
+      return;
+    case Op::lock: {
+      LockState& lock = locks_[r.number];
+      if (lock.holder == w) {
+        answer(r, Reply{.status = Status::error, .message = "this worker holds it already"});
+        return;
+      }
+      if (lock.holder < 0) {
+        lock.holder = w;
+        acquire_reply(r);
+      } else {
+        lock.waiting.push_back(std::move(r));
+      }
+      return;
+    }
+    case Op::unlock: {
+      const auto it = locks_.find(r.number);
+      if (it == locks_.end() || it->second.holder != w) {
+        answer(r, Reply{.status = Status::error,
+                        .message = it == locks_.end() || it->second.holder < 0
+                                       ? std::string("nobody holds it")
+                                       : fmt::format("worker {} holds it", it->second.holder)});
+        return;
+      }
+      LockState& lock = it->second;
+      answer(r, Reply{});
+      if (lock.waiting.empty()) {
+        lock.holder = -1;
+        return;
+      }
+      lock.holder = lock.waiting.front().worker;
+      acquire_reply(lock.waiting.front());
+      lock.waiting.pop_front();
+      return;
+    }
+    case Op::barrier: {
+      for (int x = 0; x < workers_; ++x)
+        if (finished_[static_cast<std::size_t>(x)]) {
+          answer(r, Reply{.status = Status::aborted});
+          fail(fmt::format("crc barrier {}: worker {} came, but worker {} ended its task without coming",
+                           barrier_round_, w, x));
+          return;
+        }
+      at_barrier_.push_back(std::move(r));
+      if (static_cast<int>(at_barrier_.size()) < workers_) return;
+      for (const Request& waiting : at_barrier_) acquire_reply(waiting);
+      at_barrier_.clear();
+      ++barrier_round_;
+      return;
+    }
+    default:
+      answer(r, Reply{.status = Status::error,
+                      .message = fmt::format("unexpected request {}", to_string(r.op))});
+  }
+}
+
+}  // namespace hdsm::crc::detail

@@ -1,0 +1,63 @@
+// The home's side of the protocol: it serves the workers' requests one at a time, round-robin, over
+// the directory and the shared space, and keeps the locks (granted first come, first served) and
+// the barrier (a counter). It only ever answers: a worker that waits at a barrier or for a lock gets
+// its reply when the barrier completes or the lock is handed to it.
+#pragma once
+
+#include "crc/directory.hpp"
+#include "crc/transport.hpp"
+
+#include <hdsm/crc.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <deque>
+#include <exception>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace hdsm::crc::detail {
+
+class Home {
+ public:
+  /// Serves `workers` workers over `link`; the shared space's bytes start at `base`.
+  Home(HomeLink& link, Directory& directory, std::byte* base, int workers, std::chrono::milliseconds timeout);
+
+  /// One region: serves until every worker posted done or failed. The first error (a worker's, or a
+  /// barrier or lock that not every worker reached) is returned; the region's other workers were
+  /// told to stop at their next request.
+  std::exception_ptr serve(std::size_t page_size, Stats& stats);
+
+ private:
+  void handle(Request& r);
+  std::span<std::byte> page(std::uint64_t number) { return {base_ + number * page_size_, page_size_}; }
+  void fail(std::exception_ptr error);
+  void fail(const std::string& message);
+  void answer(const Request& r, const Reply& reply, std::span<const std::byte> page = {});
+  void acquire_reply(const Request& r);
+  std::string waiting_at_barrier() const;
+
+  struct LockState {
+    int holder = -1;
+    std::deque<Request> waiting;
+  };
+
+  HomeLink& link_;
+  Directory& directory_;
+  std::byte* base_;
+  int workers_;
+  std::chrono::milliseconds timeout_;
+  std::size_t page_size_ = 0;
+  Stats* stats_ = nullptr;
+  // The region's state.
+  std::vector<bool> finished_;
+  int finished_count_ = 0;
+  std::vector<Request> at_barrier_;
+  std::uint64_t barrier_round_ = 0;
+  std::map<std::int64_t, LockState> locks_;
+  std::exception_ptr error_;
+  std::vector<std::uint64_t> list_;
+};
+
+}  // namespace hdsm::crc::detail

@@ -1,0 +1,125 @@
+// A worker's page buffer: a software cache of shared pages in the worker's local store. S sets of 4
+// ways, each way with an entry in the read tag array, the write tag array and the local-address
+// array; a page-frame table of N frames with 4 S > N, so a page rarely finds its set full while
+// frames are free; frames replaced round-robin. Separate read and write tags make a write hit one
+// compare, like a read hit. No messages here: the worker decides what to fetch and flush.
+#pragma once
+
+#include <hdsm/crc.hpp>
+
+#include "os/mapping.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <hdsm/export.h>
+
+HDSM_VISIBLE_BEGIN
+namespace hdsm::crc::detail {
+
+/// Page size, frames and sets of a page buffer, validated.
+struct Geometry {
+  std::size_t page_size = 0;
+  unsigned page_shift = 0;
+  std::size_t frames = 0;
+  std::size_t sets = 0;
+};
+
+/// The geometry for a local store of `local_store` bytes: frames = local_store / page_size, sets =
+/// `sets` or (0) the smallest power of two S with 4 S > frames. InvalidArgument when the page size
+/// is not a power of two in [128 B, 64 KiB], `sets` is not a power of two, or the store holds
+/// fewer pages than sets.
+Geometry geometry(std::size_t local_store, std::size_t page_size, std::size_t sets);
+
+inline constexpr std::size_t kMinPageSize = 128;
+inline constexpr std::size_t kMaxPageSize = 64 << 10;
+
+class PageBuffer {
+ public:
+  /// A local store of `local_store` bytes, private to one worker.
+  explicit PageBuffer(std::size_t local_store, std::string owner);
+
+  /// Empties the buffer and lays it out for `g` (the caller has flushed what was modified).
+  void configure(const Geometry& g);
+  const Geometry& geometry() const { return geometry_; }
+  const Lookup& lookup() const { return lookup_; }
+
+  /// The way holding `page` (a page address) for reading or for writing, or -1.
+  int find_read(std::uintptr_t page) const { return way_of(lookup_, read_tags_.data(), page); }
+  int find_write(std::uintptr_t page) const { return way_of(lookup_, write_tags_.data(), page); }
+
+  struct Victim {
+    std::uintptr_t page = kNoPage;  // the page evicted from the chosen frame, if any
+    bool dirty = false;             // it had write permission: its bytes must go home first
+    bool single = false;            // written as a single writer (a direct put, no merge)
+  };
+  struct Place {
+    int way = -1;
+    std::size_t frame = 0;
+    Victim victim;
+  };
+  /// Chooses a way of `page`'s set and a frame for it, evicting round-robin where needed. The
+  /// victim's tags are gone, but its bytes stay in the frame until the caller installs the new page.
+  Place place(std::uintptr_t page);
+  /// The page is in the frame now. `registered`: the home counts this worker among its readers
+  /// (false for read-only and single-writer copies, dropped at every acquire).
+  void install(const Place& place, std::uintptr_t page, bool write, bool registered, bool single);
+  /// Write permission for a page already buffered for reading.
+  void grant_write(int way, bool single);
+  /// Write permission gone (after the write-back); the page stays readable.
+  void clean(int way);
+  /// The page is gone from the buffer (an invalidation).
+  void drop(int way);
+  /// Drops every copy the home does not know of (read-only and single-writer copies).
+  std::size_t drop_unregistered();
+  /// Every page invalid (the buffer must be clean).
+  void clear();
+
+  std::byte* frame_bytes(std::size_t frame) { return store_.data() + frame * geometry_.page_size; }
+  std::byte* way_bytes(int way) { return frames_[static_cast<std::size_t>(way)]; }
+  bool registered(int way) const;
+  bool single(int way) const;
+  std::uintptr_t page_at(int way) const { return read_tags_[static_cast<std::size_t>(way)]; }
+
+  /// The ways with write permission, each once: (way, page, single).
+  template <class F>
+  void for_each_modified(F&& f) {
+    for (const Modified& m : modified_)
+      if (write_tags_[static_cast<std::size_t>(m.way)] == m.page) f(m.way, m.page, single(m.way));
+  }
+  /// Forgets the modified list (after every modified way was cleaned or dropped).
+  void modified_done() { modified_.clear(); }
+
+  std::uint64_t evictions = 0;
+  std::uint64_t conflict_misses = 0;
+
+ private:
+  struct Modified {
+    int way;
+    std::uintptr_t page;
+  };
+  enum Flag : std::uint8_t { kRegistered = 1, kSingle = 2 };
+  void evict(int way, Victim& victim);
+  std::size_t set_of(std::uintptr_t page) const {
+    return (page >> geometry_.page_shift) & (geometry_.sets - 1);
+  }
+
+  os::Mapping store_;
+  Geometry geometry_;
+  Lookup lookup_{};
+  std::vector<std::uintptr_t> read_tags_, write_tags_;
+  std::vector<std::byte*> frames_;         // per way: the local address of its page
+  std::vector<int> way_frame_;             // per way: its frame, or -1
+  std::vector<int> frame_way_;             // per frame: its way, or -1
+  std::vector<std::uint8_t> frame_flags_;  // per frame
+  std::vector<std::size_t> free_frames_;
+  std::vector<unsigned> set_next_;  // per set: the next way to replace on a conflict
+  std::size_t next_frame_ = 0;      // round-robin replacement
+  std::vector<Modified> modified_;
+  std::vector<std::size_t> unregistered_;  // frames that may hold copies the home does not know of
+};
+
+}  // namespace hdsm::crc::detail
+
+HDSM_VISIBLE_END

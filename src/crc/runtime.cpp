@@ -1,0 +1,214 @@
+#include "crc/directory.hpp"
+#include "crc/home.hpp"
+#include "crc/page_buffer.hpp"
+#include "crc/threads_transport.hpp"
+#include "crc/worker.hpp"
+
+#include "os/mapping.hpp"
+#include "os/offset_heap.hpp"
+#include "os/spin_wait.hpp"
+#include "runtime/knobs.hpp"
+
+#include <hdsm/config.hpp>
+#include <hdsm/crc.hpp>
+#include <hdsm/error.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <thread>
+
+namespace hdsm::crc {
+
+Options Options::from_environment() {
+  const Config config = Config::from_environment();
+  Options o;
+  o.workers = static_cast<int>(config.integer(knob_name(Knob::crc_workers)));
+  o.local_store = config.size(knob_name(Knob::crc_local_store));
+  o.page_size = config.size(knob_name(Knob::crc_page_size));
+  o.shared_bytes = config.size(knob_name(Knob::crc_shared));
+  o.timeout = std::chrono::milliseconds(config.integer(knob_name(Knob::crc_timeout_ms)));
+  return o;
+}
+
+namespace {
+constexpr std::size_t kAlignment = detail::kMaxPageSize;  // objects start on a page at every page size
+
+void add(Stats& into, const Stats& s) {
+  into.read_misses += s.read_misses;
+  into.write_faults += s.write_faults;
+  into.upgrades_with_data += s.upgrades_with_data;
+  into.write_backs += s.write_backs;
+  into.flush_fetches += s.flush_fetches;
+  into.direct_gets += s.direct_gets;
+  into.direct_puts += s.direct_puts;
+  into.evictions += s.evictions;
+  into.conflict_misses += s.conflict_misses;
+  into.invalidations += s.invalidations;
+  into.locks += s.locks;
+  into.barriers += s.barriers;
+}
+
+int default_workers() {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<int>(std::clamp(cores - 1, 1u, static_cast<unsigned>(detail::kMaxWorkers)));
+}
+}  // namespace
+
+class Runtime::Impl {
+ public:
+  explicit Impl(const Options& o)
+      : options_(o),
+        workers_(o.workers > 0 ? o.workers : default_workers()),
+        space_(round_up(o.shared_bytes), "crc shared space"),
+        heap_(space_.size(), kAlignment),
+        geometry_(detail::geometry(o.local_store, o.page_size, o.sets)),
+        directory_(space_.size() / o.page_size, o.page_size, workers_),
+        transport_(workers_, space_.data()),
+        home_(transport_.home(), directory_, space_.data(), workers_, o.timeout) {
+    if (o.transport != Transport::threads)
+      throw Unsupported("crc::Runtime with the MPI transport is not built into this library");
+    if (o.workers < 0 || workers_ > detail::kMaxWorkers)
+      throw InvalidArgument(
+          fmt::format("crc::Runtime with {} workers: 1 to {} are supported (0: one per core)", o.workers,
+                      detail::kMaxWorkers));
+    const detail::Space space{reinterpret_cast<std::uintptr_t>(space_.data()), space_.size()};
+    for (int w = 0; w < workers_; ++w)
+      workers_state_.push_back(
+          std::make_unique<detail::Worker>(w, workers_, o.local_store, transport_.worker(w), space));
+    for (int w = 0; w < workers_; ++w) threads_.emplace_back([this, w] { worker_loop(w); });
+  }
+
+  ~Impl() {
+    stop_.store(true);
+    generation_.fetch_add(1);
+    generation_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+  static std::size_t round_up(std::size_t bytes) {
+    return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  }
+
+  void* allocate(std::size_t bytes) {
+    if (bytes == 0) throw InvalidArgument("crc::Runtime::allocate(0): nothing to allocate");
+    const auto offset = heap_.allocate(bytes);
+    if (!offset) throw OutOfDeviceMemory("crc shared space", bytes, heap_.used(), heap_.capacity());
+    std::byte* p = space_.data() + *offset;
+    std::memset(p, 0, heap_.rounded(bytes));
+    sizes_[p] = bytes;
+    return p;
+  }
+
+  void free(void* pointer) {
+    const auto it = sizes_.find(static_cast<std::byte*>(pointer));
+    if (it == sizes_.end())
+      throw InvalidPointer(
+          fmt::format("crc::Runtime::free({}): not an allocation of this shared space", pointer));
+    heap_.release(static_cast<std::size_t>(it->first - space_.data()), it->second);
+    sizes_.erase(it);
+  }
+
+  void page_size(std::size_t bytes) {
+    geometry_ = detail::geometry(options_.local_store, bytes, options_.sets);
+    transport_.set_page_size(bytes);
+  }
+
+  void run(const std::function<void()>& task) {
+    if (running_) throw InvalidArgument("crc::Runtime::run inside a region: regions do not nest");
+    running_ = true;
+    directory_.reset(space_.size() / geometry_.page_size, geometry_.page_size);
+    transport_.set_page_size(geometry_.page_size);
+    task_ = &task;
+    idle_.store(0);
+    generation_.fetch_add(1, std::memory_order_release);
+    generation_.notify_all();
+    Stats region;
+    const std::exception_ptr error = home_.serve(geometry_.page_size, region);
+    // The workers are back to waiting once they posted done; wait for them to get there.
+    if (!os::spin_until([&] { return idle_.load() == workers_; }))
+      while (idle_.load() != workers_) std::this_thread::yield();
+    region.twins = directory_.twins_made();
+    for (const auto& w : workers_state_) {
+      add(region, w->stats());
+      w->reset_stats();
+    }
+    add(stats_, region);
+    stats_.regions += 1;
+    stats_.twins += region.twins;
+    stats_.merged_bytes += region.merged_bytes;
+    stats_.messages += region.messages;
+    task_ = nullptr;
+    running_ = false;
+    if (error) std::rethrow_exception(error);
+  }
+
+  void worker_loop(int w) {
+    detail::Worker& worker = *workers_state_[static_cast<std::size_t>(w)];
+    std::uint64_t seen = 0;
+    for (;;) {
+      if (!os::spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; }))
+        while (generation_.load(std::memory_order_acquire) == seen) generation_.wait(seen);
+      seen = generation_.load(std::memory_order_acquire);
+      if (stop_.load()) return;
+      worker.begin(geometry_);
+      try {
+        (*task_)();
+        worker.end();
+      } catch (...) {
+        worker.failed(std::current_exception());
+      }
+      idle_.fetch_add(1);
+    }
+  }
+
+  Options options_;
+  int workers_;
+  os::Mapping space_;
+  os::OffsetHeap heap_;
+  std::map<std::byte*, std::size_t> sizes_;
+  detail::Geometry geometry_;
+  detail::Directory directory_;
+  detail::ThreadsTransport transport_;
+  detail::Home home_;
+  std::vector<std::unique_ptr<detail::Worker>> workers_state_;
+  std::vector<std::thread> threads_;
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<int> idle_{0};
+  std::atomic<bool> stop_{false};
+  const std::function<void()>* task_ = nullptr;
+  bool running_ = false;
+  Stats stats_;
+  std::map<int, std::function<void()>> tasks_;
+};
+
+Runtime::Runtime(const Options& options) : impl_(std::make_unique<Impl>(options)) {}
+Runtime::~Runtime() = default;
+
+void* Runtime::allocate(std::size_t bytes) { return impl_->allocate(bytes); }
+void Runtime::free(void* pointer) { impl_->free(pointer); }
+void Runtime::page_size(std::size_t bytes) {
+  if (impl_->running_)
+    throw InvalidArgument("crc::Runtime::page_size inside a region: change it between regions");
+  impl_->page_size(bytes);
+}
+std::size_t Runtime::page_size() const { return impl_->geometry_.page_size; }
+std::size_t Runtime::frames() const { return impl_->geometry_.frames; }
+std::size_t Runtime::sets() const { return impl_->geometry_.sets; }
+int Runtime::workers() const { return impl_->workers_; }
+bool Runtime::is_home() const { return true; }
+void Runtime::run(const std::function<void()>& task) { impl_->run(task); }
+void Runtime::define(int task_id, std::function<void()> task) { impl_->tasks_[task_id] = std::move(task); }
+void Runtime::run(int task_id) {
+  const auto it = impl_->tasks_.find(task_id);
+  if (it == impl_->tasks_.end())
+    throw InvalidArgument(fmt::format("crc::Runtime::run({}): no task defined under that number", task_id));
+  impl_->run(it->second);
+}
+Stats Runtime::stats() const { return impl_->stats_; }
+void Runtime::reset_stats() { impl_->stats_ = Stats{}; }
+
+}  // namespace hdsm::crc

@@ -1,0 +1,157 @@
+#include "crc/threads_transport.hpp"
+
+#include "os/spin_wait.hpp"
+
+#include <cstring>
+
+namespace hdsm::crc::detail {
+
+namespace {
+constexpr std::size_t kSlots = 16;  // requests in flight per worker: one call and the posts before it
+}  // namespace
+
+struct ThreadsTransport::Mailbox {
+  // Worker -> home: single producer (the worker), single consumer (the home).
+  alignas(64) std::atomic<std::uint64_t> tail{0};  // written by the worker
+  alignas(64) std::atomic<std::uint64_t> head{0};  // written by the home
+  std::array<Request, kSlots> slots;
+  // Home -> worker: the reply to the one call in flight.
+  alignas(64) std::atomic<std::uint32_t> replies{0};
+  Reply reply;
+};
+
+/// The home's wake-up: workers ring it after a push when the home sleeps.
+struct ThreadsTransport::Doorbell {
+  std::atomic<bool> sleeping{false};
+  std::mutex mutex;
+  std::condition_variable cv;
+};
+
+class ThreadsTransport::Home final : public HomeLink {
+ public:
+  Home(std::vector<std::unique_ptr<Mailbox>>& boxes, Doorbell& bell) : boxes_(boxes), bell_(bell) {}
+
+  bool receive(Request& request, std::chrono::steady_clock::time_point deadline) override {
+    for (;;) {
+      if (take(request)) return true;
+      if (os::spin_until([&] { return any(); })) continue;
+      std::unique_lock lock(bell_.mutex);
+      bell_.sleeping.store(true, std::memory_order_seq_cst);
+      // Pairs with the worker's push (tail, then sleeping): one of the two sees the other.
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      const bool ready = bell_.cv.wait_until(lock, deadline, [&] { return any(); });
+      bell_.sleeping.store(false, std::memory_order_relaxed);
+      if (!ready) return false;
+    }
+  }
+
+  std::span<const std::byte> written(const Request& request) override {
+    return {request.written, page_size_};
+  }
+
+  void reply(const Request& request, const Reply& reply, std::span<const std::byte> page,
+             std::span<const std::uint64_t> invalidations) override {
+    if (!page.empty()) std::memcpy(request.frame, page.data(), page.size());
+    if (request.invalidations != nullptr)
+      request.invalidations->assign(invalidations.begin(), invalidations.end());
+    Mailbox& box = *boxes_[static_cast<std::size_t>(request.worker)];
+    box.reply = reply;
+    box.replies.fetch_add(1, std::memory_order_release);
+    box.replies.notify_one();
+  }
+
+  void set_page_size(std::size_t bytes) { page_size_ = bytes; }
+
+ private:
+  bool any() const {
+    for (const auto& box : boxes_)
+      if (box->head.load(std::memory_order_relaxed) != box->tail.load(std::memory_order_acquire)) return true;
+    return false;
+  }
+  // Round-robin: the worker after the one served last goes first.
+  bool take(Request& request) {
+    const std::size_t n = boxes_.size();
+    for (std::size_t k = 1; k <= n; ++k) {
+      const std::size_t w = (last_ + k) % n;
+      Mailbox& box = *boxes_[w];
+      const std::uint64_t head = box.head.load(std::memory_order_relaxed);
+      if (head == box.tail.load(std::memory_order_acquire)) continue;
+      request = std::move(box.slots[head % kSlots]);
+      box.head.store(head + 1, std::memory_order_release);
+      last_ = w;
+      return true;
+    }
+    return false;
+  }
+
+  std::vector<std::unique_ptr<Mailbox>>& boxes_;
+  Doorbell& bell_;
+  std::size_t last_ = 0;
+  std::size_t page_size_ = 0;
+
+  friend class ThreadsTransport;
+};
+
+class ThreadsTransport::Worker final : public WorkerLink {
+ public:
+  Worker(Mailbox& box, Doorbell& bell, std::byte* base) : box_(box), bell_(bell), base_(base) {}
+
+  Reply call(Request& request) override {
+    const std::uint32_t before = box_.replies.load(std::memory_order_relaxed);
+    push(request);
+    if (!os::spin_until([&] { return box_.replies.load(std::memory_order_acquire) != before; }))
+      while (box_.replies.load(std::memory_order_acquire) == before)
+        box_.replies.wait(before, std::memory_order_acquire);
+    return box_.reply;
+  }
+
+  void post(Request& request) override { push(request); }
+
+  void get(std::uint64_t offset, std::byte* into, std::size_t bytes) override {
+    std::memcpy(into, base_ + offset, bytes);
+  }
+  void put(std::uint64_t offset, const std::byte* from, std::size_t bytes) override {
+    std::memcpy(base_ + offset, from, bytes);
+  }
+
+ private:
+  void push(Request& request) {
+    const std::uint64_t tail = box_.tail.load(std::memory_order_relaxed);
+    // Full (posts the home has not read yet): wait for it to catch up.
+    if (tail - box_.head.load(std::memory_order_acquire) >= kSlots)
+      while (!os::spin_until([&] { return tail - box_.head.load(std::memory_order_acquire) < kSlots; })) {
+        ring();
+      }
+    box_.slots[tail % kSlots] = std::move(request);
+    box_.tail.store(tail + 1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    ring();
+  }
+  void ring() {
+    if (bell_.sleeping.load(std::memory_order_seq_cst)) {
+      { std::lock_guard lock(bell_.mutex); }
+      bell_.cv.notify_one();
+    }
+  }
+
+  Mailbox& box_;
+  Doorbell& bell_;
+  std::byte* base_;
+};
+
+ThreadsTransport::ThreadsTransport(int workers, std::byte* base) : base_(base) {
+  bell_ = std::make_unique<Doorbell>();
+  for (int w = 0; w < workers; ++w) boxes_.push_back(std::make_unique<Mailbox>());
+  home_ = std::make_unique<Home>(boxes_, *bell_);
+  for (int w = 0; w < workers; ++w)
+    workers_.push_back(std::make_unique<Worker>(*boxes_[static_cast<std::size_t>(w)], *bell_, base));
+}
+
+ThreadsTransport::~ThreadsTransport() = default;
+
+HomeLink& ThreadsTransport::home() { return *home_; }
+WorkerLink& ThreadsTransport::worker(int w) { return *workers_[static_cast<std::size_t>(w)]; }
+
+void ThreadsTransport::set_page_size(std::size_t bytes) { home_->set_page_size(bytes); }
+
+}  // namespace hdsm::crc::detail

@@ -1,0 +1,88 @@
+// What the home and the workers say to each other, and the two ends of a transport. Every exchange
+// starts at a worker: a call waits for the home's reply, a post does not (the home reads it in
+// order with the worker's calls). The home never sends a worker anything it did not ask for. The
+// protocol code (home.cpp, worker.cpp) is the same for every transport; only these ends differ:
+// threads of one process (lock-free mailboxes, the home copying pages into and out of the local
+// stores) or MPI ranks (the pages travel in the messages).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace hdsm::crc::detail {
+
+enum class Op : std::uint8_t {
+  fetch_read,   // call: the page, for reading
+  fetch_write,  // call: the page, for writing
+  upgrade,      // call: write permission for a page held for reading (the page again if stale)
+  write_back,   // call: merge this modified page
+  flush_fetch,  // call: write_back of `victim`, then fetch_read or fetch_write of `page`
+  single_put,   // post: `page` went back whole from a single writer (after the direct put)
+  lock,         // call: acquire lock `number`; the reply carries the invalidations
+  unlock,       // call: release lock `number` (after the write-backs)
+  barrier,      // call: the reply, once every worker came, carries the invalidations
+  done,         // post: the task returned (after the last write-backs)
+  failed,       // post: the task threw (`error`); counts as done
+};
+
+const char* to_string(Op op);
+
+struct Request {
+  Op op = Op::done;
+  int worker = 0;
+  bool write = false;          // flush_fetch: the fetch is for writing
+  std::uint64_t page = 0;      // page number in the shared space
+  std::uint64_t victim = 0;    // flush_fetch: the page written back first
+  std::int64_t number = 0;     // lock number
+  std::uint64_t sequence = 0;  // barrier: the worker's barrier count in this region (for messages)
+  // Threads transport: where the page goes, where the written page is, where the list goes.
+  std::byte* frame = nullptr;
+  const std::byte* written = nullptr;
+  std::vector<std::uint64_t>* invalidations = nullptr;
+  std::exception_ptr error;  // failed (threads)
+  std::string message;       // failed (any transport): what() of the error
+};
+
+enum class Status : std::uint8_t { ok, error, aborted };
+
+struct Reply {
+  Status status = Status::ok;
+  bool data = false;    // the page's bytes were delivered into the frame
+  std::string message;  // error: what went wrong (the worker throws InvalidArgument)
+};
+
+/// The home's end.
+class HomeLink {
+ public:
+  virtual ~HomeLink() = default;
+  /// The next request, taking the workers round-robin; false when none came before `deadline`.
+  virtual bool receive(Request& request, std::chrono::steady_clock::time_point deadline) = 0;
+  /// The page bytes a write_back or flush_fetch request carries.
+  virtual std::span<const std::byte> written(const Request& request) = 0;
+  /// Answers a call: `page` (when not empty) goes into the worker's frame, `invalidations` to its
+  /// list.
+  virtual void reply(const Request& request, const Reply& reply, std::span<const std::byte> page,
+                     std::span<const std::uint64_t> invalidations) = 0;
+};
+
+/// A worker's end.
+class WorkerLink {
+ public:
+  virtual ~WorkerLink() = default;
+  /// Sends `request` and waits for the reply (page bytes land in request.frame, invalidations in
+  /// *request.invalidations).
+  virtual Reply call(Request& request) = 0;
+  /// Sends `request` without waiting.
+  virtual void post(Request& request) = 0;
+  /// Direct copies from and to the shared space, without the home (read-only and single-writer
+  /// pages): `offset` bytes into the space.
+  virtual void get(std::uint64_t offset, std::byte* into, std::size_t bytes) = 0;
+  virtual void put(std::uint64_t offset, const std::byte* from, std::size_t bytes) = 0;
+};
+
+}  // namespace hdsm::crc::detail

@@ -1,0 +1,314 @@
+#include "crc/worker.hpp"
+
+#include <hdsm/error.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace hdsm::crc {
+
+namespace detail {
+namespace {
+constexpr std::uintptr_t kNeverTags[4] = {kNoPage, kNoPage, kNoPage, kNoPage};
+thread_local Worker* current_worker = nullptr;
+}  // namespace
+
+// Outside a task every lookup misses (offset mask 0: only 1-byte accesses even try), so the slow
+// path reports the misuse.
+const Lookup kOutsideTask{.read_tags = kNeverTags,
+                          .write_tags = kNeverTags,
+                          .frames = nullptr,
+                          .offset_mask = 0,
+                          .page_shift = 0,
+                          .set_mask = 0};
+constinit thread_local const Lookup* current = &kOutsideTask;
+
+Worker* Worker::current() { return current_worker; }
+
+Worker::Worker(int id, int count, std::size_t local_store, WorkerLink& link, Space space)
+    : id_(id),
+      count_(count),
+      link_(link),
+      space_(space),
+      buffer_(local_store, fmt::format("crc worker {}", id)) {}
+
+void Worker::begin(const Geometry& g) {
+  buffer_.configure(g);
+  barriers_ = 0;
+  current_worker = this;
+  detail::current = &buffer_.lookup();
+}
+
+void Worker::end() {
+  release();
+  Request r{.op = Op::done, .worker = id_};
+  link_.post(r);
+  buffer_.clear();
+  current_worker = nullptr;
+  detail::current = &kOutsideTask;
+}
+
+void Worker::failed(std::exception_ptr error) {
+  Request r{.op = Op::failed, .worker = id_};
+  try {
+    std::rethrow_exception(error);
+  } catch (const RegionAborted&) {
+    r.op = Op::done;  // the home ended the region; nothing to report
+  } catch (const std::exception& e) {
+    r.message = e.what();
+  } catch (...) {
+    r.message = "an exception that is not a std::exception";
+  }
+  r.error = error;
+  // What was modified is lost with the region: the buffer empties without write-backs.
+  link_.post(r);
+  buffer_.clear();
+  current_worker = nullptr;
+  detail::current = &kOutsideTask;
+}
+
+std::uintptr_t Worker::check_range(const void* address, std::size_t size, const char* what) const {
+  const auto a = reinterpret_cast<std::uintptr_t>(address);
+  if (a < space_.base || a - space_.base > space_.bytes || space_.bytes - (a - space_.base) < size)
+    throw InvalidPointer(
+        fmt::format("crc worker {}: {} of {} B at {} (page {:#x}) is outside the shared space "
+                    "[{:#x}, {:#x})",
+                    id_, what, size, address, a & ~buffer_.lookup().offset_mask, space_.base,
+                    space_.base + space_.bytes));
+  return a;
+}
+
+void Worker::check(const Reply& reply, const char* what, std::uintptr_t page) {
+  if (reply.status == Status::ok) return;
+  if (reply.status == Status::aborted) throw RegionAborted{};
+  throw InvalidArgument(fmt::format("crc worker {}: {}{}: {}", id_, what,
+                                    page != 0 ? fmt::format(" (page {:#x})", page) : std::string(),
+                                    reply.message));
+}
+
+int Worker::miss(std::uintptr_t page, bool write) {
+  PageBuffer::Place p = buffer_.place(page);
+  std::byte* frame = buffer_.frame_bytes(p.frame);
+  Request r{.op = write ? Op::fetch_write : Op::fetch_read,
+            .worker = id_,
+            .write = write,
+            .page = page_number(page),
+            .frame = frame};
+  if (p.victim.page != kNoPage && p.victim.dirty) {
+    if (p.victim.single) {
+      evict_direct(p.victim, frame);
+    } else {
+      // The combined handshake: the victim's bytes go home and the new page comes in one exchange.
+      r.op = Op::flush_fetch;
+      r.victim = page_number(p.victim.page);
+      r.written = frame;
+      ++stats_.flush_fetches;
+      ++stats_.write_backs;
+    }
+  }
+  check(link_.call(r), write ? "write fault" : "read miss", page);
+  buffer_.install(p, page, write, /*registered=*/true, /*single=*/false);
+  ++(write ? stats_.write_faults : stats_.read_misses);
+  return p.way;
+}
+
+void Worker::evict_direct(const PageBuffer::Victim& victim, std::byte* bytes) {
+  const std::size_t size = buffer_.geometry().page_size;
+  if (victim.single) {
+    link_.put(victim.page - space_.base, bytes, size);
+    ++stats_.direct_puts;
+    Request note{.op = Op::single_put, .worker = id_, .page = page_number(victim.page)};
+    link_.post(note);
+    return;
+  }
+  Request r{.op = Op::write_back, .worker = id_, .page = page_number(victim.page), .written = bytes};
+  check(link_.call(r), "write-back", victim.page);
+  ++stats_.write_backs;
+}
+
+int Worker::miss_direct(std::uintptr_t page, bool single) {
+  PageBuffer::Place p = buffer_.place(page);
+  std::byte* frame = buffer_.frame_bytes(p.frame);
+  if (p.victim.page != kNoPage && p.victim.dirty) evict_direct(p.victim, frame);
+  link_.get(page - space_.base, frame, buffer_.geometry().page_size);
+  ++stats_.direct_gets;
+  buffer_.install(p, page, /*write=*/single, /*registered=*/false, single);
+  return p.way;
+}
+
+int Worker::ensure(std::uintptr_t page, Access access) {
+  switch (access) {
+    case Access::read:
+    case Access::read_only:
+      if (const int way = buffer_.find_read(page); way >= 0) return way;
+      return access == Access::read ? miss(page, false) : miss_direct(page, false);
+    case Access::write: {
+      if (const int way = buffer_.find_write(page); way >= 0) return way;
+      if (const int way = buffer_.find_read(page); way >= 0) {
+        if (buffer_.registered(way)) {
+          // An upgrade is a write fault: permission from the home, and the page again if the copy
+          // went stale (another writer's update reached the home since it came).
+          Request r{.op = Op::upgrade,
+                    .worker = id_,
+                    .write = true,
+                    .page = page_number(page),
+                    .frame = buffer_.way_bytes(way)};
+          const Reply reply = link_.call(r);
+          check(reply, "write fault", page);
+          ++stats_.write_faults;
+          if (reply.data) ++stats_.upgrades_with_data;
+          buffer_.grant_write(way, false);
+          return way;
+        }
+        buffer_.drop(way);  // a read-only copy: the home must count this writer
+      }
+      return miss(page, true);
+    }
+    case Access::write_single:
+      if (const int way = buffer_.find_write(page); way >= 0) return way;
+      if (const int way = buffer_.find_read(page); way >= 0) {
+        buffer_.grant_write(way, true);
+        return way;
+      }
+      return miss_direct(page, true);
+  }
+  return -1;
+}
+
+void Worker::access(Access access, const void* address, void* bytes, std::size_t size) {
+  const char* what = access == Access::read || access == Access::read_only ? "read" : "write";
+  std::uintptr_t a = check_range(address, size, what);
+  auto* out = static_cast<std::byte*>(bytes);
+  const std::uintptr_t mask = buffer_.lookup().offset_mask;
+  // Page by page: an access that straddles two pages takes two.
+  while (size != 0) {
+    const std::uintptr_t page = a & ~mask;
+    const std::size_t offset = a & mask;
+    const std::size_t piece = std::min(size, mask + 1 - offset);
+    const int way = ensure(page, access);
+    std::byte* local = buffer_.way_bytes(way) + offset;
+    if (access == Access::read || access == Access::read_only)
+      std::memcpy(out, local, piece);
+    else
+      std::memcpy(local, out, piece);
+    a += piece;
+    out += piece;
+    size -= piece;
+  }
+}
+
+std::pair<std::byte*, std::size_t> Worker::localize(Access access, const void* address, std::size_t element) {
+  const std::uintptr_t a = check_range(address, element, "localized access");
+  const std::uintptr_t mask = buffer_.lookup().offset_mask;
+  const std::size_t offset = a & mask;
+  if (offset + element > mask + 1)
+    throw InvalidArgument(
+        fmt::format("crc worker {}: the element of {} B at {} straddles pages {:#x} and {:#x}; "
+                    "localized access needs whole elements (use read or write)",
+                    id_, element, address, a & ~mask, (a & ~mask) + mask + 1));
+  const int way = ensure(a & ~mask, access);
+  return {buffer_.way_bytes(way) + offset, (mask + 1 - offset) / element};
+}
+
+void Worker::write_back(int way, std::uintptr_t page, bool single) {
+  std::byte* bytes = buffer_.way_bytes(way);
+  PageBuffer::Victim v{.page = page, .dirty = true, .single = single};
+  evict_direct(v, bytes);
+  buffer_.clean(way);
+}
+
+void Worker::release() {
+  buffer_.for_each_modified(
+      [&](int way, std::uintptr_t page, bool single) { write_back(way, page, single); });
+  buffer_.modified_done();
+}
+
+void Worker::acquire() {
+  for (const std::uint64_t p : invalidations_) {
+    const std::uintptr_t page = space_.base + (p << buffer_.geometry().page_shift);
+    const int way = buffer_.find_read(page);
+    if (way < 0) continue;
+    // Still modified (a lock taken before this worker released): its writes go home first.
+    if (buffer_.find_write(page) == way) write_back(way, page, buffer_.single(way));
+    buffer_.drop(way);
+    ++stats_.invalidations;
+  }
+  invalidations_.clear();
+  // Read-only and single-writer copies are unknown to the home: none survives an acquire. A single
+  // writer's page still modified goes back first.
+  buffer_.for_each_modified([&](int way, std::uintptr_t page, bool single) {
+    if (single) write_back(way, page, true);
+  });
+  stats_.invalidations += buffer_.drop_unregistered();
+}
+
+void Worker::lock(int number) {
+  Request r{.op = Op::lock, .worker = id_, .number = number, .invalidations = &invalidations_};
+  check(link_.call(r), fmt::format("lock {}", number).c_str(), 0);
+  acquire();
+  ++stats_.locks;
+}
+
+void Worker::unlock(int number) {
+  release();
+  Request r{.op = Op::unlock, .worker = id_, .number = number};
+  check(link_.call(r), fmt::format("unlock {}", number).c_str(), 0);
+}
+
+void Worker::barrier() {
+  release();
+  Request r{.op = Op::barrier, .worker = id_, .sequence = barriers_++, .invalidations = &invalidations_};
+  check(link_.call(r), "barrier", 0);
+  acquire();
+  ++stats_.barriers;
+}
+
+namespace {
+Worker& in_task(const char* what) {
+  Worker* w = Worker::current();
+  if (w == nullptr)
+    throw InvalidArgument(
+        fmt::format("crc::{} outside a task: shared data is reached inside Runtime::run", what));
+  return *w;
+}
+}  // namespace
+
+void access(Access access, const void* address, void* bytes, std::size_t size) {
+  in_task(access == Access::read || access == Access::read_only ? "read" : "write")
+      .access(access, address, bytes, size);
+}
+
+std::pair<std::byte*, std::size_t> localize(Access access, const void* address, std::size_t element) {
+  return in_task("read_local or write_local").localize(access, address, element);
+}
+
+}  // namespace detail
+
+void lock(int id) { detail::in_task("lock").lock(id); }
+void unlock(int id) { detail::in_task("unlock").unlock(id); }
+void barrier() { detail::in_task("barrier").barrier(); }
+void flush() { detail::in_task("flush").release(); }
+
+int worker_id() {
+  const detail::Worker* w = detail::Worker::current();
+  return w != nullptr ? w->id() : -1;
+}
+
+int worker_count() {
+  const detail::Worker* w = detail::Worker::current();
+  return w != nullptr ? w->count() : 0;
+}
+
+std::pair<std::size_t, std::size_t> share(std::size_t n) {
+  const detail::Worker& w = detail::in_task("share");
+  const auto count = static_cast<std::size_t>(w.count());
+  const auto id = static_cast<std::size_t>(w.id());
+  const std::size_t base = n / count;
+  const std::size_t extra = n % count;
+  const std::size_t first = id * base + std::min(id, extra);
+  return {first, first + base + (id < extra ? 1 : 0)};
+}
+
+}  // namespace hdsm::crc

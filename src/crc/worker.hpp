@@ -1,0 +1,86 @@
+// A worker's side of the protocol: its page buffer, the misses, upgrades, write-backs and
+// acquires, and the API's slow paths. Every coherence action starts here, as a call to the home
+// (or, for read-only and single-writer pages, a direct copy with no handshake).
+#pragma once
+
+#include "crc/page_buffer.hpp"
+#include "crc/transport.hpp"
+
+#include <hdsm/crc.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hdsm::crc::detail {
+
+/// Thrown inside a task when the home ended the region (another worker failed): it unwinds the
+/// task, which then counts as done.
+struct RegionAborted {};
+
+/// Where the shared space is, as the workers see it (under MPI only the numbers exist locally).
+struct Space {
+  std::uintptr_t base = 0;
+  std::size_t bytes = 0;
+};
+
+class Worker {
+ public:
+  Worker(int id, int count, std::size_t local_store, WorkerLink& link, Space space);
+
+  /// Lays the page buffer out for `g` and makes this the current thread's worker.
+  void begin(const Geometry& g);
+  /// The release at the end of the task, then the done post; the buffer empties.
+  void end();
+  /// The task threw `error` (a RegionAborted counts as done).
+  void failed(std::exception_ptr error);
+
+  void access(Access access, const void* address, void* bytes, std::size_t size);
+  std::pair<std::byte*, std::size_t> localize(Access access, const void* address, std::size_t element);
+  void lock(int number);
+  void unlock(int number);
+  void barrier();
+  void release();
+
+  int id() const { return id_; }
+  int count() const { return count_; }
+  /// This worker's counters, the page buffer's included.
+  Stats stats() const {
+    Stats s = stats_;
+    s.evictions = buffer_.evictions;
+    s.conflict_misses = buffer_.conflict_misses;
+    return s;
+  }
+  void reset_stats() {
+    stats_ = Stats{};
+    buffer_.evictions = buffer_.conflict_misses = 0;
+  }
+
+  /// The worker of the calling thread, or nullptr outside a task.
+  static Worker* current();
+
+ private:
+  int ensure(std::uintptr_t page, Access access);
+  int miss(std::uintptr_t page, bool write);
+  int miss_direct(std::uintptr_t page, bool single);
+  void evict_direct(const PageBuffer::Victim& victim, std::byte* bytes);
+  void write_back(int way, std::uintptr_t page, bool single);
+  void acquire();
+  void check(const Reply& reply, const char* what, std::uintptr_t page);
+  std::uint64_t page_number(std::uintptr_t page) const {
+    return (page - space_.base) >> buffer_.geometry().page_shift;
+  }
+  std::uintptr_t check_range(const void* address, std::size_t size, const char* what) const;
+
+  int id_;
+  int count_;
+  WorkerLink& link_;
+  Space space_;
+  PageBuffer buffer_;
+  std::vector<std::uint64_t> invalidations_;
+  std::uint64_t barriers_ = 0;
+  Stats stats_;
+};
+
+}  // namespace hdsm::crc::detail

@@ -1,0 +1,337 @@
+// The CRC runtime on the threads transport: regions, the access functions, locks, barriers, the
+// variants, and every misuse the API names.
+#include <hdsm/crc.hpp>
+#include <hdsm/error.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+namespace crc = hdsm::crc;
+
+crc::Options options(int workers, std::size_t page = 4096, std::size_t local_store = 64 << 10) {
+  crc::Options o;
+  o.workers = workers;
+  o.page_size = page;
+  o.local_store = local_store;
+  o.shared_bytes = 16 << 20;
+  o.timeout = std::chrono::milliseconds(2000);
+  return o;
+}
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CrcRuntime, WorkersWriteTheirSharesAndReadEachOthersAfterABarrier) {
+  crc::Runtime rt(options(3, 256));
+  const std::size_t n = 3000;
+  int* a = rt.alloc<int>(n);
+  std::vector<long> sums(3, 0);
+  rt.run([&] {
+    const auto [lo, hi] = crc::share(n);
+    for (std::size_t i = lo; i < hi; ++i) crc::write(&a[i], static_cast<int>(i) * 3);
+    crc::barrier();
+    long sum = 0;
+    for (std::size_t i = 0; i < n; ++i) sum += crc::read(&a[i]);
+    sums[static_cast<std::size_t>(crc::worker_id())] = sum;
+  });
+  const long expected = 3L * static_cast<long>(n * (n - 1) / 2);
+  for (const long s : sums) EXPECT_EQ(s, expected);
+  for (std::size_t i = 0; i < n; ++i)
+    ASSERT_EQ(a[i], static_cast<int>(i) * 3) << i;  // the home reads directly
+  const crc::Stats st = rt.stats();
+  EXPECT_EQ(st.regions, 1u);
+  EXPECT_EQ(st.barriers, 3u);
+  EXPECT_GT(st.write_backs, 0u);
+  EXPECT_GT(st.read_misses, 0u);
+}
+
+TEST(CrcRuntime, FalselySharedPagesMergeEveryWritersBytes) {
+  // Every page is written by all workers (interleaved bytes): the multiple-writer protocol merges.
+  crc::Runtime rt(options(4, 128));
+  const std::size_t n = 4096;
+  auto* bytes = rt.alloc<std::uint8_t>(n);
+  rt.run([&] {
+    const int w = crc::worker_id();
+    for (std::size_t i = static_cast<std::size_t>(w); i < n; i += 4)
+      crc::write(&bytes[i], static_cast<std::uint8_t>(i * 7 + 1));
+  });
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(bytes[i], static_cast<std::uint8_t>(i * 7 + 1)) << i;
+  EXPECT_GT(rt.stats().twins, 0u);
+}
+
+TEST(CrcRuntime, ALockProtectedCounterCountsEveryIncrement) {
+  crc::Runtime rt(options(3));
+  auto* counter = rt.alloc<long>(1);
+  const int rounds = 200;
+  rt.run([&] {
+    for (int i = 0; i < rounds; ++i) {
+      crc::lock(7);
+      crc::write(counter, crc::read(counter) + 1);
+      crc::unlock(7);
+    }
+  });
+  EXPECT_EQ(*counter, 3L * rounds);
+  EXPECT_EQ(rt.stats().locks, 3u * rounds);
+}
+
+TEST(CrcRuntime, ModifiedPagesEvictedFromAFullBufferReachTheHome) {
+  // A local store of 4 pages; every worker writes 64 pages, so most are written back as victims.
+  crc::Runtime rt(options(2, 1024, 4 * 1024));
+  EXPECT_EQ(rt.frames(), 4u);
+  const std::size_t n = 64 * 1024 / sizeof(double);
+  double* d = rt.alloc<double>(2 * n);
+  rt.run([&] {
+    const std::size_t base = static_cast<std::size_t>(crc::worker_id()) * n;
+    for (std::size_t i = 0; i < n; ++i) crc::write(&d[base + i], static_cast<double>(base + i) / 2);
+    crc::barrier();
+    for (std::size_t i = 0; i < 2 * n; i += 97) ASSERT_EQ(crc::read(&d[i]), static_cast<double>(i) / 2);
+  });
+  for (std::size_t i = 0; i < 2 * n; ++i) ASSERT_EQ(d[i], static_cast<double>(i) / 2) << i;
+  EXPECT_GT(rt.stats().flush_fetches, 0u);
+  EXPECT_GT(rt.stats().evictions, 0u);
+}
+
+TEST(CrcRuntime, AnUpgradeOfAStaleCopyGetsTheOtherWritersBytes) {
+  // Worker 1 reads page 0, worker 0 writes byte 0 of it and releases; worker 1, without an acquire,
+  // then writes byte 1: its write-back must not bring back the old byte 0.
+  crc::Runtime rt(options(2, 128));
+  auto* b = rt.alloc<std::uint8_t>(128);
+  std::atomic<int> step{0};
+  rt.run([&] {
+    if (crc::worker_id() == 1) {
+      EXPECT_EQ(crc::read(&b[5]), 0);
+      step.store(1);
+      while (step.load() != 2) std::this_thread::yield();
+      crc::write(&b[1], 11);
+    } else {
+      while (step.load() != 1) std::this_thread::yield();
+      crc::write(&b[0], 10);
+      crc::flush();
+      step.store(2);
+    }
+  });
+  EXPECT_EQ(b[0], 10);
+  EXPECT_EQ(b[1], 11);
+  EXPECT_EQ(rt.stats().upgrades_with_data, 1u);
+}
+
+TEST(CrcRuntime, ReadOnlyAndSingleWriterVariantsSkipTheHandshakes) {
+  crc::Runtime rt(options(2, 512));
+  const std::size_t n = 8192;
+  float* in = rt.alloc<float>(n);
+  float* out = rt.alloc<float>(n);
+  for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<float>(i);
+  rt.run([&] {
+    const auto [lo, hi] = crc::share(n);
+    for (std::size_t i = lo; i < hi; ++i) crc::write_single(&out[i], 2 * crc::read_only(&in[i]));
+  });
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], 2.0f * static_cast<float>(i)) << i;
+  const crc::Stats s = rt.stats();
+  EXPECT_EQ(s.read_misses, 0u);
+  EXPECT_EQ(s.write_faults, 0u);
+  EXPECT_EQ(s.write_backs, 0u);
+  EXPECT_GT(s.direct_gets, 0u);
+  EXPECT_GT(s.direct_puts, 0u);
+  // The only messages: each worker's done.
+  EXPECT_EQ(s.messages - s.direct_puts, 2u);
+}
+
+TEST(CrcRuntime, LocalizedAccessWalksAPageInTheLocalStore) {
+  crc::Runtime rt(options(2, 1024));
+  const std::size_t n = 5000;
+  int* a = rt.alloc<int>(n);
+  rt.run([&] {
+    const auto [lo, hi] = crc::share(n);
+    for (std::size_t i = lo; i < hi;) {
+      const crc::Local<int> local = crc::write_local(&a[i]);
+      const std::size_t count = std::min(local.count, hi - i);
+      for (std::size_t k = 0; k < count; ++k) local.data[k] = static_cast<int>(i + k);
+      i += count;
+    }
+    crc::barrier();
+    long sum = 0;
+    for (std::size_t i = 0; i < n;) {
+      const crc::Local<const int> local = crc::read_local(&a[i]);
+      const std::size_t count = std::min(local.count, n - i);
+      for (std::size_t k = 0; k < count; ++k) sum += local.data[k];
+      i += count;
+    }
+    EXPECT_EQ(sum, static_cast<long>(n * (n - 1) / 2));
+  });
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(a[i], static_cast<int>(i));
+}
+
+struct Odd {
+  char c[3];
+  double d;
+  bool operator==(const Odd&) const = default;
+};
+
+TEST(CrcRuntime, EveryScalarTypeAndStraddlingStructs) {
+  crc::Runtime rt(options(1, 128));
+  auto* raw = static_cast<std::byte*>(rt.allocate(4096));
+  rt.run([&] {
+    crc::write(reinterpret_cast<char*>(raw), 'x');
+    crc::write(reinterpret_cast<short*>(raw + 2), short{-3});
+    crc::write(reinterpret_cast<int*>(raw + 4), -70000);
+    crc::write(reinterpret_cast<long*>(raw + 8), -(1L << 40));
+    crc::write(reinterpret_cast<long long*>(raw + 16), 1LL << 50);
+    crc::write(reinterpret_cast<float*>(raw + 24), 1.5f);
+    crc::write(reinterpret_cast<double*>(raw + 32), -2.25);
+    // Straddles the pages at 128 and 256.
+    auto* odd = reinterpret_cast<Odd*>(raw + 120);
+    crc::write(odd, Odd{{'a', 'b', 'c'}, 3.5});
+    auto* wide = reinterpret_cast<Odd*>(raw + 250);
+    crc::write(wide, Odd{{'d', 'e', 'f'}, -1.0});
+    crc::barrier();
+    EXPECT_EQ(crc::read(reinterpret_cast<const long*>(raw + 8)), -(1L << 40));
+    EXPECT_EQ(crc::read(odd), (Odd{{'a', 'b', 'c'}, 3.5}));
+    EXPECT_EQ(crc::read(wide), (Odd{{'d', 'e', 'f'}, -1.0}));
+  });
+  EXPECT_EQ(*reinterpret_cast<char*>(raw), 'x');
+  EXPECT_EQ(*reinterpret_cast<short*>(raw + 2), -3);
+  EXPECT_EQ(*reinterpret_cast<int*>(raw + 4), -70000);
+  EXPECT_EQ(*reinterpret_cast<long long*>(raw + 16), 1LL << 50);
+  EXPECT_EQ(*reinterpret_cast<float*>(raw + 24), 1.5f);
+  EXPECT_EQ(*reinterpret_cast<double*>(raw + 32), -2.25);
+  Odd got{};
+  std::memcpy(&got, raw + 250, sizeof got);
+  EXPECT_EQ(got, (Odd{{'d', 'e', 'f'}, -1.0}));
+}
+
+TEST(CrcRuntime, PageSizeChangesBetweenRegions) {
+  crc::Runtime rt(options(2, 4096, 64 << 10));
+  int* a = rt.alloc<int>(10000);
+  for (const std::size_t page : {128u, 1024u, 16384u, 65536u}) {
+    rt.page_size(page);
+    EXPECT_EQ(rt.page_size(), page);
+    EXPECT_GT(4 * rt.sets(), rt.frames());
+    rt.run([&] {
+      const auto [lo, hi] = crc::share(10000);
+      for (std::size_t i = lo; i < hi; ++i) crc::write(&a[i], static_cast<int>(i + page));
+    });
+    for (std::size_t i = 0; i < 10000; ++i) ASSERT_EQ(a[i], static_cast<int>(i + page)) << page;
+  }
+  EXPECT_THROW(rt.page_size(100), hdsm::InvalidArgument);
+  EXPECT_THROW(rt.page_size(1 << 17), hdsm::InvalidArgument);
+  EXPECT_EQ(rt.page_size(), 65536u);  // unchanged by the refusals
+}
+
+TEST(CrcRuntime, TasksByNumber) {
+  crc::Runtime rt(options(2));
+  int* a = rt.alloc<int>(2);
+  rt.define(0, [&] { crc::write(&a[crc::worker_id()], 5); });
+  rt.run(0);
+  EXPECT_EQ(a[0] + a[1], 10);
+  EXPECT_THROW(rt.run(1), hdsm::InvalidArgument);
+}
+
+// Misuse: typed errors naming the address, the page and the worker.
+TEST(CrcErrors, AnAccessOutsideTheSharedSpace) {
+  crc::Runtime rt(options(2));
+  int local = 0;
+  const std::string what = error_of([&] {
+    rt.run([&] {
+      if (crc::worker_id() == 1) crc::write(&local, 1);
+    });
+  });
+  EXPECT_NE(what.find("crc worker 1"), std::string::npos) << what;
+  EXPECT_NE(what.find("outside the shared space"), std::string::npos) << what;
+  EXPECT_NE(what.find("page"), std::string::npos) << what;
+  EXPECT_THROW(rt.run([&] { crc::read(&local); }), hdsm::InvalidPointer);
+  // The runtime goes on after a failed region.
+  int* a = rt.alloc<int>(1);
+  rt.run([&] {
+    if (crc::worker_id() == 0) crc::write(a, 3);
+  });
+  EXPECT_EQ(*a, 3);
+}
+
+TEST(CrcErrors, AnUnlockOfALockTheWorkerDoesNotHold) {
+  crc::Runtime rt(options(2));
+  const std::string what = error_of([&] {
+    rt.run([&] {
+      if (crc::worker_id() == 0) crc::unlock(3);
+    });
+  });
+  EXPECT_NE(what.find("crc worker 0: unlock 3"), std::string::npos) << what;
+  EXPECT_NE(what.find("nobody holds it"), std::string::npos) << what;
+}
+
+TEST(CrcErrors, ABarrierThatAWorkerSkipsEndsTheRegionAtOnce) {
+  crc::Runtime rt(options(3));
+  const auto start = std::chrono::steady_clock::now();
+  const std::string what = error_of([&] {
+    rt.run([&] {
+      if (crc::worker_id() != 2) crc::barrier();
+    });
+  });
+  EXPECT_NE(what.find("worker 2 ended its task without coming"), std::string::npos) << what;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1500));  // not the timeout
+}
+
+TEST(CrcErrors, ABarrierThatAWorkerReachesTooLateTimesOut) {
+  crc::Options o = options(2);
+  o.timeout = std::chrono::milliseconds(100);
+  crc::Runtime rt(o);
+  const std::string what = error_of([&] {
+    rt.run([&] {
+      if (crc::worker_id() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(600));
+      crc::barrier();
+    });
+  });
+  EXPECT_NE(what.find("worker 1 did not come (worker 0 waited) within 100 ms"), std::string::npos) << what;
+}
+
+TEST(CrcErrors, AWorkerThatThrowsEndsTheRegionWithItsNumber) {
+  crc::Runtime rt(options(3));
+  try {
+    rt.run([&] {
+      if (crc::worker_id() == 1) throw std::runtime_error("bad input");
+      crc::barrier();  // the others wait here and are released
+    });
+    FAIL() << "no error";
+  } catch (const hdsm::KernelFailure& e) {
+    EXPECT_NE(std::string(e.what()).find("crc worker 1: the task threw: bad input"), std::string::npos)
+        << e.what();
+    try {
+      std::rethrow_if_nested(e);
+      FAIL() << "the worker's own exception is not nested";
+    } catch (const std::runtime_error& inner) {
+      EXPECT_STREQ(inner.what(), "bad input");
+    }
+  }
+}
+
+TEST(CrcErrors, AccessOutsideATaskAndBadOptions) {
+  crc::Runtime rt(options(1));
+  int* a = rt.alloc<int>(4);
+  EXPECT_THROW(crc::read(a), hdsm::InvalidArgument);
+  EXPECT_THROW(crc::write(a, 1), hdsm::InvalidArgument);
+  EXPECT_THROW(crc::barrier(), hdsm::InvalidArgument);
+  EXPECT_EQ(crc::worker_id(), -1);
+  EXPECT_THROW(crc::Runtime(options(1, 4096, 2048)), hdsm::InvalidArgument);  // store below one page
+  EXPECT_THROW(crc::Runtime(options(65)), hdsm::InvalidArgument);
+  EXPECT_THROW(rt.free(a + 1), hdsm::InvalidPointer);
+  rt.free(a);
+  EXPECT_THROW(rt.allocate(std::size_t{1} << 40), hdsm::OutOfDeviceMemory);
+}
+
+}  // namespace

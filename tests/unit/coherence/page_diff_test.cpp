@@ -1,0 +1,79 @@
+// The page machinery: merging a writer's page against its twin, XOR diffs.
+#include "coherence/page_diff.hpp"
+
+#include <hdsm/error.hpp>
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+namespace {
+
+using Bytes = std::vector<std::byte>;
+
+Bytes random_page(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  Bytes b(n);
+  for (auto& x : b) x = static_cast<std::byte>(rng());
+  return b;
+}
+
+// Two writers change disjoint bytes of one page; merging both against the twin they started from
+// gives a page with both writers' bytes and nothing else changed.
+TEST(PageDiff, TwoWritersMergeToBothWritersBytes) {
+  for (const std::size_t n :
+       {std::size_t{1}, std::size_t{7}, std::size_t{128}, std::size_t{4096}, std::size_t{4099}}) {
+    const Bytes twin = random_page(n, 1);
+    Bytes home = twin, a = twin, b = twin, expected = twin;
+    std::mt19937 rng(static_cast<unsigned>(n));
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto v = static_cast<std::byte>(rng() | 1u);
+      if (rng() % 3 == 0) {
+        a[i] = twin[i] ^ v;
+        expected[i] = a[i];
+      } else if (rng() % 2 == 0) {
+        b[i] = twin[i] ^ v;
+        expected[i] = b[i];
+      }
+    }
+    hdsm::coherence::merge_against_twin(home, a, twin);
+    hdsm::coherence::merge_against_twin(home, b, twin);
+    EXPECT_EQ(home, expected) << n << " bytes";
+  }
+}
+
+TEST(PageDiff, MergeCountsChangedBytesAndLeavesOthers) {
+  Bytes twin(64, std::byte{5});
+  Bytes local = twin;
+  local[0] = std::byte{6};
+  local[9] = std::byte{0};
+  local[63] = std::byte{7};
+  Bytes home(64, std::byte{9});  // another writer changed everything meanwhile
+  EXPECT_EQ(hdsm::coherence::merge_against_twin(home, local, twin), 3u);
+  for (std::size_t i = 0; i < 64; ++i)
+    EXPECT_EQ(home[i], (i == 0 || i == 9 || i == 63) ? local[i] : std::byte{9}) << i;
+}
+
+TEST(PageDiff, XorDiffAppliesTheChanges) {
+  const Bytes twin = random_page(1000, 3);
+  Bytes local = twin;
+  local[10] ^= std::byte{0x40};
+  local[999] = std::byte{0};
+  Bytes diff(1000);
+  hdsm::coherence::xor_diff(diff, local, twin);
+  EXPECT_TRUE(hdsm::coherence::any_change(diff));
+  Bytes home = twin;
+  hdsm::coherence::apply_xor_diff(home, diff);
+  EXPECT_EQ(home, local);
+  hdsm::coherence::xor_diff(diff, twin, twin);
+  EXPECT_FALSE(hdsm::coherence::any_change(diff));
+}
+
+TEST(PageDiff, SizesMustAgree) {
+  Bytes a(8), b(9);
+  EXPECT_THROW(hdsm::coherence::merge_against_twin(a, b, a), hdsm::InvalidArgument);
+  EXPECT_THROW(hdsm::coherence::xor_diff(a, a, b), hdsm::InvalidArgument);
+}
+
+}  // namespace
