@@ -57,6 +57,25 @@ std::size_t merge_against_twin(std::span<std::byte> home, std::span<const std::b
   return changed;
 }
 
+std::size_t copy_changes(std::span<std::byte> home, std::span<const std::byte> local) {
+  check_sizes("copy_changes", home.size(), local.size(), local.size());
+  std::size_t changed = 0;
+  std::size_t i = 0;
+  for (; i + 8 <= home.size(); i += 8) {
+    const std::uint64_t l = load(local.data() + i);
+    const std::uint64_t d = l ^ load(home.data() + i);
+    if (d == 0) continue;
+    changed += static_cast<std::size_t>(__builtin_popcountll(byte_mask(d))) / 8;
+    store(home.data() + i, l);
+  }
+  for (; i < home.size(); ++i)
+    if (local[i] != home[i]) {
+      home[i] = local[i];
+      ++changed;
+    }
+  return changed;
+}
+
 void xor_diff(std::span<std::byte> diff, std::span<const std::byte> local, std::span<const std::byte> twin) {
   check_sizes("xor_diff", diff.size(), local.size(), twin.size());
   for (std::size_t i = 0; i < diff.size(); ++i) diff[i] = local[i] ^ twin[i];

@@ -18,6 +18,11 @@ namespace hdsm::coherence {
 std::size_t merge_against_twin(std::span<std::byte> home, std::span<const std::byte> local,
                                std::span<const std::byte> twin);
 
+/// merge_against_twin with `home` as the twin (the writer's copy started from `home` as it is):
+/// copies the bytes of `local` that differ from `home`, one pass. Returns the number of bytes that
+/// differed.
+std::size_t copy_changes(std::span<std::byte> home, std::span<const std::byte> local);
+
 /// diff = local XOR twin: nonzero exactly where the writer changed the page. Sizes as above.
 void xor_diff(std::span<std::byte> diff, std::span<const std::byte> local, std::span<const std::byte> twin);
 

@@ -112,7 +112,8 @@ std::size_t Directory::write_back(std::size_t page, int w, std::span<std::byte> 
   // what it received (the shared page has not changed since it became a writer: any change would
   // have made its twin first).
   PageTwins& pt = twins_of_[page];
-  const WorkerSet need = e.write & ~pt.with_twin;
+  const bool own_twin = has(pt.with_twin, w);
+  const WorkerSet need = e.write & ~pt.with_twin & ~bit(w);
   if (need != 0) {
     const std::size_t slot = make_twin(home);
     for_each(need, [&](int x) {
@@ -121,9 +122,17 @@ std::size_t Directory::write_back(std::size_t page, int w, std::span<std::byte> 
     });
     pt.with_twin |= need;
   }
-  const auto at = std::find_if(pt.of.begin(), pt.of.end(), [&](const auto& t) { return t.first == w; });
-  const std::size_t changed = coherence::merge_against_twin(
-      home, local, std::span<const std::byte>(twins_[at->second].bytes.get(), page_size_));
+  std::size_t changed = 0;
+  if (own_twin) {
+    const auto at = std::find_if(pt.of.begin(), pt.of.end(), [&](const auto& t) { return t.first == w; });
+    changed = coherence::merge_against_twin(
+        home, local, std::span<const std::byte>(twins_[at->second].bytes.get(), page_size_));
+  } else {
+    // No update since `w` got the page: its twin would equal the shared page, and the merge is a
+    // copy of what differs. No twin is made for it.
+    changed = coherence::copy_changes(home, local);
+  }
+  if (pt.with_twin == 0) twins_of_.erase(page);
   drop_twin(page, w);
   e.write &= ~bit(w);
   if (changed != 0) list_for(page, e.read & ~bit(w));

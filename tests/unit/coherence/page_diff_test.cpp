@@ -77,3 +77,19 @@ TEST(PageDiff, SizesMustAgree) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(PageDiff, CopyChangesIsAMergeAgainstTheHomeItself) {
+  const Bytes home0 = random_page(300, 5);
+  Bytes local = home0;
+  local[3] ^= std::byte{1};
+  local[299] ^= std::byte{2};
+  Bytes home = home0, merged = home0;
+  EXPECT_EQ(hdsm::coherence::copy_changes(home, local), 2u);
+  EXPECT_EQ(hdsm::coherence::merge_against_twin(merged, local, home0), 2u);
+  EXPECT_EQ(home, local);
+  EXPECT_EQ(merged, local);
+}
+
+}  // namespace
