@@ -174,7 +174,8 @@ void write_single(T* p, const std::type_identity_t<T>& v) {
 }
 
 /// A run of elements in the local store: data[0 .. count) are p[0 .. count), up to the page's end.
-/// Valid until the next access through this API that misses, or the next lock, unlock or barrier.
+/// Valid until the next lock, unlock, barrier or flush, and while at most three other pages come
+/// into the page buffer after it: up to four runs of different pages can be used together.
 template <class T>
 struct Local {
   T* data;
@@ -222,6 +223,9 @@ int worker_id();
 int worker_count();
 /// This worker's contiguous share [first, last) of n items split as evenly as possible.
 std::pair<std::size_t, std::size_t> share(std::size_t n);
+/// The same, in whole granules of `granule` items (the last share takes the rest): with a granule of
+/// one page of elements, no page has two writers, as the single-writer variant needs.
+std::pair<std::size_t, std::size_t> share(std::size_t n, std::size_t granule);
 
 /// The home: owns the shared space and serves the workers while they run a task.
 class Runtime {

@@ -46,7 +46,8 @@ void PageBuffer::configure(const Geometry& g) {
   way_frame_.assign(ways, -1);
   frame_way_.assign(g.frames, -1);
   frame_flags_.assign(g.frames, 0);
-  set_next_.assign(g.sets, 0);
+  frame_stamp_.assign(g.frames, 0);
+  clock_ = 0;
   free_frames_.resize(g.frames);
   // Popped from the back: frame 0 first.
   for (std::size_t f = 0; f < g.frames; ++f) free_frames_[f] = g.frames - 1 - f;
@@ -89,18 +90,24 @@ PageBuffer::Place PageBuffer::place(std::uintptr_t page) {
       free_frames_.pop_back();
       return p;
     }
-    // Capacity: the next frame in round-robin order gives way, whichever set its page is in.
-    p.frame = next_frame_;
-    next_frame_ = (next_frame_ + 1) % geometry_.frames;
+    // Capacity: the next frame in round-robin order gives way, whichever set its page is in, unless
+    // it is one of the last pages to come in (localized runs may still point there).
+    for (std::size_t tries = 0;; ++tries) {
+      p.frame = next_frame_;
+      next_frame_ = (next_frame_ + 1) % geometry_.frames;
+      if (!recent(p.frame) || tries + 1 >= geometry_.frames) break;
+    }
     evict(frame_way_[p.frame], p.victim);
     return p;
   }
-  // The set is full: one of its ways gives way (round-robin within the set). With frames still
-  // free that is a conflict miss, which 4 S > N keeps rare.
+  // The set is full: its oldest page gives way. With frames still free that is a conflict miss,
+  // which 4 S > N keeps rare.
   if (!free_frames_.empty()) ++conflict_misses;
-  unsigned& next = set_next_[base / 4];
-  p.way = static_cast<int>(base + next);
-  next = (next + 1) % 4;
+  p.way = static_cast<int>(base);
+  for (std::size_t w = base + 1; w < base + 4; ++w)
+    if (frame_stamp_[static_cast<std::size_t>(way_frame_[w])] <
+        frame_stamp_[static_cast<std::size_t>(way_frame_[static_cast<std::size_t>(p.way)])])
+      p.way = static_cast<int>(w);
   p.frame = static_cast<std::size_t>(way_frame_[static_cast<std::size_t>(p.way)]);
   evict(p.way, p.victim);
   return p;
@@ -113,6 +120,7 @@ void PageBuffer::install(const Place& place, std::uintptr_t page, bool write, bo
   frames_[w] = frame_bytes(place.frame);
   way_frame_[w] = static_cast<int>(place.frame);
   frame_way_[place.frame] = place.way;
+  frame_stamp_[place.frame] = ++clock_;
   frame_flags_[place.frame] =
       static_cast<std::uint8_t>((registered ? kRegistered : 0) | (single ? kSingle : 0));
   if (write) modified_.push_back({place.way, page});

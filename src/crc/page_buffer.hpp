@@ -2,7 +2,9 @@
 // ways, each way with an entry in the read tag array, the write tag array and the local-address
 // array; a page-frame table of N frames with 4 S > N, so a page rarely finds its set full while
 // frames are free; frames replaced round-robin. Separate read and write tags make a write hit one
-// compare, like a read hit. No messages here: the worker decides what to fetch and flush.
+// compare, like a read hit. Replacement passes over the last pages to come in (a full set gives up
+// its oldest), so several localized runs can be held at once. No messages here: the worker decides what to
+// fetch and flush.
 #pragma once
 
 #include <hdsm/crc.hpp>
@@ -33,6 +35,9 @@ struct Geometry {
 Geometry geometry(std::size_t local_store, std::size_t page_size, std::size_t sets);
 
 inline constexpr std::size_t kMinPageSize = 128;
+/// Localized runs that stay valid together: replacement never takes the frames of the last pages to
+/// come in while older ones remain.
+inline constexpr std::uint64_t kKeptLocals = 4;
 inline constexpr std::size_t kMaxPageSize = 64 << 10;
 
 class PageBuffer {
@@ -101,6 +106,8 @@ class PageBuffer {
   };
   enum Flag : std::uint8_t { kRegistered = 1, kSingle = 2 };
   void evict(int way, Victim& victim);
+  /// One of the last kKeptLocals pages to come in: replacement passes it over.
+  bool recent(std::size_t frame) const { return clock_ - frame_stamp_[frame] < kKeptLocals - 1; }
   std::size_t set_of(std::uintptr_t page) const {
     return (page >> geometry_.page_shift) & (geometry_.sets - 1);
   }
@@ -114,8 +121,9 @@ class PageBuffer {
   std::vector<int> frame_way_;             // per frame: its way, or -1
   std::vector<std::uint8_t> frame_flags_;  // per frame
   std::vector<std::size_t> free_frames_;
-  std::vector<unsigned> set_next_;  // per set: the next way to replace on a conflict
-  std::size_t next_frame_ = 0;      // round-robin replacement
+  std::vector<std::uint64_t> frame_stamp_;  // per frame: when its page came in
+  std::uint64_t clock_ = 0;
+  std::size_t next_frame_ = 0;  // round-robin replacement
   std::vector<Modified> modified_;
   std::vector<std::size_t> unregistered_;  // frames that may hold copies the home does not know of
 };

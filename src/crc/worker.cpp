@@ -311,4 +311,17 @@ std::pair<std::size_t, std::size_t> share(std::size_t n) {
   return {first, first + base + (id < extra ? 1 : 0)};
 }
 
+std::pair<std::size_t, std::size_t> share(std::size_t n, std::size_t granule) {
+  if (granule == 0) throw InvalidArgument("crc::share(n, 0): the granule must be at least one item");
+  const detail::Worker& w = detail::in_task("share");
+  const auto count = static_cast<std::size_t>(w.count());
+  const auto id = static_cast<std::size_t>(w.id());
+  const std::size_t granules = (n + granule - 1) / granule;
+  const std::size_t base = granules / count;
+  const std::size_t extra = granules % count;
+  const std::size_t first = std::min(n, (id * base + std::min(id, extra)) * granule);
+  const std::size_t last = std::min(n, first + (base + (id < extra ? 1 : 0)) * granule);
+  return {first, last};
+}
+
 }  // namespace hdsm::crc

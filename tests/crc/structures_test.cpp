@@ -82,7 +82,7 @@ TEST_F(CrcPageBuffer, PagesOfOneSetBeyondFourWaysAreConflictMisses) {
   EXPECT_EQ(buffer_.conflict_misses, 0u);
   const PageBuffer::Place place = buffer_.place(page(16));
   EXPECT_EQ(buffer_.conflict_misses, 1u);
-  EXPECT_EQ(place.victim.page, page(0));  // round-robin within the set
+  EXPECT_EQ(place.victim.page, page(0));  // the oldest page of the set
   buffer_.install(place, page(16), false, true, false);
   EXPECT_EQ(buffer_.find_read(page(0)), -1);
   EXPECT_GE(buffer_.find_read(page(16)), 0);
@@ -206,6 +206,26 @@ TEST_F(CrcDirectory, AWriteFaultTakesThePageOffTheListAndSendsItAgainWhenStale) 
 TEST_F(CrcDirectory, AWriteBackWithoutPermissionIsAnError) {
   std::vector<std::byte> c(16);
   EXPECT_THROW(dir_.write_back(0, 1, page(0), c), hdsm::InvalidArgument);
+}
+
+}  // namespace
+
+namespace {
+
+// Four localized runs stay valid together: replacement passes over the last pages to come in.
+TEST(CrcPageBufferRecency, TheLastPagesToComeInAreNotReplaced) {
+  PageBuffer buffer(4 * 128, "test");
+  buffer.configure(hdsm::crc::detail::geometry(4 * 128, 128, 0));  // 4 frames, 2 sets
+  std::vector<std::size_t> frames;
+  for (std::size_t i = 0; i < 12; ++i) {
+    const std::uintptr_t p = 0x20000000 + 2 * i * 128;  // all in set 0
+    const PageBuffer::Place place = buffer.place(p);
+    for (std::size_t back = 1; back <= 3 && back <= frames.size(); ++back)
+      EXPECT_NE(place.frame, frames[frames.size() - back])
+          << "page " << i << " took the frame of page " << i - back;
+    buffer.install(place, p, false, true, false);
+    frames.push_back(place.frame);
+  }
 }
 
 }  // namespace

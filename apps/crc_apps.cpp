@@ -1,0 +1,636 @@
+#include "apps/crc_apps.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace hdsm::apps::crc_apps {
+namespace crc = hdsm::crc;
+
+namespace {
+
+// Local runs of a shared array: f(local pointer, first index, count) over [first, last), page by
+// page, through the localized access of `version`.
+template <class T, class F>
+void each_local_read(const T* a, std::size_t first, std::size_t last, F&& f) {
+  for (std::size_t i = first; i < last;) {
+    const crc::Local<const T> l = crc::read_only_local(&a[i]);
+    const std::size_t n = std::min(l.count, last - i);
+    f(l.data, i, n);
+    i += n;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// STREAM (HPCC): copy, scale, add and triad over three arrays, ntimes.
+struct StreamSize {
+  std::size_t n;
+  int times;
+};
+StreamSize stream_size(Scale s) {
+  return by_scale(s, StreamSize{1 << 14, 2}, StreamSize{1 << 19, 4}, StreamSize{1 << 21, 8});
+}
+constexpr double kScalar = 3.0;
+
+Output stream_output(const double* a, const double* b, const double* c, std::size_t n) {
+  double sa = 0, sb = 0, sc = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    sa += a[i];
+    sb += b[i];
+    sc += c[i];
+  }
+  return {{sa, sb, sc, a[0], b[n / 2], c[n - 1]}};
+}
+
+void stream_init(double* a, double* b, double* c, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    a[i] = 1.0 + static_cast<double>(i % 7);
+    b[i] = 2.0;
+    c[i] = 0.0;
+  }
+}
+
+Output stream_reference(Scale s) {
+  const auto [n, times] = stream_size(s);
+  std::vector<double> a(n), b(n), c(n);
+  stream_init(a.data(), b.data(), c.data(), n);
+  for (int k = 0; k < times; ++k) {
+    for (std::size_t i = 0; i < n; ++i) c[i] = a[i];
+    for (std::size_t i = 0; i < n; ++i) b[i] = kScalar * c[i];
+    for (std::size_t i = 0; i < n; ++i) c[i] = a[i] + b[i];
+    for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + kScalar * c[i];
+  }
+  return stream_output(a.data(), b.data(), c.data(), n);
+}
+
+Output stream_openmp(int threads, Scale s) {
+  const auto [n, times] = stream_size(s);
+  std::vector<double> a(n), b(n), c(n);
+  const auto sn = static_cast<std::int64_t>(n);
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (std::int64_t i = 0; i < sn; ++i) {
+    a[static_cast<std::size_t>(i)] = 1.0 + static_cast<double>(i % 7);
+    b[static_cast<std::size_t>(i)] = 2.0;
+    c[static_cast<std::size_t>(i)] = 0.0;
+  }
+  for (int k = 0; k < times; ++k) {
+#pragma omp parallel num_threads(threads)
+    {
+#pragma omp for schedule(static)
+      for (std::int64_t i = 0; i < sn; ++i) c[static_cast<std::size_t>(i)] = a[static_cast<std::size_t>(i)];
+#pragma omp for schedule(static)
+      for (std::int64_t i = 0; i < sn; ++i)
+        b[static_cast<std::size_t>(i)] = kScalar * c[static_cast<std::size_t>(i)];
+#pragma omp for schedule(static)
+      for (std::int64_t i = 0; i < sn; ++i)
+        c[static_cast<std::size_t>(i)] = a[static_cast<std::size_t>(i)] + b[static_cast<std::size_t>(i)];
+#pragma omp for schedule(static)
+      for (std::int64_t i = 0; i < sn; ++i)
+        a[static_cast<std::size_t>(i)] =
+            b[static_cast<std::size_t>(i)] + kScalar * c[static_cast<std::size_t>(i)];
+    }
+  }
+  return stream_output(a.data(), b.data(), c.data(), n);
+}
+
+Output stream_crc(crc::Runtime& rt, Version v, Scale s) {
+  const auto [n, times] = stream_size(s);
+  double* a = rt.alloc<double>(n);
+  double* b = rt.alloc<double>(n);
+  double* c = rt.alloc<double>(n);
+  stream_init(a, b, c, n);
+  const std::size_t granule = rt.page_size() / sizeof(double);
+  rt.run([&] {
+    if (v == Version::plain) {
+      const auto [lo, hi] = crc::share(n);
+      for (int k = 0; k < times; ++k) {
+        for (std::size_t i = lo; i < hi; ++i) crc::write(&c[i], crc::read(&a[i]));
+        crc::barrier();
+        for (std::size_t i = lo; i < hi; ++i) crc::write(&b[i], kScalar * crc::read(&c[i]));
+        crc::barrier();
+        for (std::size_t i = lo; i < hi; ++i) crc::write(&c[i], crc::read(&a[i]) + crc::read(&b[i]));
+        crc::barrier();
+        for (std::size_t i = lo; i < hi; ++i)
+          crc::write(&a[i], crc::read(&b[i]) + kScalar * crc::read(&c[i]));
+        crc::barrier();
+      }
+      return;
+    }
+    // Page-aligned shares: every page has one writer; sources are read-only in each phase.
+    const auto [lo, hi] = crc::share(n, granule);
+    // dst[i] = f(x[i], y[i]) page by page in the local store.
+    const auto kernel = [&](double* dst, const double* x, const double* y, auto f) {
+      for (std::size_t i = lo; i < hi;) {
+        const crc::Local<double> d = crc::write_single_local(&dst[i]);
+        const crc::Local<const double> lx = crc::read_only_local(&x[i]);
+        const crc::Local<const double> ly = crc::read_only_local(&y[i]);
+        const std::size_t m = std::min({d.count, lx.count, ly.count, hi - i});
+        for (std::size_t k = 0; k < m; ++k) d.data[k] = f(lx.data[k], ly.data[k]);
+        i += m;
+      }
+      crc::barrier();
+    };
+    for (int k = 0; k < times; ++k) {
+      kernel(c, a, a, [](double x, double) { return x; });
+      kernel(b, c, c, [](double x, double) { return kScalar * x; });
+      kernel(c, a, b, [](double x, double y) { return x + y; });
+      kernel(a, b, c, [](double x, double y) { return x + kScalar * y; });
+    }
+  });
+  Output out = stream_output(a, b, c, n);
+  rt.free(a);
+  rt.free(b);
+  rt.free(c);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// jacobi (OpenMP sample): Helmholtz equation on an n x n grid, fixed iterations, Jacobi relaxation.
+struct JacobiSize {
+  std::size_t n;
+  int iterations;
+};
+JacobiSize jacobi_size(Scale s) {
+  return by_scale(s, JacobiSize{64, 4}, JacobiSize{500, 20}, JacobiSize{1000, 40});
+}
+constexpr double kAlpha = 0.0543, kRelax = 1.0;
+
+struct JacobiCoefficients {
+  double ax, ay, b;
+};
+JacobiCoefficients jacobi_coefficients(std::size_t n) {
+  const double dx = 2.0 / static_cast<double>(n - 1), dy = dx;
+  return {1.0 / (dx * dx), 1.0 / (dy * dy), -2.0 / (dx * dx) - 2.0 / (dy * dy) - kAlpha};
+}
+
+void jacobi_init(double* u, double* f, std::size_t n) {
+  const double dx = 2.0 / static_cast<double>(n - 1), dy = dx;
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j) {
+      const double xx = -1.0 + dx * static_cast<double>(i), yy = -1.0 + dy * static_cast<double>(j);
+      u[i * n + j] = 0.0;
+      f[i * n + j] =
+          -kAlpha * (1.0 - xx * xx) * (1.0 - yy * yy) - 2.0 * (1.0 - xx * xx) - 2.0 * (1.0 - yy * yy);
+    }
+}
+
+bool interior(std::size_t k, std::size_t n) {
+  const std::size_t i = k / n, j = k % n;
+  return i > 0 && i + 1 < n && j > 0 && j + 1 < n;
+}
+
+// One point's residual from uold's neighbours.
+template <class Get>
+double jacobi_resid(const JacobiCoefficients& c, std::size_t k, std::size_t n, const double* f, Get uold) {
+  return (c.ax * (uold(k - n) + uold(k + n)) + c.ay * (uold(k - 1) + uold(k + 1)) + c.b * uold(k) - f[k]) /
+         c.b;
+}
+
+Output jacobi_output(const double* u, std::size_t n, double error) {
+  double sum = 0;
+  for (std::size_t k = 0; k < n * n; ++k) sum += u[k];
+  return {{sum, u[(n / 2) * n + n / 2], error}};
+}
+
+Output jacobi_reference(Scale s) {
+  const auto [n, iters] = jacobi_size(s);
+  const JacobiCoefficients c = jacobi_coefficients(n);
+  std::vector<double> u(n * n), uold(n * n), f(n * n);
+  jacobi_init(u.data(), f.data(), n);
+  double error = 0;
+  for (int it = 0; it < iters; ++it) {
+    uold = u;
+    error = 0;
+    for (std::size_t k = 0; k < n * n; ++k)
+      if (interior(k, n)) {
+        const double r = jacobi_resid(c, k, n, f.data(), [&](std::size_t q) { return uold[q]; });
+        u[k] = uold[k] - kRelax * r;
+        error += r * r;
+      }
+    error = std::sqrt(error) / static_cast<double>(n * n);
+  }
+  return jacobi_output(u.data(), n, error);
+}
+
+Output jacobi_openmp(int threads, Scale s) {
+  const auto [n, iters] = jacobi_size(s);
+  const JacobiCoefficients c = jacobi_coefficients(n);
+  std::vector<double> u(n * n), uold(n * n), f(n * n);
+  jacobi_init(u.data(), f.data(), n);
+  const auto total = static_cast<std::int64_t>(n * n);
+  double error = 0;
+  for (int it = 0; it < iters; ++it) {
+    error = 0;
+#pragma omp parallel num_threads(threads)
+    {
+#pragma omp for schedule(static)
+      for (std::int64_t k = 0; k < total; ++k)
+        uold[static_cast<std::size_t>(k)] = u[static_cast<std::size_t>(k)];
+#pragma omp for schedule(static) reduction(+ : error)
+      for (std::int64_t sk = 0; sk < total; ++sk) {
+        const auto k = static_cast<std::size_t>(sk);
+        if (!interior(k, n)) continue;
+        const double r = jacobi_resid(c, k, n, f.data(), [&](std::size_t q) { return uold[q]; });
+        u[k] = uold[k] - kRelax * r;
+        error += r * r;
+      }
+    }
+    error = std::sqrt(error) / static_cast<double>(n * n);
+  }
+  return jacobi_output(u.data(), n, error);
+}
+
+Output jacobi_crc(crc::Runtime& rt, Version v, Scale s) {
+  const auto [n, iters] = jacobi_size(s);
+  const JacobiCoefficients c = jacobi_coefficients(n);
+  double* u = rt.alloc<double>(n * n);
+  double* uold = rt.alloc<double>(n * n);
+  double* f = rt.alloc<double>(n * n);
+  double* partial = rt.alloc<double>(static_cast<std::size_t>(rt.workers()));
+  jacobi_init(u, f, n);
+  const std::size_t granule = rt.page_size() / sizeof(double);
+  double error = 0;
+  rt.run([&] {
+    const bool opt = v == Version::optimized;
+    const auto [lo, hi] = opt ? crc::share(n * n, granule) : crc::share(n * n);
+    const auto w = static_cast<std::size_t>(crc::worker_id());
+    const auto get = [&](const double* p) { return opt ? crc::read_only(p) : crc::read(p); };
+    for (int it = 0; it < iters; ++it) {
+      if (opt) {
+        for (std::size_t k = lo; k < hi;) {
+          const crc::Local<double> d = crc::write_single_local(&uold[k]);
+          const crc::Local<const double> src = crc::read_only_local(&u[k]);
+          const std::size_t m = std::min({d.count, src.count, hi - k});
+          std::copy_n(src.data, m, d.data);
+          k += m;
+        }
+      } else {
+        for (std::size_t k = lo; k < hi; ++k) crc::write(&uold[k], crc::read(&u[k]));
+      }
+      crc::barrier();
+      double mine = 0;
+      for (std::size_t k = lo; k < hi; ++k) {
+        if (!interior(k, n)) continue;
+        const double fk = get(&f[k]);
+        const double r = (c.ax * (get(&uold[k - n]) + get(&uold[k + n])) +
+                          c.ay * (get(&uold[k - 1]) + get(&uold[k + 1])) + c.b * get(&uold[k]) - fk) /
+                         c.b;
+        const double value = get(&uold[k]) - kRelax * r;
+        if (opt)
+          crc::write_single(&u[k], value);
+        else
+          crc::write(&u[k], value);
+        mine += r * r;
+      }
+      crc::write(&partial[w], mine);
+      crc::barrier();
+      // Every worker sums the partials in one order: one result, whatever the worker.
+      double sum = 0;
+      for (int x = 0; x < crc::worker_count(); ++x) sum += crc::read(&partial[x]);
+      if (w == 0) error = std::sqrt(sum) / static_cast<double>(n * n);
+      crc::barrier();
+    }
+  });
+  Output out = jacobi_output(u, n, error);
+  for (double* p : {u, uold, f, partial}) rt.free(p);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// md (OpenMP sample): particles in a box with a pair potential, velocity Verlet; O(n^2) forces.
+struct MdSize {
+  std::size_t particles;
+  int steps;
+};
+MdSize md_size(Scale s) { return by_scale(s, MdSize{256, 2}, MdSize{2048, 4}, MdSize{8192, 4}); }
+constexpr int kDims = 3;
+constexpr double kMass = 1.0, kDt = 1.0e-4, kHalfPi = 1.57079632679489661923;
+
+double md_v(double x) {
+  const double s = std::sin(std::min(x, kHalfPi));
+  return s * s;
+}
+double md_dv(double x) { return 2.0 * std::sin(std::min(x, kHalfPi)) * std::cos(std::min(x, kHalfPi)); }
+
+// Structure of arrays, dimension-major: pos[d * np + i].
+struct MdState {
+  std::vector<double> pos, vel, acc, force;
+};
+
+void md_init(double* pos, double* vel, double* acc, std::size_t np) {
+  std::uint64_t seed = 123456789;
+  for (std::size_t k = 0; k < kDims * np; ++k) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    pos[k] = 10.0 * static_cast<double>(seed >> 11) / 9007199254740992.0;
+    vel[k] = 0.0;
+    acc[k] = 0.0;
+  }
+}
+
+// Force on particle i and its potential energy, from all positions through `pos`.
+template <class Pos>
+double md_force(std::size_t i, std::size_t np, Pos pos, double* f) {
+  double potential = 0;
+  for (int d = 0; d < kDims; ++d) f[d] = 0;
+  const double pi[3] = {pos(0 * np + i), pos(1 * np + i), pos(2 * np + i)};
+  for (std::size_t j = 0; j < np; ++j) {
+    if (j == i) continue;
+    double rij[3];
+    double dist2 = 0;
+    for (int d = 0; d < kDims; ++d) {
+      rij[d] = pi[d] - pos(static_cast<std::size_t>(d) * np + j);
+      dist2 += rij[d] * rij[d];
+    }
+    const double dist = std::sqrt(dist2);
+    potential += 0.5 * md_v(dist);
+    for (int d = 0; d < kDims; ++d) f[d] -= rij[d] * md_dv(dist) / dist;
+  }
+  return potential;
+}
+
+Output md_output(const double* pos, std::size_t np, double potential, double kinetic) {
+  double sum = 0;
+  for (std::size_t k = 0; k < kDims * np; ++k) sum += pos[k];
+  return {{sum, potential, kinetic, pos[0], pos[kDims * np - 1]}};
+}
+
+Output md_reference(Scale s) {
+  const auto [np, steps] = md_size(s);
+  std::vector<double> pos(kDims * np), vel(kDims * np), acc(kDims * np), force(kDims * np);
+  md_init(pos.data(), vel.data(), acc.data(), np);
+  double potential = 0, kinetic = 0;
+  for (int step = 0; step < steps; ++step) {
+    potential = kinetic = 0;
+    for (std::size_t i = 0; i < np; ++i) {
+      double f[3];
+      potential += md_force(
+          i, np, [&](std::size_t q) { return pos[q]; }, f);
+      for (int d = 0; d < kDims; ++d) {
+        force[static_cast<std::size_t>(d) * np + i] = f[d];
+        kinetic += vel[static_cast<std::size_t>(d) * np + i] * vel[static_cast<std::size_t>(d) * np + i];
+      }
+    }
+    kinetic *= 0.5 * kMass;
+    for (std::size_t k = 0; k < kDims * np; ++k) {
+      pos[k] += vel[k] * kDt + 0.5 * kDt * kDt * acc[k];
+      vel[k] += 0.5 * kDt * (force[k] / kMass + acc[k]);
+      acc[k] = force[k] / kMass;
+    }
+  }
+  return md_output(pos.data(), np, potential, kinetic);
+}
+
+Output md_openmp(int threads, Scale s) {
+  const auto [np, steps] = md_size(s);
+  std::vector<double> pos(kDims * np), vel(kDims * np), acc(kDims * np), force(kDims * np);
+  md_init(pos.data(), vel.data(), acc.data(), np);
+  double potential = 0, kinetic = 0;
+  const auto snp = static_cast<std::int64_t>(np);
+  for (int step = 0; step < steps; ++step) {
+    double pot = 0, kin = 0;
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : pot, kin)
+    for (std::int64_t si = 0; si < snp; ++si) {
+      const auto i = static_cast<std::size_t>(si);
+      double f[3];
+      pot += md_force(
+          i, np, [&](std::size_t q) { return pos[q]; }, f);
+      for (int d = 0; d < kDims; ++d) {
+        force[static_cast<std::size_t>(d) * np + i] = f[d];
+        kin += vel[static_cast<std::size_t>(d) * np + i] * vel[static_cast<std::size_t>(d) * np + i];
+      }
+    }
+    potential = pot;
+    kinetic = 0.5 * kMass * kin;
+    const auto total = static_cast<std::int64_t>(kDims * np);
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (std::int64_t sk = 0; sk < total; ++sk) {
+      const auto k = static_cast<std::size_t>(sk);
+      pos[k] += vel[k] * kDt + 0.5 * kDt * kDt * acc[k];
+      vel[k] += 0.5 * kDt * (force[k] / kMass + acc[k]);
+      acc[k] = force[k] / kMass;
+    }
+  }
+  return md_output(pos.data(), np, potential, kinetic);
+}
+
+Output md_crc(crc::Runtime& rt, Version v, Scale s) {
+  const auto [np, steps] = md_size(s);
+  double* pos = rt.alloc<double>(kDims * np);
+  double* vel = rt.alloc<double>(kDims * np);
+  double* acc = rt.alloc<double>(kDims * np);
+  double* force = rt.alloc<double>(kDims * np);
+  double* partial = rt.alloc<double>(2 * static_cast<std::size_t>(rt.workers()));
+  md_init(pos, vel, acc, np);
+  const std::size_t granule = rt.page_size() / sizeof(double);
+  double potential = 0, kinetic = 0;
+  rt.run([&] {
+    const bool opt = v == Version::optimized;
+    const auto w = static_cast<std::size_t>(crc::worker_id());
+    // Particles in page-aligned shares (optimized: one writer per page of every dimension's array).
+    const auto [lo, hi] = opt ? crc::share(np, granule) : crc::share(np);
+    const auto put = [&](double* p, double x) {
+      if (opt)
+        crc::write_single(p, x);
+      else
+        crc::write(p, x);
+    };
+    std::vector<double> local_pos;
+    for (int step = 0; step < steps; ++step) {
+      double pot = 0, kin = 0;
+      if (opt) {
+        // Every position once into private memory (read-only pages), then the O(n^2) loop on it.
+        local_pos.resize(kDims * np);
+        each_local_read(pos, 0, kDims * np, [&](const double* p, std::size_t first, std::size_t m) {
+          std::copy_n(p, m, local_pos.data() + first);
+        });
+      }
+      for (std::size_t i = lo; i < hi; ++i) {
+        double f[3];
+        pot += opt ? md_force(
+                         i, np, [&](std::size_t q) { return local_pos[q]; }, f)
+                   : md_force(
+                         i, np, [&](std::size_t q) { return crc::read(&pos[q]); }, f);
+        for (int d = 0; d < kDims; ++d) {
+          const std::size_t k = static_cast<std::size_t>(d) * np + i;
+          put(&force[k], f[d]);
+          const double vk = opt ? crc::read_only(&vel[k]) : crc::read(&vel[k]);
+          kin += vk * vk;
+        }
+      }
+      crc::write(&partial[2 * w], pot);
+      crc::write(&partial[2 * w + 1], kin);
+      crc::barrier();
+      if (w == 0) {
+        double p = 0, k = 0;
+        for (int x = 0; x < crc::worker_count(); ++x) {
+          p += crc::read(&partial[2 * static_cast<std::size_t>(x)]);
+          k += crc::read(&partial[2 * static_cast<std::size_t>(x) + 1]);
+        }
+        potential = p;
+        kinetic = 0.5 * kMass * k;
+      }
+      for (int d = 0; d < kDims; ++d)
+        for (std::size_t i = lo; i < hi; ++i) {
+          const std::size_t k = static_cast<std::size_t>(d) * np + i;
+          const double fk = opt ? crc::read_only(&force[k]) : crc::read(&force[k]);
+          const double ak = opt ? crc::read_only(&acc[k]) : crc::read(&acc[k]);
+          const double vk = opt ? crc::read_only(&vel[k]) : crc::read(&vel[k]);
+          const double pk = opt ? crc::read_only(&pos[k]) : crc::read(&pos[k]);
+          put(&pos[k], pk + vk * kDt + 0.5 * kDt * kDt * ak);
+          put(&vel[k], vk + 0.5 * kDt * (fk / kMass + ak));
+          put(&acc[k], fk / kMass);
+        }
+      crc::barrier();
+    }
+  });
+  Output out = md_output(pos, np, potential, kinetic);
+  for (double* p : {pos, vel, acc, force, partial}) rt.free(p);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// EP (NAS): Gaussian pairs from the NAS linear congruential generator, counted in annuli.
+constexpr double kR23 = 1.0 / 8388608.0, kT23 = 8388608.0, kR46 = kR23 * kR23, kT46 = kT23 * kT23;
+constexpr double kA = 1220703125.0;  // 5^13
+constexpr double kSeed = 271828183.0;
+constexpr int kBatchLog = 10;  // 2^10 pairs per batch
+
+// x = a * x mod 2^46, returning x * 2^-46 (NAS randlc, in doubles).
+double randlc(double& x, double a) {
+  const double a1 = std::floor(kR23 * a), a2 = a - kT23 * a1;
+  const double x1 = std::floor(kR23 * x), x2 = x - kT23 * x1;
+  const double t1 = a1 * x2 + a2 * x1;
+  const double t2 = std::floor(kR23 * t1), z = t1 - kT23 * t2;
+  const double t3 = kT23 * z + a2 * x2;
+  const double t4 = std::floor(kR46 * t3);
+  x = t3 - kT46 * t4;
+  return kR46 * x;
+}
+
+// The generator's state after 2 * pairs_before numbers: seed * a^(2 * pairs_before) mod 2^46.
+double skip(double seed, std::uint64_t numbers) {
+  double an = kA, x = seed;
+  while (numbers != 0) {
+    if ((numbers & 1) != 0) randlc(x, an);
+    const double copy = an;
+    randlc(an, copy);
+    numbers >>= 1;
+  }
+  return x;
+}
+
+struct EpTally {
+  double sx = 0, sy = 0;
+  double q[10] = {};
+};
+
+void ep_batch(std::uint64_t batch, EpTally& t) {
+  const std::uint64_t pairs = std::uint64_t{1} << kBatchLog;
+  double x = skip(kSeed, 2 * pairs * batch);
+  for (std::uint64_t k = 0; k < pairs; ++k) {
+    const double x1 = 2.0 * randlc(x, kA) - 1.0;
+    const double x2 = 2.0 * randlc(x, kA) - 1.0;
+    const double tt = x1 * x1 + x2 * x2;
+    if (tt > 1.0 || tt == 0.0) continue;
+    const double f = std::sqrt(-2.0 * std::log(tt) / tt);
+    const double gx = x1 * f, gy = x2 * f;
+    const auto l = static_cast<std::size_t>(std::max(std::fabs(gx), std::fabs(gy)));
+    if (l < 10) t.q[l] += 1;
+    t.sx += gx;
+    t.sy += gy;
+  }
+}
+
+std::uint64_t ep_batches(Scale s) { return by_scale<std::uint64_t>(s, 16, 1024, 8192); }
+
+Output ep_output(const EpTally& t) {
+  Output o{{t.sx, t.sy}};
+  for (const double c : t.q) o.values.push_back(c);
+  return o;
+}
+
+Output ep_reference(Scale s) {
+  EpTally t;
+  for (std::uint64_t b = 0; b < ep_batches(s); ++b) ep_batch(b, t);
+  return ep_output(t);
+}
+
+Output ep_openmp(int threads, Scale s) {
+  const auto batches = static_cast<std::int64_t>(ep_batches(s));
+  std::vector<EpTally> mine(static_cast<std::size_t>(threads));
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (std::int64_t b = 0; b < batches; ++b)
+    ep_batch(static_cast<std::uint64_t>(b), mine[static_cast<std::size_t>(omp_get_thread_num())]);
+  EpTally t;
+  for (const EpTally& m : mine) {
+    t.sx += m.sx;
+    t.sy += m.sy;
+    for (int l = 0; l < 10; ++l) t.q[l] += m.q[l];
+  }
+  return ep_output(t);
+}
+
+Output ep_crc(crc::Runtime& rt, Version v, Scale s) {
+  const std::uint64_t batches = ep_batches(s);
+  auto* total = rt.alloc<EpTally>(1);
+  rt.run([&] {
+    EpTally t;
+    const auto [lo, hi] = crc::share(batches);
+    for (std::uint64_t b = lo; b < hi; ++b) ep_batch(b, t);
+    // The tallies meet in shared memory under a lock (plain); optimized: one barrier, then worker 0
+    // sums per-worker slots (no lock round trips).
+    crc::lock(0);
+    EpTally sum = crc::read(total);
+    sum.sx += t.sx;
+    sum.sy += t.sy;
+    for (int l = 0; l < 10; ++l) sum.q[l] += t.q[l];
+    crc::write(total, sum);
+    crc::unlock(0);
+    (void)v;
+  });
+  Output out = ep_output(*total);
+  rt.free(total);
+  return out;
+}
+
+// Runs an app's crc version at its page size (optimized) or the runtime's (plain).
+template <Output (*Run)(crc::Runtime&, Version, Scale), std::size_t Page>
+Output with_page(crc::Runtime& rt, Version v, Scale s) {
+  if (v == Version::plain) return Run(rt, v, s);
+  const std::size_t before = rt.page_size();
+  rt.page_size(Page);
+  try {
+    Output out = Run(rt, v, s);
+    rt.page_size(before);
+    return out;
+  } catch (...) {
+    rt.page_size(before);
+    throw;
+  }
+}
+
+const CrcApp kApps[] = {
+    {"stream", "copy, scale, add, triad over three shared arrays; page-aligned shares", 16384,
+     with_page<stream_crc, 16384>, stream_openmp, stream_reference, 0},
+    {"jacobi", "Jacobi relaxation on a shared grid; reads of the neighbours' points, a reduction per sweep",
+     4096, with_page<jacobi_crc, 4096>, jacobi_openmp, jacobi_reference, 1e-9},
+    {"md", "O(n^2) forces over shared positions, velocity Verlet updates of each worker's particles", 4096,
+     with_page<md_crc, 4096>, md_openmp, md_reference, 1e-9},
+    {"ep", "independent Gaussian pairs; tallies summed under a lock", 4096, with_page<ep_crc, 4096>,
+     ep_openmp, ep_reference, 1e-9},
+};
+
+}  // namespace
+
+std::span<const CrcApp> crc_apps() { return kApps; }
+
+const CrcApp* find_crc_app(std::string_view name) {
+  for (const CrcApp& a : kApps)
+    if (a.name == name) return &a;
+  return nullptr;
+}
+
+}  // namespace hdsm::apps::crc_apps

@@ -1,0 +1,63 @@
+// The CRC applications (STREAM, jacobi, md, EP), plain and optimized, on 1 to 4 worker threads and
+// at several page sizes, against their serial references; the OpenMP versions likewise.
+#include "apps/crc_apps.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <string>
+#include <tuple>
+
+namespace {
+
+namespace apps = hdsm::apps;
+namespace crc_apps = hdsm::apps::crc_apps;
+
+using Param = std::tuple<std::string, int, bool>;  // app, workers, optimized
+
+class CrcApps : public ::testing::TestWithParam<Param> {};
+
+TEST_P(CrcApps, MatchTheReference) {
+  const auto& [name, workers, optimized] = GetParam();
+  const crc_apps::CrcApp* app = crc_apps::find_crc_app(name);
+  ASSERT_NE(app, nullptr);
+  const apps::Output want = app->run_reference(apps::Scale::test);
+  for (const std::size_t page : {std::size_t{256}, std::size_t{4096}}) {
+    hdsm::crc::Options o;
+    o.workers = workers;
+    o.page_size = page;
+    o.local_store = 64 << 10;
+    o.shared_bytes = 64 << 20;
+    hdsm::crc::Runtime rt(o);
+    const apps::Output got =
+        app->run(rt, optimized ? crc_apps::Version::optimized : crc_apps::Version::plain, apps::Scale::test);
+    EXPECT_EQ(apps::compare(got, want, app->tolerance), "") << name << " page " << page;
+    EXPECT_EQ(rt.page_size(), page);  // the optimized version restores it
+    const hdsm::crc::Stats s = rt.stats();
+    EXPECT_EQ(s.regions, 1u);
+    if (optimized && name == "stream") {
+      EXPECT_EQ(s.read_misses, 0u);  // everything is read-only or single-writer
+      EXPECT_EQ(s.write_faults, 0u);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, CrcApps,
+                         ::testing::Combine(::testing::Values("stream", "jacobi", "md", "ep"),
+                                            ::testing::Values(1, 2, 4), ::testing::Bool()),
+                         [](const auto& info) {
+                           return fmt::format("{}_{}w_{}", std::get<0>(info.param), std::get<1>(info.param),
+                                              std::get<2>(info.param) ? "optimized" : "plain");
+                         });
+
+TEST(CrcAppsOpenMp, MatchTheReference) {
+  for (const crc_apps::CrcApp& app : crc_apps::crc_apps())
+    for (const int threads : {1, 3})
+      EXPECT_EQ(apps::compare(app.run_openmp(threads, apps::Scale::test),
+                              app.run_reference(apps::Scale::test), app.tolerance),
+                "")
+          << app.name << " on " << threads << " threads";
+}
+
+}  // namespace
