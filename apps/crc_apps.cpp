@@ -124,7 +124,8 @@ Output stream_crc(crc::Runtime& rt, Version v, Scale s) {
     // dst[i] = f(x[i], y[i]) page by page in the local store.
     const auto kernel = [&](double* dst, const double* x, const double* y, auto f) {
       for (std::size_t i = lo; i < hi;) {
-        const crc::Local<double> d = crc::write_single_local(&dst[i]);
+        // The destination's pages are this worker's and written whole: not fetched.
+        const crc::Local<double> d = crc::overwrite_local(&dst[i]);
         const crc::Local<const double> lx = crc::read_only_local(&x[i]);
         const crc::Local<const double> ly = crc::read_only_local(&y[i]);
         const std::size_t m = std::min({d.count, lx.count, ly.count, hi - i});
@@ -257,35 +258,61 @@ Output jacobi_crc(crc::Runtime& rt, Version v, Scale s) {
     const bool opt = v == Version::optimized;
     const auto [lo, hi] = opt ? crc::share(n * n, granule) : crc::share(n * n);
     const auto w = static_cast<std::size_t>(crc::worker_id());
-    const auto get = [&](const double* p) { return opt ? crc::read_only(p) : crc::read(p); };
+    // Optimized: the worker's points live in private memory (mine), its part of f too; each sweep
+    // writes uold's share whole, then reads the share of uold with a row of halo on each side.
+    std::vector<double> mine, f_mine, halo;
+    const std::size_t h_lo = lo >= n ? lo - n : 0, h_hi = std::min(n * n, hi + n);
+    if (opt) {
+      mine.resize(hi - lo);
+      f_mine.resize(hi - lo);
+      each_local_read(u, lo, hi, [&](const double* p, std::size_t first, std::size_t m) {
+        std::copy_n(p, m, mine.data() + (first - lo));
+      });
+      each_local_read(f, lo, hi, [&](const double* p, std::size_t first, std::size_t m) {
+        std::copy_n(p, m, f_mine.data() + (first - lo));
+      });
+      halo.resize(h_hi - h_lo);
+    }
+    const auto write_out = [&](double* dst) {
+      for (std::size_t k = lo; k < hi;) {
+        const crc::Local<double> d = crc::overwrite_local(&dst[k]);
+        const std::size_t m = std::min(d.count, hi - k);
+        std::copy_n(mine.data() + (k - lo), m, d.data);
+        k += m;
+      }
+    };
     for (int it = 0; it < iters; ++it) {
+      double local_error = 0;
       if (opt) {
-        for (std::size_t k = lo; k < hi;) {
-          const crc::Local<double> d = crc::write_single_local(&uold[k]);
-          const crc::Local<const double> src = crc::read_only_local(&u[k]);
-          const std::size_t m = std::min({d.count, src.count, hi - k});
-          std::copy_n(src.data, m, d.data);
-          k += m;
+        write_out(uold);
+        crc::barrier();
+        each_local_read(uold, h_lo, h_hi, [&](const double* p, std::size_t first, std::size_t m) {
+          std::copy_n(p, m, halo.data() + (first - h_lo));
+        });
+        const auto at = [&](std::size_t q) { return halo[q - h_lo]; };
+        for (std::size_t k = lo; k < hi; ++k) {
+          if (!interior(k, n)) continue;
+          const double r = (c.ax * (at(k - n) + at(k + n)) + c.ay * (at(k - 1) + at(k + 1)) + c.b * at(k) -
+                            f_mine[k - lo]) /
+                           c.b;
+          mine[k - lo] = at(k) - kRelax * r;
+          local_error += r * r;
         }
+        write_out(u);
       } else {
         for (std::size_t k = lo; k < hi; ++k) crc::write(&uold[k], crc::read(&u[k]));
+        crc::barrier();
+        for (std::size_t k = lo; k < hi; ++k) {
+          if (!interior(k, n)) continue;
+          const auto g = [&](std::size_t q) { return crc::read(&uold[q]); };
+          const double r =
+              (c.ax * (g(k - n) + g(k + n)) + c.ay * (g(k - 1) + g(k + 1)) + c.b * g(k) - crc::read(&f[k])) /
+              c.b;
+          crc::write(&u[k], crc::read(&uold[k]) - kRelax * r);
+          local_error += r * r;
+        }
       }
-      crc::barrier();
-      double mine = 0;
-      for (std::size_t k = lo; k < hi; ++k) {
-        if (!interior(k, n)) continue;
-        const double fk = get(&f[k]);
-        const double r = (c.ax * (get(&uold[k - n]) + get(&uold[k + n])) +
-                          c.ay * (get(&uold[k - 1]) + get(&uold[k + 1])) + c.b * get(&uold[k]) - fk) /
-                         c.b;
-        const double value = get(&uold[k]) - kRelax * r;
-        if (opt)
-          crc::write_single(&u[k], value);
-        else
-          crc::write(&u[k], value);
-        mine += r * r;
-      }
-      crc::write(&partial[w], mine);
+      crc::write(&partial[w], local_error);
       crc::barrier();
       // Every worker sums the partials in one order: one result, whatever the worker.
       double sum = 0;

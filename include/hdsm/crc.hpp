@@ -100,7 +100,7 @@ inline bool fits(const Lookup& l, std::uintptr_t a, std::size_t bytes) {
   return (a & l.offset_mask) + bytes <= l.offset_mask + 1;
 }
 
-enum class Access : std::uint8_t { read, write, read_only, write_single };
+enum class Access : std::uint8_t { read, write, read_only, write_single, overwrite };
 /// The slow paths: misses, upgrades, accesses that straddle pages, misuse.
 HDSM_API void access(Access access, const void* address, void* bytes, std::size_t size);
 HDSM_API std::pair<std::byte*, std::size_t> localize(Access access, const void* address, std::size_t element);
@@ -203,6 +203,14 @@ Local<const T> read_only_local(const T* p) {
 template <class T>
 Local<T> write_single_local(T* p) {
   auto [bytes, count] = detail::localize(detail::Access::write_single, p, sizeof(T));
+  return {reinterpret_cast<T*>(bytes), count};
+}
+/// write_single_local for a page this worker overwrites entirely (every byte from *p's page start
+/// to its end) before the next release: a miss does not fetch the page, so its bytes are undefined
+/// until written. Saves a page copy per page for output arrays.
+template <class T>
+Local<T> overwrite_local(T* p) {
+  auto [bytes, count] = detail::localize(detail::Access::overwrite, p, sizeof(T));
   return {reinterpret_cast<T*>(bytes), count};
 }
 

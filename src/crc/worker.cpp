@@ -128,12 +128,14 @@ void Worker::evict_direct(const PageBuffer::Victim& victim, std::byte* bytes) {
   ++stats_.write_backs;
 }
 
-int Worker::miss_direct(std::uintptr_t page, bool single) {
+int Worker::miss_direct(std::uintptr_t page, bool single, bool fetch) {
   PageBuffer::Place p = buffer_.place(page);
   std::byte* frame = buffer_.frame_bytes(p.frame);
   if (p.victim.page != kNoPage && p.victim.dirty) evict_direct(p.victim, frame);
-  link_.get(page - space_.base, frame, buffer_.geometry().page_size);
-  ++stats_.direct_gets;
+  if (fetch) {
+    link_.get(page - space_.base, frame, buffer_.geometry().page_size);
+    ++stats_.direct_gets;
+  }
   buffer_.install(p, page, /*write=*/single, /*registered=*/false, single);
   return p.way;
 }
@@ -143,7 +145,7 @@ int Worker::ensure(std::uintptr_t page, Access access) {
     case Access::read:
     case Access::read_only:
       if (const int way = buffer_.find_read(page); way >= 0) return way;
-      return access == Access::read ? miss(page, false) : miss_direct(page, false);
+      return access == Access::read ? miss(page, false) : miss_direct(page, false, true);
     case Access::write: {
       if (const int way = buffer_.find_write(page); way >= 0) return way;
       if (const int way = buffer_.find_read(page); way >= 0) {
@@ -167,12 +169,13 @@ int Worker::ensure(std::uintptr_t page, Access access) {
       return miss(page, true);
     }
     case Access::write_single:
+    case Access::overwrite:
       if (const int way = buffer_.find_write(page); way >= 0) return way;
       if (const int way = buffer_.find_read(page); way >= 0) {
         buffer_.grant_write(way, true);
         return way;
       }
-      return miss_direct(page, true);
+      return miss_direct(page, true, /*fetch=*/access == Access::write_single);
   }
   return -1;
 }

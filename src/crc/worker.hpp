@@ -63,7 +63,7 @@ class Worker {
  private:
   int ensure(std::uintptr_t page, Access access);
   int miss(std::uintptr_t page, bool write);
-  int miss_direct(std::uintptr_t page, bool single);
+  int miss_direct(std::uintptr_t page, bool single, bool fetch);
   void evict_direct(const PageBuffer::Victim& victim, std::byte* bytes);
   void write_back(int way, std::uintptr_t page, bool single);
   void acquire();

@@ -1,0 +1,362 @@
+// The `crc` suite: seed 002's evaluation of centralized release consistency on the threads
+// transport.
+//   fig10  fetch and flush cost per page against the page size (128 B - 16 KiB) for the protocol
+//          (a handshake with the home), read-only and single-writer pages (direct copies), and a
+//          raw copy of the same bytes into a local area;
+//   sync   lock acquire + release and barrier latency against the number of workers;
+//   fig11  each application's time against the page size, normalized to 1 KiB (plain version);
+//   fig12  each application's speedup over one worker, plain and optimized;
+//   fig13  each application's time against its OpenMP version on as many threads as workers.
+// Every application run is checked against its serial reference before its time counts.
+#include "apps/crc_apps.hpp"
+#include "common.hpp"
+#include "measure.hpp"
+#include "suite.hpp"
+
+#include <hdsm/crc.hpp>
+#include <hdsm/error.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace hdsm::tool {
+namespace {
+
+namespace crc = hdsm::crc;
+namespace capps = apps::crc_apps;
+
+crc::Options options(int workers) {
+  crc::Options o = crc::Options::from_environment();
+  o.workers = workers;
+  o.shared_bytes = std::max<std::size_t>(o.shared_bytes, std::size_t{256} << 20);
+  return o;
+}
+
+// HDSM_CRC_WORKERS, else one per core but the home's, and at least two (a speedup needs them).
+int suite_workers() {
+  const crc::Options o = crc::Options::from_environment();
+  if (o.workers > 0) return o.workers;
+  return static_cast<int>(std::max(2u, std::thread::hardware_concurrency() - 1));
+}
+
+// Seconds per page of one variant: a sequential walk over `bytes`, one access per page, so every
+// access misses (fetch: a read; flush: a write, whose miss first writes back the modified victim).
+double page_cost(crc::Runtime& rt, std::size_t page, const std::string& variant, bool flush,
+                 std::size_t bytes) {
+  rt.page_size(page);
+  auto* a = rt.alloc<std::byte>(bytes);
+  const std::size_t pages = bytes / page;
+  const MeasureOptions mo{.min_total_seconds = 0.05, .batches = 3};
+  std::size_t at = 0;
+  const Measurement m = measure(
+      [&](std::size_t reps) {
+        rt.run([&] {
+          for (std::size_t r = 0; r < reps; ++r) {
+            std::byte* p = a + (at % pages) * page;
+            ++at;
+            if (flush) {
+              if (variant == "single-writer")
+                crc::write_single(p, std::byte{1});
+              else
+                crc::write(p, std::byte{1});
+            } else {
+              const std::byte b = variant == "read-only" ? crc::read_only(p) : crc::read(p);
+              if (b == std::byte{7}) throw std::logic_error("unexpected byte");
+            }
+          }
+        });
+      },
+      mo);
+  rt.free(a);
+  return m.seconds_per_rep;
+}
+
+double raw_copy_cost(std::size_t page, std::size_t store, bool flush, std::size_t bytes) {
+  std::vector<std::byte> big(bytes, std::byte{1}), local(store, std::byte{2});
+  const std::size_t frames = std::max<std::size_t>(1, store / page);
+  std::size_t at = 0, frame = 0;
+  const Measurement m = measure(
+      [&](std::size_t reps) {
+        for (std::size_t r = 0; r < reps; ++r) {
+          std::byte* l = local.data() + (frame % frames) * page;
+          const std::size_t pages = bytes / page;
+          if (flush) std::memcpy(big.data() + (at % pages) * page, l, page);  // the victim goes out ...
+          std::memcpy(l, big.data() + ((at + 1) % pages) * page, page);       // ... and a page comes in
+          ++at;
+          ++frame;
+        }
+      },
+      {.min_total_seconds = 0.05, .batches = 3});
+  return m.seconds_per_rep;
+}
+
+void fig10(SuiteContext& ctx) {
+  const std::vector<std::size_t> pages =
+      ctx.quick ? std::vector<std::size_t>{128, 1024, 8192}
+                : std::vector<std::size_t>{128, 256, 512, 1024, 2048, 4096, 8192, 16384};
+  const std::size_t bytes = ctx.quick ? 8 << 20 : 32 << 20;
+  crc::Runtime rt(options(1));
+  const std::size_t store = crc::Options::from_environment().local_store;
+  for (const bool flush : {false, true}) {
+    const std::string op = flush ? "flush" : "fetch";
+    for (const std::size_t page : pages) {
+      ctx.progress.start(fmt::format("fig10 {} {} B pages", op, page));
+      const double raw = raw_copy_cost(page, store, flush, bytes);
+      std::string line;
+      for (const std::string variant : {"protocol", "read-only", "single-writer", "raw copy"}) {
+        if (!flush && variant == "single-writer") continue;  // a single writer's fetch is the read-only one
+        if (flush && variant == "read-only") continue;
+        const double s = variant == "raw copy" ? raw : page_cost(rt, page, variant, flush, bytes);
+        ctx.results.add_row({{"experiment", "fig10"},
+                             {"app", op},
+                             {"variant", variant},
+                             {"page", static_cast<std::int64_t>(page)},
+                             {"workers", std::int64_t{1}},
+                             {"seconds", s},
+                             {"ratio", s / raw}});
+        line += fmt::format("{}{} {:.0f} ns", line.empty() ? "" : ", ", variant, s * 1e9);
+        if (page == 8192 && variant != "raw copy")
+          ctx.results.add_summary({fmt::format("fig10 {} 8 KiB pages: {} / raw copy", op, variant), s / raw,
+                                   "x",
+                                   fmt::format("{:.0f} vs {:.0f} ns per page; target {}", s * 1e9, raw * 1e9,
+                                               variant == "protocol" ? "<= 2" : "<= 1.1")});
+      }
+      ctx.progress.finish(line);
+    }
+  }
+}
+
+void sync(SuiteContext& ctx) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int most = ctx.quick ? 3 : std::max(4, cores);
+  for (int workers = 1; workers <= most; ++workers) {
+    crc::Runtime rt(options(workers));
+    for (const std::string op : {"lock", "barrier"}) {
+      ctx.progress.start(fmt::format("sync {} with {} worker{}", op, workers, workers > 1 ? "s" : ""));
+      const MeasureOptions mo{.min_total_seconds = ctx.quick ? 0.03 : 0.2, .batches = 3};
+      const Measurement m = measure(
+          [&](std::size_t reps) {
+            rt.run([&] {
+              for (std::size_t r = 0; r < reps; ++r) {
+                if (op == "lock") {
+                  crc::lock(1);
+                  crc::unlock(1);
+                } else {
+                  crc::barrier();
+                }
+              }
+            });
+          },
+          mo);
+      // Locks: every worker takes the lock reps times, so the lock is handed on workers * reps
+      // times; the cost of one acquire + release is the time over that.
+      const double each = op == "lock" ? m.seconds_per_rep / workers : m.seconds_per_rep;
+      const bool fits = workers + 1 <= cores;
+      ctx.results.add_row({{"experiment", "sync"},
+                           {"app", op},
+                           {"variant", fits ? "on own cores" : "oversubscribed"},
+                           {"page", std::int64_t{0}},
+                           {"workers", static_cast<std::int64_t>(workers)},
+                           {"seconds", each},
+                           {"ratio", 0.0}});
+      ctx.progress.finish(fmt::format("{:.2f} us{}", each * 1e6, fits ? "" : " (workers + home > cores)"));
+      if (workers == 1 || workers + 1 == cores)
+        ctx.results.add_summary(
+            {fmt::format("{} {} with {} worker{}", op == "lock" ? "lock acquire + release" : "barrier",
+                         fits ? "latency" : "latency (oversubscribed)", workers, workers > 1 ? "s" : ""),
+             each * 1e6, "us",
+             fmt::format("target {} us with workers + home on their own cores; seed: {} us with 8 SPEs",
+                         op == "lock" ? "3" : "2", op == "lock" ? "6.47" : "3.14")});
+    }
+  }
+}
+
+// One app run, checked, timed.
+double timed(const capps::CrcApp& app, crc::Runtime& rt, capps::Version v, apps::Scale scale,
+             const apps::Output& want) {
+  const Stopwatch watch;
+  const apps::Output got = app.run(rt, v, scale);
+  const double s = watch.seconds();
+  if (const std::string wrong = apps::compare(got, want, app.tolerance); !wrong.empty())
+    throw std::runtime_error(fmt::format("crc suite: {} is wrong: {}", app.name, wrong));
+  return s;
+}
+
+double timed_openmp(const capps::CrcApp& app, int threads, apps::Scale scale, const apps::Output& want) {
+  const Stopwatch watch;
+  const apps::Output got = app.run_openmp(threads, scale);
+  const double s = watch.seconds();
+  if (const std::string wrong = apps::compare(got, want, app.tolerance); !wrong.empty())
+    throw std::runtime_error(fmt::format("crc suite: OpenMP {} is wrong: {}", app.name, wrong));
+  return s;
+}
+
+void apps_experiments(SuiteContext& ctx) {
+  const apps::Scale scale = ctx.quick ? apps::Scale::quick : apps::Scale::full;
+  const int reps = ctx.quick ? 1 : 3;
+  const int workers = suite_workers();
+  const std::vector<std::size_t> pages = ctx.quick ? std::vector<std::size_t>{1024, 4096}
+                                                   : std::vector<std::size_t>{1024, 2048, 4096, 8192, 16384};
+  for (const capps::CrcApp& app : capps::crc_apps()) {
+    const apps::Output want = app.run_reference(scale);
+    // Fig. 11: plain version on `workers` workers, time against the page size.
+    double at_1k = 0;
+    crc::Runtime rt(options(workers));
+    for (const std::size_t page : pages) {
+      ctx.progress.start(fmt::format("fig11 {} at {} B pages, {} workers", app.name, page, workers));
+      rt.page_size(page);
+      rt.reset_stats();
+      std::vector<double> s;
+      for (int r = 0; r < reps; ++r) s.push_back(timed(app, rt, capps::Version::plain, scale, want));
+      const double t = median(s);
+      if (page == pages.front()) at_1k = t;
+      ctx.results.add_row({{"experiment", "fig11"},
+                           {"app", std::string(app.name)},
+                           {"variant", "plain"},
+                           {"page", static_cast<std::int64_t>(page)},
+                           {"workers", static_cast<std::int64_t>(workers)},
+                           {"seconds", t},
+                           {"ratio", t / at_1k}});
+      const crc::Stats st = rt.stats();
+      ctx.progress.finish(fmt::format("{:.4f} s ({:.2f}x of 1 KiB), {} conflict misses", t, t / at_1k,
+                                      st.conflict_misses / static_cast<std::uint64_t>(reps)));
+      if (page == 4096)
+        ctx.results.add_summary({fmt::format("{} conflict misses at 4 KiB pages ({} local store)", app.name,
+                                             format_bytes(crc::Options::from_environment().local_store)),
+                                 static_cast<double>(st.conflict_misses / static_cast<std::uint64_t>(reps)),
+                                 "", "target 0 for stream, jacobi and md"});
+    }
+    // Figs. 12 and 13: one worker against `workers`, plain and optimized, and OpenMP on as many
+    // threads; interleaved, taking turns.
+    rt.page_size(4096);
+    crc::Runtime one(options(1));
+    one.page_size(4096);
+    for (const capps::Version v : {capps::Version::plain, capps::Version::optimized}) {
+      const std::string version = v == capps::Version::plain ? "plain" : "optimized";
+      ctx.progress.start(fmt::format("fig12/13 {} {}: 1 and {} workers, OpenMP", app.name, version, workers));
+      std::vector<double> t1, tn, omp;
+      for (int r = 0; r < reps; ++r) {
+        t1.push_back(timed(app, one, v, scale, want));
+        tn.push_back(timed(app, rt, v, scale, want));
+        omp.push_back(timed_openmp(app, workers, scale, want));
+      }
+      const double a = median(t1), b = median(tn), o = median(omp);
+      ctx.results.add_row({{"experiment", "fig12"},
+                           {"app", std::string(app.name)},
+                           {"variant", version},
+                           {"page", std::int64_t{4096}},
+                           {"workers", static_cast<std::int64_t>(workers)},
+                           {"seconds", b},
+                           {"ratio", a / b}});
+      ctx.results.add_row({{"experiment", "fig13"},
+                           {"app", std::string(app.name)},
+                           {"variant", version},
+                           {"page", std::int64_t{4096}},
+                           {"workers", static_cast<std::int64_t>(workers)},
+                           {"seconds", b},
+                           {"ratio", b / o}});
+      ctx.results.add_summary(
+          {fmt::format("{} {} time / OpenMP on {} thread{}", app.name, version, workers,
+                       workers > 1 ? "s" : ""),
+           b / o, "x",
+           fmt::format("{:.4f} vs {:.4f} s; speedup over 1 worker {:.2f}x{}", b, o, a / b,
+                       v == capps::Version::optimized && app.name != "ep" ? "; target <= 1.3" : "")});
+      ctx.progress.finish(
+          fmt::format("1 worker {:.4f} s, {} {:.4f} s (speedup {:.2f}x), OpenMP {:.4f} s ({:.2f}x)", a,
+                      workers, b, a / b, o, b / o));
+    }
+  }
+  ctx.results.add_note(fmt::format(
+      "applications on {} worker{} (HDSM_CRC_WORKERS, default one per core but the home's, at least 2) and a "
+      "{} "
+      "local store; "
+      "the OpenMP versions on as many threads. The home serves the workers from its own thread.",
+      workers, workers > 1 ? "s" : "", format_bytes(crc::Options::from_environment().local_store)));
+}
+
+void run(SuiteContext& ctx) {
+  ctx.results.set_columns({"experiment", "app", "variant", "page", "workers", "seconds", "ratio"});
+  ctx.results.add_plot({.id = "fig10-fetch",
+                        .title = "Fetch cost per page (seed 002 Fig. 10a)",
+                        .x = "page",
+                        .y = "seconds",
+                        .series = "variant",
+                        .x_label = "page size",
+                        .y_label = "seconds per page",
+                        .log_x = true,
+                        .log_y = true,
+                        .x_format = ValueFormat::bytes,
+                        .where = {{"experiment", "fig10"}, {"app", "fetch"}}});
+  ctx.results.add_plot({.id = "fig10-flush",
+                        .title = "Flush cost per page, with the fetch after it (seed 002 Fig. 10b)",
+                        .x = "page",
+                        .y = "seconds",
+                        .series = "variant",
+                        .x_label = "page size",
+                        .y_label = "seconds per page",
+                        .log_x = true,
+                        .log_y = true,
+                        .x_format = ValueFormat::bytes,
+                        .where = {{"experiment", "fig10"}, {"app", "flush"}}});
+  ctx.results.add_plot({.id = "sync",
+                        .title = "Lock acquire + release and barrier latency",
+                        .x = "workers",
+                        .y = "seconds",
+                        .series = "app",
+                        .x_label = "workers",
+                        .y_label = "seconds",
+                        .log_y = true,
+                        .where = {{"experiment", "sync"}}});
+  ctx.results.add_plot({.id = "fig11",
+                        .title = "Time against page size, normalized to 1 KiB (seed 002 Fig. 11)",
+                        .x = "page",
+                        .y = "ratio",
+                        .series = "app",
+                        .x_label = "page size",
+                        .y_label = "time / time at 1 KiB",
+                        .log_x = true,
+                        .x_format = ValueFormat::bytes,
+                        .where = {{"experiment", "fig11"}}});
+  ctx.results.add_plot({.id = "fig12",
+                        .title = "Speedup over one worker (seed 002 Fig. 12)",
+                        .x = "app",
+                        .y = "ratio",
+                        .series = "variant",
+                        .x_label = "application",
+                        .y_label = "speedup",
+                        .categorical_x = true,
+                        .where = {{"experiment", "fig12"}}});
+  ctx.results.add_plot({.id = "fig13",
+                        .title = "Time against OpenMP on the same threads (seed 002 Fig. 13)",
+                        .x = "app",
+                        .y = "ratio",
+                        .series = "variant",
+                        .x_label = "application",
+                        .y_label = "time / OpenMP",
+                        .categorical_x = true,
+                        .where = {{"experiment", "fig13"}}});
+  const std::size_t apps_steps = capps::crc_apps().size() * ((ctx.quick ? 2 : 5) + 2);
+  ctx.progress.set_total((ctx.quick ? 3 : 8) * 2 + (ctx.quick ? 3 : 4) * 2 + apps_steps);
+  fig10(ctx);
+  sync(ctx);
+  apps_experiments(ctx);
+}
+
+}  // namespace
+
+Suite crc_suite() {
+  return {"crc",
+          "seed 002 Figs. 10-13: centralized release consistency: fetch/flush cost, locks and barriers, page "
+          "size, "
+          "speedup and OpenMP",
+          run};
+}
+
+}  // namespace hdsm::tool
