@@ -101,7 +101,8 @@ Output stream_crc(crc::Runtime& rt, Version v, Scale s) {
   double* a = rt.alloc<double>(n);
   double* b = rt.alloc<double>(n);
   double* c = rt.alloc<double>(n);
-  stream_init(a, b, c, n);
+  // The home initializes and reads the shared space; under MPI the other ranks only run the task.
+  if (rt.is_home()) stream_init(a, b, c, n);
   const std::size_t granule = rt.page_size() / sizeof(double);
   rt.run([&] {
     if (v == Version::plain) {
@@ -141,7 +142,7 @@ Output stream_crc(crc::Runtime& rt, Version v, Scale s) {
       kernel(a, b, c, [](double x, double y) { return x + kScalar * y; });
     }
   });
-  Output out = stream_output(a, b, c, n);
+  Output out = rt.is_home() ? stream_output(a, b, c, n) : Output{};
   rt.free(a);
   rt.free(b);
   rt.free(c);
@@ -251,9 +252,8 @@ Output jacobi_crc(crc::Runtime& rt, Version v, Scale s) {
   double* uold = rt.alloc<double>(n * n);
   double* f = rt.alloc<double>(n * n);
   double* partial = rt.alloc<double>(static_cast<std::size_t>(rt.workers()));
-  jacobi_init(u, f, n);
+  if (rt.is_home()) jacobi_init(u, f, n);
   const std::size_t granule = rt.page_size() / sizeof(double);
-  double error = 0;
   rt.run([&] {
     const bool opt = v == Version::optimized;
     const auto [lo, hi] = opt ? crc::share(n * n, granule) : crc::share(n * n);
@@ -312,16 +312,17 @@ Output jacobi_crc(crc::Runtime& rt, Version v, Scale s) {
           local_error += r * r;
         }
       }
+      // The sweep's residual, per worker; the home sums the last sweep's in worker order.
       crc::write(&partial[w], local_error);
-      crc::barrier();
-      // Every worker sums the partials in one order: one result, whatever the worker.
-      double sum = 0;
-      for (int x = 0; x < crc::worker_count(); ++x) sum += crc::read(&partial[x]);
-      if (w == 0) error = std::sqrt(sum) / static_cast<double>(n * n);
       crc::barrier();
     }
   });
-  Output out = jacobi_output(u, n, error);
+  Output out;
+  if (rt.is_home()) {
+    double sum = 0;
+    for (int x = 0; x < rt.workers(); ++x) sum += partial[x];
+    out = jacobi_output(u, n, std::sqrt(sum) / static_cast<double>(n * n));
+  }
   for (double* p : {u, uold, f, partial}) rt.free(p);
   return out;
 }
@@ -450,9 +451,8 @@ Output md_crc(crc::Runtime& rt, Version v, Scale s) {
   double* acc = rt.alloc<double>(kDims * np);
   double* force = rt.alloc<double>(kDims * np);
   double* partial = rt.alloc<double>(2 * static_cast<std::size_t>(rt.workers()));
-  md_init(pos, vel, acc, np);
+  if (rt.is_home()) md_init(pos, vel, acc, np);
   const std::size_t granule = rt.page_size() / sizeof(double);
-  double potential = 0, kinetic = 0;
   rt.run([&] {
     const bool opt = v == Version::optimized;
     const auto w = static_cast<std::size_t>(crc::worker_id());
@@ -487,18 +487,10 @@ Output md_crc(crc::Runtime& rt, Version v, Scale s) {
           kin += vk * vk;
         }
       }
+      // The energies of the last step stay in `partial` for the home.
       crc::write(&partial[2 * w], pot);
       crc::write(&partial[2 * w + 1], kin);
       crc::barrier();
-      if (w == 0) {
-        double p = 0, k = 0;
-        for (int x = 0; x < crc::worker_count(); ++x) {
-          p += crc::read(&partial[2 * static_cast<std::size_t>(x)]);
-          k += crc::read(&partial[2 * static_cast<std::size_t>(x) + 1]);
-        }
-        potential = p;
-        kinetic = 0.5 * kMass * k;
-      }
       for (int d = 0; d < kDims; ++d)
         for (std::size_t i = lo; i < hi; ++i) {
           const std::size_t k = static_cast<std::size_t>(d) * np + i;
@@ -513,7 +505,15 @@ Output md_crc(crc::Runtime& rt, Version v, Scale s) {
       crc::barrier();
     }
   });
-  Output out = md_output(pos, np, potential, kinetic);
+  Output out;
+  if (rt.is_home()) {
+    double potential = 0, kinetic = 0;
+    for (int x = 0; x < rt.workers(); ++x) {
+      potential += partial[2 * static_cast<std::size_t>(x)];
+      kinetic += partial[2 * static_cast<std::size_t>(x) + 1];
+    }
+    out = md_output(pos, np, potential, 0.5 * kMass * kinetic);
+  }
   for (double* p : {pos, vel, acc, force, partial}) rt.free(p);
   return out;
 }
@@ -618,7 +618,7 @@ Output ep_crc(crc::Runtime& rt, Version v, Scale s) {
     crc::unlock(0);
     (void)v;
   });
-  Output out = ep_output(*total);
+  Output out = rt.is_home() ? ep_output(*total) : Output{};
   rt.free(total);
   return out;
 }

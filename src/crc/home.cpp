@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cstring>
+
 namespace hdsm::crc::detail {
 
 const char* to_string(Op op) {
@@ -21,6 +23,10 @@ const char* to_string(Op op) {
       return "write-back and fetch";
     case Op::single_put:
       return "single-writer put";
+    case Op::direct_get:
+      return "direct get";
+    case Op::direct_put:
+      return "direct put";
     case Op::lock:
       return "lock";
     case Op::unlock:
@@ -33,6 +39,25 @@ const char* to_string(Op op) {
       return "failed";
   }
   return "?";
+}
+
+std::exception_ptr make_error(Errc code, const std::string& message) {
+  switch (code) {
+    case Errc::invalid_argument:
+      return std::make_exception_ptr(InvalidArgument(message));
+    case Errc::invalid_pointer:
+      return std::make_exception_ptr(InvalidPointer(message));
+    case Errc::config:
+      return std::make_exception_ptr(ConfigError(message));
+    case Errc::unsupported:
+      return std::make_exception_ptr(Unsupported(message));
+    case Errc::no_device:
+      return std::make_exception_ptr(NoDevice(message));
+    case Errc::kernel_failure:
+      return std::make_exception_ptr(KernelFailure(message));
+    default:
+      return std::make_exception_ptr(Error(code, message));
+  }
 }
 
 Home::Home(HomeLink& link, Directory& directory, std::byte* base, int workers,
@@ -113,8 +138,11 @@ void Home::handle(Request& r) {
       ++finished_count_;
       if (r.op == Op::failed) {
         std::exception_ptr error = r.error;
+        // From another process: the error's type and message (hdsm's own errors name the worker).
+        if (!error && r.errc != 0) error = make_error(static_cast<Errc>(r.errc), r.message);
         if (!error)
-          error = std::make_exception_ptr(KernelFailure(fmt::format("crc worker {}: {}", w, r.message)));
+          error = std::make_exception_ptr(
+              KernelFailure(fmt::format("crc worker {}: the task threw: {}", w, r.message)));
         try {
           std::rethrow_exception(error);
         } catch (const Error&) {
@@ -141,8 +169,26 @@ void Home::handle(Request& r) {
     case Op::single_put:
       directory_.single_writer_update(r.page, w);
       return;
+    case Op::direct_put: {
+      const std::span<const std::byte> bytes = link_.written(r);
+      std::memcpy(base_ + r.page, bytes.data(), bytes.size());
+      return;
+    }
+    case Op::direct_get:
+      answer(r, Reply{.data = true}, {base_ + r.page, page_size_});
+      return;
     default:
       break;
+  }
+  // Page numbers come from other processes under MPI: checked before they index anything.
+  const bool paged = r.op == Op::fetch_read || r.op == Op::fetch_write || r.op == Op::upgrade ||
+                     r.op == Op::write_back || r.op == Op::flush_fetch;
+  if (paged &&
+      (r.page >= directory_.pages() || (r.op == Op::flush_fetch && r.victim >= directory_.pages()))) {
+    answer(r, Reply{.status = Status::error,
+                    .message = fmt::format("{} of page {} (victim {}): the shared space has {} pages",
+                                           to_string(r.op), r.page, r.victim, directory_.pages())});
+    return;
   }
   if (error_) {
     // The region is ending: write-backs still land (nothing is lost), everything else stops.

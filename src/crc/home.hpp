@@ -8,6 +8,7 @@
 #include "crc/transport.hpp"
 
 #include <hdsm/crc.hpp>
+#include <hdsm/error.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -17,7 +18,13 @@
 #include <string>
 #include <vector>
 
+#include <hdsm/export.h>
+
+HDSM_VISIBLE_BEGIN
 namespace hdsm::crc::detail {
+
+/// An exception of the hdsm error type `code` names, with `message`.
+std::exception_ptr make_error(Errc code, const std::string& message);
 
 class Home {
  public:
@@ -61,3 +68,4 @@ class Home {
 };
 
 }  // namespace hdsm::crc::detail
+HDSM_VISIBLE_END

@@ -1,4 +1,5 @@
 #include "crc/directory.hpp"
+#include "crc/engine.hpp"
 #include "crc/home.hpp"
 #include "crc/page_buffer.hpp"
 #include "crc/threads_transport.hpp"
@@ -21,6 +22,8 @@
 #include <map>
 #include <thread>
 
+#include <dlfcn.h>
+
 namespace hdsm::crc {
 
 Options Options::from_environment() {
@@ -34,10 +37,9 @@ Options Options::from_environment() {
   return o;
 }
 
-namespace {
-constexpr std::size_t kAlignment = detail::kMaxPageSize;  // objects start on a page at every page size
-
-void add(Stats& into, const Stats& s) {
+namespace detail {
+void add_stats(Stats& into, const Stats& s) {
+  into.regions += s.regions;
   into.read_misses += s.read_misses;
   into.write_faults += s.write_faults;
   into.upgrades_with_data += s.upgrades_with_data;
@@ -48,41 +50,44 @@ void add(Stats& into, const Stats& s) {
   into.evictions += s.evictions;
   into.conflict_misses += s.conflict_misses;
   into.invalidations += s.invalidations;
+  into.twins += s.twins;
+  into.merged_bytes += s.merged_bytes;
   into.locks += s.locks;
   into.barriers += s.barriers;
+  into.messages += s.messages;
 }
+}  // namespace detail
+
+namespace {
+constexpr std::size_t kAlignment = detail::kSpaceAlignment;
 
 int default_workers() {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   return static_cast<int>(std::clamp(cores - 1, 1u, static_cast<unsigned>(detail::kMaxWorkers)));
 }
-}  // namespace
 
-class Runtime::Impl {
+// Workers on threads of this process; the home is the thread that calls run.
+class ThreadsEngine final : public detail::Engine {
  public:
-  explicit Impl(const Options& o)
-      : options_(o),
-        workers_(o.workers > 0 ? o.workers : default_workers()),
-        space_(round_up(o.shared_bytes), "crc shared space"),
-        heap_(space_.size(), kAlignment),
-        geometry_(detail::geometry(o.local_store, o.page_size, o.sets)),
-        directory_(space_.size() / o.page_size, o.page_size, workers_),
-        transport_(workers_, space_.data()),
-        home_(transport_.home(), directory_, space_.data(), workers_, o.timeout) {
-    if (o.transport != Transport::threads)
-      throw Unsupported("crc::Runtime with the MPI transport is not built into this library");
-    if (o.workers < 0 || workers_ > detail::kMaxWorkers)
-      throw InvalidArgument(
-          fmt::format("crc::Runtime with {} workers: 1 to {} are supported (0: one per core)", o.workers,
-                      detail::kMaxWorkers));
-    const detail::Space space{reinterpret_cast<std::uintptr_t>(space_.data()), space_.size()};
+  explicit ThreadsEngine(const Options& o)
+      : workers_(o.workers > 0 ? o.workers : default_workers()),
+        bytes_(round_up(o.shared_bytes)),
+        // One alignment more than the space: its start is rounded up to the largest page size, so
+        // pages (aligned by address) never start before it.
+        mapping_(bytes_ + kAlignment, "crc shared space"),
+        data_(detail::align_space(mapping_.data())),
+        heap_(bytes_, kAlignment),
+        directory_(bytes_ / o.page_size, o.page_size, workers_),
+        transport_(workers_, data_),
+        home_(transport_.home(), directory_, data_, workers_, o.timeout) {
+    const detail::Space space{reinterpret_cast<std::uintptr_t>(data_), bytes_};
     for (int w = 0; w < workers_; ++w)
       workers_state_.push_back(
           std::make_unique<detail::Worker>(w, workers_, o.local_store, transport_.worker(w), space));
     for (int w = 0; w < workers_; ++w) threads_.emplace_back([this, w] { worker_loop(w); });
   }
 
-  ~Impl() {
+  ~ThreadsEngine() override {
     stop_.store(true);
     generation_.fetch_add(1);
     generation_.notify_all();
@@ -93,59 +98,52 @@ class Runtime::Impl {
     return (bytes + kAlignment - 1) / kAlignment * kAlignment;
   }
 
-  void* allocate(std::size_t bytes) {
-    if (bytes == 0) throw InvalidArgument("crc::Runtime::allocate(0): nothing to allocate");
+  int workers() const override { return workers_; }
+  bool is_home() const override { return true; }
+
+  void* allocate(std::size_t bytes) override {
     const auto offset = heap_.allocate(bytes);
     if (!offset) throw OutOfDeviceMemory("crc shared space", bytes, heap_.used(), heap_.capacity());
-    std::byte* p = space_.data() + *offset;
+    std::byte* p = data_ + *offset;
     std::memset(p, 0, heap_.rounded(bytes));
     sizes_[p] = bytes;
     return p;
   }
 
-  void free(void* pointer) {
+  void free(void* pointer) override {
     const auto it = sizes_.find(static_cast<std::byte*>(pointer));
     if (it == sizes_.end())
       throw InvalidPointer(
           fmt::format("crc::Runtime::free({}): not an allocation of this shared space", pointer));
-    heap_.release(static_cast<std::size_t>(it->first - space_.data()), it->second);
+    heap_.release(static_cast<std::size_t>(it->first - data_), it->second);
     sizes_.erase(it);
   }
 
-  void page_size(std::size_t bytes) {
-    geometry_ = detail::geometry(options_.local_store, bytes, options_.sets);
-    transport_.set_page_size(bytes);
-  }
-
-  void run(const std::function<void()>& task) {
-    if (running_) throw InvalidArgument("crc::Runtime::run inside a region: regions do not nest");
-    running_ = true;
-    directory_.reset(space_.size() / geometry_.page_size, geometry_.page_size);
-    transport_.set_page_size(geometry_.page_size);
+  Stats run(const std::function<void()>& task, const detail::Geometry& geometry) override {
+    directory_.reset(bytes_ / geometry.page_size, geometry.page_size);
+    transport_.set_page_size(geometry.page_size);
+    geometry_ = geometry;
     task_ = &task;
     idle_.store(0);
     generation_.fetch_add(1, std::memory_order_release);
     generation_.notify_all();
     Stats region;
-    const std::exception_ptr error = home_.serve(geometry_.page_size, region);
+    const std::exception_ptr error = home_.serve(geometry.page_size, region);
     // The workers are back to waiting once they posted done; wait for them to get there.
     if (!os::spin_until([&] { return idle_.load() == workers_; }))
       while (idle_.load() != workers_) std::this_thread::yield();
     region.twins = directory_.twins_made();
     for (const auto& w : workers_state_) {
-      add(region, w->stats());
+      detail::add_stats(region, w->stats());
       w->reset_stats();
     }
-    add(stats_, region);
-    stats_.regions += 1;
-    stats_.twins += region.twins;
-    stats_.merged_bytes += region.merged_bytes;
-    stats_.messages += region.messages;
+    region.regions = 1;
     task_ = nullptr;
-    running_ = false;
     if (error) std::rethrow_exception(error);
+    return region;
   }
 
+ private:
   void worker_loop(int w) {
     detail::Worker& worker = *workers_state_[static_cast<std::size_t>(w)];
     std::uint64_t seen = 0;
@@ -165,9 +163,10 @@ class Runtime::Impl {
     }
   }
 
-  Options options_;
   int workers_;
-  os::Mapping space_;
+  std::size_t bytes_;
+  os::Mapping mapping_;
+  std::byte* data_;
   os::OffsetHeap heap_;
   std::map<std::byte*, std::size_t> sizes_;
   detail::Geometry geometry_;
@@ -180,26 +179,73 @@ class Runtime::Impl {
   std::atomic<int> idle_{0};
   std::atomic<bool> stop_{false};
   const std::function<void()>* task_ = nullptr;
+};
+
+std::unique_ptr<detail::Engine> make_engine(const Options& o) {
+  if (o.workers < 0 || o.workers > detail::kMaxWorkers)
+    throw InvalidArgument(fmt::format("crc::Runtime with {} workers: 1 to {} are supported (0: one per core)",
+                                      o.workers, detail::kMaxWorkers));
+  if (o.transport == Transport::threads) return std::make_unique<ThreadsEngine>(o);
+  // libhdsm_mpi, when the program links it, provides the MPI engine.
+  using Lookup = detail::EngineFactory (*)();
+  const auto lookup = reinterpret_cast<Lookup>(::dlsym(RTLD_DEFAULT, "hdsm_crc_mpi_engine"));
+  if (lookup == nullptr)
+    throw Unsupported(
+        "crc::Runtime with the MPI transport needs libhdsm_mpi: link the program with hdsm::mpi (pkg-config "
+        "hdsm-mpi)");
+  return lookup()(o);
+}
+}  // namespace
+
+class Runtime::Impl {
+ public:
+  explicit Impl(const Options& o)
+      : options_(o),
+        geometry_(detail::geometry(o.local_store, o.page_size, o.sets)),
+        engine_(make_engine(o)) {}
+
+  Options options_;
+  detail::Geometry geometry_;
+  std::unique_ptr<detail::Engine> engine_;
   bool running_ = false;
   Stats stats_;
   std::map<int, std::function<void()>> tasks_;
+
+  void run(const std::function<void()>& task) {
+    if (running_) throw InvalidArgument("crc::Runtime::run inside a region: regions do not nest");
+    running_ = true;
+    try {
+      const Stats region = engine_->run(task, geometry_);
+      detail::add_stats(stats_, region);
+    } catch (...) {
+      stats_.regions += 1;
+      running_ = false;
+      throw;
+    }
+    running_ = false;
+  }
 };
 
 Runtime::Runtime(const Options& options) : impl_(std::make_unique<Impl>(options)) {}
 Runtime::~Runtime() = default;
 
-void* Runtime::allocate(std::size_t bytes) { return impl_->allocate(bytes); }
-void Runtime::free(void* pointer) { impl_->free(pointer); }
+void* Runtime::allocate(std::size_t bytes) {
+  if (bytes == 0) throw InvalidArgument("crc::Runtime::allocate(0): nothing to allocate");
+  if (impl_->running_)
+    throw InvalidArgument("crc::Runtime::allocate inside a region: allocate between regions");
+  return impl_->engine_->allocate(bytes);
+}
+void Runtime::free(void* pointer) { impl_->engine_->free(pointer); }
 void Runtime::page_size(std::size_t bytes) {
   if (impl_->running_)
     throw InvalidArgument("crc::Runtime::page_size inside a region: change it between regions");
-  impl_->page_size(bytes);
+  impl_->geometry_ = detail::geometry(impl_->options_.local_store, bytes, impl_->options_.sets);
 }
 std::size_t Runtime::page_size() const { return impl_->geometry_.page_size; }
 std::size_t Runtime::frames() const { return impl_->geometry_.frames; }
 std::size_t Runtime::sets() const { return impl_->geometry_.sets; }
-int Runtime::workers() const { return impl_->workers_; }
-bool Runtime::is_home() const { return true; }
+int Runtime::workers() const { return impl_->engine_->workers(); }
+bool Runtime::is_home() const { return impl_->engine_->is_home(); }
 void Runtime::run(const std::function<void()>& task) { impl_->run(task); }
 void Runtime::define(int task_id, std::function<void()> task) { impl_->tasks_[task_id] = std::move(task); }
 void Runtime::run(int task_id) {

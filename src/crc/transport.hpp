@@ -14,6 +14,9 @@
 #include <string>
 #include <vector>
 
+#include <hdsm/export.h>
+
+HDSM_VISIBLE_BEGIN
 namespace hdsm::crc::detail {
 
 enum class Op : std::uint8_t {
@@ -26,6 +29,9 @@ enum class Op : std::uint8_t {
   lock,         // call: acquire lock `number`; the reply carries the invalidations
   unlock,       // call: release lock `number` (after the write-backs)
   barrier,      // call: the reply, once every worker came, carries the invalidations
+  direct_get,   // call: the bytes at offset `page`, for a read-only or single-writer copy where the
+                //   transport has no one-sided copies (no directory bookkeeping)
+  direct_put,   // post: a single writer's page at offset `page`, likewise
   done,         // post: the task returned (after the last write-backs)
   failed,       // post: the task threw (`error`); counts as done
 };
@@ -46,6 +52,7 @@ struct Request {
   std::vector<std::uint64_t>* invalidations = nullptr;
   std::exception_ptr error;  // failed (threads)
   std::string message;       // failed (any transport): what() of the error
+  int errc = 0;              // failed: the hdsm::Errc of an hdsm error, 0 for any other exception
 };
 
 enum class Status : std::uint8_t { ok, error, aborted };
@@ -86,3 +93,4 @@ class WorkerLink {
 };
 
 }  // namespace hdsm::crc::detail
+HDSM_VISIBLE_END

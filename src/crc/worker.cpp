@@ -56,6 +56,9 @@ void Worker::failed(std::exception_ptr error) {
     std::rethrow_exception(error);
   } catch (const RegionAborted&) {
     r.op = Op::done;  // the home ended the region; nothing to report
+  } catch (const Error& e) {
+    r.message = e.what();
+    r.errc = static_cast<int>(e.code());
   } catch (const std::exception& e) {
     r.message = e.what();
   } catch (...) {

@@ -13,6 +13,9 @@
 #include <string>
 #include <vector>
 
+#include <hdsm/export.h>
+
+HDSM_VISIBLE_BEGIN
 namespace hdsm::crc::detail {
 
 /// Thrown inside a task when the home ended the region (another worker failed): it unwinds the
@@ -84,3 +87,4 @@ class Worker {
 };
 
 }  // namespace hdsm::crc::detail
+HDSM_VISIBLE_END

@@ -1,0 +1,434 @@
+// The MPI engine of hdsm::crc: rank 0 is the home and holds the shared space, every other rank is a
+// worker whose task runs in the thread that calls Runtime::run. Requests and replies are messages
+// on a duplicate of MPI_COMM_WORLD, the pages inside them; read-only and single-writer pages move by
+// one-sided gets and puts on a window over the shared space (the seed's DMA without a handshake).
+// The protocol (Home, Worker, Directory) is libhdsm's, as with threads. libhdsm finds this engine at
+// run time through the C symbol hdsm_crc_mpi_engine. MPI calls go to libmpi's PMPI entry points,
+// past libhdsm_mpi's own interposition (these buffers are never shared objects).
+#include "crc/directory.hpp"
+#include "crc/engine.hpp"
+#include "crc/home.hpp"
+#include "crc/transport.hpp"
+#include "crc/worker.hpp"
+#include "os/mapping.hpp"
+#include "os/offset_heap.hpp"
+
+#include <hdsm/export.h>
+#include <hdsm/crc.hpp>
+#include <hdsm/error.hpp>
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <sched.h>
+
+namespace hdsm::crc::detail {
+namespace {
+
+constexpr int kRequestTag = 7101;
+constexpr int kReplyTag = 7102;
+
+void check(int rc, const char* call, const std::string& what) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  PMPI_Error_string(rc, text, &length);
+  throw Error(Errc::system,
+              fmt::format("crc over MPI: {} ({}) failed: {}", call, what, std::string(text, length)));
+}
+
+struct WireRequest {
+  std::uint8_t op;
+  std::uint8_t write;
+  std::int32_t worker;
+  std::int32_t errc;
+  std::uint64_t page;
+  std::uint64_t victim;
+  std::int64_t number;
+  std::uint64_t sequence;
+  std::uint32_t page_bytes;  // the written page follows the header
+  std::uint32_t message;     // then the failure's text
+};
+
+struct WireReply {
+  std::uint8_t status;
+  std::uint8_t data;
+  std::uint32_t page_bytes;
+  std::uint32_t invalidations;
+  std::uint32_t message;
+};
+
+template <class T>
+void append(std::vector<std::byte>& out, const T* data, std::size_t count) {
+  const auto* b = reinterpret_cast<const std::byte*>(data);
+  out.insert(out.end(), b, b + count * sizeof(T));
+}
+
+int receive_into(std::vector<std::byte>& buffer, int source, int tag, MPI_Comm comm) {
+  MPI_Status status;
+  check(PMPI_Probe(source, tag, comm, &status), "MPI_Probe", fmt::format("a message from rank {}", source));
+  int count = 0;
+  PMPI_Get_count(&status, MPI_BYTE, &count);
+  buffer.resize(static_cast<std::size_t>(count));
+  check(PMPI_Recv(buffer.data(), count, MPI_BYTE, status.MPI_SOURCE, tag, comm, MPI_STATUS_IGNORE),
+        "MPI_Recv", fmt::format("{} B from rank {}", count, status.MPI_SOURCE));
+  return status.MPI_SOURCE;
+}
+
+class MpiHomeLink final : public HomeLink {
+ public:
+  MpiHomeLink(MPI_Comm comm, int workers) : comm_(comm), workers_(workers) {}
+  void set_page_size(std::size_t bytes) { page_size_ = bytes; }
+
+  bool receive(Request& r, std::chrono::steady_clock::time_point deadline) override {
+    for (unsigned polls = 0;; ++polls) {
+      // Round-robin: the worker after the one served last is asked first.
+      for (int k = 1; k <= workers_; ++k) {
+        const int w = (last_ + k) % workers_;
+        int flag = 0;
+        check(PMPI_Iprobe(w + 1, kRequestTag, comm_, &flag, MPI_STATUS_IGNORE), "MPI_Iprobe",
+              fmt::format("requests of worker {}", w));
+        if (flag == 0) continue;
+        receive_into(buffer_, w + 1, kRequestTag, comm_);
+        unpack(r);
+        last_ = w;
+        return true;
+      }
+      if (polls % 16 == 15) ::sched_yield();  // ranks often outnumber the cores
+      if (polls % 64 == 63 && std::chrono::steady_clock::now() >= deadline) return false;
+    }
+  }
+
+  std::span<const std::byte> written(const Request&) override {
+    return {buffer_.data() + sizeof(WireRequest), page_size_};
+  }
+
+  void reply(const Request& r, const Reply& reply, std::span<const std::byte> page,
+             std::span<const std::uint64_t> invalidations) override {
+    const WireReply h{.status = static_cast<std::uint8_t>(reply.status),
+                      .data = static_cast<std::uint8_t>(reply.data ? 1 : 0),
+                      .page_bytes = static_cast<std::uint32_t>(page.size()),
+                      .invalidations = static_cast<std::uint32_t>(invalidations.size()),
+                      .message = static_cast<std::uint32_t>(reply.message.size())};
+    out_.clear();
+    append(out_, &h, 1);
+    append(out_, page.data(), page.size());
+    append(out_, invalidations.data(), invalidations.size());
+    append(out_, reply.message.data(), reply.message.size());
+    check(PMPI_Send(out_.data(), static_cast<int>(out_.size()), MPI_BYTE, r.worker + 1, kReplyTag, comm_),
+          "MPI_Send", fmt::format("a reply of {} B to worker {}", out_.size(), r.worker));
+  }
+
+ private:
+  void unpack(Request& r) {
+    WireRequest h;
+    std::memcpy(&h, buffer_.data(), sizeof h);
+    r = Request{};
+    r.op = static_cast<Op>(h.op);
+    r.worker = h.worker;
+    r.write = h.write != 0;
+    r.page = h.page;
+    r.victim = h.victim;
+    r.number = h.number;
+    r.sequence = h.sequence;
+    r.errc = h.errc;
+    if (h.message != 0)
+      r.message.assign(reinterpret_cast<const char*>(buffer_.data() + sizeof h + h.page_bytes), h.message);
+  }
+
+  MPI_Comm comm_;
+  int workers_;
+  int last_ = 0;
+  std::size_t page_size_ = 0;
+  std::vector<std::byte> buffer_, out_;
+};
+
+class MpiWorkerLink final : public WorkerLink {
+ public:
+  MpiWorkerLink(MPI_Comm comm, MPI_Win window, int worker, std::uint64_t window_offset)
+      : comm_(comm), window_(window), worker_(worker), window_offset_(window_offset) {}
+  void set_page_size(std::size_t bytes) { page_size_ = bytes; }
+
+  Reply call(Request& r) override {
+    send(r);
+    receive_into(in_, 0, kReplyTag, comm_);
+    WireReply h;
+    std::memcpy(&h, in_.data(), sizeof h);
+    const std::byte* at = in_.data() + sizeof h;
+    Reply reply{.status = static_cast<Status>(h.status), .data = h.data != 0, .message = {}};
+    if (h.page_bytes != 0) std::memcpy(r.frame, at, h.page_bytes);
+    at += h.page_bytes;
+    if (r.invalidations != nullptr) {
+      r.invalidations->resize(h.invalidations);
+      std::memcpy(r.invalidations->data(), at, h.invalidations * sizeof(std::uint64_t));
+    }
+    at += h.invalidations * sizeof(std::uint64_t);
+    reply.message.assign(reinterpret_cast<const char*>(at), h.message);
+    return reply;
+  }
+
+  void post(Request& r) override { send(r); }
+
+  void get(std::uint64_t offset, std::byte* into, std::size_t bytes) override {
+    if (window_ == MPI_WIN_NULL) {
+      // No one-sided copies in this MPI: the home sends the bytes (no directory bookkeeping).
+      Request r{.op = Op::direct_get, .worker = worker_, .page = offset, .frame = into};
+      (void)call(r);
+      return;
+    }
+    check(PMPI_Get(into, static_cast<int>(bytes), MPI_BYTE, 0, static_cast<MPI_Aint>(window_offset_ + offset),
+                   static_cast<int>(bytes), MPI_BYTE, window_),
+          "MPI_Get", fmt::format("{} B at offset {} of the shared space", bytes, offset));
+    check(PMPI_Win_flush(0, window_), "MPI_Win_flush", "a get from the shared space");
+  }
+
+  void put(std::uint64_t offset, const std::byte* from, std::size_t bytes) override {
+    if (window_ == MPI_WIN_NULL) {
+      Request r{.op = Op::direct_put, .worker = worker_, .page = offset, .written = from};
+      send(r);
+      return;
+    }
+    check(PMPI_Put(from, static_cast<int>(bytes), MPI_BYTE, 0, static_cast<MPI_Aint>(window_offset_ + offset),
+                   static_cast<int>(bytes), MPI_BYTE, window_),
+          "MPI_Put", fmt::format("{} B at offset {} of the shared space", bytes, offset));
+    check(PMPI_Win_flush(0, window_), "MPI_Win_flush", "a put into the shared space");
+  }
+
+ private:
+  void send(const Request& r) {
+    const std::size_t page = r.written != nullptr ? page_size_ : 0;
+    const WireRequest h{.op = static_cast<std::uint8_t>(r.op),
+                        .write = static_cast<std::uint8_t>(r.write ? 1 : 0),
+                        .worker = r.worker,
+                        .errc = r.errc,
+                        .page = r.page,
+                        .victim = r.victim,
+                        .number = r.number,
+                        .sequence = r.sequence,
+                        .page_bytes = static_cast<std::uint32_t>(page),
+                        .message = static_cast<std::uint32_t>(r.message.size())};
+    out_.clear();
+    append(out_, &h, 1);
+    append(out_, r.written, page);
+    append(out_, r.message.data(), r.message.size());
+    check(PMPI_Send(out_.data(), static_cast<int>(out_.size()), MPI_BYTE, 0, kRequestTag, comm_), "MPI_Send",
+          fmt::format("a {} request of {} B to the home", to_string(r.op), out_.size()));
+  }
+
+  MPI_Comm comm_;
+  MPI_Win window_;
+  int worker_;
+  std::uint64_t window_offset_;  // where the space starts in rank 0's window
+  std::size_t page_size_ = 0;
+  std::vector<std::byte> in_, out_;
+};
+
+constexpr int kStatsFields = sizeof(Stats) / sizeof(std::uint64_t);
+static_assert(sizeof(Stats) == kStatsFields * sizeof(std::uint64_t), "Stats is a row of counters");
+
+class MpiEngine final : public Engine {
+ public:
+  explicit MpiEngine(const Options& o) : options_(o) {
+    int initialized = 0;
+    PMPI_Initialized(&initialized);
+    if (initialized == 0) {
+      int provided = 0;
+      check(PMPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread",
+            "crc::Runtime");
+      own_mpi_ = true;
+    }
+    // A communicator of its own: the program's messages never meet the runtime's.
+    check(PMPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup", "MPI_COMM_WORLD");
+    PMPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    PMPI_Comm_rank(comm_, &rank_);
+    int size = 0;
+    PMPI_Comm_size(comm_, &size);
+    workers_ = size - 1;
+    if (workers_ < 1 || workers_ > kMaxWorkers) {
+      PMPI_Comm_free(&comm_);
+      throw InvalidArgument(
+          fmt::format("crc over MPI with {} rank{}: it needs 2 to {} (rank 0 is the home, the others "
+                      "the workers)",
+                      size, size == 1 ? "" : "s", kMaxWorkers + 1));
+    }
+    const std::size_t bytes = (o.shared_bytes + kSpaceAlignment - 1) / kSpaceAlignment * kSpaceAlignment;
+    // The shared space is a window on rank 0, so read-only and single-writer pages move by one-sided
+    // gets and puts. Where this MPI cannot make one (Open MPI's pt2pt one-sided component needs
+    // MPI_THREAD_MULTIPLE, for one), the space is plain memory and those copies go through the home.
+    std::byte* window_base = nullptr;
+    int made = PMPI_Win_allocate(rank_ == 0 ? static_cast<MPI_Aint>(bytes + kSpaceAlignment) : 0, 1,
+                                 MPI_INFO_NULL, comm_, &window_base, &window_) == MPI_SUCCESS
+                   ? 1
+                   : 0;
+    int everywhere = 0;
+    check(PMPI_Allreduce(&made, &everywhere, 1, MPI_INT, MPI_MIN, comm_), "MPI_Allreduce",
+          "the window's creation");
+    if (everywhere == 0) {
+      if (made != 0) PMPI_Win_free(&window_);
+      window_ = MPI_WIN_NULL;
+      window_base = nullptr;
+    } else {
+      PMPI_Win_set_errhandler(window_, MPI_ERRORS_RETURN);
+    }
+    std::uint64_t base = 0;
+    if (rank_ == 0) {
+      if (window_base == nullptr) {
+        space_ = os::Mapping(bytes + kSpaceAlignment, "crc shared space");
+        window_base = space_.data();
+      }
+      // Pages are aligned by address: the space starts on the largest page size.
+      data_ = align_space(window_base);
+      window_offset_ = static_cast<std::uint64_t>(data_ - window_base);
+      heap_ = std::make_unique<os::OffsetHeap>(bytes, kSpaceAlignment);
+      directory_ = std::make_unique<Directory>(bytes / o.page_size, o.page_size, workers_);
+      home_link_ = std::make_unique<MpiHomeLink>(comm_, workers_);
+      home_ = std::make_unique<Home>(*home_link_, *directory_, data_, workers_, o.timeout);
+      base = reinterpret_cast<std::uintptr_t>(data_);
+    }
+    // Every rank names the shared space by rank 0's addresses: pointers mean the same everywhere.
+    std::uint64_t where[2] = {base, window_offset_};
+    check(PMPI_Bcast(where, 2, MPI_UINT64_T, 0, comm_), "MPI_Bcast", "the shared space's address");
+    base = where[0];
+    window_offset_ = where[1];
+    space_base_ = base;
+    space_bytes_ = bytes;
+    if (rank_ != 0) {
+      worker_link_ = std::make_unique<MpiWorkerLink>(comm_, window_, rank_ - 1, window_offset_);
+      worker_ = std::make_unique<Worker>(rank_ - 1, workers_, o.local_store, *worker_link_,
+                                         Space{space_base_, space_bytes_});
+    }
+  }
+
+  ~MpiEngine() override {
+    if (window_ != MPI_WIN_NULL) PMPI_Win_free(&window_);
+    PMPI_Comm_free(&comm_);
+    int finalized = 0;
+    PMPI_Finalized(&finalized);
+    if (own_mpi_ && finalized == 0) PMPI_Finalize();
+  }
+
+  int workers() const override { return workers_; }
+  bool is_home() const override { return rank_ == 0; }
+
+  void* allocate(std::size_t bytes) override {
+    std::uint64_t offset = ~std::uint64_t{0};
+    std::uint64_t used[2] = {0, 0};
+    if (rank_ == 0) {
+      if (const auto o = heap_->allocate(bytes)) {
+        offset = *o;
+        std::memset(data_ + offset, 0, heap_->rounded(bytes));
+      }
+      used[0] = heap_->used();
+      used[1] = heap_->capacity();
+    }
+    std::uint64_t message[3] = {offset, used[0], used[1]};
+    check(PMPI_Bcast(message, 3, MPI_UINT64_T, 0, comm_), "MPI_Bcast", "an allocation of the shared space");
+    if (message[0] == ~std::uint64_t{0})
+      throw OutOfDeviceMemory("crc shared space", bytes, message[1], message[2]);
+    void* p = reinterpret_cast<void*>(space_base_ + message[0]);
+    sizes_[p] = bytes;
+    return p;
+  }
+
+  void free(void* pointer) override {
+    const auto it = sizes_.find(pointer);
+    if (it == sizes_.end())
+      throw InvalidPointer(
+          fmt::format("crc::Runtime::free({}): not an allocation of this shared space", pointer));
+    if (rank_ == 0) heap_->release(reinterpret_cast<std::uintptr_t>(pointer) - space_base_, it->second);
+    sizes_.erase(it);
+  }
+
+  Stats run(const std::function<void()>& task, const Geometry& geometry) override {
+    Stats mine;
+    std::exception_ptr error;
+    if (rank_ == 0) {
+      directory_->reset(space_bytes_ / geometry.page_size, geometry.page_size);
+      home_link_->set_page_size(geometry.page_size);
+      error = home_->serve(geometry.page_size, mine);
+      mine.twins = directory_->twins_made();
+    } else {
+      worker_link_->set_page_size(geometry.page_size);
+      if (window_ != MPI_WIN_NULL)
+        check(PMPI_Win_lock_all(0, window_), "MPI_Win_lock_all", "the shared space");
+      worker_->begin(geometry);
+      try {
+        task();
+        worker_->end();
+      } catch (...) {
+        worker_->failed(std::current_exception());
+      }
+      if (window_ != MPI_WIN_NULL)
+        check(PMPI_Win_unlock_all(window_), "MPI_Win_unlock_all", "the shared space");
+      mine = worker_->stats();
+      worker_->reset_stats();
+    }
+    Stats total;
+    check(PMPI_Reduce(&mine, &total, kStatsFields, MPI_UINT64_T, MPI_SUM, 0, comm_), "MPI_Reduce",
+          "the region's counters");
+    // The region's error reaches every rank, so an SPMD program takes the same path everywhere.
+    std::int32_t code = 0;
+    std::string text;
+    if (rank_ == 0 && error) {
+      try {
+        std::rethrow_exception(error);
+      } catch (const Error& e) {
+        code = static_cast<std::int32_t>(e.code());
+        text = e.what();
+      } catch (const std::exception& e) {
+        code = static_cast<std::int32_t>(Errc::kernel_failure);
+        text = e.what();
+      }
+    }
+    std::int32_t header[2] = {code, static_cast<std::int32_t>(text.size())};
+    check(PMPI_Bcast(header, 2, MPI_INT32_T, 0, comm_), "MPI_Bcast", "the region's outcome");
+    text.resize(static_cast<std::size_t>(header[1]));
+    if (header[1] != 0)
+      check(PMPI_Bcast(text.data(), header[1], MPI_CHAR, 0, comm_), "MPI_Bcast", "the region's error");
+    if (rank_ == 0 && error) std::rethrow_exception(error);
+    if (header[0] != 0) std::rethrow_exception(make_error(static_cast<Errc>(header[0]), text));
+    Stats& result = rank_ == 0 ? total : mine;
+    result.regions = 1;
+    return result;
+  }
+
+ private:
+  Options options_;
+  bool own_mpi_ = false;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Win window_ = MPI_WIN_NULL;
+  int rank_ = 0;
+  int workers_ = 0;
+  std::uintptr_t space_base_ = 0;
+  std::size_t space_bytes_ = 0;
+  std::map<void*, std::size_t> sizes_;
+  // The home's (rank 0): the space is the window's memory, or space_ where there is no window.
+  std::byte* data_ = nullptr;
+  std::uint64_t window_offset_ = 0;  // where the space starts in the window
+  os::Mapping space_;
+  std::unique_ptr<os::OffsetHeap> heap_;
+  std::unique_ptr<Directory> directory_;
+  std::unique_ptr<MpiHomeLink> home_link_;
+  std::unique_ptr<Home> home_;
+  // A worker's (the other ranks).
+  std::unique_ptr<MpiWorkerLink> worker_link_;
+  std::unique_ptr<Worker> worker_;
+};
+
+std::unique_ptr<Engine> make_mpi_engine(const Options& options) {
+  return std::make_unique<MpiEngine>(options);
+}
+
+}  // namespace
+}  // namespace hdsm::crc::detail
+
+extern "C" HDSM_API hdsm::crc::detail::EngineFactory hdsm_crc_mpi_engine() {
+  return &hdsm::crc::detail::make_mpi_engine;
+}

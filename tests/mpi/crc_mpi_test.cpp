@@ -1,0 +1,170 @@
+// hdsm::crc on MPI ranks (rank 0 the home, the others workers), under mpirun with 1, 2 and 3 ranks:
+// the same protocol as on threads, with the pages in messages and the read-only and single-writer
+// pages moved by one-sided gets and puts. One rank: the runtime refuses (it needs a worker). The
+// randomized model test runs here too, and the applications against their references.
+#include "apps/crc_apps.hpp"
+#include "crc/model_program.hpp"
+#include "support/model_run.hpp"
+
+#include <hdsm/crc.hpp>
+#include <hdsm/error.hpp>
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <fmt/format.h>
+
+#include <string>
+
+namespace {
+
+namespace crc = hdsm::crc;
+
+int world_size() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+crc::Options mpi_options(std::size_t page = 1024, std::size_t local_store = 16 << 10) {
+  crc::Options o;
+  o.transport = crc::Transport::mpi;
+  o.page_size = page;
+  o.local_store = local_store;
+  o.shared_bytes = 16 << 20;
+  o.timeout = std::chrono::milliseconds(20000);
+  return o;
+}
+
+class CrcMpi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (world_size() < 2) GTEST_SKIP() << "crc over MPI needs a home and a worker: 2 or more ranks";
+  }
+};
+
+TEST(CrcMpiOneRank, NeedsAWorker) {
+  if (world_size() != 1) GTEST_SKIP() << "for a job of one rank";
+  try {
+    crc::Runtime rt(mpi_options());
+    FAIL() << "a runtime of one rank was made";
+  } catch (const hdsm::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0 is the home"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(CrcMpi, WorkersShareTheirWritesThroughTheHome) {
+  crc::Runtime rt(mpi_options(256));
+  EXPECT_EQ(rt.workers(), world_size() - 1);
+  const std::size_t n = 5000;
+  int* a = rt.alloc<int>(n);
+  long* sums = rt.alloc<long>(64);
+  if (rt.is_home())
+    for (std::size_t i = 0; i < n; ++i) a[i] = -1;
+  rt.run([&] {
+    const auto [lo, hi] = crc::share(n);
+    for (std::size_t i = lo; i < hi; ++i) crc::write(&a[i], static_cast<int>(i) * 2);
+    crc::barrier();
+    long sum = 0;
+    for (std::size_t i = 0; i < n; ++i) sum += crc::read(&a[i]);
+    crc::write(&sums[crc::worker_id()], sum);
+  });
+  if (rt.is_home()) {
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(a[i], static_cast<int>(i) * 2) << i;
+    for (int w = 0; w < rt.workers(); ++w) EXPECT_EQ(sums[w], static_cast<long>(n * (n - 1))) << w;
+    const crc::Stats s = rt.stats();
+    EXPECT_EQ(s.regions, 1u);
+    EXPECT_EQ(s.barriers, static_cast<std::uint64_t>(rt.workers()));
+    EXPECT_GT(s.messages, 0u);
+  }
+}
+
+TEST_F(CrcMpi, LocksCountEveryIncrementAndVariantsUseOneSidedCopies) {
+  crc::Runtime rt(mpi_options());
+  auto* counter = rt.alloc<long>(1);
+  const std::size_t n = 4096;
+  auto* in = rt.alloc<double>(n);
+  auto* out = rt.alloc<double>(n);
+  if (rt.is_home())
+    for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<double>(i);
+  rt.run([&] {
+    for (int k = 0; k < 50; ++k) {
+      crc::lock(2);
+      crc::write(counter, crc::read(counter) + 1);
+      crc::unlock(2);
+    }
+    const auto [lo, hi] = crc::share(n, rt.page_size() / sizeof(double));
+    for (std::size_t i = lo; i < hi; ++i) crc::write_single(&out[i], 3 * crc::read_only(&in[i]));
+  });
+  if (rt.is_home()) {
+    EXPECT_EQ(*counter, 50L * rt.workers());
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], 3.0 * static_cast<double>(i)) << i;
+    EXPECT_GT(rt.stats().direct_gets, 0u);
+    EXPECT_GT(rt.stats().direct_puts, 0u);
+  }
+}
+
+TEST_F(CrcMpi, ErrorsReachEveryRankWithTheWorkersNumber) {
+  crc::Runtime rt(mpi_options());
+  int local = 0;
+  try {
+    rt.run([&] {
+      if (crc::worker_id() == rt.workers() - 1) crc::write(&local, 1);
+      crc::barrier();
+    });
+    FAIL() << "no error";
+  } catch (const hdsm::InvalidPointer& e) {
+    EXPECT_NE(std::string(e.what()).find(fmt::format("crc worker {}", rt.workers() - 1)), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("outside the shared space"), std::string::npos) << e.what();
+  }
+  // The runtime goes on.
+  int* a = rt.alloc<int>(4);
+  rt.run([&] {
+    if (crc::worker_id() == 0) crc::write(a, 9);
+  });
+  if (rt.is_home()) {
+    EXPECT_EQ(*a, 9);
+  }
+}
+
+TEST_F(CrcMpi, DataRaceFreeProgramsReadWhatPlainMemoryWould) {
+  for (const std::size_t page : {std::size_t{128}, std::size_t{1024}, std::size_t{16384}}) {
+    hdsm::test::ModelRun run(4242 + page, 6);
+    std::mt19937_64 rng(run.seed());
+    crc::Runtime rt(mpi_options(page, 8 * page));
+    const std::vector<crc_model::Phase> program =
+        crc_model::make_program(rng, rt.workers(), run.iterations());
+    auto* data = rt.alloc<std::uint8_t>(crc_model::kBytes);
+    auto* counters = rt.alloc<std::uint64_t>(crc_model::kCounters);
+    int divergences = 0;
+    std::string first;
+    rt.run([&] { divergences = crc_model::run_worker(program, data, counters, page, first); });
+    int total = 0;
+    MPI_Allreduce(&divergences, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    EXPECT_EQ(total, 0) << first << "\n" << run.where();
+    if (rt.is_home()) {
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < crc_model::kBytes; ++i) wrong += data[i] != program.back().after[i] ? 1 : 0;
+      EXPECT_EQ(wrong, 0u) << "page " << page << "; " << run.where();
+      std::uint64_t increments = 0;
+      for (int k = 0; k < crc_model::kCounters; ++k) increments += counters[k];
+      EXPECT_EQ(increments, static_cast<std::uint64_t>(3 * rt.workers() * run.iterations()));
+    }
+  }
+}
+
+TEST_F(CrcMpi, ApplicationsMatchTheirReferences) {
+  namespace capps = hdsm::apps::crc_apps;
+  crc::Runtime rt(mpi_options(1024, 64 << 10));
+  for (const capps::CrcApp& app : capps::crc_apps())
+    for (const capps::Version v : {capps::Version::plain, capps::Version::optimized}) {
+      const hdsm::apps::Output got = app.run(rt, v, hdsm::apps::Scale::test);
+      if (rt.is_home()) {
+        EXPECT_EQ(hdsm::apps::compare(got, app.run_reference(hdsm::apps::Scale::test), app.tolerance), "")
+            << app.name << (v == capps::Version::plain ? " plain" : " optimized");
+      }
+    }
+}
+
+}  // namespace
