@@ -607,8 +607,7 @@ Output ep_crc(crc::Runtime& rt, Version v, Scale s) {
     EpTally t;
     const auto [lo, hi] = crc::share(batches);
     for (std::uint64_t b = lo; b < hi; ++b) ep_batch(b, t);
-    // The tallies meet in shared memory under a lock (plain); optimized: one barrier, then worker 0
-    // sums per-worker slots (no lock round trips).
+    // EP shares nothing but its tallies, which meet in shared memory under a lock in both versions.
     crc::lock(0);
     EpTally sum = crc::read(total);
     sum.sx += t.sx;
@@ -616,10 +615,442 @@ Output ep_crc(crc::Runtime& rt, Version v, Scale s) {
     for (int l = 0; l < 10; ++l) sum.q[l] += t.q[l];
     crc::write(total, sum);
     crc::unlock(0);
-    (void)v;
   });
+  (void)v;
   Output out = rt.is_home() ? ep_output(*total) : Output{};
   rt.free(total);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// IS (NAS): ranks of integer keys by counting. Keys from the NAS generator (the mean of four
+// uniform numbers, scaled to [0, Bmax)); each of 10 iterations changes two keys, counts the keys
+// per value (each worker its share, into its own row of a shared histogram) and makes the prefix
+// counts (each worker its share of the values, over every row): the rank of a key is the count of
+// smaller keys.
+struct IsSize {
+  std::size_t keys;
+  std::size_t values;
+};
+IsSize is_size(Scale s) {
+  return by_scale(s, IsSize{1 << 12, 1 << 8}, IsSize{1 << 16, 1 << 11}, IsSize{1 << 20, 1 << 16});
+}
+constexpr int kIsIterations = 10;
+
+std::vector<std::int32_t> is_keys(const IsSize& z) {
+  std::vector<std::int32_t> keys(z.keys);
+  double x = 314159265.0;
+  const double k = static_cast<double>(z.values) / 4.0;
+  for (std::size_t i = 0; i < z.keys; ++i) {
+    double r = randlc(x, kA);
+    r += randlc(x, kA);
+    r += randlc(x, kA);
+    r += randlc(x, kA);
+    keys[i] = static_cast<std::int32_t>(k * r);
+  }
+  return keys;
+}
+
+Output is_output(const std::int32_t* prefix, const std::int32_t* keys, const IsSize& z) {
+  // The ranks of a few keys spread over the array, and the sum of all prefix counts.
+  Output o;
+  for (std::size_t t = 1; t <= 5; ++t) o.values.push_back(prefix[keys[t * z.keys / 7]]);
+  double sum = 0;
+  for (std::size_t v = 0; v < z.values; ++v) sum += prefix[v];
+  o.values.push_back(sum);
+  return o;
+}
+
+// The two keys iteration `it` changes, as NAS IS does.
+void is_modify(std::int32_t* keys, int it, const IsSize& z) {
+  keys[it] = it;
+  keys[it + kIsIterations] = static_cast<std::int32_t>(z.values) - it;
+}
+
+Output is_reference(Scale s) {
+  const IsSize z = is_size(s);
+  std::vector<std::int32_t> keys = is_keys(z), prefix(z.values);
+  for (int it = 1; it <= kIsIterations; ++it) {
+    is_modify(keys.data(), it, z);
+    std::vector<std::int32_t> count(z.values + 1, 0);
+    for (const std::int32_t k : keys) ++count[static_cast<std::size_t>(k)];
+    std::int32_t run = 0;
+    for (std::size_t v = 0; v < z.values; ++v) {
+      prefix[v] = run;
+      run += count[v];
+    }
+  }
+  return is_output(prefix.data(), keys.data(), z);
+}
+
+Output is_openmp(int threads, Scale s) {
+  const IsSize z = is_size(s);
+  std::vector<std::int32_t> keys = is_keys(z), prefix(z.values);
+  std::vector<std::int32_t> hist(static_cast<std::size_t>(threads) * (z.values + 1));
+  for (int it = 1; it <= kIsIterations; ++it) {
+    is_modify(keys.data(), it, z);
+#pragma omp parallel num_threads(threads)
+    {
+      const auto t = static_cast<std::size_t>(omp_get_thread_num());
+      std::int32_t* mine = hist.data() + t * (z.values + 1);
+      std::fill(mine, mine + z.values + 1, 0);
+#pragma omp for schedule(static)
+      for (std::int64_t i = 0; i < static_cast<std::int64_t>(z.keys); ++i)
+        ++mine[static_cast<std::size_t>(keys[static_cast<std::size_t>(i)])];
+    }
+    std::int32_t run = 0;
+    for (std::size_t v = 0; v < z.values; ++v) {
+      prefix[v] = run;
+      for (int t = 0; t < threads; ++t) run += hist[static_cast<std::size_t>(t) * (z.values + 1) + v];
+    }
+  }
+  return is_output(prefix.data(), keys.data(), z);
+}
+
+Output is_crc(crc::Runtime& rt, Version v, Scale s) {
+  const IsSize z = is_size(s);
+  const auto workers = static_cast<std::size_t>(rt.workers());
+  // One histogram row per worker, each starting on a page (optimized: one writer per page).
+  const std::size_t row =
+      (z.values + 1 + rt.page_size() / 4 - 1) / (rt.page_size() / 4) * (rt.page_size() / 4);
+  auto* keys = rt.alloc<std::int32_t>(z.keys);
+  auto* hist = rt.alloc<std::int32_t>(workers * row);
+  auto* prefix = rt.alloc<std::int32_t>(z.values);
+  auto* totals = rt.alloc<std::int32_t>(workers);  // per worker: the keys in its share of the values
+  if (rt.is_home()) {
+    const std::vector<std::int32_t> k = is_keys(z);
+    std::copy(k.begin(), k.end(), keys);
+  }
+  const std::size_t granule = rt.page_size() / sizeof(std::int32_t);
+  rt.run([&] {
+    const bool opt = v == Version::optimized;
+    const auto w = static_cast<std::size_t>(crc::worker_id());
+    const auto [klo, khi] = crc::share(z.keys);
+    const auto [vlo, vhi] = opt ? crc::share(z.values, granule) : crc::share(z.values);
+    std::vector<std::int32_t> count(z.values + 1);
+    for (int it = 1; it <= kIsIterations; ++it) {
+      if (w == 0) {
+        crc::write(&keys[it], it);
+        crc::write(&keys[it + kIsIterations], static_cast<std::int32_t>(z.values) - it);
+      }
+      crc::barrier();
+      std::fill(count.begin(), count.end(), 0);
+      if (opt) {
+        each_local_read(keys, klo, khi, [&](const std::int32_t* p, std::size_t, std::size_t m) {
+          for (std::size_t i = 0; i < m; ++i) ++count[static_cast<std::size_t>(p[i])];
+        });
+        std::int32_t* out = hist + w * row;
+        for (std::size_t x = 0; x < z.values + 1;) {
+          const crc::Local<std::int32_t> d = crc::overwrite_local(&out[x]);
+          const std::size_t m = std::min(d.count, z.values + 1 - x);
+          std::copy_n(count.data() + x, m, d.data);
+          x += m;
+        }
+      } else {
+        for (std::size_t i = klo; i < khi; ++i) ++count[static_cast<std::size_t>(crc::read(&keys[i]))];
+        for (std::size_t x = 0; x < z.values + 1; ++x) crc::write(&hist[w * row + x], count[x]);
+      }
+      crc::barrier();
+      // This worker's share of the values: the keys below its first value (every row before it),
+      // then the prefix counts over its share.
+      std::int32_t below = 0, run = 0;
+      const auto get = [&](const std::int32_t* p) { return opt ? crc::read_only(p) : crc::read(p); };
+      std::vector<std::int32_t> column(vhi - vlo, 0);
+      for (std::size_t t = 0; t < workers; ++t)
+        for (std::size_t x = 0; x < z.values; ++x) {
+          if (x < vlo) {
+            below += get(&hist[t * row + x]);
+          } else if (x < vhi) {
+            column[x - vlo] += get(&hist[t * row + x]);
+          } else {
+            break;
+          }
+        }
+      run = below;
+      for (std::size_t x = vlo; x < vhi; ++x) {
+        if (opt)
+          crc::write_single(&prefix[x], run);
+        else
+          crc::write(&prefix[x], run);
+        run += column[x - vlo];
+      }
+      crc::write(&totals[w], run - below);
+      crc::barrier();
+    }
+  });
+  Output out = rt.is_home() ? is_output(prefix, keys, z) : Output{};
+  rt.free(keys);
+  rt.free(hist);
+  rt.free(prefix);
+  rt.free(totals);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// CG (NAS): the smallest eigenvalue of a sparse symmetric positive definite matrix by inverse power
+// iteration, each step solving with 25 conjugate-gradient iterations. The matrix is NAS-like (class
+// S: 1400 rows, W: 7000; 7 random off-diagonal pairs per row, a dominant diagonal), made by one
+// generator for every version.
+struct CgSize {
+  std::size_t n;
+  int outer;
+};
+CgSize cg_size(Scale s) { return by_scale(s, CgSize{300, 3}, CgSize{1400, 15}, CgSize{7000, 15}); }
+constexpr int kCgInner = 25;
+constexpr double kCgShift = 10.0;
+
+struct Csr {
+  std::vector<std::int32_t> rowstr, colidx;
+  std::vector<double> a;
+};
+
+Csr cg_matrix(std::size_t n) {
+  std::vector<std::vector<std::pair<std::int32_t, double>>> rows(n);
+  double x = 314159265.0;
+  for (std::size_t i = 0; i < n; ++i)
+    for (int k = 0; k < 7; ++k) {
+      const auto j = static_cast<std::size_t>(randlc(x, kA) * static_cast<double>(n)) % n;
+      if (j == i) continue;
+      const double v = randlc(x, kA) - 0.5;
+      rows[i].emplace_back(static_cast<std::int32_t>(j), v);
+      rows[j].emplace_back(static_cast<std::int32_t>(i), v);
+    }
+  Csr m;
+  m.rowstr.push_back(0);
+  for (std::size_t i = 0; i < n; ++i) {
+    double off = 0;
+    for (const auto& [j, v] : rows[i]) off += std::fabs(v);
+    rows[i].emplace_back(static_cast<std::int32_t>(i), off + 1.0);
+    std::sort(rows[i].begin(), rows[i].end());
+    for (const auto& [j, v] : rows[i]) {
+      m.colidx.push_back(j);
+      m.a.push_back(v);
+    }
+    m.rowstr.push_back(static_cast<std::int32_t>(m.colidx.size()));
+  }
+  return m;
+}
+
+// The algorithm over abstract storage: `mv` (q = A p over rows [lo, hi)), `dot` (a reduction over
+// every worker) and `sync` (a barrier), so the serial, OpenMP and CRC versions share it.
+Output cg_output(double zeta, double rnorm) { return {{zeta, rnorm}}; }
+
+Output cg_reference(Scale s) {
+  const CgSize z = cg_size(s);
+  const Csr m = cg_matrix(z.n);
+  std::vector<double> x(z.n, 1.0), zz(z.n), p(z.n), q(z.n), r(z.n);
+  const auto mv = [&](const std::vector<double>& in, std::vector<double>& out) {
+    for (std::size_t i = 0; i < z.n; ++i) {
+      double sum = 0;
+      for (auto k = m.rowstr[i]; k < m.rowstr[i + 1]; ++k)
+        sum += m.a[static_cast<std::size_t>(k)] *
+               in[static_cast<std::size_t>(m.colidx[static_cast<std::size_t>(k)])];
+      out[i] = sum;
+    }
+  };
+  const auto dot = [&](const std::vector<double>& a, const std::vector<double>& b) {
+    double sum = 0;
+    for (std::size_t i = 0; i < z.n; ++i) sum += a[i] * b[i];
+    return sum;
+  };
+  double zeta = 0, rnorm = 0;
+  for (int outer = 0; outer < z.outer; ++outer) {
+    std::fill(zz.begin(), zz.end(), 0.0);
+    r = x;
+    p = r;
+    double rho = dot(r, r);
+    for (int it = 0; it < kCgInner; ++it) {
+      mv(p, q);
+      const double alpha = rho / dot(p, q);
+      for (std::size_t i = 0; i < z.n; ++i) {
+        zz[i] += alpha * p[i];
+        r[i] -= alpha * q[i];
+      }
+      const double rho0 = rho;
+      rho = dot(r, r);
+      for (std::size_t i = 0; i < z.n; ++i) p[i] = r[i] + rho / rho0 * p[i];
+    }
+    mv(zz, r);
+    double d = 0;
+    for (std::size_t i = 0; i < z.n; ++i) d += (x[i] - r[i]) * (x[i] - r[i]);
+    rnorm = std::sqrt(d);
+    zeta = kCgShift + 1.0 / dot(x, zz);
+    const double norm = 1.0 / std::sqrt(dot(zz, zz));
+    for (std::size_t i = 0; i < z.n; ++i) x[i] = norm * zz[i];
+  }
+  return cg_output(zeta, rnorm);
+}
+
+Output cg_openmp(int threads, Scale s) {
+  const CgSize z = cg_size(s);
+  const Csr m = cg_matrix(z.n);
+  const auto n = static_cast<std::int64_t>(z.n);
+  std::vector<double> x(z.n, 1.0), zz(z.n), p(z.n), q(z.n), r(z.n);
+  const auto mv = [&](const std::vector<double>& in, std::vector<double>& out) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (std::int64_t si = 0; si < n; ++si) {
+      const auto i = static_cast<std::size_t>(si);
+      double sum = 0;
+      for (auto k = m.rowstr[i]; k < m.rowstr[i + 1]; ++k)
+        sum += m.a[static_cast<std::size_t>(k)] *
+               in[static_cast<std::size_t>(m.colidx[static_cast<std::size_t>(k)])];
+      out[i] = sum;
+    }
+  };
+  const auto dot = [&](const std::vector<double>& a, const std::vector<double>& b) {
+    double sum = 0;
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : sum)
+    for (std::int64_t i = 0; i < n; ++i)
+      sum += a[static_cast<std::size_t>(i)] * b[static_cast<std::size_t>(i)];
+    return sum;
+  };
+  double zeta = 0, rnorm = 0;
+  for (int outer = 0; outer < z.outer; ++outer) {
+    std::fill(zz.begin(), zz.end(), 0.0);
+    r = x;
+    p = r;
+    double rho = dot(r, r);
+    for (int it = 0; it < kCgInner; ++it) {
+      mv(p, q);
+      const double alpha = rho / dot(p, q);
+#pragma omp parallel for num_threads(threads) schedule(static)
+      for (std::int64_t i = 0; i < n; ++i) {
+        zz[static_cast<std::size_t>(i)] += alpha * p[static_cast<std::size_t>(i)];
+        r[static_cast<std::size_t>(i)] -= alpha * q[static_cast<std::size_t>(i)];
+      }
+      const double rho0 = rho;
+      rho = dot(r, r);
+#pragma omp parallel for num_threads(threads) schedule(static)
+      for (std::int64_t i = 0; i < n; ++i)
+        p[static_cast<std::size_t>(i)] =
+            r[static_cast<std::size_t>(i)] + rho / rho0 * p[static_cast<std::size_t>(i)];
+    }
+    mv(zz, r);
+    double d = 0;
+    for (std::size_t i = 0; i < z.n; ++i) d += (x[i] - r[i]) * (x[i] - r[i]);
+    rnorm = std::sqrt(d);
+    zeta = kCgShift + 1.0 / dot(x, zz);
+    const double norm = 1.0 / std::sqrt(dot(zz, zz));
+    for (std::size_t i = 0; i < z.n; ++i) x[i] = norm * zz[i];
+  }
+  return cg_output(zeta, rnorm);
+}
+
+Output cg_crc(crc::Runtime& rt, Version v, Scale s) {
+  const CgSize z = cg_size(s);
+  const Csr host = cg_matrix(z.n);
+  const auto workers = static_cast<std::size_t>(rt.workers());
+  auto* rowstr = rt.alloc<std::int32_t>(z.n + 1);
+  auto* colidx = rt.alloc<std::int32_t>(host.colidx.size());
+  auto* a = rt.alloc<double>(host.a.size());
+  double* vec[5];  // x, z, p, q, r
+  for (double*& p : vec) p = rt.alloc<double>(z.n);
+  auto* partial = rt.alloc<double>(workers);
+  auto* result = rt.alloc<double>(2);  // zeta, rnorm
+  if (rt.is_home()) {
+    std::copy(host.rowstr.begin(), host.rowstr.end(), rowstr);
+    std::copy(host.colidx.begin(), host.colidx.end(), colidx);
+    std::copy(host.a.begin(), host.a.end(), a);
+    std::fill(vec[0], vec[0] + z.n, 1.0);
+  }
+  const std::size_t granule = rt.page_size() / sizeof(double);
+  rt.run([&] {
+    const bool opt = v == Version::optimized;
+    const auto w = static_cast<std::size_t>(crc::worker_id());
+    const auto [lo, hi] = opt ? crc::share(z.n, granule) : crc::share(z.n);
+    double *x = vec[0], *zz = vec[1], *p = vec[2], *q = vec[3], *r = vec[4];
+    const auto get = [&](const double* e) { return opt ? crc::read_only(e) : crc::read(e); };
+    const auto put = [&](double* e, double value) {
+      if (opt)
+        crc::write_single(e, value);
+      else
+        crc::write(e, value);
+    };
+    // The matrix's rows of this worker, once into private memory (optimized) or read each time.
+    std::vector<std::int32_t> my_rowstr, my_col;
+    std::vector<double> my_a;
+    if (opt) {
+      for (std::size_t i = lo; i <= hi && hi > lo; ++i) my_rowstr.push_back(crc::read_only(&rowstr[i]));
+      for (auto k = my_rowstr.empty() ? 0 : my_rowstr.front(); !my_rowstr.empty() && k < my_rowstr.back();
+           ++k) {
+        my_col.push_back(crc::read_only(&colidx[k]));
+        my_a.push_back(crc::read_only(&a[k]));
+      }
+    }
+    // Sums this worker's part of a reduction over everyone's: each worker adds the partials in
+    // worker order, so all get the same value.
+    const auto reduce = [&](double mine) {
+      crc::write(&partial[w], mine);
+      crc::barrier();
+      double sum = 0;
+      for (std::size_t t = 0; t < workers; ++t) sum += crc::read(&partial[t]);
+      crc::barrier();
+      return sum;
+    };
+    const auto dot = [&](const double* u, const double* t) {
+      double mine = 0;
+      for (std::size_t i = lo; i < hi; ++i) mine += get(&u[i]) * get(&t[i]);
+      return reduce(mine);
+    };
+    const auto mv = [&](const double* in, double* out) {
+      for (std::size_t i = lo; i < hi; ++i) {
+        double sum = 0;
+        if (opt) {
+          const auto first = my_rowstr[i - lo] - my_rowstr[0], last = my_rowstr[i - lo + 1] - my_rowstr[0];
+          for (auto k = first; k < last; ++k)
+            sum +=
+                my_a[static_cast<std::size_t>(k)] * crc::read_only(&in[my_col[static_cast<std::size_t>(k)]]);
+        } else {
+          for (auto k = crc::read(&rowstr[i]); k < crc::read(&rowstr[i + 1]); ++k)
+            sum += crc::read(&a[k]) * crc::read(&in[crc::read(&colidx[k])]);
+        }
+        put(&out[i], sum);
+      }
+      crc::barrier();
+    };
+    for (int outer = 0; outer < z.outer; ++outer) {
+      for (std::size_t i = lo; i < hi; ++i) {
+        const double xi = get(&x[i]);
+        put(&zz[i], 0.0);
+        put(&r[i], xi);
+        put(&p[i], xi);
+      }
+      crc::barrier();
+      double rho = dot(r, r);
+      for (int it = 0; it < kCgInner; ++it) {
+        mv(p, q);
+        const double alpha = rho / dot(p, q);
+        for (std::size_t i = lo; i < hi; ++i) {
+          put(&zz[i], get(&zz[i]) + alpha * get(&p[i]));
+          put(&r[i], get(&r[i]) - alpha * get(&q[i]));
+        }
+        crc::barrier();
+        const double rho0 = rho;
+        rho = dot(r, r);
+        for (std::size_t i = lo; i < hi; ++i) put(&p[i], get(&r[i]) + rho / rho0 * get(&p[i]));
+        crc::barrier();
+      }
+      mv(zz, r);
+      double mine = 0;
+      for (std::size_t i = lo; i < hi; ++i) mine += (get(&x[i]) - get(&r[i])) * (get(&x[i]) - get(&r[i]));
+      const double rnorm = std::sqrt(reduce(mine));
+      const double zeta = kCgShift + 1.0 / dot(x, zz);
+      const double norm = 1.0 / std::sqrt(dot(zz, zz));
+      for (std::size_t i = lo; i < hi; ++i) put(&x[i], norm * get(&zz[i]));
+      crc::barrier();
+      if (w == 0) {
+        crc::write(&result[0], zeta);
+        crc::write(&result[1], rnorm);
+      }
+    }
+  });
+  Output out = rt.is_home() ? cg_output(result[0], result[1]) : Output{};
+  for (double* p : vec) rt.free(p);
+  rt.free(rowstr);
+  rt.free(colidx);
+  rt.free(a);
+  rt.free(partial);
+  rt.free(result);
   return out;
 }
 
@@ -648,6 +1079,10 @@ const CrcApp kApps[] = {
      with_page<md_crc, 4096>, md_openmp, md_reference, 1e-9},
     {"ep", "independent Gaussian pairs; tallies summed under a lock", 4096, with_page<ep_crc, 4096>,
      ep_openmp, ep_reference, 1e-9},
+    {"is", "counting ranks of integer keys: per-worker histogram rows, prefix counts over every row", 4096,
+     with_page<is_crc, 4096>, is_openmp, is_reference, 0},
+    {"cg", "conjugate gradient on a sparse matrix: row shares of q = A p, reductions by partials", 4096,
+     with_page<cg_crc, 4096>, cg_openmp, cg_reference, 1e-8},
 };
 
 }  // namespace

@@ -1,5 +1,5 @@
 // The centralized-release-consistency applications (seed 002's evaluation): C++ ports of STREAM,
-// jacobi, md and EP on hdsm::crc, each in a plain version (crc::read and crc::write only) and an
+// jacobi, md, EP, IS and CG on hdsm::crc, each in a plain version (crc::read and crc::write only) and an
 // optimized one (localized access, the read-only and single-writer variants on page-aligned
 // shares, a chosen page size), beside an OpenMP version on the same number of threads and a serial
 // reference they are checked against.
@@ -29,7 +29,7 @@ struct CrcApp {
   double tolerance;  // largest relative difference from the reference that is still correct
 };
 
-/// stream, jacobi, md, ep.
+/// stream, jacobi, md, ep, is, cg.
 std::span<const CrcApp> crc_apps();
 const CrcApp* find_crc_app(std::string_view name);
 

@@ -44,7 +44,7 @@ TEST_P(CrcApps, MatchTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, CrcApps,
-                         ::testing::Combine(::testing::Values("stream", "jacobi", "md", "ep"),
+                         ::testing::Combine(::testing::Values("stream", "jacobi", "md", "ep", "is", "cg"),
                                             ::testing::Values(1, 2, 4), ::testing::Bool()),
                          [](const auto& info) {
                            return fmt::format("{}_{}w_{}", std::get<0>(info.param), std::get<1>(info.param),
