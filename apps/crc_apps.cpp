@@ -54,7 +54,9 @@ void stream_init(double* a, double* b, double* c, std::size_t n) {
 }
 
 Output stream_reference(Scale s) {
-  const auto [n, times] = stream_size(s);
+  const StreamSize size = stream_size(s);  // named, not bound: lambdas capture them
+  const std::size_t n = size.n;
+  const int times = size.times;
   std::vector<double> a(n), b(n), c(n);
   stream_init(a.data(), b.data(), c.data(), n);
   for (int k = 0; k < times; ++k) {
@@ -67,7 +69,9 @@ Output stream_reference(Scale s) {
 }
 
 Output stream_openmp(int threads, Scale s) {
-  const auto [n, times] = stream_size(s);
+  const StreamSize size = stream_size(s);  // named, not bound: lambdas capture them
+  const std::size_t n = size.n;
+  const int times = size.times;
   std::vector<double> a(n), b(n), c(n);
   const auto sn = static_cast<std::int64_t>(n);
 #pragma omp parallel for num_threads(threads) schedule(static)
@@ -97,7 +101,9 @@ Output stream_openmp(int threads, Scale s) {
 }
 
 Output stream_crc(crc::Runtime& rt, Version v, Scale s) {
-  const auto [n, times] = stream_size(s);
+  const StreamSize size = stream_size(s);  // named, not bound: lambdas capture them
+  const std::size_t n = size.n;
+  const int times = size.times;
   double* a = rt.alloc<double>(n);
   double* b = rt.alloc<double>(n);
   double* c = rt.alloc<double>(n);
@@ -106,7 +112,8 @@ Output stream_crc(crc::Runtime& rt, Version v, Scale s) {
   const std::size_t granule = rt.page_size() / sizeof(double);
   rt.run([&] {
     if (v == Version::plain) {
-      const auto [lo, hi] = crc::share(n);
+      const std::pair<std::size_t, std::size_t> lo_hi = crc::share(n);
+      const std::size_t lo = lo_hi.first, hi = lo_hi.second;
       for (int k = 0; k < times; ++k) {
         for (std::size_t i = lo; i < hi; ++i) crc::write(&c[i], crc::read(&a[i]));
         crc::barrier();
@@ -121,7 +128,8 @@ Output stream_crc(crc::Runtime& rt, Version v, Scale s) {
       return;
     }
     // Page-aligned shares: every page has one writer; sources are read-only in each phase.
-    const auto [lo, hi] = crc::share(n, granule);
+    const std::pair<std::size_t, std::size_t> lo_hi = crc::share(n, granule);
+    const std::size_t lo = lo_hi.first, hi = lo_hi.second;
     // dst[i] = f(x[i], y[i]) page by page in the local store.
     const auto kernel = [&](double* dst, const double* x, const double* y, auto f) {
       for (std::size_t i = lo; i < hi;) {
@@ -198,7 +206,9 @@ Output jacobi_output(const double* u, std::size_t n, double error) {
 }
 
 Output jacobi_reference(Scale s) {
-  const auto [n, iters] = jacobi_size(s);
+  const JacobiSize size = jacobi_size(s);  // named, not bound: lambdas capture them
+  const std::size_t n = size.n;
+  const int iters = size.iterations;
   const JacobiCoefficients c = jacobi_coefficients(n);
   std::vector<double> u(n * n), uold(n * n), f(n * n);
   jacobi_init(u.data(), f.data(), n);
@@ -218,7 +228,9 @@ Output jacobi_reference(Scale s) {
 }
 
 Output jacobi_openmp(int threads, Scale s) {
-  const auto [n, iters] = jacobi_size(s);
+  const JacobiSize size = jacobi_size(s);  // named, not bound: lambdas capture them
+  const std::size_t n = size.n;
+  const int iters = size.iterations;
   const JacobiCoefficients c = jacobi_coefficients(n);
   std::vector<double> u(n * n), uold(n * n), f(n * n);
   jacobi_init(u.data(), f.data(), n);
@@ -246,7 +258,9 @@ Output jacobi_openmp(int threads, Scale s) {
 }
 
 Output jacobi_crc(crc::Runtime& rt, Version v, Scale s) {
-  const auto [n, iters] = jacobi_size(s);
+  const JacobiSize size = jacobi_size(s);  // named, not bound: lambdas capture them
+  const std::size_t n = size.n;
+  const int iters = size.iterations;
   const JacobiCoefficients c = jacobi_coefficients(n);
   double* u = rt.alloc<double>(n * n);
   double* uold = rt.alloc<double>(n * n);
@@ -256,7 +270,8 @@ Output jacobi_crc(crc::Runtime& rt, Version v, Scale s) {
   const std::size_t granule = rt.page_size() / sizeof(double);
   rt.run([&] {
     const bool opt = v == Version::optimized;
-    const auto [lo, hi] = opt ? crc::share(n * n, granule) : crc::share(n * n);
+    const std::pair<std::size_t, std::size_t> lo_hi = opt ? crc::share(n * n, granule) : crc::share(n * n);
+    const std::size_t lo = lo_hi.first, hi = lo_hi.second;
     const auto w = static_cast<std::size_t>(crc::worker_id());
     // Optimized: the worker's points live in private memory (mine), its part of f too; each sweep
     // writes uold's share whole, then reads the share of uold with a row of halo on each side.
@@ -386,7 +401,9 @@ Output md_output(const double* pos, std::size_t np, double potential, double kin
 }
 
 Output md_reference(Scale s) {
-  const auto [np, steps] = md_size(s);
+  const MdSize size = md_size(s);  // named, not bound: lambdas capture them
+  const std::size_t np = size.particles;
+  const int steps = size.steps;
   std::vector<double> pos(kDims * np), vel(kDims * np), acc(kDims * np), force(kDims * np);
   md_init(pos.data(), vel.data(), acc.data(), np);
   double potential = 0, kinetic = 0;
@@ -412,7 +429,9 @@ Output md_reference(Scale s) {
 }
 
 Output md_openmp(int threads, Scale s) {
-  const auto [np, steps] = md_size(s);
+  const MdSize size = md_size(s);  // named, not bound: lambdas capture them
+  const std::size_t np = size.particles;
+  const int steps = size.steps;
   std::vector<double> pos(kDims * np), vel(kDims * np), acc(kDims * np), force(kDims * np);
   md_init(pos.data(), vel.data(), acc.data(), np);
   double potential = 0, kinetic = 0;
@@ -445,7 +464,9 @@ Output md_openmp(int threads, Scale s) {
 }
 
 Output md_crc(crc::Runtime& rt, Version v, Scale s) {
-  const auto [np, steps] = md_size(s);
+  const MdSize size = md_size(s);  // named, not bound: lambdas capture them
+  const std::size_t np = size.particles;
+  const int steps = size.steps;
   double* pos = rt.alloc<double>(kDims * np);
   double* vel = rt.alloc<double>(kDims * np);
   double* acc = rt.alloc<double>(kDims * np);
@@ -457,7 +478,8 @@ Output md_crc(crc::Runtime& rt, Version v, Scale s) {
     const bool opt = v == Version::optimized;
     const auto w = static_cast<std::size_t>(crc::worker_id());
     // Particles in page-aligned shares (optimized: one writer per page of every dimension's array).
-    const auto [lo, hi] = opt ? crc::share(np, granule) : crc::share(np);
+    const std::pair<std::size_t, std::size_t> lo_hi = opt ? crc::share(np, granule) : crc::share(np);
+    const std::size_t lo = lo_hi.first, hi = lo_hi.second;
     const auto put = [&](double* p, double x) {
       if (opt)
         crc::write_single(p, x);
@@ -605,7 +627,8 @@ Output ep_crc(crc::Runtime& rt, Version v, Scale s) {
   auto* total = rt.alloc<EpTally>(1);
   rt.run([&] {
     EpTally t;
-    const auto [lo, hi] = crc::share(batches);
+    const std::pair<std::size_t, std::size_t> lo_hi = crc::share(batches);
+    const std::size_t lo = lo_hi.first, hi = lo_hi.second;
     for (std::uint64_t b = lo; b < hi; ++b) ep_batch(b, t);
     // EP shares nothing but its tallies, which meet in shared memory under a lock in both versions.
     crc::lock(0);
@@ -654,7 +677,10 @@ std::vector<std::int32_t> is_keys(const IsSize& z) {
 Output is_output(const std::int32_t* prefix, const std::int32_t* keys, const IsSize& z) {
   // The ranks of a few keys spread over the array, and the sum of all prefix counts.
   Output o;
-  for (std::size_t t = 1; t <= 5; ++t) o.values.push_back(prefix[keys[t * z.keys / 7]]);
+  for (std::size_t t = 1; t <= 5; ++t) {
+    const std::size_t at = t * z.keys / 7;
+    o.values.push_back(static_cast<double>(prefix[keys[at]]));
+  }
   double sum = 0;
   for (std::size_t v = 0; v < z.values; ++v) sum += prefix[v];
   o.values.push_back(sum);
@@ -725,8 +751,11 @@ Output is_crc(crc::Runtime& rt, Version v, Scale s) {
   rt.run([&] {
     const bool opt = v == Version::optimized;
     const auto w = static_cast<std::size_t>(crc::worker_id());
-    const auto [klo, khi] = crc::share(z.keys);
-    const auto [vlo, vhi] = opt ? crc::share(z.values, granule) : crc::share(z.values);
+    const std::pair<std::size_t, std::size_t> klo_khi = crc::share(z.keys);
+    const std::size_t klo = klo_khi.first, khi = klo_khi.second;
+    const std::pair<std::size_t, std::size_t> vlo_vhi =
+        opt ? crc::share(z.values, granule) : crc::share(z.values);
+    const std::size_t vlo = vlo_vhi.first, vhi = vlo_vhi.second;
     std::vector<std::int32_t> count(z.values + 1);
     for (int it = 1; it <= kIsIterations; ++it) {
       if (w == 0) {
@@ -957,7 +986,8 @@ Output cg_crc(crc::Runtime& rt, Version v, Scale s) {
   rt.run([&] {
     const bool opt = v == Version::optimized;
     const auto w = static_cast<std::size_t>(crc::worker_id());
-    const auto [lo, hi] = opt ? crc::share(z.n, granule) : crc::share(z.n);
+    const std::pair<std::size_t, std::size_t> lo_hi = opt ? crc::share(z.n, granule) : crc::share(z.n);
+    const std::size_t lo = lo_hi.first, hi = lo_hi.second;
     double *x = vec[0], *zz = vec[1], *p = vec[2], *q = vec[3], *r = vec[4];
     const auto get = [&](const double* e) { return opt ? crc::read_only(e) : crc::read(e); };
     const auto put = [&](double* e, double value) {

@@ -12,7 +12,7 @@
 namespace hdsm::crc::detail {
 
 Directory::Directory(std::size_t pages, std::size_t page_size, int workers)
-    : page_size_(page_size), workers_(workers), lists_(static_cast<std::size_t>(workers)) {
+    : page_size_(page_size), lists_(static_cast<std::size_t>(workers)) {
   if (workers < 1 || workers > kMaxWorkers)
     throw InvalidArgument(
         fmt::format("crc directory for {} workers: 1 to {} are supported", workers, kMaxWorkers));

@@ -72,7 +72,6 @@ class Directory {
   void drop_twin(std::size_t page, int w);
 
   std::size_t page_size_;
-  int workers_;
   std::vector<Entry> entries_;
   std::vector<std::size_t> touched_;  // pages whose entry is not empty, for a cheap reset
   std::vector<std::uint8_t> is_touched_;

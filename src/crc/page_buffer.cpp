@@ -34,7 +34,7 @@ Geometry geometry(std::size_t local_store, std::size_t page_size, std::size_t se
   return g;
 }
 
-PageBuffer::PageBuffer(std::size_t local_store, std::string owner)
+PageBuffer::PageBuffer(std::size_t local_store, const std::string& owner)
     : store_(local_store, "local store of " + owner, /*populate=*/true) {}
 
 void PageBuffer::configure(const Geometry& g) {

@@ -43,7 +43,7 @@ inline constexpr std::size_t kMaxPageSize = 64 << 10;
 class PageBuffer {
  public:
   /// A local store of `local_store` bytes, private to one worker.
-  explicit PageBuffer(std::size_t local_store, std::string owner);
+  explicit PageBuffer(std::size_t local_store, const std::string& owner);
 
   /// Empties the buffer and lays it out for `g` (the caller has flushed what was modified).
   void configure(const Geometry& g);

@@ -139,7 +139,7 @@ class ThreadsTransport::Worker final : public WorkerLink {
   std::byte* base_;
 };
 
-ThreadsTransport::ThreadsTransport(int workers, std::byte* base) : base_(base) {
+ThreadsTransport::ThreadsTransport(int workers, std::byte* base) {
   bell_ = std::make_unique<Doorbell>();
   for (int w = 0; w < workers; ++w) boxes_.push_back(std::make_unique<Mailbox>());
   home_ = std::make_unique<Home>(boxes_, *bell_);

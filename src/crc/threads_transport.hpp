@@ -35,7 +35,6 @@ class ThreadsTransport {
   class Worker;
 
  private:
-  std::byte* base_;
   std::unique_ptr<Doorbell> bell_;
   std::vector<std::unique_ptr<Mailbox>> boxes_;
   std::unique_ptr<Home> home_;

@@ -50,7 +50,7 @@ void Worker::end() {
   detail::current = &kOutsideTask;
 }
 
-void Worker::failed(std::exception_ptr error) {
+void Worker::failed(const std::exception_ptr& error) {
   Request r{.op = Op::failed, .worker = id_};
   try {
     std::rethrow_exception(error);

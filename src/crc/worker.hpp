@@ -37,7 +37,7 @@ class Worker {
   /// The release at the end of the task, then the done post; the buffer empties.
   void end();
   /// The task threw `error` (a RegionAborted counts as done).
-  void failed(std::exception_ptr error);
+  void failed(const std::exception_ptr& error);
 
   void access(Access access, const void* address, void* bytes, std::size_t size);
   std::pair<std::byte*, std::size_t> localize(Access access, const void* address, std::size_t element);

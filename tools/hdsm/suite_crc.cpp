@@ -213,8 +213,8 @@ void apps_experiments(SuiteContext& ctx) {
       ctx.progress.start(fmt::format("fig11 {} at {} B pages, {} workers", app.name, page, workers));
       rt.page_size(page);
       rt.reset_stats();
-      std::vector<double> s;
-      for (int r = 0; r < reps; ++r) s.push_back(timed(app, rt, capps::Version::plain, scale, want));
+      std::vector<double> s(static_cast<std::size_t>(reps));
+      for (double& one : s) one = timed(app, rt, capps::Version::plain, scale, want);
       const double t = median(s);
       if (page == pages.front()) at_1k = t;
       ctx.results.add_row({{"experiment", "fig11"},
@@ -230,8 +230,8 @@ void apps_experiments(SuiteContext& ctx) {
       if (page == 4096)
         ctx.results.add_summary({fmt::format("{} conflict misses at 4 KiB pages ({} local store)", app.name,
                                              format_bytes(crc::Options::from_environment().local_store)),
-                                 static_cast<double>(st.conflict_misses / static_cast<std::uint64_t>(reps)),
-                                 "", "target 0 for stream, jacobi and md"});
+                                 static_cast<double>(st.conflict_misses) / reps, "",
+                                 "target 0 for stream, jacobi and md"});
     }
     // Figs. 12 and 13: one worker against `workers`, plain and optimized, and OpenMP on as many
     // threads; interleaved, taking turns.
