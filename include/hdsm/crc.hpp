@@ -270,6 +270,11 @@ class Runtime {
   /// error a worker raised (or a barrier or lock that not every worker reached) ends the region and
   /// is rethrown here, its message naming the worker.
   void run(const std::function<void()>& task);
+  /// A region that needs no servicing (only read_only, write_single and overwrite_local accesses,
+  /// no locks or barriers): the home runs the task too, as worker number workers() of
+  /// workers() + 1, and serves afterwards. An access of the home's that needs the home is
+  /// Unsupported. Threads transport only.
+  void run_with_home(const std::function<void()>& task);
   /// The seed's style: tasks registered under numbers, run by number.
   void define(int task_id, std::function<void()> task);
   void run(int task_id);

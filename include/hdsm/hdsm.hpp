@@ -8,6 +8,7 @@
 #include <hdsm/adsm.hpp>
 #include <hdsm/config.hpp>
 #include <hdsm/container.hpp>
+#include <hdsm/crc.hpp>
 #include <hdsm/device.hpp>
 #include <hdsm/error.hpp>
 #include <hdsm/kernel.hpp>

@@ -27,6 +27,8 @@ class Engine {
   /// Runs one region with this page-buffer geometry; returns its counters (summed over the
   /// workers, on the home) or throws the region's error (on every rank).
   virtual Stats run(const std::function<void()>& task, const Geometry& geometry) = 0;
+  /// The same with the home running the task too, as the last of workers() + 1 workers.
+  virtual Stats run_with_home(const std::function<void()>& task, const Geometry& geometry) = 0;
 };
 
 /// The engine factory libhdsm_mpi provides as the C symbol hdsm_crc_mpi_engine (found at run time,

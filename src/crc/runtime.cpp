@@ -66,18 +66,47 @@ int default_workers() {
   return static_cast<int>(std::clamp(cores - 1, 1u, static_cast<unsigned>(detail::kMaxWorkers)));
 }
 
+// The home's own link in regions it works in: direct copies are its own memory, a single writer's
+// page goes straight into its directory, and anything that needs serving is refused (the home is
+// busy with the task).
+class HomeSelfLink final : public detail::WorkerLink {
+ public:
+  HomeSelfLink(detail::Directory& directory, std::byte* base) : directory_(directory), base_(base) {}
+  detail::Reply call(detail::Request& r) override {
+    throw Unsupported(fmt::format(
+        "crc worker {} (the home, in run_with_home): its {} needs the home, which is running the task; a "
+        "region the home works in may use read_only, write_single and overwrite_local only",
+        r.worker, detail::to_string(r.op)));
+  }
+  void post(detail::Request& r) override {
+    if (r.op == detail::Op::single_put) directory_.single_writer_update(r.page, r.worker);
+  }
+  void get(std::uint64_t offset, std::byte* into, std::size_t bytes) override {
+    std::memcpy(into, base_ + offset, bytes);
+  }
+  void put(std::uint64_t offset, const std::byte* from, std::size_t bytes) override {
+    std::memcpy(base_ + offset, from, bytes);
+  }
+
+ private:
+  detail::Directory& directory_;
+  std::byte* base_;
+};
+
 // Workers on threads of this process; the home is the thread that calls run.
 class ThreadsEngine final : public detail::Engine {
  public:
   explicit ThreadsEngine(const Options& o)
-      : workers_(o.workers > 0 ? o.workers : default_workers()),
+      : options_local_store_(o.local_store),
+        workers_(o.workers > 0 ? o.workers : default_workers()),
         bytes_(round_up(o.shared_bytes)),
         // One alignment more than the space: its start is rounded up to the largest page size, so
         // pages (aligned by address) never start before it.
         mapping_(bytes_ + kAlignment, "crc shared space"),
         data_(detail::align_space(mapping_.data())),
         heap_(bytes_, kAlignment),
-        directory_(bytes_ / o.page_size, o.page_size, workers_),
+        // One more worker than threads: the home, in regions it works in (run_with_home).
+        directory_(bytes_ / o.page_size, o.page_size, std::min(workers_ + 1, detail::kMaxWorkers)),
         transport_(workers_, data_),
         home_(transport_.home(), directory_, data_, workers_, o.timeout) {
     const detail::Space space{reinterpret_cast<std::uintptr_t>(data_), bytes_};
@@ -120,15 +149,52 @@ class ThreadsEngine final : public detail::Engine {
   }
 
   Stats run(const std::function<void()>& task, const detail::Geometry& geometry) override {
+    return run_region(task, geometry, false);
+  }
+
+  Stats run_with_home(const std::function<void()>& task, const detail::Geometry& geometry) override {
+    if (workers_ + 1 > detail::kMaxWorkers)
+      throw InvalidArgument(
+          fmt::format("crc::Runtime::run_with_home with {} workers: the home would be worker {}, "
+                      "beyond the {} supported",
+                      workers_, workers_ + 1, detail::kMaxWorkers));
+    return run_region(task, geometry, true);
+  }
+
+ private:
+  Stats run_region(const std::function<void()>& task, const detail::Geometry& geometry, bool home_works) {
     directory_.reset(bytes_ / geometry.page_size, geometry.page_size);
     transport_.set_page_size(geometry.page_size);
     geometry_ = geometry;
+    region_count_ = home_works ? workers_ + 1 : workers_;
     task_ = &task;
     idle_.store(0);
     generation_.fetch_add(1, std::memory_order_release);
     generation_.notify_all();
     Stats region;
-    const std::exception_ptr error = home_.serve(geometry.page_size, region);
+    std::exception_ptr home_error;
+    if (home_works) {
+      // The home's own share first (it needs no servicing, so nobody waits for it), then it serves
+      // whatever the workers ask.
+      if (!home_worker_) {
+        home_link_ = std::make_unique<HomeSelfLink>(directory_, data_);
+        home_worker_ =
+            std::make_unique<detail::Worker>(workers_, workers_ + 1, options_local_store_, *home_link_,
+                                             detail::Space{reinterpret_cast<std::uintptr_t>(data_), bytes_});
+      }
+      home_worker_->begin(geometry, workers_ + 1);
+      try {
+        task();
+        home_worker_->end();
+      } catch (...) {
+        home_error = std::current_exception();
+        home_worker_->failed(home_error);
+      }
+      detail::add_stats(region, home_worker_->stats());
+      home_worker_->reset_stats();
+    }
+    std::exception_ptr error = home_.serve(geometry.page_size, region);
+    if (!error) error = home_error;
     // The workers are back to waiting once they posted done; wait for them to get there.
     if (!os::spin_until([&] { return idle_.load() == workers_; }))
       while (idle_.load() != workers_) std::this_thread::yield();
@@ -143,7 +209,6 @@ class ThreadsEngine final : public detail::Engine {
     return region;
   }
 
- private:
   void worker_loop(int w) {
     detail::Worker& worker = *workers_state_[static_cast<std::size_t>(w)];
     std::uint64_t seen = 0;
@@ -152,7 +217,7 @@ class ThreadsEngine final : public detail::Engine {
         while (generation_.load(std::memory_order_acquire) == seen) generation_.wait(seen);
       seen = generation_.load(std::memory_order_acquire);
       if (stop_.load()) return;
-      worker.begin(geometry_);
+      worker.begin(geometry_, region_count_);
       try {
         (*task_)();
         worker.end();
@@ -163,6 +228,7 @@ class ThreadsEngine final : public detail::Engine {
     }
   }
 
+  std::size_t options_local_store_;
   int workers_;
   std::size_t bytes_;
   os::Mapping mapping_;
@@ -179,6 +245,9 @@ class ThreadsEngine final : public detail::Engine {
   std::atomic<int> idle_{0};
   std::atomic<bool> stop_{false};
   const std::function<void()>* task_ = nullptr;
+  int region_count_ = 0;
+  std::unique_ptr<HomeSelfLink> home_link_;
+  std::unique_ptr<detail::Worker> home_worker_;
 };
 
 std::unique_ptr<detail::Engine> make_engine(const Options& o) {
@@ -211,11 +280,12 @@ class Runtime::Impl {
   Stats stats_;
   std::map<int, std::function<void()>> tasks_;
 
-  void run(const std::function<void()>& task) {
+  void run(const std::function<void()>& task, bool home_works) {
     if (running_) throw InvalidArgument("crc::Runtime::run inside a region: regions do not nest");
     running_ = true;
     try {
-      const Stats region = engine_->run(task, geometry_);
+      const Stats region =
+          home_works ? engine_->run_with_home(task, geometry_) : engine_->run(task, geometry_);
       detail::add_stats(stats_, region);
     } catch (...) {
       stats_.regions += 1;
@@ -246,13 +316,14 @@ std::size_t Runtime::frames() const { return impl_->geometry_.frames; }
 std::size_t Runtime::sets() const { return impl_->geometry_.sets; }
 int Runtime::workers() const { return impl_->engine_->workers(); }
 bool Runtime::is_home() const { return impl_->engine_->is_home(); }
-void Runtime::run(const std::function<void()>& task) { impl_->run(task); }
+void Runtime::run(const std::function<void()>& task) { impl_->run(task, false); }
+void Runtime::run_with_home(const std::function<void()>& task) { impl_->run(task, true); }
 void Runtime::define(int task_id, std::function<void()> task) { impl_->tasks_[task_id] = std::move(task); }
 void Runtime::run(int task_id) {
   const auto it = impl_->tasks_.find(task_id);
   if (it == impl_->tasks_.end())
     throw InvalidArgument(fmt::format("crc::Runtime::run({}): no task defined under that number", task_id));
-  impl_->run(it->second);
+  impl_->run(it->second, false);
 }
 Stats Runtime::stats() const { return impl_->stats_; }
 void Runtime::reset_stats() { impl_->stats_ = Stats{}; }

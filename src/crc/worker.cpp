@@ -29,12 +29,14 @@ Worker* Worker::current() { return current_worker; }
 
 Worker::Worker(int id, int count, std::size_t local_store, WorkerLink& link, Space space)
     : id_(id),
+      made_count_(count),
       count_(count),
       link_(link),
       space_(space),
       buffer_(local_store, fmt::format("crc worker {}", id)) {}
 
-void Worker::begin(const Geometry& g) {
+void Worker::begin(const Geometry& g, int count) {
+  count_ = count > 0 ? count : made_count_;
   buffer_.configure(g);
   barriers_ = 0;
   current_worker = this;

@@ -32,8 +32,9 @@ class Worker {
  public:
   Worker(int id, int count, std::size_t local_store, WorkerLink& link, Space space);
 
-  /// Lays the page buffer out for `g` and makes this the current thread's worker.
-  void begin(const Geometry& g);
+  /// Lays the page buffer out for `g` and makes this the current thread's worker, one of `count`
+  /// (0: the count it was made with).
+  void begin(const Geometry& g, int count = 0);
   /// The release at the end of the task, then the done post; the buffer empties.
   void end();
   /// The task threw `error` (a RegionAborted counts as done).
@@ -77,6 +78,7 @@ class Worker {
   std::uintptr_t check_range(const void* address, std::size_t size, const char* what) const;
 
   int id_;
+  int made_count_;
   int count_;
   WorkerLink& link_;
   Space space_;

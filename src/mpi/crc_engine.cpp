@@ -346,6 +346,11 @@ class MpiEngine final : public Engine {
     sizes_.erase(it);
   }
 
+  Stats run_with_home(const std::function<void()>&, const Geometry&) override {
+    throw Unsupported(
+        "crc::Runtime::run_with_home over MPI: the home (rank 0) cannot run a task there yet; use run");
+  }
+
   Stats run(const std::function<void()>& task, const Geometry& geometry) override {
     Stats mine;
     std::exception_ptr error;

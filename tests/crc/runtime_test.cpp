@@ -335,3 +335,51 @@ TEST(CrcErrors, AccessOutsideATaskAndBadOptions) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(CrcHomeWorks, TheHomeRunsTheTaskTooInARegionThatNeedsNoServicing) {
+  crc::Runtime rt(options(2, 1024));
+  const std::size_t n = 3 * 4096;
+  double* in = rt.alloc<double>(n);
+  double* out = rt.alloc<double>(n);
+  for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<double>(i);
+  std::atomic<int> seen_count{0}, home_ran{0};
+  rt.run_with_home([&] {
+    seen_count.store(crc::worker_count());
+    if (crc::worker_id() == rt.workers()) home_ran.store(1);
+    const auto [lo, hi] = crc::share(n, rt.page_size() / sizeof(double));
+    for (std::size_t i = lo; i < hi;) {
+      const crc::Local<double> d = crc::overwrite_local(&out[i]);
+      const crc::Local<const double> s = crc::read_only_local(&in[i]);
+      const std::size_t m = std::min({d.count, s.count, hi - i});
+      for (std::size_t k = 0; k < m; ++k) d.data[k] = 2 * s.data[k];
+      i += m;
+    }
+  });
+  EXPECT_EQ(seen_count.load(), 3);
+  EXPECT_EQ(home_ran.load(), 1);
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], 2.0 * static_cast<double>(i)) << i;
+  EXPECT_EQ(rt.stats().write_faults + rt.stats().read_misses, 0u);
+  // A plain region afterwards has the workers alone again.
+  rt.run([&] { seen_count.store(crc::worker_count()); });
+  EXPECT_EQ(seen_count.load(), 2);
+}
+
+TEST(CrcHomeWorks, AnAccessOfTheHomesThatNeedsServingIsUnsupported) {
+  crc::Runtime rt(options(1));
+  int* a = rt.alloc<int>(16);
+  try {
+    rt.run_with_home([&] {
+      if (crc::worker_id() == rt.workers()) crc::write(&a[0], 1);  // a write fault: needs the home
+    });
+    FAIL() << "no error";
+  } catch (const hdsm::Unsupported& e) {
+    EXPECT_NE(std::string(e.what()).find("crc worker 1 (the home, in run_with_home)"), std::string::npos)
+        << e.what();
+  }
+  rt.run([&] { crc::write(&a[1], 2); });  // the runtime goes on
+  EXPECT_EQ(a[1], 2);
+}
+
+}  // namespace
