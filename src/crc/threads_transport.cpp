@@ -37,8 +37,7 @@ class ThreadsTransport::Home final : public HomeLink {
       if (os::spin_until([&] { return any(); })) continue;
       std::unique_lock lock(bell_.mutex);
       bell_.sleeping.store(true, std::memory_order_seq_cst);
-      // Pairs with the worker's push (tail, then sleeping): one of the two sees the other.
-      std::atomic_thread_fence(std::memory_order_seq_cst);
+      // Pairs with the worker's push (tail, then sleeping, both seq_cst): one of the two sees the other.
       const bool ready = bell_.cv.wait_until(lock, deadline, [&] { return any(); });
       bell_.sleeping.store(false, std::memory_order_relaxed);
       if (!ready) return false;
@@ -65,7 +64,7 @@ class ThreadsTransport::Home final : public HomeLink {
  private:
   bool any() const {
     for (const auto& box : boxes_)
-      if (box->head.load(std::memory_order_relaxed) != box->tail.load(std::memory_order_acquire)) return true;
+      if (box->head.load(std::memory_order_relaxed) != box->tail.load(std::memory_order_seq_cst)) return true;
     return false;
   }
   // Round-robin: the worker after the one served last goes first.
@@ -124,7 +123,6 @@ class ThreadsTransport::Worker final : public WorkerLink {
       }
     box_.slots[tail % kSlots] = std::move(request);
     box_.tail.store(tail + 1, std::memory_order_seq_cst);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
     ring();
   }
   void ring() {

@@ -167,7 +167,8 @@ class MpiWorkerLink final : public WorkerLink {
     at += h.page_bytes;
     if (r.invalidations != nullptr) {
       r.invalidations->resize(h.invalidations);
-      std::memcpy(r.invalidations->data(), at, h.invalidations * sizeof(std::uint64_t));
+      if (h.invalidations != 0)
+        std::memcpy(r.invalidations->data(), at, h.invalidations * sizeof(std::uint64_t));
     }
     at += h.invalidations * sizeof(std::uint64_t);
     reply.message.assign(reinterpret_cast<const char*>(at), h.message);
