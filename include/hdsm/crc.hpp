@@ -106,71 +106,64 @@ HDSM_API void access(Access access, const void* address, void* bytes, std::size_
 HDSM_API std::pair<std::byte*, std::size_t> localize(Access access, const void* address, std::size_t element);
 }  // namespace detail
 
-/// Reads *p through the page buffer (fetching its page from the home on a miss).
-template <class T>
-T read(const T* p) {
-  static_assert(std::is_trivially_copyable_v<T>, "crc::read needs a trivially copyable type");
-  const detail::Lookup& l = *detail::current;
+namespace detail {
+/// The hit paths: the page in the read (or write) tags, the bytes copied from (or to) the local
+/// store; anything else goes to the slow path with `access`.
+template <Access A, class T>
+T load(const T* p) {
+  static_assert(std::is_trivially_copyable_v<T>, "crc reads need a trivially copyable type");
+  const Lookup& l = *current;
   const auto a = reinterpret_cast<std::uintptr_t>(p);
   T v;
-  if (detail::fits(l, a, sizeof(T))) [[likely]] {
-    if (const int way = detail::way_of(l, l.read_tags, a); way >= 0) [[likely]] {
+  if (fits(l, a, sizeof(T))) [[likely]] {
+    if (const int way = way_of(l, l.read_tags, a); way >= 0) [[likely]] {
       std::memcpy(&v, l.frames[way] + (a & l.offset_mask), sizeof(T));
       return v;
     }
   }
-  detail::access(detail::Access::read, p, &v, sizeof(T));
+  access(A, p, &v, sizeof(T));
   return v;
+}
+template <Access A, class T>
+void store(T* p, const T& v) {
+  static_assert(std::is_trivially_copyable_v<T>, "crc writes need a trivially copyable type");
+  const Lookup& l = *current;
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  if (fits(l, a, sizeof(T))) [[likely]] {
+    if (const int way = way_of(l, l.write_tags, a); way >= 0) [[likely]] {
+      std::memcpy(l.frames[way] + (a & l.offset_mask), &v, sizeof(T));
+      return;
+    }
+  }
+  access(A, p, const_cast<T*>(&v), sizeof(T));
+}
+}  // namespace detail
+
+/// Reads *p through the page buffer (fetching its page from the home on a miss).
+template <class T>
+T read(const T* p) {
+  return detail::load<detail::Access::read>(p);
 }
 
 /// Writes v to *p in the page buffer (asking the home for write permission on the first write to
 /// the page since the last release).
 template <class T>
 void write(T* p, const std::type_identity_t<T>& v) {
-  static_assert(std::is_trivially_copyable_v<T>, "crc::write needs a trivially copyable type");
-  const detail::Lookup& l = *detail::current;
-  const auto a = reinterpret_cast<std::uintptr_t>(p);
-  if (detail::fits(l, a, sizeof(T))) [[likely]] {
-    if (const int way = detail::way_of(l, l.write_tags, a); way >= 0) [[likely]] {
-      std::memcpy(l.frames[way] + (a & l.offset_mask), &v, sizeof(T));
-      return;
-    }
-  }
-  detail::access(detail::Access::write, p, const_cast<T*>(&v), sizeof(T));
+  detail::store<detail::Access::write>(p, v);
 }
 
 /// read() for data no worker writes in this region: a miss copies the page straight from the shared
 /// space, with no handshake. The copy is dropped at the next acquire.
 template <class T>
 T read_only(const T* p) {
-  static_assert(std::is_trivially_copyable_v<T>, "crc::read_only needs a trivially copyable type");
-  const detail::Lookup& l = *detail::current;
-  const auto a = reinterpret_cast<std::uintptr_t>(p);
-  T v;
-  if (detail::fits(l, a, sizeof(T))) [[likely]] {
-    if (const int way = detail::way_of(l, l.read_tags, a); way >= 0) [[likely]] {
-      std::memcpy(&v, l.frames[way] + (a & l.offset_mask), sizeof(T));
-      return v;
-    }
-  }
-  detail::access(detail::Access::read_only, p, &v, sizeof(T));
-  return v;
+  return detail::load<detail::Access::read_only>(p);
 }
 
 /// write() for pages only this worker writes in this region: no handshake to fetch or to write
 /// back; the whole page goes back to the shared space at the release.
 template <class T>
 void write_single(T* p, const std::type_identity_t<T>& v) {
-  static_assert(std::is_trivially_copyable_v<T>, "crc::write_single needs a trivially copyable type");
-  const detail::Lookup& l = *detail::current;
-  const auto a = reinterpret_cast<std::uintptr_t>(p);
-  if (detail::fits(l, a, sizeof(T))) [[likely]] {
-    if (const int way = detail::way_of(l, l.write_tags, a); way >= 0) [[likely]] {
-      std::memcpy(l.frames[way] + (a & l.offset_mask), &v, sizeof(T));
-      return;
-    }
-  }
-  detail::access(detail::Access::write_single, p, const_cast<T*>(&v), sizeof(T));
+  detail::store<detail::Access::write_single>(p, v);
 }
 
 /// A run of elements in the local store: data[0 .. count) are p[0 .. count), up to the page's end.
