@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 namespace hdsm::coherence {
 namespace {
@@ -90,6 +91,48 @@ bool any_change(std::span<const std::byte> diff) {
   for (const std::byte b : diff)
     if (b != std::byte{0}) return true;
   return false;
+}
+
+std::size_t diff_runs(std::span<const std::byte> local, std::span<const std::byte> twin,
+                      std::vector<DiffRun>& runs, std::size_t join_gap) {
+  check_sizes("diff_runs", local.size(), twin.size(), twin.size());
+  if (local.size() > std::numeric_limits<std::uint32_t>::max())
+    throw InvalidArgument(fmt::format("diff_runs: a page of {} bytes is above 4 GiB", local.size()));
+  const std::size_t n = local.size();
+  const std::size_t first_new = runs.size();
+  std::size_t covered = 0;
+  const auto add = [&](std::size_t begin, std::size_t end) {
+    if (runs.size() > first_new) {
+      DiffRun& last = runs.back();
+      if (begin - (last.offset + last.length) < join_gap) {
+        covered += end - (last.offset + last.length);
+        last.length = static_cast<std::uint32_t>(end - last.offset);
+        return;
+      }
+    }
+    runs.push_back({static_cast<std::uint32_t>(begin), static_cast<std::uint32_t>(end - begin)});
+    covered += end - begin;
+  };
+  std::size_t i = 0;
+  while (i < n) {
+    // Skip equal words, then find where the run starts and ends byte-exactly.
+    while (i + 8 <= n && load(local.data() + i) == load(twin.data() + i)) i += 8;
+    while (i < n && local[i] == twin[i]) ++i;
+    if (i == n) break;
+    const std::size_t begin = i;
+    // Words whose every byte changed at once, single bytes elsewhere.
+    while (i < n) {
+      if ((i & 7) == 0 && i + 8 <= n &&
+          byte_mask(load(local.data() + i) ^ load(twin.data() + i)) == ~std::uint64_t{0})
+        i += 8;
+      else if (local[i] != twin[i])
+        ++i;
+      else
+        break;
+    }
+    add(begin, i);
+  }
+  return covered;
 }
 
 }  // namespace hdsm::coherence

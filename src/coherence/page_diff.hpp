@@ -1,12 +1,14 @@
 // The page machinery shared by the page-based memory models (centralized release consistency, the
 // cluster's kernel-boundary DSM): twins, byte diffs against a twin, XOR diffs, and applying them.
-// Pure functions over byte ranges: no locking, no allocation.
+// Functions over byte ranges: no locking; only diff_runs allocates (its output vector).
 #pragma once
 
 #include <hdsm/export.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
+#include <vector>
 
 HDSM_VISIBLE_BEGIN
 namespace hdsm::coherence {
@@ -32,6 +34,18 @@ void apply_xor_diff(std::span<std::byte> home, std::span<const std::byte> diff);
 
 /// True when some byte of `diff` is nonzero.
 bool any_change(std::span<const std::byte> diff);
+
+/// A run of changed bytes of a page: [offset, offset + length).
+struct DiffRun {
+  std::uint32_t offset;
+  std::uint32_t length;
+};
+
+/// Appends to `runs` the runs of bytes where `local` differs from `twin` (one size, at most 4 GiB),
+/// in increasing order. Runs separated by fewer than `join_gap` equal bytes are joined into one, as a
+/// run's header on the wire costs more than a few equal bytes. Returns the bytes the new runs cover.
+std::size_t diff_runs(std::span<const std::byte> local, std::span<const std::byte> twin,
+                      std::vector<DiffRun>& runs, std::size_t join_gap = 8);
 
 }  // namespace hdsm::coherence
 

@@ -27,6 +27,8 @@ constexpr unsigned kParticipantBits = 24;
 constexpr std::uint64_t kParticipantMask = (std::uint64_t{1} << kParticipantBits) - 1;
 // The executor whose blocks the current thread is running (nested launches would deadlock).
 thread_local const Executor::Impl* tl_running = nullptr;
+// The innermost BlockInterval of the thread.
+thread_local const BlockInterval* tl_interval = nullptr;
 
 std::string dim(const Dim3& d) { return fmt::format("({}, {}, {})", d.x, d.y, d.z); }
 
@@ -198,7 +200,13 @@ void Executor::Impl::launch(const Launch& launch, FunctionRef<void(const BlockRu
                     "are not supported",
                     shape(launch)));
   std::lock_guard lock(launch_mutex);
-  const std::uint64_t blocks = launch.grid.volume();
+  std::uint64_t first = 0, last = launch.grid.volume();
+  if (const BlockInterval* interval = tl_interval) {
+    last = std::min(last, interval->end());
+    first = std::min(interval->begin(), last);
+  }
+  if (first == last) return;
+  const std::uint64_t blocks = last - first;
   const auto n = static_cast<std::uint64_t>(workers.size());
   const std::uint64_t chunk = std::max<std::uint64_t>(1, blocks / (n * kChunksPerWorker));
   const auto participants = static_cast<unsigned>(std::min(n, (blocks + chunk - 1) / chunk));
@@ -208,9 +216,9 @@ void Executor::Impl::launch(const Launch& launch, FunctionRef<void(const BlockRu
   }
   job_launch = &launch;
   job_fn = &fn;
-  job_blocks = blocks;
+  job_blocks = last;
   job_chunk = chunk;
-  next_block.store(0, std::memory_order_relaxed);
+  next_block.store(first, std::memory_order_relaxed);
   failed.store(false, std::memory_order_relaxed);
   error = nullptr;
   if (participants > 1) {
@@ -225,6 +233,15 @@ void Executor::Impl::launch(const Launch& launch, FunctionRef<void(const BlockRu
 }
 
 Executor::Executor(ExecutorOptions options) : impl_(std::make_unique<Impl>(this, options)) {}
+
+bool Executor::running_here() const noexcept { return tl_running == impl_.get(); }
+
+BlockInterval::BlockInterval(std::uint64_t begin, std::uint64_t end)
+    : begin_(begin), end_(std::max(begin, end)), previous_(std::exchange(tl_interval, this)) {}
+
+BlockInterval::~BlockInterval() { tl_interval = previous_; }
+
+const BlockInterval* BlockInterval::current() noexcept { return tl_interval; }
 
 Executor::~Executor() = default;
 

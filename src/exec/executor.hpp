@@ -7,6 +7,7 @@
 #include <hdsm/kernel.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 HDSM_VISIBLE_BEGIN
@@ -34,11 +35,36 @@ class Executor {
   /// are safe (they are serialised).
   void for_each_block(const Launch& launch, FunctionRef<void(const BlockRun&)> fn);
 
+  /// Whether the calling thread is running blocks of this executor now (its pool threads and the
+  /// launching thread, while a launch runs). Async-signal-safe: fault handlers ask it.
+  bool running_here() const noexcept;
+
   struct Impl;
   Impl& impl() { return *impl_; }
 
  private:
   std::unique_ptr<Impl> impl_;
+};
+
+/// While it lives, the launches the constructing thread makes run only the blocks [begin, end) of
+/// their grids, numbered in linear order (x fastest, then y, then z); an end past the grid is
+/// clamped, and an empty interval runs no block. The cluster runtime runs each rank's interval of a
+/// launch this way, through the kernels' own host bodies. Scopes nest: the innermost one applies.
+class BlockInterval {
+ public:
+  BlockInterval(std::uint64_t begin, std::uint64_t end);
+  ~BlockInterval();
+  BlockInterval(const BlockInterval&) = delete;
+  BlockInterval& operator=(const BlockInterval&) = delete;
+
+  std::uint64_t begin() const { return begin_; }
+  std::uint64_t end() const { return end_; }
+  /// The innermost interval of the calling thread, or nullptr.
+  static const BlockInterval* current() noexcept;
+
+ private:
+  std::uint64_t begin_, end_;
+  const BlockInterval* previous_;
 };
 
 /// Shared memory a block can use beyond Launch::shared_bytes (CUDA's static __shared__ limit).

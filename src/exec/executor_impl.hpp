@@ -80,7 +80,7 @@ struct Executor::Impl {
   // The current job: written by the launching thread before publish(), read by participants.
   const Launch* job_launch = nullptr;
   const FunctionRef<void(const BlockRun&)>* job_fn = nullptr;
-  std::uint64_t job_blocks = 0;
+  std::uint64_t job_blocks = 0;  // end of the launch's interval of blocks (linear numbers)
   std::uint64_t job_chunk = 1;
   alignas(64) std::atomic<std::uint64_t> next_block{0};
   std::atomic<bool> failed{false};

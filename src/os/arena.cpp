@@ -35,9 +35,26 @@ std::uintptr_t reserve_aligned(std::size_t bytes, std::size_t align, const std::
   return aligned;
 }
 
+// Reserve [at, at + bytes) exactly, failing with EEXIST where anything is mapped in it.
+std::uintptr_t reserve_at(std::uintptr_t at, std::size_t bytes, const std::string& what) {
+  void* want = reinterpret_cast<void*>(at);
+  void* p = ::mmap(want, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE,
+                   -1, 0);
+  if (p == MAP_FAILED)
+    throw SystemError("mmap", fmt::format("{} ({} at {})", what, format_bytes(bytes), want), errno);
+  if (p != want) {  // a kernel before 4.17 takes MAP_FIXED_NOREPLACE as a hint
+    ::munmap(p, bytes);
+    throw SystemError("mmap", fmt::format("{} ({} at {})", what, format_bytes(bytes), want), EEXIST);
+  }
+  return at;
+}
+
 }  // namespace
 
 Arena::Arena(unsigned segments, std::size_t segment_bytes, std::size_t keep_bytes)
+    : Arena(segments, segment_bytes, keep_bytes, 0) {}
+
+Arena::Arena(unsigned segments, std::size_t segment_bytes, std::size_t keep_bytes, std::uintptr_t user_at)
     : segments_(segments), keep_limit_(keep_bytes), kept_(segments) {
   if (segments == 0) throw InvalidArgument("an arena needs at least one segment");
   if (!std::has_single_bit(segment_bytes) || segment_bytes < page_size())
@@ -49,7 +66,12 @@ Arena::Arena(unsigned segments, std::size_t segment_bytes, std::size_t keep_byte
   shift_ = static_cast<unsigned>(std::countr_zero(segment_bytes));
   user_bytes_ = std::uintptr_t{segments} << shift_;
   try {
-    user_begin_ = reserve_aligned(user_bytes_, segment_bytes, "user view of the shared-object arena");
+    if (user_at % segment_bytes != 0)
+      throw InvalidArgument(fmt::format("arena user view at {:#x} is not aligned to its segment size {}",
+                                        user_at, format_bytes(segment_bytes)));
+    user_begin_ = user_at != 0
+                      ? reserve_at(user_at, user_bytes_, "user view of the shared-object arena")
+                      : reserve_aligned(user_bytes_, segment_bytes, "user view of the shared-object arena");
     shadow_begin_ = reserve_aligned(user_bytes_, segment_bytes, "shadow view of the shared-object arena");
     for (unsigned s = 0; s < segments; ++s) {
       const std::string what = fmt::format("arena segment {}", s);

@@ -29,6 +29,10 @@ class Arena {
   /// for each view. Nothing is backed by memory until written through a view. Up to `keep_bytes`
   /// of released memory is kept for reuse (0: every release gives its memory back).
   Arena(unsigned segments, std::size_t segment_bytes, std::size_t keep_bytes = 0);
+  /// The same with the user view placed at `user_at` (aligned to `segment_bytes`), never over an
+  /// existing mapping: the cluster runtime places its global memory at one address on every rank.
+  /// Throws hdsm::SystemError with EEXIST when something is mapped in the way.
+  Arena(unsigned segments, std::size_t segment_bytes, std::size_t keep_bytes, std::uintptr_t user_at);
   ~Arena();
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
@@ -45,6 +49,8 @@ class Arena {
   /// Offset of a user-view pointer within its segment.
   std::size_t offset_of(const void* p) const { return (address(p) - user_begin_) & (segment_bytes() - 1); }
 
+  /// Start of the user view (segment 0).
+  std::uintptr_t user_begin() const { return user_begin_; }
   std::byte* user(unsigned segment, std::size_t offset) const {
     return reinterpret_cast<std::byte*>(user_begin_ + (std::uintptr_t{segment} << shift_) + offset);
   }

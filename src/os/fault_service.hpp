@@ -8,10 +8,13 @@
 
 #include "os/fault.hpp"
 
+#include <hdsm/export.h>
+
 #include <atomic>
 #include <cstdint>
 #include <thread>
 
+HDSM_VISIBLE_BEGIN
 namespace hdsm::os {
 
 class FaultService {
@@ -51,3 +54,5 @@ class FaultService {
 };
 
 }  // namespace hdsm::os
+
+HDSM_VISIBLE_END

@@ -397,3 +397,28 @@ TEST(ExecutorTest, IdleWorkersWakeUpForLaterLaunches) {
 
 }  // namespace
 }  // namespace hdsm::exec
+
+namespace {
+
+// A BlockInterval limits the launches of its thread to an interval of linear block numbers: the
+// cluster runtime's per-rank share of a grid.
+TEST(ExecutorTest, BlockIntervalRunsOnlyItsBlocks) {
+  hdsm::exec::Executor ex(hdsm::exec::ExecutorOptions{2});
+  const hdsm::Launch launch{hdsm::Dim3{4, 3}, hdsm::Dim3{1}, 0};
+  std::vector<std::atomic<int>> seen(12);
+  const auto run = [&] {
+    ex.for_each_block(launch, [&](const hdsm::BlockRun& r) { ++seen[r.block.y * 4 + r.block.x]; });
+  };
+  {
+    const hdsm::exec::BlockInterval interval(5, 9);
+    run();
+    const hdsm::exec::BlockInterval empty(20, 30);
+    run();  // clamped to the grid: nothing
+  }
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(seen[i], i >= 5 && i < 9 ? 1 : 0) << "block " << i;
+  run();  // no interval: the whole grid
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(seen[i], i >= 5 && i < 9 ? 2 : 1) << "block " << i;
+  EXPECT_EQ(hdsm::exec::BlockInterval::current(), nullptr);
+}
+
+}  // namespace

@@ -93,3 +93,55 @@ TEST(PageDiff, CopyChangesIsAMergeAgainstTheHomeItself) {
 }
 
 }  // namespace
+
+namespace {
+
+// Runs of changed bytes: exactly the changed bytes, joined across short equal gaps, in order; the
+// runs rebuild the page from its twin.
+TEST(PageDiffRuns, RunsCoverExactlyTheChangesAndRebuildThePage) {
+  for (unsigned seed = 0; seed < 50; ++seed) {
+    const Bytes twin = random_page(4096, seed);
+    Bytes local = twin;
+    std::mt19937 rng(seed + 1000);
+    std::size_t changed = 0;
+    for (int k = 0; k < static_cast<int>(rng() % 20); ++k) {
+      const std::size_t at = rng() % 4096, len = 1 + rng() % 300;
+      for (std::size_t i = at; i < std::min<std::size_t>(4096, at + len); ++i) local[i] = ~twin[i];
+    }
+    for (std::size_t i = 0; i < 4096; ++i) changed += local[i] != twin[i] ? 1 : 0;
+    std::vector<hdsm::coherence::DiffRun> runs;
+    const std::size_t covered = hdsm::coherence::diff_runs(local, twin, runs, 1);  // no joining
+    EXPECT_EQ(covered, changed) << "seed " << seed;
+    Bytes rebuilt = twin;
+    std::size_t end = 0;
+    for (const auto& r : runs) {
+      EXPECT_GT(r.length, 0u);
+      EXPECT_GE(r.offset, end) << "runs are ordered and disjoint";
+      end = r.offset + r.length;
+      for (std::size_t i = r.offset; i < end; ++i) rebuilt[i] = local[i];
+    }
+    EXPECT_EQ(rebuilt, local) << "seed " << seed;
+  }
+}
+
+TEST(PageDiffRuns, ShortGapsJoinAndWholePagesAreOneRun) {
+  const Bytes twin(256, std::byte{0});
+  Bytes local = twin;
+  local[10] = local[14] = local[40] = std::byte{1};  // gaps of 3 and 25 equal bytes
+  std::vector<hdsm::coherence::DiffRun> runs;
+  EXPECT_EQ(hdsm::coherence::diff_runs(local, twin, runs, 8), 6u);
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].offset, 10u);
+  EXPECT_EQ(runs[0].length, 5u);
+  EXPECT_EQ(runs[1].offset, 40u);
+  Bytes all(256, std::byte{7});
+  runs.clear();
+  EXPECT_EQ(hdsm::coherence::diff_runs(all, twin, runs), 256u);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].length, 256u);
+  runs.clear();
+  EXPECT_EQ(hdsm::coherence::diff_runs(twin, twin, runs), 0u);
+  EXPECT_TRUE(runs.empty());
+}
+
+}  // namespace

@@ -1,0 +1,198 @@
+// The cluster's transport between MPI ranks: collectives on a duplicate of MPI_COMM_WORLD, and page
+// requests to rank 0's server thread on a second duplicate (so they never match a collective's
+// messages). The session (session.cpp) initializes MPI and makes one of these.
+#include "cluster/mpi/mpi_transport.hpp"
+
+#include <hdsm/error.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+
+#include <sched.h>
+
+namespace hdsm::cluster::detail {
+namespace {
+
+constexpr int kRequestTag = 7201;
+constexpr int kReplyTag = 7202;
+constexpr std::size_t kChunk = std::size_t{1} << 30;  // MPI counts are ints: broadcast in chunks
+
+struct PageRequest {
+  std::uint64_t page;
+  std::uint64_t epoch;
+  std::uint64_t bytes;
+  std::uint64_t stop;
+};
+
+void check(int rc, const char* call, const std::string& what) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(rc, text, &length);
+  throw Error(Errc::system,
+              fmt::format("cluster over MPI: {} ({}) failed: {}", call, what, std::string(text, length)));
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+      return MPI_SUM;
+    case ReduceOp::min:
+      return MPI_MIN;
+    case ReduceOp::max:
+      return MPI_MAX;
+  }
+  return MPI_SUM;
+}
+
+int checked_count(std::size_t n, const char* what) {
+  if (n > static_cast<std::size_t>(INT_MAX))
+    throw Unsupported(fmt::format("cluster over MPI: {} of {} elements is above MPI's int counts", what, n));
+  return static_cast<int>(n);
+}
+
+}  // namespace
+
+MpiTransport::MpiTransport(MPI_Comm world, bool multiple, std::chrono::milliseconds timeout)
+    : multiple_(multiple), timeout_(timeout) {
+  check(MPI_Comm_dup(world, &comm_), "MPI_Comm_dup", "the cluster's collectives");
+  check(MPI_Comm_dup(world, &server_comm_), "MPI_Comm_dup", "the cluster's page requests");
+  // Errors come back as codes, which become exceptions naming the call, instead of aborting.
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(server_comm_, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &ranks_);
+}
+
+MpiTransport::~MpiTransport() {
+  if (server_.joinable()) {
+    try {
+      stop_serving();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "hdsm cluster: stopping the page server: %s\n", e.what());
+    }
+  }
+  MPI_Comm_free(&server_comm_);
+  MPI_Comm_free(&comm_);
+}
+
+void MpiTransport::allreduce(std::span<std::uint16_t> values, ReduceOp op) {
+  check(MPI_Allreduce(MPI_IN_PLACE, values.data(), checked_count(values.size(), "an allreduce"), MPI_UINT16_T,
+                      mpi_op(op), comm_),
+        "MPI_Allreduce", fmt::format("{} page counters", values.size()));
+  count_sent(values.size_bytes());
+}
+
+void MpiTransport::allreduce(std::span<std::uint64_t> values, ReduceOp op) {
+  check(MPI_Allreduce(MPI_IN_PLACE, values.data(), checked_count(values.size(), "an allreduce"), MPI_UINT64_T,
+                      mpi_op(op), comm_),
+        "MPI_Allreduce", fmt::format("{} values", values.size()));
+  count_sent(values.size_bytes());
+}
+
+std::vector<std::uint64_t> MpiTransport::allgather(std::uint64_t value) {
+  std::vector<std::uint64_t> all(static_cast<std::size_t>(ranks_));
+  check(MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm_), "MPI_Allgather",
+        "one value a rank");
+  count_sent(sizeof value);
+  return all;
+}
+
+void MpiTransport::gather(std::span<const std::byte> mine, std::vector<std::byte>& all,
+                          std::vector<std::uint64_t>& sizes) {
+  std::uint64_t size = mine.size();
+  sizes.assign(static_cast<std::size_t>(ranks_), 0);
+  check(MPI_Gather(&size, 1, MPI_UINT64_T, sizes.data(), 1, MPI_UINT64_T, 0, comm_), "MPI_Gather",
+        "record sizes");
+  std::vector<int> counts, displs;
+  if (rank_ == 0) {
+    std::size_t total = 0;
+    for (const std::uint64_t s : sizes) {
+      counts.push_back(checked_count(s, "a gather"));
+      displs.push_back(checked_count(total, "a gather"));
+      total += s;
+    }
+    all.resize(total);
+  }
+  check(MPI_Gatherv(mine.data(), checked_count(mine.size(), "a gather"), MPI_BYTE, all.data(), counts.data(),
+                    displs.data(), MPI_BYTE, 0, comm_),
+        "MPI_Gatherv", fmt::format("{} B of page records from rank {}", mine.size(), rank_));
+  if (rank_ != 0) count_sent(mine.size() + sizeof size);
+}
+
+void MpiTransport::broadcast(int root, std::span<std::byte> data) {
+  for (std::size_t at = 0; at < data.size(); at += kChunk) {
+    const std::size_t n = std::min(kChunk, data.size() - at);
+    check(MPI_Bcast(data.data() + at, static_cast<int>(n), MPI_BYTE, root, comm_), "MPI_Bcast",
+          fmt::format("{} B from rank {}", n, root));
+  }
+  if (rank_ == root) count_sent(data.size() * static_cast<std::uint64_t>(ranks_ - 1));
+}
+
+void MpiTransport::barrier() { check(MPI_Barrier(comm_), "MPI_Barrier", "the cluster's ranks"); }
+
+void MpiTransport::serve_pages(PageServer* server) {
+  if (!multiple_) throw Unsupported("cluster over MPI: a page server needs MPI_THREAD_MULTIPLE");
+  server_ = std::thread([this, server] {
+    std::vector<std::byte> page;
+    for (;;) {
+      PageRequest req{};
+      MPI_Status status;
+      int rc = MPI_Recv(&req, sizeof req, MPI_BYTE, MPI_ANY_SOURCE, kRequestTag, server_comm_, &status);
+      try {
+        check(rc, "MPI_Recv", "a page request");
+        if (req.stop != 0) return;
+        page.resize(req.bytes);
+        server->serve(req.page, req.epoch, page);
+        check(MPI_Send(page.data(), checked_count(page.size(), "a page"), MPI_BYTE, status.MPI_SOURCE,
+                       kReplyTag, server_comm_),
+              "MPI_Send", fmt::format("page {} to rank {}", req.page, status.MPI_SOURCE));
+        count_sent(page.size());
+      } catch (const std::exception& e) {
+        // A rank waits for this page: end the job rather than leave it waiting.
+        std::fprintf(stderr, "hdsm cluster: rank 0's page server failed: %s\n", e.what());
+        MPI_Abort(MPI_COMM_WORLD, 70);
+        return;
+      }
+    }
+  });
+}
+
+void MpiTransport::stop_serving() {
+  if (!server_.joinable()) return;
+  const PageRequest stop{0, 0, 0, 1};
+  check(MPI_Send(&stop, sizeof stop, MPI_BYTE, rank_, kRequestTag, server_comm_), "MPI_Send",
+        "the stop request to rank 0's page server");
+  server_.join();
+}
+
+void MpiTransport::fetch(int holder, std::uint64_t page, std::uint64_t epoch, std::span<std::byte> into) {
+  const PageRequest req{page, epoch, into.size(), 0};
+  MPI_Request reply = MPI_REQUEST_NULL;
+  check(MPI_Irecv(into.data(), checked_count(into.size(), "a page"), MPI_BYTE, holder, kReplyTag,
+                  server_comm_, &reply),
+        "MPI_Irecv", fmt::format("page {} from rank {}", page, holder));
+  check(MPI_Send(&req, sizeof req, MPI_BYTE, holder, kRequestTag, server_comm_), "MPI_Send",
+        fmt::format("the request for page {} to rank {}", page, holder));
+  count_sent(sizeof req);
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  for (unsigned polls = 0;; ++polls) {
+    int done = 0;
+    check(MPI_Test(&reply, &done, MPI_STATUS_IGNORE), "MPI_Test",
+          fmt::format("page {} from rank {}", page, holder));
+    if (done != 0) return;
+    if (polls % 64 == 63) {
+      if (std::chrono::steady_clock::now() >= deadline)
+        throw Error(Errc::system,
+                    fmt::format("cluster over MPI: rank {} waited {} ms for page {} from rank {} "
+                                "(HDSM_CLUSTER_TIMEOUT)",
+                                rank_, timeout_.count(), page, holder));
+      ::sched_yield();
+    }
+  }
+}
+
+}  // namespace hdsm::cluster::detail

@@ -1,0 +1,43 @@
+#pragma once
+
+#include "cluster/transport.hpp"
+
+#include <mpi.h>
+
+#include <chrono>
+#include <thread>
+
+namespace hdsm::cluster::detail {
+
+class MpiTransport final : public Transport {
+ public:
+  /// Duplicates `world` twice. `multiple`: MPI_THREAD_MULTIPLE was provided.
+  MpiTransport(MPI_Comm world, bool multiple, std::chrono::milliseconds timeout);
+  ~MpiTransport() override;
+  MpiTransport(const MpiTransport&) = delete;
+  MpiTransport& operator=(const MpiTransport&) = delete;
+
+  int rank() const override { return rank_; }
+  int ranks() const override { return ranks_; }
+  bool shared_address_space() const override { return false; }
+  bool concurrent_requests() const override { return multiple_; }
+  void allreduce(std::span<std::uint16_t> values, ReduceOp op) override;
+  void allreduce(std::span<std::uint64_t> values, ReduceOp op) override;
+  std::vector<std::uint64_t> allgather(std::uint64_t value) override;
+  void gather(std::span<const std::byte> mine, std::vector<std::byte>& all,
+              std::vector<std::uint64_t>& sizes) override;
+  void broadcast(int root, std::span<std::byte> data) override;
+  void barrier() override;
+  void serve_pages(PageServer* server) override;
+  void stop_serving() override;
+  void fetch(int holder, std::uint64_t page, std::uint64_t epoch, std::span<std::byte> into) override;
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL, server_comm_ = MPI_COMM_NULL;
+  int rank_ = 0, ranks_ = 1;
+  bool multiple_;
+  std::chrono::milliseconds timeout_;
+  std::thread server_;
+};
+
+}  // namespace hdsm::cluster::detail

@@ -1,0 +1,84 @@
+// hdsm::cluster::Session: MPI's start and end around one node of the cluster runtime.
+#include "cluster/mpi/mpi_transport.hpp"
+#include "cluster/node.hpp"
+
+#include <hdsm/error.hpp>
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <atomic>
+#include <cstdio>
+
+namespace hdsm::cluster {
+namespace {
+std::atomic<bool> session_open{false};
+
+const char* level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE:
+      return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED:
+      return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED:
+      return "MPI_THREAD_SERIALIZED";
+    default:
+      return "MPI_THREAD_MULTIPLE";
+  }
+}
+}  // namespace
+
+struct Session::Impl {
+  bool owns_mpi = false;
+  std::unique_ptr<detail::MpiTransport> transport;
+  std::unique_ptr<detail::Node> node;
+};
+
+Session::Session(Options options) : Session(nullptr, nullptr, std::move(options)) {}
+
+Session::Session(int* argc, char*** argv, Options options) : impl_(std::make_unique<Impl>()) {
+  if (session_open.exchange(true)) throw InvalidArgument("a cluster session is open already: one at a time");
+  try {
+    int initialized = 0, finalized = 0, provided = MPI_THREAD_SINGLE;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (finalized != 0) throw InvalidArgument("cluster::Session after MPI_Finalize");
+    if (initialized == 0) {
+      if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
+        throw Error(Errc::system, "cluster: MPI_Init_thread failed");
+      impl_->owns_mpi = true;
+    } else {
+      MPI_Query_thread(&provided);
+    }
+    const bool multiple = provided >= MPI_THREAD_MULTIPLE;
+    impl_->transport = std::make_unique<detail::MpiTransport>(MPI_COMM_WORLD, multiple, options.timeout);
+    if (!multiple && impl_->transport->rank() == 0 && impl_->transport->ranks() > 1)
+      std::fprintf(
+          stderr,
+          "hdsm cluster: the MPI library gives %s, not MPI_THREAD_MULTIPLE: all MPI calls stay on the main "
+          "thread and lazy update is off (every kernel boundary is eager)\n",
+          level_name(provided));
+    impl_->node = std::make_unique<detail::Node>(*impl_->transport, std::move(options));
+    detail::set_session_node(impl_->node.get());
+  } catch (...) {
+    impl_->node.reset();
+    impl_->transport.reset();
+    if (impl_->owns_mpi) MPI_Finalize();
+    session_open.store(false);
+    throw;
+  }
+}
+
+Session::~Session() {
+  detail::set_session_node(nullptr);
+  impl_->node.reset();
+  impl_->transport.reset();
+  if (impl_->owns_mpi) MPI_Finalize();
+  session_open.store(false);
+}
+
+int Session::rank() const { return impl_->node->rank(); }
+int Session::ranks() const { return impl_->node->ranks(); }
+bool Session::lazy_available() const { return impl_->node->lazy_available(); }
+
+}  // namespace hdsm::cluster

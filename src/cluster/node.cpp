@@ -1,0 +1,666 @@
+#include "cluster/node.hpp"
+
+#include "cluster/records.hpp"
+#include "os/fault_path.hpp"
+#include "os/mapping.hpp"
+#include "os/signal_safe_io.hpp"
+#include "os/spin_wait.hpp"
+
+#include <hdsm/error.hpp>
+
+#include <fmt/format.h>
+
+#include <sys/mman.h>
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cstring>
+#include <numeric>
+
+namespace hdsm::cluster::detail {
+namespace {
+
+constexpr int kPlacementAttempts = 8;
+
+std::size_t checked_page(std::size_t page) {
+  if (!std::has_single_bit(page) || page < os::page_size() || page > (std::size_t{1} << 20))
+    throw InvalidArgument(
+        fmt::format("cluster page size {} must be a power of two from the system page ({}) to 1 MiB", page,
+                    os::page_size()));
+  return page;
+}
+
+std::size_t checked_space(std::size_t space, std::size_t page) {
+  if (!std::has_single_bit(space) || space < (std::size_t{16} << 20) || space > (std::size_t{1} << 40) ||
+      space < page)
+    throw InvalidArgument(
+        fmt::format("cluster space {} must be a power of two from 16 MiB to 1 TiB", format_bytes(space)));
+  return space;
+}
+
+void check_split(const std::vector<std::uint64_t>& bounds, std::uint64_t blocks, int ranks) {
+  bool ok =
+      bounds.size() == static_cast<std::size_t>(ranks) + 1 && bounds.front() == 0 && bounds.back() == blocks;
+  for (std::size_t i = 1; ok && i < bounds.size(); ++i) ok = bounds[i - 1] <= bounds[i];
+  if (!ok)
+    throw InvalidArgument(
+        fmt::format("the cluster's distribution policy split {} blocks over {} ranks as [{}]: it must "
+                    "give ranks + 1 non-decreasing numbers from 0 to the block count",
+                    blocks, ranks, fmt::join(bounds, ", ")));
+}
+
+thread_local Node* tl_node = nullptr;
+std::atomic<Node*> session_node{nullptr};
+
+}  // namespace
+
+std::vector<std::uint64_t> equal_split(std::uint64_t blocks, int ranks) {
+  std::vector<std::uint64_t> bounds(static_cast<std::size_t>(ranks) + 1);
+  for (int r = 0; r <= ranks; ++r)
+    // blocks * r / ranks without overflow: blocks < 2^63 and r <= ranks.
+    bounds[static_cast<std::size_t>(r)] =
+        blocks / static_cast<unsigned>(ranks) * static_cast<unsigned>(r) +
+        blocks % static_cast<unsigned>(ranks) * static_cast<unsigned>(r) / static_cast<unsigned>(ranks);
+  return bounds;
+}
+
+std::vector<std::uint64_t> weighted_split(std::uint64_t blocks, std::span<const double> speeds) {
+  const double total = std::accumulate(speeds.begin(), speeds.end(), 0.0);
+  if (!(total > 0)) return equal_split(blocks, static_cast<int>(speeds.size()));
+  std::vector<std::uint64_t> bounds(speeds.size() + 1, 0);
+  double prefix = 0;
+  for (std::size_t r = 0; r < speeds.size(); ++r) {
+    prefix += std::max(0.0, speeds[r]);
+    bounds[r + 1] =
+        std::min(blocks, static_cast<std::uint64_t>(static_cast<double>(blocks) * (prefix / total) + 0.5));
+    bounds[r + 1] = std::max(bounds[r + 1], bounds[r]);
+  }
+  bounds.back() = blocks;
+  return bounds;
+}
+
+void bind_thread(Node* node) { tl_node = node; }
+void set_session_node(Node* node) { session_node.store(node, std::memory_order_release); }
+
+Node& current() {
+  if (Node* n = tl_node) return *n;
+  if (Node* n = session_node.load(std::memory_order_acquire)) return *n;
+  throw InvalidArgument("no cluster session: create an hdsm::cluster::Session on every rank first");
+}
+
+Node::Node(Transport& transport, Options options)
+    : transport_(transport),
+      options_(std::move(options)),
+      page_(checked_page(options_.page_size)),
+      page_shift_(static_cast<unsigned>(std::countr_zero(page_))),
+      space_(checked_space(options_.space_bytes, page_)),
+      pages_(space_ / page_),
+      lazy_available_(transport.concurrent_requests() && transport.ranks() > 1),
+      check_races_(options_.check_races),
+      heap_(space_, page_),
+      executor_(exec::ExecutorOptions{options_.threads}) {
+  place_space();
+  base_ = reinterpret_cast<std::byte*>(arenas_.back()->user_begin());
+  shadow_ = arenas_.back()->shadow(0, 0);
+  void* twins =
+      ::mmap(nullptr, space_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (twins == MAP_FAILED)
+    throw SystemError("mmap", fmt::format("twins of the cluster's global memory ({})", format_bytes(space_)),
+                      errno);
+  twins_ = static_cast<std::byte*>(twins);
+  try {
+    states_ = std::make_unique<std::atomic<PageState>[]>(pages_);
+    written_ = std::make_unique_for_overwrite<std::uint64_t[]>(pages_);
+    protection_ = std::make_unique<os::ProtectionMap>(base_, pages_, page_, "the cluster's global memory",
+                                                      os::Protection::none);
+    fault_service_ = std::make_unique<os::FaultService>(&Node::on_slow_fault, this);
+    fault_range_ = os::register_fault_range(base_, space_, &Node::on_fault, this);
+    if (options_.distribution == Distribution::weighted || options_.policy) measure_speed();
+    if (lazy_available_ && rank() == 0) transport_.serve_pages(this);
+  } catch (...) {
+    if (fault_range_ >= 0) os::unregister_fault_range(fault_range_);
+    ::munmap(twins_, space_);
+    throw;
+  }
+}
+
+Node::~Node() {
+  // No rank may still ask rank 0 for a page once its server stops.
+  try {
+    transport_.barrier();
+  } catch (...) {  // NOLINT(bugprone-empty-catch): a failed transport has nothing to wait for
+  }
+  if (lazy_available_ && rank() == 0) transport_.stop_serving();
+  os::unregister_fault_range(fault_range_);
+  fault_service_.reset();
+  ::munmap(twins_, space_);
+}
+
+// The ranks place their global memory together: one rank at a time proposes a range the kernel
+// gave it, the others try to map theirs at the same address, and all keep it when all succeeded. A
+// failed proposal stays mapped until the end, so the next proposal lands elsewhere.
+void Node::place_space() {
+  if (transport_.shared_address_space()) {
+    arenas_.push_back(std::make_unique<os::Arena>(1, space_, 0));
+    return;
+  }
+  std::string last_error;
+  for (int attempt = 0; attempt < kPlacementAttempts; ++attempt) {
+    const int proposer = attempt % ranks();
+    std::uint64_t proposal = 0;
+    if (rank() == proposer) {
+      try {
+        arenas_.push_back(std::make_unique<os::Arena>(1, space_, 0));
+        proposal = arenas_.back()->user_begin();
+      } catch (const Error& e) {
+        last_error = e.what();
+      }
+    }
+    proposal = transport_.allgather(proposal)[static_cast<std::size_t>(proposer)];
+    bool ok = proposal != 0;
+    if (ok && rank() != proposer) {
+      try {
+        arenas_.push_back(std::make_unique<os::Arena>(1, space_, 0, proposal));
+      } catch (const Error& e) {
+        ok = false;
+        last_error = e.what();
+      }
+    }
+    std::uint64_t all_ok[1] = {ok ? 1u : 0u};
+    transport_.allreduce(all_ok, ReduceOp::min);
+    if (all_ok[0] == 1) {
+      // Keep the agreed arena only.
+      auto chosen = std::move(arenas_.back());
+      arenas_.clear();
+      arenas_.push_back(std::move(chosen));
+      return;
+    }
+    if (ok && rank() != proposer) arenas_.pop_back();
+  }
+  arenas_.clear();
+  throw SystemError(
+      "mmap",
+      fmt::format("cluster global memory: no range of {} is free at one address on all {} ranks after {} "
+                  "attempts (rank {}: {}); lower HDSM_CLUSTER_SPACE",
+                  format_bytes(space_), ranks(), kPlacementAttempts, rank(),
+                  last_error.empty() ? "its proposals were refused elsewhere" : last_error),
+      ENOMEM);
+}
+
+// The calibration of the weighted distribution: the same arithmetic loop on every rank's executor.
+void Node::measure_speed() {
+  constexpr std::uint32_t kBlocks = 256;
+  std::vector<double> sink(kBlocks);
+  const auto start = std::chrono::steady_clock::now();
+  const Launch shape{Dim3{kBlocks}, Dim3{1}, 0};
+  executor_.for_each_block(shape, [&](const BlockRun& run) {
+    double x = run.block.x;
+    for (int i = 0; i < 20000; ++i) x = x * 1.0000001 + 0.5;
+    sink[run.block.x] = x;
+  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double speed = kBlocks / std::max(seconds, 1e-9);
+  const std::vector<std::uint64_t> all = transport_.allgather(std::bit_cast<std::uint64_t>(speed));
+  speeds_.clear();
+  for (const std::uint64_t v : all) speeds_.push_back(std::bit_cast<double>(v));
+}
+
+std::vector<std::uint64_t> Node::split(std::uint64_t blocks) const {
+  std::vector<std::uint64_t> bounds;
+  if (options_.policy) {
+    bounds = options_.policy(blocks, speeds_);
+  } else if (options_.distribution == Distribution::weighted) {
+    bounds = weighted_split(blocks, speeds_);
+  } else {
+    bounds = equal_split(blocks, ranks());
+  }
+  check_split(bounds, blocks, ranks());
+  return bounds;
+}
+
+// The same value on every rank, or InvalidArgument on every rank.
+std::uint64_t Node::agree(std::uint64_t value, const char* what) {
+  std::uint64_t v[2] = {value, ~value};
+  transport_.allreduce(v, ReduceOp::max);
+  const std::uint64_t high = v[0], low = ~v[1];
+  if (high != low)
+    throw InvalidArgument(
+        fmt::format("cluster: the ranks passed different {} (from {} to {}; rank {} passed {}); the "
+                    "call is collective and every rank must pass the same",
+                    what, low, high, rank(), value));
+  return value;
+}
+
+void* Node::alloc(std::size_t bytes) {
+  agree(bytes, "allocation sizes");
+  if (bytes == 0) throw InvalidArgument("cluster::alloc of 0 bytes");
+  const std::size_t rounded = bytes > space_ ? 0 : heap_.rounded(bytes);
+  const auto offset = rounded == 0 ? std::nullopt : heap_.allocate(rounded);
+  if (!offset)
+    throw OutOfDeviceMemory("cluster global memory (HDSM_CLUSTER_SPACE)", bytes, heap_.used(), space_);
+  arenas_.back()->reuse(0, *offset, rounded);
+  allocations_.emplace(*offset, rounded);
+  const std::uint64_t first = *offset >> page_shift_, count = rounded >> page_shift_;
+  for (std::uint64_t p = first; p < first + count; ++p)
+    state_of(p).store(PageState::valid, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(protection_mutex_);
+    protection_->set(first, count, os::Protection::read);
+  }
+  used_pages_.store(std::max(used_pages_.load(std::memory_order_relaxed), first + count),
+                    std::memory_order_release);
+  return base_ + *offset;
+}
+
+void Node::free(void* p) {
+  const std::size_t offset =
+      contains(p) ? static_cast<std::size_t>(static_cast<std::byte*>(p) - base_) : space_;
+  agree(offset, "pointers to free (as offsets in global memory)");
+  const auto it = allocations_.find(offset);
+  if (it == allocations_.end())
+    throw InvalidPointer(fmt::format("cluster::free({}): not an allocation of cluster::alloc", p));
+  const std::uint64_t first = offset >> page_shift_, count = it->second >> page_shift_;
+  for (std::uint64_t q = first; q < first + count; ++q)
+    state_of(q).store(PageState::unused, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(protection_mutex_);
+    protection_->set(first, count, os::Protection::none);
+  }
+  arenas_.back()->release(0, offset, it->second);
+  heap_.release(offset, it->second);
+  allocations_.erase(it);
+  std::uint64_t used = 0;
+  if (!allocations_.empty())
+    used = (allocations_.rbegin()->first + allocations_.rbegin()->second) >> page_shift_;
+  used_pages_.store(used, std::memory_order_release);
+}
+
+std::uint64_t Node::allocated_pages(const void* p, std::size_t bytes, const char* call) const {
+  const auto* b = static_cast<const std::byte*>(p);
+  if (!contains(p) || bytes > space_ - static_cast<std::size_t>(b - base_))
+    throw InvalidPointer(fmt::format("{}: [{}, +{}) is not in the cluster's global memory", call, p, bytes));
+  const std::uint64_t first = page_of(p), end = page_of(b + bytes - 1) + 1;
+  for (std::uint64_t q = first; q < end; ++q)
+    if (state_of(q).load(std::memory_order_relaxed) == PageState::unused)
+      throw InvalidPointer(
+          fmt::format("{}: [{}, +{}) reaches global memory that is not allocated", call, p, bytes));
+  return first;
+}
+
+void Node::copy_in(void* dst, const void* src, std::size_t bytes) {
+  if (!contains(dst))
+    throw InvalidPointer(fmt::format("cluster::memcpy: destination {} is not global memory", dst));
+  agree(static_cast<std::uint64_t>(static_cast<std::byte*>(dst) - base_), "destinations (as offsets)");
+  agree(bytes, "copy sizes");
+  if (bytes == 0) return;
+  const std::uint64_t first = allocated_pages(dst, bytes, "cluster::memcpy"),
+                      end = page_of(static_cast<std::byte*>(dst) + bytes - 1) + 1;
+  std::byte* target = shadow_ + (static_cast<std::byte*>(dst) - base_);
+  if (rank() == 0) {
+    std::lock_guard lock(serve_mutex_);
+    std::memcpy(target, src, bytes);
+  }
+  if (ranks() > 1) {
+    // Whole pages, so a page this rank had invalidated is current again.
+    std::span<std::byte> pages(shadow(first), (end - first) << page_shift_);
+    transport_.broadcast(0, pages);
+  }
+  std::vector<std::pair<std::uint64_t, os::Protection>> changes;
+  for (std::uint64_t q = first; q < end; ++q)
+    if (state_of(q).exchange(PageState::valid, std::memory_order_acq_rel) == PageState::invalid)
+      changes.emplace_back(q, os::Protection::read);
+  set_protection(changes);
+}
+
+void Node::copy_out(void* dst, const void* src, std::size_t bytes, Deliver deliver) {
+  if (!contains(src))
+    throw InvalidPointer(fmt::format("cluster::memcpy: source {} is not global memory", src));
+  agree(static_cast<std::uint64_t>(static_cast<const std::byte*>(src) - base_), "sources (as offsets)");
+  agree(bytes, "copy sizes");
+  agree(static_cast<std::uint64_t>(deliver), "delivery modes");
+  if (bytes == 0) return;
+  const std::uint64_t first = allocated_pages(src, bytes, "cluster::memcpy"),
+                      end = page_of(static_cast<const std::byte*>(src) + bytes - 1) + 1;
+  const std::byte* from = shadow_ + (static_cast<const std::byte*>(src) - base_);
+  if (deliver == Deliver::rank0 || ranks() == 1) {
+    if (rank() == 0) std::memcpy(dst, from, bytes);
+    return;
+  }
+  // Every rank copies its own when all hold the range current; otherwise rank 0's copy is sent.
+  std::uint64_t current[1] = {1};
+  for (std::uint64_t q = first; q < end && current[0] == 1; ++q)
+    if (state_of(q).load(std::memory_order_relaxed) != PageState::valid) current[0] = 0;
+  transport_.allreduce(current, ReduceOp::min);
+  if (current[0] == 1 || rank() == 0) std::memcpy(dst, from, bytes);
+  if (current[0] == 0) transport_.broadcast(0, {static_cast<std::byte*>(dst), bytes});
+}
+
+void Node::replicate(void* data, std::size_t bytes) {
+  agree(bytes, "constant sizes");
+  if (bytes != 0 && ranks() > 1) transport_.broadcast(0, {static_cast<std::byte*>(data), bytes});
+}
+
+void Node::launch(const Kernel& kernel, const Launch& launch, const ArgPack& args) {
+  const Dim3 g = launch.grid;
+  const std::uint64_t blocks = std::uint64_t{g.x} * g.y * g.z;
+  agree(blocks, fmt::format("grids to kernel '{}' (in blocks)", kernel.name).c_str());
+  if (blocks == 0)
+    throw InvalidArgument(
+        fmt::format("cluster::launch of kernel '{}' with a grid of ({}, {}, {}): no block to run",
+                    kernel.name, g.x, g.y, g.z));
+  if (!kernel.host)
+    throw Unsupported(
+        fmt::format("kernel '{}' has no host body: the cluster runs kernels on the CPU", kernel.name));
+  const std::vector<std::uint64_t> bounds = split(blocks);
+  std::exception_ptr error;
+  in_kernel_.store(true, std::memory_order_release);
+  try {
+    const exec::BlockInterval interval(bounds[static_cast<std::size_t>(rank())],
+                                       bounds[static_cast<std::size_t>(rank()) + 1]);
+    kernel.host(executor_, launch, args);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  in_kernel_.store(false, std::memory_order_release);
+  boundary(kernel.name, error);
+}
+
+void Node::set_protection(std::vector<std::pair<std::uint64_t, os::Protection>>& changes) {
+  if (changes.empty()) return;
+  std::sort(changes.begin(), changes.end());
+  std::lock_guard lock(protection_mutex_);
+  for (std::size_t i = 0; i < changes.size();) {
+    std::size_t j = i + 1;
+    while (j < changes.size() && changes[j].first == changes[j - 1].first + 1 &&
+           changes[j].second == changes[i].second)
+      ++j;
+    protection_->set(changes[i].first, j - i, changes[i].second);
+    i = j;
+  }
+}
+
+// The end of a kernel (the seed's coherence at kernel boundaries):
+//   1. the pages each rank wrote are summed over the ranks (writeVector, one allreduce);
+//   2. each rank encodes its written pages as runs of changed bytes against their twins;
+//   3. pages with several writers (and, in lazy mode, every modified page) go to rank 0, which
+//      merges them into its copy;
+//   4. eager: each rank broadcasts its single-writer pages, and rank 0 the merged ones;
+//      lazy: each rank invalidates the pages others modified, and fetches them when it touches them.
+void Node::boundary(const std::string& kernel, std::exception_ptr error) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::uint64_t used = used_pages_.load(std::memory_order_acquire);
+  const std::uint64_t count = written_count_.load(std::memory_order_acquire);
+  std::vector<std::uint64_t> written(written_.get(), written_.get() + count);
+  std::sort(written.begin(), written.end());
+
+  // writeVector, with two trailing slots: ranks whose blocks failed, and the sum of their numbers + 1.
+  std::vector<std::uint16_t> writers(used + 2, 0);
+  for (const std::uint64_t p : written) writers[p] = 1;
+  if (error) {
+    writers[used] = 1;
+    writers[used + 1] = static_cast<std::uint16_t>(rank() + 1);
+  }
+  transport_.allreduce(writers, ReduceOp::sum);
+  const std::uint16_t failed = writers[used];
+  const int failed_rank = writers[used + 1] - 1;
+
+  std::uint64_t modified = 0, multi = 0;
+  for (std::uint64_t p = 0; p < used; ++p) {
+    modified += writers[p] != 0 ? 1 : 0;
+    multi += writers[p] > 1 ? 1 : 0;
+  }
+  const bool lazy = lazy_available_ && modified > options_.lazy_pages;
+  const bool to_root = multi > 0 || (lazy && modified > 0);
+
+  // Runs of this rank's written pages: single-writer pages to broadcast (eager) or send to rank 0
+  // (lazy); several-writer pages to rank 0 (rank 0 keeps its own, to broadcast them and check races).
+  RecordWriter broadcast_out, root_out, own_multi;
+  std::uint64_t modified_bytes = 0;
+  for (const std::uint64_t p : written) {
+    const std::span<const std::byte> now(shadow(p), page_), before(twin(p), page_);
+    if (writers[p] == 1 && !lazy)
+      modified_bytes += broadcast_out.add(p, rank(), now, before);
+    else if (rank() != 0)
+      modified_bytes += root_out.add(p, rank(), now, before);
+    else if (writers[p] > 1)
+      modified_bytes += own_multi.add(p, rank(), now, before);
+    else
+      modified_bytes += records_changed_bytes(now, before);
+  }
+
+  if (to_root && ranks() > 1) {
+    std::vector<std::byte> gathered;
+    std::vector<std::uint64_t> sizes;
+    transport_.gather(root_out.bytes(), gathered, sizes);
+    stats_.payload_bytes += root_out.payload();
+    stats_.header_bytes += root_out.headers();
+    if (rank() == 0) {
+      RaceCheck races(check_races_);
+      if (check_races_) races.add(own_multi.bytes());
+      races.add(gathered);
+      stats_.race_warnings += races.report(kernel, base_, page_);
+      // Rank 0's copy gets everything; in eager mode the several-writer pages go out again, merged.
+      for_each_record(gathered, [&](const RecordView& r) {
+        apply_record(r, shadow(r.page));
+        if (!lazy && writers[r.page] > 1) broadcast_out.append(r);
+      });
+    }
+  }
+  if (rank() == 0)
+    for_each_record(own_multi.bytes(), [&](const RecordView& r) {
+      if (!lazy) broadcast_out.append(r);
+    });
+
+  std::vector<std::pair<std::uint64_t, os::Protection>> changes;
+  if (!lazy) {
+    if (ranks() > 1) {
+      const std::vector<std::uint64_t> sizes = transport_.allgather(broadcast_out.bytes().size());
+      std::vector<std::byte> incoming;
+      for (int root = 0; root < ranks(); ++root) {
+        const std::uint64_t size = sizes[static_cast<std::size_t>(root)];
+        if (size == 0) continue;
+        if (root == rank()) {
+          transport_.broadcast(root, broadcast_out.mutable_bytes());
+          stats_.payload_bytes += broadcast_out.payload() * static_cast<std::uint64_t>(ranks() - 1);
+          stats_.header_bytes += broadcast_out.headers() * static_cast<std::uint64_t>(ranks() - 1);
+          continue;
+        }
+        incoming.resize(size);
+        transport_.broadcast(root, incoming);
+        // A page this rank invalidated at an earlier lazy boundary stays invalid: runs cannot make a
+        // stale page current, and rank 0 holds it whole.
+        for_each_record(incoming, [&](const RecordView& r) {
+          if (state_of(r.page).load(std::memory_order_relaxed) != PageState::invalid)
+            apply_record(r, shadow(r.page));
+        });
+      }
+    }
+    for (const std::uint64_t p : written) {
+      state_of(p).store(PageState::valid, std::memory_order_relaxed);
+      changes.emplace_back(p, os::Protection::read);
+    }
+  } else {
+    std::uint64_t invalidated = 0;
+    for (std::uint64_t p = 0; p < used; ++p) {
+      if (writers[p] == 0) continue;
+      std::atomic<PageState>& st = state_of(p);
+      const bool mine_alone = writers[p] == 1 && st.load(std::memory_order_relaxed) == PageState::written;
+      if (rank() == 0 || mine_alone) {
+        if (st.exchange(PageState::valid, std::memory_order_relaxed) == PageState::written)
+          changes.emplace_back(p, os::Protection::read);
+      } else if (st.exchange(PageState::invalid, std::memory_order_relaxed) != PageState::invalid) {
+        changes.emplace_back(p, os::Protection::none);
+        ++invalidated;
+      }
+    }
+    stats_.pages_invalidated += invalidated;
+    ++stats_.lazy_kernels;
+  }
+  set_protection(changes);
+  written_count_.store(0, std::memory_order_relaxed);
+  epoch_.fetch_add(1, std::memory_order_acq_rel);
+  epoch_.notify_all();
+
+  ++stats_.kernels;
+  stats_.pages_written += written.size();
+  stats_.pages_modified += modified;
+  stats_.pages_multi_writer += multi;
+  stats_.modified_bytes += modified_bytes;
+  stats_.header_bytes += (used + 2) * sizeof(std::uint16_t);  // this rank's writeVector
+  stats_.boundary_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  if (failed != 0) {
+    std::string what;
+    try {
+      if (error) std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      what = fmt::format(": {}", e.what());
+    } catch (...) {
+      what = ": an exception that is not a std::exception";
+    }
+    if (error) throw KernelFailure(fmt::format("kernel '{}' failed on rank {}{}", kernel, rank(), what));
+    if (failed == 1)
+      throw KernelFailure(fmt::format("kernel '{}' failed on rank {} (its message is in that rank's output)",
+                                      kernel, failed_rank));
+    throw KernelFailure(fmt::format("kernel '{}' failed on {} ranks", kernel, failed));
+  }
+}
+
+bool Node::on_fault(void* self, void* address, os::FaultAccess access) {
+  return static_cast<Node*>(self)->resolve(address, access);
+}
+
+bool Node::refuse(const char* why, void* address) const noexcept {
+  namespace io = os::signal_safe;
+  io::write_str("hdsm cluster: rank ");
+  io::write_decimal(static_cast<std::uint64_t>(transport_.rank()));
+  io::write_str(": ");
+  io::write_str(why);
+  io::write_str(" (address ");
+  io::write_hex(reinterpret_cast<std::uintptr_t>(address));
+  io::write_str(")\n");
+  return false;
+}
+
+// The write-fault handler, in the signal handler: async-signal-safe (atomics, memcpy, mprotect).
+// The first thread that writes a page makes its twin and opens it for writing; threads that fault
+// on the page meanwhile wait for it. A page another rank modified (lazy) is fetched by the fault
+// service, off the signal handler.
+HDSM_FAULT_PATH bool Node::resolve(void* address, os::FaultAccess access) noexcept {
+  const std::uint64_t page = page_of(address);
+  const bool kernel = in_kernel_.load(std::memory_order_acquire);
+  if (kernel && !executor_.running_here())
+    return refuse(
+        "a host thread touched global memory while a kernel runs: host code may touch it between launches "
+        "only",
+        address);
+  if (page >= used_pages_.load(std::memory_order_acquire))
+    return refuse("access to global memory that is not allocated", address);
+  std::atomic<PageState>& st = state_of(page);
+  for (;;) {
+    PageState s = st.load(std::memory_order_acquire);
+    switch (s) {
+      case PageState::unused:
+        return refuse("access to global memory that is not allocated", address);
+      case PageState::invalid:
+        return fault_service_->submit(address, access);
+      case PageState::written:
+        return true;  // another thread of this rank opened it
+      case PageState::twinning:
+        os::spin_until([&] { return st.load(std::memory_order_acquire) != PageState::twinning; });
+        while (st.load(std::memory_order_acquire) == PageState::twinning) st.wait(PageState::twinning);
+        continue;
+      case PageState::valid:
+        if (access == os::FaultAccess::read) return true;  // a fetch made it readable meanwhile
+        if (!kernel)
+          return refuse("host code wrote global memory: write it with cluster::memcpy, or from a kernel",
+                        address);
+        if (!st.compare_exchange_strong(s, PageState::twinning, std::memory_order_acq_rel)) continue;
+        std::memcpy(twin(page), shadow(page), page_);
+        bool opened = false;
+        {
+          std::lock_guard lock(protection_mutex_);
+          opened = protection_->try_set(page, 1, os::Protection::read_write);
+        }
+        if (!opened) {
+          st.store(PageState::valid, std::memory_order_release);
+          st.notify_all();
+          return refuse(
+              "cannot open a page for writing within the process's mappings (vm.max_map_count): raise it",
+              address);
+        }
+        written_[written_count_.fetch_add(1, std::memory_order_acq_rel)] = page;
+        write_faults_.fetch_add(1, std::memory_order_relaxed);
+        st.store(PageState::written, std::memory_order_release);
+        st.notify_all();
+        return true;
+    }
+  }
+}
+
+bool Node::on_slow_fault(void* self, void* address, os::FaultAccess access) {
+  return static_cast<Node*>(self)->resolve_slow(address, access);
+}
+
+// On the fault service's thread: fetch an invalidated page from rank 0, then let the access retry
+// (a write faults once more, on a current read-only page, and makes its twin then).
+bool Node::resolve_slow(void* address, os::FaultAccess) {
+  const std::uint64_t page = page_of(address);
+  std::atomic<PageState>& st = state_of(page);
+  if (st.load(std::memory_order_acquire) != PageState::invalid) return true;
+  transport_.fetch(0, page, epoch_.load(std::memory_order_acquire), {shadow(page), page_});
+  st.store(PageState::valid, std::memory_order_release);
+  {
+    std::lock_guard lock(protection_mutex_);
+    protection_->set(page, 1, os::Protection::read);
+    if (protection_->effective(page) == os::Protection::none)
+      throw SystemError(
+          "mprotect", fmt::format("page {} of the cluster's global memory (vm.max_map_count)", page), ENOMEM);
+  }
+  fetches_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+// Rank 0's page server: the page as of boundary `epoch`. A page this rank writes in the kernel
+// running now is served from its twin, which holds it as of the boundary.
+void Node::serve(std::uint64_t page, std::uint64_t epoch, std::span<std::byte> out) {
+  if (page >= pages_ || out.size() != page_)
+    throw InvalidArgument(
+        fmt::format("cluster page server: request for page {} of {} bytes", page, out.size()));
+  for (std::uint64_t e; (e = epoch_.load(std::memory_order_acquire)) < epoch;)
+    epoch_.wait(e, std::memory_order_acquire);
+  std::lock_guard lock(serve_mutex_);
+  std::atomic<PageState>& st = state_of(page);
+  const auto from_twin = [&] {
+    for (PageState s; (s = st.load(std::memory_order_acquire)) == PageState::twinning;) st.wait(s);
+    std::memcpy(out.data(), twin(page), page_);
+  };
+  const PageState before = st.load(std::memory_order_acquire);
+  if (before == PageState::twinning || before == PageState::written) return from_twin();
+  std::memcpy(out.data(), shadow(page), page_);
+  if (const PageState after = st.load(std::memory_order_acquire);
+      after == PageState::twinning || after == PageState::written)
+    from_twin();
+}
+
+PageState Node::state(const void* p) const {
+  if (!contains(p)) return PageState::unused;
+  return state_of(page_of(p)).load(std::memory_order_acquire);
+}
+
+Stats Node::stats() const {
+  Stats s = stats_;
+  s.write_faults = write_faults_.load(std::memory_order_relaxed);
+  s.fetches = fetches_.load(std::memory_order_relaxed);
+  s.wire_bytes = transport_.bytes_sent();
+  return s;
+}
+
+void Node::reset_stats() {
+  stats_ = Stats{};
+  write_faults_.store(0, std::memory_order_relaxed);
+  fetches_.store(0, std::memory_order_relaxed);
+  transport_.reset_bytes_sent();
+}
+
+}  // namespace hdsm::cluster::detail

@@ -1,0 +1,143 @@
+// One rank of the cluster runtime: its global memory (an arena whose user view the kernels use and
+// whose shadow view the protocol writes), the page table, the write-fault handler, the executor that
+// runs the rank's blocks, and the kernel-boundary protocol over a Transport.
+#pragma once
+
+#include "cluster/transport.hpp"
+#include "exec/executor.hpp"
+#include "os/arena.hpp"
+#include "os/fault.hpp"
+#include "os/fault_mutex.hpp"
+#include "os/fault_service.hpp"
+#include "os/offset_heap.hpp"
+#include "os/protection.hpp"
+
+#include <hdsm/export.h>
+#include <hdsm/cluster.hpp>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+HDSM_VISIBLE_BEGIN
+namespace hdsm::cluster::detail {
+
+/// A page's state on this rank (the seed's page table: its number is the index, its address
+/// base + index * page, "written" is kWritten, and the twin sits at twins + index * page).
+enum class PageState : std::uint8_t {
+  unused,    // not allocated: no access
+  valid,     // current: read-only (writes fault and make a twin)
+  twinning,  // a thread is making the twin (others wait)
+  written,   // twin made, writable until the kernel's end
+  invalid,   // another rank modified it at a lazy boundary: no access, fetched from rank 0 on a fault
+};
+
+/// Split of `blocks` into `ranks` intervals: the first block of every rank and the end.
+std::vector<std::uint64_t> equal_split(std::uint64_t blocks, int ranks);
+std::vector<std::uint64_t> weighted_split(std::uint64_t blocks, std::span<const double> speeds);
+
+class Node final : public PageServer {
+ public:
+  Node(Transport& transport, Options options);
+  ~Node() override;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  int rank() const { return transport_.rank(); }
+  int ranks() const { return transport_.ranks(); }
+  bool lazy_available() const { return lazy_available_; }
+  std::size_t page_size() const { return page_; }
+  std::byte* base() const { return base_; }
+  const Options& options() const { return options_; }
+
+  void* alloc(std::size_t bytes);
+  void free(void* p);
+  bool contains(const void* p) const {
+    return static_cast<std::size_t>(static_cast<const std::byte*>(p) - base_) < space_;
+  }
+  void copy_in(void* dst, const void* src, std::size_t bytes);
+  void copy_out(void* dst, const void* src, std::size_t bytes, Deliver deliver);
+  void replicate(void* data, std::size_t bytes);
+  void barrier() { transport_.barrier(); }
+  void launch(const Kernel& kernel, const Launch& launch, const ArgPack& args);
+
+  Stats stats() const;
+  void reset_stats();
+  PageState state(const void* p) const;
+  /// Modified pages of each boundary so far, summed over ranks (Table 3's "modified").
+  std::uint64_t pages_in_use() const { return used_pages_; }
+  /// The boundaries completed.
+  std::uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
+
+  void serve(std::uint64_t page, std::uint64_t epoch, std::span<std::byte> out) override;
+
+ private:
+  struct Record;
+  static bool on_fault(void* self, void* address, os::FaultAccess access);
+  static bool on_slow_fault(void* self, void* address, os::FaultAccess access);
+  bool resolve(void* address, os::FaultAccess access) noexcept;
+  bool resolve_slow(void* address, os::FaultAccess access);
+  bool refuse(const char* why, void* address) const noexcept;
+  void place_space();
+  std::vector<std::uint64_t> split(std::uint64_t blocks) const;
+  void measure_speed();
+  void boundary(const std::string& kernel, std::exception_ptr error);
+  void set_protection(std::vector<std::pair<std::uint64_t, os::Protection>>& changes);
+  std::uint64_t agree(std::uint64_t value, const char* what);
+  std::uint64_t page_of(const void* p) const {
+    return static_cast<std::uint64_t>(static_cast<const std::byte*>(p) - base_) >> page_shift_;
+  }
+  std::byte* shadow(std::uint64_t page) const { return shadow_ + (page << page_shift_); }
+  std::byte* twin(std::uint64_t page) const { return twins_ + (page << page_shift_); }
+  std::atomic<PageState>& state_of(std::uint64_t page) const { return states_[page]; }
+  std::uint64_t allocated_pages(const void* p, std::size_t bytes, const char* call) const;
+
+  Transport& transport_;
+  Options options_;
+  std::size_t page_;
+  unsigned page_shift_;
+  std::size_t space_;
+  std::uint64_t pages_;
+  bool lazy_available_;
+  bool check_races_;
+
+  std::vector<std::unique_ptr<os::Arena>> arenas_;  // the one in use is the last
+  std::byte* base_ = nullptr;
+  std::byte* shadow_ = nullptr;
+  std::byte* twins_ = nullptr;
+  std::unique_ptr<std::atomic<PageState>[]> states_;
+  std::unique_ptr<std::uint64_t[]> written_;  // pages written in the current kernel, in fault order
+  std::atomic<std::uint64_t> written_count_{0};
+  mutable os::FaultMutex protection_mutex_;
+  std::unique_ptr<os::ProtectionMap> protection_;
+  os::OffsetHeap heap_;
+  std::map<std::size_t, std::size_t> allocations_;  // offset -> bytes
+  std::atomic<std::uint64_t> used_pages_{0};        // pages below the highest allocation's end
+
+  exec::Executor executor_;
+  std::atomic<bool> in_kernel_{false};
+  std::atomic<std::uint64_t> epoch_{0};
+  std::mutex serve_mutex_;  // rank 0: host copies into global memory against the page server
+  std::vector<double> speeds_;
+  std::unique_ptr<os::FaultService> fault_service_;
+  int fault_range_ = -1;
+
+  Stats stats_;
+  std::atomic<std::uint64_t> write_faults_{0}, fetches_{0};
+};
+
+/// Binds `node` to the calling thread for the free functions of <hdsm/cluster.hpp> (the in-process
+/// ranks of the tests); nullptr unbinds. Without a binding they use the session's node.
+void bind_thread(Node* node);
+/// The session's node (nullptr when no session is open): set by Session.
+void set_session_node(Node* node);
+
+}  // namespace hdsm::cluster::detail
+
+HDSM_VISIBLE_END

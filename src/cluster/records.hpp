@@ -1,0 +1,90 @@
+// Modified pages on the wire: one record per page, the runs of bytes its writer changed against the
+// page's twin (coherence::diff_runs), then those bytes. A fully rewritten page is one run; a page
+// whose writer changed a few words costs those words and a header per run. The same records carry
+// single-writer broadcasts, diffs to rank 0 and rank 0's merged pages.
+#pragma once
+
+#include "coherence/page_diff.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace hdsm::cluster::detail {
+
+struct RecordHeader {
+  std::uint64_t page;
+  std::uint32_t runs;
+  std::uint32_t writer;
+};
+
+/// A record inside a buffer; `runs` and `data` point into it (the runs may be unaligned: read them
+/// with run()).
+struct RecordView {
+  std::uint64_t page;
+  std::uint32_t writer;
+  std::uint32_t run_count;
+  const std::byte* runs;
+  const std::byte* data;
+  std::size_t data_bytes;
+  coherence::DiffRun run(std::uint32_t i) const;
+};
+
+class RecordWriter {
+ public:
+  /// Encodes the bytes of `now` that differ from `before` as page `page` of `writer`; nothing when
+  /// none differs. Returns the bytes that differ.
+  std::size_t add(std::uint64_t page, int writer, std::span<const std::byte> now,
+                  std::span<const std::byte> before);
+  /// Copies a record of another buffer.
+  void append(const RecordView& record);
+  std::span<const std::byte> bytes() const { return out_; }
+  std::span<std::byte> mutable_bytes() { return out_; }
+  std::uint64_t payload() const { return payload_; }
+  std::uint64_t headers() const { return out_.size() - payload_; }
+
+ private:
+  std::vector<std::byte> out_;
+  std::vector<coherence::DiffRun> runs_;
+  std::uint64_t payload_ = 0;
+};
+
+/// Calls fn(RecordView) for every record of `buffer`; hdsm::Error when the buffer is malformed.
+template <class F>
+void for_each_record(std::span<const std::byte> buffer, F&& fn);
+
+/// Writes the record's runs into `page`.
+void apply_record(const RecordView& record, std::byte* page);
+
+/// The bytes of `now` that differ from `before`.
+std::size_t records_changed_bytes(std::span<const std::byte> now, std::span<const std::byte> before);
+
+/// Overlapping runs of different writers in one page: a racy kernel.
+class RaceCheck {
+ public:
+  explicit RaceCheck(bool enabled) : enabled_(enabled) {}
+  void add(std::span<const std::byte> records);
+  /// Prints one warning per racy page (the page, the byte range, the ranks) and returns how many.
+  std::uint64_t report(const std::string& kernel, const std::byte* base, std::size_t page_bytes);
+
+ private:
+  struct Run {
+    std::uint64_t page;
+    std::uint32_t begin, end;
+    std::uint32_t writer;
+  };
+  bool enabled_;
+  std::vector<Run> runs_;
+};
+
+// Implementation of the template.
+RecordView parse_record(std::span<const std::byte> buffer, std::size_t& at);
+
+template <class F>
+void for_each_record(std::span<const std::byte> buffer, F&& fn) {
+  for (std::size_t at = 0; at < buffer.size();) fn(parse_record(buffer, at));
+}
+
+}  // namespace hdsm::cluster::detail

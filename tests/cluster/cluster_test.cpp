@@ -1,0 +1,344 @@
+// The cluster DSM's protocol with the ranks as threads of one process (no MPI): write faults and
+// twins, writeVector, single- and several-writer merges, diffs as runs, lazy invalidation and the
+// page server, host copies, bad input, and the randomized model test. tests/mpi/cluster_mpi_test.cpp
+// runs the same runtime on MPI ranks.
+#include "cluster/model_program.hpp"
+#include "cluster/node.hpp"
+#include "cluster/threads_transport.hpp"
+#include "support/model_run.hpp"
+
+#include <hdsm/cluster.hpp>
+#include <hdsm/error.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <exception>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+namespace {
+
+namespace cl = hdsm::cluster;
+using cl::detail::Node;
+using cl::detail::PageState;
+using hdsm::Dim3;
+using hdsm::Launch;
+using hdsm::Thread;
+
+constexpr std::size_t kPage = 4096;
+
+cl::Options options(std::uint64_t lazy_pages = 1u << 30, unsigned threads = 2) {
+  cl::Options o;
+  o.space_bytes = std::size_t{64} << 20;
+  o.page_size = kPage;
+  o.threads = threads;
+  o.lazy_pages = lazy_pages;
+  o.check_races = true;
+  return o;
+}
+
+/// Runs f(node) on `ranks` threads, each the rank of one node of an in-process hub; rethrows the
+/// first failure.
+template <class F>
+void run_ranks(int ranks, const cl::Options& o, F f) {
+  cl::detail::ThreadsHub hub(ranks);
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(ranks));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        Node node(hub.endpoint(r), o);
+        cl::detail::bind_thread(&node);
+        f(node);
+        cl::detail::bind_thread(nullptr);
+      } catch (...) {
+        cl::detail::bind_thread(nullptr);
+        errors[static_cast<std::size_t>(r)] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+// Block b writes value v to elements [b * per_block, (b + 1) * per_block).
+const auto& fill_kernel() {
+  static const auto k =
+      hdsm::per_thread("fill_blocks", [](const Thread& t, int* a, std::uint32_t per_block, int v) {
+        for (std::uint32_t i = t.idx.x; i < per_block; i += t.block_dim.x)
+          a[std::size_t{t.block.x} * per_block + i] = v + static_cast<int>(t.block.x);
+      });
+  return k;
+}
+
+// Element i of a is written by the block i % blocks: every page has a writer from every rank.
+const auto& interleave_kernel() {
+  static const auto k = hdsm::per_thread("interleave", [](const Thread& t, int* a, std::uint32_t n, int v) {
+    if (t.idx.x != 0) return;
+    for (std::uint32_t i = t.block.x; i < n; i += t.grid_dim.x) a[i] = v + static_cast<int>(i);
+  });
+  return k;
+}
+
+std::vector<int> read_all(const int* global, std::size_t n) {
+  std::vector<int> host(n, -7);
+  cl::memcpy(host.data(), global, n * sizeof(int));
+  return host;
+}
+
+TEST(ClusterSplit, EqualAndWeightedIntervalsCoverTheGrid) {
+  EXPECT_EQ(cl::detail::equal_split(10, 3), (std::vector<std::uint64_t>{0, 3, 6, 10}));
+  EXPECT_EQ(cl::detail::equal_split(2, 3), (std::vector<std::uint64_t>{0, 0, 1, 2}));
+  const double speeds[] = {1.0, 3.0};
+  EXPECT_EQ(cl::detail::weighted_split(100, speeds), (std::vector<std::uint64_t>{0, 25, 100}));
+  const std::uint64_t huge = std::uint64_t{1} << 62;
+  EXPECT_EQ(cl::detail::equal_split(huge, 4).back(), huge);
+}
+
+TEST(Cluster, EachRankRunsItsIntervalAndAllSeeAllWrites) {
+  for (const int ranks : {1, 2, 3}) {
+    run_ranks(ranks, options(), [&](Node& node) {
+      constexpr std::uint32_t blocks = 12, per_block = 2048;  // two pages a block: one writer a page
+      int* a = cl::alloc<int>(std::size_t{blocks} * per_block);
+      cl::reset_stats();
+      cl::launch(fill_kernel(), Launch{Dim3{blocks}, Dim3{64}, 0}, a, per_block, 100);
+      const std::vector<int> got = read_all(a, std::size_t{blocks} * per_block);
+      for (std::uint32_t i = 0; i < blocks * per_block; ++i)
+        ASSERT_EQ(got[i], 100 + static_cast<int>(i / per_block))
+            << "rank " << node.rank() << " element " << i;
+      // Direct reads on every rank: all pages are current after an eager boundary.
+      for (std::uint32_t i = 0; i < blocks * per_block; i += 1000)
+        ASSERT_EQ(a[i], 100 + static_cast<int>(i / per_block));
+      const cl::Stats s = cl::stats();
+      const std::uint64_t my_blocks = blocks / static_cast<unsigned>(ranks);
+      EXPECT_EQ(s.write_faults, my_blocks * 2) << "one fault per page, whatever the threads";
+      EXPECT_EQ(s.pages_modified, blocks * 2);
+      EXPECT_EQ(s.pages_multi_writer, 0u);
+      // Single-writer pages cost their modified bytes once per other rank, plus headers.
+      // (the bytes a write left equal, such as the high bytes of small ints at a page's ends, stay home).
+      const std::uint64_t page_bytes = my_blocks * per_block * sizeof(int) * static_cast<unsigned>(ranks - 1);
+      EXPECT_LE(s.payload_bytes, page_bytes);
+      EXPECT_GE(s.payload_bytes, page_bytes * 99 / 100);
+      EXPECT_LE(s.header_bytes, s.payload_bytes / 100 + 64) << "headers: one record and one run a page";
+      EXPECT_EQ(node.state(a), PageState::valid);
+      cl::free(a);
+    });
+  }
+}
+
+TEST(Cluster, PagesWithSeveralWritersAreMergedByteExactly) {
+  run_ranks(3, options(), [&](Node& node) {
+    constexpr std::uint32_t n = 5000;
+    int* a = cl::alloc<int>(n);
+    cl::reset_stats();
+    cl::launch(interleave_kernel(), Launch{Dim3{9}, Dim3{32}, 0}, a, n, 7);
+    const std::vector<int> got = read_all(a, n);
+    for (std::uint32_t i = 0; i < n; ++i)
+      ASSERT_EQ(got[i], 7 + static_cast<int>(i)) << "rank " << node.rank();
+    const cl::Stats s = cl::stats();
+    EXPECT_EQ(s.pages_multi_writer, 5u);  // 5000 ints: 5 pages, each with writers on all three ranks
+    EXPECT_EQ(s.race_warnings, 0u);
+    // Diffs as runs: each rank's 4-byte elements sit 12 bytes apart (4 bytes of each of the other
+    // two ranks between them), so runs join across the 8-byte gaps: what moves to rank 0 is at most
+    // the page, never three pages.
+    if (node.rank() != 0) {
+      EXPECT_LE(s.payload_bytes, 2 * n * sizeof(int));
+    }
+    cl::free(a);
+  });
+}
+
+TEST(Cluster, OverlappingWritesOfTwoRanksAreReportedAsARace) {
+  testing::internal::CaptureStderr();
+  run_ranks(2, options(), [&](Node&) {
+    int* a = cl::alloc<int>(1024);
+    const auto racy = hdsm::per_thread("racy", [](const Thread& t, int* p) {
+      p[t.idx.x] = static_cast<int>(0x01010101u * (t.block.x + 1));
+    });
+    cl::reset_stats();
+    cl::launch(racy, Launch{Dim3{2}, Dim3{16}, 0}, a);
+    if (cl::rank() == 0) {
+      EXPECT_EQ(cl::stats().race_warnings, 1u);
+    }
+    cl::free(a);
+  });
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("kernel 'racy' is racy: ranks 0 and 1 both wrote bytes [0, 64) of page"),
+            std::string::npos)
+      << err;
+}
+
+TEST(Cluster, LazyBoundariesInvalidateOthersPagesAndFetchThemOnTouch) {
+  run_ranks(3, options(/*lazy_pages=*/0), [&](Node& node) {
+    constexpr std::uint32_t blocks = 6, per_block = 1024;  // a page a block
+    int* a = cl::alloc<int>(blocks * per_block);
+    cl::reset_stats();
+    cl::launch(fill_kernel(), Launch{Dim3{blocks}, Dim3{32}, 0}, a, per_block, 5);
+    const cl::Stats s = cl::stats();
+    EXPECT_EQ(s.lazy_kernels, 1u);
+    // Rank r wrote pages 2r and 2r+1: it keeps them; rank 0 holds every page; others are invalid.
+    for (std::uint32_t b = 0; b < blocks; ++b) {
+      const bool mine = b / 2 == static_cast<std::uint32_t>(node.rank());
+      const PageState want = node.rank() == 0 || mine ? PageState::valid : PageState::invalid;
+      EXPECT_EQ(node.state(a + b * per_block), want) << "rank " << node.rank() << " page " << b;
+    }
+    EXPECT_EQ(s.pages_invalidated, node.rank() == 0 ? 0u : 4u);
+    // A host read of an invalidated page fetches it from rank 0.
+    for (std::uint32_t b = 0; b < blocks; ++b) ASSERT_EQ(a[b * per_block + 3], 5 + static_cast<int>(b));
+    EXPECT_EQ(cl::stats().fetches, node.rank() == 0 ? 0u : 4u);
+    // A kernel that reads pages invalidated by another lazy boundary fetches them too.
+    cl::launch(fill_kernel(), Launch{Dim3{blocks}, Dim3{32}, 0}, a, per_block, 50);
+    int* b2 = cl::alloc<int>(blocks * per_block);
+    const auto copy =
+        hdsm::per_thread("copy_shifted", [](const Thread& t, const int* from, int* to, std::uint32_t n) {
+          const std::uint64_t i = t.global_x();
+          if (i < n) to[i] = from[(i + n / 2) % n] + 1;
+        });
+    cl::launch(copy, hdsm::cover(blocks * per_block, 256), a, b2, blocks * per_block);
+    const std::vector<int> got = read_all(b2, blocks * per_block);
+    for (std::uint32_t i = 0; i < blocks * per_block; ++i)
+      ASSERT_EQ(got[i],
+                51 + static_cast<int>(((i + blocks * per_block / 2) % (blocks * per_block)) / per_block));
+    cl::free(b2);
+    cl::free(a);
+  });
+}
+
+TEST(Cluster, LazyUpdateMovesFewerBytesThanEager) {
+  std::uint64_t bytes[2] = {0, 0};
+  for (const int lazy : {0, 1}) {
+    std::atomic<std::uint64_t> sum{0};
+    run_ranks(3, options(lazy == 1 ? 0 : 1u << 30), [&](Node&) {
+      int* a = cl::alloc<int>(24 * 1024);
+      cl::reset_stats();
+      cl::launch(fill_kernel(), Launch{Dim3{24}, Dim3{32}, 0}, a, 1024, 1);
+      sum += cl::stats().wire_bytes;
+      cl::free(a);
+    });
+    bytes[lazy] = sum;
+  }
+  EXPECT_LT(bytes[1], bytes[0]) << "lazy " << bytes[1] << " B, eager " << bytes[0] << " B";
+}
+
+TEST(Cluster, HostCopiesInAndOut) {
+  run_ranks(3, options(0), [&](Node& node) {
+    constexpr std::size_t n = 3000;
+    int* a = cl::alloc<int>(n);
+    std::vector<int> host(n);
+    std::iota(host.begin(), host.end(), node.rank() == 0 ? 10 : 99999);  // rank 0's data counts
+    cl::memcpy(a + 1, host.data(), (n - 1) * sizeof(int));
+    std::vector<int> out(n, -1);
+    cl::memcpy(out.data(), a, n * sizeof(int), cl::Deliver::rank0);
+    if (node.rank() == 0) {
+      EXPECT_EQ(out[0], 0);
+      EXPECT_EQ(out[1], 10);
+      EXPECT_EQ(out[n - 1], 10 + static_cast<int>(n) - 2);
+    } else {
+      EXPECT_EQ(out[1], -1) << "Deliver::rank0 leaves the other ranks' buffers alone";
+    }
+    EXPECT_EQ(read_all(a, n)[n - 1], 10 + static_cast<int>(n) - 2);
+    cl::free(a);
+  });
+}
+
+TEST(Cluster, BadInputFailsOnEveryRank) {
+  std::atomic<int> size_errors{0}, grid_errors{0}, kernel_errors{0}, free_errors{0};
+  run_ranks(3, options(), [&](Node& node) {
+    try {
+      cl::alloc<int>(node.rank() == 1 ? 100 : 200);
+    } catch (const hdsm::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("different allocation sizes"), std::string::npos) << e.what();
+      ++size_errors;
+    }
+    int* a = cl::alloc<int>(4096);
+    try {
+      cl::launch(fill_kernel(), Launch{Dim3{0}, Dim3{32}, 0}, a, 1u, 0);
+    } catch (const hdsm::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("no block to run"), std::string::npos) << e.what();
+      ++grid_errors;
+    }
+    const auto failing = hdsm::per_thread("fails_on_rank_1", [](const Thread& t, int* p, int rank) {
+      p[t.global_x()] = 1;
+      if (rank == 1) throw std::runtime_error("bad block");
+    });
+    try {
+      cl::launch(failing, Launch{Dim3{3}, Dim3{4}, 0}, a, node.rank());
+    } catch (const hdsm::KernelFailure& e) {
+      const std::string want = node.rank() == 1 ? "failed on rank 1: bad block" : "failed on rank 1";
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+      ++kernel_errors;
+    }
+    EXPECT_EQ(read_all(a, 12)[0], 1) << "the memory is coherent after a failed kernel";
+    try {
+      cl::free(a + 1);
+    } catch (const hdsm::InvalidPointer&) {
+      ++free_errors;
+    }
+    cl::free(a);
+  });
+  EXPECT_EQ(size_errors, 3);
+  EXPECT_EQ(grid_errors, 3);
+  EXPECT_EQ(kernel_errors, 3);
+  EXPECT_EQ(free_errors, 3);
+}
+
+TEST(Cluster, WeightedAndCustomPolicies) {
+  cl::Options o = options();
+  o.policy = [](std::uint64_t blocks, std::span<const double> speeds) {
+    std::vector<std::uint64_t> b(speeds.size() + 1, blocks);
+    b[0] = 0;  // rank 0 takes every block
+    return b;
+  };
+  run_ranks(2, o, [&](Node&) {
+    int* a = cl::alloc<int>(4 * 1024);
+    cl::reset_stats();
+    cl::launch(fill_kernel(), Launch{Dim3{4}, Dim3{32}, 0}, a, 1024, 0);
+    EXPECT_EQ(cl::stats().write_faults, cl::rank() == 0 ? 4u : 0u);
+    EXPECT_EQ(read_all(a, 4096)[4095], 3);
+    cl::free(a);
+  });
+  o.policy = [](std::uint64_t blocks, std::span<const double>) {
+    return std::vector<std::uint64_t>{0, blocks};
+  };
+  std::atomic<int> refused{0};
+  run_ranks(2, o, [&](Node&) {
+    int* a = cl::alloc<int>(1024);
+    try {
+      cl::launch(fill_kernel(), Launch{Dim3{1}, Dim3{32}, 0}, a, 1024, 0);
+    } catch (const hdsm::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("ranks + 1"), std::string::npos) << e.what();
+      ++refused;
+    }
+    cl::free(a);
+  });
+  EXPECT_EQ(refused, 2);
+}
+
+TEST(ClusterDeathTest, HostWritesToGlobalMemoryEndTheProgramWithAMessage) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        cl::detail::ThreadsHub hub(1);
+        Node node(hub.endpoint(0), options());
+        cl::detail::bind_thread(&node);
+        int* a = cl::alloc<int>(16);
+        a[0] = 1;
+      },
+      "host code wrote global memory");
+}
+
+TEST(ClusterModel, MatchesPlainMemory) {
+  const hdsm::test::ModelRun run(0xC1u, 40);
+  for (const int ranks : {1, 2, 3}) {
+    // A threshold of 6 pages of 17: sparse steps are eager, dense ones lazy.
+    run_ranks(ranks, options(6), [&](Node&) {
+      const std::string error = hdsm::test::cluster_model::run(run.seed() + static_cast<std::uint64_t>(ranks),
+                                                               run.iterations(), 17 * 1024 - 100, 1024);
+      EXPECT_EQ(error, "") << ranks << " ranks";
+    });
+  }
+}
+
+}  // namespace

@@ -1,0 +1,211 @@
+// The cluster runtime on MPI ranks (run under mpirun with 1, 2 and 3 ranks): global memory at one
+// address on every rank, kernels whose ranks write disjoint parts of shared pages, lazy boundaries
+// and the page server, several kernels with host copies between them, bad input, and the randomized
+// model test. The applications run in cluster_apps_mpi_test.cpp.
+#include "cluster/model_program.hpp"
+
+#include <hdsm/cluster.hpp>
+#include <hdsm/error.hpp>
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <sys/resource.h>
+#include <numeric>
+#include <vector>
+
+namespace {
+
+namespace cl = hdsm::cluster;
+using hdsm::Dim3;
+using hdsm::Launch;
+using hdsm::Thread;
+
+cl::Options options(std::uint64_t lazy_pages = 1u << 30) {
+  cl::Options o;
+  o.space_bytes = std::size_t{1} << 30;
+  o.threads = 1;  // ranks outnumber the cores under CI
+  o.lazy_pages = lazy_pages;
+  o.check_races = true;
+  o.timeout = std::chrono::milliseconds(60000);
+  return o;
+}
+
+const auto& interleave_kernel() {
+  static const auto k = hdsm::per_thread("interleave", [](const Thread& t, int* a, std::uint32_t n, int v) {
+    if (t.idx.x != 0) return;
+    for (std::uint32_t i = t.block.x; i < n; i += t.grid_dim.x) a[i] = v + static_cast<int>(i);
+  });
+  return k;
+}
+
+const auto& add_kernel() {
+  static const auto k =
+      hdsm::per_thread("add_shifted", [](const Thread& t, const int* from, int* to, std::uint32_t n, int v) {
+        const std::uint64_t i = t.global_x();
+        if (i < n) to[i] = from[(i + n / 2) % n] + v;
+      });
+  return k;
+}
+
+TEST(ClusterMpi, GlobalMemoryIsAtOneAddressOnEveryRank) {
+  cl::Session session(options());
+  EXPECT_EQ(session.ranks(), [] {
+    int n = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    return n;
+  }());
+  int* a = cl::alloc<int>(1000);
+  double* b = cl::alloc<double>(5);
+  const auto mine = reinterpret_cast<std::uint64_t>(a), mine_b = reinterpret_cast<std::uint64_t>(b);
+  std::uint64_t lowest[2] = {mine, mine_b}, highest[2] = {mine, mine_b};
+  MPI_Allreduce(MPI_IN_PLACE, lowest, 2, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, highest, 2, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  EXPECT_EQ(lowest[0], highest[0]);
+  EXPECT_EQ(lowest[1], highest[1]);
+  EXPECT_EQ(mine % 4096, 0u);
+  cl::free(b);
+  cl::free(a);
+}
+
+TEST(ClusterMpi, RanksWriteDisjointPartsOfSharedPages) {
+  cl::Session session(options());
+  constexpr std::uint32_t n = 10000;
+  int* a = cl::alloc<int>(n);
+  cl::reset_stats();
+  cl::launch(interleave_kernel(), Launch{Dim3{7}, Dim3{16}, 0}, a, n, 3);
+  std::vector<int> host(n);
+  cl::memcpy(host.data(), a, n * sizeof(int));
+  for (std::uint32_t i = 0; i < n; ++i)
+    ASSERT_EQ(host[i], 3 + static_cast<int>(i)) << "rank " << session.rank();
+  if (session.ranks() > 1) {
+    EXPECT_GT(cl::stats().pages_multi_writer, 0u);
+  }
+  EXPECT_EQ(cl::stats().race_warnings, 0u);
+  cl::free(a);
+}
+
+TEST(ClusterMpi, KernelsReadPagesInvalidatedByLazyBoundaries) {
+  cl::Session session(options(/*lazy_pages=*/0));
+  constexpr std::uint32_t n = 64 * 1024;
+  int* a = cl::alloc<int>(n);
+  int* b = cl::alloc<int>(n);
+  cl::launch(interleave_kernel(), Launch{Dim3{64}, Dim3{1}, 0}, a, n, 0);  // several writers a page
+  cl::launch(add_kernel(), hdsm::cover(n), a, b, n, 1);                    // reads pages others wrote
+  cl::launch(add_kernel(), hdsm::cover(n), b, a, n, 1);
+  const cl::Stats s = cl::stats();
+  if (session.ranks() > 1) {
+    EXPECT_EQ(s.lazy_kernels, 3u);
+    if (session.rank() != 0) {
+      EXPECT_GT(s.pages_invalidated, 0u);
+      EXPECT_GT(s.fetches, 0u);
+    }
+  }
+  // Direct host reads fetch what is still invalid.
+  for (std::uint32_t i = 0; i < n; i += 97)
+    ASSERT_EQ(a[i], static_cast<int>(i) + 2) << "rank " << session.rank();
+  cl::free(b);
+  cl::free(a);
+}
+
+TEST(ClusterMpi, SeveralKernelsWithHostCopiesBetweenThem) {
+  cl::Session session(options());
+  constexpr std::uint32_t n = 20000;
+  int* a = cl::alloc<int>(n);
+  int* b = cl::alloc<int>(n);
+  std::vector<int> host(n), model(n);
+  std::iota(model.begin(), model.end(), 5);
+  host = model;
+  if (session.rank() != 0) std::fill(host.begin(), host.end(), 0);  // only rank 0's data counts
+  cl::memcpy(a, host.data(), n * sizeof(int));
+  for (int round = 0; round < 4; ++round) {
+    cl::launch(add_kernel(), hdsm::cover(n, 128), a, b, n, round);
+    std::vector<int> next(n);
+    for (std::uint32_t i = 0; i < n; ++i) next[i] = model[(i + n / 2) % n] + round;
+    cl::memcpy(host.data(), b, n * sizeof(int));
+    ASSERT_EQ(host, next) << "round " << round << " rank " << session.rank();
+    // The host changes a few elements and writes them back through rank 0.
+    for (std::uint32_t i = 0; i < n; i += 1000) next[i] = -static_cast<int>(i);
+    cl::memcpy(a, next.data(), n * sizeof(int));
+    model = next;
+  }
+  cl::free(b);
+  cl::free(a);
+}
+
+TEST(ClusterMpi, RandomizedModelMatchesPlainMemory) {
+  const hdsm::test::ModelRun run(0xC2u, 30);
+  for (const std::uint64_t lazy : {std::uint64_t{6}, std::uint64_t{1} << 30}) {
+    cl::Session session(options(lazy));
+    EXPECT_EQ(hdsm::test::cluster_model::run(run.seed() + lazy, run.iterations(), 17 * 1024 - 100, 1024), "")
+        << "lazy threshold " << lazy;
+  }
+}
+
+TEST(ClusterMpi, BadInputFailsOnEveryRankWithoutHanging) {
+  cl::Session session(options());
+  if (session.ranks() > 1) {
+    EXPECT_THROW(cl::alloc<int>(session.rank() == 0 ? 10 : 20), hdsm::InvalidArgument);
+  }
+  EXPECT_THROW(cl::alloc<char>(0), hdsm::InvalidArgument);
+  int* a = cl::alloc<int>(64);
+  EXPECT_THROW(cl::launch(interleave_kernel(), Launch{Dim3{1, 0}, Dim3{1}, 0}, a, 64u, 0),
+               hdsm::InvalidArgument);
+  const auto failing = hdsm::per_thread("fails_on_the_last_rank", [](const Thread&, int rank, int last) {
+    if (rank == last) throw std::runtime_error("bad block");
+  });
+  try {
+    cl::launch(failing, Launch{Dim3{4}, Dim3{1}, 0}, session.rank(), session.ranks() - 1);
+    ADD_FAILURE() << "no KernelFailure";
+  } catch (const hdsm::KernelFailure& e) {
+    EXPECT_NE(std::string(e.what()).find("failed on rank " + std::to_string(session.ranks() - 1)),
+              std::string::npos)
+        << e.what();
+  }
+  std::vector<int> host(4, session.rank());
+  if (session.ranks() > 1) {
+    EXPECT_THROW(cl::memcpy(a, host.data(), (session.rank() + 1) * sizeof(int)), hdsm::InvalidArgument);
+  }
+  cl::free(a);
+}
+
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+TEST(ClusterMpi, TooLittleCommonAddressSpaceIsAnErrorOnEveryRank) {
+  int ranks = 0, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (ranks < 2) GTEST_SKIP() << "needs a rank with room and one without";
+  // The last rank may map no more than 32 GiB of address space: a 64 GiB space cannot sit there.
+  rlimit saved{};
+  getrlimit(RLIMIT_AS, &saved);
+  if (rank == ranks - 1) {
+    rlimit low = saved;
+    low.rlim_cur = static_cast<rlim_t>(32) << 30;
+    setrlimit(RLIMIT_AS, &low);
+  }
+  cl::Options o = options();
+  o.space_bytes = std::size_t{64} << 30;
+  try {
+    cl::Session session(o);
+    ADD_FAILURE() << "a session was made";
+  } catch (const hdsm::SystemError& e) {
+    EXPECT_NE(std::string(e.what()).find("no range of 64 GiB is free at one address on all"),
+              std::string::npos)
+        << e.what();
+  }
+  if (rank == ranks - 1) setrlimit(RLIMIT_AS, &saved);
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  ::testing::InitGoogleTest(&argc, argv);
+  const int result = RUN_ALL_TESTS();
+  int worst = result;
+  MPI_Allreduce(&result, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return worst;
+}
