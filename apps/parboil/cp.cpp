@@ -174,6 +174,26 @@ Output run_explicit(Device& d, Scale scale) {
 
 }  // namespace
 
+// The plane in global memory; each chunk of atoms is constant data (every rank computes it the same
+// way) that one launch adds to every grid point.
+Output cp_grid(GridTarget& g, Scale scale) {
+  const Shape s = shape(scale);
+  const std::vector<Atom> atoms = make_atoms(s);
+  const float z = plane_z(s);
+  std::vector<AtomInfo> staged(s.atoms);
+  for (std::uint32_t i = 0; i < s.atoms; ++i) staged[i] = info(atoms[i], z);
+  const std::size_t points = std::size_t{s.nx} * s.ny;
+  float* grid = g.alloc<float>(points);
+  for (std::uint32_t start = 0; start < s.atoms; start += s.chunk) {
+    const std::uint32_t count = std::min(s.chunk, s.atoms - start);
+    g.call(energy_kernel(), energy_launch(s), grid, staged.data() + start, count, s.nx);
+  }
+  std::vector<float> host(points);
+  g.from_global(host.data(), grid, points * sizeof(float));
+  g.free(grid);
+  return read_plane(host.data(), s);
+}
+
 App cp() {
   return {"cp",
           "CPU writes each atom chunk into a shared buffer, one call per chunk accumulates into the "

@@ -7,6 +7,7 @@
 
 #include "apps/app.hpp"
 #include "apps/cuda.hpp"
+#include "apps/grid.hpp"
 #include "apps/opencl.hpp"
 #include "apps/parboil/mri_kernel.hpp"
 #include "apps/random.hpp"
@@ -185,5 +186,56 @@ Output accumulate(Device& d, Queue& queue, const Kernel& kernel, const Shape& s,
   for (DeviceBuffer b : {x_d, y_d, z_d, re_d, im_d, chunk_d}) d.free(b);
   return read_sums(re.data(), im.data(), s.voxels);
 }
+
+// The second phase on a GridTarget: voxels and sums in global memory, every chunk constant data.
+template <class KValue, std::size_t N, class K>
+Output accumulate(GridTarget& g, const K& kernel, const Shape& s, const std::vector<KValue>& kvals,
+                  const HostInputs<N>& in) {
+  const std::size_t xbytes = s.voxels * sizeof(float);
+  float *x = g.alloc<float>(s.voxels), *y = g.alloc<float>(s.voxels), *z = g.alloc<float>(s.voxels);
+  float *re = g.alloc<float>(s.voxels), *im = g.alloc<float>(s.voxels);
+  g.to_global(x, in.x.data(), xbytes);
+  g.to_global(y, in.y.data(), xbytes);
+  g.to_global(z, in.z.data(), xbytes);
+  for (std::uint32_t start = 0; start < s.samples; start += s.chunk) {
+    const std::uint32_t count = std::min(s.chunk, s.samples - start);
+    g.call(kernel, cover(s.voxels, kChunkThreads), x, y, z, re, im, kvals.data() + start, count, s.voxels);
+  }
+  std::vector<float> re_h(s.voxels), im_h(s.voxels);
+  g.from_global(re_h.data(), re, xbytes);
+  g.from_global(im_h.data(), im, xbytes);
+  for (float* p : {x, y, z, re, im}) g.free(p);
+  return read_sums(re_h.data(), im_h.data(), s.voxels);
+}
+
+/// The first phase's inputs on a GridTarget: the weights into global memory, and `results` arrays
+/// of one float a sample for the first kernel to write.
+template <std::size_t N, std::size_t M>
+struct GridWeights {
+  GridWeights(GridTarget& g, const Shape& s, const HostInputs<N>& in) : g_(g) {
+    for (std::size_t i = 0; i < N; ++i) {
+      weights[i] = g.alloc<float>(s.samples);
+      g.to_global(weights[i], in.weights[i].data(), s.samples * sizeof(float));
+    }
+    for (float*& p : results) p = g.alloc<float>(s.samples);
+  }
+  GridWeights(const GridWeights&) = delete;
+  GridWeights& operator=(const GridWeights&) = delete;
+  ~GridWeights() {
+    for (float* p : weights) g_.free(p);
+    for (float* p : results) g_.free(p);
+  }
+  /// results[i] copied out.
+  std::vector<float> read(std::size_t i, const Shape& s) const {
+    std::vector<float> out(s.samples);
+    g_.from_global(out.data(), results[i], s.samples * sizeof(float));
+    return out;
+  }
+  std::array<float*, N> weights{};
+  std::array<float*, M> results{};
+
+ private:
+  GridTarget& g_;
+};
 
 }  // namespace hdsm::apps::parboil::mri

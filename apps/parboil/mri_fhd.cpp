@@ -126,6 +126,22 @@ Output run_explicit(Device& d, Scale scale) {
 
 }  // namespace
 
+Output mri_fhd_grid(GridTarget& g, Scale scale) {
+  const mri::Shape s = shape(scale);
+  const mri::HostInputs<4> in{s, kSeed};
+  std::vector<float> rho_r, rho_i;
+  {
+    const mri::GridWeights<4, 2> w(g, s, in);
+    g.call(rho_phi_kernel(), cover(s.samples, mri::kWeightThreads), w.weights[0], w.weights[1], w.weights[2],
+           w.weights[3], w.results[0], w.results[1], s.samples);
+    rho_r = w.read(0, s);
+    rho_i = w.read(1, s);
+  }
+  std::vector<KValue> kvals(s.samples);
+  for (std::uint32_t k = 0; k < s.samples; ++k) kvals[k] = {in.kx[k], in.ky[k], in.kz[k], rho_r[k], rho_i[k]};
+  return mri::accumulate(g, fhd_kernel(), s, kvals, in);
+}
+
 App mri_fhd() {
   return {"mri-fhd",
           "CPU writes k-space, phi, d and voxels into shared objects; one call computes rhoPhi, which "

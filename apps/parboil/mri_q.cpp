@@ -105,6 +105,21 @@ Output run_explicit(Device& d, Scale scale) {
 
 }  // namespace
 
+Output mri_q_grid(GridTarget& g, Scale scale) {
+  const mri::Shape s = shape(scale);
+  const mri::HostInputs<2> in{s, kSeed};
+  std::vector<float> phi_mag;
+  {
+    const mri::GridWeights<2, 1> w(g, s, in);
+    g.call(phi_mag_kernel(), cover(s.samples, mri::kWeightThreads), w.weights[0], w.weights[1], w.results[0],
+           s.samples);
+    phi_mag = w.read(0, s);
+  }
+  std::vector<KValue> kvals(s.samples);
+  for (std::uint32_t k = 0; k < s.samples; ++k) kvals[k] = {in.kx[k], in.ky[k], in.kz[k], phi_mag[k]};
+  return mri::accumulate(g, q_kernel(), s, kvals, in);
+}
+
 App mri_q() {
   return {"mri-q",
           "CPU writes k-space and voxels into shared objects; one call computes phiMag, which the CPU "

@@ -269,6 +269,34 @@ Output run_reference(Scale scale) {
 
 }  // namespace
 
+// The points in global memory; each pairing's launch writes every block's histogram into global
+// memory, which the host copies out and adds up.
+Output tpacf_grid(GridTarget& g, Scale scale) {
+  const Sizes s = sizes(scale);
+  const Launch launch = cover(s.points, kBlock);
+  const std::size_t blocks = launch.grid.x;
+  std::vector<Point> points(std::size_t{s.points} * (s.randoms + 1));
+  convert(points.data(), read_catalogues(s));
+  std::vector<float> binb(kBounds);
+  bin_bounds(binb.data());
+  std::vector<std::uint64_t> hist(blocks * kSlots);
+  Point* d_points = g.alloc<Point>(points.size());
+  std::uint64_t* d_hist = g.alloc<std::uint64_t>(hist.size());
+  g.to_global(d_points, points.data(), points.size() * sizeof(Point));
+  Output out{std::vector<double>(std::size_t{3} * kSlots, 0.0)};
+  const auto calls = pairings(s);
+  for (std::size_t c = 0; c < calls.size(); ++c) {
+    g.call(histogram_kernel(), launch, d_points + std::size_t{calls[c][0]} * s.points, s.points,
+           d_points + std::size_t{calls[c][1]} * s.points, s.partners,
+           std::uint32_t{calls[c][0] == calls[c][1]}, binb.data(), d_hist);
+    g.from_global(hist.data(), d_hist, hist.size() * sizeof(std::uint64_t));
+    add_blocks(out, c, hist.data(), blocks);
+  }
+  g.free(d_hist);
+  g.free(d_points);
+  return out;
+}
+
 Output tpacf_init_adsm(Runtime& rt, int device, Scale scale) {
   const Sizes s = sizes(scale);
   const SharedInput in = init_shared(rt, device, s);

@@ -2,6 +2,7 @@
 // address on every rank, kernels whose ranks write disjoint parts of shared pages, lazy boundaries
 // and the page server, several kernels with host copies between them, bad input, and the randomized
 // model test. The applications run in cluster_apps_mpi_test.cpp.
+#include "apps/cluster_target.hpp"
 #include "cluster/model_program.hpp"
 
 #include <hdsm/cluster.hpp>
@@ -11,7 +12,9 @@
 #include <mpi.h>
 
 #include <sys/resource.h>
+#include <algorithm>
 #include <numeric>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -168,6 +171,30 @@ TEST(ClusterMpi, BadInputFailsOnEveryRankWithoutHanging) {
   }
   cl::free(a);
 }
+
+// Every application of the seed's Table 2 against its reference, eager and lazy.
+class ClusterApps : public ::testing::TestWithParam<std::string_view> {};
+
+TEST_P(ClusterApps, MatchTheirReferences) {
+  const hdsm::apps::GridApp& app = *hdsm::apps::find_grid_app(GetParam());
+  const hdsm::apps::Output want = app.run_reference(hdsm::apps::Scale::test);
+  for (const std::uint64_t lazy : {std::uint64_t{1} << 30, std::uint64_t{0}}) {
+    cl::Session session(options(lazy));
+    hdsm::apps::ClusterTarget target;
+    const hdsm::apps::Output got = app.run(target, hdsm::apps::Scale::test);
+    EXPECT_EQ(hdsm::apps::compare(got, want, app.tolerance), "")
+        << app.name << " on rank " << session.rank() << " of " << session.ranks()
+        << (lazy == 0 ? ", lazy" : ", eager");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, ClusterApps,
+                         ::testing::Values("cp", "mri-fhd", "tpacf", "blackscholes", "scan", "mri-q"),
+                         [](const auto& info) {
+                           std::string name(info.param);
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 TEST(ClusterMpi, TooLittleCommonAddressSpaceIsAnErrorOnEveryRank) {
