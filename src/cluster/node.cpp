@@ -52,6 +52,26 @@ void check_split(const std::vector<std::uint64_t>& bounds, std::uint64_t blocks,
 thread_local Node* tl_node = nullptr;
 std::atomic<Node*> session_node{nullptr};
 
+// What a launch throws when blocks failed on `failed` ranks (`error` is this rank's failure).
+[[noreturn]] void throw_failure(const std::string& kernel, const std::exception_ptr& error, int failed,
+                                int failed_rank) {
+  if (error) {
+    std::string what;
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+      what = "an exception that is not a std::exception";
+    }
+    throw KernelFailure(fmt::format("kernel '{}' failed on rank {}: {}", kernel, failed_rank, what));
+  }
+  if (failed == 1)
+    throw KernelFailure(fmt::format("kernel '{}' failed on rank {} (its message is in that rank's output)",
+                                    kernel, failed_rank));
+  throw KernelFailure(fmt::format("kernel '{}' failed on {} ranks", kernel, failed));
+}
+
 }  // namespace
 
 std::vector<std::uint64_t> equal_split(std::uint64_t blocks, int ranks) {
@@ -245,7 +265,9 @@ void* Node::alloc(std::size_t bytes) {
     state_of(p).store(PageState::valid, std::memory_order_relaxed);
   {
     std::lock_guard lock(protection_mutex_);
-    protection_->set(first, count, os::Protection::read);
+    // With one rank there is nothing to keep coherent: every page is private to it, writable, and
+    // never faults (the one-rank case of private pages).
+    protection_->set(first, count, ranks() == 1 ? os::Protection::read_write : os::Protection::read);
   }
   used_pages_.store(std::max(used_pages_.load(std::memory_order_relaxed), first + count),
                     std::memory_order_release);
@@ -387,6 +409,12 @@ void Node::set_protection(std::vector<std::pair<std::uint64_t, os::Protection>>&
 //   4. eager: each rank broadcasts its single-writer pages, and rank 0 the merged ones;
 //      lazy: each rank invalidates the pages others modified, and fetches them when it touches them.
 void Node::boundary(const std::string& kernel, std::exception_ptr error) {
+  if (ranks() == 1) {
+    ++stats_.kernels;
+    epoch_.fetch_add(1, std::memory_order_acq_rel);
+    if (error) throw_failure(kernel, error, 1, 0);
+    return;
+  }
   const auto start = std::chrono::steady_clock::now();
   const std::uint64_t used = used_pages_.load(std::memory_order_acquire);
   const std::uint64_t count = written_count_.load(std::memory_order_acquire);
@@ -505,25 +533,12 @@ void Node::boundary(const std::string& kernel, std::exception_ptr error) {
   stats_.pages_written += written.size();
   stats_.pages_modified += modified;
   stats_.pages_multi_writer += multi;
+  stats_.pages_modified_max = std::max(stats_.pages_modified_max, modified);
   stats_.modified_bytes += modified_bytes;
   stats_.header_bytes += (used + 2) * sizeof(std::uint16_t);  // this rank's writeVector
   stats_.boundary_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  if (failed != 0) {
-    std::string what;
-    try {
-      if (error) std::rethrow_exception(error);
-    } catch (const std::exception& e) {
-      what = fmt::format(": {}", e.what());
-    } catch (...) {
-      what = ": an exception that is not a std::exception";
-    }
-    if (error) throw KernelFailure(fmt::format("kernel '{}' failed on rank {}{}", kernel, rank(), what));
-    if (failed == 1)
-      throw KernelFailure(fmt::format("kernel '{}' failed on rank {} (its message is in that rank's output)",
-                                      kernel, failed_rank));
-    throw KernelFailure(fmt::format("kernel '{}' failed on {} ranks", kernel, failed));
-  }
+  if (failed != 0) throw_failure(kernel, error, failed, error ? rank() : failed_rank);
 }
 
 bool Node::on_fault(void* self, void* address, os::FaultAccess access) {

@@ -12,6 +12,7 @@
 #include <cstdio>
 
 #include <sched.h>
+#include <time.h>
 
 namespace hdsm::cluster::detail {
 namespace {
@@ -19,13 +20,6 @@ namespace {
 constexpr int kRequestTag = 7201;
 constexpr int kReplyTag = 7202;
 constexpr std::size_t kChunk = std::size_t{1} << 30;  // MPI counts are ints: broadcast in chunks
-
-struct PageRequest {
-  std::uint64_t page;
-  std::uint64_t epoch;
-  std::uint64_t bytes;
-  std::uint64_t stop;
-};
 
 void check(int rc, const char* call, const std::string& what) {
   if (rc == MPI_SUCCESS) return;
@@ -141,9 +135,9 @@ void MpiTransport::serve_pages(PageServer* server) {
     for (;;) {
       PageRequest req{};
       MPI_Status status;
-      int rc = MPI_Recv(&req, sizeof req, MPI_BYTE, MPI_ANY_SOURCE, kRequestTag, server_comm_, &status);
+      int rc = wait_for_request(req, status);
       try {
-        check(rc, "MPI_Recv", "a page request");
+        check(rc, "MPI_Irecv/MPI_Test", "a page request");
         if (req.stop != 0) return;
         page.resize(req.bytes);
         server->serve(req.page, req.epoch, page);
@@ -159,6 +153,27 @@ void MpiTransport::serve_pages(PageServer* server) {
       }
     }
   });
+}
+
+// A blocking MPI_Recv polls the network without pause (Open MPI's progress loop), which would take a
+// core from the rank's own threads for the whole run. The server polls instead, yielding while
+// requests came recently and sleeping with a growing pause (up to 0.5 ms) when none come.
+int MpiTransport::wait_for_request(PageRequest& req, MPI_Status& status) {
+  MPI_Request pending = MPI_REQUEST_NULL;
+  int rc = MPI_Irecv(&req, sizeof req, MPI_BYTE, MPI_ANY_SOURCE, kRequestTag, server_comm_, &pending);
+  if (rc != MPI_SUCCESS) return rc;
+  for (unsigned idle = 0;; ++idle) {
+    int done = 0;
+    rc = MPI_Test(&pending, &done, &status);
+    if (rc != MPI_SUCCESS || done != 0) return rc;
+    if (idle < 256) {
+      ::sched_yield();
+    } else {
+      const long pause_ns = std::min(500'000L, 20'000L << std::min(5u, (idle - 256) / 16));
+      const timespec pause{0, pause_ns};
+      ::nanosleep(&pause, nullptr);
+    }
+  }
 }
 
 void MpiTransport::stop_serving() {

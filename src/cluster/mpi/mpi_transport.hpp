@@ -9,6 +9,14 @@
 
 namespace hdsm::cluster::detail {
 
+/// A page request on the wire.
+struct PageRequest {
+  std::uint64_t page;
+  std::uint64_t epoch;
+  std::uint64_t bytes;
+  std::uint64_t stop;
+};
+
 class MpiTransport final : public Transport {
  public:
   /// Duplicates `world` twice. `multiple`: MPI_THREAD_MULTIPLE was provided.
@@ -33,6 +41,8 @@ class MpiTransport final : public Transport {
   void fetch(int holder, std::uint64_t page, std::uint64_t epoch, std::span<std::byte> into) override;
 
  private:
+  int wait_for_request(PageRequest& req, MPI_Status& status);
+
   MPI_Comm comm_ = MPI_COMM_NULL, server_comm_ = MPI_COMM_NULL;
   int rank_ = 0, ranks_ = 1;
   bool multiple_;

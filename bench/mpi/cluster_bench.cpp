@@ -1,0 +1,163 @@
+// The cluster experiments of seed 004 (Fig. 3, Table 3, lazy against eager), run by `hdsm bench
+// cluster` as `mpirun -np R hdsm_cluster_bench --threads T ...`, or with --baseline as one plain
+// process (the same kernels on one executor, no cluster runtime, no MPI). For every app it runs the
+// app `--repeat` times after a warm-up, checks the output against the reference, and rank 0 prints
+// one CSV line:
+//   csv,app,mode,ranks,threads,seconds,global_pages,modified_pages,kernels,lazy_kernels,
+//       modified_bytes,payload_bytes,header_bytes,wire_bytes,multi_writer_pages,write_faults,fetches
+// (times: the median run; counters: one run, summed over the ranks). Progress goes to stderr.
+#include "apps/cluster_target.hpp"
+#include "apps/grid.hpp"
+
+#include <hdsm/cluster.hpp>
+
+#include <mpi.h>
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace apps = hdsm::apps;
+namespace cl = hdsm::cluster;
+
+struct Args {
+  std::string app = "all";
+  apps::Scale scale = apps::Scale::quick;
+  bool baseline = false;
+  unsigned threads = 0;
+  int repeat = 3;
+  std::int64_t lazy_pages = -1;  // -1: the knob's
+  std::string mode = "cluster";
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  std::string scale = "quick";
+  CLI::App cli("seed 004's cluster experiments on one app or all (run under mpirun, or --baseline)");
+  cli.add_option("--app", a.app, "an app of the seed's Table 2, or all");
+  cli.add_option("--scale", scale, "test, quick or full")->check(CLI::IsMember({"test", "quick", "full"}));
+  cli.add_flag("--baseline", a.baseline,
+               "one plain process: the kernels on one executor, no cluster runtime");
+  cli.add_option("--threads", a.threads, "threads a rank (0: one per core)");
+  cli.add_option("--repeat", a.repeat, "timed runs after the warm-up (the median counts)")
+      ->check(CLI::PositiveNumber);
+  cli.add_option("--lazy-pages", a.lazy_pages, "the lazy-update threshold (-1: HDSM_CLUSTER_LAZY_PAGES)");
+  cli.add_option("--mode", a.mode, "the label of the CSV lines");
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(cli.exit(e));
+  }
+  a.scale = scale == "test" ? apps::Scale::test : scale == "full" ? apps::Scale::full : apps::Scale::quick;
+  return a;
+}
+
+/// Counts the pages an app allocates (Table 3's global pages).
+class Counting final : public apps::GridTarget {
+ public:
+  explicit Counting(apps::GridTarget& inner) : inner_(inner) {}
+  void* alloc_bytes(std::size_t bytes) override {
+    pages += (bytes + 4095) / 4096;
+    return inner_.alloc_bytes(bytes);
+  }
+  void free(void* p) override { inner_.free(p); }
+  void to_global(void* d, const void* s, std::size_t n) override { inner_.to_global(d, s, n); }
+  void from_global(void* d, const void* s, std::size_t n) override { inner_.from_global(d, s, n); }
+  void launch(const hdsm::Kernel& k, const hdsm::Launch& l, const hdsm::ArgPack& a) override {
+    inner_.launch(k, l, a);
+  }
+  std::uint64_t pages = 0;
+
+ private:
+  apps::GridTarget& inner_;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+int run(const Args& args, int rank, int ranks) {
+  std::vector<const apps::GridApp*> list;
+  for (const auto& app : apps::grid_apps())
+    if (args.app == "all" || args.app == app.name) list.push_back(&app);
+  if (list.empty()) throw std::runtime_error("no app named " + args.app);
+  for (const apps::GridApp* app : list) {
+    const apps::Output want = app->run_reference(args.scale);
+    std::unique_ptr<apps::GridTarget> target;
+    if (args.baseline)
+      target = std::make_unique<apps::ProcessTarget>(args.threads);
+    else
+      target = std::make_unique<apps::ClusterTarget>();
+    Counting counting(*target);
+    const std::string error = apps::compare(app->run(counting, args.scale), want, app->tolerance);  // warm-up
+    if (!error.empty()) throw std::runtime_error(std::string(app->name) + " is wrong: " + error);
+    std::vector<double> times;
+    cl::Stats stats;
+    for (int r = 0; r < args.repeat; ++r) {
+      if (!args.baseline) {
+        cl::sync();
+        cl::reset_stats();
+      }
+      const auto start = std::chrono::steady_clock::now();
+      app->run(*target, args.scale);
+      double t = seconds_since(start);
+      if (!args.baseline) {
+        stats = cl::stats();
+        MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);  // the slowest rank
+      }
+      times.push_back(t);
+    }
+    std::sort(times.begin(), times.end());
+    std::uint64_t sums[8] = {stats.modified_bytes,
+                             stats.payload_bytes,
+                             stats.header_bytes,
+                             stats.wire_bytes,
+                             stats.write_faults,
+                             stats.fetches,
+                             0,
+                             0};
+    if (!args.baseline) MPI_Allreduce(MPI_IN_PLACE, sums, 8, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0) {
+      std::printf("csv,%s,%s,%d,%u,%.6f,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n",
+                  std::string(app->name).c_str(), args.mode.c_str(), ranks, args.threads,
+                  times[times.size() / 2], static_cast<unsigned long long>(counting.pages),
+                  static_cast<unsigned long long>(stats.pages_modified_max),
+                  static_cast<unsigned long long>(stats.kernels),
+                  static_cast<unsigned long long>(stats.lazy_kernels),
+                  static_cast<unsigned long long>(sums[0]), static_cast<unsigned long long>(sums[1]),
+                  static_cast<unsigned long long>(sums[2]), static_cast<unsigned long long>(sums[3]),
+                  static_cast<unsigned long long>(stats.pages_multi_writer),
+                  static_cast<unsigned long long>(sums[4]), static_cast<unsigned long long>(sums[5]));
+      std::fflush(stdout);
+      std::fprintf(stderr, "  %s %s %dx%u: %.4f s\n", std::string(app->name).c_str(), args.mode.c_str(),
+                   ranks, args.threads, times[times.size() / 2]);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const Args args = parse(argc, argv);
+    if (args.baseline) return run(args, 0, 1);
+    cl::Options o = cl::Options::from_environment();
+    o.threads = args.threads;
+    if (args.lazy_pages >= 0) o.lazy_pages = static_cast<std::uint64_t>(args.lazy_pages);
+    o.check_races = false;
+    cl::Session session(&argc, &argv, o);
+    return run(args, session.rank(), session.ranks());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hdsm_cluster_bench: %s\n", e.what());
+    return 1;
+  }
+}
