@@ -21,6 +21,9 @@ namespace hdsm::cluster::detail {
 namespace {
 
 constexpr int kPlacementAttempts = 8;
+// Freed global memory kept for the next allocations, as malloc keeps freed heap: a new page of the
+// arena's memfd faults once in each view that touches it, which costs more than zeroing a kept one.
+constexpr std::size_t kKeepBytes = std::size_t{1} << 30;
 
 std::size_t checked_page(std::size_t page) {
   if (!std::has_single_bit(page) || page < os::page_size() || page > (std::size_t{1} << 20))
@@ -161,7 +164,7 @@ Node::~Node() {
 // failed proposal stays mapped until the end, so the next proposal lands elsewhere.
 void Node::place_space() {
   if (transport_.shared_address_space()) {
-    arenas_.push_back(std::make_unique<os::Arena>(1, space_, 0));
+    arenas_.push_back(std::make_unique<os::Arena>(1, space_, kKeepBytes));
     return;
   }
   std::string last_error;
@@ -170,7 +173,7 @@ void Node::place_space() {
     std::uint64_t proposal = 0;
     if (rank() == proposer) {
       try {
-        arenas_.push_back(std::make_unique<os::Arena>(1, space_, 0));
+        arenas_.push_back(std::make_unique<os::Arena>(1, space_, kKeepBytes));
         proposal = arenas_.back()->user_begin();
       } catch (const Error& e) {
         last_error = e.what();
@@ -180,7 +183,7 @@ void Node::place_space() {
     bool ok = proposal != 0;
     if (ok && rank() != proposer) {
       try {
-        arenas_.push_back(std::make_unique<os::Arena>(1, space_, 0, proposal));
+        arenas_.push_back(std::make_unique<os::Arena>(1, space_, kKeepBytes, proposal));
       } catch (const Error& e) {
         ok = false;
         last_error = e.what();
@@ -240,6 +243,7 @@ std::vector<std::uint64_t> Node::split(std::uint64_t blocks) const {
 
 // The same value on every rank, or InvalidArgument on every rank.
 std::uint64_t Node::agree(std::uint64_t value, const char* what) {
+  if (ranks() == 1) return value;
   std::uint64_t v[2] = {value, ~value};
   transport_.allreduce(v, ReduceOp::max);
   const std::uint64_t high = v[0], low = ~v[1];
@@ -443,6 +447,7 @@ void Node::boundary(const std::string& kernel, std::exception_ptr error) {
   // Runs of this rank's written pages: single-writer pages to broadcast (eager) or send to rank 0
   // (lazy); several-writer pages to rank 0 (rank 0 keeps its own, to broadcast them and check races).
   RecordWriter broadcast_out, root_out, own_multi;
+  PerRankRecords merged(rank() == 0 ? ranks() : 0);
   std::uint64_t modified_bytes = 0;
   for (const std::uint64_t p : written) {
     const std::span<const std::byte> now(shadow(p), page_), before(twin(p), page_);
@@ -470,14 +475,26 @@ void Node::boundary(const std::string& kernel, std::exception_ptr error) {
       // Rank 0's copy gets everything; in eager mode the several-writer pages go out again, merged.
       for_each_record(gathered, [&](const RecordView& r) {
         apply_record(r, shadow(r.page));
-        if (!lazy && writers[r.page] > 1) broadcast_out.append(r);
+        if (!lazy && writers[r.page] > 1) merged.add_record(r);
       });
     }
   }
-  if (rank() == 0)
-    for_each_record(own_multi.bytes(), [&](const RecordView& r) {
-      if (!lazy) broadcast_out.append(r);
+  if (rank() == 0 && !lazy)
+    for_each_record(own_multi.bytes(), [&](const RecordView& r) { merged.add_record(r); });
+  // Each rank gets the merged several-writer pages without the runs it wrote itself: the bytes on
+  // the wire are the minimum, every modified byte once to every rank that lacks it.
+  if (multi > 0 && !lazy && ranks() > 1) {
+    std::vector<std::byte> mine;
+    transport_.scatter(merged.views(), mine);
+    if (rank() == 0) {
+      stats_.payload_bytes += merged.payload();
+      stats_.header_bytes += merged.headers();
+    }
+    for_each_record(mine, [&](const RecordView& r) {
+      if (state_of(r.page).load(std::memory_order_relaxed) != PageState::invalid)
+        apply_record(r, shadow(r.page));
     });
+  }
 
   std::vector<std::pair<std::uint64_t, os::Protection>> changes;
   if (!lazy) {

@@ -51,6 +51,29 @@ void RecordWriter::append(const RecordView& record) {
   payload_ += record.data_bytes;
 }
 
+void PerRankRecords::add_record(const RecordView& record) {
+  for (std::size_t r = 1; r < out_.size(); ++r)
+    if (r != record.writer) out_[r].append(record);
+}
+
+std::vector<std::span<const std::byte>> PerRankRecords::views() const {
+  std::vector<std::span<const std::byte>> v;
+  for (const RecordWriter& w : out_) v.push_back(w.bytes());
+  return v;
+}
+
+std::uint64_t PerRankRecords::payload() const {
+  std::uint64_t n = 0;
+  for (const RecordWriter& w : out_) n += w.payload();
+  return n;
+}
+
+std::uint64_t PerRankRecords::headers() const {
+  std::uint64_t n = 0;
+  for (const RecordWriter& w : out_) n += w.headers();
+  return n;
+}
+
 RecordView parse_record(std::span<const std::byte> buffer, std::size_t& at) {
   const auto malformed = [&](const char* what) {
     return Error(Errc::system, fmt::format("cluster: a malformed page record at byte {} of {}: {}", at,

@@ -51,6 +51,21 @@ class RecordWriter {
   std::uint64_t payload_ = 0;
 };
 
+/// Records for each rank: a record goes to every rank but its writer (and rank 0, which keeps the
+/// merged pages).
+class PerRankRecords {
+ public:
+  explicit PerRankRecords(int ranks) : out_(static_cast<std::size_t>(ranks)) {}
+  void add_record(const RecordView& record);
+  /// Rank r's buffer at index r (empty for rank 0 and ranks without records).
+  std::vector<std::span<const std::byte>> views() const;
+  std::uint64_t payload() const;
+  std::uint64_t headers() const;
+
+ private:
+  std::vector<RecordWriter> out_;
+};
+
 /// Calls fn(RecordView) for every record of `buffer`; hdsm::Error when the buffer is malformed.
 template <class F>
 void for_each_record(std::span<const std::byte> buffer, F&& fn);

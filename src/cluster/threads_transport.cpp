@@ -79,6 +79,21 @@ class ThreadsTransport final : public Transport {
     hub_.meet.arrive_and_wait();
   }
 
+  void scatter(const std::vector<std::span<const std::byte>>& each, std::vector<std::byte>& mine) override {
+    if (rank_ == 0) {
+      hub_.inputs[0] = &each;
+      for (int r = 1; r < ranks_; ++r) count_sent(each[static_cast<std::size_t>(r)].size());
+    }
+    hub_.meet.arrive_and_wait();
+    mine.clear();
+    if (rank_ != 0) {
+      const auto& all = *static_cast<const std::vector<std::span<const std::byte>>*>(hub_.inputs[0]);
+      const std::span<const std::byte> part = all[static_cast<std::size_t>(rank_)];
+      mine.assign(part.begin(), part.end());
+    }
+    hub_.meet.arrive_and_wait();
+  }
+
   void broadcast(int root, std::span<std::byte> data) override {
     if (rank_ == root) {
       hub_.inputs[static_cast<std::size_t>(root)] = data.data();

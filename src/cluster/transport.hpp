@@ -44,6 +44,9 @@ class Transport {
   /// other ranks get nothing back.
   virtual void gather(std::span<const std::byte> mine, std::vector<std::byte>& all,
                       std::vector<std::uint64_t>& sizes) = 0;
+  /// Rank 0 sends `each[r]` to every rank r (only rank 0's `each` is read; rank 0 sends itself
+  /// nothing); `mine` receives this rank's part.
+  virtual void scatter(const std::vector<std::span<const std::byte>>& each, std::vector<std::byte>& mine) = 0;
   /// `data` of `root` lands in `data` of every rank (every rank passes the same size).
   virtual void broadcast(int root, std::span<std::byte> data) = 0;
   virtual void barrier() = 0;

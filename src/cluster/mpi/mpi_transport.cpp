@@ -117,6 +117,31 @@ void MpiTransport::gather(std::span<const std::byte> mine, std::vector<std::byte
   if (rank_ != 0) count_sent(mine.size() + sizeof size);
 }
 
+void MpiTransport::scatter(const std::vector<std::span<const std::byte>>& each,
+                           std::vector<std::byte>& mine) {
+  std::vector<std::uint64_t> sizes;
+  std::vector<std::byte> packed;
+  std::vector<int> counts, displs;
+  if (rank_ == 0) {
+    for (int r = 0; r < ranks_; ++r) {
+      const std::span<const std::byte> part =
+          r == 0 ? std::span<const std::byte>{} : each[static_cast<std::size_t>(r)];
+      sizes.push_back(part.size());
+      counts.push_back(checked_count(part.size(), "a scatter"));
+      displs.push_back(checked_count(packed.size(), "a scatter"));
+      packed.insert(packed.end(), part.begin(), part.end());
+      count_sent(part.size());
+    }
+  }
+  std::uint64_t size = 0;
+  check(MPI_Scatter(sizes.data(), 1, MPI_UINT64_T, &size, 1, MPI_UINT64_T, 0, comm_), "MPI_Scatter",
+        "record sizes");
+  mine.resize(size);
+  check(MPI_Scatterv(packed.data(), counts.data(), displs.data(), MPI_BYTE, mine.data(),
+                     checked_count(size, "a scatter"), MPI_BYTE, 0, comm_),
+        "MPI_Scatterv", fmt::format("{} B of merged pages to rank {}", size, rank_));
+}
+
 void MpiTransport::broadcast(int root, std::span<std::byte> data) {
   for (std::size_t at = 0; at < data.size(); at += kChunk) {
     const std::size_t n = std::min(kChunk, data.size() - at);

@@ -34,6 +34,7 @@ class MpiTransport final : public Transport {
   std::vector<std::uint64_t> allgather(std::uint64_t value) override;
   void gather(std::span<const std::byte> mine, std::vector<std::byte>& all,
               std::vector<std::uint64_t>& sizes) override;
+  void scatter(const std::vector<std::span<const std::byte>>& each, std::vector<std::byte>& mine) override;
   void broadcast(int root, std::span<std::byte> data) override;
   void barrier() override;
   void serve_pages(PageServer* server) override;

@@ -1,0 +1,259 @@
+// The `cluster` suite: seed 004's experiments on the cluster runtime. Each configuration is a run of
+// the MPI program bench/mpi/cluster_bench.cpp (mpiexec -n R, R ranks x T threads; or one plain
+// process with --baseline), whose CSV lines this suite collects:
+//   Fig. 3     time of every app at each ranks x threads combination that fits the cores, against
+//              the baseline (the same kernels on one process's executor, no cluster runtime);
+//   Table 3    global pages and the pages one kernel modified, beside the seed's;
+//   lazy       blackscholes with lazy update against eager: time and bytes on the wire;
+//   bytes      what each app's boundaries sent against the minimum, modified bytes x (ranks - 1).
+#include "common.hpp"
+#include "suite.hpp"
+
+#include <hdsm/error.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace hdsm::tool {
+namespace {
+
+#if defined(HDSM_CLUSTER_BENCH) && defined(HDSM_MPIEXEC)
+struct Line {
+  std::string app, mode;
+  int ranks = 1;
+  unsigned threads = 1;
+  double seconds = 0;
+  std::uint64_t global_pages = 0, modified_pages = 0, kernels = 0, lazy_kernels = 0;
+  std::uint64_t modified_bytes = 0, payload = 0, headers = 0, wire = 0, multi = 0, faults = 0, fetches = 0;
+};
+
+// Seed 004 Table 3: global pages, modified pages.
+const std::map<std::string, std::pair<int, int>> kSeedTable3 = {
+    {"cp", {1024, 1024}}, {"mri-fhd", {1298, 510}}, {"tpacf", {1220, 8}}, {"blackscholes", {244145, 97658}},
+    {"scan", {50, 25}},   {"mri-q", {1286, 508}}};
+
+std::vector<Line> run_program(SuiteContext& ctx, const std::string& label, int ranks, unsigned threads,
+                              const std::string& extra) {
+  const std::string program =
+      fmt::format("{} --scale {} --threads {} --mode {} --repeat {} {}", HDSM_CLUSTER_BENCH,
+                  ctx.quick ? "quick" : "full", threads, label, ctx.quick ? 3 : 5, extra);
+  // --bind-to none: Open MPI binds a small job's ranks to one core each, which would put a rank's
+  // threads on one core.
+  const std::string command = ranks == 0 ? fmt::format("{} --baseline 2>&1", program)
+                                         : fmt::format("{} {} --bind-to none -n {} {} 2>&1", HDSM_MPIEXEC,
+                                                       HDSM_MPIEXEC_FLAGS, ranks, program);
+  ctx.progress.start(fmt::format("{} {}x{}", label, std::max(1, ranks), threads));
+  std::FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) throw SystemError("popen", command, errno);
+  std::vector<Line> lines;
+  std::string output;
+  char buffer[4096];
+  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) {
+    std::string text(buffer);
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    if (text.rfind("csv,", 0) != 0) {
+      output += text + "\n";
+      continue;
+    }
+    std::vector<std::string> f;
+    std::stringstream in(text.substr(4));
+    for (std::string cell; std::getline(in, cell, ',');) f.push_back(cell);
+    if (f.size() != 16)
+      throw std::runtime_error("cluster suite: malformed line from the MPI program: " + text);
+    Line l;
+    l.app = f[0];
+    l.mode = f[1];
+    l.ranks = ranks == 0 ? 0 : std::stoi(f[2]);
+    l.threads = threads;
+    l.seconds = std::stod(f[4]);
+    std::uint64_t* counters[] = {&l.global_pages,   &l.modified_pages, &l.kernels, &l.lazy_kernels,
+                                 &l.modified_bytes, &l.payload,        &l.headers, &l.wire,
+                                 &l.multi,          &l.faults,         &l.fetches};
+    for (std::size_t i = 0; i < std::size(counters); ++i) *counters[i] = std::stoull(f[5 + i]);
+    lines.push_back(l);
+  }
+  const int status = ::pclose(pipe);
+  if (status != 0 || lines.empty())
+    throw std::runtime_error(
+        fmt::format("cluster suite: '{}' failed (status {}):\n{}", command, status, output));
+  ctx.progress.finish(fmt::format("{} apps", lines.size()));
+  return lines;
+}
+
+void add_rows(SuiteContext& ctx, const std::vector<Line>& lines) {
+  for (const Line& l : lines)
+    ctx.results.add_row({{"app", l.app},
+                         {"mode", l.mode},
+                         {"config", l.ranks == 0 ? fmt::format("baseline x{}", l.threads)
+                                                 : fmt::format("{} ranks x {}{}", l.ranks, l.threads,
+                                                               l.mode == "lazy" ? " lazy" : "")},
+                         {"ranks", static_cast<std::int64_t>(l.ranks)},
+                         {"threads", static_cast<std::int64_t>(l.threads)},
+                         {"seconds", l.seconds},
+                         {"global_pages", static_cast<std::int64_t>(l.global_pages)},
+                         {"modified_pages", static_cast<std::int64_t>(l.modified_pages)},
+                         {"kernels", static_cast<std::int64_t>(l.kernels)},
+                         {"lazy_kernels", static_cast<std::int64_t>(l.lazy_kernels)},
+                         {"modified_bytes", static_cast<std::int64_t>(l.modified_bytes)},
+                         {"wire_bytes", static_cast<std::int64_t>(l.wire)},
+                         {"payload_bytes", static_cast<std::int64_t>(l.payload)},
+                         {"header_bytes", static_cast<std::int64_t>(l.headers)},
+                         {"multi_writer_pages", static_cast<std::int64_t>(l.multi)},
+                         {"write_faults", static_cast<std::int64_t>(l.faults)},
+                         {"fetches", static_cast<std::int64_t>(l.fetches)}});
+}
+
+const Line& find(const std::vector<Line>& lines, const std::string& app) {
+  for (const Line& l : lines)
+    if (l.app == app) return l;
+  throw std::runtime_error("cluster suite: no result for " + app);
+}
+
+void run_cluster(SuiteContext& ctx) {
+  ctx.results.set_columns({"app", "mode", "config", "ranks", "threads", "seconds", "global_pages",
+                           "modified_pages", "kernels", "lazy_kernels", "modified_bytes", "wire_bytes",
+                           "payload_bytes", "header_bytes", "multi_writer_pages", "write_faults", "fetches"});
+  ctx.results.add_plot(
+      {.id = "fig3",
+       .title = "Time of each app by ranks x threads, and the one-process baseline (seed 004 Fig. 3)",
+       .x = "app",
+       .y = "seconds",
+       .series = "config",
+       .x_label = "app",
+       .y_label = "seconds (median)",
+       .categorical_x = true,
+       .where = {{"mode", "eager"}}});
+  ctx.results.add_plot({.id = "lazy",
+                        .title = "blackscholes: bytes on the wire, lazy against eager (seed 004 Fig. 3b)",
+                        .x = "mode",
+                        .y = "wire_bytes",
+                        .series = "config",
+                        .x_label = "boundaries",
+                        .y_label = "bytes sent by all ranks",
+                        .categorical_x = true,
+                        .where = {{"app", "blackscholes"}}});
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): set before any thread is started that reads the environment
+  ::setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  // The combinations that fit the cores: ranks x threads = cores for ranks 1, 2, 4, ... (on 2 cores
+  // 1x2 and 2x1), and the seed's shape on a big host, 4 threads a rank, from 1 to cores / 4 ranks.
+  std::vector<std::pair<int, unsigned>> configs;
+  for (unsigned r = 1; r <= cores && r <= 8; r *= 2) configs.emplace_back(static_cast<int>(r), cores / r);
+  if (cores >= 16)
+    for (unsigned r = 1; r * 4 <= cores && r <= 8; r *= 2)
+      if (std::find(configs.begin(), configs.end(), std::pair{static_cast<int>(r), 4u}) == configs.end())
+        configs.emplace_back(static_cast<int>(r), 4u);
+  std::vector<unsigned> baseline_threads{cores};
+  if (cores >= 16) baseline_threads.push_back(4);
+  ctx.progress.set_total(2 * baseline_threads.size() + configs.size() + 3);
+  const std::string eager = "--lazy-pages 1099511627776";
+  // The baseline and one rank run twice, alternately, and each app's faster run counts: the
+  // machine's speed drifts more between programs than the one-rank overhead is.
+  const auto faster = [](std::vector<Line>& best, const std::vector<Line>& again) {
+    for (std::size_t i = 0; i < best.size() && i < again.size(); ++i)
+      if (again[i].seconds < best[i].seconds) best[i] = again[i];
+  };
+  std::map<unsigned, std::vector<Line>> baseline;
+  std::map<std::pair<int, unsigned>, std::vector<Line>> cluster;
+  for (int round = 0; round < 2; ++round) {
+    for (const unsigned t : baseline_threads) {
+      std::vector<Line> lines = run_program(ctx, "baseline", 0, t, "");
+      if (round == 0) baseline[t] = lines;
+      faster(baseline[t], lines);
+    }
+    std::vector<Line> one = run_program(ctx, "eager", 1, cores, eager);
+    if (round == 0) cluster[{1, cores}] = one;
+    faster(cluster[{1, cores}], one);
+  }
+  for (const unsigned t : baseline_threads) add_rows(ctx, baseline[t]);
+  add_rows(ctx, cluster[{1, cores}]);
+  for (const auto& [r, t] : configs) {
+    if (r == 1 && t == cores) continue;
+    cluster[{r, t}] = run_program(ctx, "eager", r, t, eager);
+    add_rows(ctx, cluster[{r, t}]);
+  }
+  // Lazy against eager on 3 ranks: eager sends every modified page to the 2 others, lazy to rank 0
+  // only (on 2 ranks both send each page once).
+  const int lazy_ranks = 3;
+  const unsigned lazy_threads = std::max(1u, cores / 3);
+  const std::vector<Line> lazy =
+      run_program(ctx, "lazy", lazy_ranks, lazy_threads, "--app blackscholes --lazy-pages 0");
+  const std::vector<Line> eager_bs =
+      run_program(ctx, "eager", lazy_ranks, lazy_threads, "--app blackscholes " + eager);
+  add_rows(ctx, lazy);
+
+  for (const auto& app : {"cp", "mri-fhd", "tpacf", "blackscholes", "scan", "mri-q"}) {
+    const Line& one = find(cluster.at({1, cores}), app);
+    const Line& base = find(baseline.at(cores), app);
+    ctx.results.add_summary({fmt::format("{}: one rank x {} threads / baseline x {}", app, cores, cores),
+                             one.seconds / base.seconds, "x",
+                             "target <= 1.05 (seed: about 1, blackscholes 1.14)"});
+    for (const auto& [rt, lines] : cluster) {
+      if (rt.first == 1) continue;
+      const Line& l = find(lines, app);
+      ctx.results.add_summary(
+          {fmt::format("{}: speed-up of {} ranks x {} over the baseline x {}", app, rt.first, rt.second,
+                       rt.first * static_cast<int>(rt.second) == static_cast<int>(cores) ? cores : rt.second),
+           (rt.first * rt.second == cores ? base : find(baseline.at(rt.second), app)).seconds / l.seconds,
+           "x", "seed 004 Fig. 3 (8 nodes x 8 cores: 3.7x to 7.5x)"});
+      // Bytes on the wire per kernel against the minimum, modified bytes x (ranks - 1).
+      const double minimum = static_cast<double>(l.modified_bytes) * (rt.first - 1);
+      if (minimum > 0)
+        ctx.results.add_summary(
+            {fmt::format("{}: page bytes sent / minimum, {} ranks ({})", app, rt.first,
+                         l.multi == 0 ? std::string("single-writer pages")
+                                      : fmt::format("{} several-writer pages", l.multi)),
+             static_cast<double>(l.payload) / minimum, "x",
+             fmt::format("target <= 1.1 plus headers; headers (records, runs, writeVector) add {:.1f} %",
+                         100.0 * static_cast<double>(l.headers) / minimum)});
+    }
+    const auto seed = kSeedTable3.at(app);
+    const Line& two =
+        find(cluster.count({2, cores / 2}) != 0 ? cluster.at({2, cores / 2}) : cluster.at({1, cores}), app);
+    ctx.results.add_note(
+        fmt::format("Table 3 {}: {} global pages, {} modified by one kernel ({:.0f} % unmodified); "
+                    "seed: {} and {} ({:.1f} %)",
+                    app, two.global_pages, two.modified_pages,
+                    100.0 * (1.0 - static_cast<double>(two.modified_pages) /
+                                       static_cast<double>(std::max<std::uint64_t>(1, two.global_pages))),
+                    seed.first, seed.second, 100.0 * (1.0 - double(seed.second) / seed.first)));
+  }
+  const Line& l = lazy.front();
+  const Line& e = eager_bs.front();
+  ctx.results.add_summary(
+      {fmt::format("blackscholes {}x{}: bytes on the wire saved by lazy update", lazy_ranks, lazy_threads),
+       1.0 - static_cast<double>(l.wire) / static_cast<double>(std::max<std::uint64_t>(1, e.wire)),
+       "fraction", fmt::format("lazy {} B, eager {} B; target: lazy moves fewer", l.wire, e.wire)});
+  ctx.results.add_summary({fmt::format("blackscholes {}x{}: time lazy / eager", lazy_ranks, lazy_threads),
+                           l.seconds / e.seconds, "x", "seed: 8 nodes 3.7x with lazy against 2.17x eager"});
+  if (cores < 16)
+    ctx.results.add_note(
+        fmt::format("this host has {} cores: the target of 4 ranks x 4 threads >= 3.5x over 1 x 4 "
+                    "for cp needs >= 16 and is not measured here",
+                    cores));
+}
+#else
+void run_cluster(SuiteContext&) {
+  throw std::runtime_error(
+      "this hdsm was built without MPI (CMake found no MPI), so the cluster suite is missing");
+}
+#endif
+
+}  // namespace
+
+Suite cluster_suite() {
+  return {"cluster", "seed 004 Fig. 3 and Table 3: CUDA-style kernels on MPI ranks with a page DSM (mpiexec)",
+          run_cluster};
+}
+
+}  // namespace hdsm::tool
