@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <exception>
 #include <numeric>
@@ -327,6 +329,63 @@ TEST(ClusterDeathTest, HostWritesToGlobalMemoryEndTheProgramWithAMessage) {
                            cl::sync();
                          }),
                "host code wrote global memory");
+}
+
+TEST(ClusterDeathTest, HostThreadsTouchingGlobalMemoryDuringAKernelEndTheProgram) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(run_ranks(2, options(),
+                         [](Node& node) {
+                           int* a = cl::alloc<int>(1024);
+                           std::atomic<bool> running{false};
+                           std::thread host;
+                           if (node.rank() == 0)
+                             host = std::thread([&] {
+                               while (!running.load()) std::this_thread::yield();
+                               a[0] = 1;  // while the kernel runs
+                             });
+                           const auto wait =
+                               hdsm::per_thread("waits", [](const Thread&, std::atomic<bool>* flag) {
+                                 flag->store(true);
+                                 std::this_thread::sleep_for(std::chrono::seconds(5));
+                               });
+                           cl::launch(wait, Launch{Dim3{2}, Dim3{1}, 0}, &running);
+                           if (host.joinable()) host.join();
+                         }),
+               "a host thread touched global memory while a kernel runs");
+}
+
+TEST(Cluster, ConstantMemoryIsRankZerosValuesOnEveryRank) {
+  run_ranks(3, options(), [&](Node& node) {
+    std::vector<double> mine(100, static_cast<double>(node.rank()) + 0.5);
+    const cl::Constant<double> c = cl::constant(mine.data(), mine.size());
+    ASSERT_EQ(c.size(), 100u);
+    for (std::size_t i = 0; i < c.size(); ++i) ASSERT_EQ(c[i], 0.5) << "rank " << node.rank();
+    // Kernels take it as a plain pointer.
+    double* out = cl::alloc<double>(100);
+    const auto copy = hdsm::per_thread("copy_constant", [](const Thread& t, const double* from, double* to) {
+      to[t.global_x()] = from[t.global_x()] * 2;
+    });
+    cl::launch(copy, Launch{Dim3{4}, Dim3{25}, 0}, c.data(), out);
+    std::vector<double> host(100);
+    cl::memcpy(host.data(), out, 100 * sizeof(double));
+    EXPECT_EQ(host[99], 1.0);
+    cl::free(out);
+  });
+}
+
+TEST(Cluster, WeightedDistributionRunsEveryBlockOnce) {
+  cl::Options o = options();
+  o.distribution = cl::Distribution::weighted;
+  run_ranks(3, o, [&](Node& node) {
+    constexpr std::uint32_t blocks = 30, per_block = 1024;
+    int* a = cl::alloc<int>(blocks * per_block);
+    cl::launch(fill_kernel(), Launch{Dim3{blocks}, Dim3{32}, 0}, a, per_block, 9);
+    const std::vector<int> got = read_all(a, blocks * per_block);
+    for (std::uint32_t i = 0; i < blocks * per_block; i += 97)
+      ASSERT_EQ(got[i], 9 + static_cast<int>(i / per_block));
+    EXPECT_GT(node.stats().kernels, 0u);
+    cl::free(a);
+  });
 }
 
 TEST(ClusterModel, MatchesPlainMemory) {
