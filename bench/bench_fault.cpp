@@ -148,7 +148,7 @@ void ClusterWriteFault(benchmark::State& state) {
   std::thread partner([&] {
     cl::detail::Node node(hub.endpoint(1), o);
     cl::detail::bind_thread(&node);
-    char* p = cl::alloc<char>(kPages * 4096);
+    char* p = cl::alloc<char>(std::size_t{kPages} * 4096);
     for (;;) {
       node.barrier();
       if (done.load()) break;
@@ -160,7 +160,7 @@ void ClusterWriteFault(benchmark::State& state) {
   {
     cl::detail::Node node(hub.endpoint(0), o);
     cl::detail::bind_thread(&node);
-    char* p = cl::alloc<char>(kPages * 4096);
+    char* p = cl::alloc<char>(std::size_t{kPages} * 4096);
     for (auto _ : state) {
       node.barrier();
       const double boundary_before = cl::stats().boundary_seconds;

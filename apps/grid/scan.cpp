@@ -31,7 +31,7 @@ const auto& segment_kernel() {
     b.threads([&](const Thread& t) {  // each thread scans its run
       std::uint32_t sum = 0;
       for (std::uint32_t j = 0; j < kRun; ++j)
-        if (const std::uint64_t i = base + t.idx.x * kRun + j; i < n) {
+        if (const std::uint64_t i = base + std::uint64_t{t.idx.x} * kRun + j; i < n) {
           out[i] = sum;
           sum += in[i];
         }
@@ -49,7 +49,8 @@ const auto& segment_kernel() {
     });
     b.threads([&](const Thread& t) {  // each run gets the sums before it
       for (std::uint32_t j = 0; j < kRun; ++j)
-        if (const std::uint64_t i = base + t.idx.x * kRun + j; i < n) out[i] += run_sums[t.idx.x];
+        if (const std::uint64_t i = base + std::uint64_t{t.idx.x} * kRun + j; i < n)
+          out[i] += run_sums[t.idx.x];
     });
   });
   return k;

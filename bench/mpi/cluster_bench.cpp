@@ -54,7 +54,7 @@ Args parse(int argc, char** argv) {
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    std::exit(cli.exit(e));
+    std::exit(cli.exit(e));  // NOLINT(concurrency-mt-unsafe): before any thread starts
   }
   a.scale = scale == "test" ? apps::Scale::test : scale == "full" ? apps::Scale::full : apps::Scale::quick;
   return a;

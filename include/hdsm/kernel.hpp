@@ -348,6 +348,7 @@ class HostArgs {
  public:
   explicit HostArgs(const A&... a) : values_(a...) {
     std::size_t i = 0;
+    // NOLINTNEXTLINE(bugprone-sizeof-expression): an argument may be a pointer
     std::apply([&](auto&... v) { ((ptrs_[i] = &v, sizes_[i] = sizeof(v), ++i), ...); }, values_);
   }
   ArgPack pack() const { return ArgPack{ptrs_, sizes_, sizeof...(A)}; }
