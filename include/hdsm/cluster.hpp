@@ -54,6 +54,7 @@ struct Options {
   Distribution distribution = Distribution::equal;
   DistributionPolicy policy;  // overrides `distribution` when set
   bool check_races = false;   // warn about ranks that wrote the same bytes of a page
+  bool private_pages = true;  // a page only one rank touched stays private to it (needs MPI_THREAD_MULTIPLE)
   std::chrono::milliseconds timeout{300000};
 
   /// The HDSM_CLUSTER_* knobs (docs/configuration.md); ConfigError when one is malformed.
@@ -69,6 +70,7 @@ struct Stats {
   std::uint64_t pages_written = 0;       // pages this rank wrote, summed over kernels
   std::uint64_t pages_modified = 0;      // pages any rank wrote, summed over kernels
   std::uint64_t pages_multi_writer = 0;  // of those, pages with several writers
+  std::uint64_t pages_promoted = 0;      // private pages another rank touched (sent whole to rank 0)
   std::uint64_t pages_modified_max = 0;  // the most pages one kernel modified
   std::uint64_t pages_invalidated = 0;   // pages this rank dropped at lazy boundaries
   std::uint64_t modified_bytes = 0;      // bytes this rank's writes changed, summed over kernels

@@ -26,6 +26,7 @@ Options Options::from_environment() {
   o.check_races = races != "0";
 #endif
   o.timeout = std::chrono::milliseconds(config.integer("HDSM_CLUSTER_TIMEOUT"));
+  o.private_pages = config.boolean("HDSM_CLUSTER_PRIVATE_PAGES");
   return o;
 }
 

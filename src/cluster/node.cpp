@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
@@ -94,8 +95,8 @@ std::vector<std::uint64_t> weighted_split(std::uint64_t blocks, std::span<const 
   double prefix = 0;
   for (std::size_t r = 0; r < speeds.size(); ++r) {
     prefix += std::max(0.0, speeds[r]);
-    bounds[r + 1] =
-        std::min(blocks, static_cast<std::uint64_t>(static_cast<double>(blocks) * (prefix / total) + 0.5));
+    bounds[r + 1] = std::min(
+        blocks, static_cast<std::uint64_t>(std::llround(static_cast<double>(blocks) * (prefix / total))));
     bounds[r + 1] = std::max(bounds[r + 1], bounds[r]);
   }
   bounds.back() = blocks;
@@ -120,6 +121,8 @@ Node::Node(Transport& transport, Options options)
       pages_(space_ / page_),
       lazy_available_(transport.concurrent_requests() && transport.ranks() > 1),
       check_races_(options_.check_races),
+      private_pages_(options_.private_pages && transport.concurrent_requests() && transport.ranks() > 1 &&
+                     transport.ranks() <= static_cast<int>(kCountMask)),
       heap_(space_, page_),
       executor_(exec::ExecutorOptions{options_.threads}) {
   place_space();
@@ -134,12 +137,15 @@ Node::Node(Transport& transport, Options options)
   try {
     states_ = std::make_unique<std::atomic<PageState>[]>(pages_);
     written_ = std::make_unique_for_overwrite<std::uint64_t[]>(pages_);
+    touched_ = std::make_unique_for_overwrite<std::uint64_t[]>(pages_);
+    holder_ = std::make_unique<std::atomic<std::int32_t>[]>(pages_);
     protection_ = std::make_unique<os::ProtectionMap>(base_, pages_, page_, "the cluster's global memory",
                                                       os::Protection::none);
     fault_service_ = std::make_unique<os::FaultService>(&Node::on_slow_fault, this);
     fault_range_ = os::register_fault_range(base_, space_, &Node::on_fault, this);
     if (options_.distribution == Distribution::weighted || options_.policy) measure_speed();
-    if (lazy_available_ && rank() == 0) transport_.serve_pages(this);
+    // Rank 0 serves the pages lazy boundaries invalidated; with private pages every rank serves its own.
+    if (private_pages_ || (lazy_available_ && rank() == 0)) transport_.serve_pages(this);
   } catch (...) {
     if (fault_range_ >= 0) os::unregister_fault_range(fault_range_);
     ::munmap(twins_, space_);
@@ -153,7 +159,7 @@ Node::~Node() {
     transport_.barrier();
   } catch (...) {  // NOLINT(bugprone-empty-catch): a failed transport has nothing to wait for
   }
-  if (lazy_available_ && rank() == 0) transport_.stop_serving();
+  if (private_pages_ || (lazy_available_ && rank() == 0)) transport_.stop_serving();
   os::unregister_fault_range(fault_range_);
   fault_service_.reset();
   ::munmap(twins_, space_);
@@ -265,13 +271,20 @@ void* Node::alloc(std::size_t bytes) {
   arenas_.back()->reuse(0, *offset, rounded);
   allocations_.emplace(*offset, rounded);
   const std::uint64_t first = *offset >> page_shift_, count = rounded >> page_shift_;
-  for (std::uint64_t p = first; p < first + count; ++p)
-    state_of(p).store(PageState::valid, std::memory_order_relaxed);
+  // With one rank there is nothing to keep coherent: every page is private to it, writable, and never
+  // faults. With private pages a new page is untouched: its first touch faults, so the boundary knows
+  // whether one rank or several hold it.
+  const PageState initial = private_pages_ ? PageState::untouched : PageState::valid;
+  for (std::uint64_t p = first; p < first + count; ++p) {
+    state_of(p).store(initial, std::memory_order_relaxed);
+    holder_[p].store(private_pages_ ? kUntouched : kShared, std::memory_order_relaxed);
+  }
   {
     std::lock_guard lock(protection_mutex_);
-    // With one rank there is nothing to keep coherent: every page is private to it, writable, and
-    // never faults (the one-rank case of private pages).
-    protection_->set(first, count, ranks() == 1 ? os::Protection::read_write : os::Protection::read);
+    protection_->set(first, count,
+                     ranks() == 1     ? os::Protection::read_write
+                     : private_pages_ ? os::Protection::none
+                                      : os::Protection::read);
   }
   used_pages_.store(std::max(used_pages_.load(std::memory_order_relaxed), first + count),
                     std::memory_order_release);
@@ -322,6 +335,9 @@ void Node::copy_in(void* dst, const void* src, std::size_t bytes) {
   const std::uint64_t first = allocated_pages(dst, bytes, "cluster::memcpy"),
                       end = page_of(static_cast<std::byte*>(dst) + bytes - 1) + 1;
   std::byte* target = shadow_ + (static_cast<std::byte*>(dst) - base_);
+  // The pages of the span private to other ranks first come to rank 0 whole: the copy may cover
+  // them in part, and the span goes out whole.
+  gather_private(first, end, shadow(first));
   if (rank() == 0) {
     std::lock_guard lock(serve_mutex_);
     std::memcpy(target, src, bytes);
@@ -332,9 +348,11 @@ void Node::copy_in(void* dst, const void* src, std::size_t bytes) {
     transport_.broadcast(0, pages);
   }
   std::vector<std::pair<std::uint64_t, os::Protection>> changes;
-  for (std::uint64_t q = first; q < end; ++q)
-    if (state_of(q).exchange(PageState::valid, std::memory_order_acq_rel) == PageState::invalid)
+  for (std::uint64_t q = first; q < end; ++q) {
+    holder_[q].store(kShared, std::memory_order_relaxed);  // every rank holds it now
+    if (ranks() > 1 && state_of(q).exchange(PageState::valid, std::memory_order_acq_rel) != PageState::valid)
       changes.emplace_back(q, os::Protection::read);
+  }
   set_protection(changes);
 }
 
@@ -348,17 +366,56 @@ void Node::copy_out(void* dst, const void* src, std::size_t bytes, Deliver deliv
   const std::uint64_t first = allocated_pages(src, bytes, "cluster::memcpy"),
                       end = page_of(static_cast<const std::byte*>(src) + bytes - 1) + 1;
   const std::byte* from = shadow_ + (static_cast<const std::byte*>(src) - base_);
-  if (deliver == Deliver::rank0 || ranks() == 1) {
-    if (rank() == 0) std::memcpy(dst, from, bytes);
+  if (ranks() == 1) {
+    std::memcpy(dst, from, bytes);
+    return;
+  }
+  // Rank 0 holds every page but those private to other ranks; those come to it whole, into a copy of
+  // the span (they stay private to their ranks).
+  std::vector<std::byte> assembled;
+  const std::byte* rank0_from = from;
+  if (private_pages_) {
+    if (rank() == 0) assembled.assign(shadow(first), shadow(end));
+    if (gather_private(first, end, assembled.data()) && rank() == 0)
+      rank0_from = assembled.data() + (from - shadow(first));
+  }
+  if (deliver == Deliver::rank0) {
+    if (rank() == 0) std::memcpy(dst, rank0_from, bytes);
     return;
   }
   // Every rank copies its own when all hold the range current; otherwise rank 0's copy is sent.
   std::uint64_t current[1] = {1};
-  for (std::uint64_t q = first; q < end && current[0] == 1; ++q)
-    if (state_of(q).load(std::memory_order_relaxed) != PageState::valid) current[0] = 0;
+  for (std::uint64_t q = first; q < end && current[0] == 1; ++q) {
+    const PageState st = state_of(q).load(std::memory_order_relaxed);
+    if (st != PageState::valid && st != PageState::untouched) current[0] = 0;
+  }
   transport_.allreduce(current, ReduceOp::min);
-  if (current[0] == 1 || rank() == 0) std::memcpy(dst, from, bytes);
-  if (current[0] == 0) transport_.broadcast(0, {static_cast<std::byte*>(dst), bytes});
+  if (current[0] == 1) {
+    std::memcpy(dst, from, bytes);
+    return;
+  }
+  if (rank() == 0) std::memcpy(dst, rank0_from, bytes);
+  transport_.broadcast(0, {static_cast<std::byte*>(dst), bytes});
+}
+
+bool Node::gather_private(std::uint64_t first, std::uint64_t end, std::byte* into) {
+  if (!private_pages_) return false;
+  bool any = false;
+  for (std::uint64_t q = first; q < end && !any; ++q) any = holder_[q].load(std::memory_order_relaxed) >= 1;
+  if (!any) return false;  // the same answer on every rank: the holders are
+  RecordWriter mine;
+  if (rank() != 0)
+    for (std::uint64_t q = first; q < end; ++q)
+      if (holder_[q].load(std::memory_order_relaxed) == rank()) mine.add_whole(q, rank(), {shadow(q), page_});
+  std::vector<std::byte> gathered;
+  std::vector<std::uint64_t> sizes;
+  transport_.gather(mine.bytes(), gathered, sizes);
+  stats_.payload_bytes += mine.payload();
+  stats_.header_bytes += mine.headers();
+  if (rank() == 0)
+    for_each_record(gathered,
+                    [&](const RecordView& r) { apply_record(r, into + ((r.page - first) << page_shift_)); });
+  return true;
 }
 
 void Node::replicate(void* data, std::size_t bytes) {
@@ -406,13 +463,17 @@ void Node::set_protection(std::vector<std::pair<std::uint64_t, os::Protection>>&
 }
 
 // The end of a kernel (the seed's coherence at kernel boundaries):
-//   1. the pages each rank wrote are summed over the ranks (writeVector, one allreduce);
-//   2. each rank encodes its written pages as runs of changed bytes against their twins;
-//   3. pages with several writers (and, in lazy mode, every modified page) go to rank 0, which
+//   1. the pages each rank wrote and touched are summed over the ranks (writeVector, one allreduce);
+//   2. pages are classified the same way on every rank: a page only one rank ever touched becomes
+//      private to it (nothing sent); a private page another rank touched becomes shared (its holder
+//      sends it whole to rank 0, the others their changes); the rest are shared;
+//   3. each rank encodes its written shared pages as runs of changed bytes against their twins;
+//   4. pages with several writers (and, in lazy mode, every modified page) go to rank 0, which
 //      merges them into its copy;
-//   4. eager: each rank broadcasts its single-writer pages, and rank 0 the merged ones;
-//      lazy: each rank invalidates the pages others modified, and fetches them when it touches them.
-void Node::boundary(const std::string& kernel, std::exception_ptr error) {
+//   5. eager: each rank broadcasts its single-writer pages, rank 0 scatters the merged ones and
+//      broadcasts the pages that stopped being private; lazy: each rank invalidates the pages others
+//      modified, and fetches them from rank 0 when it touches them.
+void Node::boundary(const std::string& kernel, const std::exception_ptr& error) {
   if (ranks() == 1) {
     ++stats_.kernels;
     epoch_.fetch_add(1, std::memory_order_acq_rel);
@@ -421,47 +482,85 @@ void Node::boundary(const std::string& kernel, std::exception_ptr error) {
   }
   const auto start = std::chrono::steady_clock::now();
   const std::uint64_t used = used_pages_.load(std::memory_order_acquire);
-  const std::uint64_t count = written_count_.load(std::memory_order_acquire);
-  std::vector<std::uint64_t> written(written_.get(), written_.get() + count);
+  std::vector<std::uint64_t> written(written_.get(),
+                                     written_.get() + written_count_.load(std::memory_order_acquire));
   std::sort(written.begin(), written.end());
+  std::vector<std::uint64_t> touched(touched_.get(),
+                                     touched_.get() + touched_count_.load(std::memory_order_acquire));
 
-  // writeVector, with two trailing slots: ranks whose blocks failed, and the sum of their numbers + 1.
-  std::vector<std::uint16_t> writers(used + 2, 0);
-  for (const std::uint64_t p : written) writers[p] = 1;
+  // writeVector, one word a page: the writers, and with private pages also the ranks that touched it
+  // and their numbers + 1 (which name the one toucher). Two trailing words: ranks whose blocks
+  // failed, and the sum of their numbers + 1.
+  std::vector<std::uint32_t> words(used + 2, 0);
+  for (const std::uint64_t p : written) words[p] |= 1;
+  for (const std::uint64_t p : touched)
+    if (p < used) words[p] |= kToucher | (static_cast<std::uint32_t>(rank() + 1) << kWhoShift);
   if (error) {
-    writers[used] = 1;
-    writers[used + 1] = static_cast<std::uint16_t>(rank() + 1);
+    words[used] = 1;
+    words[used + 1] = static_cast<std::uint32_t>(rank() + 1);
   }
-  transport_.allreduce(writers, ReduceOp::sum);
-  const std::uint16_t failed = writers[used];
-  const int failed_rank = writers[used + 1] - 1;
+  transport_.allreduce(words, ReduceOp::sum);
+  const std::uint32_t failed = words[used];
+  const int failed_rank = static_cast<int>(words[used + 1]) - 1;
+  const auto writers = [&](std::uint64_t p) { return private_pages_ ? words[p] & kCountMask : words[p]; };
+  const auto touchers = [&](std::uint64_t p) {
+    return private_pages_ ? (words[p] >> kTouchShift) & kCountMask : 0u;
+  };
 
-  std::uint64_t modified = 0, multi = 0;
+  // The classes, the same on every rank: what each page becomes, and which pages change hands.
+  enum class Fate : std::uint8_t { none, shared, to_private, promoted };
+  std::vector<Fate> fate(used, Fate::none);
+  std::uint64_t modified = 0, multi = 0, promoted = 0;
   for (std::uint64_t p = 0; p < used; ++p) {
-    modified += writers[p] != 0 ? 1 : 0;
-    multi += writers[p] > 1 ? 1 : 0;
+    if (words[p] == 0) continue;
+    const std::int32_t holder = holder_[p].load(std::memory_order_relaxed);
+    if (holder == kUntouched && touchers(p) == 1) {
+      fate[p] = Fate::to_private;
+    } else if (holder >= 0) {
+      fate[p] = touchers(p) > 0 ? Fate::promoted : Fate::none;
+      promoted += fate[p] == Fate::promoted ? 1 : 0;
+    } else {
+      fate[p] = Fate::shared;
+      modified += writers(p) != 0 ? 1 : 0;
+      multi += writers(p) > 1 ? 1 : 0;
+    }
   }
   const bool lazy = lazy_available_ && modified > options_.lazy_pages;
-  const bool to_root = multi > 0 || (lazy && modified > 0);
+  const bool to_root = multi > 0 || promoted > 0 || (lazy && modified > 0);
 
-  // Runs of this rank's written pages: single-writer pages to broadcast (eager) or send to rank 0
-  // (lazy); several-writer pages to rank 0 (rank 0 keeps its own, to broadcast them and check races).
-  RecordWriter broadcast_out, root_out, own_multi;
+  // Runs of this rank's written shared pages: single-writer pages to broadcast (eager) or send to
+  // rank 0 (lazy); several-writer pages to rank 0 (rank 0 keeps its own, to send them on and check
+  // races). A page that stops being private goes to rank 0 whole from its holder.
+  RecordWriter broadcast_out, root_out, own_multi, own_promoted;
   PerRankRecords merged(rank() == 0 ? ranks() : 0);
   std::uint64_t modified_bytes = 0;
   for (const std::uint64_t p : written) {
+    if (p >= used || fate[p] == Fate::to_private) continue;
     const std::span<const std::byte> now(shadow(p), page_), before(twin(p), page_);
-    if (writers[p] == 1 && !lazy)
+    // Runs of a page other ranks write too must be exact: see RecordWriter::add.
+    const bool exact = writers(p) > 1 || fate[p] == Fate::promoted;
+    if (fate[p] == Fate::promoted)
+      modified_bytes += (rank() == 0 ? own_promoted : root_out).add(p, rank(), now, before, exact);
+    else if (writers(p) == 1 && !lazy)
       modified_bytes += broadcast_out.add(p, rank(), now, before);
     else if (rank() != 0)
-      modified_bytes += root_out.add(p, rank(), now, before);
-    else if (writers[p] > 1)
-      modified_bytes += own_multi.add(p, rank(), now, before);
+      modified_bytes += root_out.add(p, rank(), now, before, exact);
+    else if (writers(p) > 1)
+      modified_bytes += own_multi.add(p, rank(), now, before, exact);
     else
       modified_bytes += records_changed_bytes(now, before);
   }
+  if (promoted > 0 && rank() != 0)
+    for (std::uint64_t p = 0; p < used; ++p)
+      if (fate[p] == Fate::promoted && holder_[p].load(std::memory_order_relaxed) == rank())
+        root_out.add_whole(p, rank(), {shadow(p), page_});
 
-  if (to_root && ranks() > 1) {
+  // This rank's copy changes from here on under the page server's lock: no request can arrive for
+  // this boundary's pages before it ends (every rank is in it, and later requests wait for the
+  // epoch before they take the lock), so the lock costs nothing but says so to ThreadSanitizer, which
+  // cannot see the ordering that MPI gives between another rank's fetch and this boundary.
+  std::unique_lock shadow_lock(serve_mutex_);
+  if (to_root) {
     std::vector<std::byte> gathered;
     std::vector<std::uint64_t> sizes;
     transport_.gather(root_out.bytes(), gathered, sizes);
@@ -469,21 +568,36 @@ void Node::boundary(const std::string& kernel, std::exception_ptr error) {
     stats_.header_bytes += root_out.headers();
     if (rank() == 0) {
       RaceCheck races(check_races_);
-      if (check_races_) races.add(own_multi.bytes());
-      races.add(gathered);
+      if (check_races_) {
+        races.add(own_multi.bytes());
+        races.add(gathered);
+      }
       stats_.race_warnings += races.report(kernel, base_, page_);
-      // Rank 0's copy gets everything; in eager mode the several-writer pages go out again, merged.
+      // Rank 0's copy gets everything: the whole pages of holders first, then every change.
       for_each_record(gathered, [&](const RecordView& r) {
+        if (r.whole) apply_record(r, shadow(r.page));
+      });
+      for_each_record(own_promoted.bytes(), [&](const RecordView& r) { apply_record(r, shadow(r.page)); });
+      for_each_record(gathered, [&](const RecordView& r) {
+        if (r.whole) return;
         apply_record(r, shadow(r.page));
-        if (!lazy && writers[r.page] > 1) merged.add_record(r);
+        if (!lazy && fate[r.page] == Fate::shared && writers(r.page) > 1) merged.add_record(r);
       });
     }
   }
-  if (rank() == 0 && !lazy)
+  if (rank() == 0 && !lazy) {
     for_each_record(own_multi.bytes(), [&](const RecordView& r) { merged.add_record(r); });
+    // Pages that stop being private go out whole: ranks that never had them need every byte.
+    for (std::uint64_t p = 0; p < used; ++p)
+      if (fate[p] == Fate::promoted) broadcast_out.add_whole(p, 0, {shadow(p), page_});
+  }
   // Each rank gets the merged several-writer pages without the runs it wrote itself: the bytes on
   // the wire are the minimum, every modified byte once to every rank that lacks it.
-  if (multi > 0 && !lazy && ranks() > 1) {
+  const auto receivable = [&](std::uint64_t p) {
+    const PageState st = state_of(p).load(std::memory_order_relaxed);
+    return st != PageState::invalid || fate[p] == Fate::promoted;
+  };
+  if (multi > 0 && !lazy) {
     std::vector<std::byte> mine;
     transport_.scatter(merged.views(), mine);
     if (rank() == 0) {
@@ -491,71 +605,93 @@ void Node::boundary(const std::string& kernel, std::exception_ptr error) {
       stats_.header_bytes += merged.headers();
     }
     for_each_record(mine, [&](const RecordView& r) {
-      if (state_of(r.page).load(std::memory_order_relaxed) != PageState::invalid)
-        apply_record(r, shadow(r.page));
+      if (receivable(r.page)) apply_record(r, shadow(r.page));
     });
   }
-
-  std::vector<std::pair<std::uint64_t, os::Protection>> changes;
   if (!lazy) {
-    if (ranks() > 1) {
-      const std::vector<std::uint64_t> sizes = transport_.allgather(broadcast_out.bytes().size());
-      std::vector<std::byte> incoming;
-      for (int root = 0; root < ranks(); ++root) {
-        const std::uint64_t size = sizes[static_cast<std::size_t>(root)];
-        if (size == 0) continue;
-        if (root == rank()) {
-          transport_.broadcast(root, broadcast_out.mutable_bytes());
-          stats_.payload_bytes += broadcast_out.payload() * static_cast<std::uint64_t>(ranks() - 1);
-          stats_.header_bytes += broadcast_out.headers() * static_cast<std::uint64_t>(ranks() - 1);
-          continue;
-        }
-        incoming.resize(size);
-        transport_.broadcast(root, incoming);
-        // A page this rank invalidated at an earlier lazy boundary stays invalid: runs cannot make a
-        // stale page current, and rank 0 holds it whole.
-        for_each_record(incoming, [&](const RecordView& r) {
-          if (state_of(r.page).load(std::memory_order_relaxed) != PageState::invalid)
-            apply_record(r, shadow(r.page));
-        });
+    const std::vector<std::uint64_t> sizes = transport_.allgather(broadcast_out.bytes().size());
+    std::vector<std::byte> incoming;
+    for (int root = 0; root < ranks(); ++root) {
+      const std::uint64_t size = sizes[static_cast<std::size_t>(root)];
+      if (size == 0) continue;
+      if (root == rank()) {
+        transport_.broadcast(root, broadcast_out.mutable_bytes());
+        stats_.payload_bytes += broadcast_out.payload() * static_cast<std::uint64_t>(ranks() - 1);
+        stats_.header_bytes += broadcast_out.headers() * static_cast<std::uint64_t>(ranks() - 1);
+        continue;
+      }
+      incoming.resize(size);
+      transport_.broadcast(root, incoming);
+      // A page this rank invalidated at an earlier lazy boundary stays invalid: runs cannot make a
+      // stale page current, and rank 0 holds it whole.
+      for_each_record(incoming, [&](const RecordView& r) {
+        if (receivable(r.page)) apply_record(r, shadow(r.page));
+      });
+    }
+  }
+
+  // The new states, protections and holders.
+  std::vector<std::pair<std::uint64_t, os::Protection>> changes;
+  std::uint64_t invalidated = 0;
+  const auto become = [&](std::uint64_t p, PageState next, os::Protection prot) {
+    const PageState before = state_of(p).exchange(next, std::memory_order_relaxed);
+    if (before != next) changes.emplace_back(p, prot);
+    if (next == PageState::invalid && before != PageState::invalid) ++invalidated;
+  };
+  for (std::uint64_t p = 0; p < used; ++p) {
+    switch (fate[p]) {
+      case Fate::none:
+        break;
+      case Fate::to_private: {
+        const auto who = static_cast<std::int32_t>(words[p] >> kWhoShift) - 1;
+        holder_[p].store(who, std::memory_order_relaxed);
+        if (who == rank())
+          become(p, PageState::private_page, os::Protection::read_write);
+        else
+          become(p, PageState::invalid, os::Protection::none);
+        break;
+      }
+      case Fate::promoted:
+        holder_[p].store(kShared, std::memory_order_relaxed);
+        if (!lazy || rank() == 0)
+          become(p, PageState::valid, os::Protection::read);
+        else
+          become(p, PageState::invalid, os::Protection::none);
+        break;
+      case Fate::shared: {
+        holder_[p].store(kShared, std::memory_order_relaxed);
+        const PageState st = state_of(p).load(std::memory_order_relaxed);
+        const bool mine_alone = writers(p) == 1 && st == PageState::written;
+        if (st == PageState::invalid && (!lazy || writers(p) == 0))
+          break;  // fetched from rank 0 when touched
+        if (!lazy || writers(p) == 0 || rank() == 0 || mine_alone)
+          become(p, PageState::valid, os::Protection::read);
+        else
+          become(p, PageState::invalid, os::Protection::none);
+        break;
       }
     }
-    for (const std::uint64_t p : written) {
-      state_of(p).store(PageState::valid, std::memory_order_relaxed);
-      changes.emplace_back(p, os::Protection::read);
-    }
-  } else {
-    std::uint64_t invalidated = 0;
-    for (std::uint64_t p = 0; p < used; ++p) {
-      if (writers[p] == 0) continue;
-      std::atomic<PageState>& st = state_of(p);
-      const bool mine_alone = writers[p] == 1 && st.load(std::memory_order_relaxed) == PageState::written;
-      if (rank() == 0 || mine_alone) {
-        if (st.exchange(PageState::valid, std::memory_order_relaxed) == PageState::written)
-          changes.emplace_back(p, os::Protection::read);
-      } else if (st.exchange(PageState::invalid, std::memory_order_relaxed) != PageState::invalid) {
-        changes.emplace_back(p, os::Protection::none);
-        ++invalidated;
-      }
-    }
-    stats_.pages_invalidated += invalidated;
-    ++stats_.lazy_kernels;
   }
   set_protection(changes);
   written_count_.store(0, std::memory_order_relaxed);
+  touched_count_.store(0, std::memory_order_relaxed);
   epoch_.fetch_add(1, std::memory_order_acq_rel);
+  shadow_lock.unlock();
   epoch_.notify_all();
 
   ++stats_.kernels;
+  stats_.lazy_kernels += lazy ? 1 : 0;
+  stats_.pages_invalidated += invalidated;
   stats_.pages_written += written.size();
   stats_.pages_modified += modified;
   stats_.pages_multi_writer += multi;
+  stats_.pages_promoted += promoted;
   stats_.pages_modified_max = std::max(stats_.pages_modified_max, modified);
   stats_.modified_bytes += modified_bytes;
-  stats_.header_bytes += (used + 2) * sizeof(std::uint16_t);  // this rank's writeVector
+  stats_.header_bytes += (used + 2) * sizeof(std::uint32_t);  // this rank's writeVector
   stats_.boundary_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  if (failed != 0) throw_failure(kernel, error, failed, error ? rank() : failed_rank);
+  if (failed != 0) throw_failure(kernel, error, static_cast<int>(failed), error ? rank() : failed_rank);
 }
 
 bool Node::on_fault(void* self, void* address, os::FaultAccess access) {
@@ -597,7 +733,28 @@ HDSM_FAULT_PATH bool Node::resolve(void* address, os::FaultAccess access) noexce
       case PageState::invalid:
         return fault_service_->submit(address, access);
       case PageState::written:
+      case PageState::private_page:
         return true;  // another thread of this rank opened it
+      case PageState::untouched: {
+        // The rank's first touch: readable now (the content is the same everywhere), and recorded so
+        // the boundary knows who touched it; a write goes on to make the twin.
+        // Busy (twinning) while the protection changes: a thread that saw the page valid before it
+        // was readable could open it for writing, and this read-only protection would then close it.
+        if (!st.compare_exchange_strong(s, PageState::twinning, std::memory_order_acq_rel)) continue;
+        bool readable = false;
+        {
+          std::lock_guard lock(protection_mutex_);
+          readable = protection_->try_set(page, 1, os::Protection::read);
+        }
+        if (readable) record_touch(page);
+        st.store(readable ? PageState::valid : PageState::untouched, std::memory_order_release);
+        st.notify_all();
+        if (!readable)
+          return refuse("cannot open a page within the process's mappings (vm.max_map_count): raise it",
+                        address);
+        if (access == os::FaultAccess::read) return true;
+        continue;
+      }
       case PageState::twinning:
         os::spin_until([&] { return st.load(std::memory_order_acquire) != PageState::twinning; });
         while (st.load(std::memory_order_acquire) == PageState::twinning) st.wait(PageState::twinning);
@@ -634,14 +791,18 @@ bool Node::on_slow_fault(void* self, void* address, os::FaultAccess access) {
   return static_cast<Node*>(self)->resolve_slow(address, access);
 }
 
-// On the fault service's thread: fetch an invalidated page from rank 0, then let the access retry
+// On the fault service's thread: fetch a stale page from its holder (rank 0, or the rank it is
+// private to), then let the access retry
 // (a write faults once more, on a current read-only page, and makes its twin then).
 bool Node::resolve_slow(void* address, os::FaultAccess) {
   const std::uint64_t page = page_of(address);
   std::atomic<PageState>& st = state_of(page);
   if (st.load(std::memory_order_acquire) != PageState::invalid) return true;
-  transport_.fetch(0, page, epoch_.load(std::memory_order_acquire), {shadow(page), page_});
-  st.store(PageState::valid, std::memory_order_release);
+  transport_.fetch(holder_of(page), page, epoch_.load(std::memory_order_acquire), {shadow(page), page_});
+  record_touch(page);
+  // Readable before it is valid: a thread that saw it valid first could open it for writing, and
+  // this read-only protection would then close it under the writer. Threads that fault meanwhile
+  // queue behind this fetch and find the page valid.
   {
     std::lock_guard lock(protection_mutex_);
     protection_->set(page, 1, os::Protection::read);
@@ -649,12 +810,14 @@ bool Node::resolve_slow(void* address, os::FaultAccess) {
       throw SystemError(
           "mprotect", fmt::format("page {} of the cluster's global memory (vm.max_map_count)", page), ENOMEM);
   }
+  st.store(PageState::valid, std::memory_order_release);
   fetches_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
-// Rank 0's page server: the page as of boundary `epoch`. A page this rank writes in the kernel
-// running now is served from its twin, which holds it as of the boundary.
+// The page server (rank 0's, and every rank's with private pages): the page as of boundary `epoch`. A
+// shared page this rank writes in the kernel running now is served from its twin, which holds it as
+// of the boundary; a private page as it is (its holder may be writing other bytes of it).
 void Node::serve(std::uint64_t page, std::uint64_t epoch, std::span<std::byte> out) {
   if (page >= pages_ || out.size() != page_)
     throw InvalidArgument(
@@ -663,16 +826,20 @@ void Node::serve(std::uint64_t page, std::uint64_t epoch, std::span<std::byte> o
     epoch_.wait(e, std::memory_order_acquire);
   std::lock_guard lock(serve_mutex_);
   std::atomic<PageState>& st = state_of(page);
-  const auto from_twin = [&] {
-    for (PageState s; (s = st.load(std::memory_order_acquire)) == PageState::twinning;) st.wait(s);
-    std::memcpy(out.data(), twin(page), page_);
-  };
-  const PageState before = st.load(std::memory_order_acquire);
-  if (before == PageState::twinning || before == PageState::written) return from_twin();
-  std::memcpy(out.data(), shadow(page), page_);
-  if (const PageState after = st.load(std::memory_order_acquire);
-      after == PageState::twinning || after == PageState::written)
-    from_twin();
+  for (;;) {
+    const PageState before = st.load(std::memory_order_acquire);
+    if (before == PageState::twinning) {
+      st.wait(before, std::memory_order_acquire);
+      continue;
+    }
+    if (before == PageState::written) {
+      std::memcpy(out.data(), twin(page), page_);
+      return;
+    }
+    std::memcpy(out.data(), shadow(page), page_);
+    // A thread that began writing the page meanwhile made its twin first: take that instead.
+    if (st.load(std::memory_order_acquire) == before) return;
+  }
 }
 
 PageState Node::state(const void* p) const {

@@ -31,11 +31,15 @@ namespace hdsm::cluster::detail {
 /// A page's state on this rank (the seed's page table: its number is the index, its address
 /// base + index * page, "written" is kWritten, and the twin sits at twins + index * page).
 enum class PageState : std::uint8_t {
-  unused,    // not allocated: no access
-  valid,     // current: read-only (writes fault and make a twin)
-  twinning,  // a thread is making the twin (others wait)
-  written,   // twin made, writable until the kernel's end
-  invalid,   // another rank modified it at a lazy boundary: no access, fetched from rank 0 on a fault
+  unused,        // not allocated: no access
+  untouched,     // allocated, the same on every rank, and no rank has touched it: no access, so the
+                 // first touch is seen (a page only one rank touches becomes private to it)
+  valid,         // current: read-only (writes fault and make a twin)
+  twinning,      // a thread is opening the page (making its twin, or its first read access): others wait
+  written,       // twin made, writable until the kernel's end
+  private_page,  // only this rank has touched it: writable, no twin, nothing sent
+  invalid,       // stale here: no access, fetched from its holder (rank 0, or the rank it is private
+                 // to) on a fault
 };
 
 /// Split of `blocks` into `ranks` intervals: the first block of every rank and the end.
@@ -87,7 +91,7 @@ class Node final : public PageServer {
   void place_space();
   std::vector<std::uint64_t> split(std::uint64_t blocks) const;
   void measure_speed();
-  void boundary(const std::string& kernel, std::exception_ptr error);
+  void boundary(const std::string& kernel, const std::exception_ptr& error);
   void set_protection(std::vector<std::pair<std::uint64_t, os::Protection>>& changes);
   std::uint64_t agree(std::uint64_t value, const char* what);
   std::uint64_t page_of(const void* p) const {
@@ -97,6 +101,22 @@ class Node final : public PageServer {
   std::byte* twin(std::uint64_t page) const { return twins_ + (page << page_shift_); }
   std::atomic<PageState>& state_of(std::uint64_t page) const { return states_[page]; }
   std::uint64_t allocated_pages(const void* p, std::size_t bytes, const char* call) const;
+  /// Collective: the pages of [first, end) private to ranks other than 0 go whole to rank 0; rank 0
+  /// applies them at `into` (the span's first page at into[0]); false (nothing moved) when none is.
+  bool gather_private(std::uint64_t first, std::uint64_t end, std::byte* into);
+  void record_touch(std::uint64_t page) noexcept {
+    touched_[touched_count_.fetch_add(1, std::memory_order_acq_rel)] = page;
+  }
+  int holder_of(std::uint64_t page) const {
+    const std::int32_t h = holder_[page].load(std::memory_order_relaxed);
+    return h >= 0 ? h : 0;
+  }
+
+  static constexpr std::int32_t kShared = -1, kUntouched = -2;
+  // writeVector words with private pages: writers in bits 0-9, touchers in 10-19, the sum of the
+  // touchers' ranks + 1 in 20-31 (so at most 1023 ranks).
+  static constexpr std::uint32_t kCountMask = 1023, kTouchShift = 10, kWhoShift = 20;
+  static constexpr std::uint32_t kToucher = 1u << kTouchShift;
 
   Transport& transport_;
   Options options_;
@@ -114,6 +134,11 @@ class Node final : public PageServer {
   std::unique_ptr<std::atomic<PageState>[]> states_;
   std::unique_ptr<std::uint64_t[]> written_;  // pages written in the current kernel, in fault order
   std::atomic<std::uint64_t> written_count_{0};
+  std::unique_ptr<std::uint64_t[]> touched_;  // untouched and invalid pages touched since the last boundary
+  std::atomic<std::uint64_t> touched_count_{0};
+  /// Per page, the same on every rank: kShared, kUntouched, or the rank the page is private to.
+  std::unique_ptr<std::atomic<std::int32_t>[]> holder_;
+  bool private_pages_;
   mutable os::FaultMutex protection_mutex_;
   std::unique_ptr<os::ProtectionMap> protection_;
   os::OffsetHeap heap_;

@@ -10,6 +10,8 @@
 namespace hdsm::cluster::detail {
 namespace {
 
+constexpr std::uint32_t kWholeFlag = 0x8000'0000u;
+
 template <class T>
 void put(std::vector<std::byte>& out, const T& value) {
   const auto* b = reinterpret_cast<const std::byte*>(&value);
@@ -25,9 +27,9 @@ coherence::DiffRun RecordView::run(std::uint32_t i) const {
 }
 
 std::size_t RecordWriter::add(std::uint64_t page, int writer, std::span<const std::byte> now,
-                              std::span<const std::byte> before) {
+                              std::span<const std::byte> before, bool exact) {
   runs_.clear();
-  const std::size_t changed = coherence::diff_runs(now, before, runs_);
+  const std::size_t changed = coherence::diff_runs(now, before, runs_, exact ? 1 : 8);
   if (runs_.empty()) return 0;
   put(out_, RecordHeader{page, static_cast<std::uint32_t>(runs_.size()), static_cast<std::uint32_t>(writer)});
   std::size_t data = 0;
@@ -43,8 +45,15 @@ std::size_t RecordWriter::add(std::uint64_t page, int writer, std::span<const st
   return changed;
 }
 
+void RecordWriter::add_whole(std::uint64_t page, int writer, std::span<const std::byte> now) {
+  put(out_, RecordHeader{page, 1, static_cast<std::uint32_t>(writer) | kWholeFlag});
+  put(out_, coherence::DiffRun{0, static_cast<std::uint32_t>(now.size())});
+  out_.insert(out_.end(), now.begin(), now.end());
+  payload_ += now.size();
+}
+
 void RecordWriter::append(const RecordView& record) {
-  put(out_, RecordHeader{record.page, record.run_count, record.writer});
+  put(out_, RecordHeader{record.page, record.run_count, record.writer | (record.whole ? kWholeFlag : 0u)});
   const auto* runs = record.runs;
   out_.insert(out_.end(), runs, runs + std::size_t{record.run_count} * sizeof(coherence::DiffRun));
   out_.insert(out_.end(), record.data, record.data + record.data_bytes);
@@ -84,7 +93,8 @@ RecordView parse_record(std::span<const std::byte> buffer, std::size_t& at) {
   std::memcpy(&h, buffer.data() + at, sizeof h);
   const std::size_t runs_at = at + sizeof h;
   if (h.runs > (buffer.size() - runs_at) / sizeof(coherence::DiffRun)) throw malformed("truncated runs");
-  RecordView v{h.page, h.writer, h.runs, buffer.data() + runs_at, nullptr, 0};
+  RecordView v{h.page, h.writer & ~kWholeFlag,      h.runs, buffer.data() + runs_at, nullptr,
+               0,      (h.writer & kWholeFlag) != 0};
   std::size_t data = 0;
   for (std::uint32_t i = 0; i < h.runs; ++i) data += v.run(i).length;
   const std::size_t data_at = runs_at + std::size_t{h.runs} * sizeof(coherence::DiffRun);
@@ -113,6 +123,7 @@ std::size_t records_changed_bytes(std::span<const std::byte> now, std::span<cons
 void RaceCheck::add(std::span<const std::byte> records) {
   if (!enabled_) return;
   for_each_record(records, [&](const RecordView& r) {
+    if (r.whole) return;  // a holder's page, not a change
     for (std::uint32_t i = 0; i < r.run_count; ++i) {
       const coherence::DiffRun run = r.run(i);
       runs_.push_back({r.page, run.offset, run.offset + run.length, r.writer});

@@ -29,6 +29,7 @@ struct RecordView {
   const std::byte* runs;
   const std::byte* data;
   std::size_t data_bytes;
+  bool whole;  // the whole page, from the rank it was private to (applied before any change)
   coherence::DiffRun run(std::uint32_t i) const;
 };
 
@@ -36,8 +37,12 @@ class RecordWriter {
  public:
   /// Encodes the bytes of `now` that differ from `before` as page `page` of `writer`; nothing when
   /// none differs. Returns the bytes that differ.
+  /// `exact`: the page has other writers, so runs are never joined across equal bytes (those may be
+  /// another rank's changes, which a joined run would overwrite with this rank's old values).
   std::size_t add(std::uint64_t page, int writer, std::span<const std::byte> now,
-                  std::span<const std::byte> before);
+                  std::span<const std::byte> before, bool exact = false);
+  /// Encodes the whole page `page` (one run, marked whole).
+  void add_whole(std::uint64_t page, int writer, std::span<const std::byte> now);
   /// Copies a record of another buffer.
   void append(const RecordView& record);
   std::span<const std::byte> bytes() const { return out_; }

@@ -51,7 +51,7 @@ class ThreadsTransport final : public Transport {
   bool shared_address_space() const override { return true; }
   bool concurrent_requests() const override { return true; }
 
-  void allreduce(std::span<std::uint16_t> values, ReduceOp op) override { reduce_all(values, op); }
+  void allreduce(std::span<std::uint32_t> values, ReduceOp op) override { reduce_all(values, op); }
   void allreduce(std::span<std::uint64_t> values, ReduceOp op) override { reduce_all(values, op); }
 
   std::vector<std::uint64_t> allgather(std::uint64_t value) override {

@@ -36,7 +36,7 @@ class Transport {
   virtual bool concurrent_requests() const = 0;
 
   /// Element-wise reduction over all ranks, in place.
-  virtual void allreduce(std::span<std::uint16_t> values, ReduceOp op) = 0;
+  virtual void allreduce(std::span<std::uint32_t> values, ReduceOp op) = 0;
   virtual void allreduce(std::span<std::uint64_t> values, ReduceOp op) = 0;
   /// Every rank's value, in rank order.
   virtual std::vector<std::uint64_t> allgather(std::uint64_t value) = 0;

@@ -31,13 +31,14 @@ using hdsm::Thread;
 
 constexpr std::size_t kPage = 4096;
 
-cl::Options options(std::uint64_t lazy_pages = 1u << 30, unsigned threads = 2) {
+cl::Options options(std::uint64_t lazy_pages = 1u << 30, unsigned threads = 2, bool private_pages = true) {
   cl::Options o;
   o.space_bytes = std::size_t{64} << 20;
   o.page_size = kPage;
   o.threads = threads;
   o.lazy_pages = lazy_pages;
   o.check_races = true;
+  o.private_pages = private_pages;
   return o;
 }
 
@@ -104,6 +105,9 @@ TEST(Cluster, EachRankRunsItsIntervalAndAllSeeAllWrites) {
     run_ranks(ranks, options(), [&](Node& node) {
       constexpr std::uint32_t blocks = 12, per_block = 2048;  // two pages a block: one writer a page
       int* a = cl::alloc<int>(std::size_t{blocks} * per_block);
+      // Copied in, the pages are shared (every rank holds them), so their writes are broadcast.
+      const std::vector<int> zeros(std::size_t{blocks} * per_block, 0);
+      cl::memcpy(a, zeros.data(), zeros.size() * sizeof(int));
       cl::reset_stats();
       cl::launch(fill_kernel(), Launch{Dim3{blocks}, Dim3{64}, 0}, a, per_block, 100);
       const std::vector<int> got = read_all(a, std::size_t{blocks} * per_block);
@@ -177,6 +181,8 @@ TEST(Cluster, LazyBoundariesInvalidateOthersPagesAndFetchThemOnTouch) {
   run_ranks(3, options(/*lazy_pages=*/0), [&](Node& node) {
     constexpr std::uint32_t blocks = 6, per_block = 1024;  // a page a block
     int* a = cl::alloc<int>(blocks * per_block);
+    const std::vector<int> zeros(blocks * per_block, 0);
+    cl::memcpy(a, zeros.data(), zeros.size() * sizeof(int));  // shared pages
     cl::reset_stats();
     cl::launch(fill_kernel(), Launch{Dim3{blocks}, Dim3{32}, 0}, a, per_block, 5);
     const cl::Stats s = cl::stats();
@@ -215,6 +221,8 @@ TEST(Cluster, LazyUpdateMovesFewerBytesThanEager) {
     std::atomic<std::uint64_t> sum{0};
     run_ranks(3, options(lazy == 1 ? 0 : 1u << 30), [&](Node&) {
       int* a = cl::alloc<int>(24 * 1024);
+      const std::vector<int> zeros(24 * 1024, 0);
+      cl::memcpy(a, zeros.data(), zeros.size() * sizeof(int));  // shared pages
       cl::reset_stats();
       cl::launch(fill_kernel(), Launch{Dim3{24}, Dim3{32}, 0}, a, 1024, 1);
       sum += cl::stats().wire_bytes;
@@ -223,6 +231,50 @@ TEST(Cluster, LazyUpdateMovesFewerBytesThanEager) {
     bytes[lazy] = sum;
   }
   EXPECT_LT(bytes[1], bytes[0]) << "lazy " << bytes[1] << " B, eager " << bytes[0] << " B";
+}
+
+// A page only one rank touches stays private to it: writable, no twin after the first kernel,
+// nothing on the wire; another rank's touch fetches it from its holder, and the boundary makes it
+// shared (its holder sends it whole to rank 0, which sends it to everyone).
+TEST(Cluster, PrivatePagesStayHomeUntilAnotherRankTouchesThem) {
+  run_ranks(3, options(), [&](Node& node) {
+    constexpr std::uint32_t blocks = 6, per_block = 1024;  // a page a block, two blocks a rank
+    constexpr std::uint32_t n = blocks * per_block;
+    int* a = cl::alloc<int>(n);
+    int* b = cl::alloc<int>(n);
+    cl::reset_stats();
+    cl::launch(fill_kernel(), Launch{Dim3{blocks}, Dim3{32}, 0}, a, per_block, 1);
+    cl::launch(fill_kernel(), Launch{Dim3{blocks}, Dim3{32}, 0}, a, per_block, 2);
+    cl::Stats s = cl::stats();
+    EXPECT_EQ(s.write_faults, 2u) << "a private page faults once, when it is still untouched";
+    EXPECT_EQ(s.payload_bytes, 0u) << "nothing sent for private pages";
+    for (std::uint32_t blk = 0; blk < blocks; ++blk) {
+      const bool mine = blk / 2 == static_cast<std::uint32_t>(node.rank());
+      EXPECT_EQ(node.state(a + blk * per_block), mine ? PageState::private_page : PageState::invalid)
+          << "rank " << node.rank() << " page " << blk;
+    }
+    // A copy out gathers the private pages.
+    const std::vector<int> got = read_all(a, n);
+    for (std::uint32_t i = 0; i < n; i += 311) ASSERT_EQ(got[i], 2 + static_cast<int>(i / per_block));
+    // Each rank reads the others' pages: fetched from their holders, then shared.
+    const auto copy =
+        hdsm::per_thread("copy_shifted", [](const Thread& t, const int* from, int* to, std::uint32_t n) {
+          const std::uint64_t i = t.global_x();
+          if (i < n) to[i] = from[(i + n / 2) % n] + 1;
+        });
+    cl::reset_stats();
+    cl::launch(copy, hdsm::cover(n, 256), a, b, n);
+    s = cl::stats();
+    EXPECT_GT(s.fetches, 0u);
+    EXPECT_GT(s.pages_promoted, 0u);
+    EXPECT_EQ(node.state(a), PageState::valid) << "shared after another rank touched it";
+    for (std::uint32_t i = 0; i < n; i += 97) {
+      ASSERT_EQ(a[i], 2 + static_cast<int>(i / per_block)) << "rank " << node.rank();
+      ASSERT_EQ(b[i], 3 + static_cast<int>(((i + n / 2) % n) / per_block)) << "rank " << node.rank();
+    }
+    cl::free(b);
+    cl::free(a);
+  });
 }
 
 TEST(Cluster, HostCopiesInAndOut) {
@@ -390,14 +442,19 @@ TEST(Cluster, WeightedDistributionRunsEveryBlockOnce) {
 
 TEST(ClusterModel, MatchesPlainMemory) {
   const hdsm::test::ModelRun run(0xC1u, 40);
-  for (const int ranks : {1, 2, 3}) {
-    // A threshold of 6 pages of 17: sparse steps are eager, dense ones lazy.
-    run_ranks(ranks, options(6), [&](Node&) {
-      const std::string error = hdsm::test::cluster_model::run(run.seed() + static_cast<std::uint64_t>(ranks),
-                                                               run.iterations(), 17 * 1024 - 100, 1024);
-      EXPECT_EQ(error, "") << ranks << " ranks";
-    });
-  }
+  // Lazy thresholds: every boundary lazy; 6 pages of 17 (sparse steps eager, dense ones lazy); never.
+  // With private pages and with the seed's protocol (every page shared). One rank has no choices.
+  for (const std::uint64_t lazy : {std::uint64_t{0}, std::uint64_t{6}, std::uint64_t{1} << 40})
+    for (const bool private_pages : {true, false})
+      for (const int ranks : {1, 2, 3}) {
+        if (ranks == 1 && (lazy != 6 || !private_pages)) continue;
+        run_ranks(ranks, options(lazy, 2, private_pages), [&](Node&) {
+          const std::string error = hdsm::test::cluster_model::run(
+              run.seed() + static_cast<std::uint64_t>(ranks), run.iterations(), 17 * 1024 - 100, 1024);
+          EXPECT_EQ(error, "") << ranks << " ranks, lazy above " << lazy << " pages, "
+                               << (private_pages ? "private pages" : "every page shared");
+        });
+      }
 }
 
 }  // namespace

@@ -103,6 +103,8 @@ inline std::string run(std::uint64_t seed, int steps, std::uint32_t n, std::uint
   std::vector<std::int32_t> model[2] = {std::vector<std::int32_t>(n), std::vector<std::int32_t>(n)};
   for (std::uint32_t i = 0; i < n; ++i) model[0][i] = static_cast<std::int32_t>(i * 7 + 1);
   std::int32_t* global[2] = {cl::alloc<std::int32_t>(n), cl::alloc<std::int32_t>(n)};
+  // Array 0 is copied in (shared pages); array 1 starts as allocated, zero and untouched, so its
+  // pages start private to the rank that first writes them.
   cl::memcpy(global[0], model[0].data(), n * sizeof(std::int32_t));
   exec::Executor plain(exec::ExecutorOptions{1});
   std::vector<std::int32_t> host(n);

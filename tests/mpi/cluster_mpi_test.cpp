@@ -93,6 +93,8 @@ TEST(ClusterMpi, KernelsReadPagesInvalidatedByLazyBoundaries) {
   constexpr std::uint32_t n = 64 * 1024;
   int* a = cl::alloc<int>(n);
   int* b = cl::alloc<int>(n);
+  const std::vector<int> zeros(n, 0);
+  cl::memcpy(b, zeros.data(), n * sizeof(int));  // shared pages: written by one rank, read by others
   cl::launch(interleave_kernel(), Launch{Dim3{64}, Dim3{1}, 0}, a, n, 0);  // several writers a page
   cl::launch(add_kernel(), hdsm::cover(n), a, b, n, 1);                    // reads pages others wrote
   cl::launch(add_kernel(), hdsm::cover(n), b, a, n, 1);

@@ -73,8 +73,8 @@ MpiTransport::~MpiTransport() {
   MPI_Comm_free(&comm_);
 }
 
-void MpiTransport::allreduce(std::span<std::uint16_t> values, ReduceOp op) {
-  check(MPI_Allreduce(MPI_IN_PLACE, values.data(), checked_count(values.size(), "an allreduce"), MPI_UINT16_T,
+void MpiTransport::allreduce(std::span<std::uint32_t> values, ReduceOp op) {
+  check(MPI_Allreduce(MPI_IN_PLACE, values.data(), checked_count(values.size(), "an allreduce"), MPI_UINT32_T,
                       mpi_op(op), comm_),
         "MPI_Allreduce", fmt::format("{} page counters", values.size()));
   count_sent(values.size_bytes());
@@ -182,12 +182,19 @@ void MpiTransport::serve_pages(PageServer* server) {
 
 // A blocking MPI_Recv polls the network without pause (Open MPI's progress loop), which would take a
 // core from the rank's own threads for the whole run. The server polls instead, yielding while
-// requests came recently and sleeping with a growing pause (up to 0.5 ms) when none come.
+// requests came recently and sleeping with a growing pause (up to 0.5 ms) when none come. It stops
+// when stop_serving() raises the flag: the pending receive is cancelled (no rank asks any more).
 int MpiTransport::wait_for_request(PageRequest& req, MPI_Status& status) {
   MPI_Request pending = MPI_REQUEST_NULL;
   int rc = MPI_Irecv(&req, sizeof req, MPI_BYTE, MPI_ANY_SOURCE, kRequestTag, server_comm_, &pending);
   if (rc != MPI_SUCCESS) return rc;
   for (unsigned idle = 0;; ++idle) {
+    if (stopping_.load(std::memory_order_acquire)) {
+      rc = MPI_Cancel(&pending);
+      if (rc == MPI_SUCCESS) rc = MPI_Wait(&pending, MPI_STATUS_IGNORE);
+      req.stop = 1;
+      return rc;
+    }
     int done = 0;
     rc = MPI_Test(&pending, &done, &status);
     if (rc != MPI_SUCCESS || done != 0) return rc;
@@ -203,9 +210,7 @@ int MpiTransport::wait_for_request(PageRequest& req, MPI_Status& status) {
 
 void MpiTransport::stop_serving() {
   if (!server_.joinable()) return;
-  const PageRequest stop{0, 0, 0, 1};
-  check(MPI_Send(&stop, sizeof stop, MPI_BYTE, rank_, kRequestTag, server_comm_), "MPI_Send",
-        "the stop request to rank 0's page server");
+  stopping_.store(true, std::memory_order_release);
   server_.join();
 }
 

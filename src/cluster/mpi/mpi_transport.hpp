@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -29,7 +30,7 @@ class MpiTransport final : public Transport {
   int ranks() const override { return ranks_; }
   bool shared_address_space() const override { return false; }
   bool concurrent_requests() const override { return multiple_; }
-  void allreduce(std::span<std::uint16_t> values, ReduceOp op) override;
+  void allreduce(std::span<std::uint32_t> values, ReduceOp op) override;
   void allreduce(std::span<std::uint64_t> values, ReduceOp op) override;
   std::vector<std::uint64_t> allgather(std::uint64_t value) override;
   void gather(std::span<const std::byte> mine, std::vector<std::byte>& all,
@@ -49,6 +50,7 @@ class MpiTransport final : public Transport {
   bool multiple_;
   std::chrono::milliseconds timeout_;
   std::thread server_;
+  std::atomic<bool> stopping_{false};  // the server's polling loop ends at its next look
 };
 
 }  // namespace hdsm::cluster::detail
