@@ -40,6 +40,17 @@ void raw_handler(int, siginfo_t* info, void*) {
   ::mprotect(page, hdsm::os::page_size(), PROT_READ | PROT_WRITE);
 }
 
+// raw_handler for SIGSEGV, the previous action in `saved`; false (the benchmark skipped) on failure.
+bool install_raw_handler(benchmark::State& state, struct sigaction& saved) {
+  struct sigaction action {};
+  action.sa_sigaction = raw_handler;
+  action.sa_flags = SA_SIGINFO;
+  sigemptyset(&action.sa_mask);
+  if (::sigaction(SIGSEGV, &action, &saved) == 0) return true;
+  state.SkipWithError("sigaction failed");
+  return false;
+}
+
 bool resolve_read_write(void*, void* address, hdsm::os::FaultAccess) {
   auto* page = reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(address) & page_mask());
   return ::mprotect(page, hdsm::os::page_size(), PROT_READ | PROT_WRITE) == 0;
@@ -57,15 +68,8 @@ void fault_loop(benchmark::State& state, volatile char* page) {
 
 void RawHandler(benchmark::State& state) {
   hdsm::os::Mapping page(hdsm::os::page_size(), "raw fault page");
-  struct sigaction action {
-  }, saved{};
-  action.sa_sigaction = raw_handler;
-  action.sa_flags = SA_SIGINFO;
-  sigemptyset(&action.sa_mask);
-  if (::sigaction(SIGSEGV, &action, &saved) != 0) {
-    state.SkipWithError("sigaction failed");
-    return;
-  }
+  struct sigaction saved {};
+  if (!install_raw_handler(state, saved)) return;
   fault_loop(state, reinterpret_cast<volatile char*>(page.data()));
   ::sigaction(SIGSEGV, &saved, nullptr);
 }
@@ -89,15 +93,8 @@ void RawReadOnlyWriteTwoThreads(benchmark::State& state);
 
 void RawReadOnlyWrite(benchmark::State& state) {
   hdsm::os::Mapping page(hdsm::os::page_size(), "raw read-only page");
-  struct sigaction action {
-  }, saved{};
-  action.sa_sigaction = raw_handler;
-  action.sa_flags = SA_SIGINFO;
-  sigemptyset(&action.sa_mask);
-  if (::sigaction(SIGSEGV, &action, &saved) != 0) {
-    state.SkipWithError("sigaction failed");
-    return;
-  }
+  struct sigaction saved {};
+  if (!install_raw_handler(state, saved)) return;
   auto* p = reinterpret_cast<volatile char*>(page.data());
   for (auto _ : state) {
     ::mprotect(page.data(), hdsm::os::page_size(), PROT_READ);
