@@ -130,6 +130,7 @@ void ClusterWriteFault(benchmark::State& state) {
   o.space_bytes = std::size_t{64} << 20;
   o.threads = 1;
   o.lazy_pages = std::uint64_t{1} << 40;
+  o.private_pages = false;  // rank 0 alone writes the pages: private, they would never fault again
   o.policy = [](std::uint64_t blocks, std::span<const double> speeds) {
     std::vector<std::uint64_t> b(speeds.size() + 1, blocks);
     b[0] = 0;  // rank 0 runs every block
