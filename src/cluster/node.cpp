@@ -370,17 +370,12 @@ void Node::copy_out(void* dst, const void* src, std::size_t bytes, Deliver deliv
     std::memcpy(dst, from, bytes);
     return;
   }
-  // Rank 0 holds every page but those private to other ranks; those come to it whole, into a copy of
-  // the span (they stay private to their ranks).
-  std::vector<std::byte> assembled;
-  const std::byte* rank0_from = from;
-  if (private_pages_) {
-    if (rank() == 0) assembled.assign(shadow(first), shadow(end));
-    if (gather_private(first, end, assembled.data()) && rank() == 0)
-      rank0_from = assembled.data() + (from - shadow(first));
-  }
+  // Rank 0 holds every page but those private to other ranks; those come to its copy whole. They
+  // stay private to their ranks and invalid on rank 0, which fetches them again when it touches them
+  // (the copy is not served: requests for them go to their holders).
+  gather_private(first, end, shadow(first));
   if (deliver == Deliver::rank0) {
-    if (rank() == 0) std::memcpy(dst, rank0_from, bytes);
+    if (rank() == 0) std::memcpy(dst, from, bytes);
     return;
   }
   // Every rank copies its own when all hold the range current; otherwise rank 0's copy is sent.
@@ -394,7 +389,7 @@ void Node::copy_out(void* dst, const void* src, std::size_t bytes, Deliver deliv
     std::memcpy(dst, from, bytes);
     return;
   }
-  if (rank() == 0) std::memcpy(dst, rank0_from, bytes);
+  if (rank() == 0) std::memcpy(dst, from, bytes);
   transport_.broadcast(0, {static_cast<std::byte*>(dst), bytes});
 }
 
@@ -510,7 +505,8 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
   // The classes, the same on every rank: what each page becomes, and which pages change hands.
   enum class Fate : std::uint8_t { none, shared, to_private, promoted };
   std::vector<Fate> fate(used, Fate::none);
-  std::uint64_t modified = 0, multi = 0, promoted = 0;
+  std::vector<std::uint64_t> promoted_pages;
+  std::uint64_t modified = 0, multi = 0;
   for (std::uint64_t p = 0; p < used; ++p) {
     if (words[p] == 0) continue;
     const std::int32_t holder = holder_[p].load(std::memory_order_relaxed);
@@ -518,7 +514,7 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
       fate[p] = Fate::to_private;
     } else if (holder >= 0) {
       fate[p] = touchers(p) > 0 ? Fate::promoted : Fate::none;
-      promoted += fate[p] == Fate::promoted ? 1 : 0;
+      if (fate[p] == Fate::promoted) promoted_pages.push_back(p);
     } else {
       fate[p] = Fate::shared;
       modified += writers(p) != 0 ? 1 : 0;
@@ -526,6 +522,7 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
     }
   }
   const bool lazy = lazy_available_ && modified > options_.lazy_pages;
+  const std::uint64_t promoted = promoted_pages.size();
   const bool to_root = multi > 0 || promoted > 0 || (lazy && modified > 0);
 
   // Runs of this rank's written shared pages: single-writer pages to broadcast (eager) or send to
@@ -550,9 +547,9 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
     else
       modified_bytes += records_changed_bytes(now, before);
   }
-  if (promoted > 0 && rank() != 0)
-    for (std::uint64_t p = 0; p < used; ++p)
-      if (fate[p] == Fate::promoted && holder_[p].load(std::memory_order_relaxed) == rank())
+  if (rank() != 0)
+    for (const std::uint64_t p : promoted_pages)
+      if (holder_[p].load(std::memory_order_relaxed) == rank())
         root_out.add_whole(p, rank(), {shadow(p), page_});
 
   // This rank's copy changes from here on under the page server's lock: no request can arrive for
@@ -588,8 +585,7 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
   if (rank() == 0 && !lazy) {
     for_each_record(own_multi.bytes(), [&](const RecordView& r) { merged.add_record(r); });
     // Pages that stop being private go out whole: ranks that never had them need every byte.
-    for (std::uint64_t p = 0; p < used; ++p)
-      if (fate[p] == Fate::promoted) broadcast_out.add_whole(p, 0, {shadow(p), page_});
+    for (const std::uint64_t p : promoted_pages) broadcast_out.add_whole(p, 0, {shadow(p), page_});
   }
   // Each rank gets the merged several-writer pages without the runs it wrote itself: the bytes on
   // the wire are the minimum, every modified byte once to every rank that lacks it.
