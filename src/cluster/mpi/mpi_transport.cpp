@@ -160,10 +160,11 @@ void MpiTransport::serve_pages(PageServer* server) {
     for (;;) {
       PageRequest req{};
       MPI_Status status;
-      int rc = wait_for_request(req, status);
+      bool stopped = false;
+      int rc = wait_for_request(req, status, stopped);
       try {
         check(rc, "MPI_Irecv/MPI_Test", "a page request");
-        if (req.stop != 0) return;
+        if (stopped) return;
         page.resize(req.bytes);
         server->serve(req.page, req.epoch, page);
         check(MPI_Send(page.data(), checked_count(page.size(), "a page"), MPI_BYTE, status.MPI_SOURCE,
@@ -184,7 +185,7 @@ void MpiTransport::serve_pages(PageServer* server) {
 // core from the rank's own threads for the whole run. The server polls instead, yielding while
 // requests came recently and sleeping with a growing pause (up to 0.5 ms) when none come. It stops
 // when stop_serving() raises the flag: the pending receive is cancelled (no rank asks any more).
-int MpiTransport::wait_for_request(PageRequest& req, MPI_Status& status) {
+int MpiTransport::wait_for_request(PageRequest& req, MPI_Status& status, bool& stopped) {
   MPI_Request pending = MPI_REQUEST_NULL;
   int rc = MPI_Irecv(&req, sizeof req, MPI_BYTE, MPI_ANY_SOURCE, kRequestTag, server_comm_, &pending);
   if (rc != MPI_SUCCESS) return rc;
@@ -192,7 +193,7 @@ int MpiTransport::wait_for_request(PageRequest& req, MPI_Status& status) {
     if (stopping_.load(std::memory_order_acquire)) {
       rc = MPI_Cancel(&pending);
       if (rc == MPI_SUCCESS) rc = MPI_Wait(&pending, MPI_STATUS_IGNORE);
-      req.stop = 1;
+      stopped = true;
       return rc;
     }
     int done = 0;
@@ -215,7 +216,7 @@ void MpiTransport::stop_serving() {
 }
 
 void MpiTransport::fetch(int holder, std::uint64_t page, std::uint64_t epoch, std::span<std::byte> into) {
-  const PageRequest req{page, epoch, into.size(), 0};
+  const PageRequest req{page, epoch, into.size()};
   MPI_Request reply = MPI_REQUEST_NULL;
   check(MPI_Irecv(into.data(), checked_count(into.size(), "a page"), MPI_BYTE, holder, kReplyTag,
                   server_comm_, &reply),

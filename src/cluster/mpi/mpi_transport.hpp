@@ -15,7 +15,6 @@ struct PageRequest {
   std::uint64_t page;
   std::uint64_t epoch;
   std::uint64_t bytes;
-  std::uint64_t stop;
 };
 
 class MpiTransport final : public Transport {
@@ -43,7 +42,7 @@ class MpiTransport final : public Transport {
   void fetch(int holder, std::uint64_t page, std::uint64_t epoch, std::span<std::byte> into) override;
 
  private:
-  int wait_for_request(PageRequest& req, MPI_Status& status);
+  int wait_for_request(PageRequest& req, MPI_Status& status, bool& stopped);
 
   MPI_Comm comm_ = MPI_COMM_NULL, server_comm_ = MPI_COMM_NULL;
   int rank_ = 0, ranks_ = 1;
