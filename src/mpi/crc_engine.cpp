@@ -355,15 +355,26 @@ class MpiEngine final : public Engine {
   Stats run(const std::function<void()>& task, const Geometry& geometry) override {
     Stats mine;
     std::exception_ptr error;
+    // One-sided gets and puts bypass the home, so nothing orders them after what the home stored
+    // before the region (its initialization of the shared space) or before what it reads after it,
+    // unless the window's copies are synchronized and the ranks meet: at the start and at the end.
+    if (window_ != MPI_WIN_NULL) {
+      check(PMPI_Win_lock_all(0, window_), "MPI_Win_lock_all", "the shared space");
+      if (rank_ == 0) check(PMPI_Win_sync(window_), "MPI_Win_sync", "the shared space before a region");
+      check(PMPI_Barrier(comm_), "MPI_Barrier", "the start of a region");
+    }
     if (rank_ == 0) {
       directory_->reset(space_bytes_ / geometry.page_size, geometry.page_size);
       home_link_->set_page_size(geometry.page_size);
       error = home_->serve(geometry.page_size, mine);
       mine.twins = directory_->twins_made();
+      if (window_ != MPI_WIN_NULL) {
+        // Every worker's puts were flushed before its last message: the home's loads see them now.
+        check(PMPI_Win_sync(window_), "MPI_Win_sync", "the shared space after a region");
+        check(PMPI_Win_unlock_all(window_), "MPI_Win_unlock_all", "the shared space");
+      }
     } else {
       worker_link_->set_page_size(geometry.page_size);
-      if (window_ != MPI_WIN_NULL)
-        check(PMPI_Win_lock_all(0, window_), "MPI_Win_lock_all", "the shared space");
       worker_->begin(geometry);
       try {
         task();
