@@ -273,26 +273,31 @@ Output jacobi_crc(crc::Runtime& rt, Version v, Scale s) {
     const std::pair<std::size_t, std::size_t> lo_hi = opt ? crc::share(n * n, granule) : crc::share(n * n);
     const std::size_t lo = lo_hi.first, hi = lo_hi.second;
     const auto w = static_cast<std::size_t>(crc::worker_id());
-    // Optimized: the worker's points live in private memory (mine), its part of f too; each sweep
-    // writes uold's share whole, then reads the share of uold with a row of halo on each side.
-    std::vector<double> mine, f_mine, halo;
+    // Optimized: the worker's points live in private memory, laid out as uold[h_lo, h_hi): its share
+    // with a row of halo on each side; its part of f too. Each sweep writes uold's share whole from
+    // there, fetches only the two halo rows, and computes into the second buffer. u's share is
+    // written once, after the last sweep (nobody reads it before).
+    std::vector<double> cur, next, f_mine;
     const std::size_t h_lo = lo >= n ? lo - n : 0, h_hi = std::min(n * n, hi + n);
+    const auto into = [&](std::vector<double>& to) {
+      return [&to, h_lo](const double* p, std::size_t first, std::size_t m) {
+        std::copy_n(p, m, to.data() + (first - h_lo));
+      };
+    };
     if (opt) {
-      mine.resize(hi - lo);
+      cur.resize(h_hi - h_lo);
+      next.resize(h_hi - h_lo);
       f_mine.resize(hi - lo);
-      each_local_read(u, lo, hi, [&](const double* p, std::size_t first, std::size_t m) {
-        std::copy_n(p, m, mine.data() + (first - lo));
-      });
+      each_local_read(u, lo, hi, into(cur));
       each_local_read(f, lo, hi, [&](const double* p, std::size_t first, std::size_t m) {
         std::copy_n(p, m, f_mine.data() + (first - lo));
       });
-      halo.resize(h_hi - h_lo);
     }
     const auto write_out = [&](double* dst) {
       for (std::size_t k = lo; k < hi;) {
         const crc::Local<double> d = crc::overwrite_local(&dst[k]);
         const std::size_t m = std::min(d.count, hi - k);
-        std::copy_n(mine.data() + (k - lo), m, d.data);
+        std::copy_n(cur.data() + (k - h_lo), m, d.data);
         k += m;
       }
     };
@@ -301,19 +306,26 @@ Output jacobi_crc(crc::Runtime& rt, Version v, Scale s) {
       if (opt) {
         write_out(uold);
         crc::barrier();
-        each_local_read(uold, h_lo, h_hi, [&](const double* p, std::size_t first, std::size_t m) {
-          std::copy_n(p, m, halo.data() + (first - h_lo));
-        });
-        const auto at = [&](std::size_t q) { return halo[q - h_lo]; };
+        each_local_read(uold, h_lo, lo, into(cur));
+        each_local_read(uold, hi, h_hi, into(cur));
+        const double* old = cur.data();  // old[q] is uold[h_lo + q]
+        double* fresh = next.data();
+        double error = 0;  // in a register: local_error's address is taken by crc::write below
         for (std::size_t k = lo; k < hi; ++k) {
-          if (!interior(k, n)) continue;
-          const double r = (c.ax * (at(k - n) + at(k + n)) + c.ay * (at(k - 1) + at(k + 1)) + c.b * at(k) -
-                            f_mine[k - lo]) /
+          const std::size_t q = k - h_lo;
+          if (!interior(k, n)) {
+            fresh[q] = old[q];
+            continue;
+          }
+          const double r = (c.ax * (old[q - n] + old[q + n]) + c.ay * (old[q - 1] + old[q + 1]) +
+                            c.b * old[q] - f_mine[k - lo]) /
                            c.b;
-          mine[k - lo] = at(k) - kRelax * r;
-          local_error += r * r;
+          fresh[q] = old[q] - kRelax * r;
+          error += r * r;
         }
-        write_out(u);
+        local_error = error;
+        cur.swap(next);
+        if (it + 1 == iters) write_out(u);
       } else {
         for (std::size_t k = lo; k < hi; ++k) crc::write(&uold[k], crc::read(&u[k]));
         crc::barrier();

@@ -46,6 +46,11 @@ struct Options {
   std::size_t shared_bytes = 256 << 20;      // capacity of the shared space
   std::chrono::milliseconds timeout{60000};  // wait for missing workers at a barrier or lock
   Transport transport = Transport::threads;
+  // Threads transport: read_only_local, write_single_local and overwrite_local reach the shared
+  // space in place (no page copy through the local store), since the workers share the home's
+  // memory. false copies every page through the store, as the workers of the seed's machine did.
+  // MPI ranks always copy.
+  bool zero_copy = true;
 
   /// The HDSM_CRC_* knobs (docs/configuration.md); ConfigError when one is malformed.
   static Options from_environment();
@@ -61,6 +66,8 @@ struct Stats {
   std::uint64_t flush_fetches = 0;       // combined write-back + fetch handshakes (a modified victim)
   std::uint64_t direct_gets = 0;         // read-only and single-writer fetches (no handshake)
   std::uint64_t direct_puts = 0;         // single-writer write-backs (no handshake)
+  std::uint64_t in_place = 0;            // localized read-only and single-writer accesses served in the
+                                         // shared space itself (zero copy, threads transport)
   std::uint64_t evictions = 0;           // pages replaced in a page buffer
   std::uint64_t conflict_misses = 0;     // misses that found their set full while frames were free
   std::uint64_t invalidations = 0;       // buffered pages dropped at acquires
@@ -166,9 +173,10 @@ void write_single(T* p, const std::type_identity_t<T>& v) {
   detail::store<detail::Access::write_single>(p, v);
 }
 
-/// A run of elements in the local store: data[0 .. count) are p[0 .. count), up to the page's end.
-/// Valid until the next lock, unlock, barrier or flush, and while at most three other pages come
-/// into the page buffer after it: up to four runs of different pages can be used together.
+/// A run of elements in the local store (or, with Options::zero_copy, in the shared space itself):
+/// data[0 .. count) are p[0 .. count), up to the page's end. Valid until the next lock, unlock,
+/// barrier or flush, and while at most three other pages come into the page buffer after it: up to
+/// four runs of different pages can be used together.
 template <class T>
 struct Local {
   T* data;

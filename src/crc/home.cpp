@@ -167,7 +167,15 @@ void Home::handle(Request& r) {
       return;
     }
     case Op::single_put:
-      directory_.single_writer_update(r.page, w);
+      if (r.pages.empty()) r.pages.push_back(r.page);
+      for (const std::uint64_t p : r.pages) {
+        if (p >= directory_.pages()) {  // from another process under MPI: checked
+          fail(fmt::format("crc worker {}: a single writer's page {} is outside the shared space of {} pages",
+                           w, p, directory_.pages()));
+          return;
+        }
+        directory_.single_writer_update(p, w);
+      }
       return;
     case Op::direct_put: {
       const std::span<const std::byte> bytes = link_.written(r);

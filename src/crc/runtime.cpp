@@ -34,6 +34,7 @@ Options Options::from_environment() {
   o.page_size = config.size(knob_name(Knob::crc_page_size));
   o.shared_bytes = config.size(knob_name(Knob::crc_shared));
   o.timeout = std::chrono::milliseconds(config.integer(knob_name(Knob::crc_timeout_ms)));
+  o.zero_copy = config.boolean(knob_name(Knob::crc_zero_copy));
   return o;
 }
 
@@ -47,6 +48,7 @@ void add_stats(Stats& into, const Stats& s) {
   into.flush_fetches += s.flush_fetches;
   into.direct_gets += s.direct_gets;
   into.direct_puts += s.direct_puts;
+  into.in_place += s.in_place;
   into.evictions += s.evictions;
   into.conflict_misses += s.conflict_misses;
   into.invalidations += s.invalidations;
@@ -79,7 +81,9 @@ class HomeSelfLink final : public detail::WorkerLink {
         r.worker, detail::to_string(r.op)));
   }
   void post(detail::Request& r) override {
-    if (r.op == detail::Op::single_put) directory_.single_writer_update(r.page, r.worker);
+    if (r.op != detail::Op::single_put) return;
+    if (r.pages.empty()) directory_.single_writer_update(r.page, r.worker);
+    for (const std::uint64_t p : r.pages) directory_.single_writer_update(p, r.worker);
   }
   void get(std::uint64_t offset, std::byte* into, std::size_t bytes) override {
     std::memcpy(into, base_ + offset, bytes);
@@ -98,6 +102,7 @@ class ThreadsEngine final : public detail::Engine {
  public:
   explicit ThreadsEngine(const Options& o)
       : options_local_store_(o.local_store),
+        zero_copy_(o.zero_copy),
         workers_(o.workers > 0 ? o.workers : default_workers()),
         bytes_(round_up(o.shared_bytes)),
         // One alignment more than the space: its start is rounded up to the largest page size, so
@@ -110,9 +115,11 @@ class ThreadsEngine final : public detail::Engine {
         transport_(workers_, data_),
         home_(transport_.home(), directory_, data_, workers_, o.timeout) {
     const detail::Space space{reinterpret_cast<std::uintptr_t>(data_), bytes_};
-    for (int w = 0; w < workers_; ++w)
+    for (int w = 0; w < workers_; ++w) {
       workers_state_.push_back(
           std::make_unique<detail::Worker>(w, workers_, o.local_store, transport_.worker(w), space));
+      workers_state_.back()->serve_in_place(o.zero_copy);
+    }
     for (int w = 0; w < workers_; ++w) threads_.emplace_back([this, w] { worker_loop(w); });
   }
 
@@ -181,6 +188,7 @@ class ThreadsEngine final : public detail::Engine {
         home_worker_ =
             std::make_unique<detail::Worker>(workers_, workers_ + 1, options_local_store_, *home_link_,
                                              detail::Space{reinterpret_cast<std::uintptr_t>(data_), bytes_});
+        home_worker_->serve_in_place(zero_copy_);
       }
       home_worker_->begin(geometry, workers_ + 1);
       try {
@@ -229,6 +237,7 @@ class ThreadsEngine final : public detail::Engine {
   }
 
   std::size_t options_local_store_;
+  bool zero_copy_;
   int workers_;
   std::size_t bytes_;
   os::Mapping mapping_;

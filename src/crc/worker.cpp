@@ -68,6 +68,7 @@ void Worker::failed(const std::exception_ptr& error) {
   }
   r.error = error;
   // What was modified is lost with the region: the buffer empties without write-backs.
+  written_in_place_.clear();
   link_.post(r);
   buffer_.clear();
   current_worker = nullptr;
@@ -216,8 +217,18 @@ std::pair<std::byte*, std::size_t> Worker::localize(Access access, const void* a
         fmt::format("crc worker {}: the element of {} B at {} straddles pages {:#x} and {:#x}; "
                     "localized access needs whole elements (use read or write)",
                     id_, element, address, a & ~mask, (a & ~mask) + mask + 1));
-  const int way = ensure(a & ~mask, access);
-  return {buffer_.way_bytes(way) + offset, (mask + 1 - offset) / element};
+  const std::uintptr_t page = a & ~mask;
+  const std::size_t count = (mask + 1 - offset) / element;
+  if (in_place_ && access != Access::read && access != Access::write && buffer_.find_read(page) < 0) {
+    // Zero copy: the page is not in the buffer (a buffered copy may hold this worker's own writes,
+    // so it is used as it is), and the variant's promise makes the shared page itself safe to use.
+    if (access != Access::read_only && (written_in_place_.empty() || written_in_place_.back() != page))
+      written_in_place_.push_back(page);
+    ++stats_.in_place;
+    return {reinterpret_cast<std::byte*>(a), count};
+  }
+  const int way = ensure(page, access);
+  return {buffer_.way_bytes(way) + offset, count};
 }
 
 void Worker::write_back(int way, std::uintptr_t page, bool single) {
@@ -231,6 +242,20 @@ void Worker::release() {
   buffer_.for_each_modified(
       [&](int way, std::uintptr_t page, bool single) { write_back(way, page, single); });
   buffer_.modified_done();
+  note_in_place_writes();
+}
+
+void Worker::note_in_place_writes() {
+  if (written_in_place_.empty()) return;
+  std::sort(written_in_place_.begin(), written_in_place_.end());
+  written_in_place_.erase(std::unique(written_in_place_.begin(), written_in_place_.end()),
+                          written_in_place_.end());
+  // One note for them all.
+  Request note{.op = Op::single_put, .worker = id_};
+  note.pages.reserve(written_in_place_.size());
+  for (const std::uintptr_t page : written_in_place_) note.pages.push_back(page_number(page));
+  link_.post(note);
+  written_in_place_.clear();
 }
 
 void Worker::acquire() {
@@ -249,6 +274,7 @@ void Worker::acquire() {
   buffer_.for_each_modified([&](int way, std::uintptr_t page, bool single) {
     if (single) write_back(way, page, true);
   });
+  note_in_place_writes();
   stats_.invalidations += buffer_.drop_unregistered();
 }
 

@@ -47,6 +47,10 @@ class Worker {
   void barrier();
   void release();
 
+  /// Localized read-only and single-writer accesses return pointers into the shared space itself
+  /// (the workers share the home's memory: threads, not MPI ranks).
+  void serve_in_place(bool on) { in_place_ = on; }
+
   int id() const { return id_; }
   int count() const { return count_; }
   /// This worker's counters, the page buffer's included.
@@ -71,6 +75,7 @@ class Worker {
   void evict_direct(const PageBuffer::Victim& victim, std::byte* bytes);
   void write_back(int way, std::uintptr_t page, bool single);
   void acquire();
+  void note_in_place_writes();
   void check(const Reply& reply, const char* what, std::uintptr_t page);
   std::uint64_t page_number(std::uintptr_t page) const {
     return (page - space_.base) >> buffer_.geometry().page_shift;
@@ -84,6 +89,10 @@ class Worker {
   Space space_;
   PageBuffer buffer_;
   std::vector<std::uint64_t> invalidations_;
+  bool in_place_ = false;
+  // Pages written in place since the last release: the home hears of them then, as of a single
+  // writer's put, so that other workers' copies are listed for invalidation.
+  std::vector<std::uintptr_t> written_in_place_;
   std::uint64_t barriers_ = 0;
   Stats stats_;
 };

@@ -55,6 +55,7 @@ struct WireRequest {
   std::uint64_t sequence;
   std::uint32_t page_bytes;  // the written page follows the header
   std::uint32_t message;     // then the failure's text
+  std::uint32_t pages;       // then a single_put's page numbers
 };
 
 struct WireReply {
@@ -141,6 +142,11 @@ class MpiHomeLink final : public HomeLink {
     r.errc = h.errc;
     if (h.message != 0)
       r.message.assign(reinterpret_cast<const char*>(buffer_.data() + sizeof h + h.page_bytes), h.message);
+    const std::size_t at = sizeof h + h.page_bytes + h.message;
+    if (h.pages != 0 && buffer_.size() >= at + std::size_t{h.pages} * sizeof(std::uint64_t)) {
+      r.pages.resize(h.pages);
+      std::memcpy(r.pages.data(), buffer_.data() + at, r.pages.size() * sizeof(std::uint64_t));
+    }
   }
 
   MPI_Comm comm_;
@@ -214,11 +220,13 @@ class MpiWorkerLink final : public WorkerLink {
                         .number = r.number,
                         .sequence = r.sequence,
                         .page_bytes = static_cast<std::uint32_t>(page),
-                        .message = static_cast<std::uint32_t>(r.message.size())};
+                        .message = static_cast<std::uint32_t>(r.message.size()),
+                        .pages = static_cast<std::uint32_t>(r.pages.size())};
     out_.clear();
     append(out_, &h, 1);
     append(out_, r.written, page);
     append(out_, r.message.data(), r.message.size());
+    append(out_, r.pages.data(), r.pages.size());
     check(PMPI_Send(out_.data(), static_cast<int>(out_.size()), MPI_BYTE, 0, kRequestTag, comm_), "MPI_Send",
           fmt::format("a {} request of {} B to the home", to_string(r.op), out_.size()));
   }

@@ -8,6 +8,7 @@
 
 #include <string>
 #include <tuple>
+#include <vector>
 
 namespace {
 
@@ -23,24 +24,31 @@ TEST_P(CrcApps, MatchTheReference) {
   const crc_apps::CrcApp* app = crc_apps::find_crc_app(name);
   ASSERT_NE(app, nullptr);
   const apps::Output want = app->run_reference(apps::Scale::test);
-  for (const std::size_t page : {std::size_t{256}, std::size_t{4096}}) {
-    hdsm::crc::Options o;
-    o.workers = workers;
-    o.page_size = page;
-    o.local_store = 64 << 10;
-    o.shared_bytes = 64 << 20;
-    hdsm::crc::Runtime rt(o);
-    const apps::Output got =
-        app->run(rt, optimized ? crc_apps::Version::optimized : crc_apps::Version::plain, apps::Scale::test);
-    EXPECT_EQ(apps::compare(got, want, app->tolerance), "") << name << " page " << page;
-    EXPECT_EQ(rt.page_size(), page);  // the optimized version restores it
-    const hdsm::crc::Stats s = rt.stats();
-    EXPECT_EQ(s.regions, 1u);
-    if (optimized && name == "stream") {
-      EXPECT_EQ(s.read_misses, 0u);  // everything is read-only or single-writer
-      EXPECT_EQ(s.write_faults, 0u);
+  // The optimized versions localize their read-only and single-writer pages: in place, and copied
+  // through the local store.
+  for (const bool zero_copy : optimized ? std::vector<bool>{true, false} : std::vector<bool>{true})
+    for (const std::size_t page : {std::size_t{256}, std::size_t{4096}}) {
+      hdsm::crc::Options o;
+      o.workers = workers;
+      o.page_size = page;
+      o.local_store = 64 << 10;
+      o.shared_bytes = 64 << 20;
+      o.zero_copy = zero_copy;
+      hdsm::crc::Runtime rt(o);
+      const apps::Output got = app->run(
+          rt, optimized ? crc_apps::Version::optimized : crc_apps::Version::plain, apps::Scale::test);
+      EXPECT_EQ(apps::compare(got, want, app->tolerance), "")
+          << name << " page " << page << (zero_copy ? "" : ", zero copy off");
+      EXPECT_EQ(rt.page_size(), page);  // the optimized version restores it
+      const hdsm::crc::Stats s = rt.stats();
+      EXPECT_EQ(s.regions, 1u);
+      if (optimized && name == "stream") {
+        EXPECT_EQ(s.read_misses, 0u);  // everything is read-only or single-writer
+        EXPECT_EQ(s.write_faults, 0u);
+        EXPECT_EQ(s.in_place != 0, zero_copy);
+        EXPECT_EQ(s.direct_gets != 0, !zero_copy);
+      }
     }
-  }
 }
 
 INSTANTIATE_TEST_SUITE_P(All, CrcApps,

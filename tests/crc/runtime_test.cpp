@@ -178,6 +178,83 @@ TEST(CrcRuntime, LocalizedAccessWalksAPageInTheLocalStore) {
   for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(a[i], static_cast<int>(i));
 }
 
+// Zero copy (threads): the localized read-only and single-writer variants hand out the shared
+// space itself; with it off they copy through the local store, as the seed's workers did.
+TEST(CrcRuntime, LocalizedVariantsWorkInPlaceUnlessZeroCopyIsOff) {
+  for (const bool zero_copy : {true, false}) {
+    crc::Options o = options(2, 1024);
+    o.zero_copy = zero_copy;
+    crc::Runtime rt(o);
+    const std::size_t n = 4096;
+    double* in = rt.alloc<double>(n);
+    double* out = rt.alloc<double>(n);
+    for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<double>(i);
+    std::atomic<int> in_shared_space{0}, elsewhere{0};
+    rt.run([&] {
+      const auto [lo, hi] = crc::share(n, rt.page_size() / sizeof(double));
+      for (std::size_t i = lo; i < hi;) {
+        const crc::Local<const double> x = crc::read_only_local(&in[i]);
+        const crc::Local<double> y = crc::overwrite_local(&out[i]);
+        ((x.data == &in[i] && y.data == &out[i]) ? in_shared_space : elsewhere).fetch_add(1);
+        for (std::size_t k = 0; k < y.count; ++k) y.data[k] = 3 * x.data[k];
+        i += y.count;
+      }
+    });
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], 3.0 * static_cast<double>(i)) << i;
+    const crc::Stats s = rt.stats();
+    if (zero_copy) {
+      EXPECT_EQ(elsewhere.load(), 0);
+      EXPECT_EQ(s.in_place, 2 * n * sizeof(double) / 1024);
+      EXPECT_EQ(s.direct_gets + s.direct_puts, 0u);
+    } else {
+      EXPECT_EQ(in_shared_space.load(), 0);
+      EXPECT_EQ(s.in_place, 0u);
+      EXPECT_EQ(s.direct_gets, n * sizeof(double) / 1024);  // `out` is not fetched: overwritten
+      EXPECT_EQ(s.direct_puts, n * sizeof(double) / 1024);
+    }
+  }
+}
+
+// A page written in place reaches the home as a single writer's page does: at the release, so the
+// copies other workers keep are dropped at their next acquire.
+TEST(CrcRuntime, AnInPlaceWriteInvalidatesTheCopiesOfOtherWorkers) {
+  crc::Runtime rt(options(2, 1024));
+  int* a = rt.alloc<int>(256);  // one page
+  for (int i = 0; i < 256; ++i) a[i] = i;
+  std::vector<int> seen(256, -1);
+  rt.run([&] {
+    if (crc::worker_id() == 1) (void)crc::read(&a[5]);  // a copy of the page in worker 1's buffer
+    crc::barrier();
+    if (crc::worker_id() == 0) {
+      const crc::Local<int> l = crc::overwrite_local(&a[0]);
+      for (std::size_t k = 0; k < l.count; ++k) l.data[k] = 1000 + static_cast<int>(k);
+    }
+    crc::barrier();
+    if (crc::worker_id() == 1)
+      for (int i = 0; i < 256; ++i) seen[static_cast<std::size_t>(i)] = crc::read(&a[i]);
+  });
+  for (int i = 0; i < 256; ++i) ASSERT_EQ(seen[static_cast<std::size_t>(i)], 1000 + i) << i;
+  EXPECT_EQ(rt.stats().in_place, 1u);
+  EXPECT_GE(rt.stats().invalidations, 1u);
+}
+
+// A page this worker holds in its buffer, written there, stays the one it uses: the in-place
+// pointer would miss its own buffered writes.
+TEST(CrcRuntime, ABufferedPageIsUsedWhereItIsNotInPlace) {
+  crc::Runtime rt(options(1, 1024));
+  int* a = rt.alloc<int>(256);
+  rt.run([&] {
+    crc::write_single(&a[0], 7);  // the page comes into the buffer, written
+    const crc::Local<int> l = crc::write_single_local(&a[1]);
+    EXPECT_NE(l.data, &a[1]);
+    EXPECT_EQ(l.data[-1], 7);
+    l.data[0] = 8;
+  });
+  EXPECT_EQ(a[0], 7);
+  EXPECT_EQ(a[1], 8);
+  EXPECT_EQ(rt.stats().in_place, 0u);
+}
+
 struct Odd {
   char c[3];
   double d;
