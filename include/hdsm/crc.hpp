@@ -274,7 +274,7 @@ class Runtime {
   /// A region that needs no servicing (only read_only, write_single and overwrite_local accesses,
   /// no locks or barriers): the home runs the task too, as worker number workers() of
   /// workers() + 1, and serves afterwards. An access of the home's that needs the home is
-  /// Unsupported. Threads transport only.
+  /// Unsupported. Under MPI it is collective, like run: rank 0 works on its own memory.
   void run_with_home(const std::function<void()>& task);
   /// The seed's style: tasks registered under numbers, run by number.
   void define(int task_id, std::function<void()> task);

@@ -287,4 +287,25 @@ void Home::handle(Request& r) {
   }
 }
 
+Reply HomeSelfLink::call(Request& r) {
+  throw Unsupported(fmt::format(
+      "crc worker {} (the home, in run_with_home): its {} needs the home, which is running the task; a "
+      "region the home works in may use read_only, write_single and overwrite_local only",
+      r.worker, to_string(r.op)));
+}
+
+void HomeSelfLink::post(Request& r) {
+  if (r.op != Op::single_put) return;
+  if (r.pages.empty()) directory_.single_writer_update(r.page, r.worker);
+  for (const std::uint64_t p : r.pages) directory_.single_writer_update(p, r.worker);
+}
+
+void HomeSelfLink::get(std::uint64_t offset, std::byte* into, std::size_t bytes) {
+  std::memcpy(into, base_ + offset, bytes);
+}
+
+void HomeSelfLink::put(std::uint64_t offset, const std::byte* from, std::size_t bytes) {
+  std::memcpy(base_ + offset, from, bytes);
+}
+
 }  // namespace hdsm::crc::detail

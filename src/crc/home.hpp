@@ -67,5 +67,21 @@ class Home {
   std::vector<std::uint64_t> list_;
 };
 
+/// The home's own link in regions it works in (run_with_home): direct copies are its own memory, a
+/// single writer's pages go straight into its directory, and anything that needs serving is
+/// refused (the home is busy with the task).
+class HomeSelfLink final : public WorkerLink {
+ public:
+  HomeSelfLink(Directory& directory, std::byte* base) : directory_(directory), base_(base) {}
+  Reply call(Request& r) override;
+  void post(Request& r) override;
+  void get(std::uint64_t offset, std::byte* into, std::size_t bytes) override;
+  void put(std::uint64_t offset, const std::byte* from, std::size_t bytes) override;
+
+ private:
+  Directory& directory_;
+  std::byte* base_;
+};
+
 }  // namespace hdsm::crc::detail
 HDSM_VISIBLE_END

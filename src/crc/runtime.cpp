@@ -68,35 +68,6 @@ int default_workers() {
   return static_cast<int>(std::clamp(cores - 1, 1u, static_cast<unsigned>(detail::kMaxWorkers)));
 }
 
-// The home's own link in regions it works in: direct copies are its own memory, a single writer's
-// page goes straight into its directory, and anything that needs serving is refused (the home is
-// busy with the task).
-class HomeSelfLink final : public detail::WorkerLink {
- public:
-  HomeSelfLink(detail::Directory& directory, std::byte* base) : directory_(directory), base_(base) {}
-  detail::Reply call(detail::Request& r) override {
-    throw Unsupported(fmt::format(
-        "crc worker {} (the home, in run_with_home): its {} needs the home, which is running the task; a "
-        "region the home works in may use read_only, write_single and overwrite_local only",
-        r.worker, detail::to_string(r.op)));
-  }
-  void post(detail::Request& r) override {
-    if (r.op != detail::Op::single_put) return;
-    if (r.pages.empty()) directory_.single_writer_update(r.page, r.worker);
-    for (const std::uint64_t p : r.pages) directory_.single_writer_update(p, r.worker);
-  }
-  void get(std::uint64_t offset, std::byte* into, std::size_t bytes) override {
-    std::memcpy(into, base_ + offset, bytes);
-  }
-  void put(std::uint64_t offset, const std::byte* from, std::size_t bytes) override {
-    std::memcpy(base_ + offset, from, bytes);
-  }
-
- private:
-  detail::Directory& directory_;
-  std::byte* base_;
-};
-
 // Workers on threads of this process; the home is the thread that calls run.
 class ThreadsEngine final : public detail::Engine {
  public:
@@ -184,7 +155,7 @@ class ThreadsEngine final : public detail::Engine {
       // The home's own share first (it needs no servicing, so nobody waits for it), then it serves
       // whatever the workers ask.
       if (!home_worker_) {
-        home_link_ = std::make_unique<HomeSelfLink>(directory_, data_);
+        home_link_ = std::make_unique<detail::HomeSelfLink>(directory_, data_);
         home_worker_ =
             std::make_unique<detail::Worker>(workers_, workers_ + 1, options_local_store_, *home_link_,
                                              detail::Space{reinterpret_cast<std::uintptr_t>(data_), bytes_});
@@ -255,7 +226,7 @@ class ThreadsEngine final : public detail::Engine {
   std::atomic<bool> stop_{false};
   const std::function<void()>* task_ = nullptr;
   int region_count_ = 0;
-  std::unique_ptr<HomeSelfLink> home_link_;
+  std::unique_ptr<detail::HomeSelfLink> home_link_;
   std::unique_ptr<detail::Worker> home_worker_;
 };
 

@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -296,7 +297,9 @@ class MpiEngine final : public Engine {
       data_ = align_space(window_base);
       window_offset_ = static_cast<std::uint64_t>(data_ - window_base);
       heap_ = std::make_unique<os::OffsetHeap>(bytes, kSpaceAlignment);
-      directory_ = std::make_unique<Directory>(bytes / o.page_size, o.page_size, workers_);
+      // One more worker than ranks: the home, in regions it works in (run_with_home).
+      directory_ =
+          std::make_unique<Directory>(bytes / o.page_size, o.page_size, std::min(workers_ + 1, kMaxWorkers));
       home_link_ = std::make_unique<MpiHomeLink>(comm_, workers_);
       home_ = std::make_unique<Home>(*home_link_, *directory_, data_, workers_, o.timeout);
       base = reinterpret_cast<std::uintptr_t>(data_);
@@ -355,12 +358,22 @@ class MpiEngine final : public Engine {
     sizes_.erase(it);
   }
 
-  Stats run_with_home(const std::function<void()>&, const Geometry&) override {
-    throw Unsupported(
-        "crc::Runtime::run_with_home over MPI: the home (rank 0) cannot run a task there yet; use run");
+  Stats run_with_home(const std::function<void()>& task, const Geometry& geometry) override {
+    if (workers_ + 1 > kMaxWorkers)  // the same answer on every rank
+      throw InvalidArgument(
+          fmt::format("crc::Runtime::run_with_home with {} workers: the home would be worker {}, "
+                      "beyond the {} supported",
+                      workers_, workers_ + 1, kMaxWorkers));
+    return run_region(task, geometry, true);
   }
 
   Stats run(const std::function<void()>& task, const Geometry& geometry) override {
+    return run_region(task, geometry, false);
+  }
+
+ private:
+  Stats run_region(const std::function<void()>& task, const Geometry& geometry, bool home_works) {
+    const int count = home_works ? workers_ + 1 : workers_;
     Stats mine;
     std::exception_ptr error;
     // One-sided gets and puts bypass the home, so nothing orders them after what the home stored
@@ -374,7 +387,28 @@ class MpiEngine final : public Engine {
     if (rank_ == 0) {
       directory_->reset(space_bytes_ / geometry.page_size, geometry.page_size);
       home_link_->set_page_size(geometry.page_size);
+      std::exception_ptr home_error;
+      if (home_works) {
+        // The home's own share first, in place in its memory (nobody waits for it), then it serves.
+        if (!home_worker_) {
+          self_link_ = std::make_unique<HomeSelfLink>(*directory_, data_);
+          home_worker_ = std::make_unique<Worker>(workers_, count, options_.local_store, *self_link_,
+                                                  Space{space_base_, space_bytes_});
+          home_worker_->serve_in_place(options_.zero_copy);
+        }
+        home_worker_->begin(geometry, count);
+        try {
+          task();
+          home_worker_->end();
+        } catch (...) {
+          home_error = std::current_exception();
+          home_worker_->failed(home_error);
+        }
+        add_stats(mine, home_worker_->stats());
+        home_worker_->reset_stats();
+      }
       error = home_->serve(geometry.page_size, mine);
+      if (!error) error = home_error;
       mine.twins = directory_->twins_made();
       if (window_ != MPI_WIN_NULL) {
         // Every worker's puts were flushed before its last message: the home's loads see them now.
@@ -383,7 +417,7 @@ class MpiEngine final : public Engine {
       }
     } else {
       worker_link_->set_page_size(geometry.page_size);
-      worker_->begin(geometry);
+      worker_->begin(geometry, count);
       try {
         task();
         worker_->end();
@@ -424,7 +458,6 @@ class MpiEngine final : public Engine {
     return result;
   }
 
- private:
   Options options_;
   bool own_mpi_ = false;
   MPI_Comm comm_ = MPI_COMM_NULL;
@@ -442,6 +475,8 @@ class MpiEngine final : public Engine {
   std::unique_ptr<Directory> directory_;
   std::unique_ptr<MpiHomeLink> home_link_;
   std::unique_ptr<Home> home_;
+  std::unique_ptr<HomeSelfLink> self_link_;  // run_with_home: the home as the last worker
+  std::unique_ptr<Worker> home_worker_;
   // A worker's (the other ranks).
   std::unique_ptr<MpiWorkerLink> worker_link_;
   std::unique_ptr<Worker> worker_;

@@ -142,6 +142,62 @@ TEST_F(CrcMpi, OneSidedCopiesSeeWhatTheHomeStoredBeforeTheRegion) {
   }
 }
 
+// The home (rank 0) runs the task too, as worker workers() of workers() + 1, in place in its own
+// memory; the workers' shares shrink to make room for it.
+TEST_F(CrcMpi, TheHomeRunsTheTaskTooInARegionThatNeedsNoServicing) {
+  crc::Runtime rt(mpi_options());
+  const std::size_t n = 4 * 4096;
+  auto* in = rt.alloc<double>(n);
+  auto* out = rt.alloc<double>(n);
+  auto* by = rt.alloc<std::int32_t>(n);
+  if (rt.is_home())
+    for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<double>(i);
+  int count = 0;
+  rt.run_with_home([&] {
+    count = crc::worker_count();
+    const auto [lo, hi] = crc::share(n, rt.page_size() / sizeof(double));
+    for (std::size_t i = lo; i < hi; ++i) {
+      crc::write_single(&out[i], 2 * crc::read_only(&in[i]));
+      crc::write_single(&by[i], static_cast<std::int32_t>(crc::worker_id()));
+    }
+  });
+  EXPECT_EQ(count, rt.workers() + 1);
+  if (rt.is_home()) {
+    std::size_t wrong = 0, homes = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      wrong += out[i] != 2.0 * static_cast<double>(i) ? 1 : 0;
+      homes += by[i] == rt.workers() ? 1 : 0;
+    }
+    EXPECT_EQ(wrong, 0u);
+    EXPECT_GT(homes, 0u);  // the home's share was the home's
+    EXPECT_EQ(rt.stats().write_faults + rt.stats().read_misses, 0u);
+  }
+  // A plain region afterwards has the workers alone again.
+  rt.run([&] { count = crc::worker_count(); });
+  if (!rt.is_home()) {
+    EXPECT_EQ(count, rt.workers());
+  }
+}
+
+TEST_F(CrcMpi, AnAccessOfTheHomesThatNeedsServingIsUnsupported) {
+  crc::Runtime rt(mpi_options());
+  int* a = rt.alloc<int>(16);
+  try {
+    rt.run_with_home([&] {
+      if (crc::worker_id() == rt.workers()) crc::write(&a[0], 1);  // a write fault: needs the home
+    });
+    FAIL() << "no error";
+  } catch (const hdsm::Unsupported& e) {
+    EXPECT_NE(std::string(e.what()).find("(the home, in run_with_home)"), std::string::npos) << e.what();
+  }
+  rt.run([&] {
+    if (crc::worker_id() == 0) crc::write(&a[1], 2);
+  });  // the runtime goes on
+  if (rt.is_home()) {
+    EXPECT_EQ(a[1], 2);
+  }
+}
+
 TEST_F(CrcMpi, ErrorsReachEveryRankWithTheWorkersNumber) {
   crc::Runtime rt(mpi_options());
   int local = 0;
