@@ -89,16 +89,25 @@ struct Lookup {
   std::uintptr_t offset_mask;        // page size - 1
   unsigned page_shift;
   std::uintptr_t set_mask;  // sets - 1
+  unsigned set_shift;       // log2(sets)
 };
 inline constexpr std::uintptr_t kNoPage = ~std::uintptr_t{0};
 extern HDSM_API const Lookup kOutsideTask;
 // initial-exec: one load from the thread pointer on the hit path (libhdsm is linked, not dlopened).
 extern HDSM_API constinit thread_local const Lookup* current __attribute__((tls_model("initial-exec")));
 
+/// The set of `a`'s page: the page number's low bits folded with the bits above them, so that arrays
+/// whose starts are a multiple of sets x page size apart (large aligned allocations) do not fall
+/// into the same sets page for page.
+inline std::uintptr_t set_of(const Lookup& l, std::uintptr_t a) {
+  const std::uintptr_t number = a >> l.page_shift;
+  return (number ^ (number >> l.set_shift)) & l.set_mask;
+}
+
 /// The way of `a`'s page in `tags`, or -1. Never straddles: callers check the access fits the page.
 inline int way_of(const Lookup& l, const std::uintptr_t* tags, std::uintptr_t a) {
   const std::uintptr_t page = a & ~l.offset_mask;
-  const std::uintptr_t base = ((a >> l.page_shift) & l.set_mask) << 2;
+  const std::uintptr_t base = set_of(l, a) << 2;
   for (int w = 0; w < 4; ++w)
     if (tags[base + w] == page) return static_cast<int>(base) + w;
   return -1;

@@ -59,7 +59,8 @@ void PageBuffer::configure(const Geometry& g) {
                    .frames = frames_.data(),
                    .offset_mask = g.page_size - 1,
                    .page_shift = g.page_shift,
-                   .set_mask = g.sets - 1};
+                   .set_mask = g.sets - 1,
+                   .set_shift = static_cast<unsigned>(std::countr_zero(g.sets))};
 }
 
 void PageBuffer::evict(int way, Victim& victim) {

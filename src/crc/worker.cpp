@@ -22,7 +22,8 @@ const Lookup kOutsideTask{.read_tags = kNeverTags,
                           .frames = nullptr,
                           .offset_mask = 0,
                           .page_shift = 0,
-                          .set_mask = 0};
+                          .set_mask = 0,
+                          .set_shift = 0};
 constinit thread_local const Lookup* current = &kOutsideTask;
 
 Worker* Worker::current() { return current_worker; }

@@ -51,6 +51,13 @@ class CrcPageBuffer : public ::testing::Test {
     buffer_.configure(hdsm::crc::detail::geometry(8 * 128, 128, 0));
   }
   static std::uintptr_t page(std::size_t n) { return 0x10000000 + n * 128; }
+  // The first `count` pages from page(0) on that fall into `set`.
+  std::vector<std::uintptr_t> in_set(std::size_t set, std::size_t count) const {
+    std::vector<std::uintptr_t> pages;
+    for (std::size_t n = 0; pages.size() < count; ++n)
+      if (hdsm::crc::detail::set_of(buffer_.lookup(), page(n)) == set) pages.push_back(page(n));
+    return pages;
+  }
   int fill(std::uintptr_t p, bool write = false) {
     const PageBuffer::Place place = buffer_.place(p);
     buffer_.install(place, p, write, true, false);
@@ -72,27 +79,40 @@ TEST_F(CrcPageBuffer, ReadAndWriteTagsAreSeparate) {
   // The inline lookup the API uses agrees.
   const auto& l = buffer_.lookup();
   EXPECT_EQ(hdsm::crc::detail::way_of(l, l.read_tags, page(0) + 17), way);
-  EXPECT_EQ(hdsm::crc::detail::way_of(l, l.read_tags, page(4) + 17), -1);  // same set, other page
+  EXPECT_EQ(hdsm::crc::detail::way_of(l, l.read_tags, in_set(0, 2)[1] + 17), -1);  // same set, other page
+}
+
+TEST_F(CrcPageBuffer, PagesASetPeriodApartFallIntoDifferentSets) {
+  // Arrays aligned to sets x page size would otherwise share their sets page for page.
+  const auto& l = buffer_.lookup();
+  for (std::size_t n = 0; n < 4; ++n) {
+    EXPECT_NE(hdsm::crc::detail::set_of(l, page(n)), hdsm::crc::detail::set_of(l, page(n + 4))) << n;
+    EXPECT_NE(hdsm::crc::detail::set_of(l, page(n)), hdsm::crc::detail::set_of(l, page(n + 8))) << n;
+  }
+  // Consecutive pages still cover every set.
+  std::vector<int> per_set(4, 0);
+  for (std::size_t n = 0; n < 4; ++n) ++per_set[hdsm::crc::detail::set_of(l, page(n))];
+  EXPECT_EQ(per_set, std::vector<int>(4, 1));
 }
 
 TEST_F(CrcPageBuffer, PagesOfOneSetBeyondFourWaysAreConflictMisses) {
-  // Pages 0, 4, 8, 12, 16 all map to set 0: the fifth replaces a way of that set although three
-  // frames are free.
-  for (std::size_t i = 0; i < 4; ++i) fill(page(4 * i));
+  // Five pages of set 0: the fifth replaces a way of that set although three frames are free.
+  const std::vector<std::uintptr_t> pages = in_set(0, 5);
+  for (std::size_t i = 0; i < 4; ++i) fill(pages[i]);
   EXPECT_EQ(buffer_.conflict_misses, 0u);
-  const PageBuffer::Place place = buffer_.place(page(16));
+  const PageBuffer::Place place = buffer_.place(pages[4]);
   EXPECT_EQ(buffer_.conflict_misses, 1u);
-  EXPECT_EQ(place.victim.page, page(0));  // the oldest page of the set
-  buffer_.install(place, page(16), false, true, false);
-  EXPECT_EQ(buffer_.find_read(page(0)), -1);
-  EXPECT_GE(buffer_.find_read(page(16)), 0);
+  EXPECT_EQ(place.victim.page, pages[0]);  // the oldest page of the set
+  buffer_.install(place, pages[4], false, true, false);
+  EXPECT_EQ(buffer_.find_read(pages[0]), -1);
+  EXPECT_GE(buffer_.find_read(pages[4]), 0);
 }
 
 TEST_F(CrcPageBuffer, AFullBufferReplacesFramesRoundRobinAndReportsModifiedVictims) {
   // Pages 0..7 spread over the 4 sets (two per set) fill the 8 frames without conflicts.
   for (std::size_t i = 0; i < 8; ++i) fill(page(i), /*write=*/i == 0);
   EXPECT_EQ(buffer_.conflict_misses, 0u);
-  PageBuffer::Place first = buffer_.place(page(8));  // set 0, which has a free way: capacity
+  PageBuffer::Place first = buffer_.place(page(8));  // its set has a free way: a capacity miss
   EXPECT_EQ(first.victim.page, page(0));             // frame 0 goes first
   EXPECT_TRUE(first.victim.dirty);                   // it had write permission: flush it first
   buffer_.install(first, page(8), false, true, false);
@@ -218,7 +238,7 @@ TEST(CrcPageBufferRecency, TheLastPagesToComeInAreNotReplaced) {
   buffer.configure(hdsm::crc::detail::geometry(4 * 128, 128, 0));  // 4 frames, 2 sets
   std::vector<std::size_t> frames;
   for (std::size_t i = 0; i < 12; ++i) {
-    const std::uintptr_t p = 0x20000000 + 2 * i * 128;  // all in set 0
+    const std::uintptr_t p = 0x20000000 + 4 * i * 128;  // all in set 0 (page numbers 0 mod 4)
     const PageBuffer::Place place = buffer.place(p);
     for (std::size_t back = 1; back <= 3 && back <= frames.size(); ++back)
       EXPECT_NE(place.frame, frames[frames.size() - back])
