@@ -47,6 +47,7 @@ void PageBuffer::configure(const Geometry& g) {
   frame_way_.assign(g.frames, -1);
   frame_flags_.assign(g.frames, 0);
   frame_stamp_.assign(g.frames, 0);
+  unregistered_listed_.assign(g.frames, 0);
   clock_ = 0;
   free_frames_.resize(g.frames);
   // Popped from the back: frame 0 first.
@@ -125,7 +126,14 @@ void PageBuffer::install(const Place& place, std::uintptr_t page, bool write, bo
   frame_flags_[place.frame] =
       static_cast<std::uint8_t>((registered ? kRegistered : 0) | (single ? kSingle : 0));
   if (write) modified_.push_back({place.way, page});
-  if (!registered) unregistered_.push_back(place.frame);
+  if (!registered) list_unregistered(place.frame);
+}
+
+void PageBuffer::list_unregistered(std::size_t frame) {
+  // Once per frame: a phase of read-only misses must not grow the list with every miss.
+  if (unregistered_listed_[frame] != 0) return;
+  unregistered_listed_[frame] = 1;
+  unregistered_.push_back(frame);
 }
 
 void PageBuffer::grant_write(int way, bool single) {
@@ -143,7 +151,7 @@ void PageBuffer::clean(int way) {
   // acquire like a read-only copy.
   if ((flags & kSingle) != 0) {
     flags = 0;
-    unregistered_.push_back(static_cast<std::size_t>(way_frame_[w]));
+    list_unregistered(static_cast<std::size_t>(way_frame_[w]));
   }
 }
 
@@ -161,11 +169,13 @@ void PageBuffer::drop(int way) {
 
 std::size_t PageBuffer::drop_unregistered() {
   std::size_t dropped = 0;
-  for (const std::size_t f : unregistered_)
+  for (const std::size_t f : unregistered_) {
+    unregistered_listed_[f] = 0;
     if (frame_way_[f] >= 0 && (frame_flags_[f] & kRegistered) == 0) {
       drop(frame_way_[f]);
       ++dropped;
     }
+  }
   unregistered_.clear();
   return dropped;
 }

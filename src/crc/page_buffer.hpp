@@ -99,6 +99,8 @@ class PageBuffer {
 
   std::uint64_t evictions = 0;
   std::uint64_t conflict_misses = 0;
+  /// Frames listed for the next drop_unregistered (each once, so at most `frames`).
+  std::size_t unregistered_listed() const { return unregistered_.size(); }
 
  private:
   struct Modified {
@@ -124,7 +126,9 @@ class PageBuffer {
   std::uint64_t clock_ = 0;
   std::size_t next_frame_ = 0;  // round-robin replacement
   std::vector<Modified> modified_;
-  std::vector<std::size_t> unregistered_;  // frames that may hold copies the home does not know of
+  void list_unregistered(std::size_t frame);
+  std::vector<std::size_t> unregistered_;          // frames that may hold copies the home does not know of
+  std::vector<std::uint8_t> unregistered_listed_;  // per frame: in unregistered_ already
 };
 
 }  // namespace hdsm::crc::detail

@@ -123,6 +123,20 @@ TEST_F(CrcPageBuffer, AFullBufferReplacesFramesRoundRobinAndReportsModifiedVicti
   EXPECT_EQ(buffer_.conflict_misses, 0u);
 }
 
+TEST_F(CrcPageBuffer, APhaseOfReadOnlyMissesListsEachFrameOnce) {
+  // Thousands of read-only copies between two acquires: the list of frames to drop stays bounded.
+  for (std::size_t i = 0; i < 5000; ++i) {
+    const PageBuffer::Place p = buffer_.place(page(i));
+    buffer_.install(p, page(i), false, /*registered=*/false, false);
+  }
+  EXPECT_LE(buffer_.unregistered_listed(), buffer_.geometry().frames);
+  EXPECT_EQ(buffer_.drop_unregistered(), buffer_.geometry().frames);  // every frame held one
+  EXPECT_EQ(buffer_.unregistered_listed(), 0u);
+  const PageBuffer::Place p = buffer_.place(page(0));  // and frames are listed again afterwards
+  buffer_.install(p, page(0), false, false, false);
+  EXPECT_EQ(buffer_.unregistered_listed(), 1u);
+}
+
 TEST_F(CrcPageBuffer, UnregisteredCopiesAreDroppedTogether) {
   fill(page(0));
   const PageBuffer::Place p = buffer_.place(page(1));
