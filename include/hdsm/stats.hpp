@@ -61,6 +61,9 @@ struct Stats {
   /// Objects a sync fetched because the host read them back after earlier syncs (HDSM_SYNC_PREFETCH);
   /// their bytes count as Action::acquire.
   std::uint64_t sync_prefetches = 0;
+  /// Calls that left such an object's host view as it was, since the sync fetches it anyway: two
+  /// protection changes saved each (a data-race-free program does not touch it in between).
+  std::uint64_t kept_views = 0;
   /// Time threads spent in the fault handler for shared memory, resolving included. Measured only
   /// with HDSM_STATS=1 or a trace (HDSM_TRACE); 0 otherwise, as timing costs two clock reads a fault.
   std::uint64_t fault_handler_ns = 0;

@@ -213,6 +213,9 @@ class SharedSpace {
     /// syncs), and the syncs that fetched it since.
     bool host_reads_back = false;
     unsigned prefetches = 0;
+    /// The last release left the host view's protection as it was, because the sync will fetch the
+    /// object (see keeps_view): the blocks it made invalid are still readable until then.
+    bool kept_view = false;
   };
 
   /// The part of one live object a shared range covers.
@@ -297,6 +300,11 @@ class SharedSpace {
   /// At a sync: fetches e's invalid blocks and makes them readable, as read faults would, when the
   /// host is expected to read the object back (the caller holds e's lock); the bytes fetched.
   std::size_t sync_prefetch(Entry& e);
+  /// Whether the next sync will prefetch `e` (sync_prefetch without its probe), so that a release
+  /// may leave e's host view as it is.
+  bool keeps_view(const Entry& e) const;
+  /// Gives every block of `e` the protection its state calls for (after a kept view).
+  void restore_view(Entry& e);
   static RollingWindow::BlockId block_id(ObjectId object, std::size_t block) {
     return (object << 32) | block;
   }

@@ -114,6 +114,7 @@ Stats Counters::snapshot() const {
   s.read_faults = read_faults.load(std::memory_order_relaxed);
   s.write_faults = write_faults.load(std::memory_order_relaxed);
   s.sync_prefetches = sync_prefetches.load(std::memory_order_relaxed);
+  s.kept_views = kept_views.load(std::memory_order_relaxed);
   s.fault_handler_ns = fault_handler_ns.load(std::memory_order_relaxed);
   s.lock_wait_ns = lock_wait_ns.load(std::memory_order_relaxed);
   s.lock_waits = lock_waits.load(std::memory_order_relaxed);
@@ -135,6 +136,7 @@ void Counters::reset() {
   read_faults.store(0, std::memory_order_relaxed);
   write_faults.store(0, std::memory_order_relaxed);
   sync_prefetches.store(0, std::memory_order_relaxed);
+  kept_views.store(0, std::memory_order_relaxed);
   fault_handler_ns.store(0, std::memory_order_relaxed);
   lock_wait_ns.store(0, std::memory_order_relaxed);
   lock_waits.store(0, std::memory_order_relaxed);

@@ -47,6 +47,7 @@ class Counters {
   std::atomic<std::uint64_t> read_faults{0};
   std::atomic<std::uint64_t> write_faults{0};
   std::atomic<std::uint64_t> sync_prefetches{0};
+  std::atomic<std::uint64_t> kept_views{0};
   /// Counted only while time_faults is set (HDSM_STATS or a trace): two clock reads per fault
   /// would otherwise add a measurable share to the cheapest faults.
   std::atomic<std::uint64_t> fault_handler_ns{0};

@@ -158,6 +158,38 @@ TEST(AdsmStats, SyncFetchesSmallObjectsTheHostReadsBack) {
   }
 }
 
+// A call on an object the sync will fetch leaves its host view as it is (no protection change at the
+// call, none at the sync): the read after the sync sees the kernel's result without a fault. The
+// probing sync protects it at its call, so the read after it faults.
+TEST(AdsmStats, AnObjectTheSyncFetchesKeepsItsHostViewThroughTheCall) {
+  for (const char* protocol : {"lazy", "rolling"}) {
+    SCOPED_TRACE(protocol);
+    hdsm::Runtime rt{stats_config(protocol).set("HDSM_SYNC_PREFETCH", "64KiB")};
+    const std::size_t n = 2 * kBlock / sizeof(int);
+    int* x = rt.alloc<int>(n);
+    rt.reset_stats();
+    constexpr int kRounds = 17;  // faults in rounds 1, 9 and 17; views kept in the others
+    for (int r = 1; r <= kRounds; ++r) {
+      rt.call(increment(), hdsm::cover(n), x, std::uint64_t{n});
+      rt.sync();
+      ASSERT_EQ(x[0], r);
+      ASSERT_EQ(x[n - 1], r);
+    }
+    const hdsm::Stats s = rt.stats();
+    EXPECT_EQ(s.read_faults, std::string(protocol) == "rolling" ? 6u : 3u);  // rolling: per block
+    EXPECT_EQ(s.write_faults, 0u);
+    EXPECT_EQ(s.kept_views, kRounds - 3u);
+    EXPECT_EQ(s.sync_prefetches, kRounds - 3u);
+    // The host writes again: the view it kept is read-only, so the write faults and reaches the kernel.
+    x[1] = 100;
+    rt.call(increment(), hdsm::cover(n), x, std::uint64_t{n});
+    rt.sync();
+    EXPECT_EQ(x[1], 101);
+    EXPECT_EQ(rt.stats().write_faults, 1u);
+    rt.free(x);
+  }
+}
+
 // An object the host stops reading is fetched by at most kSyncPrefetchProbe - 1 more syncs; objects
 // above HDSM_SYNC_PREFETCH, and every object with HDSM_SYNC_PREFETCH=0, fault at every read.
 TEST(AdsmStats, SyncPrefetchStopsAndHasALimit) {
