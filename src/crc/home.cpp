@@ -1,5 +1,7 @@
 #include "crc/home.hpp"
 
+#include "crc/engine.hpp"
+
 #include <hdsm/error.hpp>
 
 #include <fmt/format.h>
@@ -306,6 +308,20 @@ void HomeSelfLink::get(std::uint64_t offset, std::byte* into, std::size_t bytes)
 
 void HomeSelfLink::put(std::uint64_t offset, const std::byte* from, std::size_t bytes) {
   std::memcpy(base_ + offset, from, bytes);
+}
+
+HomeWorker::HomeWorker(Directory& directory, std::byte* base, int id, std::size_t local_store, Space space,
+                       bool zero_copy)
+    : link_(directory, base), worker_(id, id + 1, local_store, link_, space) {
+  worker_.serve_in_place(zero_copy);
+}
+
+std::exception_ptr HomeWorker::run(const std::function<void()>& task, const Geometry& g, int count,
+                                   Stats& stats) {
+  std::exception_ptr error = worker_.run(task, g, count);
+  add_stats(stats, worker_.stats());
+  worker_.reset_stats();
+  return error;
 }
 
 }  // namespace hdsm::crc::detail

@@ -6,6 +6,7 @@
 
 #include "crc/directory.hpp"
 #include "crc/transport.hpp"
+#include "crc/worker.hpp"
 
 #include <hdsm/crc.hpp>
 #include <hdsm/error.hpp>
@@ -81,6 +82,22 @@ class HomeSelfLink final : public WorkerLink {
  private:
   Directory& directory_;
   std::byte* base_;
+};
+
+/// The home as the last of the region's workers (run_with_home), on its own memory.
+class HomeWorker {
+ public:
+  /// Worker `id` (the region's count less one) over the shared space at `base` (`space` as the
+  /// workers name it), with a local store of `local_store` bytes.
+  HomeWorker(Directory& directory, std::byte* base, int id, std::size_t local_store, Space space,
+             bool zero_copy);
+  /// The home's share of a region of `count` workers; its counters are added to `stats`. Returns
+  /// what the task threw.
+  std::exception_ptr run(const std::function<void()>& task, const Geometry& g, int count, Stats& stats);
+
+ private:
+  HomeSelfLink link_;
+  Worker worker_;
 };
 
 }  // namespace hdsm::crc::detail

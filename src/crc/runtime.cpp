@@ -154,23 +154,11 @@ class ThreadsEngine final : public detail::Engine {
     if (home_works) {
       // The home's own share first (it needs no servicing, so nobody waits for it), then it serves
       // whatever the workers ask.
-      if (!home_worker_) {
-        home_link_ = std::make_unique<detail::HomeSelfLink>(directory_, data_);
-        home_worker_ =
-            std::make_unique<detail::Worker>(workers_, workers_ + 1, options_local_store_, *home_link_,
-                                             detail::Space{reinterpret_cast<std::uintptr_t>(data_), bytes_});
-        home_worker_->serve_in_place(zero_copy_);
-      }
-      home_worker_->begin(geometry, workers_ + 1);
-      try {
-        task();
-        home_worker_->end();
-      } catch (...) {
-        home_error = std::current_exception();
-        home_worker_->failed(home_error);
-      }
-      detail::add_stats(region, home_worker_->stats());
-      home_worker_->reset_stats();
+      if (!home_worker_)
+        home_worker_ = std::make_unique<detail::HomeWorker>(
+            directory_, data_, workers_, options_local_store_,
+            detail::Space{reinterpret_cast<std::uintptr_t>(data_), bytes_}, zero_copy_);
+      home_error = home_worker_->run(task, geometry, workers_ + 1, region);
     }
     std::exception_ptr error = home_.serve(geometry.page_size, region);
     if (!error) error = home_error;
@@ -196,13 +184,7 @@ class ThreadsEngine final : public detail::Engine {
         while (generation_.load(std::memory_order_acquire) == seen) generation_.wait(seen);
       seen = generation_.load(std::memory_order_acquire);
       if (stop_.load()) return;
-      worker.begin(geometry_, region_count_);
-      try {
-        (*task_)();
-        worker.end();
-      } catch (...) {
-        worker.failed(std::current_exception());
-      }
+      (void)worker.run(*task_, geometry_, region_count_);  // the home has its error
       idle_.fetch_add(1);
     }
   }
@@ -226,8 +208,7 @@ class ThreadsEngine final : public detail::Engine {
   std::atomic<bool> stop_{false};
   const std::function<void()>* task_ = nullptr;
   int region_count_ = 0;
-  std::unique_ptr<detail::HomeSelfLink> home_link_;
-  std::unique_ptr<detail::Worker> home_worker_;
+  std::unique_ptr<detail::HomeWorker> home_worker_;
 };
 
 std::unique_ptr<detail::Engine> make_engine(const Options& o) {

@@ -76,6 +76,19 @@ void Worker::failed(const std::exception_ptr& error) {
   detail::current = &kOutsideTask;
 }
 
+std::exception_ptr Worker::run(const std::function<void()>& task, const Geometry& g, int count) {
+  begin(g, count);
+  try {
+    task();
+    end();
+    return nullptr;
+  } catch (...) {
+    const std::exception_ptr error = std::current_exception();
+    failed(error);
+    return error;
+  }
+}
+
 std::uintptr_t Worker::check_range(const void* address, std::size_t size, const char* what) const {
   const auto a = reinterpret_cast<std::uintptr_t>(address);
   if (a < space_.base || a - space_.base > space_.bytes || space_.bytes - (a - space_.base) < size)

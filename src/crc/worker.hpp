@@ -10,6 +10,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -39,6 +41,9 @@ class Worker {
   void end();
   /// The task threw `error` (a RegionAborted counts as done).
   void failed(const std::exception_ptr& error);
+  /// This worker's part of a region: begin, the task, then end, or failed with what it threw (which
+  /// is returned; null when the task returned).
+  std::exception_ptr run(const std::function<void()>& task, const Geometry& g, int count = 0);
 
   void access(Access access, const void* address, void* bytes, std::size_t size);
   std::pair<std::byte*, std::size_t> localize(Access access, const void* address, std::size_t element);

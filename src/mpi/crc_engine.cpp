@@ -390,22 +390,10 @@ class MpiEngine final : public Engine {
       std::exception_ptr home_error;
       if (home_works) {
         // The home's own share first, in place in its memory (nobody waits for it), then it serves.
-        if (!home_worker_) {
-          self_link_ = std::make_unique<HomeSelfLink>(*directory_, data_);
-          home_worker_ = std::make_unique<Worker>(workers_, count, options_.local_store, *self_link_,
-                                                  Space{space_base_, space_bytes_});
-          home_worker_->serve_in_place(options_.zero_copy);
-        }
-        home_worker_->begin(geometry, count);
-        try {
-          task();
-          home_worker_->end();
-        } catch (...) {
-          home_error = std::current_exception();
-          home_worker_->failed(home_error);
-        }
-        add_stats(mine, home_worker_->stats());
-        home_worker_->reset_stats();
+        if (!home_worker_)
+          home_worker_ = std::make_unique<HomeWorker>(*directory_, data_, workers_, options_.local_store,
+                                                      Space{space_base_, space_bytes_}, options_.zero_copy);
+        home_error = home_worker_->run(task, geometry, count, mine);
       }
       error = home_->serve(geometry.page_size, mine);
       if (!error) error = home_error;
@@ -417,13 +405,7 @@ class MpiEngine final : public Engine {
       }
     } else {
       worker_link_->set_page_size(geometry.page_size);
-      worker_->begin(geometry, count);
-      try {
-        task();
-        worker_->end();
-      } catch (...) {
-        worker_->failed(std::current_exception());
-      }
+      (void)worker_->run(task, geometry, count);  // the home reports the region's error to every rank
       if (window_ != MPI_WIN_NULL)
         check(PMPI_Win_unlock_all(window_), "MPI_Win_unlock_all", "the shared space");
       mine = worker_->stats();
@@ -475,8 +457,7 @@ class MpiEngine final : public Engine {
   std::unique_ptr<Directory> directory_;
   std::unique_ptr<MpiHomeLink> home_link_;
   std::unique_ptr<Home> home_;
-  std::unique_ptr<HomeSelfLink> self_link_;  // run_with_home: the home as the last worker
-  std::unique_ptr<Worker> home_worker_;
+  std::unique_ptr<HomeWorker> home_worker_;  // run_with_home: the home as the last worker
   // A worker's (the other ranks).
   std::unique_ptr<MpiWorkerLink> worker_link_;
   std::unique_ptr<Worker> worker_;
