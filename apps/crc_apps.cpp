@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <vector>
 
 namespace hdsm::apps::crc_apps {
@@ -829,43 +830,81 @@ Output is_crc(crc::Runtime& rt, Version v, Scale s) {
 
 // ---------------------------------------------------------------------------------------------
 // CG (NAS): the smallest eigenvalue of a sparse symmetric positive definite matrix by inverse power
-// iteration, each step solving with 25 conjugate-gradient iterations. The matrix is NAS-like (class
-// S: 1400 rows, W: 7000; 7 random off-diagonal pairs per row, a dominant diagonal), made by one
-// generator for every version.
+// iteration, each step solving with 25 conjugate-gradient iterations. The matrix is NAS's (makea:
+// a sum of n scaled outer products of random sparse vectors, plus rcond - shift on the diagonal), so
+// classes S and W reproduce NAS's verification values; the test size is a smaller matrix made the
+// same way. One generator for every version.
 struct CgSize {
   std::size_t n;
   int outer;
+  int nonzer;    // random nonzeros per generating vector
+  double shift;  // the eigenvalue shift
 };
-CgSize cg_size(Scale s) { return by_scale(s, CgSize{300, 3}, CgSize{1400, 15}, CgSize{7000, 15}); }
+CgSize cg_size(Scale s) {
+  return by_scale(s, CgSize{300, 3, 7, 10.0}, CgSize{1400, 15, 7, 10.0}, CgSize{7000, 15, 8, 12.0});
+}
 constexpr int kCgInner = 25;
-constexpr double kCgShift = 10.0;
+constexpr double kCgRcond = 0.1;
 
 struct Csr {
   std::vector<std::int32_t> rowstr, colidx;
   std::vector<double> a;
 };
 
-Csr cg_matrix(std::size_t n) {
-  std::vector<std::vector<std::pair<std::int32_t, double>>> rows(n);
-  double x = 314159265.0;
-  for (std::size_t i = 0; i < n; ++i)
-    for (int k = 0; k < 7; ++k) {
-      const auto j = static_cast<std::size_t>(randlc(x, kA) * static_cast<double>(n)) % n;
-      if (j == i) continue;
-      const double v = randlc(x, kA) - 0.5;
-      rows[i].emplace_back(static_cast<std::int32_t>(j), v);
-      rows[j].emplace_back(static_cast<std::int32_t>(i), v);
+// NAS's sprnvc + vecset: `nonzer` distinct random positions with random values, then position
+// `diagonal` set to 0.5 (added when it was not among them).
+void cg_sparse_vector(double& tran, std::size_t n, std::size_t nn1, int nonzer, std::size_t diagonal,
+                      std::vector<double>& v, std::vector<std::size_t>& iv) {
+  v.clear();
+  iv.clear();
+  while (v.size() < static_cast<std::size_t>(nonzer)) {
+    const double value = randlc(tran, kA);
+    const auto i = static_cast<std::size_t>(static_cast<double>(nn1) * randlc(tran, kA));
+    if (i >= n || std::find(iv.begin(), iv.end(), i) != iv.end()) continue;
+    v.push_back(value);
+    iv.push_back(i);
+  }
+  const auto at = std::find(iv.begin(), iv.end(), diagonal);
+  if (at != iv.end()) {
+    v[static_cast<std::size_t>(at - iv.begin())] = 0.5;
+  } else {
+    v.push_back(0.5);
+    iv.push_back(diagonal);
+  }
+}
+
+// NAS's makea and sparse: row j of A sums, for each generating vector i (scaled by rcond^(i/n)),
+// v_i[j] v_i[k] at column k, in NAS's order, so the sums round as NAS's do.
+Csr cg_matrix(const CgSize& z) {
+  const std::size_t n = z.n;
+  std::size_t nn1 = 1;
+  while (nn1 < n) nn1 *= 2;
+  double tran = 314159265.0;
+  (void)randlc(tran, kA);  // NAS draws one number (its zeta's initial value) before makea
+  std::vector<std::map<std::int32_t, double>> rows(n);
+  const double ratio = std::pow(kCgRcond, 1.0 / static_cast<double>(n));
+  double size = 1.0;
+  std::vector<double> v;
+  std::vector<std::size_t> iv;
+  for (std::size_t i = 0; i < n; ++i) {
+    cg_sparse_vector(tran, n, nn1, z.nonzer, i, v, iv);
+    for (std::size_t a = 0; a < v.size(); ++a) {
+      const std::size_t j = iv[a];
+      const double scale = size * v[a];
+      for (std::size_t b = 0; b < v.size(); ++b) {
+        double va = v[b] * scale;
+        if (iv[b] == j && j == i) va = va + kCgRcond - z.shift;
+        rows[j][static_cast<std::int32_t>(iv[b])] += va;
+      }
     }
+    size *= ratio;
+  }
   Csr m;
   m.rowstr.push_back(0);
-  for (std::size_t i = 0; i < n; ++i) {
-    double off = 0;
-    for (const auto& [j, v] : rows[i]) off += std::fabs(v);
-    rows[i].emplace_back(static_cast<std::int32_t>(i), off + 1.0);
-    std::sort(rows[i].begin(), rows[i].end());
-    for (const auto& [j, v] : rows[i]) {
-      m.colidx.push_back(j);
-      m.a.push_back(v);
+  for (const auto& row : rows) {
+    for (const auto& [k, value] : row) {
+      m.colidx.push_back(k);
+      m.a.push_back(value);
     }
     m.rowstr.push_back(static_cast<std::int32_t>(m.colidx.size()));
   }
@@ -878,7 +917,7 @@ Output cg_output(double zeta, double rnorm) { return {{zeta, rnorm}}; }
 
 Output cg_reference(Scale s) {
   const CgSize z = cg_size(s);
-  const Csr m = cg_matrix(z.n);
+  const Csr m = cg_matrix(z);
   std::vector<double> x(z.n, 1.0), zz(z.n), p(z.n), q(z.n), r(z.n);
   const auto mv = [&](const std::vector<double>& in, std::vector<double>& out) {
     for (std::size_t i = 0; i < z.n; ++i) {
@@ -915,7 +954,7 @@ Output cg_reference(Scale s) {
     double d = 0;
     for (std::size_t i = 0; i < z.n; ++i) d += (x[i] - r[i]) * (x[i] - r[i]);
     rnorm = std::sqrt(d);
-    zeta = kCgShift + 1.0 / dot(x, zz);
+    zeta = z.shift + 1.0 / dot(x, zz);
     const double norm = 1.0 / std::sqrt(dot(zz, zz));
     for (std::size_t i = 0; i < z.n; ++i) x[i] = norm * zz[i];
   }
@@ -924,7 +963,7 @@ Output cg_reference(Scale s) {
 
 Output cg_openmp(int threads, Scale s) {
   const CgSize z = cg_size(s);
-  const Csr m = cg_matrix(z.n);
+  const Csr m = cg_matrix(z);
   const auto n = static_cast<std::int64_t>(z.n);
   std::vector<double> x(z.n, 1.0), zz(z.n), p(z.n), q(z.n), r(z.n);
   const auto mv = [&](const std::vector<double>& in, std::vector<double>& out) {
@@ -970,7 +1009,7 @@ Output cg_openmp(int threads, Scale s) {
     double d = 0;
     for (std::size_t i = 0; i < z.n; ++i) d += (x[i] - r[i]) * (x[i] - r[i]);
     rnorm = std::sqrt(d);
-    zeta = kCgShift + 1.0 / dot(x, zz);
+    zeta = z.shift + 1.0 / dot(x, zz);
     const double norm = 1.0 / std::sqrt(dot(zz, zz));
     for (std::size_t i = 0; i < z.n; ++i) x[i] = norm * zz[i];
   }
@@ -979,7 +1018,7 @@ Output cg_openmp(int threads, Scale s) {
 
 Output cg_crc(crc::Runtime& rt, Version v, Scale s) {
   const CgSize z = cg_size(s);
-  const Csr host = cg_matrix(z.n);
+  const Csr host = cg_matrix(z);
   const auto workers = static_cast<std::size_t>(rt.workers());
   auto* rowstr = rt.alloc<std::int32_t>(z.n + 1);
   auto* colidx = rt.alloc<std::int32_t>(host.colidx.size());
@@ -1076,7 +1115,7 @@ Output cg_crc(crc::Runtime& rt, Version v, Scale s) {
       double mine = 0;
       for (std::size_t i = lo; i < hi; ++i) mine += (get(&x[i]) - get(&r[i])) * (get(&x[i]) - get(&r[i]));
       const double rnorm = std::sqrt(reduce(mine));
-      const double zeta = kCgShift + 1.0 / dot(x, zz);
+      const double zeta = z.shift + 1.0 / dot(x, zz);
       const double norm = 1.0 / std::sqrt(dot(zz, zz));
       for (std::size_t i = lo; i < hi; ++i) put(&x[i], norm * get(&zz[i]));
       crc::barrier();

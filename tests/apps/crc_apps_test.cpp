@@ -59,6 +59,22 @@ INSTANTIATE_TEST_SUITE_P(All, CrcApps,
                                               std::get<2>(info.param) ? "optimized" : "plain");
                          });
 
+// CG builds NAS's matrix (makea), so classes S and W reproduce NAS's verification values (its
+// tolerance, 1e-10 relative), and so does the CRC version on worker threads.
+TEST(CrcAppsCg, ReproducesNasVerificationValues) {
+  const crc_apps::CrcApp* cg = crc_apps::find_crc_app("cg");
+  ASSERT_NE(cg, nullptr);
+  const double class_s = 8.5971775078648, class_w = 10.362595087124;
+  EXPECT_NEAR(cg->run_reference(apps::Scale::quick).values.at(0), class_s, 1e-10 * class_s);
+  EXPECT_NEAR(cg->run_reference(apps::Scale::full).values.at(0), class_w, 1e-10 * class_w);
+  hdsm::crc::Options o;
+  o.workers = 2;
+  o.shared_bytes = 64 << 20;
+  hdsm::crc::Runtime rt(o);
+  EXPECT_NEAR(cg->run(rt, crc_apps::Version::optimized, apps::Scale::quick).values.at(0), class_s,
+              1e-10 * class_s);
+}
+
 TEST(CrcAppsOpenMp, MatchTheReference) {
 #if defined(__SANITIZE_THREAD__)
   // libgomp is not built with ThreadSanitizer: it cannot see OpenMP's barriers and joins, and reports
