@@ -69,7 +69,7 @@ void Worker::failed(const std::exception_ptr& error) {
   }
   r.error = error;
   // What was modified is lost with the region: the buffer empties without write-backs.
-  written_in_place_.clear();
+  single_written_.clear();
   link_.post(r);
   buffer_.clear();
   current_worker = nullptr;
@@ -139,8 +139,7 @@ void Worker::evict_direct(const PageBuffer::Victim& victim, std::byte* bytes) {
   if (victim.single) {
     link_.put(victim.page - space_.base, bytes, size);
     ++stats_.direct_puts;
-    Request note{.op = Op::single_put, .worker = id_, .page = page_number(victim.page)};
-    link_.post(note);
+    note_single(victim.page);
     return;
   }
   Request r{.op = Op::write_back, .worker = id_, .page = page_number(victim.page), .written = bytes};
@@ -236,8 +235,7 @@ std::pair<std::byte*, std::size_t> Worker::localize(Access access, const void* a
   if (in_place_ && access != Access::read && access != Access::write && buffer_.find_read(page) < 0) {
     // Zero copy: the page is not in the buffer (a buffered copy may hold this worker's own writes,
     // so it is used as it is), and the variant's promise makes the shared page itself safe to use.
-    if (access != Access::read_only && (written_in_place_.empty() || written_in_place_.back() != page))
-      written_in_place_.push_back(page);
+    if (access != Access::read_only) note_single(page);
     ++stats_.in_place;
     return {reinterpret_cast<std::byte*>(a), count};
   }
@@ -256,20 +254,36 @@ void Worker::release() {
   buffer_.for_each_modified(
       [&](int way, std::uintptr_t page, bool single) { write_back(way, page, single); });
   buffer_.modified_done();
-  note_in_place_writes();
+  note_single_writes();
 }
 
-void Worker::note_in_place_writes() {
-  if (written_in_place_.empty()) return;
-  std::sort(written_in_place_.begin(), written_in_place_.end());
-  written_in_place_.erase(std::unique(written_in_place_.begin(), written_in_place_.end()),
-                          written_in_place_.end());
+void Worker::note_single(std::uintptr_t page) {
+  if (!single_written_.empty() && single_written_.back() == page) return;
+  single_written_.push_back(page);
+  // Not sent before the release: a page written in place may still be written through its run, and
+  // a note the home took before the last write could let another worker keep a stale copy. Pages
+  // noted twice are merged instead, so the list holds at most about twice the distinct pages.
+  if (single_written_.size() >= compact_at_) {
+    compact_single_writes();
+    compact_at_ = std::max<std::size_t>(kCompactAt, 2 * single_written_.size());
+  }
+}
+
+void Worker::compact_single_writes() {
+  std::sort(single_written_.begin(), single_written_.end());
+  single_written_.erase(std::unique(single_written_.begin(), single_written_.end()), single_written_.end());
+}
+
+void Worker::note_single_writes() {
+  if (single_written_.empty()) return;
+  compact_single_writes();
+  compact_at_ = kCompactAt;
   // One note for them all.
   Request note{.op = Op::single_put, .worker = id_};
-  note.pages.reserve(written_in_place_.size());
-  for (const std::uintptr_t page : written_in_place_) note.pages.push_back(page_number(page));
+  note.pages.reserve(single_written_.size());
+  for (const std::uintptr_t page : single_written_) note.pages.push_back(page_number(page));
   link_.post(note);
-  written_in_place_.clear();
+  single_written_.clear();
 }
 
 void Worker::acquire() {
@@ -288,7 +302,7 @@ void Worker::acquire() {
   buffer_.for_each_modified([&](int way, std::uintptr_t page, bool single) {
     if (single) write_back(way, page, true);
   });
-  note_in_place_writes();
+  note_single_writes();
   stats_.invalidations += buffer_.drop_unregistered();
 }
 

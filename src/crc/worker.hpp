@@ -80,7 +80,11 @@ class Worker {
   void evict_direct(const PageBuffer::Victim& victim, std::byte* bytes);
   void write_back(int way, std::uintptr_t page, bool single);
   void acquire();
-  void note_in_place_writes();
+  /// A page a single writer wrote (put back whole, or in place): the home hears of it at the
+  /// release, with the others, in one note.
+  void note_single(std::uintptr_t page);
+  void compact_single_writes();
+  void note_single_writes();
   void check(const Reply& reply, const char* what, std::uintptr_t page);
   std::uint64_t page_number(std::uintptr_t page) const {
     return (page - space_.base) >> buffer_.geometry().page_shift;
@@ -95,9 +99,11 @@ class Worker {
   PageBuffer buffer_;
   std::vector<std::uint64_t> invalidations_;
   bool in_place_ = false;
-  // Pages written in place since the last release: the home hears of them then, as of a single
-  // writer's put, so that other workers' copies are listed for invalidation.
-  std::vector<std::uintptr_t> written_in_place_;
+  // Pages a single writer wrote since the last release (put back, or written in place): the home
+  // hears of them then, so that other workers' copies are listed for invalidation.
+  std::vector<std::uintptr_t> single_written_;
+  static constexpr std::size_t kCompactAt = 1024;
+  std::size_t compact_at_ = kCompactAt;  // merge duplicates when the list reaches this size
   std::uint64_t barriers_ = 0;
   Stats stats_;
 };
