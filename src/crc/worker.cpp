@@ -83,7 +83,7 @@ std::exception_ptr Worker::run(const std::function<void()>& task, const Geometry
     end();
     return nullptr;
   } catch (...) {
-    const std::exception_ptr error = std::current_exception();
+    std::exception_ptr error = std::current_exception();
     failed(error);
     return error;
   }

@@ -92,9 +92,11 @@ std::vector<Line> run_program(SuiteContext& ctx, const std::string& label, int r
   return lines;
 }
 
-void add_rows(SuiteContext& ctx, const std::vector<Line>& lines) {
+// `figure`: "fig3" for the runs Fig. 3 draws (the baselines and the eager configurations).
+void add_rows(SuiteContext& ctx, const std::vector<Line>& lines, const std::string& figure = "") {
   for (const Line& l : lines)
     ctx.results.add_row({{"app", l.app},
+                         {"figure", figure},
                          {"mode", l.mode},
                          {"config", l.ranks == 0 ? fmt::format("baseline x{}", l.threads)
                                                  : fmt::format("{} ranks x {}{}", l.ranks, l.threads,
@@ -122,7 +124,7 @@ const Line& find(const std::vector<Line>& lines, const std::string& app) {
 }
 
 void run_cluster(SuiteContext& ctx) {
-  ctx.results.set_columns({"app", "mode", "config", "ranks", "threads", "seconds", "global_pages",
+  ctx.results.set_columns({"app", "figure", "mode", "config", "ranks", "threads", "seconds", "global_pages",
                            "modified_pages", "kernels", "lazy_kernels", "modified_bytes", "wire_bytes",
                            "payload_bytes", "header_bytes", "multi_writer_pages", "write_faults", "fetches"});
   ctx.results.add_plot(
@@ -134,7 +136,7 @@ void run_cluster(SuiteContext& ctx) {
        .x_label = "app",
        .y_label = "seconds (median)",
        .categorical_x = true,
-       .where = {{"mode", "eager"}}});
+       .where = {{"figure", "fig3"}}});
   ctx.results.add_plot({.id = "lazy",
                         .title = "blackscholes: bytes on the wire by protocol (lazy against eager, seed 004 "
                                  "Fig. 3b; private pages)",
@@ -181,12 +183,12 @@ void run_cluster(SuiteContext& ctx) {
     if (round == 0) cluster[{1, cores}] = one;
     faster(cluster[{1, cores}], one);
   }
-  for (const unsigned t : baseline_threads) add_rows(ctx, baseline[t]);
-  add_rows(ctx, cluster[{1, cores}]);
+  for (const unsigned t : baseline_threads) add_rows(ctx, baseline[t], "fig3");
+  add_rows(ctx, cluster[{1, cores}], "fig3");
   for (const auto& [r, t] : configs) {
     if (r == 1 && t == cores) continue;
     cluster[{r, t}] = run_program(ctx, "eager", r, t, eager);
-    add_rows(ctx, cluster[{r, t}]);
+    add_rows(ctx, cluster[{r, t}], "fig3");
   }
   // Lazy against eager on 3 ranks: eager sends every modified page to the 2 others, lazy to rank 0
   // only (on 2 ranks both send each page once).

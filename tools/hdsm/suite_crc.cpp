@@ -109,26 +109,49 @@ void fig10(SuiteContext& ctx) {
     const std::string op = flush ? "flush" : "fetch";
     for (const std::size_t page : pages) {
       ctx.progress.start(fmt::format("fig10 {} {} B pages", op, page));
-      const double raw = raw_copy_cost(page, store, flush, bytes);
+      // Each variant is timed right after a raw copy of its own, in pairs, and the ratio is the
+      // median of the pairs' ratios: the VM's drift between measurements stays out of it. More
+      // pairs at 8 KiB, where the targets are.
+      const int pairs = ctx.quick ? 1 : page == 8192 ? 5 : 1;
+      std::vector<double> raws;
       std::string line;
-      for (const std::string variant : {"protocol", "read-only", "single-writer", "raw copy"}) {
+      for (const std::string variant : {"protocol", "read-only", "single-writer"}) {
         if (!flush && variant == "single-writer") continue;  // a single writer's fetch is the read-only one
         if (flush && variant == "read-only") continue;
-        const double s = variant == "raw copy" ? raw : page_cost(rt, page, variant, flush, bytes);
+        std::vector<double> times, ratios, paired;
+        for (int k = 0; k < pairs; ++k) {
+          const double raw = raw_copy_cost(page, store, flush, bytes);
+          const double t = page_cost(rt, page, variant, flush, bytes);
+          raws.push_back(raw);
+          paired.push_back(raw);
+          times.push_back(t);
+          ratios.push_back(t / raw);
+        }
+        const double s = median(times), ratio = median(ratios);
         ctx.results.add_row({{"experiment", "fig10"},
                              {"app", op},
                              {"variant", variant},
                              {"page", static_cast<std::int64_t>(page)},
                              {"workers", std::int64_t{1}},
                              {"seconds", s},
-                             {"ratio", s / raw}});
-        line += fmt::format("{}{} {:.0f} ns", line.empty() ? "" : ", ", variant, s * 1e9);
-        if (page == 8192 && variant != "raw copy")
-          ctx.results.add_summary({fmt::format("fig10 {} 8 KiB pages: {} / raw copy", op, variant), s / raw,
-                                   "x",
-                                   fmt::format("{:.0f} vs {:.0f} ns per page; target {}", s * 1e9, raw * 1e9,
-                                               variant == "protocol" ? "<= 2" : "<= 1.1")});
+                             {"ratio", ratio}});
+        line += fmt::format("{}{} {:.0f} ns ({:.2f}x)", line.empty() ? "" : ", ", variant, s * 1e9, ratio);
+        if (page == 8192)
+          ctx.results.add_summary(
+              {fmt::format("fig10 {} 8 KiB pages: {} / raw copy", op, variant), ratio, "x",
+               fmt::format("median of {} pair{}: {:.0f} ns per page, raw copy {:.0f} ns; target {}", pairs,
+                           pairs == 1 ? "" : "s", s * 1e9, median(paired) * 1e9,
+                           variant == "protocol" ? "<= 2" : "<= 1.1")});
       }
+      const double raw = median(raws);
+      ctx.results.add_row({{"experiment", "fig10"},
+                           {"app", op},
+                           {"variant", "raw copy"},
+                           {"page", static_cast<std::int64_t>(page)},
+                           {"workers", std::int64_t{1}},
+                           {"seconds", raw},
+                           {"ratio", 1.0}});
+      line += fmt::format(", raw copy {:.0f} ns", raw * 1e9);
       ctx.progress.finish(line);
     }
   }
