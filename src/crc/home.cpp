@@ -169,7 +169,6 @@ void Home::handle(Request& r) {
       return;
     }
     case Op::single_put:
-      if (r.pages.empty()) r.pages.push_back(r.page);
       for (const std::uint64_t p : r.pages) {
         if (p >= directory_.pages()) {  // from another process under MPI: checked
           fail(fmt::format("crc worker {}: a single writer's page {} is outside the shared space of {} pages",
@@ -298,7 +297,6 @@ Reply HomeSelfLink::call(Request& r) {
 
 void HomeSelfLink::post(Request& r) {
   if (r.op != Op::single_put) return;
-  if (r.pages.empty()) directory_.single_writer_update(r.page, r.worker);
   for (const std::uint64_t p : r.pages) directory_.single_writer_update(p, r.worker);
 }
 

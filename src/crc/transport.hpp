@@ -25,8 +25,8 @@ enum class Op : std::uint8_t {
   upgrade,      // call: write permission for a page held for reading (the page again if stale)
   write_back,   // call: merge this modified page
   flush_fetch,  // call: write_back of `victim`, then fetch_read or fetch_write of `page`
-  single_put,   // post: `page` (or every page of `pages`) went back whole from a single writer
-                //   (after the direct put), or was written in place
+  single_put,   // post: every page of `pages` went back whole from a single writer (after the
+                //   direct put), or was written in place
   lock,         // call: acquire lock `number`; the reply carries the invalidations
   unlock,       // call: release lock `number` (after the write-backs)
   barrier,      // call: the reply, once every worker came, carries the invalidations
@@ -47,7 +47,7 @@ struct Request {
   std::uint64_t victim = 0;          // flush_fetch: the page written back first
   std::int64_t number = 0;           // lock number
   std::uint64_t sequence = 0;        // barrier: the worker's barrier count in this region (for messages)
-  std::vector<std::uint64_t> pages;  // single_put: the pages, when more than `page`
+  std::vector<std::uint64_t> pages;  // single_put: the page numbers
   // Threads transport: where the page goes, where the written page is, where the list goes.
   std::byte* frame = nullptr;
   const std::byte* written = nullptr;
