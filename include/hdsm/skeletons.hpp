@@ -1,8 +1,8 @@
 // Skeletons over smart containers: user functions defined once for the host, OpenCL and CUDA, and
 // skeleton objects called on containers, on the host's worker threads or on one or several devices.
-// This part provides the user functions, Map (elementwise, 1 to N inputs), MapIndex, MapArray,
-// MapOverlap (1D), Reduce (also row- and column-wise), MapReduce, Scan and Farm; see
-// docs/skeletons.md.
+// This part provides the user functions and user types, Map (elementwise, 1 to N inputs), MapIndex,
+// MapArray and MapArrayIndex, MapOverlap (1D), Reduce (also row- and column-wise), MapReduce, Scan
+// and Farm; see docs/skeletons.md.
 //
 //   HDSM_USER_FUNCTION(saxpy, float, (float x, float y, float a), { return a * x + y; })
 //   hdsm::Map<saxpy> map;
@@ -16,6 +16,7 @@
 #include <hdsm/vector.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -35,13 +36,28 @@
 
 /// Defines user function NAME once: a C++ function (host, and device under nvcc) and its OpenCL C
 /// text. The body is plain C that both languages accept: scalar types (float, double, int, unsigned
-/// int, long, unsigned long), arithmetic, conditionals, loops and the math functions both know.
+/// int, long, unsigned long), arithmetic, conditionals, loops and the math functions both know. In
+/// the C++ body the math functions are OpenCL's overloads: sqrt, exp, log, sin, cos, tan, fabs,
+/// floor, ceil (one argument), pow, fmin, fmax, fmod, atan2 (two) take and return float for float
+/// arguments, as in OpenCL C, not double as C's would.
 ///   HDSM_USER_FUNCTION(add, float, (float a, float b), { return a + b; })
 #define HDSM_USER_FUNCTION(NAME, RETURN, PARAMS, ...)                                    \
-  struct NAME {                                                                          \
+  struct NAME : ::hdsm::detail::UserMath {                                               \
     static constexpr const char* name = #NAME;                                           \
     static constexpr const char* opencl_source = #RETURN " " #NAME #PARAMS #__VA_ARGS__; \
     HDSM_HOST_DEVICE static RETURN call PARAMS __VA_ARGS__                               \
+  };
+
+/// Defines struct NAME with the given members once for the host, CUDA and the OpenCL C programs the
+/// skeletons generate, so that containers of NAME work with every skeleton, on every backend. Members
+/// are scalars (as user functions' parameters), declared one per statement:
+///   HDSM_USER_TYPE(Particle, float x; float y; float z; float mass;)
+/// Scalar members are laid out alike by C++ and OpenCL C (each aligned to its size).
+#define HDSM_USER_TYPE(NAME, ...)                                                                           \
+  struct NAME {                                                                                             \
+    __VA_ARGS__                                                                                             \
+    static constexpr const char* hdsm_type_name = #NAME;                                                    \
+    static constexpr const char* hdsm_opencl_definition = "typedef struct {" #__VA_ARGS__ "} " #NAME ";\n"; \
   };
 
 /// Marks a pointer parameter of a user function (MapArray's array) as device memory for OpenCL C,
@@ -51,6 +67,39 @@
 HDSM_VISIBLE_BEGIN
 namespace hdsm {
 
+namespace detail {
+
+#define HDSM_DETAIL_MATH1(F)                                                  \
+  HDSM_HOST_DEVICE static float F(float x) { return ::F##f(x); } /* NOLINT */ \
+  HDSM_HOST_DEVICE static double F(double x) { return ::F(x); }
+#define HDSM_DETAIL_MATH2(F)                                                              \
+  HDSM_HOST_DEVICE static float F(float x, float y) { return ::F##f(x, y); } /* NOLINT */ \
+  HDSM_HOST_DEVICE static double F(double x, double y) { return ::F(x, y); }
+
+/// The base of every user function: the math functions its body names are found here first, with
+/// OpenCL C's overloads (float in, float out), so the host computes what the devices do.
+struct UserMath {
+  HDSM_DETAIL_MATH1(sqrt)
+  HDSM_DETAIL_MATH1(exp)
+  HDSM_DETAIL_MATH1(log)
+  HDSM_DETAIL_MATH1(sin)
+  HDSM_DETAIL_MATH1(cos)
+  HDSM_DETAIL_MATH1(tan)
+  HDSM_DETAIL_MATH1(fabs)
+  HDSM_DETAIL_MATH1(floor)
+  HDSM_DETAIL_MATH1(ceil)
+  HDSM_DETAIL_MATH2(pow)
+  HDSM_DETAIL_MATH2(fmin)
+  HDSM_DETAIL_MATH2(fmax)
+  HDSM_DETAIL_MATH2(fmod)
+  HDSM_DETAIL_MATH2(atan2)
+};
+
+#undef HDSM_DETAIL_MATH1
+#undef HDSM_DETAIL_MATH2
+
+}  // namespace detail
+
 /// Where a skeleton runs: the host's worker threads, or devices of the runtime.
 enum class SkeletonBackend : std::uint8_t { host, devices };
 
@@ -59,7 +108,9 @@ namespace detail {
 /// The OpenCL C name of a scalar element type.
 template <class T>
 constexpr const char* opencl_type() {
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (requires { T::hdsm_type_name; })
+    return T::hdsm_type_name;
+  else if constexpr (std::is_same_v<T, float>)
     return "float";
   else if constexpr (std::is_same_v<T, double>)
     return "double";
@@ -72,7 +123,7 @@ constexpr const char* opencl_type() {
   else if constexpr (std::is_integral_v<T> && sizeof(T) == 1)
     return std::is_signed_v<T> ? "char" : "uchar";
   else
-    static_assert(sizeof(T) == 0, "skeletons take containers of scalar elements");
+    static_assert(sizeof(T) == 0, "skeletons take containers of scalars or of HDSM_USER_TYPE structs");
 }
 
 /// Runs body(first, last) over [0, n) in chunks on the runtime's host worker threads.
@@ -101,6 +152,24 @@ SkeletonBackend skeleton_backend(Runtime& runtime, std::optional<SkeletonBackend
 inline constexpr const char* kOpenclPrelude =
     "#pragma OPENCL FP_CONTRACT OFF\n#define HDSM_GLOBAL __global\n";
 
+/// The prelude, then the OpenCL C definition of each HDSM_USER_TYPE among Ts, once.
+template <class... Ts>
+std::string opencl_prelude() {
+  std::string s = kOpenclPrelude;
+  std::vector<const char*> defined;
+  const auto define = [&](const char* definition) {
+    if (std::find(defined.begin(), defined.end(), definition) != defined.end()) return;
+    defined.push_back(definition);
+    s += definition;
+  };
+  (
+      [&] {
+        if constexpr (requires { Ts::hdsm_opencl_definition; }) define(Ts::hdsm_opencl_definition);
+      }(),
+      ...);
+  return s;
+}
+
 template <class F, bool Indexed, class R, class... Ins>
 struct MapKernel {
   // The kernel computes out[i] = F(in[i]..., uniforms...) for i < n on one part, or (Indexed)
@@ -126,7 +195,7 @@ struct MapKernel {
 
   template <class... U>
   static std::string opencl() {
-    std::string s = std::string(kOpenclPrelude) + F::opencl_source + "\n__kernel void " +
+    std::string s = opencl_prelude<R, Ins..., U...>() + F::opencl_source + "\n__kernel void " +
                     (Indexed ? "hdsm_mapindex_" : "hdsm_map_") + F::name + "(__global " + opencl_type<R>() +
                     "* out";
     int k = 0;
@@ -349,7 +418,7 @@ struct ReduceKernel {
                      });
       const std::string type = opencl_type<T>();
       kernel.opencl_source =
-          std::string(kOpenclPrelude) + F::opencl_source + "\n__kernel void hdsm_reduce_" + F::name +
+          opencl_prelude<T>() + F::opencl_source + "\n__kernel void hdsm_reduce_" + F::name +
           "(__global const " + type + "* in, __global " + type +
           "* partial, ulong n, ulong chunk) {\n  const ulong j = get_global_id(0);\n"
           "  const ulong first = j * chunk;\n  if (first >= n) return;\n"
@@ -394,8 +463,8 @@ struct Reduce2DKernel {
     const std::string first = by_rows ? "k * cols" : "k", next = by_rows ? "k * cols + m" : "m * cols + k",
                       count = by_rows ? "rows" : "cols", other = by_rows ? "cols" : "rows";
     kernel.opencl_source =
-        std::string(kOpenclPrelude) + F::opencl_source + "\n__kernel void " + name + "(__global const " +
-        type + "* in, __global " + type +
+        opencl_prelude<T>() + F::opencl_source + "\n__kernel void " + name + "(__global const " + type +
+        "* in, __global " + type +
         "* out, ulong rows, ulong cols) {\n  const ulong k = get_global_id(0);\n  if (k >= " + count +
         ") return;\n  " + type + " acc = in[" + first + "];\n  for (ulong m = 1; m < " + other +
         "; ++m) acc = " + F::name + "(acc, in[" + next + "]);\n  out[k] = acc;\n}\n";
@@ -579,7 +648,7 @@ struct MapReduceKernel {
   template <class... U>
   static std::string opencl() {
     const std::string type = opencl_type<T>();
-    std::string s = std::string(kOpenclPrelude) + M::opencl_source + "\n";
+    std::string s = opencl_prelude<T, Ins..., U...>() + M::opencl_source + "\n";
     if (std::string(M::name) != Rd::name) s += std::string(Rd::opencl_source) + "\n";
     s += std::string("__kernel void hdsm_mapreduce_") + M::name + "_" + Rd::name + "(__global " + type +
          "* partial";
@@ -609,17 +678,25 @@ struct MapReduceKernel {
 
 namespace detail {
 
-/// The kernel that computes out[i] = F(array, in[i]..., uniforms...) for i < n on one part.
-template <class F, class R, class A, class... Ins>
+/// The kernel that computes out[i] = F(array, in[i]..., uniforms...) for i < n on one part, or
+/// (Indexed) F(base + i, array, in[i]..., uniforms...), base the part's first element.
+template <class F, bool Indexed, class R, class A, class... Ins>
 struct MapArrayKernel {
+  static constexpr const char* prefix = Indexed ? "hdsm_maparrayindex_" : "hdsm_maparray_";
+
   template <class... U>
   static const Kernel& get() {
     static const Kernel k = [] {
-      Kernel kernel =
-          per_thread(std::string("hdsm_maparray_") + F::name,
-                     [](const Thread& t, R* out, const A* array, const Ins*... in, std::uint64_t n, U... u) {
-                       if (const auto i = t.global_x(); i < n) out[i] = F::call(array, in[i]..., u...);
-                     });
+      Kernel kernel = per_thread(std::string(prefix) + F::name,
+                                 [](const Thread& t, R* out, const A* array, const Ins*... in,
+                                    std::uint64_t n, std::uint64_t base, U... u) {
+                                   const auto i = t.global_x();
+                                   if (i >= n) return;
+                                   if constexpr (Indexed)
+                                     out[i] = F::call(base + i, array, in[i]..., u...);
+                                   else
+                                     out[i] = F::call(array, in[i]..., u...);
+                                 });
       kernel.opencl_source = opencl<U...>();
       return kernel;
     }();
@@ -628,15 +705,16 @@ struct MapArrayKernel {
 
   template <class... U>
   static std::string opencl() {
-    std::string s = std::string(kOpenclPrelude) + F::opencl_source + "\n__kernel void hdsm_maparray_" +
+    std::string s = opencl_prelude<R, A, Ins..., U...>() + F::opencl_source + "\n__kernel void " + prefix +
                     F::name + "(__global " + opencl_type<R>() + "* out, __global const " + opencl_type<A>() +
                     "* array";
     int k = 0;
     ((s += std::string(", __global const ") + opencl_type<Ins>() + "* in" + std::to_string(k++)), ...);
-    s += ", ulong n";
+    s += ", ulong n, ulong base";
     k = 0;
     ((s += std::string(", ") + opencl_type<U>() + " u" + std::to_string(k++)), ...);
-    s += ") {\n  const ulong i = get_global_id(0);\n  if (i < n) out[i] = " + std::string(F::name) + "(array";
+    s += ") {\n  const ulong i = get_global_id(0);\n  if (i < n) out[i] = " + std::string(F::name) +
+         (Indexed ? "(base + i, array" : "(array");
     for (std::size_t j = 0; j < sizeof...(Ins); ++j) s += ", in" + std::to_string(j) + "[i]";
     for (std::size_t j = 0; j < sizeof...(U); ++j) s += ", u" + std::to_string(j);
     return s + ");\n}\n";
@@ -649,21 +727,32 @@ struct MapArrayKernel {
 /// that F reads at any index (its first parameter, `HDSM_GLOBAL const A*`). On N devices the inputs
 /// and the output are split as Map's are and `array` is replicated: every device reads it whole. The
 /// output may be an input, not the array. Calls are asynchronous on devices.
-template <class F>
-class MapArray : public detail::SkeletonOptions<MapArray<F>> {
+/// MapArrayIndex<F> (Indexed) also gives F the element's index, before the array:
+/// out[i] = F(i, array, in0[i], ..., uniforms...), with 0 to N inputs.
+template <class F, bool Indexed = false>
+class MapArray : public detail::SkeletonOptions<MapArray<F, Indexed>> {
+  static constexpr std::size_t kFirst = Indexed ? 1 : 0;  // F's parameter that takes the array
+
  public:
   template <class R, class A, class... Args>
   void operator()(Vector<R>& out, Vector<A>& array, Args&&... args) {
     constexpr std::size_t inputs = detail::leading_vectors<Args...>();
     using Params = detail::user_parameters<F>;
-    static_assert(std::tuple_size_v<Params> == 1 + sizeof...(Args),
-                  "hdsm::MapArray: the user function takes the array, then one argument per input vector and "
-                  "per uniform");
     static_assert(
-        std::is_same_v<std::tuple_element_t<0, Params>, const A*>,
-        "hdsm::MapArray: the user function's first parameter is HDSM_GLOBAL const A*, A the array's "
+        std::tuple_size_v<Params> == kFirst + 1 + sizeof...(Args),
+        "hdsm::MapArray: the user function takes (the index,) the array, then one argument per input "
+        "vector and per uniform");
+    static_assert(
+        std::is_same_v<std::tuple_element_t<kFirst, Params>, const A*>,
+        "hdsm::MapArray: the user function's array parameter is HDSM_GLOBAL const A*, A the array's "
         "element type");
-    static_assert(inputs >= 1, "hdsm::MapArray: give at least one input vector after the array");
+    if constexpr (Indexed) {
+      using Index = std::tuple_element_t<0, Params>;
+      static_assert(std::is_integral_v<Index> && std::is_unsigned_v<Index> && sizeof(Index) == 8,
+                    "hdsm::MapArrayIndex: the user function's first parameter is the index, unsigned long");
+    } else {
+      static_assert(inputs >= 1, "hdsm::MapArray: give at least one input vector after the array");
+    }
     auto all = std::forward_as_tuple(args...);
     call<inputs>(out, array, all, std::make_index_sequence<inputs>{},
                  std::make_index_sequence<sizeof...(Args) - inputs>{});
@@ -676,20 +765,23 @@ class MapArray : public detail::SkeletonOptions<MapArray<F>> {
     using Params = detail::user_parameters<F>;
     static_assert(
         (std::is_convertible_v<typename std::remove_cvref_t<std::tuple_element_t<I, Tuple>>::value_type,
-                               std::tuple_element_t<1 + I, Params>> &&
+                               std::tuple_element_t<kFirst + 1 + I, Params>> &&
          ...),
         "hdsm::MapArray: an input's elements do not convert to the user function's parameter");
-    const std::tuple<std::tuple_element_t<1 + Inputs + J, Params>...> u(std::get<Inputs + J>(all)...);
+    const std::tuple<std::tuple_element_t<kFirst + 1 + Inputs + J, Params>...> u(
+        std::get<Inputs + J>(all)...);
     run(out, array, u, std::get<I>(all)...);
   }
 
   template <class R, class A, class... U, class... T>
   void run(Vector<R>& out, Vector<A>& array, const std::tuple<U...>& u, Vector<T>&... in) {
-    const std::string name = std::string("hdsm::MapArray<") + F::name + ">";
+    const std::string name =
+        std::string(Indexed ? "hdsm::MapArrayIndex<" : "hdsm::MapArray<") + F::name + ">";
     const std::size_t n = out.size();
-    if (((in.size() != n) || ...))
-      throw InvalidArgument(name + ": an input has " + std::to_string(std::max({in.size()...})) +
-                            " elements, the output " + std::to_string(n));
+    if constexpr (sizeof...(T) > 0)
+      if (((in.size() != n) || ...))
+        throw InvalidArgument(name + ": an input has " + std::to_string(std::max({in.size()...})) +
+                              " elements, the output " + std::to_string(n));
     if (static_cast<const void*>(&out) == static_cast<const void*>(&array))
       throw InvalidArgument(name + ": the output cannot be the array, which every element reads");
     if (n == 0) return;
@@ -703,7 +795,12 @@ class MapArray : public detail::SkeletonOptions<MapArray<F>> {
             [&](const T*... p) {
               std::apply(
                   [&](const U&... v) {
-                    for (std::size_t i = first; i < last; ++i) dst[i] = F::call(whole, p[i]..., v...);
+                    for (std::size_t i = first; i < last; ++i) {
+                      if constexpr (Indexed)
+                        dst[i] = F::call(std::uint64_t{i}, whole, p[i]..., v...);
+                      else
+                        dst[i] = F::call(whole, p[i]..., v...);
+                    }
                   },
                   u);
             },
@@ -712,7 +809,7 @@ class MapArray : public detail::SkeletonOptions<MapArray<F>> {
       return;
     }
     const std::vector<unsigned> devices = detail::skeleton_devices(rt, this->devices_);
-    const Kernel& kernel = detail::MapArrayKernel<F, R, A, T...>::template get<U...>();
+    const Kernel& kernel = detail::MapArrayKernel<F, Indexed, R, A, T...>::template get<U...>();
     for (std::size_t part = 0; part < devices.size(); ++part) {
       const std::size_t first = detail::part_begin(n, devices.size(), part);
       const std::size_t last = detail::part_end(n, devices.size(), part);
@@ -721,12 +818,17 @@ class MapArray : public detail::SkeletonOptions<MapArray<F>> {
           [&](const U&... v) {
             launch(devices[part], kernel, cover(last - first), hdsm::out(out.range(first, last - first)),
                    hdsm::in(array), hdsm::in(in.range(first, last - first))..., std::uint64_t{last - first},
-                   v...);
+                   std::uint64_t{first}, v...);
           },
           u);
     }
   }
 };
+
+/// MapArray whose user function also gets the element's index, first: out[i] = F(i, array, in0[i],
+/// ..., uniforms...).
+template <class F>
+using MapArrayIndex = MapArray<F, true>;
 
 /// What a MapOverlap element whose neighbourhood leaves the vector reads there: `none` computes no
 /// such element (out keeps its value), `cyclic` wraps around, `duplicate` repeats the edge element,
@@ -781,7 +883,7 @@ struct MapOverlapKernel {
   template <class... U>
   static std::string opencl() {
     const std::string type = opencl_type<T>();
-    std::string s = std::string(kOpenclPrelude) + F::opencl_source + "\n__kernel void hdsm_mapoverlap_" +
+    std::string s = opencl_prelude<T, U...>() + F::opencl_source + "\n__kernel void hdsm_mapoverlap_" +
                     F::name + "(__global " + type + "* out, __global const " + type +
                     "* in, __global const " + type + "* before, __global const " + type +
                     "* after, ulong n, ulong first, ulong count, ulong lo, ulong radius, ulong edge, " +
@@ -1076,7 +1178,7 @@ struct ScanKernels {
           });
       const std::string type = opencl_type<T>();
       kernel.opencl_source =
-          std::string(kOpenclPrelude) + F::opencl_source + "\n__kernel void hdsm_scan_local_" + F::name +
+          opencl_prelude<T>() + F::opencl_source + "\n__kernel void hdsm_scan_local_" + F::name +
           "(__global const " + type + "* in, __global " + type + "* out, __global " + type +
           "* totals, ulong n, ulong chunk) {\n  const ulong j = get_global_id(0);\n  const ulong first = j * "
           "chunk;\n"
@@ -1110,7 +1212,7 @@ struct ScanKernels {
                                  });
       const std::string type = opencl_type<T>();
       kernel.opencl_source =
-          std::string(kOpenclPrelude) + F::opencl_source + "\n__kernel void hdsm_scan_apply_" + F::name +
+          opencl_prelude<T>() + F::opencl_source + "\n__kernel void hdsm_scan_apply_" + F::name +
           "(__global " + type + "* out, __global const " + type +
           "* offsets, ulong n, ulong chunk, ulong skip_first, ulong exclusive) {\n"
           "  const ulong j = get_global_id(0);\n  const ulong first = j * chunk;\n  if (first >= n) return;\n"

@@ -50,6 +50,42 @@ TEST_P(SkeletonApps, MatchReferenceOnopencl) {
       << app().name;
 }
 
+// Table 1's "initial" configuration: containers under the initial mechanism stay correct across the
+// split calls of the iterative apps only when the program flushes them after each call, as SkePU's
+// programs had to; without the flushes a device reads its stale copy of the other device's half.
+TEST(SkeletonAppsInitialMechanism, IterativeAppsNeedTheFlushes) {
+  hdsm::Runtime rt(
+      hdsm::test::fast_sim_config().set("HDSM_SIM_DEVICES", "2").set("HDSM_CONTAINER_MECHANISM", "initial"));
+  for (const hdsm::apps::SizedRun& run : hdsm::apps::table1_apps(Scale::test)) {
+    SCOPED_TRACE(std::string(run.app->name));
+    const hdsm::apps::Output want = run.app->run_reference(Scale::test);
+    EXPECT_EQ(hdsm::apps::compare(
+                  run.app->run(rt, Where{hdsm::SkeletonBackend::devices, {0, 1}, true}, Scale::test), want,
+                  run.app->tolerance),
+              "");
+    EXPECT_NE(hdsm::apps::compare(
+                  run.app->run(rt, Where{hdsm::SkeletonBackend::devices, {0, 1}, false}, Scale::test), want,
+                  run.app->tolerance),
+              "")
+        << "stale copies went unnoticed";
+  }
+}
+
+// Each Table 1 app at each of its sizes on two devices equals its reference at that size.
+TEST(SkeletonAppsTable1, EverySizeMatchesItsReference) {
+  hdsm::Runtime rt(hdsm::test::fast_sim_config().set("HDSM_SIM_DEVICES", "2"));
+  for (const hdsm::apps::SizedRun& run : hdsm::apps::table1_apps(Scale::test)) {
+    ASSERT_NE(run.app, nullptr);
+    ASSERT_EQ(run.sizes.size(), 3U);
+    for (std::size_t size : run.sizes) {
+      SCOPED_TRACE(std::string(run.app->name) + " of " + std::to_string(size));
+      const auto got = run.run_size(rt, Where{hdsm::SkeletonBackend::devices, {0, 1}}, size);
+      const auto same = run.run_size(rt, Where{hdsm::SkeletonBackend::host, {}}, size);
+      EXPECT_EQ(hdsm::apps::compare(got, same, run.app->tolerance), "");
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Apps, SkeletonApps,
                          ::testing::Range<std::size_t>(0, hdsm::apps::skeleton_apps().size()),
                          [](const auto& info) {
