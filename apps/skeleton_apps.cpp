@@ -305,28 +305,16 @@ HDSM_USER_FUNCTION(sph_move, Fluid,
                      g.y = f.y + dt * g.vy;
                      g.z = f.z + dt * g.vz;
                      // The box [0, 1]^3: a particle that leaves it comes back with half its speed.
-                     if (g.x < 0.0f) {
-                       g.x = 0.0f;
+                     if (g.x < 0.0f || g.x > 1.0f) {
+                       g.x = fmin(fmax(g.x, 0.0f), 1.0f);
                        g.vx = -0.5f * g.vx;
                      }
-                     if (g.x > 1.0f) {
-                       g.x = 1.0f;
-                       g.vx = -0.5f * g.vx;
-                     }
-                     if (g.y < 0.0f) {
-                       g.y = 0.0f;
+                     if (g.y < 0.0f || g.y > 1.0f) {
+                       g.y = fmin(fmax(g.y, 0.0f), 1.0f);
                        g.vy = -0.5f * g.vy;
                      }
-                     if (g.y > 1.0f) {
-                       g.y = 1.0f;
-                       g.vy = -0.5f * g.vy;
-                     }
-                     if (g.z < 0.0f) {
-                       g.z = 0.0f;
-                       g.vz = -0.5f * g.vz;
-                     }
-                     if (g.z > 1.0f) {
-                       g.z = 1.0f;
+                     if (g.z < 0.0f || g.z > 1.0f) {
+                       g.z = fmin(fmax(g.z, 0.0f), 1.0f);
                        g.vz = -0.5f * g.vz;
                      }
                      return g;
