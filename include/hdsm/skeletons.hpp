@@ -170,52 +170,6 @@ std::string opencl_prelude() {
   return s;
 }
 
-template <class F, bool Indexed, class R, class... Ins>
-struct MapKernel {
-  // The kernel computes out[i] = F(in[i]..., uniforms...) for i < n on one part, or (Indexed)
-  // F(base + i, in[i]..., uniforms...), base the part's first element.
-  template <class... U>
-  static const Kernel& get() {
-    static const Kernel k = [] {
-      Kernel kernel = per_thread(
-          std::string(Indexed ? "hdsm_mapindex_" : "hdsm_map_") + F::name,
-          [](const Thread& t, R* out, const Ins*... in, std::uint64_t n, std::uint64_t base, U... u) {
-            const auto i = t.global_x();
-            if (i >= n) return;
-            if constexpr (Indexed)
-              out[i] = F::call(base + i, in[i]..., u...);
-            else
-              out[i] = F::call(in[i]..., u...);
-          });
-      kernel.opencl_source = opencl<U...>();
-      return kernel;
-    }();
-    return k;
-  }
-
-  template <class... U>
-  static std::string opencl() {
-    std::string s = opencl_prelude<R, Ins..., U...>() + F::opencl_source + "\n__kernel void " +
-                    (Indexed ? "hdsm_mapindex_" : "hdsm_map_") + F::name + "(__global " + opencl_type<R>() +
-                    "* out";
-    int k = 0;
-    ((s += std::string(", __global const ") + opencl_type<Ins>() + "* in" + std::to_string(k++)), ...);
-    s += ", ulong n, ulong base";
-    k = 0;
-    ((s += std::string(", ") + opencl_type<U>() + " u" + std::to_string(k++)), ...);
-    s += ") {\n  const ulong i = get_global_id(0);\n  if (i < n) out[i] = " + std::string(F::name) + "(";
-    std::string args = Indexed ? "base + i" : "";
-    for (std::size_t j = 0; j < sizeof...(Ins); ++j)
-      args += (args.empty() ? "in" : ", in") + std::to_string(j) + "[i]";
-    for (std::size_t j = 0; j < sizeof...(U); ++j) args += (args.empty() ? "u" : ", u") + std::to_string(j);
-    return s + args + ");\n}\n";
-  }
-};
-
-}  // namespace detail
-
-namespace detail {
-
 template <class>
 struct function_traits;
 template <class Ret, class... P>
@@ -225,6 +179,102 @@ struct function_traits<Ret (*)(P...)> {
 };
 template <class F>
 using user_parameters = typename function_traits<decltype(&F::call)>::parameters;
+
+/// Whether user function F returns void (it then writes its outputs through pointers).
+template <class F>
+inline constexpr bool returns_void = std::is_void_v<typename function_traits<decltype(&F::call)>::result>;
+
+/// How many containers a Map's user function writes: 1 when it returns its element; when it returns
+/// void, the number of its leading parameters that are pointers to non-const (the outputs, written
+/// through them).
+template <class F>
+constexpr std::size_t output_count() {
+  using Params = user_parameters<F>;
+  if constexpr (!returns_void<F>) {
+    return 1;
+  } else {
+    return []<std::size_t... I>(std::index_sequence<I...>) {
+      std::size_t n = 0;
+      bool more = true;
+      ((more = more && std::is_pointer_v<std::tuple_element_t<I, Params>> &&
+               !std::is_const_v<std::remove_pointer_t<std::tuple_element_t<I, Params>>>,
+        n += more ? 1 : 0),
+       ...);
+      return n;
+    }
+    (std::make_index_sequence<std::tuple_size_v<Params>>{});
+  }
+}
+
+template <class F, bool Indexed, class Outs, class... Ins>
+struct MapKernel;
+
+// The kernel computes, for i < n on one part, out[i] = F(in[i]..., uniforms...) (one output), or
+// F(&r0, &r1, ..., in[i]..., uniforms...) then out0[i] = r0, out1[i] = r1, ... (several); Indexed, the
+// index base + i (base the part's first element) comes before the inputs.
+template <class F, bool Indexed, class... R, class... Ins>
+struct MapKernel<F, Indexed, std::tuple<R...>, Ins...> {
+  static constexpr bool kSingle = !returns_void<F>;
+
+  template <class... U>
+  static const Kernel& get() {
+    static const Kernel k = [] {
+      Kernel kernel = per_thread(
+          std::string(Indexed ? "hdsm_mapindex_" : "hdsm_map_") + F::name,
+          [](const Thread& t, R*... out, const Ins*... in, std::uint64_t n, std::uint64_t base, U... u) {
+            const auto i = t.global_x();
+            if (i >= n) return;
+            if constexpr (kSingle) {
+              if constexpr (Indexed)
+                ((out[i] = F::call(base + i, in[i]..., u...)), ...);
+              else
+                ((out[i] = F::call(in[i]..., u...)), ...);
+            } else if constexpr (Indexed) {
+              F::call(&out[i]..., base + i, in[i]..., u...);
+            } else {
+              F::call(&out[i]..., in[i]..., u...);
+            }
+          });
+      kernel.opencl_source = opencl<U...>();
+      return kernel;
+    }();
+    return k;
+  }
+
+  template <class... U>
+  static std::string opencl() {
+    std::string s = opencl_prelude<R..., Ins..., U...>() + F::opencl_source + "\n__kernel void " +
+                    (Indexed ? "hdsm_mapindex_" : "hdsm_map_") + F::name + "(";
+    const std::vector<std::string> outs{opencl_type<R>()...};
+    for (std::size_t j = 0; j < outs.size(); ++j)
+      s += (j == 0 ? "__global " : ", __global ") + outs[j] + "* out" + std::to_string(j);
+    int k = 0;
+    ((s += std::string(", __global const ") + opencl_type<Ins>() + "* in" + std::to_string(k++)), ...);
+    s += ", ulong n, ulong base";
+    k = 0;
+    ((s += std::string(", ") + opencl_type<U>() + " u" + std::to_string(k++)), ...);
+    s += ") {\n  const ulong i = get_global_id(0);\n  if (i >= n) return;\n";
+    std::string args = Indexed ? "base + i" : "";
+    for (std::size_t j = 0; j < sizeof...(Ins); ++j)
+      args += (args.empty() ? "in" : ", in") + std::to_string(j) + "[i]";
+    for (std::size_t j = 0; j < sizeof...(U); ++j) args += (args.empty() ? "u" : ", u") + std::to_string(j);
+    if constexpr (kSingle) return s + "  out0[i] = " + F::name + "(" + args + ");\n}\n";
+    // Several outputs: F writes private results through its pointers (OpenCL C 1.2 has no pointer
+    // that may point to global and private memory alike), which are then stored.
+    std::string results, stores;
+    for (std::size_t j = 0; j < outs.size(); ++j) {
+      const std::string r = "r" + std::to_string(j);
+      s += "  " + outs[j] + " " + r + ";\n";
+      results += (j == 0 ? "&" : ", &") + r;
+      stores += "  out" + std::to_string(j) + "[i] = " + r + ";\n";
+    }
+    return s + "  " + F::name + "(" + results + (args.empty() ? "" : ", ") + args + ");\n" + stores + "}\n";
+  }
+};
+
+}  // namespace detail
+
+namespace detail {
 
 template <class X>
 inline constexpr bool is_vector = false;
@@ -240,63 +290,96 @@ constexpr std::size_t leading_vectors() {
   return n;
 }
 
-/// Runs map F over `out` from the inputs `ins` and the uniforms `u` (already F's parameter types).
-template <class F, bool Indexed = false, class R, class... T, class... U>
+/// How many of the arguments from the `First`th on, from it, are vectors.
+template <std::size_t First, class... A>
+constexpr std::size_t leading_vectors_from() {
+  return []<std::size_t... I>(std::index_sequence<I...>) {
+    return leading_vectors<std::tuple_element_t<First + I, std::tuple<A...>>...>();
+  }
+  (std::make_index_sequence<sizeof...(A) - First>{});
+}
+
+/// Runs map F into the outputs `outs` from the inputs `ins` and the uniforms `u` (already F's
+/// parameter types).
+template <class F, bool Indexed = false, class... R, class... T, class... U>
 void run_map(std::optional<SkeletonBackend> backend_chosen, const std::vector<unsigned>& chosen,
-             Vector<R>& out, std::tuple<Vector<T>&...> ins, std::tuple<U...> u) {
-  const std::size_t n = out.size();
+             std::tuple<Vector<R>&...> outs, std::tuple<Vector<T>&...> ins, std::tuple<U...> u) {
+  constexpr bool single = sizeof...(R) == 1 && !returns_void<F>;
+  const std::string name = std::string(Indexed ? "hdsm::MapIndex<" : "hdsm::Map<") + F::name + ">";
+  const std::size_t n = std::get<0>(outs).size();
+  std::apply(
+      [&](auto&... out) {
+        std::size_t k = 0;
+        ((out.size() != n
+              ? throw InvalidArgument(name + ": output " + std::to_string(k) + " has " +
+                                      std::to_string(out.size()) + " elements, output 0 " + std::to_string(n))
+              : void(++k)),
+         ...);
+        const std::vector<const void*> all{static_cast<const void*>(&out)...};
+        for (std::size_t a = 0; a < all.size(); ++a)
+          for (std::size_t b = a + 1; b < all.size(); ++b)
+            if (all[a] == all[b])
+              throw InvalidArgument(name + ": outputs " + std::to_string(a) + " and " + std::to_string(b) +
+                                    " are the same vector");
+      },
+      outs);
   std::apply(
       [&](auto&... in) {
         std::size_t other = n;
         ((other = in.size() != n ? in.size() : other), ...);
         if (other != n)
-          throw InvalidArgument(std::string(Indexed ? "hdsm::MapIndex<" : "hdsm::Map<") + F::name +
-                                ">: an input has " + std::to_string(other) + " elements, the output " +
+          throw InvalidArgument(name + ": an input has " + std::to_string(other) + " elements, the output " +
                                 std::to_string(n));
       },
       ins);
   if (n == 0) return;
-  Runtime& rt = out.core().runtime();
+  Runtime& rt = std::get<0>(outs).core().runtime();
   if (skeleton_backend(rt, backend_chosen) == SkeletonBackend::host) {
     const std::tuple<const T*...> src = std::apply(
         [](auto&... in) { return std::tuple<const T*...>{in.host_range(0, in.size(), Access::read)...}; },
         ins);
-    R* dst = out.host_range(0, n, Access::write);
+    const std::tuple<R*...> dst = std::apply(
+        [&](auto&... out) { return std::tuple<R*...>{out.host_range(0, n, Access::write)...}; }, outs);
     host_for(rt, n, [&](std::size_t first, std::size_t last) {
       std::apply(
-          [&](const T*... p) {
+          [&](R*... d) {
             std::apply(
-                [&](const U&... v) {
-                  for (std::size_t i = first; i < last; ++i) {
-                    if constexpr (Indexed)
-                      dst[i] = F::call(std::uint64_t{i}, p[i]..., v...);
-                    else
-                      dst[i] = F::call(p[i]..., v...);
-                  }
+                [&](const T*... p) {
+                  std::apply(
+                      [&](const U&... v) {
+                        for (std::size_t i = first; i < last; ++i) {
+                          if constexpr (single && Indexed)
+                            ((d[i] = F::call(std::uint64_t{i}, p[i]..., v...)), ...);
+                          else if constexpr (single)
+                            ((d[i] = F::call(p[i]..., v...)), ...);
+                          else if constexpr (Indexed)
+                            F::call(&d[i]..., std::uint64_t{i}, p[i]..., v...);
+                          else
+                            F::call(&d[i]..., p[i]..., v...);
+                        }
+                      },
+                      u);
                 },
-                u);
+                src);
           },
-          src);
+          dst);
     });
     return;
   }
   const std::vector<unsigned> devices = skeleton_devices(rt, chosen);
-  const Kernel& kernel = MapKernel<F, Indexed, R, T...>::template get<U...>();
+  const Kernel& kernel = MapKernel<F, Indexed, std::tuple<R...>, T...>::template get<U...>();
   for (std::size_t part = 0; part < devices.size(); ++part) {
     const std::size_t first = part_begin(n, devices.size(), part);
     const std::size_t last = part_end(n, devices.size(), part);
     if (first == last) continue;
-    std::apply(
-        [&](auto&... in) {
-          std::apply(
-              [&](const U&... v) {
-                launch(devices[part], kernel, cover(last - first), hdsm::out(out.range(first, last - first)),
-                       hdsm::in(in.range(first, last - first))..., std::uint64_t{last - first},
-                       std::uint64_t{first}, v...);
-              },
-              u);
-        },
-        ins);
+    // The arguments in one tuple (outputs, inputs, sizes, uniforms): nested packs of generic lambdas
+    // are beyond nvcc's front end.
+    const auto part_of = [&](auto& v) { return v.range(first, last - first); };
+    auto args = std::tuple_cat(
+        std::apply([&](Vector<R>&... out) { return std::make_tuple(hdsm::out(part_of(out))...); }, outs),
+        std::apply([&](Vector<T>&... in) { return std::make_tuple(hdsm::in(part_of(in))...); }, ins),
+        std::make_tuple(std::uint64_t{last - first}, std::uint64_t{first}), u);
+    std::apply([&](auto&... a) { launch(devices[part], kernel, cover(last - first), a...); }, args);
   }
 }
 
@@ -323,79 +406,85 @@ class SkeletonOptions {
   std::vector<unsigned> devices_;
 };
 
+/// Map and MapIndex: the outputs, the inputs and the uniforms of a call, checked against F.
+template <class F, bool Indexed, class Derived>
+class MapBase : public SkeletonOptions<Derived> {
+ public:
+  template <class... A>
+  void operator()(A&&... args) {
+    using Params = user_parameters<F>;
+    constexpr std::size_t outputs = output_count<F>();
+    constexpr std::size_t first = (returns_void<F> ? outputs : 0) + (Indexed ? 1 : 0);
+    static_assert(outputs >= 1,
+                  "hdsm::Map: the user function returns the element, or returns void and writes its outputs "
+                  "through its leading T* parameters");
+    static_assert(sizeof...(A) >= outputs,
+                  "hdsm::Map: give one output vector per output of the user function");
+    static_assert(leading_vectors<A...>() >= outputs,
+                  "hdsm::Map: the first arguments are the output vectors");
+    constexpr std::size_t inputs = leading_vectors_from<outputs, A...>();
+    static_assert(Indexed || inputs >= 1, "hdsm::Map: give at least one input vector after the outputs");
+    static_assert(
+        std::tuple_size_v<Params> == first + sizeof...(A) - outputs,
+        "hdsm::Map: the user function takes one argument per input vector and per uniform (after its "
+        "output pointers and the index, where it has them)");
+    if constexpr (Indexed) {
+      using Index = std::tuple_element_t<first - 1, Params>;
+      static_assert(std::is_integral_v<Index> && std::is_unsigned_v<Index> && sizeof(Index) == 8,
+                    "hdsm::MapIndex: the user function's index parameter is unsigned long");
+    }
+    auto all = std::forward_as_tuple(args...);
+    call<outputs, first, inputs>(all, std::make_index_sequence<outputs>{}, std::make_index_sequence<inputs>{},
+                                 std::make_index_sequence<sizeof...(A) - outputs - inputs>{});
+  }
+
+ private:
+  template <std::size_t Outputs, std::size_t First, std::size_t Inputs, class Tuple, std::size_t... O,
+            std::size_t... I, std::size_t... J>
+  void call(Tuple& all, std::index_sequence<O...>, std::index_sequence<I...>, std::index_sequence<J...>) {
+    using Params = user_parameters<F>;
+    if constexpr (returns_void<F>)
+      static_assert((std::is_same_v<typename std::remove_cvref_t<std::tuple_element_t<O, Tuple>>::value_type*,
+                                    std::tuple_element_t<O, Params>> &&
+                     ...),
+                    "hdsm::Map: output k's elements are what the user function's k-th parameter points to");
+    else
+      static_assert(
+          (std::is_convertible_v<typename function_traits<decltype(&F::call)>::result,
+                                 typename std::remove_cvref_t<std::tuple_element_t<O, Tuple>>::value_type> &&
+           ...),
+          "hdsm::Map: the user function's result does not convert to the output's elements");
+    static_assert((std::is_convertible_v<
+                       typename std::remove_cvref_t<std::tuple_element_t<Outputs + I, Tuple>>::value_type,
+                       std::tuple_element_t<First + I, Params>> &&
+                   ...),
+                  "hdsm::Map: an input's elements do not convert to the user function's parameter");
+    static_assert((std::is_convertible_v<std::tuple_element_t<Outputs + Inputs + J, Tuple>,
+                                         std::tuple_element_t<First + Inputs + J, Params>> &&
+                   ...),
+                  "hdsm::Map: a uniform does not convert to the user function's parameter");
+    run_map<F, Indexed>(this->backend_, this->devices_, std::tie(std::get<O>(all)...),
+                        std::tie(std::get<Outputs + I>(all)...),
+                        std::tuple<std::tuple_element_t<First + Inputs + J, Params>...>(
+                            std::get<Outputs + Inputs + J>(all)...));
+  }
+};
+
 }  // namespace detail
 
 /// Map: out[i] = F(in0[i], in1[i], ..., uniforms...) for every element. The inputs (1 to N vectors)
 /// and the output have one size; the uniforms are the scalars F takes after its element arguments.
-/// Calls are asynchronous on devices: host accesses of `out` wait for them.
+/// Several outputs: F returns void and its leading parameters point to one element of each output,
+/// which it writes: map(out0, out1, in0, ...) calls F(&out0[i], &out1[i], in0[i], ..., uniforms...).
+/// Calls are asynchronous on devices: host accesses of the outputs wait for them.
 template <class F>
-class Map : public detail::SkeletonOptions<Map<F>> {
- public:
-  template <class R, class... A>
-  void operator()(Vector<R>& out, A&&... args) {
-    constexpr std::size_t inputs = detail::leading_vectors<A...>();
-    using Params = detail::user_parameters<F>;
-    static_assert(inputs >= 1, "hdsm::Map: give at least one input vector after the output");
-    static_assert(std::tuple_size_v<Params> == sizeof...(A),
-                  "hdsm::Map: the user function takes one argument per input vector and per uniform");
-    auto all = std::forward_as_tuple(args...);
-    call<inputs>(out, all, std::make_index_sequence<inputs>{},
-                 std::make_index_sequence<sizeof...(A) - inputs>{});
-  }
-
- private:
-  template <std::size_t Inputs, class R, class Tuple, std::size_t... I, std::size_t... J>
-  void call(Vector<R>& out, Tuple& all, std::index_sequence<I...>, std::index_sequence<J...>) {
-    using Params = detail::user_parameters<F>;
-    static_assert(
-        (std::is_convertible_v<typename std::remove_cvref_t<std::tuple_element_t<I, Tuple>>::value_type,
-                               std::tuple_element_t<I, Params>> &&
-         ...),
-        "hdsm::Map: an input's elements do not convert to the user function's parameter");
-    static_assert((std::is_convertible_v<std::tuple_element_t<Inputs + J, Tuple>,
-                                         std::tuple_element_t<Inputs + J, Params>> &&
-                   ...),
-                  "hdsm::Map: a uniform does not convert to the user function's parameter");
-    detail::run_map<F>(this->backend_, this->devices_, out, std::tie(std::get<I>(all)...),
-                       std::tuple<std::tuple_element_t<Inputs + J, Params>...>(std::get<Inputs + J>(all)...));
-  }
-};
+class Map : public detail::MapBase<F, false, Map<F>> {};
 
 /// MapIndex: out[i] = F(i, in0[i], ..., uniforms...): Map whose user function also gets the
-/// element's index (its first parameter, `unsigned long`), with 0 to N input vectors, so it can
-/// compute from positions alone (out[i] = F(i, uniforms...)).
+/// element's index (`unsigned long`, after the output pointers where it has them), with 0 to N input
+/// vectors, so it can compute from positions alone (out[i] = F(i, uniforms...)).
 template <class F>
-class MapIndex : public detail::SkeletonOptions<MapIndex<F>> {
- public:
-  template <class R, class... A>
-  void operator()(Vector<R>& out, A&&... args) {
-    constexpr std::size_t inputs = detail::leading_vectors<A...>();
-    using Params = detail::user_parameters<F>;
-    static_assert(std::tuple_size_v<Params> == 1 + sizeof...(A),
-                  "hdsm::MapIndex: the user function takes the index, then one argument per input vector and "
-                  "per uniform");
-    using Index = std::tuple_element_t<0, Params>;
-    static_assert(std::is_integral_v<Index> && std::is_unsigned_v<Index> && sizeof(Index) == 8,
-                  "hdsm::MapIndex: the user function's first parameter is the index, unsigned long");
-    auto all = std::forward_as_tuple(args...);
-    call<inputs>(out, all, std::make_index_sequence<inputs>{},
-                 std::make_index_sequence<sizeof...(A) - inputs>{});
-  }
-
- private:
-  template <std::size_t Inputs, class R, class Tuple, std::size_t... I, std::size_t... J>
-  void call(Vector<R>& out, Tuple& all, std::index_sequence<I...>, std::index_sequence<J...>) {
-    using Params = detail::user_parameters<F>;
-    static_assert(
-        (std::is_convertible_v<typename std::remove_cvref_t<std::tuple_element_t<I, Tuple>>::value_type,
-                               std::tuple_element_t<1 + I, Params>> &&
-         ...),
-        "hdsm::MapIndex: an input's elements do not convert to the user function's parameter");
-    detail::run_map<F, true>(
-        this->backend_, this->devices_, out, std::tie(std::get<I>(all)...),
-        std::tuple<std::tuple_element_t<1 + Inputs + J, Params>...>(std::get<Inputs + J>(all)...));
-  }
-};
+class MapIndex : public detail::MapBase<F, true, MapIndex<F>> {};
 
 namespace detail {
 
