@@ -94,7 +94,13 @@ struct Lookup {
 inline constexpr std::uintptr_t kNoPage = ~std::uintptr_t{0};
 extern HDSM_API const Lookup kOutsideTask;
 // initial-exec: one load from the thread pointer on the hit path (libhdsm is linked, not dlopened).
+// nvcc's front end does not know the attribute on a declaration (translation units it compiles take
+// the default model for their accesses, which is as correct and one call slower).
+#if defined(__CUDACC__)
+extern HDSM_API constinit thread_local const Lookup* current;
+#else
 extern HDSM_API constinit thread_local const Lookup* current __attribute__((tls_model("initial-exec")));
+#endif
 
 /// The set of `a`'s page: the page number's low bits folded with the bits above them, so that arrays
 /// whose starts are a multiple of sets x page size apart (large aligned allocations) do not fall

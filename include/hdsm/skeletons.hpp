@@ -23,12 +23,14 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #if defined(__CUDACC__)
+#include <hdsm/cuda.hpp>
 #define HDSM_HOST_DEVICE __host__ __device__
 #else
 #define HDSM_HOST_DEVICE
@@ -152,6 +154,18 @@ SkeletonBackend skeleton_backend(Runtime& runtime, std::optional<SkeletonBackend
 inline constexpr const char* kOpenclPrelude =
     "#pragma OPENCL FP_CONTRACT OFF\n#define HDSM_GLOBAL __global\n";
 
+/// Appends name0, name1, ... (`count` names, each followed by `suffix`) to the argument list `list`,
+/// comma-separated.
+inline void append_names(std::string& list, std::string_view name, std::size_t count,
+                         std::string_view suffix = {}) {
+  for (std::size_t j = 0; j < count; ++j) {
+    if (!list.empty()) list += ", ";
+    list += name;
+    list += std::to_string(j);
+    list += suffix;
+  }
+}
+
 /// The prelude, then the OpenCL C definition of each HDSM_USER_TYPE among Ts, once.
 template <class... Ts>
 std::string opencl_prelude() {
@@ -206,6 +220,28 @@ constexpr std::size_t output_count() {
   }
 }
 
+#if defined(__CUDACC__)
+/// The CUDA body of a skeleton kernel: every thread runs Body::element with its global index.
+template <class Body, class... A>
+__global__ void cuda_skeleton_kernel(A... a) {
+  Body::element(std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x, a...);
+}
+#endif
+
+/// A kernel named `name` whose every thread runs Body::element(its global index, a...): on the host
+/// and sim devices, and on CUDA devices where nvcc compiles the skeleton's call (a __global__
+/// template instantiated for Body; compiled by another compiler, a launch on CUDA fails naming the
+/// kernel). The OpenCL body is the caller's to give.
+template <class Body, class... A>
+Kernel skeleton_kernel(std::string name) {
+  Kernel kernel =
+      per_thread(std::move(name), [](const Thread& t, A... a) { Body::element(t.global_x(), a...); });
+#if defined(__CUDACC__)
+  kernel.cuda_lookup = &cuda_lookup<&cuda_skeleton_kernel<Body, A...>>;
+#endif
+  return kernel;
+}
+
 template <class F, bool Indexed, class Outs, class... Ins>
 struct MapKernel;
 
@@ -217,24 +253,28 @@ struct MapKernel<F, Indexed, std::tuple<R...>, Ins...> {
   static constexpr bool kSingle = !returns_void<F>;
 
   template <class... U>
+  struct Body {
+    HDSM_HOST_DEVICE static void element(std::uint64_t i, R*... out, const Ins*... in, std::uint64_t n,
+                                         std::uint64_t base, U... u) {
+      if (i >= n) return;
+      if constexpr (kSingle) {
+        if constexpr (Indexed)
+          ((out[i] = F::call(base + i, in[i]..., u...)), ...);
+        else
+          ((out[i] = F::call(in[i]..., u...)), ...);
+      } else if constexpr (Indexed) {
+        F::call(&out[i]..., base + i, in[i]..., u...);
+      } else {
+        F::call(&out[i]..., in[i]..., u...);
+      }
+    }
+  };
+
+  template <class... U>
   static const Kernel& get() {
     static const Kernel k = [] {
-      Kernel kernel = per_thread(
-          std::string(Indexed ? "hdsm_mapindex_" : "hdsm_map_") + F::name,
-          [](const Thread& t, R*... out, const Ins*... in, std::uint64_t n, std::uint64_t base, U... u) {
-            const auto i = t.global_x();
-            if (i >= n) return;
-            if constexpr (kSingle) {
-              if constexpr (Indexed)
-                ((out[i] = F::call(base + i, in[i]..., u...)), ...);
-              else
-                ((out[i] = F::call(in[i]..., u...)), ...);
-            } else if constexpr (Indexed) {
-              F::call(&out[i]..., base + i, in[i]..., u...);
-            } else {
-              F::call(&out[i]..., in[i]..., u...);
-            }
-          });
+      Kernel kernel = skeleton_kernel<Body<U...>, R*..., const Ins*..., std::uint64_t, std::uint64_t, U...>(
+          std::string(Indexed ? "hdsm_mapindex_" : "hdsm_map_") + F::name);
       kernel.opencl_source = opencl<U...>();
       return kernel;
     }();
@@ -255,9 +295,8 @@ struct MapKernel<F, Indexed, std::tuple<R...>, Ins...> {
     ((s += std::string(", ") + opencl_type<U>() + " u" + std::to_string(k++)), ...);
     s += ") {\n  const ulong i = get_global_id(0);\n  if (i >= n) return;\n";
     std::string args = Indexed ? "base + i" : "";
-    for (std::size_t j = 0; j < sizeof...(Ins); ++j)
-      args += (args.empty() ? "in" : ", in") + std::to_string(j) + "[i]";
-    for (std::size_t j = 0; j < sizeof...(U); ++j) args += (args.empty() ? "u" : ", u") + std::to_string(j);
+    append_names(args, "in", sizeof...(Ins), "[i]");
+    append_names(args, "u", sizeof...(U));
     if constexpr (kSingle) return s + "  out0[i] = " + F::name + "(" + args + ");\n}\n";
     // Several outputs: F writes private results through its pointers (OpenCL C 1.2 has no pointer
     // that may point to global and private memory alike), which are then stored.
@@ -492,19 +531,22 @@ namespace detail {
 /// chunk, in element order.
 template <class F, class T>
 struct ReduceKernel {
+  struct Body {
+    HDSM_HOST_DEVICE static void element(std::uint64_t j, const T* in, T* partial, std::uint64_t n,
+                                         std::uint64_t chunk) {
+      const std::uint64_t first = j * chunk;
+      if (first >= n) return;
+      const std::uint64_t last = first + chunk < n ? first + chunk : n;
+      T acc = in[first];
+      for (std::uint64_t i = first + 1; i < last; ++i) acc = F::call(acc, in[i]);
+      partial[j] = acc;
+    }
+  };
+
   static const Kernel& get() {
     static const Kernel k = [] {
-      Kernel kernel =
-          per_thread(std::string("hdsm_reduce_") + F::name,
-                     [](const Thread& t, const T* in, T* partial, std::uint64_t n, std::uint64_t chunk) {
-                       const std::uint64_t j = t.global_x();
-                       const std::uint64_t first = j * chunk;
-                       if (first >= n) return;
-                       const std::uint64_t last = first + chunk < n ? first + chunk : n;
-                       T acc = in[first];
-                       for (std::uint64_t i = first + 1; i < last; ++i) acc = F::call(acc, in[i]);
-                       partial[j] = acc;
-                     });
+      Kernel kernel = skeleton_kernel<Body, const T*, T*, std::uint64_t, std::uint64_t>(
+          std::string("hdsm_reduce_") + F::name);
       const std::string type = opencl_type<T>();
       kernel.opencl_source =
           opencl_prelude<T>() + F::opencl_source + "\n__kernel void hdsm_reduce_" + F::name +
@@ -524,30 +566,33 @@ struct ReduceKernel {
 /// row i of a rows x cols block (row-wise), or column i (column-wise), in element order.
 template <class F, class T>
 struct Reduce2DKernel {
+  struct Rows {
+    HDSM_HOST_DEVICE static void element(std::uint64_t i, const T* in, T* out, std::uint64_t rows,
+                                         std::uint64_t cols) {
+      if (i >= rows) return;
+      T acc = in[i * cols];
+      for (std::uint64_t j = 1; j < cols; ++j) acc = F::call(acc, in[i * cols + j]);
+      out[i] = acc;
+    }
+  };
+  struct Cols {
+    HDSM_HOST_DEVICE static void element(std::uint64_t j, const T* in, T* out, std::uint64_t rows,
+                                         std::uint64_t cols) {
+      if (j >= cols) return;
+      T acc = in[j];
+      for (std::uint64_t i = 1; i < rows; ++i) acc = F::call(acc, in[i * cols + j]);
+      out[j] = acc;
+    }
+  };
+
   static const Kernel& get(bool by_rows) {
     static const Kernel rows = make(true), cols = make(false);
     return by_rows ? rows : cols;
   }
   static Kernel make(bool by_rows) {
     const std::string name = std::string(by_rows ? "hdsm_reduce_rows_" : "hdsm_reduce_cols_") + F::name;
-    Kernel kernel =
-        by_rows
-            ? per_thread(name,
-                         [](const Thread& t, const T* in, T* out, std::uint64_t rows, std::uint64_t cols) {
-                           const std::uint64_t i = t.global_x();
-                           if (i >= rows) return;
-                           T acc = in[i * cols];
-                           for (std::uint64_t j = 1; j < cols; ++j) acc = F::call(acc, in[i * cols + j]);
-                           out[i] = acc;
-                         })
-            : per_thread(name,
-                         [](const Thread& t, const T* in, T* out, std::uint64_t rows, std::uint64_t cols) {
-                           const std::uint64_t j = t.global_x();
-                           if (j >= cols) return;
-                           T acc = in[j];
-                           for (std::uint64_t i = 1; i < rows; ++i) acc = F::call(acc, in[i * cols + j]);
-                           out[j] = acc;
-                         });
+    Kernel kernel = by_rows ? skeleton_kernel<Rows, const T*, T*, std::uint64_t, std::uint64_t>(name)
+                            : skeleton_kernel<Cols, const T*, T*, std::uint64_t, std::uint64_t>(name);
     const std::string type = opencl_type<T>();
     const std::string first = by_rows ? "k * cols" : "k", next = by_rows ? "k * cols + m" : "m * cols + k",
                       count = by_rows ? "rows" : "cols", other = by_rows ? "cols" : "rows";
@@ -715,19 +760,23 @@ namespace detail {
 template <class M, class Rd, class T, class... Ins>
 struct MapReduceKernel {
   template <class... U>
+  struct Body {
+    HDSM_HOST_DEVICE static void element(std::uint64_t j, T* partial, const Ins*... in, std::uint64_t n,
+                                         std::uint64_t chunk, U... u) {
+      const std::uint64_t first = j * chunk;
+      if (first >= n) return;
+      const std::uint64_t last = first + chunk < n ? first + chunk : n;
+      T acc = M::call(in[first]..., u...);
+      for (std::uint64_t i = first + 1; i < last; ++i) acc = Rd::call(acc, M::call(in[i]..., u...));
+      partial[j] = acc;
+    }
+  };
+
+  template <class... U>
   static const Kernel& get() {
     static const Kernel k = [] {
-      Kernel kernel = per_thread(
-          std::string("hdsm_mapreduce_") + M::name + "_" + Rd::name,
-          [](const Thread& t, T* partial, const Ins*... in, std::uint64_t n, std::uint64_t chunk, U... u) {
-            const std::uint64_t j = t.global_x();
-            const std::uint64_t first = j * chunk;
-            if (first >= n) return;
-            const std::uint64_t last = first + chunk < n ? first + chunk : n;
-            T acc = M::call(in[first]..., u...);
-            for (std::uint64_t i = first + 1; i < last; ++i) acc = Rd::call(acc, M::call(in[i]..., u...));
-            partial[j] = acc;
-          });
+      Kernel kernel = skeleton_kernel<Body<U...>, T*, const Ins*..., std::uint64_t, std::uint64_t, U...>(
+          std::string("hdsm_mapreduce_") + M::name + "_" + Rd::name);
       kernel.opencl_source = opencl<U...>();
       return kernel;
     }();
@@ -748,9 +797,8 @@ struct MapReduceKernel {
     ((s += std::string(", ") + opencl_type<U>() + " u" + std::to_string(k++)), ...);
     const auto mapped = [&](const char* index) {
       std::string args;
-      for (std::size_t j = 0; j < sizeof...(Ins); ++j)
-        args += (j ? ", in" : "in") + std::to_string(j) + "[" + index + "]";
-      for (std::size_t j = 0; j < sizeof...(U); ++j) args += ", u" + std::to_string(j);
+      append_names(args, "in", sizeof...(Ins), std::string("[") + index + "]");
+      append_names(args, "u", sizeof...(U));
       return std::string(M::name) + "(" + args + ")";
     };
     s += ") {\n  const ulong j = get_global_id(0);\n  const ulong first = j * chunk;\n  if (first >= n) "
@@ -774,18 +822,23 @@ struct MapArrayKernel {
   static constexpr const char* prefix = Indexed ? "hdsm_maparrayindex_" : "hdsm_maparray_";
 
   template <class... U>
+  struct Body {
+    HDSM_HOST_DEVICE static void element(std::uint64_t i, R* out, const A* array, const Ins*... in,
+                                         std::uint64_t n, std::uint64_t base, U... u) {
+      if (i >= n) return;
+      if constexpr (Indexed)
+        out[i] = F::call(base + i, array, in[i]..., u...);
+      else
+        out[i] = F::call(array, in[i]..., u...);
+    }
+  };
+
+  template <class... U>
   static const Kernel& get() {
     static const Kernel k = [] {
-      Kernel kernel = per_thread(std::string(prefix) + F::name,
-                                 [](const Thread& t, R* out, const A* array, const Ins*... in,
-                                    std::uint64_t n, std::uint64_t base, U... u) {
-                                   const auto i = t.global_x();
-                                   if (i >= n) return;
-                                   if constexpr (Indexed)
-                                     out[i] = F::call(base + i, array, in[i]..., u...);
-                                   else
-                                     out[i] = F::call(array, in[i]..., u...);
-                                 });
+      Kernel kernel =
+          skeleton_kernel<Body<U...>, R*, const A*, const Ins*..., std::uint64_t, std::uint64_t, U...>(
+              std::string(prefix) + F::name);
       kernel.opencl_source = opencl<U...>();
       return kernel;
     }();
@@ -804,8 +857,8 @@ struct MapArrayKernel {
     ((s += std::string(", ") + opencl_type<U>() + " u" + std::to_string(k++)), ...);
     s += ") {\n  const ulong i = get_global_id(0);\n  if (i < n) out[i] = " + std::string(F::name) +
          (Indexed ? "(base + i, array" : "(array");
-    for (std::size_t j = 0; j < sizeof...(Ins); ++j) s += ", in" + std::to_string(j) + "[i]";
-    for (std::size_t j = 0; j < sizeof...(U); ++j) s += ", u" + std::to_string(j);
+    append_names(s, "in", sizeof...(Ins), "[i]");
+    append_names(s, "u", sizeof...(U));
     return s + ");\n}\n";
   }
 };
@@ -936,33 +989,39 @@ inline constexpr std::size_t kMaxOverlap = 32;
 template <class F, class T>
 struct MapOverlapKernel {
   template <class... U>
+  struct Body {
+    HDSM_HOST_DEVICE static void element(std::uint64_t t, T* out, const T* in, const T* before,
+                                         const T* after, std::uint64_t n, std::uint64_t first,
+                                         std::uint64_t count, std::uint64_t lo, std::uint64_t radius,
+                                         std::uint64_t edge, T pad, U... u) {
+      if (t >= count) return;
+      const std::int64_t g = static_cast<std::int64_t>(first + t);
+      const std::int64_t r = static_cast<std::int64_t>(radius);
+      const std::int64_t size = static_cast<std::int64_t>(n);
+      if (edge == 0 && (g < r || g + r >= size)) return;
+      T window[2 * kMaxOverlap + 1];
+      for (std::int64_t k = -r; k <= r; ++k) {
+        const std::int64_t j = g + k;
+        T v = pad;
+        if (j >= 0 && j < size)
+          v = in[j - static_cast<std::int64_t>(lo)];
+        else if (edge == 1)
+          v = j < 0 ? before[j + r] : after[j - size];
+        else if (edge == 2)
+          v = in[(j < 0 ? 0 : size - 1) - static_cast<std::int64_t>(lo)];
+        window[k + r] = v;
+      }
+      out[t] = F::call(window + r, u...);
+    }
+  };
+
+  template <class... U>
   static const Kernel& get() {
     static const Kernel k = [] {
       Kernel kernel =
-          per_thread(std::string("hdsm_mapoverlap_") + F::name,
-                     [](const Thread& th, T* out, const T* in, const T* before, const T* after,
-                        std::uint64_t n, std::uint64_t first, std::uint64_t count, std::uint64_t lo,
-                        std::uint64_t radius, std::uint64_t edge, T pad, U... u) {
-                       const std::uint64_t t = th.global_x();
-                       if (t >= count) return;
-                       const std::int64_t g = static_cast<std::int64_t>(first + t);
-                       const std::int64_t r = static_cast<std::int64_t>(radius);
-                       const std::int64_t size = static_cast<std::int64_t>(n);
-                       if (edge == 0 && (g < r || g + r >= size)) return;
-                       T window[2 * kMaxOverlap + 1];
-                       for (std::int64_t k = -r; k <= r; ++k) {
-                         const std::int64_t j = g + k;
-                         T v = pad;
-                         if (j >= 0 && j < size)
-                           v = in[j - static_cast<std::int64_t>(lo)];
-                         else if (edge == 1)
-                           v = j < 0 ? before[j + r] : after[j - size];
-                         else if (edge == 2)
-                           v = in[(j < 0 ? 0 : size - 1) - static_cast<std::int64_t>(lo)];
-                         window[k + r] = v;
-                       }
-                       out[t] = F::call(window + r, u...);
-                     });
+          skeleton_kernel<Body<U...>, T*, const T*, const T*, const T*, std::uint64_t, std::uint64_t,
+                          std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, T, U...>(
+              std::string("hdsm_mapoverlap_") + F::name);
       kernel.opencl_source = opencl<U...>();
       return kernel;
     }();
@@ -990,7 +1049,7 @@ struct MapOverlapKernel {
          "    else if (edge == 2) v = in[(j < 0 ? 0 : size - 1) - (long)lo];\n    window[k + r] = v;\n  }\n"
          "  out[t] = " +
          F::name + "(window + r";
-    for (std::size_t j = 0; j < sizeof...(U); ++j) s += ", u" + std::to_string(j);
+    append_names(s, "u", sizeof...(U));
     return s + ");\n}\n";
   }
 };
@@ -1251,20 +1310,38 @@ namespace detail {
 /// exclusive scan shifts it by one element, offsets[j] first.
 template <class F, class T>
 struct ScanKernels {
+  struct Local {
+    HDSM_HOST_DEVICE static void element(std::uint64_t j, const T* in, T* out, T* totals, std::uint64_t n,
+                                         std::uint64_t chunk) {
+      const std::uint64_t first = j * chunk;
+      if (first >= n) return;
+      const std::uint64_t last = first + chunk < n ? first + chunk : n;
+      T acc = in[first];
+      out[first] = acc;
+      for (std::uint64_t i = first + 1; i < last; ++i) out[i] = acc = F::call(acc, in[i]);
+      totals[j] = acc;
+    }
+  };
+  struct Apply {
+    HDSM_HOST_DEVICE static void element(std::uint64_t j, T* out, const T* offsets, std::uint64_t n,
+                                         std::uint64_t chunk, std::uint64_t skip_first,
+                                         std::uint64_t exclusive) {
+      const std::uint64_t first = j * chunk;
+      if (first >= n) return;
+      const std::uint64_t last = first + chunk < n ? first + chunk : n;
+      if (exclusive != 0) {
+        for (std::uint64_t i = last - 1; i > first; --i) out[i] = F::call(offsets[j], out[i - 1]);
+        out[first] = offsets[j];
+      } else if (j != 0 || skip_first == 0) {
+        for (std::uint64_t i = first; i < last; ++i) out[i] = F::call(offsets[j], out[i]);
+      }
+    }
+  };
+
   static const Kernel& local() {
     static const Kernel k = [] {
-      Kernel kernel = per_thread(
-          std::string("hdsm_scan_local_") + F::name,
-          [](const Thread& t, const T* in, T* out, T* totals, std::uint64_t n, std::uint64_t chunk) {
-            const std::uint64_t j = t.global_x();
-            const std::uint64_t first = j * chunk;
-            if (first >= n) return;
-            const std::uint64_t last = first + chunk < n ? first + chunk : n;
-            T acc = in[first];
-            out[first] = acc;
-            for (std::uint64_t i = first + 1; i < last; ++i) out[i] = acc = F::call(acc, in[i]);
-            totals[j] = acc;
-          });
+      Kernel kernel = skeleton_kernel<Local, const T*, T*, T*, std::uint64_t, std::uint64_t>(
+          std::string("hdsm_scan_local_") + F::name);
       const std::string type = opencl_type<T>();
       kernel.opencl_source =
           opencl_prelude<T>() + F::opencl_source + "\n__kernel void hdsm_scan_local_" + F::name +
@@ -1283,22 +1360,9 @@ struct ScanKernels {
 
   static const Kernel& apply() {
     static const Kernel k = [] {
-      Kernel kernel = per_thread(std::string("hdsm_scan_apply_") + F::name,
-                                 [](const Thread& t, T* out, const T* offsets, std::uint64_t n,
-                                    std::uint64_t chunk, std::uint64_t skip_first, std::uint64_t exclusive) {
-                                   const std::uint64_t j = t.global_x();
-                                   const std::uint64_t first = j * chunk;
-                                   if (first >= n) return;
-                                   const std::uint64_t last = first + chunk < n ? first + chunk : n;
-                                   if (exclusive != 0) {
-                                     for (std::uint64_t i = last - 1; i > first; --i)
-                                       out[i] = F::call(offsets[j], out[i - 1]);
-                                     out[first] = offsets[j];
-                                   } else if (j != 0 || skip_first == 0) {
-                                     for (std::uint64_t i = first; i < last; ++i)
-                                       out[i] = F::call(offsets[j], out[i]);
-                                   }
-                                 });
+      Kernel kernel =
+          skeleton_kernel<Apply, T*, const T*, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t>(
+              std::string("hdsm_scan_apply_") + F::name);
       const std::string type = opencl_type<T>();
       kernel.opencl_source =
           opencl_prelude<T>() + F::opencl_source + "\n__kernel void hdsm_scan_apply_" + F::name +
