@@ -1,8 +1,8 @@
 // Skeletons over smart containers: user functions defined once for the host, OpenCL and CUDA, and
 // skeleton objects called on containers, on the host's worker threads or on one or several devices.
 // This part provides the user functions and user types, Map (elementwise, 1 to N inputs), MapIndex,
-// MapArray and MapArrayIndex, MapOverlap (1D), Reduce (also row- and column-wise), MapReduce, Scan
-// and Farm; see docs/skeletons.md.
+// MapArray and MapArrayIndex, MapOverlap (1D, and row- and column-wise on matrices), MapOverlap2D,
+// Reduce (also row- and column-wise), MapReduce, Scan and Farm; see docs/skeletons.md.
 //
 //   HDSM_USER_FUNCTION(saxpy, float, (float x, float y, float a), { return a * x + y; })
 //   hdsm::Map<saxpy> map;
@@ -1056,6 +1056,188 @@ struct MapOverlapKernel {
 
 }  // namespace detail
 
+namespace detail {
+
+/// The largest radius of a MapOverlap2D, in each direction: the kernels keep the (2r + 1) x (2c + 1)
+/// window in a fixed private array.
+inline constexpr std::size_t kMaxOverlap2D = 8;
+
+/// The kernel of one part of a MapOverlap on a matrix (R x C, row-major): element t of the part's
+/// rows [first, first + count) gets F of its window, rows gi - rr .. gi + rr and columns gj - cr ..
+/// gj + cr: row-wise (rr = 0), column-wise (cr = 0; both give F the window's centre, `const T*`, as
+/// the 1D form) or 2D (F also gets the window's row stride, 2 cr + 1). `in` holds the matrix's rows
+/// [lo, ...) whole; a row above the matrix comes from `before` (its last rr rows), one below from
+/// `after` (its first), a column beyond an end from the same row, as the edge mode says.
+template <class F, class T, bool TwoD>
+struct MapOverlapMatrixKernel {
+  static constexpr std::size_t kWindow =
+      TwoD ? (2 * kMaxOverlap2D + 1) * (2 * kMaxOverlap2D + 1) : 2 * kMaxOverlap + 1;
+
+  template <class... U>
+  struct Body {
+    HDSM_HOST_DEVICE static void element(std::uint64_t t, T* out, const T* in, const T* before,
+                                         const T* after, std::uint64_t rows, std::uint64_t cols,
+                                         std::uint64_t first, std::uint64_t count, std::uint64_t lo,
+                                         std::uint64_t row_radius, std::uint64_t col_radius,
+                                         std::uint64_t edge, T pad, U... u) {
+      if (t >= count * cols) return;
+      const std::int64_t nr = static_cast<std::int64_t>(rows), nc = static_cast<std::int64_t>(cols);
+      const std::int64_t gi = static_cast<std::int64_t>(first + t / cols);
+      const std::int64_t gj = static_cast<std::int64_t>(t % cols);
+      const std::int64_t rr = static_cast<std::int64_t>(row_radius),
+                         cr = static_cast<std::int64_t>(col_radius);
+      if (edge == 0 && (gi < rr || gi + rr >= nr || gj < cr || gj + cr >= nc)) return;
+      const std::int64_t stride = 2 * cr + 1;
+      T window[kWindow];
+      for (std::int64_t di = -rr; di <= rr; ++di) {
+        const std::int64_t i = gi + di;
+        const T* row = nullptr;  // null: a padded row
+        if (i >= 0 && i < nr)
+          row = in + (i - static_cast<std::int64_t>(lo)) * nc;
+        else if (edge == 1)
+          row = i < 0 ? before + (i + rr) * nc : after + (i - nr) * nc;
+        else if (edge == 2)
+          row = in + ((i < 0 ? 0 : nr - 1) - static_cast<std::int64_t>(lo)) * nc;
+        for (std::int64_t dj = -cr; dj <= cr; ++dj) {
+          const std::int64_t j = gj + dj;
+          T v = pad;
+          if (row != nullptr) {
+            if (j >= 0 && j < nc)
+              v = row[j];
+            else if (edge == 1)
+              v = row[j < 0 ? j + nc : j - nc];
+            else if (edge == 2)
+              v = row[j < 0 ? 0 : nc - 1];
+          }
+          window[(di + rr) * stride + dj + cr] = v;
+        }
+      }
+      const T* centre = window + rr * stride + cr;
+      if constexpr (TwoD)
+        out[t] = F::call(centre, static_cast<long>(stride), u...);
+      else
+        out[t] = F::call(centre, u...);
+    }
+  };
+
+  template <class... U>
+  static const Kernel& get() {
+    static const Kernel k = [] {
+      Kernel kernel = skeleton_kernel<Body<U...>, T*, const T*, const T*, const T*, std::uint64_t,
+                                      std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t,
+                                      std::uint64_t, std::uint64_t, std::uint64_t, T, U...>(name());
+      kernel.opencl_source = opencl<U...>();
+      return kernel;
+    }();
+    return k;
+  }
+
+  static std::string name() {
+    return std::string(TwoD ? "hdsm_mapoverlap2d_" : "hdsm_mapoverlap_matrix_") + F::name;
+  }
+
+  template <class... U>
+  static std::string opencl() {
+    const std::string type = opencl_type<T>();
+    std::string s = opencl_prelude<T, U...>() + F::opencl_source + "\n__kernel void " + name() +
+                    "(__global " + type + "* out, __global const " + type + "* in, __global const " + type +
+                    "* before, __global const " + type +
+                    "* after, ulong rows, ulong cols, ulong first, ulong count, ulong lo, ulong row_radius, "
+                    "ulong col_radius, ulong edge, " +
+                    type + " pad";
+    int k = 0;
+    ((s += std::string(", ") + opencl_type<U>() + " u" + std::to_string(k++)), ...);
+    s += ") {\n  const ulong t = get_global_id(0);\n  if (t >= count * cols) return;\n"
+         "  const long nr = (long)rows, nc = (long)cols;\n  const long gi = (long)(first + t / cols);\n"
+         "  const long gj = (long)(t % cols);\n  const long rr = (long)row_radius, cr = (long)col_radius;\n"
+         "  if (edge == 0 && (gi < rr || gi + rr >= nr || gj < cr || gj + cr >= nc)) return;\n"
+         "  const long stride = 2 * cr + 1;\n  " +
+         type + " window[" + std::to_string(kWindow) +
+         "];\n  for (long di = -rr; di <= rr; ++di) {\n    const long i = gi + di;\n    __global const " +
+         type +
+         "* row = 0;\n    if (i >= 0 && i < nr) row = in + (i - (long)lo) * nc;\n"
+         "    else if (edge == 1) row = i < 0 ? before + (i + rr) * nc : after + (i - nr) * nc;\n"
+         "    else if (edge == 2) row = in + ((i < 0 ? 0 : nr - 1) - (long)lo) * nc;\n"
+         "    for (long dj = -cr; dj <= cr; ++dj) {\n      const long j = gj + dj;\n      " +
+         type +
+         " v = pad;\n      if (row != 0) {\n        if (j >= 0 && j < nc) v = row[j];\n"
+         "        else if (edge == 1) v = row[j < 0 ? j + nc : j - nc];\n"
+         "        else if (edge == 2) v = row[j < 0 ? 0 : nc - 1];\n      }\n"
+         "      window[(di + rr) * stride + dj + cr] = v;\n    }\n  }\n  out[t] = " +
+         F::name + (TwoD ? "(window + rr * stride + cr, stride" : "(window + rr * stride + cr");
+    append_names(s, "u", sizeof...(U));
+    return s + ");\n}\n";
+  }
+};
+
+/// MapOverlap on a matrix: runs MapOverlapMatrixKernel<F, T, TwoD> over `out` from `in` with radii
+/// rr (rows) and cr (columns), on the host or split by rows over devices (each part reading its rows
+/// and rr more on each side, and in cyclic mode the part at an end also the other end's rr rows).
+template <class F, bool TwoD, class T, class... U>
+void run_overlap_matrix(const std::string& name, std::optional<SkeletonBackend> backend_chosen,
+                        const std::vector<unsigned>& chosen, Matrix<T>& out, Matrix<T>& in, std::size_t rr,
+                        std::size_t cr, Edge edge, T pad, const std::tuple<U...>& u) {
+  if (&out == &in) throw InvalidArgument(name + ": out and in must be different matrices");
+  if (out.rows() != in.rows() || out.cols() != in.cols())
+    throw InvalidArgument(name + ": out is " + std::to_string(out.rows()) + " x " +
+                          std::to_string(out.cols()) + ", in " + std::to_string(in.rows()) + " x " +
+                          std::to_string(in.cols()));
+  const std::size_t rows = in.rows(), cols = in.cols();
+  if (rows == 0 || cols == 0) return;
+  if (rr > rows || cr > cols)
+    throw InvalidArgument(name + ": an overlap of " + std::to_string(rr) + " rows and " + std::to_string(cr) +
+                          " columns is larger than the " + std::to_string(rows) + " x " +
+                          std::to_string(cols) + " matrix");
+  using Kernel_ = MapOverlapMatrixKernel<F, T, TwoD>;
+  using Body = typename Kernel_::template Body<U...>;
+  const auto e = static_cast<std::uint64_t>(edge);
+  Runtime& rt = in.core().runtime();
+  if (skeleton_backend(rt, backend_chosen) == SkeletonBackend::host) {
+    const T* src = in.host_range(0, in.size(), Access::read);
+    T* dst = out.host_range(0, out.size(), edge == Edge::none ? Access::read_write : Access::write);
+    host_for(rt, rows * cols, [&](std::size_t first, std::size_t last) {
+      std::apply(
+          [&](const U&... v) {
+            for (std::size_t t = first; t < last; ++t)
+              Body::element(t, dst, src, src + (rows - rr) * cols, src, rows, cols, 0, rows, 0, rr, cr, e,
+                            pad, v...);
+          },
+          u);
+    });
+    return;
+  }
+  const std::vector<unsigned> devices = skeleton_devices(rt, chosen);
+  const Kernel& kernel = Kernel_::template get<U...>();
+  const bool cyclic = edge == Edge::cyclic && rr > 0;
+  for (std::size_t part = 0; part < devices.size(); ++part) {
+    const std::size_t first = part_begin(rows, devices.size(), part);
+    const std::size_t last = part_end(rows, devices.size(), part);
+    if (first == last) continue;
+    const std::size_t lo = first > rr ? first - rr : 0;
+    const std::size_t hi = std::min(rows, last + rr);
+    const auto halo = in.submatrix(lo, 0, hi - lo, cols);
+    const auto before = cyclic && first < rr ? in.submatrix(rows - rr, 0, rr, cols) : halo;
+    const auto after = cyclic && last + rr > rows ? in.submatrix(0, 0, rr, cols) : halo;
+    const auto mine = out.submatrix(first, 0, last - first, cols);
+    auto args =
+        std::tuple_cat(std::make_tuple(hdsm::in(halo), hdsm::in(before), hdsm::in(after), std::uint64_t{rows},
+                                       std::uint64_t{cols}, std::uint64_t{first}, std::uint64_t{last - first},
+                                       std::uint64_t{lo}, std::uint64_t{rr}, std::uint64_t{cr}, e, pad),
+                       u);
+    // Edge::none leaves the edge elements as they are: the output is read too.
+    std::apply(
+        [&](auto&... a) {
+          if (edge == Edge::none)
+            launch(devices[part], kernel, cover((last - first) * cols), hdsm::inout(mine), a...);
+          else
+            launch(devices[part], kernel, cover((last - first) * cols), hdsm::out(mine), a...);
+        },
+        args);
+  }
+}
+
+}  // namespace detail
+
 /// MapOverlap (1D): out[i] = F(w, uniforms...) where w points at element i of a window of the input,
 /// w[-radius] .. w[radius] (F's first parameter is `const T*`, a private array on devices, no
 /// HDSM_GLOBAL). `.overlap(r)` sets the radius (default 1, at most 32), `.edge(mode)` what the window
@@ -1083,6 +1265,19 @@ class MapOverlap : public detail::SkeletonOptions<MapOverlap<F>> {
   MapOverlap& pad(const T& value) {
     pad_ = static_cast<double>(value);
     return *this;
+  }
+
+  /// Row-wise on a matrix: out(i, j) = F(w, uniforms...), w[-r] .. w[r] the elements of row i of
+  /// `in` around column j (beyond its ends as the edge mode says). On N devices the rows are split.
+  template <class T, class... Args>
+  void rows(Matrix<T>& out, Matrix<T>& in, Args&&... uniforms) {
+    on_matrix(true, out, in, std::make_index_sequence<sizeof...(Args)>{}, std::forward<Args>(uniforms)...);
+  }
+  /// Column-wise on a matrix: w[-r] .. w[r] the elements of column j around row i. On N devices the
+  /// rows are split, each part reading r more rows on each side.
+  template <class T, class... Args>
+  void cols(Matrix<T>& out, Matrix<T>& in, Args&&... uniforms) {
+    on_matrix(false, out, in, std::make_index_sequence<sizeof...(Args)>{}, std::forward<Args>(uniforms)...);
   }
 
   template <class T, class... Args>
@@ -1170,7 +1365,82 @@ class MapOverlap : public detail::SkeletonOptions<MapOverlap<F>> {
     }
   }
 
+  template <class T, std::size_t... J, class... Args>
+  void on_matrix(bool by_rows, Matrix<T>& out, Matrix<T>& in, std::index_sequence<J...>, Args&&... uniforms) {
+    using Params = detail::user_parameters<F>;
+    static_assert(std::tuple_size_v<Params> == 1 + sizeof...(Args),
+                  "hdsm::MapOverlap: the user function takes the window, then one argument per uniform");
+    static_assert(
+        std::is_same_v<std::tuple_element_t<0, Params>, const T*>,
+        "hdsm::MapOverlap: the user function's first parameter is const T*, T the matrix's element type");
+    const std::tuple<std::tuple_element_t<1 + J, Params>...> u(std::forward<Args>(uniforms)...);
+    detail::run_overlap_matrix<F, false>(
+        std::string("hdsm::MapOverlap<") + F::name + ">::" + (by_rows ? "rows" : "cols"), this->backend_,
+        this->devices_, out, in, by_rows ? 0 : radius_, by_rows ? radius_ : 0, edge_, static_cast<T>(pad_),
+        u);
+  }
+
   std::size_t radius_ = 1;
+  Edge edge_ = Edge::duplicate;
+  double pad_ = 0;
+};
+
+/// MapOverlap2D: out(i, j) = F(w, stride, uniforms...) for a matrix, where w points at element (i,
+/// j) of a window of `in`: w[di * stride + dj] is in(i + di, j + dj) for |di| <= the row radius and
+/// |dj| <= the column radius (F's first two parameters are `const T*`, a private array on devices,
+/// and `long`). `.overlap(rows, cols)` sets the radii (default 1 and 1, each at most 8), `.edge(mode)`
+/// and `.pad(value)` what the window holds beyond the matrix, as MapOverlap's. On N devices the rows
+/// are split, and each part reads its rows and `rows` radius more on each side from wherever they
+/// are valid. Calls are asynchronous on devices.
+template <class F>
+class MapOverlap2D : public detail::SkeletonOptions<MapOverlap2D<F>> {
+ public:
+  MapOverlap2D& overlap(std::size_t row_radius, std::size_t col_radius) {
+    if (row_radius > detail::kMaxOverlap2D || col_radius > detail::kMaxOverlap2D)
+      throw InvalidArgument(std::string("hdsm::MapOverlap2D<") + F::name + ">: overlap " +
+                            std::to_string(row_radius) + " x " + std::to_string(col_radius) +
+                            " is above the largest, " + std::to_string(detail::kMaxOverlap2D) + " each way");
+    row_radius_ = row_radius;
+    col_radius_ = col_radius;
+    return *this;
+  }
+  MapOverlap2D& edge(Edge edge) {
+    edge_ = edge;
+    return *this;
+  }
+  /// The value Edge::pad reads beyond the matrix (kept as a double: exact for integers up to 2^53).
+  template <class T>
+  MapOverlap2D& pad(const T& value) {
+    pad_ = static_cast<double>(value);
+    return *this;
+  }
+
+  template <class T, class... Args>
+  void operator()(Matrix<T>& out, Matrix<T>& in, Args&&... uniforms) {
+    using Params = detail::user_parameters<F>;
+    static_assert(
+        std::tuple_size_v<Params> == 2 + sizeof...(Args),
+        "hdsm::MapOverlap2D: the user function takes the window and its row stride, then one argument "
+        "per uniform");
+    static_assert(std::is_same_v<std::tuple_element_t<0, Params>, const T*> &&
+                      std::is_same_v<std::tuple_element_t<1, Params>, long>,
+                  "hdsm::MapOverlap2D: the user function's first parameters are const T* (T the matrix's "
+                  "element type) and long (the window's row stride)");
+    call(out, in, std::make_index_sequence<sizeof...(Args)>{}, std::forward<Args>(uniforms)...);
+  }
+
+ private:
+  template <class T, std::size_t... J, class... Args>
+  void call(Matrix<T>& out, Matrix<T>& in, std::index_sequence<J...>, Args&&... uniforms) {
+    using Params = detail::user_parameters<F>;
+    const std::tuple<std::tuple_element_t<2 + J, Params>...> u(std::forward<Args>(uniforms)...);
+    detail::run_overlap_matrix<F, true>(std::string("hdsm::MapOverlap2D<") + F::name + ">", this->backend_,
+                                        this->devices_, out, in, row_radius_, col_radius_, edge_,
+                                        static_cast<T>(pad_), u);
+  }
+
+  std::size_t row_radius_ = 1;
+  std::size_t col_radius_ = 1;
   Edge edge_ = Edge::duplicate;
   double pad_ = 0;
 };

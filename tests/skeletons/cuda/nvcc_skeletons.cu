@@ -39,6 +39,8 @@ HDSM_USER_FUNCTION(nv_add, long, (long a, long b), { return a + b; })
 HDSM_USER_FUNCTION(nv_max, long, (long a, long b), { return a > b ? a : b; })
 HDSM_USER_FUNCTION(nv_square, long, (long a), { return a * a; })
 HDSM_USER_FUNCTION(nv_blur, long, (const long* w, long k), { return w[-1] + k * w[0] + w[1]; })
+HDSM_USER_FUNCTION(nv_cross, long, (const long* w, long stride),
+                   { return w[-stride] + w[stride] - w[-1] - w[1]; })
 
 template <class T>
 std::vector<T> values(hdsm::Vector<T>& v) {
@@ -65,6 +67,7 @@ NvccSkeletonsResult run_skeletons_built_by_nvcc(Runtime& rt, const std::vector<u
   Vector<nv_point> points(n, o), nearest(n, o), shifted(n, o);
   Matrix<long> m(20, 50, o);
   Vector<long> by_row(20, o), by_col(50, o);
+  Matrix<long> blurred_cols(20, 50, o), crossed(20, 50, o);
   for (std::size_t i = 0; i < n; ++i) {
     x(i) = static_cast<float>(i) * 0.5f;
     y(i) = 3.0f;
@@ -103,6 +106,11 @@ NvccSkeletonsResult run_skeletons_built_by_nvcc(Runtime& rt, const std::vector<u
   MapOverlap<nv_blur> blur;
   blur.devices(devices).overlap(1).edge(Edge::duplicate)(blurred, a, 2L);
   uses(detail::MapOverlapKernel<nv_blur, long>::get<long>());
+  blur.cols(blurred_cols, m, 2L);
+  uses(detail::MapOverlapMatrixKernel<nv_blur, long, false>::get<long>());
+  MapOverlap2D<nv_cross> cross;
+  cross.devices(devices).overlap(1, 1).edge(Edge::cyclic)(crossed, m);
+  uses(detail::MapOverlapMatrixKernel<nv_cross, long, true>::get<>());
   Scan<nv_add> scan;
   scan.devices(devices)(scanned, a);
   uses(detail::ScanKernels<nv_add, long>::local());
@@ -139,6 +147,14 @@ NvccSkeletonsResult run_skeletons_built_by_nvcc(Runtime& rt, const std::vector<u
     for (std::size_t i = 1; i < 20; ++i) best = best > m(i, j) ? best : m(i, j);
     check(by_col[j] == best, "Reduce cols at " + std::to_string(j));
   }
+  for (std::size_t i = 0; i < 20; ++i)
+    for (std::size_t j = 0; j < 50; ++j) {
+      const long up = m(i == 0 ? 0 : i - 1, j), down = m(i + 1 == 20 ? 19 : i + 1, j);
+      check(blurred_cols.at(i, j) == up + 2 * m(i, j) + down, "MapOverlap cols at " + std::to_string(i));
+      const long n_ = m((i + 19) % 20, j), s_ = m((i + 1) % 20, j), w_ = m(i, (j + 49) % 50),
+                 e_ = m(i, (j + 1) % 50);
+      check(crossed.at(i, j) == n_ + s_ - w_ - e_, "MapOverlap2D at " + std::to_string(i));
+    }
   return result;
 }
 

@@ -17,7 +17,8 @@ struct NvccSkeletonsResult {
 };
 
 /// Runs Map (one and two outputs), MapIndex, MapArray, MapArrayIndex (on a user type), Reduce (1D, rows,
-/// cols), MapReduce, MapOverlap and Scan on `devices` of `runtime`, checks each result against a loop.
+/// cols), MapReduce, MapOverlap (1D and column-wise), MapOverlap2D and Scan on `devices` of `runtime`,
+/// checks each result against a loop.
 NvccSkeletonsResult run_skeletons_built_by_nvcc(Runtime& runtime, const std::vector<unsigned>& devices);
 
 }  // namespace hdsm::test

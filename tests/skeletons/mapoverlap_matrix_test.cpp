@@ -1,0 +1,216 @@
+// MapOverlap on matrices: row-wise, column-wise and 2D stencils with every edge mode, on the host, 1,
+// 2 and 3 sim devices (parts split by rows, each fetching its halo rows, and the other end's rows in
+// cyclic mode) and PoCL, against loops; the halo rows a two-device call copies; errors.
+#include <hdsm/hdsm.hpp>
+#include <hdsm/skeletons.hpp>
+
+#include "skeletons/opencl_runtime.hpp"
+#include "support/test_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+// The 1D weighted sum of mapoverlap_test.cpp: every element's position in the window counts.
+HDSM_USER_FUNCTION(mm_weigh, long, (const long* w, long r, long k), {
+  long sum = k;
+  for (long j = -r; j <= r; ++j) sum += (j + r + 1) * w[j];
+  return sum;
+})
+
+// A 2D weighted sum: the weight of w(di, dj) is 7 di + 3 dj + 100.
+HDSM_USER_FUNCTION(mm_weigh2d, long, (const long* w, long stride, long rr, long cr), {
+  long sum = 0;
+  for (long di = -rr; di <= rr; ++di)
+    for (long dj = -cr; dj <= cr; ++dj) sum += (7 * di + 3 * dj + 100) * w[di * stride + dj];
+  return sum;
+})
+
+// A float 5-point stencil (Jacobi step).
+HDSM_USER_FUNCTION(mm_jacobi, float, (const float* w, long stride),
+                   { return 0.25f * (w[-stride] + w[stride] + w[-1] + w[1]); })
+
+constexpr long kPad = -9;
+constexpr long kUntouched = 123'456;
+
+struct Grid {
+  std::size_t rows, cols;
+  std::vector<long> v;
+  long at(long i, long j, hdsm::Edge edge) const {
+    const long r = static_cast<long>(rows), c = static_cast<long>(cols);
+    if (i < 0 || i >= r || j < 0 || j >= c) {
+      if (edge == hdsm::Edge::pad) return kPad;
+      if (edge == hdsm::Edge::cyclic) {
+        i = (i + r) % r;
+        j = (j + c) % c;
+      } else {
+        i = std::clamp(i, 0L, r - 1);
+        j = std::clamp(j, 0L, c - 1);
+      }
+    }
+    return v[static_cast<std::size_t>(i) * cols + static_cast<std::size_t>(j)];
+  }
+};
+
+Grid grid(std::size_t rows, std::size_t cols) {
+  Grid g{rows, cols, std::vector<long>(rows * cols)};
+  for (std::size_t k = 0; k < g.v.size(); ++k) g.v[k] = static_cast<long>((k * 7919) % 1009) - 500;
+  return g;
+}
+
+// The loop: radius rr over rows and cr over columns; 2D weighs as mm_weigh2d, else as mm_weigh along
+// the one direction with a radius.
+std::vector<long> loop(const Grid& g, long rr, long cr, bool two_d, hdsm::Edge edge) {
+  const long r = static_cast<long>(g.rows), c = static_cast<long>(g.cols);
+  std::vector<long> out(g.v.size(), kUntouched);
+  for (long i = 0; i < r; ++i)
+    for (long j = 0; j < c; ++j) {
+      if (edge == hdsm::Edge::none && (i < rr || i + rr >= r || j < cr || j + cr >= c)) continue;
+      long sum = two_d ? 0 : 3;
+      for (long di = -rr; di <= rr; ++di)
+        for (long dj = -cr; dj <= cr; ++dj) {
+          const long v = g.at(i + di, j + dj, edge);
+          sum += two_d ? (7 * di + 3 * dj + 100) * v : (di + dj + rr + cr + 1) * v;
+        }
+      out[static_cast<std::size_t>(i * c + j)] = sum;
+    }
+  return out;
+}
+
+enum class Form { rows, cols, two_d };
+
+std::vector<long> run(hdsm::Runtime& rt, const Grid& g, Form form, long rr, long cr, hdsm::Edge edge,
+                      hdsm::SkeletonBackend backend, const std::vector<unsigned>& devices) {
+  const hdsm::ContainerOptions o{&rt};
+  hdsm::Matrix<long> in(g.rows, g.cols, o), out(g.rows, g.cols, kUntouched, o);
+  std::copy(g.v.begin(), g.v.end(), in.data());
+  if (form == Form::two_d) {
+    hdsm::MapOverlap2D<mm_weigh2d> mo;
+    mo.backend(backend)
+        .overlap(static_cast<std::size_t>(rr), static_cast<std::size_t>(cr))
+        .edge(edge)
+        .pad(kPad);
+    if (!devices.empty()) mo.devices(devices);
+    mo(out, in, rr, cr);
+  } else {
+    hdsm::MapOverlap<mm_weigh> mo;
+    const long r = form == Form::rows ? cr : rr;
+    mo.backend(backend).overlap(static_cast<std::size_t>(r)).edge(edge).pad(kPad);
+    if (!devices.empty()) mo.devices(devices);
+    if (form == Form::rows)
+      mo.rows(out, in, r, 3L);
+    else
+      mo.cols(out, in, r, 3L);
+  }
+  return std::vector<long>(out.data(), out.data() + out.size());
+}
+
+constexpr hdsm::Edge kEdges[] = {hdsm::Edge::none, hdsm::Edge::cyclic, hdsm::Edge::duplicate,
+                                 hdsm::Edge::pad};
+
+void check_all(hdsm::Runtime& rt, hdsm::SkeletonBackend backend, const std::vector<unsigned>& devices,
+               const std::string& where) {
+  const Grid g = grid(13, 17);
+  struct Case {
+    Form form;
+    long rr, cr;
+    const char* name;
+  };
+  for (const Case& c : {Case{Form::rows, 0, 2, "rows r2"}, Case{Form::rows, 0, 0, "rows r0"},
+                        Case{Form::cols, 3, 0, "cols r3"}, Case{Form::cols, 1, 0, "cols r1"},
+                        Case{Form::two_d, 1, 1, "2D 1x1"}, Case{Form::two_d, 2, 3, "2D 2x3"},
+                        Case{Form::two_d, 0, 2, "2D 0x2"}})
+    for (hdsm::Edge edge : kEdges) {
+      SCOPED_TRACE(where + ", " + c.name + ", edge " + std::to_string(static_cast<int>(edge)));
+      EXPECT_EQ(run(rt, g, c.form, c.rr, c.cr, edge, backend, devices),
+                loop(g, c.rr, c.cr, c.form == Form::two_d, edge));
+    }
+}
+
+TEST(MapOverlapMatrix, EveryFormAndEdgeOnTheHostAndSimDevices) {
+  hdsm::Runtime rt(hdsm::test::fast_sim_config().set("HDSM_SIM_DEVICES", "3"));
+  check_all(rt, hdsm::SkeletonBackend::host, {}, "host");
+  check_all(rt, hdsm::SkeletonBackend::devices, {0}, "1 device");
+  check_all(rt, hdsm::SkeletonBackend::devices, {0, 1}, "2 devices");
+  check_all(rt, hdsm::SkeletonBackend::devices, {2, 0, 1}, "3 devices");
+}
+
+TEST(MapOverlapMatrix, opencl) {
+  std::string why;
+  const std::unique_ptr<hdsm::Runtime> rt = hdsm::test::opencl_runtime(why);
+  if (!rt) GTEST_SKIP() << why;
+  check_all(*rt, hdsm::SkeletonBackend::devices, {}, "OpenCL");
+}
+
+// Two devices, a column-wise radius of 2 on 64 rows: each part copies its 32 rows and 2 halo rows of
+// the input; a cyclic call also the other end's 2 rows. Row-wise, no halo.
+TEST(MapOverlapMatrix, PartsCopyTheirRowsAndTheHaloRows) {
+  hdsm::Runtime rt(hdsm::test::fast_sim_config().set("HDSM_SIM_DEVICES", "2"));
+  const hdsm::ContainerOptions o{&rt};
+  constexpr std::size_t rows = 64, cols = 40, row_bytes = cols * sizeof(long);
+  const auto copied = [&](hdsm::Edge edge, bool by_rows) {
+    hdsm::Matrix<long> in(rows, cols, 1L, o), out(rows, cols, o);
+    hdsm::MapOverlap<mm_weigh> mo;
+    mo.devices({0, 1}).overlap(2).edge(edge);
+    if (by_rows)
+      mo.rows(out, in, 2L, 0L);
+    else
+      mo.cols(out, in, 2L, 0L);
+    EXPECT_EQ(out.at(rows / 2, cols / 2), 15);
+    return in.stats().host_to_device_bytes;
+  };
+  EXPECT_EQ(copied(hdsm::Edge::duplicate, false), (rows + 2 * 2) * row_bytes);
+  EXPECT_EQ(copied(hdsm::Edge::cyclic, false), (rows + 4 * 2) * row_bytes);
+  EXPECT_EQ(copied(hdsm::Edge::cyclic, true), rows * row_bytes);
+}
+
+TEST(MapOverlapMatrix, AJacobiStepInFloat) {
+  hdsm::Runtime rt(hdsm::test::fast_sim_config().set("HDSM_SIM_DEVICES", "2"));
+  const hdsm::ContainerOptions o{&rt};
+  constexpr std::size_t n = 50;
+  hdsm::Matrix<float> a(n, n, o), b(n, n, o);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j) a(i, j) = static_cast<float>((i * 31 + j * 17) % 23);
+  hdsm::MapOverlap2D<mm_jacobi> step;
+  step.devices({0, 1}).overlap(1, 1).edge(hdsm::Edge::pad).pad(0.0f);
+  step(b, a);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j) {
+      const float up = i > 0 ? a(i - 1, j) : 0.0f, down = i + 1 < n ? a(i + 1, j) : 0.0f;
+      const float left = j > 0 ? a(i, j - 1) : 0.0f, right = j + 1 < n ? a(i, j + 1) : 0.0f;
+      ASSERT_EQ(b.at(i, j), 0.25f * (up + down + left + right)) << i << ", " << j;
+    }
+}
+
+TEST(MapOverlapMatrix, ErrorsNameTheSkeletonAndTheSizes) {
+  hdsm::Runtime rt(hdsm::test::fast_sim_config());
+  const hdsm::ContainerOptions o{&rt};
+  hdsm::Matrix<long> a(4, 6, o), b(4, 6, o), c(5, 6, o);
+  hdsm::MapOverlap<mm_weigh> mo;
+  const auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const hdsm::InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([&] { mo.overlap(5).cols(b, a, 5L, 0L); }).find("4 x 6"), std::string::npos);
+  EXPECT_NE(
+      message([&] { mo.overlap(1).rows(c, a, 1L, 0L); }).find("MapOverlap<mm_weigh>::rows: out is 5 x 6"),
+      std::string::npos);
+  EXPECT_NE(message([&] { mo.rows(a, a, 1L, 0L); }).find("different matrices"), std::string::npos);
+  hdsm::MapOverlap2D<mm_weigh2d> mo2;
+  EXPECT_NE(message([&] { mo2.overlap(9, 1); }).find("MapOverlap2D<mm_weigh2d>: overlap 9 x 1"),
+            std::string::npos);
+  EXPECT_NE(message([&] { mo2.overlap(2, 7)(b, a, 2L, 7L); }).find("larger than the 4 x 6 matrix"),
+            std::string::npos);
+}
+
+}  // namespace
