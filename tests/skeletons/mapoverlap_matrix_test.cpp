@@ -165,8 +165,8 @@ TEST(MapOverlapMatrix, PartsCopyTheirRowsAndTheHaloRows) {
     EXPECT_EQ(out.at(rows / 2, cols / 2), 15);
     return in.stats().host_to_device_bytes;
   };
-  EXPECT_EQ(copied(hdsm::Edge::duplicate, false), (rows + 2 * 2) * row_bytes);
-  EXPECT_EQ(copied(hdsm::Edge::cyclic, false), (rows + 4 * 2) * row_bytes);
+  EXPECT_EQ(copied(hdsm::Edge::duplicate, false), (rows + 4) * row_bytes);
+  EXPECT_EQ(copied(hdsm::Edge::cyclic, false), (rows + 8) * row_bytes);
   EXPECT_EQ(copied(hdsm::Edge::cyclic, true), rows * row_bytes);
 }
 
