@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -104,6 +105,32 @@ struct UserMath {
 
 /// Where a skeleton runs: the host's worker threads, or devices of the runtime.
 enum class SkeletonBackend : std::uint8_t { host, devices };
+
+/// The scalar result of an asynchronous reduction (Reduce::async, MapReduce::async): the call
+/// enqueued its kernels and returned; get() waits for them, combines their partial results and keeps
+/// the value (later calls return it). A failure of the call's work is thrown by get().
+template <class T>
+class Future {
+ public:
+  /// A result known at once (the host backend, an empty input with a start value).
+  explicit Future(T value) : value_(std::move(value)) {}
+  /// A result that `finish` computes when it is first asked for.
+  explicit Future(std::function<T()> finish) : finish_(std::move(finish)) {}
+
+  T get() {
+    if (!value_) {
+      value_ = finish_();
+      finish_ = nullptr;
+    }
+    return *value_;
+  }
+  /// Whether get() has the value without computing it.
+  bool ready() const { return value_.has_value(); }
+
+ private:
+  std::optional<T> value_;
+  std::function<T()> finish_;
+};
 
 namespace detail {
 
@@ -621,20 +648,33 @@ class Reduce : public detail::SkeletonOptions<Reduce<F>> {
     return *this;
   }
 
-  /// The reduction of all of `v`; InvalidArgument for an empty vector.
+  /// The reduction of all of `v`; InvalidArgument for an empty vector. Waits for the result.
   template <class T>
   T operator()(Vector<T>& v) {
+    return async(v).get();
+  }
+  /// F(init, reduction of v), or init for an empty vector.
+  template <class T>
+  T operator()(Vector<T>& v, const T& init) {
+    return async(v, init).get();
+  }
+  /// The same, returning as soon as the devices' kernels are enqueued: the Future's get() waits for
+  /// them and combines their results. Host accesses of `v` meanwhile wait as for any call reading it.
+  template <class T>
+  Future<T> async(Vector<T>& v) {
     check<T>();
     if (v.empty())
       throw InvalidArgument(std::string("hdsm::Reduce<") + F::name +
                             ">: an empty vector has no reduction (give an initial value)");
     return run(v);
   }
-  /// F(init, reduction of v), or init for an empty vector.
   template <class T>
-  T operator()(Vector<T>& v, const T& init) {
+  Future<T> async(Vector<T>& v, const T& init) {
     check<T>();
-    return v.empty() ? init : F::call(init, run(v));
+    if (v.empty()) return Future<T>(init);
+    Future<T> partial = run(v);
+    if (partial.ready()) return Future<T>(F::call(init, partial.get()));
+    return Future<T>(std::function<T()>([partial, init]() mutable { return F::call(init, partial.get()); }));
   }
 
   /// Row-wise: out[i] = the reduction of row i of `m` (out has m.rows() elements, m at least one
@@ -662,7 +702,7 @@ class Reduce : public detail::SkeletonOptions<Reduce<F>> {
   }
 
   template <class T>
-  T run(Vector<T>& v) {
+  Future<T> run(Vector<T>& v) {
     const std::size_t n = v.size();
     Runtime& rt = v.core().runtime();
     if (detail::skeleton_backend(rt, this->backend_) == SkeletonBackend::host) {
@@ -675,29 +715,29 @@ class Reduce : public detail::SkeletonOptions<Reduce<F>> {
         partial[c] = acc;
         used[c] = 1;
       });
-      return combine(partial, used);
+      return Future<T>(combine(partial, used));
     }
     const std::vector<unsigned> devices = detail::skeleton_devices(rt, this->devices_);
-    std::vector<Vector<T>> partials;
-    std::vector<std::size_t> counts;
+    auto partials = std::make_shared<std::vector<Vector<T>>>();
     for (std::size_t part = 0; part < devices.size(); ++part) {
       const std::size_t first = detail::part_begin(n, devices.size(), part);
       const std::size_t last = detail::part_end(n, devices.size(), part);
       if (first == last) continue;
       const std::size_t chunk = (last - first + chunks_ - 1) / chunks_;
       const std::size_t count = (last - first + chunk - 1) / chunk;
-      partials.emplace_back(count, ContainerOptions{&rt});
-      counts.push_back(count);
+      partials->emplace_back(count, ContainerOptions{&rt});
       launch(devices[part], detail::ReduceKernel<F, T>::get(), cover(count),
-             hdsm::in(v.range(first, last - first)), hdsm::out(partials.back()), std::uint64_t{last - first},
+             hdsm::in(v.range(first, last - first)), hdsm::out(partials->back()), std::uint64_t{last - first},
              std::uint64_t{chunk});
     }
-    std::vector<T> all;
-    for (std::size_t k = 0; k < partials.size(); ++k) {
-      const T* p = partials[k].host_range(0, counts[k], Access::read);
-      all.insert(all.end(), p, p + counts[k]);
-    }
-    return combine(all, std::vector<char>(all.size(), 1));
+    return Future<T>(std::function<T()>([partials] {
+      std::vector<T> all;
+      for (Vector<T>& p : *partials) {
+        const T* r = p.host_range(0, p.size(), Access::read);
+        all.insert(all.end(), r, r + p.size());
+      }
+      return combine(all, std::vector<char>(all.size(), 1));
+    }));
   }
 
   template <class T>
@@ -1468,8 +1508,15 @@ class MapReduce : public detail::SkeletonOptions<MapReduce<M, R>> {
     return *this;
   }
 
+  /// The reduction; waits for it.
   template <class... A>
   result_type operator()(A&&... args) {
+    return async(std::forward<A>(args)...).get();
+  }
+
+  /// The same, returning once the devices' kernels are enqueued (see Reduce::async).
+  template <class... A>
+  Future<result_type> async(A&&... args) {
     constexpr std::size_t inputs = detail::leading_vectors<A...>();
     using Params = detail::user_parameters<M>;
     using RParams = detail::user_parameters<R>;
@@ -1487,7 +1534,7 @@ class MapReduce : public detail::SkeletonOptions<MapReduce<M, R>> {
 
  private:
   template <std::size_t Inputs, class Tuple, std::size_t... I, std::size_t... J>
-  result_type call(Tuple& all, std::index_sequence<I...>, std::index_sequence<J...>) {
+  Future<result_type> call(Tuple& all, std::index_sequence<I...>, std::index_sequence<J...>) {
     using Params = detail::user_parameters<M>;
     static_assert((std::is_same_v<typename std::remove_cvref_t<std::tuple_element_t<I, Tuple>>::value_type,
                                   std::tuple_element_t<I, Params>> &&
@@ -1498,14 +1545,14 @@ class MapReduce : public detail::SkeletonOptions<MapReduce<M, R>> {
   }
 
   template <class... U, class... T>
-  result_type run(const std::tuple<U...>& u, Vector<T>&... in) {
+  Future<result_type> run(const std::tuple<U...>& u, Vector<T>&... in) {
     const std::size_t n = std::get<0>(std::tie(in...)).size();
     if (((in.size() != n) || ...))
       throw InvalidArgument(std::string("hdsm::MapReduce<") + M::name + ", " + R::name + ">: inputs of " +
                             std::to_string(std::min({in.size()...})) + " and " +
                             std::to_string(std::max({in.size()...})) + " elements");
     if (n == 0) {
-      if (has_start_) return start_;
+      if (has_start_) return Future<result_type>(start_);
       throw InvalidArgument(std::string("hdsm::MapReduce<") + M::name + ", " + R::name +
                             ">: empty inputs have no reduction (give a start value)");
     }
@@ -1532,34 +1579,41 @@ class MapReduce : public detail::SkeletonOptions<MapReduce<M, R>> {
       std::vector<result_type> kept;
       for (std::size_t c = 0; c < partial.size(); ++c)
         if (used[c]) kept.push_back(partial[c]);
-      return combine(kept);
+      return Future<result_type>(combine(kept, has_start_, start_));
     }
     const std::vector<unsigned> devices = detail::skeleton_devices(rt, this->devices_);
-    std::vector<Vector<result_type>> partials;
+    auto partials = std::make_shared<std::vector<Vector<result_type>>>();
     for (std::size_t part = 0; part < devices.size(); ++part) {
       const std::size_t first = detail::part_begin(n, devices.size(), part);
       const std::size_t last = detail::part_end(n, devices.size(), part);
       if (first == last) continue;
       const std::size_t chunk = (last - first + chunks_ - 1) / chunks_;
       const std::size_t count = (last - first + chunk - 1) / chunk;
-      partials.emplace_back(count, ContainerOptions{&rt});
+      partials->emplace_back(count, ContainerOptions{&rt});
+      auto args = std::tuple_cat(std::make_tuple(hdsm::out(partials->back())),
+                                 std::make_tuple(hdsm::in(in.range(first, last - first))...),
+                                 std::make_tuple(std::uint64_t{last - first}, std::uint64_t{chunk}), u);
       std::apply(
-          [&](const U&... v) {
+          [&](auto&... a) {
             launch(devices[part], detail::MapReduceKernel<M, R, result_type, T...>::template get<U...>(),
-                   cover(count), hdsm::out(partials.back()), hdsm::in(in.range(first, last - first))...,
-                   std::uint64_t{last - first}, std::uint64_t{chunk}, v...);
+                   cover(count), a...);
           },
-          u);
+          args);
     }
-    for (Vector<result_type>& p : partials) {
-      const result_type* r = p.host_range(0, p.size(), Access::read);
-      partial.insert(partial.end(), r, r + p.size());
-    }
-    return combine(partial);
+    return Future<result_type>(
+        std::function<result_type()>([partials, has_start = has_start_, start = start_] {
+          std::vector<result_type> all;
+          for (Vector<result_type>& p : *partials) {
+            const result_type* r = p.host_range(0, p.size(), Access::read);
+            all.insert(all.end(), r, r + p.size());
+          }
+          return combine(all, has_start, start);
+        }));
   }
 
-  result_type combine(const std::vector<result_type>& partial) const {
-    result_type acc = has_start_ ? R::call(start_, partial.front()) : partial.front();
+  static result_type combine(const std::vector<result_type>& partial, bool has_start,
+                             const result_type& start) {
+    result_type acc = has_start ? R::call(start, partial.front()) : partial.front();
     for (std::size_t i = 1; i < partial.size(); ++i) acc = R::call(acc, partial[i]);
     return acc;
   }

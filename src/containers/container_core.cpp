@@ -58,7 +58,15 @@ struct Shared {
         [this]() -> StagingPool& { return impl.staging(); }, &impl.counters, &impl.tracer);
   }
   ~Shared() {
-    for (auto& q : queues) q->synchronize();
+    // A queue keeps the failure of its work (an access that waited for the work reported it too):
+    // in a destructor it is said on stderr, not thrown.
+    for (auto& q : queues) {
+      try {
+        q->synchronize();
+      } catch (const std::exception& e) {
+        fmt::print(stderr, "hdsm: a device queue of the containers ends with a failure: {}\n", e.what());
+      }
+    }
   }
 
   RuntimeImpl& impl;
