@@ -106,6 +106,10 @@ struct UserMath {
 /// Where a skeleton runs: the host's worker threads, or devices of the runtime.
 enum class SkeletonBackend : std::uint8_t { host, devices };
 
+/// How a call on several devices splits its elements: equal parts, or parts in proportion to the
+/// devices' speeds, measured once per runtime and device.
+enum class Split : std::uint8_t { equal, measured };
+
 /// The scalar result of an asynchronous reduction (Reduce::async, MapReduce::async): the call
 /// enqueued its kernels and returned; get() waits for them, combines their partial results and keeps
 /// the value (later calls return it). A failure of the call's work is thrown by get().
@@ -162,12 +166,27 @@ std::size_t host_chunks(Runtime& runtime, std::size_t n,
                         FunctionRef<void(std::size_t, std::size_t, std::size_t)> body);
 std::size_t host_chunk_count(Runtime& runtime, std::size_t n);
 
-/// [0, n) split over `parts` devices, equal parts (the last takes the rest): part p's first element,
-/// and one past its last.
-inline std::size_t part_begin(std::size_t n, std::size_t parts, std::size_t p) { return n / parts * p; }
-inline std::size_t part_end(std::size_t n, std::size_t parts, std::size_t p) {
-  return p + 1 == parts ? n : part_begin(n, parts, p + 1);
-}
+/// A call's split: its own weights (one per device), else its own Split, else HDSM_SKELETON_SPLIT.
+struct SplitChoice {
+  std::optional<Split> split;
+  std::vector<double> weights;
+};
+
+/// The parts of a call's n elements: part p, on devices[p], is [bounds[p], bounds[p + 1]).
+struct Parts {
+  std::vector<unsigned> devices;
+  std::vector<std::size_t> bounds;
+  std::size_t size() const { return devices.size(); }
+  std::size_t first(std::size_t p) const { return bounds[p]; }
+  std::size_t last(std::size_t p) const { return bounds[p + 1]; }
+};
+
+/// [0, n) over `devices` as `split` says (equal: n / parts each, the last taking the rest).
+Parts skeleton_parts(Runtime& runtime, std::vector<unsigned> devices, const SplitChoice& split,
+                     std::size_t n);
+/// The measured speed of each device (bytes per second of a copy within its memory), measured on
+/// first use and kept by the runtime.
+std::vector<double> device_speeds(Runtime& runtime, const std::vector<unsigned>& devices);
 
 /// The devices a skeleton call runs on: its own choice (checked), else HDSM_SKELETON_DEVICES (the
 /// runtime's default device by default).
@@ -369,7 +388,8 @@ constexpr std::size_t leading_vectors_from() {
 /// parameter types).
 template <class F, bool Indexed = false, class... R, class... T, class... U>
 void run_map(std::optional<SkeletonBackend> backend_chosen, const std::vector<unsigned>& chosen,
-             std::tuple<Vector<R>&...> outs, std::tuple<Vector<T>&...> ins, std::tuple<U...> u) {
+             const SplitChoice& split, std::tuple<Vector<R>&...> outs, std::tuple<Vector<T>&...> ins,
+             std::tuple<U...> u) {
   constexpr bool single = sizeof...(R) == 1 && !returns_void<F>;
   const std::string name = std::string(Indexed ? "hdsm::MapIndex<" : "hdsm::Map<") + F::name + ">";
   const std::size_t n = std::get<0>(outs).size();
@@ -432,11 +452,12 @@ void run_map(std::optional<SkeletonBackend> backend_chosen, const std::vector<un
     });
     return;
   }
-  const std::vector<unsigned> devices = skeleton_devices(rt, chosen);
+  const Parts split_parts = skeleton_parts(rt, skeleton_devices(rt, chosen), split, n);
+  const std::vector<unsigned>& devices = split_parts.devices;
   const Kernel& kernel = MapKernel<F, Indexed, std::tuple<R...>, T...>::template get<U...>();
   for (std::size_t part = 0; part < devices.size(); ++part) {
-    const std::size_t first = part_begin(n, devices.size(), part);
-    const std::size_t last = part_end(n, devices.size(), part);
+    const std::size_t first = split_parts.first(part);
+    const std::size_t last = split_parts.last(part);
     if (first == last) continue;
     // The arguments in one tuple (outputs, inputs, sizes, uniforms): nested packs of generic lambdas
     // are beyond nvcc's front end.
@@ -466,10 +487,28 @@ class SkeletonOptions {
     devices_ = std::move(devices);
     return static_cast<Derived&>(*this);
   }
+  /// Equal parts, or parts in proportion to the devices' measured speeds; none chosen:
+  /// HDSM_SKELETON_SPLIT. Clears weights given before.
+  Derived& split(Split split) {
+    split_.split = split;
+    split_.weights.clear();
+    return static_cast<Derived&>(*this);
+  }
+  /// Parts in proportion to these weights, one per device of the call (positive numbers).
+  Derived& weights(std::vector<double> weights) {
+    split_.weights = std::move(weights);
+    return static_cast<Derived&>(*this);
+  }
 
  protected:
+  /// The parts of a call over n elements on runtime `rt`.
+  Parts parts(Runtime& rt, std::size_t n) const {
+    return skeleton_parts(rt, skeleton_devices(rt, devices_), split_, n);
+  }
+
   std::optional<SkeletonBackend> backend_;  // none chosen: HDSM_SKELETON_BACKEND
   std::vector<unsigned> devices_;
+  SplitChoice split_;
 };
 
 /// Map and MapIndex: the outputs, the inputs and the uniforms of a call, checked against F.
@@ -529,7 +568,7 @@ class MapBase : public SkeletonOptions<Derived> {
                                          std::tuple_element_t<First + Inputs + J, Params>> &&
                    ...),
                   "hdsm::Map: a uniform does not convert to the user function's parameter");
-    run_map<F, Indexed>(this->backend_, this->devices_, std::tie(std::get<O>(all)...),
+    run_map<F, Indexed>(this->backend_, this->devices_, this->split_, std::tie(std::get<O>(all)...),
                         std::tie(std::get<Outputs + I>(all)...),
                         std::tuple<std::tuple_element_t<First + Inputs + J, Params>...>(
                             std::get<Outputs + Inputs + J>(all)...));
@@ -717,11 +756,12 @@ class Reduce : public detail::SkeletonOptions<Reduce<F>> {
       });
       return Future<T>(combine(partial, used));
     }
-    const std::vector<unsigned> devices = detail::skeleton_devices(rt, this->devices_);
+    const detail::Parts split_parts = this->parts(rt, n);
+    const std::vector<unsigned>& devices = split_parts.devices;
     auto partials = std::make_shared<std::vector<Vector<T>>>();
     for (std::size_t part = 0; part < devices.size(); ++part) {
-      const std::size_t first = detail::part_begin(n, devices.size(), part);
-      const std::size_t last = detail::part_end(n, devices.size(), part);
+      const std::size_t first = split_parts.first(part);
+      const std::size_t last = split_parts.last(part);
       if (first == last) continue;
       const std::size_t chunk = (last - first + chunks_ - 1) / chunks_;
       const std::size_t count = (last - first + chunk - 1) / chunk;
@@ -766,11 +806,12 @@ class Reduce : public detail::SkeletonOptions<Reduce<F>> {
       });
       return;
     }
-    const std::vector<unsigned> devices = detail::skeleton_devices(rt, this->devices_);
+    const detail::Parts split_parts = this->parts(rt, count);
+    const std::vector<unsigned>& devices = split_parts.devices;
     const Kernel& kernel = detail::Reduce2DKernel<F, T>::get(by_rows);
     for (std::size_t part = 0; part < devices.size(); ++part) {
-      const std::size_t first = detail::part_begin(count, devices.size(), part);
-      const std::size_t last = detail::part_end(count, devices.size(), part);
+      const std::size_t first = split_parts.first(part);
+      const std::size_t last = split_parts.last(part);
       if (first == last) continue;
       // The part's rows (or columns) as a submatrix, contiguous on the device.
       const std::size_t rows = by_rows ? last - first : m.rows(), cols = by_rows ? m.cols() : last - first;
@@ -990,11 +1031,12 @@ class MapArray : public detail::SkeletonOptions<MapArray<F, Indexed>> {
       });
       return;
     }
-    const std::vector<unsigned> devices = detail::skeleton_devices(rt, this->devices_);
+    const detail::Parts split_parts = this->parts(rt, n);
+    const std::vector<unsigned>& devices = split_parts.devices;
     const Kernel& kernel = detail::MapArrayKernel<F, Indexed, R, A, T...>::template get<U...>();
     for (std::size_t part = 0; part < devices.size(); ++part) {
-      const std::size_t first = detail::part_begin(n, devices.size(), part);
-      const std::size_t last = detail::part_end(n, devices.size(), part);
+      const std::size_t first = split_parts.first(part);
+      const std::size_t last = split_parts.last(part);
       if (first == last) continue;
       std::apply(
           [&](const U&... v) {
@@ -1215,8 +1257,9 @@ struct MapOverlapMatrixKernel {
 /// and rr more on each side, and in cyclic mode the part at an end also the other end's rr rows).
 template <class F, bool TwoD, class T, class... U>
 void run_overlap_matrix(const std::string& name, std::optional<SkeletonBackend> backend_chosen,
-                        const std::vector<unsigned>& chosen, Matrix<T>& out, Matrix<T>& in, std::size_t rr,
-                        std::size_t cr, Edge edge, T pad, const std::tuple<U...>& u) {
+                        const std::vector<unsigned>& chosen, const SplitChoice& split, Matrix<T>& out,
+                        Matrix<T>& in, std::size_t rr, std::size_t cr, Edge edge, T pad,
+                        const std::tuple<U...>& u) {
   if (&out == &in) throw InvalidArgument(name + ": out and in must be different matrices");
   if (out.rows() != in.rows() || out.cols() != in.cols())
     throw InvalidArgument(name + ": out is " + std::to_string(out.rows()) + " x " +
@@ -1246,12 +1289,13 @@ void run_overlap_matrix(const std::string& name, std::optional<SkeletonBackend> 
     });
     return;
   }
-  const std::vector<unsigned> devices = skeleton_devices(rt, chosen);
+  const Parts split_parts = skeleton_parts(rt, skeleton_devices(rt, chosen), split, rows);
+  const std::vector<unsigned>& devices = split_parts.devices;
   const Kernel& kernel = Kernel_::template get<U...>();
   const bool cyclic = edge == Edge::cyclic && rr > 0;
   for (std::size_t part = 0; part < devices.size(); ++part) {
-    const std::size_t first = part_begin(rows, devices.size(), part);
-    const std::size_t last = part_end(rows, devices.size(), part);
+    const std::size_t first = split_parts.first(part);
+    const std::size_t last = split_parts.last(part);
     if (first == last) continue;
     const std::size_t lo = first > rr ? first - rr : 0;
     const std::size_t hi = std::min(rows, last + rr);
@@ -1374,13 +1418,14 @@ class MapOverlap : public detail::SkeletonOptions<MapOverlap<F>> {
       });
       return;
     }
-    const std::vector<unsigned> devices = detail::skeleton_devices(rt, this->devices_);
+    const detail::Parts split_parts = this->parts(rt, n);
+    const std::vector<unsigned>& devices = split_parts.devices;
     const Kernel& kernel =
         detail::MapOverlapKernel<F, T>::template get<std::tuple_element_t<1 + J, Params>...>();
     const bool cyclic = edge_ == Edge::cyclic && r > 0;
     for (std::size_t part = 0; part < devices.size(); ++part) {
-      const std::size_t first = detail::part_begin(n, devices.size(), part);
-      const std::size_t last = detail::part_end(n, devices.size(), part);
+      const std::size_t first = split_parts.first(part);
+      const std::size_t last = split_parts.last(part);
       if (first == last) continue;
       const std::size_t lo = first > r ? first - r : 0;
       const std::size_t hi = std::min(n, last + r);
@@ -1416,8 +1461,8 @@ class MapOverlap : public detail::SkeletonOptions<MapOverlap<F>> {
     const std::tuple<std::tuple_element_t<1 + J, Params>...> u(std::forward<Args>(uniforms)...);
     detail::run_overlap_matrix<F, false>(
         std::string("hdsm::MapOverlap<") + F::name + ">::" + (by_rows ? "rows" : "cols"), this->backend_,
-        this->devices_, out, in, by_rows ? 0 : radius_, by_rows ? radius_ : 0, edge_, static_cast<T>(pad_),
-        u);
+        this->devices_, this->split_, out, in, by_rows ? 0 : radius_, by_rows ? radius_ : 0, edge_,
+        static_cast<T>(pad_), u);
   }
 
   std::size_t radius_ = 1;
@@ -1475,8 +1520,8 @@ class MapOverlap2D : public detail::SkeletonOptions<MapOverlap2D<F>> {
     using Params = detail::user_parameters<F>;
     const std::tuple<std::tuple_element_t<2 + J, Params>...> u(std::forward<Args>(uniforms)...);
     detail::run_overlap_matrix<F, true>(std::string("hdsm::MapOverlap2D<") + F::name + ">", this->backend_,
-                                        this->devices_, out, in, row_radius_, col_radius_, edge_,
-                                        static_cast<T>(pad_), u);
+                                        this->devices_, this->split_, out, in, row_radius_, col_radius_,
+                                        edge_, static_cast<T>(pad_), u);
   }
 
   std::size_t row_radius_ = 1;
@@ -1581,11 +1626,12 @@ class MapReduce : public detail::SkeletonOptions<MapReduce<M, R>> {
         if (used[c]) kept.push_back(partial[c]);
       return Future<result_type>(combine(kept, has_start_, start_));
     }
-    const std::vector<unsigned> devices = detail::skeleton_devices(rt, this->devices_);
+    const detail::Parts split_parts = this->parts(rt, n);
+    const std::vector<unsigned>& devices = split_parts.devices;
     auto partials = std::make_shared<std::vector<Vector<result_type>>>();
     for (std::size_t part = 0; part < devices.size(); ++part) {
-      const std::size_t first = detail::part_begin(n, devices.size(), part);
-      const std::size_t last = detail::part_end(n, devices.size(), part);
+      const std::size_t first = split_parts.first(part);
+      const std::size_t last = split_parts.last(part);
       if (first == last) continue;
       const std::size_t chunk = (last - first + chunks_ - 1) / chunks_;
       const std::size_t count = (last - first + chunk - 1) / chunk;
@@ -1780,7 +1826,8 @@ class Scan : public detail::SkeletonOptions<Scan<F>> {
       });
       return;
     }
-    const std::vector<unsigned> devices = detail::skeleton_devices(rt, this->devices_);
+    const detail::Parts split_parts = this->parts(rt, n);
+    const std::vector<unsigned>& devices = split_parts.devices;
     struct Part {
       unsigned device;
       std::size_t first, last, chunk, count;
@@ -1789,8 +1836,8 @@ class Scan : public detail::SkeletonOptions<Scan<F>> {
     std::vector<Part> parts;
     parts.reserve(devices.size());
     for (std::size_t p = 0; p < devices.size(); ++p) {
-      const std::size_t first = detail::part_begin(n, devices.size(), p);
-      const std::size_t last = detail::part_end(n, devices.size(), p);
+      const std::size_t first = split_parts.first(p);
+      const std::size_t last = split_parts.last(p);
       if (first == last) continue;
       const std::size_t chunk = (last - first + chunks_ - 1) / chunks_;
       const std::size_t count = (last - first + chunk - 1) / chunk;

@@ -4,6 +4,7 @@
 #include <hdsm/skeletons.hpp>
 
 #include "exec/executor.hpp"
+#include "runtime/internal.hpp"
 #include "runtime/runtime_impl.hpp"
 
 #include <fmt/format.h>
@@ -11,7 +12,11 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
+#include <chrono>
+#include <cmath>
 #include <exception>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <system_error>
@@ -72,6 +77,91 @@ std::vector<unsigned> skeleton_devices(Runtime& runtime, const std::vector<unsig
     at = comma + 1;
   }
   return out;
+}
+
+namespace {
+
+// The speeds measured so far, kept with the runtime.
+struct Speeds {
+  std::mutex mutex;
+  std::map<unsigned, double> of;  // device index -> bytes per second
+};
+
+// A copy within the device's memory, 8 MiB, best of 3 after a first one: its bandwidth bounds what
+// skeleton kernels (which stream their operands) get, and needs no kernel body of any backend.
+double measure_speed(Device& device) {
+  constexpr std::size_t kBytes = std::size_t{8} << 20;
+  const DeviceBuffer a = device.alloc(kBytes);
+  DeviceBuffer b{};
+  try {
+    b = device.alloc(kBytes);
+    const std::unique_ptr<Queue> queue = device.create_queue();
+    queue->fill(a, 0, kBytes, 1);
+    queue->synchronize();
+    double best = 0;
+    for (int round = 0; round < 4; ++round) {
+      const auto begin = std::chrono::steady_clock::now();
+      queue->copy_on_device(b, 0, a, 0, kBytes);
+      queue->synchronize();
+      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - begin;
+      if (round > 0 && took.count() > 0) best = std::max(best, static_cast<double>(kBytes) / took.count());
+    }
+    device.free(b);
+    device.free(a);
+    return best > 0 ? best : 1;
+  } catch (...) {
+    if (b) device.free(b);
+    device.free(a);
+    throw;
+  }
+}
+
+}  // namespace
+
+std::vector<double> device_speeds(Runtime& runtime, const std::vector<unsigned>& devices) {
+  auto& speeds = attachment<Speeds>(runtime, "skeletons.speeds", [] { return std::make_shared<Speeds>(); });
+  std::lock_guard lock(speeds.mutex);
+  std::vector<double> out;
+  for (unsigned d : devices) {
+    auto it = speeds.of.find(d);
+    if (it == speeds.of.end()) it = speeds.of.emplace(d, measure_speed(*runtime.devices()[d])).first;
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+Parts skeleton_parts(Runtime& runtime, std::vector<unsigned> devices, const SplitChoice& split,
+                     std::size_t n) {
+  Parts parts{std::move(devices), {}};
+  const std::size_t count = parts.devices.size();
+  std::vector<double> weights = split.weights;
+  if (!weights.empty()) {
+    if (weights.size() != count)
+      throw InvalidArgument(
+          fmt::format("skeleton: {} split weights for a call on {} devices", weights.size(), count));
+    for (double w : weights)
+      if (!(w > 0) || !std::isfinite(w))
+        throw InvalidArgument(fmt::format("skeleton: split weight {} is not a positive number", w));
+  } else if (split.split.value_or(runtime.config().get("HDSM_SKELETON_SPLIT") == "measured"
+                                      ? Split::measured
+                                      : Split::equal) == Split::measured &&
+             count > 1) {
+    weights = device_speeds(runtime, parts.devices);
+  }
+  parts.bounds.resize(count + 1);
+  if (weights.empty()) {
+    for (std::size_t p = 0; p < count; ++p) parts.bounds[p] = n / count * p;
+  } else {
+    double total = 0;
+    for (double w : weights) total += w;
+    double below = 0;
+    for (std::size_t p = 0; p < count; ++p) {
+      parts.bounds[p] = std::min(n, static_cast<std::size_t>(static_cast<double>(n) * (below / total)));
+      below += weights[p];
+    }
+  }
+  parts.bounds[count] = n;
+  return parts;
 }
 
 SkeletonBackend skeleton_backend(Runtime& runtime, std::optional<SkeletonBackend> chosen) {
