@@ -3,7 +3,9 @@
 // bookkeeping of a device access whose copy is already valid; and building the copy plan of a device
 // read when the container has 8 device copies. Targets: checked <= 2 ns per access, unchecked within
 // 1.05x of std::vector, device-access bookkeeping <= 1 us, plan with 8 copies <= 1 us. Also Map on the
-// host's workers against an OpenMP loop (target 1.1x).
+// host's workers against an OpenMP loop (target 1.1x), Reduce against an OpenMP reduction (1.3x), a
+// skeleton call's own cost per operand (1 us), and seed 001's MSE through the containers against
+// hand-written explicit copies (< 1 % more).
 #include <hdsm/hdsm.hpp>
 #include <hdsm/skeletons.hpp>
 
@@ -11,7 +13,9 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace {
@@ -222,6 +226,90 @@ void OpenMpReduce(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kMapN * sizeof(long)));
 }
 
+HDSM_USER_FUNCTION(bench_squared_difference, float, (float a, float b), {
+  const float d = a - b;
+  return d * d;
+})
+HDSM_USER_FUNCTION(bench_addf, float, (float a, float b), { return a + b; })
+
+// What a skeleton call costs besides its kernel's work: Map on one device over 1-element vectors
+// whose copies are valid (checks, placement, the containers' bookkeeping of 3 operands, the launch),
+// a wait every 64 calls. Target: <= 1 us per call and operand.
+void SkeletonCallBookkeeping(benchmark::State& state) {
+  const hdsm::ContainerOptions o{&runtime()};
+  hdsm::Vector<float> x(1, 1.0f, o), y(1, 2.0f, o), out(1, o);
+  hdsm::Map<bench_saxpy> map;
+  map.devices({0});
+  map(out, x, y, 3.0f);
+  out.wait();
+  std::int64_t calls = 0;
+  for (auto _ : state) {
+    map(out, x, y, 3.0f);
+    if (++calls % 64 == 0) out.wait();
+  }
+  out.wait();
+  state.counters["per_call_operand"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * 3, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+constexpr std::size_t kMseN = std::size_t{1} << 20;
+
+std::vector<float> mse_image(float salt) {
+  std::vector<float> v(kMseN);
+  for (std::size_t i = 0; i < kMseN; ++i)
+    v[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f * salt;
+  return v;
+}
+
+// Seed 001's MSE through the containers: both images to the device, one MapReduce, the partial
+// results back; the device copies freed after every run (flush), so each run moves and allocates what
+// a hand-written version does. Against MseExplicitCopies: target < 1 % more time.
+void MseContainers(benchmark::State& state) {
+  const hdsm::ContainerOptions o{&runtime()};
+  const std::vector<float> a0 = mse_image(1.0f), b0 = mse_image(0.75f);
+  hdsm::Vector<float> a(kMseN, o), b(kMseN, o);
+  std::copy(a0.begin(), a0.end(), a.data());
+  std::copy(b0.begin(), b0.end(), b.data());
+  hdsm::MapReduce<bench_squared_difference, bench_addf> mse;
+  mse.devices({0});
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(mse(a, b));
+    a.flush();
+    b.flush();
+  }
+}
+
+// The same by hand: device buffers, two copies in, the MapReduce kernel the skeleton uses, the
+// partial results out and combined in order, the buffers freed.
+void MseExplicitCopies(benchmark::State& state) {
+  const std::vector<float> a0 = mse_image(1.0f), b0 = mse_image(0.75f);
+  hdsm::Device& device = *runtime().devices()[0];
+  const std::unique_ptr<hdsm::Queue> queue = device.create_queue();
+  const hdsm::Kernel& kernel =
+      hdsm::detail::MapReduceKernel<bench_squared_difference, bench_addf, float, float, float>::get<>();
+  constexpr std::size_t kChunks = 256, kChunk = (kMseN + kChunks - 1) / kChunks;
+  std::vector<float> partial(kChunks);
+  for (auto _ : state) {
+    const hdsm::DeviceBuffer da = device.alloc(kMseN * sizeof(float)),
+                             db = device.alloc(kMseN * sizeof(float)),
+                             dp = device.alloc(kChunks * sizeof(float));
+    queue->copy_to_device(da, 0, a0.data(), kMseN * sizeof(float));
+    queue->copy_to_device(db, 0, b0.data(), kMseN * sizeof(float));
+    const hdsm::KernelArg args[] = {hdsm::KernelArg::buffer(dp), hdsm::KernelArg::buffer(da),
+                                    hdsm::KernelArg::buffer(db), hdsm::KernelArg::value(std::uint64_t{kMseN}),
+                                    hdsm::KernelArg::value(std::uint64_t{kChunk})};
+    queue->launch(kernel, hdsm::cover(kChunks), args);
+    queue->copy_to_host(partial.data(), dp, 0, kChunks * sizeof(float));
+    queue->synchronize();
+    float acc = partial[0];
+    for (std::size_t i = 1; i < kChunks; ++i) acc = bench_addf::call(acc, partial[i]);
+    benchmark::DoNotOptimize(acc);
+    device.free(dp);
+    device.free(db);
+    device.free(da);
+  }
+}
+
 BENCHMARK(ReduceHost)->UseRealTime();
 BENCHMARK(OpenMpReduce)->UseRealTime();
 BENCHMARK(MapHost)->UseRealTime();
@@ -236,6 +324,9 @@ BENCHMARK(CheckedWrite);
 BENCHMARK(UncheckedWrite);
 BENCHMARK(DeviceAccessBookkeeping);
 BENCHMARK(PlanWith8Copies);
+BENCHMARK(SkeletonCallBookkeeping)->UseRealTime();
+BENCHMARK(MseContainers)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(MseExplicitCopies)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

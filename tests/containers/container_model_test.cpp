@@ -4,14 +4,19 @@
 // evicted, and fresh device buffers are poisoned, so data nobody moved shows. Each device read's
 // result and each host read is checked at once, and every vector in full every kCheckEvery steps. A
 // matrix takes part too: kernels on random submatrices, host accesses of row segments and elements.
+// Random skeleton calls take part as well (Map in place or not, MapArrayIndex, MapOverlap with each
+// edge mode, Scan, Reduce), on the host or on a random subset of the devices in a random order, split
+// equally or by random weights.
 // HDSM_MODEL_SEED and HDSM_MODEL_ITERATIONS set the seed and the number of steps per configuration.
 #include <hdsm/hdsm.hpp>
+#include <hdsm/skeletons.hpp>
 
 #include "support/model_run.hpp"
 #include "support/test_support.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <deque>
@@ -71,6 +76,18 @@ const hdsm::Kernel& copy_kernel() {
       }));
   return k;
 }
+
+HDSM_USER_FUNCTION(model_affine, unsigned int, (unsigned int x, unsigned int b), { return x * 5u + b; })
+HDSM_USER_FUNCTION(model_add, unsigned int, (unsigned int a, unsigned int b), { return a + b; })
+HDSM_USER_FUNCTION(model_gather, unsigned int,
+                   (unsigned long i, HDSM_GLOBAL const unsigned int* a, unsigned long n,
+                    unsigned long stride),
+                   { return a[(i * stride + 3) % n] ^ (unsigned int)i; })
+HDSM_USER_FUNCTION(model_window, unsigned int, (const unsigned int* w, long r), {
+  unsigned int sum = 0u;
+  for (long j = -r; j <= r; ++j) sum = sum * 31u + w[j];
+  return sum;
+})
 
 struct Param {
   const char* backend;
@@ -220,9 +237,109 @@ class ContainerModel : public ::testing::TestWithParam<Param> {
     }
   }
 
+  /// Points a skeleton at the host, or at a random subset of the devices in a random order, split
+  /// equally or by random weights; returns a description for the log.
+  template <class S>
+  std::string place(S& skeleton) {
+    if (below(5) == 0) {
+      skeleton.backend(hdsm::SkeletonBackend::host);
+      return "host";
+    }
+    std::vector<unsigned> chosen = devices_;
+    std::shuffle(chosen.begin(), chosen.end(), rng_);
+    chosen.resize(1 + below(chosen.size()));
+    skeleton.backend(hdsm::SkeletonBackend::devices).devices(chosen);
+    std::string text = "devices";
+    for (unsigned d : chosen) text += " " + std::to_string(d);
+    if (chosen.size() > 1 && below(2) == 0) {
+      std::vector<double> weights;
+      for (std::size_t p = 0; p < chosen.size(); ++p) weights.push_back(1.0 + static_cast<double>(below(8)));
+      skeleton.weights(weights);
+      text += " weighted";
+    } else {
+      skeleton.split(hdsm::Split::equal);
+    }
+    return text;
+  }
+
+  /// A random skeleton call on whole vectors, the model computed by loops.
+  void skeleton_step(int it) {
+    const auto k = static_cast<int>(below(kVectors));
+    auto j = static_cast<int>(below(kVectors));
+    hdsm::Vector<u32>& out = vectors_[k];
+    std::vector<u32>& m = models_[k];
+    const std::size_t op = below(5);
+    if (op == 0) {  // Map, in place when j == k
+      hdsm::Map<model_affine> map;
+      const u32 b = any();
+      log(std::to_string(it) + ": Map v" + std::to_string(k) + " = 5 v" + std::to_string(j) + " + b on " +
+          place(map));
+      map(out, vectors_[j], b);
+      std::vector<u32> next(kElements);
+      for (std::size_t i = 0; i < kElements; ++i) next[i] = models_[j][i] * 5u + b;
+      m = next;
+      return;
+    }
+    if (j == k) j = (k + 1) % kVectors;  // the other skeletons need two vectors
+    const std::vector<u32>& in = models_[j];
+    if (op == 1) {
+      hdsm::MapArrayIndex<model_gather> gather;
+      const std::uint64_t stride = 1 + below(1000);
+      log(std::to_string(it) + ": MapArrayIndex v" + std::to_string(k) + " from v" + std::to_string(j) +
+          " on " + place(gather));
+      gather(out, vectors_[j], std::uint64_t{kElements}, stride);
+      for (std::size_t i = 0; i < kElements; ++i)
+        m[i] = in[(i * stride + 3) % kElements] ^ static_cast<u32>(i);
+    } else if (op == 2) {
+      hdsm::MapOverlap<model_window> mo;
+      const long r = static_cast<long>(below(4));
+      const auto edge = static_cast<hdsm::Edge>(below(4));
+      const u32 pad = any();
+      log(std::to_string(it) + ": MapOverlap r " + std::to_string(r) + " edge " +
+          std::to_string(static_cast<int>(edge)) + " v" + std::to_string(k) + " from v" + std::to_string(j) +
+          " on " + place(mo));
+      mo.overlap(static_cast<std::size_t>(r)).edge(edge).pad(pad)(out, vectors_[j], r);
+      const long n = static_cast<long>(kElements);
+      for (long i = 0; i < n; ++i) {
+        if (edge == hdsm::Edge::none && (i < r || i + r >= n)) continue;
+        u32 sum = 0;
+        for (long d = -r; d <= r; ++d) {
+          const long at = i + d;
+          u32 v = pad;
+          if (at >= 0 && at < n)
+            v = in[static_cast<std::size_t>(at)];
+          else if (edge == hdsm::Edge::cyclic)
+            v = in[static_cast<std::size_t>((at + n) % n)];
+          else if (edge == hdsm::Edge::duplicate)
+            v = in[at < 0 ? 0 : kElements - 1];
+          sum = sum * 31u + v;
+        }
+        m[static_cast<std::size_t>(i)] = sum;
+      }
+    } else if (op == 3) {
+      hdsm::Scan<model_add> scan;
+      log(std::to_string(it) + ": Scan v" + std::to_string(k) + " of v" + std::to_string(j) + " on " +
+          place(scan));
+      scan(out, vectors_[j]);
+      u32 acc = 0;
+      for (std::size_t i = 0; i < kElements; ++i) m[i] = acc += in[i];
+    } else {
+      hdsm::Reduce<model_add> sum;
+      log(std::to_string(it) + ": Reduce v" + std::to_string(j) + " on " + place(sum));
+      u32 want = 0;
+      for (u32 x : in) want += x;
+      const u32 got = sum(vectors_[j]);
+      if (got != want) ADD_FAILURE() << "Reduce: " << got << ", expected " << want << "; " << where();
+    }
+  }
+
   void step(int it) {
     if (below(4) == 0) {
       matrix_step(it);
+      return;
+    }
+    if (below(12) == 0) {
+      skeleton_step(it);
       return;
     }
     const int k = static_cast<int>(below(kVectors));
