@@ -30,7 +30,7 @@ TEST(NvccSkeletons, CallsCompiledByNvccRunOnSimDevicesAndCarryCudaBodies) {
     EXPECT_EQ(r.kernels_with_cuda, r.kernels);
   }
 #else
-  GTEST_SKIP() << "no nvcc in this build";
+  GTEST_SKIP() << "not built: no nvcc, or a TSan build (see tests/CMakeLists.txt)";
 #endif
 }
 
@@ -47,7 +47,7 @@ TEST(NvccSkeletons, cuda) {
       hdsm::test::run_skeletons_built_by_nvcc(*rt, {rt->default_device().properties().index});
   EXPECT_TRUE(r.wrong.empty()) << r.wrong.size() << " wrong, the first: " << r.wrong.front();
 #else
-  GTEST_SKIP() << "no nvcc in this build";
+  GTEST_SKIP() << "not built: no nvcc, or a TSan build (see tests/CMakeLists.txt)";
 #endif
 }
 
