@@ -265,7 +265,7 @@ std::vector<float> mse_image(float salt) {
 // results back; the device copies freed after every run (flush), so each run moves and allocates what
 // a hand-written version does. Against MseExplicitCopies: target < 1 % more time.
 void MseContainers(benchmark::State& state) {
-  const hdsm::ContainerOptions o{&runtime()};
+  const hdsm::ContainerOptions o{&runtime(), state.range(0) != 0, {}};
   const std::vector<float> a0 = mse_image(1.0f), b0 = mse_image(0.75f);
   hdsm::Vector<float> a(kMseN, o), b(kMseN, o);
   std::copy(a0.begin(), a0.end(), a.data());
@@ -325,7 +325,7 @@ BENCHMARK(UncheckedWrite);
 BENCHMARK(DeviceAccessBookkeeping);
 BENCHMARK(PlanWith8Copies);
 BENCHMARK(SkeletonCallBookkeeping)->UseRealTime();
-BENCHMARK(MseContainers)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(MseContainers)->UseRealTime()->Unit(benchmark::kMillisecond)->ArgName("pinned")->Arg(0)->Arg(1);
 BENCHMARK(MseExplicitCopies)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace

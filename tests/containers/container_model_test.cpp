@@ -120,8 +120,8 @@ class ContainerModel : public ::testing::TestWithParam<Param> {
       devices_ = {static_cast<unsigned>(rt_->default_device().properties().index)};
     else
       for (unsigned d = 0; d < GetParam().devices; ++d) devices_.push_back(d);
-    rng_.seed(run_.seed() ^
-              (std::uint64_t{GetParam().devices} * 7919 + std::string(GetParam().peers).size() + (opencl ? 1 : 0)));
+    rng_.seed(run_.seed() ^ (std::uint64_t{GetParam().devices} * 7919 + std::string(GetParam().peers).size() +
+                             (opencl ? 1 : 0)));
     for (int k = 0; k < kVectors; ++k) {
       vectors_.emplace_back(kElements, static_cast<u32>(k), hdsm::ContainerOptions{rt_.get()});
       models_.emplace_back(kElements, static_cast<u32>(k));
