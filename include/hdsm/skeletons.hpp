@@ -1322,6 +1322,30 @@ void run_overlap_matrix(const std::string& name, std::optional<SkeletonBackend> 
 
 }  // namespace detail
 
+namespace detail {
+
+/// What MapOverlap and MapOverlap2D are told beyond where they run: the edge mode and the pad value.
+template <class Derived>
+class EdgeOptions : public SkeletonOptions<Derived> {
+ public:
+  Derived& edge(Edge edge) {
+    edge_ = edge;
+    return static_cast<Derived&>(*this);
+  }
+  /// The value Edge::pad reads beyond the data (kept as a double: exact for integers up to 2^53).
+  template <class T>
+  Derived& pad(const T& value) {
+    pad_ = static_cast<double>(value);
+    return static_cast<Derived&>(*this);
+  }
+
+ protected:
+  Edge edge_ = Edge::duplicate;
+  double pad_ = 0;
+};
+
+}  // namespace detail
+
 /// MapOverlap (1D): out[i] = F(w, uniforms...) where w points at element i of a window of the input,
 /// w[-radius] .. w[radius] (F's first parameter is `const T*`, a private array on devices, no
 /// HDSM_GLOBAL). `.overlap(r)` sets the radius (default 1, at most 32), `.edge(mode)` what the window
@@ -1330,7 +1354,7 @@ void run_overlap_matrix(const std::string& name, std::optional<SkeletonBackend> 
 /// `radius` elements): the containers fetch these halos from where they are valid. The output is a
 /// different vector of the same size. Calls are asynchronous on devices.
 template <class F>
-class MapOverlap : public detail::SkeletonOptions<MapOverlap<F>> {
+class MapOverlap : public detail::EdgeOptions<MapOverlap<F>> {
  public:
   MapOverlap& overlap(std::size_t radius) {
     if (radius > detail::kMaxOverlap)
@@ -1338,16 +1362,6 @@ class MapOverlap : public detail::SkeletonOptions<MapOverlap<F>> {
                             std::to_string(radius) + " is above the largest, " +
                             std::to_string(detail::kMaxOverlap));
     radius_ = radius;
-    return *this;
-  }
-  MapOverlap& edge(Edge edge) {
-    edge_ = edge;
-    return *this;
-  }
-  /// The value Edge::pad reads beyond the ends (kept as a double: exact for integers up to 2^53).
-  template <class T>
-  MapOverlap& pad(const T& value) {
-    pad_ = static_cast<double>(value);
     return *this;
   }
 
@@ -1388,28 +1402,28 @@ class MapOverlap : public detail::SkeletonOptions<MapOverlap<F>> {
     const std::size_t n = in.size();
     const std::size_t r = radius_;
     if (n == 0) return;
-    if (edge_ == Edge::cyclic && r > n)
+    if (this->edge_ == Edge::cyclic && r > n)
       throw InvalidArgument(name + ": a cyclic overlap of " + std::to_string(r) +
                             " needs at least as many elements, not " + std::to_string(n));
-    const T pad = static_cast<T>(pad_);
+    const T pad = static_cast<T>(this->pad_);
     Runtime& rt = in.core().runtime();
     if (detail::skeleton_backend(rt, this->backend_) == SkeletonBackend::host) {
       const T* src = in.host_range(0, n, Access::read);
-      T* dst = out.host_range(0, n, edge_ == Edge::none ? Access::read_write : Access::write);
+      T* dst = out.host_range(0, n, this->edge_ == Edge::none ? Access::read_write : Access::write);
       detail::host_for(rt, n, [&](std::size_t first, std::size_t last) {
         std::vector<T> window(2 * r + 1);
         for (std::size_t i = first; i < last; ++i) {
           const auto g = static_cast<std::int64_t>(i), rr = static_cast<std::int64_t>(r),
                      size = static_cast<std::int64_t>(n);
-          if (edge_ == Edge::none && (g < rr || g + rr >= size)) continue;
+          if (this->edge_ == Edge::none && (g < rr || g + rr >= size)) continue;
           for (std::int64_t k = -rr; k <= rr; ++k) {
             std::int64_t j = g + k;
             T v = pad;
             if (j >= 0 && j < size)
               v = src[j];
-            else if (edge_ == Edge::cyclic)
+            else if (this->edge_ == Edge::cyclic)
               v = src[(j + size) % size];
-            else if (edge_ == Edge::duplicate)
+            else if (this->edge_ == Edge::duplicate)
               v = src[j < 0 ? 0 : size - 1];
             window[static_cast<std::size_t>(k + rr)] = v;
           }
@@ -1422,7 +1436,7 @@ class MapOverlap : public detail::SkeletonOptions<MapOverlap<F>> {
     const std::vector<unsigned>& devices = split_parts.devices;
     const Kernel& kernel =
         detail::MapOverlapKernel<F, T>::template get<std::tuple_element_t<1 + J, Params>...>();
-    const bool cyclic = edge_ == Edge::cyclic && r > 0;
+    const bool cyclic = this->edge_ == Edge::cyclic && r > 0;
     for (std::size_t part = 0; part < devices.size(); ++part) {
       const std::size_t first = split_parts.first(part);
       const std::size_t last = split_parts.last(part);
@@ -1439,11 +1453,11 @@ class MapOverlap : public detail::SkeletonOptions<MapOverlap<F>> {
               launch(devices[part], kernel, cover(last - first), result, hdsm::in(in.range(lo, hi - lo)),
                      hdsm::in(before), hdsm::in(after), std::uint64_t{n}, std::uint64_t{first},
                      std::uint64_t{last - first}, std::uint64_t{lo}, std::uint64_t{r},
-                     std::uint64_t{static_cast<std::uint64_t>(edge_)}, pad, v...);
+                     std::uint64_t{static_cast<std::uint64_t>(this->edge_)}, pad, v...);
             },
             u);
       };
-      if (edge_ == Edge::none)
+      if (this->edge_ == Edge::none)
         go(hdsm::inout(out.range(first, last - first)));
       else
         go(hdsm::out(out.range(first, last - first)));
@@ -1461,13 +1475,11 @@ class MapOverlap : public detail::SkeletonOptions<MapOverlap<F>> {
     const std::tuple<std::tuple_element_t<1 + J, Params>...> u(std::forward<Args>(uniforms)...);
     detail::run_overlap_matrix<F, false>(
         std::string("hdsm::MapOverlap<") + F::name + ">::" + (by_rows ? "rows" : "cols"), this->backend_,
-        this->devices_, this->split_, out, in, by_rows ? 0 : radius_, by_rows ? radius_ : 0, edge_,
-        static_cast<T>(pad_), u);
+        this->devices_, this->split_, out, in, by_rows ? 0 : radius_, by_rows ? radius_ : 0, this->edge_,
+        static_cast<T>(this->pad_), u);
   }
 
   std::size_t radius_ = 1;
-  Edge edge_ = Edge::duplicate;
-  double pad_ = 0;
 };
 
 /// MapOverlap2D: out(i, j) = F(w, stride, uniforms...) for a matrix, where w points at element (i,
@@ -1478,7 +1490,7 @@ class MapOverlap : public detail::SkeletonOptions<MapOverlap<F>> {
 /// are split, and each part reads its rows and `rows` radius more on each side from wherever they
 /// are valid. Calls are asynchronous on devices.
 template <class F>
-class MapOverlap2D : public detail::SkeletonOptions<MapOverlap2D<F>> {
+class MapOverlap2D : public detail::EdgeOptions<MapOverlap2D<F>> {
  public:
   MapOverlap2D& overlap(std::size_t row_radius, std::size_t col_radius) {
     if (row_radius > detail::kMaxOverlap2D || col_radius > detail::kMaxOverlap2D)
@@ -1487,16 +1499,6 @@ class MapOverlap2D : public detail::SkeletonOptions<MapOverlap2D<F>> {
                             " is above the largest, " + std::to_string(detail::kMaxOverlap2D) + " each way");
     row_radius_ = row_radius;
     col_radius_ = col_radius;
-    return *this;
-  }
-  MapOverlap2D& edge(Edge edge) {
-    edge_ = edge;
-    return *this;
-  }
-  /// The value Edge::pad reads beyond the matrix (kept as a double: exact for integers up to 2^53).
-  template <class T>
-  MapOverlap2D& pad(const T& value) {
-    pad_ = static_cast<double>(value);
     return *this;
   }
 
@@ -1521,13 +1523,11 @@ class MapOverlap2D : public detail::SkeletonOptions<MapOverlap2D<F>> {
     const std::tuple<std::tuple_element_t<2 + J, Params>...> u(std::forward<Args>(uniforms)...);
     detail::run_overlap_matrix<F, true>(std::string("hdsm::MapOverlap2D<") + F::name + ">", this->backend_,
                                         this->devices_, this->split_, out, in, row_radius_, col_radius_,
-                                        edge_, static_cast<T>(pad_), u);
+                                        this->edge_, static_cast<T>(this->pad_), u);
   }
 
   std::size_t row_radius_ = 1;
   std::size_t col_radius_ = 1;
-  Edge edge_ = Edge::duplicate;
-  double pad_ = 0;
 };
 
 /// MapReduce: R over M(in0[i], in1[i], ..., uniforms...) for every i, without storing the mapped
