@@ -1,8 +1,9 @@
 // Skeletons over smart containers: user functions defined once for the host, OpenCL and CUDA, and
-// skeleton objects called on containers, on the host's worker threads or on one or several devices.
-// This part provides the user functions and user types, Map (elementwise, 1 to N inputs), MapIndex,
-// MapArray and MapArrayIndex, MapOverlap (1D, and row- and column-wise on matrices), MapOverlap2D,
-// Reduce (also row- and column-wise), MapReduce, Scan and Farm; see docs/skeletons.md.
+// skeleton objects called on containers or ranges of them (v.range(first, n), matrix rows), on the host's
+// worker threads or on one or several devices. This part provides the user functions and user types, Map
+// (elementwise, 1 to N inputs), MapIndex, MapArray and MapArrayIndex, MapOverlap (1D, and row- and
+// column-wise on matrices), MapOverlap2D, Reduce (also row- and column-wise), MapReduce, Scan and Farm; see
+// docs/skeletons.md.
 //
 //   HDSM_USER_FUNCTION(saxpy, float, (float x, float y, float a), { return a * x + y; })
 //   hdsm::Map<saxpy> map;
@@ -365,13 +366,98 @@ template <class X>
 inline constexpr bool is_vector = false;
 template <class T>
 inline constexpr bool is_vector<Vector<T>> = true;
+template <class X>
+inline constexpr bool is_part = false;
+template <class T>
+inline constexpr bool is_part<ContainerPart<T>> = true;
 
-/// How many of the arguments, from the first, are vectors.
+/// Whether an argument is an operand of a 1D skeleton: a vector, or a part of a container
+/// (`v.range(first, n)`, `m.row(i)`, whole rows of a matrix).
+template <class A>
+inline constexpr bool is_operand = is_vector<std::remove_cvref_t<A>> || is_part<std::remove_cvref_t<A>>;
+
+template <class A>
+struct operand_element {
+  using type = typename A::value_type;
+};
+template <class T>
+struct operand_element<ContainerPart<T>> {
+  using type = T;
+};
+/// The element type of an operand.
+template <class A>
+using operand_element_t = typename operand_element<std::remove_cvref_t<A>>::type;
+
+/// Elements [first, first + n) of a container.
+struct SliceId {
+  const ContainerCore* core;
+  std::size_t first;
+  std::size_t n;
+  bool operator==(const SliceId&) const = default;
+  /// Some element in common.
+  bool overlaps(const SliceId& o) const {
+    return core == o.core && n > 0 && o.n > 0 && first < o.first + o.n && o.first < first + n;
+  }
+};
+
+/// One operand of a 1D skeleton call: elements [first, first + n) of a container, contiguous in its
+/// main copy and in every device copy. The call's element i is the container's element first + i.
+template <class T>
+class Slice {
+ public:
+  Slice(ContainerCore& core, std::size_t first, std::size_t n) : core_(&core), first_(first), n_(n) {}
+  std::size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  ContainerCore& core() const { return *core_; }
+  /// The call's elements [first, first + n) in the main copy, made current for the access.
+  T* host_range(std::size_t first, std::size_t n, Access mode) const {
+    core_->host_access(first_ + first, n, mode);
+    return reinterpret_cast<T*>(core_->host()) + first_ + first;
+  }
+  /// The call's elements [first, first + n), for a launch.
+  ContainerPart<T> range(std::size_t first, std::size_t n) const {
+    return {core_, Extent::range(first_ + first, n)};
+  }
+  ContainerPart<T> whole() const { return range(0, n_); }
+  /// Where its elements are, to tell operands apart.
+  SliceId id() const { return {core_, first_, n_}; }
+
+ private:
+  ContainerCore* core_;
+  std::size_t first_;
+  std::size_t n_;
+};
+
+/// The operand `a` of skeleton `skeleton` (`prefix` + `function` + ">", for messages) as a Slice; a
+/// part of a container must be contiguous (InvalidArgument otherwise).
+template <class T>
+Slice<T> slice_of(const Vector<T>& v, const char* /*prefix*/, const char* /*function*/) {
+  return {v.core(), 0, v.size()};
+}
+template <class T>
+Slice<T> slice_of(const ContainerPart<T>& part, const char* prefix, const char* function) {
+  const Extent e = part.extent.normalized();
+  if (e.count() == 0) return {*part.core, e.offset, 0};
+  if (e.rows != 1)
+    throw InvalidArgument(std::string(prefix) + function + ">: an operand of " + std::to_string(e.rows) +
+                          " x " + std::to_string(e.cols) + " elements of the " + part.core->name() +
+                          " is not contiguous (a skeleton takes vectors, ranges of them, rows and whole "
+                          "rows of matrices)");
+  return {*part.core, e.offset, e.cols};
+}
+
+/// InvalidArgument (naming skeleton `name`) unless the outputs are apart and each input is apart
+/// from each output or the same elements of it: an element may be updated in place, not read at
+/// another index.
+void check_aliasing(const std::string& name, const std::vector<SliceId>& outputs,
+                    const std::vector<SliceId>& inputs);
+
+/// How many of the arguments, from the first, are operands (vectors or container parts).
 template <class... A>
 constexpr std::size_t leading_vectors() {
   std::size_t n = 0;
   bool more = true;
-  ((more = more && is_vector<std::remove_cvref_t<A>>, n += more ? 1 : 0), ...);
+  ((more = more && is_operand<A>, n += more ? 1 : 0), ...);
   return n;
 }
 
@@ -388,29 +474,23 @@ constexpr std::size_t leading_vectors_from() {
 /// parameter types).
 template <class F, bool Indexed = false, class... R, class... T, class... U>
 void run_map(std::optional<SkeletonBackend> backend_chosen, const std::vector<unsigned>& chosen,
-             const SplitChoice& split, std::tuple<Vector<R>&...> outs, std::tuple<Vector<T>&...> ins,
+             const SplitChoice& split, std::tuple<Slice<R>...> outs, std::tuple<Slice<T>...> ins,
              std::tuple<U...> u) {
   constexpr bool single = sizeof...(R) == 1 && !returns_void<F>;
   const std::string name = std::string(Indexed ? "hdsm::MapIndex<" : "hdsm::Map<") + F::name + ">";
   const std::size_t n = std::get<0>(outs).size();
   std::apply(
-      [&](auto&... out) {
+      [&](const auto&... out) {
         std::size_t k = 0;
         ((out.size() != n
               ? throw InvalidArgument(name + ": output " + std::to_string(k) + " has " +
                                       std::to_string(out.size()) + " elements, output 0 " + std::to_string(n))
               : void(++k)),
          ...);
-        const std::vector<const void*> all{static_cast<const void*>(&out)...};
-        for (std::size_t a = 0; a < all.size(); ++a)
-          for (std::size_t b = a + 1; b < all.size(); ++b)
-            if (all[a] == all[b])
-              throw InvalidArgument(name + ": outputs " + std::to_string(a) + " and " + std::to_string(b) +
-                                    " are the same vector");
       },
       outs);
   std::apply(
-      [&](auto&... in) {
+      [&](const auto&... in) {
         std::size_t other = n;
         ((other = in.size() != n ? in.size() : other), ...);
         if (other != n)
@@ -418,14 +498,18 @@ void run_map(std::optional<SkeletonBackend> backend_chosen, const std::vector<un
                                 std::to_string(n));
       },
       ins);
+  check_aliasing(name, std::apply([](const auto&... o) { return std::vector<SliceId>{o.id()...}; }, outs),
+                 std::apply([](const auto&... i) { return std::vector<SliceId>{i.id()...}; }, ins));
   if (n == 0) return;
   Runtime& rt = std::get<0>(outs).core().runtime();
   if (skeleton_backend(rt, backend_chosen) == SkeletonBackend::host) {
     const std::tuple<const T*...> src = std::apply(
-        [](auto&... in) { return std::tuple<const T*...>{in.host_range(0, in.size(), Access::read)...}; },
+        [](const auto&... in) {
+          return std::tuple<const T*...>{in.host_range(0, in.size(), Access::read)...};
+        },
         ins);
     const std::tuple<R*...> dst = std::apply(
-        [&](auto&... out) { return std::tuple<R*...>{out.host_range(0, n, Access::write)...}; }, outs);
+        [&](const auto&... out) { return std::tuple<R*...>{out.host_range(0, n, Access::write)...}; }, outs);
     host_for(rt, n, [&](std::size_t first, std::size_t last) {
       std::apply(
           [&](R*... d) {
@@ -461,10 +545,10 @@ void run_map(std::optional<SkeletonBackend> backend_chosen, const std::vector<un
     if (first == last) continue;
     // The arguments in one tuple (outputs, inputs, sizes, uniforms): nested packs of generic lambdas
     // are beyond nvcc's front end.
-    const auto part_of = [&](auto& v) { return v.range(first, last - first); };
+    const auto part_of = [&](const auto& v) { return v.range(first, last - first); };
     auto args = std::tuple_cat(
-        std::apply([&](Vector<R>&... out) { return std::make_tuple(hdsm::out(part_of(out))...); }, outs),
-        std::apply([&](Vector<T>&... in) { return std::make_tuple(hdsm::in(part_of(in))...); }, ins),
+        std::apply([&](const Slice<R>&... out) { return std::make_tuple(hdsm::out(part_of(out))...); }, outs),
+        std::apply([&](const Slice<T>&... in) { return std::make_tuple(hdsm::in(part_of(in))...); }, ins),
         std::make_tuple(std::uint64_t{last - first}, std::uint64_t{first}), u);
     std::apply([&](auto&... a) { launch(devices[part], kernel, cover(last - first), a...); }, args);
   }
@@ -549,27 +633,27 @@ class MapBase : public SkeletonOptions<Derived> {
   void call(Tuple& all, std::index_sequence<O...>, std::index_sequence<I...>, std::index_sequence<J...>) {
     using Params = user_parameters<F>;
     if constexpr (returns_void<F>)
-      static_assert((std::is_same_v<typename std::remove_cvref_t<std::tuple_element_t<O, Tuple>>::value_type*,
+      static_assert((std::is_same_v<operand_element_t<std::tuple_element_t<O, Tuple>>*,
                                     std::tuple_element_t<O, Params>> &&
                      ...),
                     "hdsm::Map: output k's elements are what the user function's k-th parameter points to");
     else
-      static_assert(
-          (std::is_convertible_v<typename function_traits<decltype(&F::call)>::result,
-                                 typename std::remove_cvref_t<std::tuple_element_t<O, Tuple>>::value_type> &&
-           ...),
-          "hdsm::Map: the user function's result does not convert to the output's elements");
-    static_assert((std::is_convertible_v<
-                       typename std::remove_cvref_t<std::tuple_element_t<Outputs + I, Tuple>>::value_type,
-                       std::tuple_element_t<First + I, Params>> &&
+      static_assert((std::is_convertible_v<typename function_traits<decltype(&F::call)>::result,
+                                           operand_element_t<std::tuple_element_t<O, Tuple>>> &&
+                     ...),
+                    "hdsm::Map: the user function's result does not convert to the output's elements");
+    static_assert((std::is_convertible_v<operand_element_t<std::tuple_element_t<Outputs + I, Tuple>>,
+                                         std::tuple_element_t<First + I, Params>> &&
                    ...),
                   "hdsm::Map: an input's elements do not convert to the user function's parameter");
     static_assert((std::is_convertible_v<std::tuple_element_t<Outputs + Inputs + J, Tuple>,
                                          std::tuple_element_t<First + Inputs + J, Params>> &&
                    ...),
                   "hdsm::Map: a uniform does not convert to the user function's parameter");
-    run_map<F, Indexed>(this->backend_, this->devices_, this->split_, std::tie(std::get<O>(all)...),
-                        std::tie(std::get<Outputs + I>(all)...),
+    const char* prefix = Indexed ? "hdsm::MapIndex<" : "hdsm::Map<";
+    run_map<F, Indexed>(this->backend_, this->devices_, this->split_,
+                        std::make_tuple(slice_of(std::get<O>(all), prefix, F::name)...),
+                        std::make_tuple(slice_of(std::get<Outputs + I>(all), prefix, F::name)...),
                         std::tuple<std::tuple_element_t<First + Inputs + J, Params>...>(
                             std::get<Outputs + Inputs + J>(all)...));
   }
@@ -687,31 +771,37 @@ class Reduce : public detail::SkeletonOptions<Reduce<F>> {
     return *this;
   }
 
-  /// The reduction of all of `v`; InvalidArgument for an empty vector. Waits for the result.
-  template <class T>
-  T operator()(Vector<T>& v) {
-    return async(v).get();
-  }
+  /// The reduction of all of `v` (a vector or a range of one, as Map's operands); InvalidArgument
+  /// for an empty one. Waits for the result.
+  template <class V>
+  requires detail::is_operand<V> detail::operand_element_t<V>
+  operator()(V&& v) { return async(std::forward<V>(v)).get(); }
   /// F(init, reduction of v), or init for an empty vector.
-  template <class T>
-  T operator()(Vector<T>& v, const T& init) {
-    return async(v, init).get();
+  template <class V>
+  requires detail::is_operand<V> detail::operand_element_t<V>
+  operator()(V&& v, const detail::operand_element_t<V>& init) {
+    return async(std::forward<V>(v), init).get();
   }
   /// The same, returning as soon as the devices' kernels are enqueued: the Future's get() waits for
   /// them and combines their results. Host accesses of `v` meanwhile wait as for any call reading it.
-  template <class T>
-  Future<T> async(Vector<T>& v) {
+  template <class V>
+  requires detail::is_operand<V> Future<detail::operand_element_t<V>> async(V&& v) {
+    using T = detail::operand_element_t<V>;
     check<T>();
-    if (v.empty())
+    const detail::Slice<T> s = detail::slice_of(v, "hdsm::Reduce<", F::name);
+    if (s.empty())
       throw InvalidArgument(std::string("hdsm::Reduce<") + F::name +
                             ">: an empty vector has no reduction (give an initial value)");
-    return run(v);
+    return run(s);
   }
-  template <class T>
-  Future<T> async(Vector<T>& v, const T& init) {
+  template <class V>
+  requires detail::is_operand<V> Future<detail::operand_element_t<V>> async(
+      V&& v, const detail::operand_element_t<V>& init) {
+    using T = detail::operand_element_t<V>;
     check<T>();
-    if (v.empty()) return Future<T>(init);
-    Future<T> partial = run(v);
+    const detail::Slice<T> s = detail::slice_of(v, "hdsm::Reduce<", F::name);
+    if (s.empty()) return Future<T>(init);
+    Future<T> partial = run(s);
     if (partial.ready()) return Future<T>(F::call(init, partial.get()));
     return Future<T>(std::function<T()>([partial, init]() mutable { return F::call(init, partial.get()); }));
   }
@@ -741,7 +831,7 @@ class Reduce : public detail::SkeletonOptions<Reduce<F>> {
   }
 
   template <class T>
-  Future<T> run(Vector<T>& v) {
+  Future<T> run(const detail::Slice<T>& v) {
     const std::size_t n = v.size();
     Runtime& rt = v.core().runtime();
     if (detail::skeleton_backend(rt, this->backend_) == SkeletonBackend::host) {
@@ -957,8 +1047,10 @@ class MapArray : public detail::SkeletonOptions<MapArray<F, Indexed>> {
   static constexpr std::size_t kFirst = Indexed ? 1 : 0;  // F's parameter that takes the array
 
  public:
-  template <class R, class A, class... Args>
-  void operator()(Vector<R>& out, Vector<A>& array, Args&&... args) {
+  template <class O, class V, class... Args>
+  requires(detail::is_operand<O>&& detail::is_operand<V>) void operator()(O&& out, V&& array,
+                                                                          Args&&... args) {
+    using A = detail::operand_element_t<V>;
     constexpr std::size_t inputs = detail::leading_vectors<Args...>();
     using Params = detail::user_parameters<F>;
     static_assert(
@@ -982,22 +1074,23 @@ class MapArray : public detail::SkeletonOptions<MapArray<F, Indexed>> {
   }
 
  private:
-  template <std::size_t Inputs, class R, class A, class Tuple, std::size_t... I, std::size_t... J>
-  void call(Vector<R>& out, Vector<A>& array, Tuple& all, std::index_sequence<I...>,
-            std::index_sequence<J...>) {
+  template <std::size_t Inputs, class O, class V, class Tuple, std::size_t... I, std::size_t... J>
+  void call(O& out, V& array, Tuple& all, std::index_sequence<I...>, std::index_sequence<J...>) {
     using Params = detail::user_parameters<F>;
-    static_assert(
-        (std::is_convertible_v<typename std::remove_cvref_t<std::tuple_element_t<I, Tuple>>::value_type,
-                               std::tuple_element_t<kFirst + 1 + I, Params>> &&
-         ...),
-        "hdsm::MapArray: an input's elements do not convert to the user function's parameter");
+    static_assert((std::is_convertible_v<detail::operand_element_t<std::tuple_element_t<I, Tuple>>,
+                                         std::tuple_element_t<kFirst + 1 + I, Params>> &&
+                   ...),
+                  "hdsm::MapArray: an input's elements do not convert to the user function's parameter");
     const std::tuple<std::tuple_element_t<kFirst + 1 + Inputs + J, Params>...> u(
         std::get<Inputs + J>(all)...);
-    run(out, array, u, std::get<I>(all)...);
+    const char* prefix = Indexed ? "hdsm::MapArrayIndex<" : "hdsm::MapArray<";
+    run(detail::slice_of(out, prefix, F::name), detail::slice_of(array, prefix, F::name), u,
+        detail::slice_of(std::get<I>(all), prefix, F::name)...);
   }
 
   template <class R, class A, class... U, class... T>
-  void run(Vector<R>& out, Vector<A>& array, const std::tuple<U...>& u, Vector<T>&... in) {
+  void run(const detail::Slice<R>& out, const detail::Slice<A>& array, const std::tuple<U...>& u,
+           const detail::Slice<T>&... in) {
     const std::string name =
         std::string(Indexed ? "hdsm::MapArrayIndex<" : "hdsm::MapArray<") + F::name + ">";
     const std::size_t n = out.size();
@@ -1005,8 +1098,10 @@ class MapArray : public detail::SkeletonOptions<MapArray<F, Indexed>> {
       if (((in.size() != n) || ...))
         throw InvalidArgument(name + ": an input has " + std::to_string(std::max({in.size()...})) +
                               " elements, the output " + std::to_string(n));
-    if (static_cast<const void*>(&out) == static_cast<const void*>(&array))
-      throw InvalidArgument(name + ": the output cannot be the array, which every element reads");
+    const detail::SliceId o = out.id();
+    if (o.overlaps(array.id()))
+      throw InvalidArgument(name + ": the output cannot overlap the array, which every element reads");
+    detail::check_aliasing(name, {o}, {in.id()...});
     if (n == 0) return;
     Runtime& rt = out.core().runtime();
     if (detail::skeleton_backend(rt, this->backend_) == SkeletonBackend::host) {
@@ -1041,8 +1136,8 @@ class MapArray : public detail::SkeletonOptions<MapArray<F, Indexed>> {
       std::apply(
           [&](const U&... v) {
             launch(devices[part], kernel, cover(last - first), hdsm::out(out.range(first, last - first)),
-                   hdsm::in(array), hdsm::in(in.range(first, last - first))..., std::uint64_t{last - first},
-                   std::uint64_t{first}, v...);
+                   hdsm::in(array.whole()), hdsm::in(in.range(first, last - first))...,
+                   std::uint64_t{last - first}, std::uint64_t{first}, v...);
           },
           u);
     }
@@ -1378,24 +1473,32 @@ class MapOverlap : public detail::EdgeOptions<MapOverlap<F>> {
     on_matrix(false, out, in, std::make_index_sequence<sizeof...(Args)>{}, std::forward<Args>(uniforms)...);
   }
 
-  template <class T, class... Args>
-  void operator()(Vector<T>& out, Vector<T>& in, Args&&... uniforms) {
+  template <class O, class V, class... Args>
+  requires(detail::is_operand<O>&& detail::is_operand<V>) void operator()(O&& out, V&& in,
+                                                                          Args&&... uniforms) {
+    using T = detail::operand_element_t<V>;
+    static_assert(std::is_same_v<detail::operand_element_t<O>, T>,
+                  "hdsm::MapOverlap: out and in have one element type");
     using Params = detail::user_parameters<F>;
     static_assert(std::tuple_size_v<Params> == 1 + sizeof...(Args),
                   "hdsm::MapOverlap: the user function takes the window, then one argument per uniform");
     static_assert(
         std::is_same_v<std::tuple_element_t<0, Params>, const T*>,
         "hdsm::MapOverlap: the user function's first parameter is const T*, T the vector's element type");
-    call(out, in, std::make_index_sequence<sizeof...(Args)>{}, std::forward<Args>(uniforms)...);
+    call(detail::slice_of(out, "hdsm::MapOverlap<", F::name),
+         detail::slice_of(in, "hdsm::MapOverlap<", F::name), std::make_index_sequence<sizeof...(Args)>{},
+         std::forward<Args>(uniforms)...);
   }
 
  private:
   template <class T, std::size_t... J, class... Args>
-  void call(Vector<T>& out, Vector<T>& in, std::index_sequence<J...>, Args&&... uniforms) {
+  void call(const detail::Slice<T>& out, const detail::Slice<T>& in, std::index_sequence<J...>,
+            Args&&... uniforms) {
     using Params = detail::user_parameters<F>;
     const std::tuple<std::tuple_element_t<1 + J, Params>...> u(std::forward<Args>(uniforms)...);
     const std::string name = std::string("hdsm::MapOverlap<") + F::name + ">";
-    if (&out == &in) throw InvalidArgument(name + ": out and in must be different vectors");
+    if (out.id().overlaps(in.id()))
+      throw InvalidArgument(name + ": out and in must be different vectors (or ranges apart)");
     if (out.size() != in.size())
       throw InvalidArgument(name + ": out has " + std::to_string(out.size()) + " elements, in " +
                             std::to_string(in.size()));
@@ -1581,16 +1684,16 @@ class MapReduce : public detail::SkeletonOptions<MapReduce<M, R>> {
   template <std::size_t Inputs, class Tuple, std::size_t... I, std::size_t... J>
   Future<result_type> call(Tuple& all, std::index_sequence<I...>, std::index_sequence<J...>) {
     using Params = detail::user_parameters<M>;
-    static_assert((std::is_same_v<typename std::remove_cvref_t<std::tuple_element_t<I, Tuple>>::value_type,
+    static_assert((std::is_same_v<detail::operand_element_t<std::tuple_element_t<I, Tuple>>,
                                   std::tuple_element_t<I, Params>> &&
                    ...),
                   "hdsm::MapReduce: an input's elements are not of the map function's parameter type");
     const std::tuple<std::tuple_element_t<Inputs + J, Params>...> u(std::get<Inputs + J>(all)...);
-    return run(u, std::get<I>(all)...);
+    return run(u, detail::slice_of(std::get<I>(all), "hdsm::MapReduce<", M::name)...);
   }
 
   template <class... U, class... T>
-  Future<result_type> run(const std::tuple<U...>& u, Vector<T>&... in) {
+  Future<result_type> run(const std::tuple<U...>& u, const detail::Slice<T>&... in) {
     const std::size_t n = std::get<0>(std::tie(in...)).size();
     if (((in.size() != n) || ...))
       throw InvalidArgument(std::string("hdsm::MapReduce<") + M::name + ", " + R::name + ">: inputs of " +
@@ -1773,29 +1876,34 @@ class Scan : public detail::SkeletonOptions<Scan<F>> {
 
   /// Inclusive scan of `in` into `out` (the same size; different vectors). An exclusive scan needs a
   /// start value: InvalidArgument without one.
-  template <class T>
-  void operator()(Vector<T>& out, Vector<T>& in) {
+  template <class O, class V>
+  requires(detail::is_operand<O>&& detail::is_operand<V>) void operator()(O&& out, V&& in) {
+    using T = detail::operand_element_t<V>;
     if (mode_ == ScanMode::exclusive)
       throw InvalidArgument(std::string("hdsm::Scan<") + F::name +
                             ">: an exclusive scan starts from a value: give one, scan(out, in, start)");
-    run(out, in, static_cast<const T*>(nullptr));
+    run(detail::slice_of(out, "hdsm::Scan<", F::name), detail::slice_of(in, "hdsm::Scan<", F::name),
+        static_cast<const T*>(nullptr));
   }
   /// The scan starting from `start`: out[i] = F(start, in[0], ..., in[i]) inclusive, or the exclusive
   /// scan with out[0] = start.
-  template <class T>
-  void operator()(Vector<T>& out, Vector<T>& in, const T& start) {
-    run(out, in, &start);
+  template <class O, class V>
+  requires(detail::is_operand<O>&& detail::is_operand<V>) void operator()(
+      O&& out, V&& in, const detail::operand_element_t<V>& start) {
+    run(detail::slice_of(out, "hdsm::Scan<", F::name), detail::slice_of(in, "hdsm::Scan<", F::name), &start);
   }
 
  private:
-  template <class T>
-  void run(Vector<T>& out, Vector<T>& in, const T* start) {
+  template <class T, class U>
+  void run(const detail::Slice<U>& out, const detail::Slice<T>& in, const T* start) {
+    static_assert(std::is_same_v<T, U>, "hdsm::Scan: out and in have one element type");
     using Params = detail::user_parameters<F>;
     static_assert(std::tuple_size_v<Params> == 2 && std::is_same_v<std::tuple_element_t<0, Params>, T> &&
                       std::is_same_v<std::tuple_element_t<1, Params>, T>,
                   "hdsm::Scan: the user function takes two elements of the vectors' type");
     const std::string name = std::string("hdsm::Scan<") + F::name + ">";
-    if (&out == &in) throw InvalidArgument(name + ": out and in must be different vectors");
+    if (out.id().overlaps(in.id()))
+      throw InvalidArgument(name + ": out and in must be different vectors (or ranges apart)");
     if (out.size() != in.size())
       throw InvalidArgument(name + ": out has " + std::to_string(out.size()) + " elements, in " +
                             std::to_string(in.size()));

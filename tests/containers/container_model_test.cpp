@@ -5,8 +5,8 @@
 // result and each host read is checked at once, and every vector in full every kCheckEvery steps. A
 // matrix takes part too: kernels on random submatrices, host accesses of row segments and elements.
 // Random skeleton calls take part as well (Map in place or not, MapArrayIndex, MapOverlap with each
-// edge mode, Scan, Reduce), on the host or on a random subset of the devices in a random order, split
-// equally or by random weights.
+// edge mode, Scan, Reduce), on whole vectors or on random ranges of them, on the host or on a random
+// subset of the devices in a random order, split equally or by random weights.
 // HDSM_MODEL_SEED and HDSM_MODEL_ITERATIONS set the seed and the number of steps per configuration.
 #include <hdsm/hdsm.hpp>
 #include <hdsm/skeletons.hpp>
@@ -262,34 +262,53 @@ class ContainerModel : public ::testing::TestWithParam<Param> {
     return text;
   }
 
-  /// A random skeleton call on whole vectors, the model computed by loops.
+  /// A random skeleton call on whole vectors or on ranges of them (n elements from element `oo` of
+  /// the output and `io` of the input), the model computed by loops.
   void skeleton_step(int it) {
     const auto k = static_cast<int>(below(kVectors));
     auto j = static_cast<int>(below(kVectors));
-    hdsm::Vector<u32>& out = vectors_[k];
-    std::vector<u32>& m = models_[k];
+    const bool ranged = below(2) == 0;
+    const std::size_t n = ranged ? 4 + below(kElements - 3) : kElements;  // cyclic windows need r <= n
+    const std::size_t oo = ranged ? below(kElements - n + 1) : 0;
+    std::size_t io = ranged ? below(kElements - n + 1) : 0;
+    hdsm::Vector<u32>& out_vector = vectors_[k];
+    std::vector<u32>& model = models_[k];
+    const auto range_text = [&] {
+      return " [" + std::to_string(oo) + ", +" + std::to_string(n) + ") from [" + std::to_string(io) + ", +" +
+             std::to_string(n) + ")";
+    };
+    // fn(output, input): the ranges, or the whole vectors themselves.
+    const auto with_operands = [&](auto&& fn) {
+      if (ranged)
+        fn(out_vector.range(oo, n), vectors_[j].range(io, n));
+      else
+        fn(out_vector, vectors_[j]);
+    };
     const std::size_t op = below(5);
     if (op == 0) {  // Map, in place when j == k
+      if (j == k) io = oo;
       hdsm::Map<model_affine> map;
       const u32 b = any();
-      log(std::to_string(it) + ": Map v" + std::to_string(k) + " = 5 v" + std::to_string(j) + " + b on " +
-          place(map));
-      map(out, vectors_[j], b);
-      std::vector<u32> next(kElements);
-      for (std::size_t i = 0; i < kElements; ++i) next[i] = models_[j][i] * 5u + b;
-      m = next;
+      log(std::to_string(it) + ": Map v" + std::to_string(k) + " = 5 v" + std::to_string(j) + " + b" +
+          range_text() + " on " + place(map));
+      with_operands([&](auto&& o, auto&& i) { map(o, i, b); });
+      std::vector<u32> next(n);
+      for (std::size_t i = 0; i < n; ++i) next[i] = models_[j][io + i] * 5u + b;
+      std::copy(next.begin(), next.end(), model.begin() + static_cast<std::ptrdiff_t>(oo));
       return;
     }
     if (j == k) j = (k + 1) % kVectors;  // the other skeletons need two vectors
-    const std::vector<u32>& in = models_[j];
+    const u32* in = models_[j].data() + io;
+    u32* m = model.data() + oo;
     if (op == 1) {
       hdsm::MapArrayIndex<model_gather> gather;
       const std::uint64_t stride = 1 + below(1000);
-      log(std::to_string(it) + ": MapArrayIndex v" + std::to_string(k) + " from v" + std::to_string(j) +
-          " on " + place(gather));
-      gather(out, vectors_[j], std::uint64_t{kElements}, stride);
-      for (std::size_t i = 0; i < kElements; ++i)
-        m[i] = in[(i * stride + 3) % kElements] ^ static_cast<u32>(i);
+      log(std::to_string(it) + ": MapArrayIndex v" + std::to_string(k) + range_text() + " and all of v" +
+          std::to_string(j) + " on " + place(gather));
+      // The index counts from the range's first element; the array is all of v_j.
+      with_operands([&](auto&& o, auto&&) { gather(o, vectors_[j], std::uint64_t{kElements}, stride); });
+      for (std::size_t i = 0; i < n; ++i)
+        m[i] = models_[j][(i * stride + 3) % kElements] ^ static_cast<u32>(i);
     } else if (op == 2) {
       hdsm::MapOverlap<model_window> mo;
       const long r = static_cast<long>(below(4));
@@ -297,38 +316,40 @@ class ContainerModel : public ::testing::TestWithParam<Param> {
       const u32 pad = any();
       log(std::to_string(it) + ": MapOverlap r " + std::to_string(r) + " edge " +
           std::to_string(static_cast<int>(edge)) + " v" + std::to_string(k) + " from v" + std::to_string(j) +
-          " on " + place(mo));
-      mo.overlap(static_cast<std::size_t>(r)).edge(edge).pad(pad)(out, vectors_[j], r);
-      const long n = static_cast<long>(kElements);
-      for (long i = 0; i < n; ++i) {
-        if (edge == hdsm::Edge::none && (i < r || i + r >= n)) continue;
+          range_text() + " on " + place(mo));
+      mo.overlap(static_cast<std::size_t>(r)).edge(edge).pad(pad);
+      with_operands([&](auto&& o, auto&& i) { mo(o, i, r); });
+      const long size = static_cast<long>(n);  // the range's ends are the edges
+      for (long i = 0; i < size; ++i) {
+        if (edge == hdsm::Edge::none && (i < r || i + r >= size)) continue;
         u32 sum = 0;
         for (long d = -r; d <= r; ++d) {
           const long at = i + d;
           u32 v = pad;
-          if (at >= 0 && at < n)
+          if (at >= 0 && at < size)
             v = in[static_cast<std::size_t>(at)];
           else if (edge == hdsm::Edge::cyclic)
-            v = in[static_cast<std::size_t>((at + n) % n)];
+            v = in[static_cast<std::size_t>((at + size) % size)];
           else if (edge == hdsm::Edge::duplicate)
-            v = in[at < 0 ? 0 : kElements - 1];
+            v = in[at < 0 ? 0 : n - 1];
           sum = sum * 31u + v;
         }
         m[static_cast<std::size_t>(i)] = sum;
       }
     } else if (op == 3) {
       hdsm::Scan<model_add> scan;
-      log(std::to_string(it) + ": Scan v" + std::to_string(k) + " of v" + std::to_string(j) + " on " +
-          place(scan));
-      scan(out, vectors_[j]);
+      log(std::to_string(it) + ": Scan v" + std::to_string(k) + " of v" + std::to_string(j) + range_text() +
+          " on " + place(scan));
+      with_operands([&](auto&& o, auto&& i) { scan(o, i); });
       u32 acc = 0;
-      for (std::size_t i = 0; i < kElements; ++i) m[i] = acc += in[i];
+      for (std::size_t i = 0; i < n; ++i) m[i] = acc += in[i];
     } else {
       hdsm::Reduce<model_add> sum;
-      log(std::to_string(it) + ": Reduce v" + std::to_string(j) + " on " + place(sum));
+      log(std::to_string(it) + ": Reduce v" + std::to_string(j) + range_text() + " on " + place(sum));
       u32 want = 0;
-      for (u32 x : in) want += x;
-      const u32 got = sum(vectors_[j]);
+      for (std::size_t i = 0; i < n; ++i) want += in[i];
+      u32 got = 0;
+      with_operands([&](auto&&, auto&& i) { got = sum(i); });
       if (got != want) ADD_FAILURE() << "Reduce: " << got << ", expected " << want << "; " << where();
     }
   }

@@ -95,6 +95,10 @@ NvccSkeletonsResult run_skeletons_built_by_nvcc(Runtime& rt, const std::vector<u
   Reduce<nv_add> sum;
   const long total = sum.devices(devices)(a);
   uses(detail::ReduceKernel<nv_add, long>::get());
+  // Ranges: the middle half of a, and a Map into the first half of a vector from the second of q.
+  const long middle = sum(a.range(n / 4, n / 2));
+  Vector<long> halves(n, -1L, o), rest(n, o);
+  divmod(halves.range(0, n / 2), rest.range(n / 2, n / 2), a.range(n / 2, n / 2), b.range(n / 2, n / 2));
   Reduce<nv_max> most;
   most.devices(devices).rows(by_row, m);
   most.devices(devices).cols(by_col, m);
@@ -136,6 +140,13 @@ NvccSkeletonsResult run_skeletons_built_by_nvcc(Runtime& rt, const std::vector<u
     want_squares += ai * ai;
   }
   check(total == want_total, "Reduce");
+  long want_middle = 0;
+  for (std::size_t i = n / 4; i < n / 4 + n / 2; ++i) want_middle += a[i];
+  check(middle == want_middle, "Reduce of a range");
+  for (std::size_t i = 0; i < n; ++i) {
+    const long want = i < n / 2 ? a[n / 2 + i] / b[n / 2 + i] : -1;
+    check(halves[i] == want, "Map on ranges at " + std::to_string(i));
+  }
   check(sum_of_squares == want_squares, "MapReduce");
   for (std::size_t i = 0; i < 20; ++i) {
     long best = m(i, 0);
