@@ -17,6 +17,7 @@
 #include <hdsm/vector.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -24,6 +25,7 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -449,8 +451,8 @@ Slice<T> slice_of(const ContainerPart<T>& part, const char* prefix, const char* 
 /// InvalidArgument (naming skeleton `name`) unless the outputs are apart and each input is apart
 /// from each output or the same elements of it: an element may be updated in place, not read at
 /// another index.
-void check_aliasing(const std::string& name, const std::vector<SliceId>& outputs,
-                    const std::vector<SliceId>& inputs);
+void check_aliasing(const char* prefix, const char* function, std::span<const SliceId> outputs,
+                    std::span<const SliceId> inputs);
 
 /// How many of the arguments, from the first, are operands (vectors or container parts).
 template <class... A>
@@ -477,13 +479,14 @@ void run_map(std::optional<SkeletonBackend> backend_chosen, const std::vector<un
              const SplitChoice& split, std::tuple<Slice<R>...> outs, std::tuple<Slice<T>...> ins,
              std::tuple<U...> u) {
   constexpr bool single = sizeof...(R) == 1 && !returns_void<F>;
-  const std::string name = std::string(Indexed ? "hdsm::MapIndex<" : "hdsm::Map<") + F::name + ">";
+  const char* prefix = Indexed ? "hdsm::MapIndex<" : "hdsm::Map<";
+  const auto name = [&] { return std::string(prefix) + F::name + ">"; };  // for errors only
   const std::size_t n = std::get<0>(outs).size();
   std::apply(
       [&](const auto&... out) {
         std::size_t k = 0;
         ((out.size() != n
-              ? throw InvalidArgument(name + ": output " + std::to_string(k) + " has " +
+              ? throw InvalidArgument(name() + ": output " + std::to_string(k) + " has " +
                                       std::to_string(out.size()) + " elements, output 0 " + std::to_string(n))
               : void(++k)),
          ...);
@@ -494,12 +497,14 @@ void run_map(std::optional<SkeletonBackend> backend_chosen, const std::vector<un
         std::size_t other = n;
         ((other = in.size() != n ? in.size() : other), ...);
         if (other != n)
-          throw InvalidArgument(name + ": an input has " + std::to_string(other) + " elements, the output " +
-                                std::to_string(n));
+          throw InvalidArgument(name() + ": an input has " + std::to_string(other) +
+                                " elements, the output " + std::to_string(n));
       },
       ins);
-  check_aliasing(name, std::apply([](const auto&... o) { return std::vector<SliceId>{o.id()...}; }, outs),
-                 std::apply([](const auto&... i) { return std::vector<SliceId>{i.id()...}; }, ins));
+  check_aliasing(
+      prefix, F::name,
+      std::apply([](const auto&... o) { return std::array<SliceId, sizeof...(R)>{o.id()...}; }, outs),
+      std::apply([](const auto&... i) { return std::array<SliceId, sizeof...(T)>{i.id()...}; }, ins));
   if (n == 0) return;
   Runtime& rt = std::get<0>(outs).core().runtime();
   if (skeleton_backend(rt, backend_chosen) == SkeletonBackend::host) {
@@ -1091,17 +1096,18 @@ class MapArray : public detail::SkeletonOptions<MapArray<F, Indexed>> {
   template <class R, class A, class... U, class... T>
   void run(const detail::Slice<R>& out, const detail::Slice<A>& array, const std::tuple<U...>& u,
            const detail::Slice<T>&... in) {
-    const std::string name =
-        std::string(Indexed ? "hdsm::MapArrayIndex<" : "hdsm::MapArray<") + F::name + ">";
+    const char* prefix = Indexed ? "hdsm::MapArrayIndex<" : "hdsm::MapArray<";
+    const auto name = [&] { return std::string(prefix) + F::name + ">"; };  // for errors only
     const std::size_t n = out.size();
     if constexpr (sizeof...(T) > 0)
       if (((in.size() != n) || ...))
-        throw InvalidArgument(name + ": an input has " + std::to_string(std::max({in.size()...})) +
+        throw InvalidArgument(name() + ": an input has " + std::to_string(std::max({in.size()...})) +
                               " elements, the output " + std::to_string(n));
     const detail::SliceId o = out.id();
     if (o.overlaps(array.id()))
-      throw InvalidArgument(name + ": the output cannot overlap the array, which every element reads");
-    detail::check_aliasing(name, {o}, {in.id()...});
+      throw InvalidArgument(name() + ": the output cannot overlap the array, which every element reads");
+    detail::check_aliasing(prefix, F::name, std::array<detail::SliceId, 1>{o},
+                           std::array<detail::SliceId, sizeof...(T)>{in.id()...});
     if (n == 0) return;
     Runtime& rt = out.core().runtime();
     if (detail::skeleton_backend(rt, this->backend_) == SkeletonBackend::host) {

@@ -20,11 +20,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <exception>
 #include <limits>
 #include <mutex>
 #include <new>
+#include <span>
+#include <vector>
 
 namespace hdsm::detail {
 namespace {
@@ -109,8 +112,16 @@ struct ContainerCore::State {
   std::vector<std::uint32_t> pins;  // by copy id: device accesses begun and not ended
   ContainerStats stats;
 
+  std::size_t prune_at = 16;  // in_flight's size at which prune_sometimes() prunes
   void prune() {
     std::erase_if(in_flight, [](const InFlight& f) { return f.done.query(); });
+    prune_at = std::max<std::size_t>(16, 2 * in_flight.size());
+  }
+  /// prune() once in_flight has doubled since the last: O(1) amortized per device access, where a
+  /// prune on each would scan every call still queued. Entries of completed work left meanwhile are
+  /// harmless: waiting for them returns at once.
+  void prune_sometimes() {
+    if (in_flight.size() >= prune_at) prune();
   }
   bool busy(CopyId id) const {
     return std::any_of(in_flight.begin(), in_flight.end(), [&](const InFlight& f) { return f.copy == id; });
@@ -395,7 +406,7 @@ std::uint32_t ContainerCore::reserve(unsigned device, const Extent& extent) {
   const Extent e = extent.normalized();
   std::lock_guard lock(shared.mutex);
   State& s = *state_;
-  s.prune();
+  s.prune_sometimes();
   CopyId id = s.set.find(device, e);
   if (id == kMainCopy) {
     id = s.set.add(device, e);
@@ -535,6 +546,28 @@ std::size_t ContainerCore::device_copies() const {
   return state_->set.device_copies().size();
 }
 
+namespace {
+
+/// n value-initialized elements: in place for the few operands of a usual launch, on the heap beyond.
+template <class T, std::size_t Inline = 12>
+class Scratch {
+ public:
+  explicit Scratch(std::size_t n) : n_(n) {
+    if (n > Inline) heap_.resize(n);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  T& operator[](std::size_t i) { return n_ > Inline ? heap_[i] : inline_[i]; }
+  std::span<const T> span() const { return {n_ > Inline ? heap_.data() : inline_.data(), n_}; }
+
+ private:
+  std::size_t n_;
+  std::array<T, Inline> inline_{};
+  std::vector<T> heap_;
+};
+
+}  // namespace
+
 Event launch_containers(Runtime& runtime, unsigned device, const Kernel& kernel, const Launch& launch,
                         std::span<const ContainerLaunchArg> args) {
   Shared& shared = shared_of(runtime);
@@ -548,14 +581,14 @@ Event launch_containers(Runtime& runtime, unsigned device, const Kernel& kernel,
   // 1. Every operand's copy, allocated and pinned; 2. reads made current (reads first, so that no read
   // is filled from a copy this kernel is about to write); 3. the kernel enqueued; 4. writes committed.
   // A failure before 4 leaves every container's contents as they were.
-  std::vector<std::uint32_t> copies(args.size(), 0);
-  std::vector<ContainerCore::View> views(args.size());
+  Scratch<std::uint32_t> copies(args.size());
+  Scratch<ContainerCore::View> views(args.size());
   std::size_t reserved = 0;
   const auto cancel_all = [&] {
     for (std::size_t i = 0; i < reserved; ++i)
       if (args[i].core != nullptr) args[i].core->cancel(copies[i]);
   };
-  std::vector<KernelArg> kargs(args.size());
+  Scratch<KernelArg> kargs(args.size());
   try {
     for (; reserved < args.size(); ++reserved)
       if (args[reserved].core != nullptr)
@@ -567,7 +600,7 @@ Event launch_containers(Runtime& runtime, unsigned device, const Kernel& kernel,
     for (std::size_t i = 0; i < args.size(); ++i)
       kargs[i] = args[i].core != nullptr ? views[i].argument() : args[i].value;
     Queue& queue = *shared.queues[device];
-    queue.launch(kernel, launch, kargs);
+    queue.launch(kernel, launch, kargs.span());
     Event done = queue.record();
     reserved = 0;  // from here on each operand is finished, whatever the others do
     std::exception_ptr first_error;

@@ -24,12 +24,13 @@
 
 namespace hdsm::detail {
 
-void check_aliasing(const std::string& name, const std::vector<SliceId>& outputs,
-                    const std::vector<SliceId>& inputs) {
+void check_aliasing(const char* prefix, const char* function, std::span<const SliceId> outputs,
+                    std::span<const SliceId> inputs) {
+  const auto name = [&] { return std::string(prefix) + function + ">"; };
   for (std::size_t a = 0; a < outputs.size(); ++a)
     for (std::size_t b = a + 1; b < outputs.size(); ++b)
       if (outputs[a].overlaps(outputs[b]))
-        throw InvalidArgument(fmt::format("{}: outputs {} and {} {}", name, a, b,
+        throw InvalidArgument(fmt::format("{}: outputs {} and {} {}", name(), a, b,
                                           outputs[a] == outputs[b] ? "are the same vector" : "overlap"));
   for (std::size_t i = 0; i < inputs.size(); ++i)
     for (std::size_t o = 0; o < outputs.size(); ++o)
@@ -37,7 +38,7 @@ void check_aliasing(const std::string& name, const std::vector<SliceId>& outputs
         throw InvalidArgument(fmt::format(
             "{}: input {} (elements {} to {}) overlaps output {} (elements {} to {}) at other elements: an "
             "element may be updated in place, not read at another index",
-            name, i, inputs[i].first, inputs[i].first + inputs[i].n - 1, o, outputs[o].first,
+            name(), i, inputs[i].first, inputs[i].first + inputs[i].n - 1, o, outputs[o].first,
             outputs[o].first + outputs[o].n - 1));
 }
 

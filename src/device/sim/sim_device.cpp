@@ -280,6 +280,13 @@ std::byte* SimDevice::resolve(DeviceBuffer buffer, std::size_t offset, std::size
   return memory_.data() + a.offset + offset;
 }
 
+std::byte* SimDevice::try_resolve(DeviceBuffer buffer, std::size_t offset) const {
+  std::lock_guard lock(alloc_mutex_);
+  const auto it = allocations_.find(buffer.handle);
+  if (it == allocations_.end() || offset > it->second.bytes) return nullptr;
+  return memory_.data() + it->second.offset + offset;
+}
+
 void* SimDevice::alloc_managed(std::size_t bytes) {
   if (bytes == 0) throw InvalidArgument(fmt::format("alloc_managed(0) on {}", name()));
   os::Mapping mapping(bytes, fmt::format("managed memory of {}", name()));

@@ -208,8 +208,11 @@ void SimQueue::launch(const Kernel& kernel, const Launch& launch, std::span<cons
     const KernelArg& a = args[i];
     sizes[i] = a.size();
     if (a.is_buffer()) {
-      void* p = device_.resolve(a.buffer(), a.offset(), 0,
-                                fmt::format("argument {} of kernel '{}'", i, kernel.name).c_str());
+      // The message is formatted only for a bad argument: launches are the hot path.
+      void* p = device_.try_resolve(a.buffer(), a.offset());
+      if (p == nullptr)
+        p = device_.resolve(a.buffer(), a.offset(), 0,
+                            fmt::format("argument {} of kernel '{}'", i, kernel.name).c_str());
       std::memcpy(slots[i].bytes, &p, sizeof p);
     } else {
       std::memcpy(slots[i].bytes, a.data(), a.size());
@@ -234,7 +237,8 @@ void SimQueue::launch(const Kernel& kernel, const Launch& launch, std::span<cons
             std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - begin).count()),
         std::memory_order_relaxed);
     cpu_work_done();
-    device_.services().tracer.span(lane_, "kernel " + name, begin, ready_);
+    if (obs::Tracer& tracer = device_.services().tracer; tracer.enabled())
+      tracer.span(lane_, "kernel " + name, begin, ready_);
   });
 }
 
