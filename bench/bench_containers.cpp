@@ -3,7 +3,7 @@
 // bookkeeping of a device access whose copy is already valid; and building the copy plan of a device
 // read when the container has 8 device copies. Targets: checked <= 2 ns per access, unchecked within
 // 1.05x of std::vector, device-access bookkeeping <= 1 us, plan with 8 copies <= 1 us. Also Map on the
-// host's workers against an OpenMP loop (target 1.1x), Reduce against an OpenMP reduction (1.3x), a
+// host's workers against an OpenMP loop (target 1.1x), Reduce and Scan against OpenMP's (1.3x), a
 // skeleton call's own cost per operand (1 us), and seed 001's MSE through the containers against
 // hand-written explicit copies (< 1 % more).
 #include <hdsm/hdsm.hpp>
@@ -226,6 +226,37 @@ void OpenMpReduce(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kMapN * sizeof(long)));
 }
 
+// Inclusive Scan on the host's workers against OpenMP's inclusive scan (`reduction(inscan, +)` with
+// `#pragma omp scan`) on the same cores (target: 1.3x).
+void ScanHost(benchmark::State& state) {
+  const hdsm::ContainerOptions o{&runtime()};
+  hdsm::Vector<long> v(kMapN, 1L, o), out(kMapN, o);
+  hdsm::Scan<bench_add> scan;
+  scan.backend(hdsm::SkeletonBackend::host);
+  for (auto _ : state) {
+    scan(out, v);
+    benchmark::DoNotOptimize(out(kMapN - 1));
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kMapN * 2 * sizeof(long)));
+}
+
+void OpenMpScan(benchmark::State& state) {
+  std::vector<long> v(kMapN, 1L), out(kMapN);
+  for (auto _ : state) {
+    long acc = 0;
+    const long n = static_cast<long>(kMapN);
+#pragma omp parallel for reduction(inscan, + : acc)
+    for (long i = 0; i < n; ++i) {
+      acc = bench_add::call(acc, v[i]);
+#pragma omp scan inclusive(acc)
+      out[i] = acc;
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  if (out.back() != static_cast<long>(kMapN)) state.SkipWithError("the OpenMP scan is wrong");
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kMapN * 2 * sizeof(long)));
+}
+
 HDSM_USER_FUNCTION(bench_squared_difference, float, (float a, float b), {
   const float d = a - b;
   return d * d;
@@ -312,6 +343,8 @@ void MseExplicitCopies(benchmark::State& state) {
 
 BENCHMARK(ReduceHost)->UseRealTime();
 BENCHMARK(OpenMpReduce)->UseRealTime();
+BENCHMARK(ScanHost)->UseRealTime();
+BENCHMARK(OpenMpScan)->UseRealTime();
 BENCHMARK(MapHost)->UseRealTime();
 BENCHMARK(OpenMpLoop)->UseRealTime();
 BENCHMARK(StdVectorReadCopy);
