@@ -92,11 +92,12 @@ HDSM_USER_FUNCTION(model_window, unsigned int, (const unsigned int* w, long r), 
 struct Param {
   const char* backend;
   unsigned devices;
-  const char* peers;  // HDSM_SIM_PEER
+  const char* peers;         // HDSM_SIM_PEER
+  unsigned sim_threads = 0;  // HDSM_SIM_THREADS: 1, each device's kernels at once with the others'
 };
 
 void PrintTo(const Param& p, std::ostream* os) {
-  *os << p.backend << ", " << p.devices << " devices, peers " << p.peers;
+  *os << p.backend << ", " << p.devices << " devices, peers " << p.peers << ", sim threads " << p.sim_threads;
 }
 
 class ContainerModel : public ::testing::TestWithParam<Param> {
@@ -109,7 +110,9 @@ class ContainerModel : public ::testing::TestWithParam<Param> {
     if (opencl) {
       c.set("HDSM_DEVICE", "opencl").set("HDSM_OPENCL_MEMORY", "1MiB").set("HDSM_OPENCL_POISON", "1");
     } else {
-      c.set("HDSM_SIM_DEVICES", std::to_string(GetParam().devices)).set("HDSM_SIM_PEER", GetParam().peers);
+      c.set("HDSM_SIM_DEVICES", std::to_string(GetParam().devices))
+          .set("HDSM_SIM_PEER", GetParam().peers)
+          .set("HDSM_SIM_THREADS", std::to_string(GetParam().sim_threads));
     }
     try {
       rt_ = std::make_unique<hdsm::Runtime>(c);
@@ -462,14 +465,14 @@ TEST_P(ContainerModel, MatchesPlainArrays) {
 
 INSTANTIATE_TEST_SUITE_P(All, ContainerModel,
                          ::testing::Values(Param{"sim", 1, "all"}, Param{"sim", 2, "all"},
-                                           Param{"sim", 3, "none"}, Param{"sim", 4, "0-1,2-3"},
+                                           Param{"sim", 3, "none"}, Param{"sim", 4, "0-1,2-3", 1},
                                            Param{"opencl", 1, "all"}),
                          [](const auto& info) {
                            std::string peers = info.param.peers;
                            for (char& c : peers)
                              if (c == '-' || c == ',') c = '_';
                            return std::string(info.param.backend) + "_" + std::to_string(info.param.devices) +
-                                  "dev_" + peers;
+                                  "dev_" + peers + (info.param.sim_threads > 0 ? "_own_executors" : "");
                          });
 
 }  // namespace

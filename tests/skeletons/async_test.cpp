@@ -42,6 +42,8 @@ void reset_gate() {
 }
 
 long gated(long x) { return wait_at_gate(1) ? x : kTimedOut; }
+// Passes only once two threads are at the gate at the same time.
+long gated_pair(long x) { return wait_at_gate(2) ? x : kTimedOut; }
 long explode(long x) {
   if (x == 7) throw std::runtime_error("seven is not allowed");
   return x;
@@ -49,6 +51,7 @@ long explode(long x) {
 
 HDSM_USER_FUNCTION(as_gated, long, (long x), { return gated(x); })
 HDSM_USER_FUNCTION(as_plus_one, long, (long x), { return x + 1; })
+HDSM_USER_FUNCTION(as_gated_pair, long, (long x), { return gated_pair(x); })
 HDSM_USER_FUNCTION(as_gated_add, long, (long a, long b), { return gated(a) + b; })
 HDSM_USER_FUNCTION(as_boom, long, (long x), { return explode(x); })
 
@@ -90,8 +93,9 @@ TEST_F(Async, HostAccessesWaitOnlyForTheCallsTheyConflictWith) {
 }
 
 // The second call uses none of the first's containers: it is enqueued while the first's kernel is
-// held (no false dependency). Sim devices then run their kernels one at a time (they share the host
-// executor); real devices run them at once.
+// held (no false dependency). Sim devices on the host's executor (HDSM_SIM_THREADS=0, the default)
+// then run their kernels one at a time; with executors of their own they run them at once
+// (IndependentCallsOnTwoDevicesRunAtOnce), as real devices do.
 TEST_F(Async, AnIndependentCallDoesNotWaitForAnother) {
   hdsm::Vector<long> a(1, 3L, o), b(1, 4L, o), c(1, o), d(1, o);
   hdsm::Map<as_gated> held;
@@ -103,6 +107,22 @@ TEST_F(Async, AnIndependentCallDoesNotWaitForAnother) {
   EXPECT_EQ(c[0], 3) << "an independent call waited for the held one";
   EXPECT_EQ(d[0], 5);
   EXPECT_EQ(b[0], 4);
+}
+
+// Each call's kernel passes the gate only while the other's is at it too: with one kernel at a time
+// both would give up after 10 s and compute the marker.
+TEST(AsyncOverlap, IndependentCallsOnTwoDevicesRunAtOnce) {
+  reset_gate();
+  hdsm::Runtime rt(hdsm::test::fast_sim_config().set("HDSM_SIM_DEVICES", "2").set("HDSM_SIM_THREADS", "1"));
+  const hdsm::ContainerOptions o{&rt};
+  hdsm::Vector<long> a(1, 3L, o), b(1, 4L, o), c(1, o), d(1, o);
+  hdsm::Map<as_gated_pair> map;
+  map.devices({0})(c, a);
+  map.devices({1})(d, b);
+  g_open = true;
+  EXPECT_EQ(c[0], 3) << "the kernels of the two devices did not run at the same time";
+  EXPECT_EQ(d[0], 4);
+  EXPECT_EQ(g_arrived.load(), 2);
 }
 
 TEST_F(Async, AReductionsFutureWaitsWhenRead) {

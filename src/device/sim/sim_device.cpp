@@ -56,7 +56,10 @@ SimDevice::SimDevice(unsigned index, const SimOptions& options, HostMemory& host
     : link_(options.link_gbps, options.latency_us),
       poison_(options.poison),
       host_(host),
-      services_(services),
+      own_executor_(options.threads > 0 ? std::make_unique<exec::Executor>(exec::ExecutorOptions{
+                                              options.threads, options.fiber_stack_bytes})
+                                        : nullptr),
+      services_{services.counters, services.tracer, own_executor_ ? *own_executor_ : services.executor},
       counters_(services.counters.add_device(fmt::format("sim{}", index))),
       memory_(heap_bytes(options), fmt::format("memory of sim{}", index)),
       bounds_check_(options.bounds_check),
@@ -449,6 +452,8 @@ SimOptions sim_options(const Config& config) {
   o.host_bus_gbps = config.real("HDSM_SIM_HOST_BUS_GBPS");
   o.latency_us = config.real("HDSM_SIM_LATENCY_US");
   o.poison = config.boolean("HDSM_SIM_POISON");
+  o.threads = static_cast<unsigned>(config.integer("HDSM_SIM_THREADS"));
+  o.fiber_stack_bytes = config.size("HDSM_FIBER_STACK");
   const std::string& kind = config.get("HDSM_SIM_KIND");
   o.kind = kind == "integrated" ? SimKind::integrated
            : kind == "discrete" ? SimKind::discrete

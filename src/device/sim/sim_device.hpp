@@ -14,6 +14,7 @@
 #include "device/services.hpp"
 #include "device/sim/host_memory.hpp"
 #include "device/sim/link_model.hpp"
+#include "exec/executor.hpp"
 #include "os/fault.hpp"
 #include "os/mapping.hpp"
 #include "os/offset_heap.hpp"
@@ -46,6 +47,9 @@ struct SimOptions {
   /// Guard pages around every allocation; kernel accesses into them die with a message naming the
   /// kernel and the buffer (HDSM_SIM_BOUNDS_CHECK).
   bool bounds_check = false;
+  /// Workers of each device's own executor (HDSM_SIM_THREADS); 0: the host's executor.
+  unsigned threads = 0;
+  std::size_t fiber_stack_bytes = std::size_t{64} * 1024;  // of its cooperative-kernel threads
 };
 
 /// One DMA engine: used by one transfer at a time.
@@ -145,6 +149,7 @@ class SimDevice final : public Device, public ManagedMemory, public HostMapping 
   LinkModel link_;
   bool poison_;
   HostMemory& host_;
+  std::unique_ptr<exec::Executor> own_executor_;  // HDSM_SIM_THREADS > 0
   DeviceServices services_;
   obs::DeviceCounters& counters_;
   os::Mapping memory_;
