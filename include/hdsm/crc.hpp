@@ -39,11 +39,11 @@ enum class Transport {
 };
 
 struct Options {
-  int workers = 0;                      // threads transport: 0 = one per core but the home's (>= 1)
-  std::size_t local_store = 256 << 10;  // bytes of each worker's private store (its page frames)
-  std::size_t page_size = 4096;         // initial page size: a power of two, 128 B .. 64 KiB
-  std::size_t sets = 0;                 // page-buffer sets; 0 = the smallest power of two S with 4 S > frames
-  std::size_t shared_bytes = 256 << 20;      // capacity of the shared space
+  int workers = 0;                       // threads transport: 0 = one per core but the home's (>= 1)
+  std::size_t local_store = 256 << 10;   // bytes of each worker's private store (its page frames)
+  std::size_t page_size = 4096;          // initial page size: a power of two, 128 B .. 64 KiB
+  std::size_t sets = 0;                  // page-buffer sets; 0 = the largest power of two up to the frames
+  std::size_t shared_bytes = 256 << 20;  // capacity of the shared space
   std::chrono::milliseconds timeout{60000};  // wait for missing workers at a barrier or lock
   Transport transport = Transport::threads;
   // Threads transport: read_only_local, write_single_local and overwrite_local reach the shared

@@ -23,7 +23,7 @@ Geometry geometry(std::size_t local_store, std::size_t page_size, std::size_t se
   g.sets = sets;
   if (g.sets == 0) {
     g.sets = 1;
-    while (4 * g.sets <= g.frames) g.sets *= 2;
+    while (g.sets * 2 <= g.frames) g.sets *= 2;
   }
   if (g.frames < g.sets)
     throw InvalidArgument(

@@ -1,7 +1,7 @@
 // A worker's page buffer: a software cache of shared pages in the worker's local store. S sets of 4
 // ways, each way with an entry in the read tag array, the write tag array and the local-address
-// array; a page-frame table of N frames with 4 S > N, so a page rarely finds its set full while
-// frames are free (a page's set folds its page number's upper bits into the lower ones, so large
+// array; a page-frame table of N frames with 4 S > N (S = N by default), so a page rarely finds its set full
+// while frames are free (a page's set folds its page number's upper bits into the lower ones, so large
 // aligned arrays do not share sets page for page); frames replaced round-robin. Separate read and write tags
 // make a write hit one compare, like a read hit. Replacement passes over the last pages to come in (a full
 // set gives up its oldest), so several localized runs can be held at once. No messages here: the worker

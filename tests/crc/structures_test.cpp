@@ -17,16 +17,18 @@ using hdsm::crc::detail::Geometry;
 using hdsm::crc::detail::kNoPage;
 using hdsm::crc::detail::PageBuffer;
 
-TEST(CrcGeometry, SetsAreTheSmallestPowerOfTwoWithFourTimesMoreWaysThanFrames) {
+TEST(CrcGeometry, SetsAreTheLargestPowerOfTwoUpToTheFrames) {
+  // As many sets as frames (a power of two): four ways per frame, so a set rarely fills while
+  // frames are free, and 4 S > N as the seed asks.
   const Geometry g = hdsm::crc::detail::geometry(256 << 10, 4096, 0);
   EXPECT_EQ(g.frames, 64u);
-  EXPECT_EQ(g.sets, 32u);  // 4 * 16 = 64 is not > 64
+  EXPECT_EQ(g.sets, 64u);
   EXPECT_EQ(g.page_shift, 12u);
-  EXPECT_GT(4 * g.sets, g.frames);
   for (std::size_t page = 128; page <= 65536; page *= 2) {
-    const Geometry h = hdsm::crc::detail::geometry(192 << 10, page, 0);
+    const Geometry h = hdsm::crc::detail::geometry(192 << 10, page, 0);  // 1.5 x a power of two frames
     EXPECT_GT(4 * h.sets, h.frames) << page;
-    EXPECT_LE(2 * h.sets, h.frames == 0 ? 1 : h.frames) << page;
+    EXPECT_LE(h.sets, h.frames) << page;
+    EXPECT_GT(2 * h.sets, h.frames) << page;
   }
 }
 
@@ -46,9 +48,9 @@ TEST(CrcGeometry, BadPageSizesAndSmallStoresAreErrors) {
 
 class CrcPageBuffer : public ::testing::Test {
  protected:
-  // 8 frames of 128 B; 4 sets (4 * 4 = 16 > 8).
+  // 8 frames of 128 B; 4 sets (4 * 4 = 16 > 8), fewer than the default 8, so that sets fill.
   CrcPageBuffer() : buffer_(8 * 128, "test") {
-    buffer_.configure(hdsm::crc::detail::geometry(8 * 128, 128, 0));
+    buffer_.configure(hdsm::crc::detail::geometry(8 * 128, 128, 4));
   }
   static std::uintptr_t page(std::size_t n) { return 0x10000000 + n * 128; }
   // The first `count` pages from page(0) on that fall into `set`.
