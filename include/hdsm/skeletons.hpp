@@ -430,8 +430,8 @@ class Slice {
   std::size_t n_;
 };
 
-/// The operand `a` of skeleton `skeleton` (`prefix` + `function` + ">", for messages) as a Slice; a
-/// part of a container must be contiguous (InvalidArgument otherwise).
+/// An operand of skeleton `prefix` + `function` + ">" (the name is for messages) as a Slice; a part of
+/// a container must be contiguous (InvalidArgument otherwise).
 template <class T>
 Slice<T> slice_of(const Vector<T>& v, const char* /*prefix*/, const char* /*function*/) {
   return {v.core(), 0, v.size()};
@@ -448,9 +448,9 @@ Slice<T> slice_of(const ContainerPart<T>& part, const char* prefix, const char* 
   return {*part.core, e.offset, e.cols};
 }
 
-/// InvalidArgument (naming skeleton `name`) unless the outputs are apart and each input is apart
-/// from each output or the same elements of it: an element may be updated in place, not read at
-/// another index.
+/// InvalidArgument (naming skeleton `prefix` + `function` + ">") unless the outputs are apart and each
+/// input is apart from each output or the same elements of it: an element may be updated in place,
+/// not read at another index.
 void check_aliasing(const char* prefix, const char* function, std::span<const SliceId> outputs,
                     std::span<const SliceId> inputs);
 
