@@ -274,6 +274,8 @@ std::uint64_t SimDevice::address(DeviceBuffer buffer, std::size_t offset) const 
 
 std::byte* SimDevice::resolve(DeviceBuffer buffer, std::size_t offset, std::size_t bytes,
                               const char* what) const {
+  if (std::byte* p = try_resolve(buffer, offset, bytes)) return p;
+  // The slow path, for the message (the buffer may have come or gone since: look again).
   std::lock_guard lock(alloc_mutex_);
   const Allocation& a = find(buffer, what);
   if (offset > a.bytes || bytes > a.bytes - offset)
@@ -283,10 +285,11 @@ std::byte* SimDevice::resolve(DeviceBuffer buffer, std::size_t offset, std::size
   return memory_.data() + a.offset + offset;
 }
 
-std::byte* SimDevice::try_resolve(DeviceBuffer buffer, std::size_t offset) const {
+std::byte* SimDevice::try_resolve(DeviceBuffer buffer, std::size_t offset, std::size_t bytes) const {
   std::lock_guard lock(alloc_mutex_);
   const auto it = allocations_.find(buffer.handle);
-  if (it == allocations_.end() || offset > it->second.bytes) return nullptr;
+  if (it == allocations_.end() || offset > it->second.bytes || bytes > it->second.bytes - offset)
+    return nullptr;
   return memory_.data() + it->second.offset + offset;
 }
 

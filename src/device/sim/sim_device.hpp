@@ -101,7 +101,7 @@ class SimDevice final : public Device, public ManagedMemory, public HostMapping 
   /// a foreign or freed handle and InvalidArgument for a range past the end.
   std::byte* resolve(DeviceBuffer buffer, std::size_t offset, std::size_t bytes, const char* what) const;
   /// The same, or nullptr where resolve would throw: for callers that build the message only then.
-  std::byte* try_resolve(DeviceBuffer buffer, std::size_t offset) const;
+  std::byte* try_resolve(DeviceBuffer buffer, std::size_t offset, std::size_t bytes) const;
   /// Copy n bytes over the link while holding the given engines until the transfer's modelled end,
   /// which it returns; counts the transfer on `route` and traces it on every held engine's lane.
   /// Transfers other than peer copies cross host memory, so they also take their time on its bus.

@@ -209,7 +209,7 @@ void SimQueue::launch(const Kernel& kernel, const Launch& launch, std::span<cons
     sizes[i] = a.size();
     if (a.is_buffer()) {
       // The message is formatted only for a bad argument: launches are the hot path.
-      void* p = device_.try_resolve(a.buffer(), a.offset());
+      void* p = device_.try_resolve(a.buffer(), a.offset(), 0);
       if (p == nullptr)
         p = device_.resolve(a.buffer(), a.offset(), 0,
                             fmt::format("argument {} of kernel '{}'", i, kernel.name).c_str());
