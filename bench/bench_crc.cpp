@@ -7,9 +7,11 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -173,8 +175,14 @@ void RawCopy(benchmark::State& state) {
 BENCHMARK(ReadHit)->UseRealTime();
 BENCHMARK(WriteHit)->UseRealTime();
 BENCHMARK(PlainRead);
-BENCHMARK(LockUnlock)->Arg(1)->Arg(2)->Arg(3)->Arg(4)->Iterations(20000)->UseRealTime();
-BENCHMARK(Barrier)->Arg(1)->Arg(2)->Arg(3)->Arg(4)->Iterations(20000)->UseRealTime();
+// 1 to 4 workers, and on a larger host up to one per core but the home's.
+void WorkerCounts(benchmark::internal::Benchmark* b) {
+  const int most = std::max(4, static_cast<int>(std::thread::hardware_concurrency()) - 1);
+  for (int w = 1; w <= most; ++w) b->Arg(w);
+}
+
+BENCHMARK(LockUnlock)->Apply(WorkerCounts)->Iterations(20000)->UseRealTime();
+BENCHMARK(Barrier)->Apply(WorkerCounts)->Iterations(20000)->UseRealTime();
 BENCHMARK(Fetch)->ArgsProduct({{128, 1024, 8192, 16384}, {0, 1}})->UseRealTime();
 BENCHMARK(Flush)->ArgsProduct({{128, 1024, 8192, 16384}, {0, 1}})->UseRealTime();
 BENCHMARK(RawCopy)->Arg(128)->Arg(1024)->Arg(8192)->Arg(16384);

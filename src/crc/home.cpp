@@ -11,6 +11,17 @@
 
 namespace hdsm::crc::detail {
 
+namespace {
+/// The replies sent while it lives go out together (every waiting worker's, at a barrier).
+struct ReplyBatch {
+  explicit ReplyBatch(HomeLink& link) : link(link) { link.begin_batch(); }
+  ~ReplyBatch() { link.end_batch(); }
+  ReplyBatch(const ReplyBatch&) = delete;
+  ReplyBatch& operator=(const ReplyBatch&) = delete;
+  HomeLink& link;
+};
+}  // namespace
+
 const char* to_string(Op op) {
   switch (op) {
     case Op::fetch_read:
@@ -277,7 +288,10 @@ void Home::handle(Request& r) {
         }
       at_barrier_.push_back(std::move(r));
       if (static_cast<int>(at_barrier_.size()) < workers_) return;
-      for (const Request& waiting : at_barrier_) acquire_reply(waiting);
+      {
+        const ReplyBatch batch(link_);
+        for (const Request& waiting : at_barrier_) acquire_reply(waiting);
+      }
       at_barrier_.clear();
       ++barrier_round_;
       return;

@@ -74,9 +74,13 @@ class HomeLink {
   /// The page bytes a write_back or flush_fetch request carries.
   virtual std::span<const std::byte> written(const Request& request) = 0;
   /// Answers a call: `page` (when not empty) goes into the worker's frame, `invalidations` to its
-  /// list.
+  /// list (empty when the worker calls).
   virtual void reply(const Request& request, const Reply& reply, std::span<const std::byte> page,
                      std::span<const std::uint64_t> invalidations) = 0;
+  /// The replies between these two calls may be sent together (a barrier's release, a lock passed
+  /// on): each worker's reply is still delivered once, at the latest by end_batch.
+  virtual void begin_batch() {}
+  virtual void end_batch() {}
 };
 
 /// A worker's end.

@@ -307,6 +307,7 @@ void Worker::acquire() {
 }
 
 void Worker::lock(int number) {
+  invalidations_.clear();  // the reply adds to it only what is new (none left from a failed acquire)
   Request r{.op = Op::lock, .worker = id_, .number = number, .invalidations = &invalidations_};
   check(link_.call(r), fmt::format("lock {}", number).c_str(), 0);
   acquire();
@@ -321,6 +322,7 @@ void Worker::unlock(int number) {
 
 void Worker::barrier() {
   release();
+  invalidations_.clear();
   Request r{.op = Op::barrier, .worker = id_, .sequence = barriers_++, .invalidations = &invalidations_};
   check(link_.call(r), "barrier", 0);
   acquire();

@@ -8,6 +8,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -89,6 +92,38 @@ TEST(CrcRuntime, ALockProtectedCounterCountsEveryIncrement) {
   });
   EXPECT_EQ(*counter, 3L * rounds);
   EXPECT_EQ(rt.stats().locks, 3u * rounds);
+}
+
+// The home answers a barrier's workers together and wakes those that sleep once all are answered:
+// here one worker comes late each round, so the others have stopped spinning and sleep on their
+// reply. A wake-up lost would leave them asleep: the watchdog names it instead of a hang.
+TEST(CrcRuntime, ABarrierWakesTheWorkersThatSleepOnIt) {
+  const int workers = 4, rounds = 12;
+  crc::Runtime rt(options(workers, 256));
+  int* slots = rt.alloc<int>(static_cast<std::size_t>(workers) * rounds);
+  std::atomic<int> wrong{0};
+  std::promise<void> finished;
+  std::future<void> done = finished.get_future();
+  std::thread region([&] {
+    rt.run([&] {
+      const int w = crc::worker_id();
+      for (int r = 0; r < rounds; ++r) {
+        crc::write(&slots[r * workers + w], r * 100 + w);
+        if (r % workers == w) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // late
+        crc::barrier();
+        for (int x = 0; x < workers; ++x)
+          if (crc::read(&slots[r * workers + x]) != r * 100 + x) wrong.fetch_add(1);
+      }
+    });
+    finished.set_value();
+  });
+  if (done.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+    std::fprintf(stderr, "ABarrierWakesTheWorkersThatSleepOnIt: the region hangs: a wake-up was lost\n");
+    std::abort();
+  }
+  region.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(rt.stats().barriers, static_cast<std::uint64_t>(workers * rounds));
 }
 
 TEST(CrcRuntime, ModifiedPagesEvictedFromAFullBufferReachTheHome) {
