@@ -77,8 +77,8 @@ class HomeLink {
   /// list (empty when the worker calls).
   virtual void reply(const Request& request, const Reply& reply, std::span<const std::byte> page,
                      std::span<const std::uint64_t> invalidations) = 0;
-  /// The replies between these two calls may be sent together (a barrier's release, a lock passed
-  /// on): each worker's reply is still delivered once, at the latest by end_batch.
+  /// The replies between these two calls may be sent together (a barrier's release): each worker's
+  /// reply is still delivered once, at the latest by end_batch.
   virtual void begin_batch() {}
   virtual void end_batch() {}
 };
