@@ -3,6 +3,7 @@
 // can be replayed.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <deque>
@@ -10,12 +11,22 @@
 
 namespace hdsm::test {
 
+/// Under a sanitizer the default number of steps is halved: the sanitizers look for races and bad
+/// accesses, which every kind of step already exercises, and their builds run the steps 5-20 times
+/// slower (CI's time budget). HDSM_MODEL_ITERATIONS still sets the number exactly.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr int kSanitizerStepDivisor = 2;
+#else
+inline constexpr int kSanitizerStepDivisor = 1;
+#endif
+
 class ModelRun {
  public:
   ModelRun(std::uint64_t default_seed, int default_iterations)
       : seed_(env_number("HDSM_MODEL_SEED", default_seed)),
-        iterations_(static_cast<int>(
-            env_number("HDSM_MODEL_ITERATIONS", static_cast<std::uint64_t>(default_iterations)))) {}
+        iterations_(static_cast<int>(env_number(
+            "HDSM_MODEL_ITERATIONS",
+            static_cast<std::uint64_t>(std::max(1, default_iterations / kSanitizerStepDivisor))))) {}
 
   std::uint64_t seed() const { return seed_; }
   int iterations() const { return iterations_; }
