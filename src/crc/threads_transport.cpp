@@ -82,9 +82,9 @@ class ThreadsTransport::Home final : public HomeLink {
   void end_batch() override {
     batch_ = false;
     if (to_wake_.empty()) return;
-      // Pairs with the sleeper's announcement inside atomic::wait (a read-modify-write): either the
-      // home sees it here, or the sleeper sees the reply before it sleeps.
 #if !defined(__SANITIZE_THREAD__)
+    // Pairs with the sleeper's announcement inside atomic::wait (a read-modify-write): either the
+    // home sees it here, or the sleeper sees the reply before it sleeps.
     std::atomic_thread_fence(std::memory_order_seq_cst);
 #endif
     for (Mailbox* box : to_wake_) box->replies.notify_one();
