@@ -51,6 +51,12 @@ struct Options {
   // memory. false copies every page through the store, as the workers of the seed's machine did.
   // MPI ranks always copy.
   bool zero_copy = true;
+  // Threads transport: inside a region, how long a worker spins for the home's answer (and the home
+  // for the next request) before it sleeps, where the workers and the home have a core each. A
+  // worker queued for a lock or at a barrier waits for the others; a sleeper costs its wake-up at
+  // every hand-on. Oversubscribed, the process-wide HDSM_WAIT_SPIN_US applies instead, and
+  // HDSM_WAIT_POLICY=spin or block overrides both.
+  std::chrono::microseconds region_spin{1000};
 
   /// The HDSM_CRC_* knobs (docs/configuration.md); ConfigError when one is malformed.
   static Options from_environment();

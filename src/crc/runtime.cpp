@@ -18,7 +18,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <thread>
 
@@ -35,6 +37,7 @@ Options Options::from_environment() {
   o.shared_bytes = config.size(knob_name(Knob::crc_shared));
   o.timeout = std::chrono::milliseconds(config.integer(knob_name(Knob::crc_timeout_ms)));
   o.zero_copy = config.boolean(knob_name(Knob::crc_zero_copy));
+  o.region_spin = std::chrono::microseconds(config.integer(knob_name(Knob::crc_spin_us)));
   return o;
 }
 
@@ -69,6 +72,17 @@ int default_workers() {
 }
 
 // Workers on threads of this process; the home is the thread that calls run.
+// Inside a region, the workers and the home wait only for each other. Where each has a core, they
+// spin longer than elsewhere in hdsm, as the seed's SPEs did on their mailboxes: with the usual
+// budget, the workers queued for a lock outwait it from about ten on, and every hand-on then pays
+// a wake-up. With more threads than cores, waiting spinners would slow the ones that work.
+std::uint64_t region_spin_ns(std::chrono::microseconds region_spin, int workers) {
+  const std::uint64_t policy = os::spin_budget();
+  if (policy == 0 || policy == std::numeric_limits<std::uint64_t>::max()) return policy;  // block, spin
+  if (static_cast<unsigned>(workers) + 1 > std::thread::hardware_concurrency()) return policy;
+  return std::max(policy, static_cast<std::uint64_t>(region_spin.count()) * 1000);
+}
+
 class ThreadsEngine final : public detail::Engine {
  public:
   explicit ThreadsEngine(const Options& o)
@@ -83,7 +97,7 @@ class ThreadsEngine final : public detail::Engine {
         heap_(bytes_, kAlignment),
         // One more worker than threads: the home, in regions it works in (run_with_home).
         directory_(bytes_ / o.page_size, o.page_size, std::min(workers_ + 1, detail::kMaxWorkers)),
-        transport_(workers_, data_),
+        transport_(workers_, data_, region_spin_ns(o.region_spin, workers_)),
         home_(transport_.home(), directory_, data_, workers_, o.timeout) {
     const detail::Space space{reinterpret_cast<std::uintptr_t>(data_), bytes_};
     for (int w = 0; w < workers_; ++w) {
@@ -227,10 +241,19 @@ std::unique_ptr<detail::Engine> make_engine(const Options& o) {
 }
 }  // namespace
 
+namespace {
+// The workers and the home wait for each other the way the rest of hdsm does (HDSM_WAIT_POLICY,
+// HDSM_WAIT_SPIN_US), set before the workers start.
+const Options& with_wait_policy(const Options& o) {
+  apply_wait_policy(Config::from_environment());
+  return o;
+}
+}  // namespace
+
 class Runtime::Impl {
  public:
   explicit Impl(const Options& o)
-      : options_(o),
+      : options_(with_wait_policy(o)),
         geometry_(detail::geometry(o.local_store, o.page_size, o.sets)),
         engine_(make_engine(o)) {}
 

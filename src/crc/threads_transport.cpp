@@ -37,12 +37,13 @@ struct ThreadsTransport::Doorbell {
 
 class ThreadsTransport::Home final : public HomeLink {
  public:
-  Home(std::vector<std::unique_ptr<Mailbox>>& boxes, Doorbell& bell) : boxes_(boxes), bell_(bell) {}
+  Home(std::vector<std::unique_ptr<Mailbox>>& boxes, Doorbell& bell, std::uint64_t spin_ns)
+      : boxes_(boxes), bell_(bell), spin_ns_(spin_ns) {}
 
   bool receive(Request& request, std::chrono::steady_clock::time_point deadline) override {
     for (;;) {
       if (take(request)) return true;
-      if (os::spin_until([&] { return any(); })) continue;
+      if (os::spin_until_for(spin_ns_, [&] { return any(); })) continue;
       std::unique_lock lock(bell_.mutex);
       bell_.sleeping.store(true, std::memory_order_seq_cst);
       // Pairs with the worker's push (tail, then sleeping, both seq_cst): one of the two sees the other.
@@ -117,6 +118,7 @@ class ThreadsTransport::Home final : public HomeLink {
 
   std::vector<std::unique_ptr<Mailbox>>& boxes_;
   Doorbell& bell_;
+  std::uint64_t spin_ns_;
   bool batch_ = false;
   std::vector<Mailbox*> to_wake_;  // answered in this batch
   std::size_t last_ = 0;
@@ -127,12 +129,13 @@ class ThreadsTransport::Home final : public HomeLink {
 
 class ThreadsTransport::Worker final : public WorkerLink {
  public:
-  Worker(Mailbox& box, Doorbell& bell, std::byte* base) : box_(box), bell_(bell), base_(base) {}
+  Worker(Mailbox& box, Doorbell& bell, std::byte* base, std::uint64_t spin_ns)
+      : box_(box), bell_(bell), base_(base), spin_ns_(spin_ns) {}
 
   Reply call(Request& request) override {
     const std::uint32_t before = box_.replies.load(std::memory_order_relaxed);
     push(request);
-    if (!os::spin_until([&] { return box_.replies.load(std::memory_order_acquire) != before; }))
+    if (!os::spin_until_for(spin_ns_, [&] { return box_.replies.load(std::memory_order_acquire) != before; }))
       while (box_.replies.load(std::memory_order_acquire) == before)
         box_.replies.wait(before, std::memory_order_acquire);
     return box_.reply;
@@ -156,7 +159,7 @@ class ThreadsTransport::Worker final : public WorkerLink {
     if (tail - head_seen_ >= kSlots) {
       head_seen_ = box_.head.load(std::memory_order_acquire);
       if (tail - head_seen_ >= kSlots)
-        while (!os::spin_until([&] {
+        while (!os::spin_until_for(spin_ns_, [&] {
           head_seen_ = box_.head.load(std::memory_order_acquire);
           return tail - head_seen_ < kSlots;
         })) {
@@ -177,15 +180,16 @@ class ThreadsTransport::Worker final : public WorkerLink {
   Mailbox& box_;
   Doorbell& bell_;
   std::byte* base_;
+  std::uint64_t spin_ns_;
   std::uint64_t head_seen_ = 0;  // the home's position as last read: it only grows
 };
 
-ThreadsTransport::ThreadsTransport(int workers, std::byte* base) {
+ThreadsTransport::ThreadsTransport(int workers, std::byte* base, std::uint64_t spin_ns) {
   bell_ = std::make_unique<Doorbell>();
   for (int w = 0; w < workers; ++w) boxes_.push_back(std::make_unique<Mailbox>());
-  home_ = std::make_unique<Home>(boxes_, *bell_);
+  home_ = std::make_unique<Home>(boxes_, *bell_, spin_ns);
   for (int w = 0; w < workers; ++w)
-    workers_.push_back(std::make_unique<Worker>(*boxes_[static_cast<std::size_t>(w)], *bell_, base));
+    workers_.push_back(std::make_unique<Worker>(*boxes_[static_cast<std::size_t>(w)], *bell_, base, spin_ns));
 }
 
 ThreadsTransport::~ThreadsTransport() = default;

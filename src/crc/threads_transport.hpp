@@ -11,6 +11,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -19,8 +20,9 @@ namespace hdsm::crc::detail {
 
 class ThreadsTransport {
  public:
-  /// `workers` mailboxes over the shared space at `base`.
-  ThreadsTransport(int workers, std::byte* base);
+  /// `workers` mailboxes over the shared space at `base`; a wait for the other side spins for
+  /// `spin_ns` before it sleeps.
+  ThreadsTransport(int workers, std::byte* base, std::uint64_t spin_ns);
   ~ThreadsTransport();
 
   HomeLink& home();

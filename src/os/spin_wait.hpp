@@ -40,13 +40,17 @@ inline std::uint64_t monotonic_ns() noexcept {
   return static_cast<std::uint64_t>(t.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(t.tv_nsec);
 }
 
-/// Spins until ready() holds or the policy's budget is spent; returns ready(). The caller then
-/// sleeps the usual way (futex, condition variable) where it returned false. Every few microseconds
-/// the spinning thread yields its core, so spinners never keep a thread that has work from running.
+/// The policy's budget: nanoseconds a wait spins before it sleeps (0 under block, all ones under
+/// spin).
+inline std::uint64_t spin_budget() noexcept { return detail::spin_budget_ns.load(std::memory_order_relaxed); }
+
+/// Spins until ready() holds or `budget` nanoseconds are spent (all ones: never gives up); returns
+/// ready(). The caller then sleeps the usual way (futex, condition variable) where it returned false.
+/// Every few microseconds the spinning thread yields its core, so spinners never keep a thread that
+/// has work from running.
 template <class Ready>
-bool spin_until(Ready&& ready) {
+bool spin_until_for(std::uint64_t budget, Ready&& ready) {
   if (ready()) return true;
-  const std::uint64_t budget = detail::spin_budget_ns.load(std::memory_order_relaxed);
   if (budget == 0) return false;
   const std::uint64_t start = monotonic_ns();
   for (unsigned i = 1;; ++i) {
@@ -57,6 +61,12 @@ bool spin_until(Ready&& ready) {
       ::sched_yield();
     }
   }
+}
+
+/// Spins until ready() holds or the policy's budget is spent; returns ready().
+template <class Ready>
+bool spin_until(Ready&& ready) {
+  return spin_until_for(spin_budget(), ready);
 }
 
 }  // namespace hdsm::os

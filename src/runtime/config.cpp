@@ -2,6 +2,7 @@
 #include <hdsm/error.hpp>
 
 #include "device/sim/peer_groups.hpp"
+#include "os/spin_wait.hpp"
 #include "runtime/knobs.hpp"
 
 #include <fmt/format.h>
@@ -137,6 +138,14 @@ std::string validate(const KnobSpec& k, std::string_view value) {
 std::span<const KnobInfo> knobs() { return kInfos; }
 
 std::string_view knob_name(Knob knob) { return kKnobs[static_cast<int>(knob)].info.name; }
+
+void apply_wait_policy(const Config& config) {
+  const std::string& policy = config.get(knob_name(Knob::wait_policy));
+  os::set_wait_policy(policy == "spin"    ? os::WaitPolicy::spin
+                      : policy == "block" ? os::WaitPolicy::block
+                                          : os::WaitPolicy::automatic,
+                      static_cast<std::uint32_t>(config.integer(knob_name(Knob::wait_spin_us))));
+}
 
 std::uint64_t parse_size(std::string_view text) {
   const auto t = trim(text);

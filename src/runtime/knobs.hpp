@@ -16,4 +16,8 @@ enum class Knob {
 /// The environment/programmatic name of a knob ("HDSM_SIM_DEVICES").
 std::string_view knob_name(Knob knob);
 
+/// Sets the process-wide wait policy (os/spin_wait.hpp) from HDSM_WAIT_POLICY and
+/// HDSM_WAIT_SPIN_US: every runtime that starts threads does, before they wait.
+void apply_wait_policy(const Config& config);
+
 }  // namespace hdsm

@@ -2,7 +2,6 @@
 #include <hdsm/error.hpp>
 #include <hdsm/hdsm.hpp>
 
-#include "os/spin_wait.hpp"
 #include "runtime/adsm_model.hpp"
 #include "runtime/internal.hpp"
 #include "runtime/knobs.hpp"
@@ -58,11 +57,7 @@ namespace {
 
 // HDSM_WAIT_POLICY and HDSM_WAIT_SPIN_US, set before any thread of the runtime starts waiting.
 Config with_wait_policy(Config config) {
-  const std::string& policy = config.get(knob_name(Knob::wait_policy));
-  os::set_wait_policy(policy == "spin"    ? os::WaitPolicy::spin
-                      : policy == "block" ? os::WaitPolicy::block
-                                          : os::WaitPolicy::automatic,
-                      static_cast<std::uint32_t>(config.integer(knob_name(Knob::wait_spin_us))));
+  apply_wait_policy(config);
   return config;
 }
 

@@ -99,7 +99,9 @@ TEST(CrcRuntime, ALockProtectedCounterCountsEveryIncrement) {
 // reply. A wake-up lost would leave them asleep: the watchdog names it instead of a hang.
 TEST(CrcRuntime, ABarrierWakesTheWorkersThatSleepOnIt) {
   const int workers = 4, rounds = 12;
-  crc::Runtime rt(options(workers, 256));
+  crc::Options o = options(workers, 256);
+  o.region_spin = std::chrono::microseconds(0);  // the process-wide budget: the waiters sleep soon
+  crc::Runtime rt(o);
   int* slots = rt.alloc<int>(static_cast<std::size_t>(workers) * rounds);
   std::atomic<int> wrong{0};
   std::promise<void> finished;
@@ -124,6 +126,15 @@ TEST(CrcRuntime, ABarrierWakesTheWorkersThatSleepOnIt) {
   region.join();
   EXPECT_EQ(wrong.load(), 0);
   EXPECT_EQ(rt.stats().barriers, static_cast<std::uint64_t>(workers * rounds));
+}
+
+TEST(CrcRuntime, TheRegionSpinComesFromTheEnvironment) {
+  EXPECT_EQ(crc::Options{}.region_spin, std::chrono::microseconds(1000));
+  ::setenv("HDSM_CRC_SPIN_US", "250", 1);
+  EXPECT_EQ(crc::Options::from_environment().region_spin, std::chrono::microseconds(250));
+  ::setenv("HDSM_CRC_SPIN_US", "2000000", 1);  // above the range
+  EXPECT_THROW((void)crc::Options::from_environment(), hdsm::ConfigError);
+  ::unsetenv("HDSM_CRC_SPIN_US");
 }
 
 TEST(CrcRuntime, ModifiedPagesEvictedFromAFullBufferReachTheHome) {
