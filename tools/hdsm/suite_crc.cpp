@@ -157,9 +157,15 @@ void fig10(SuiteContext& ctx) {
   }
 }
 
+// The sync experiments' largest worker count: one per core, and one more (oversubscribed).
+int sync_most_workers(const SuiteContext& ctx) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return ctx.quick ? 3 : std::max(4, cores);
+}
+
 void sync(SuiteContext& ctx) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int most = ctx.quick ? 3 : std::max(4, cores);
+  const int most = sync_most_workers(ctx);
   for (int workers = 1; workers <= most; ++workers) {
     crc::Runtime rt(options(workers));
     for (const std::string op : {"lock", "barrier"}) {
@@ -381,7 +387,8 @@ void run(SuiteContext& ctx) {
                         .categorical_x = true,
                         .where = {{"experiment", "fig13"}}});
   const std::size_t apps_steps = capps::crc_apps().size() * ((ctx.quick ? 2 : 5) + 3);
-  ctx.progress.set_total((ctx.quick ? 3 : 8) * 2 + (ctx.quick ? 3 : 4) * 2 + apps_steps);
+  ctx.progress.set_total((ctx.quick ? 3 : 8) * 2 + static_cast<std::size_t>(sync_most_workers(ctx)) * 2 +
+                         apps_steps);
   fig10(ctx);
   sync(ctx);
   apps_experiments(ctx);
