@@ -387,8 +387,8 @@ void run(SuiteContext& ctx) {
                         .categorical_x = true,
                         .where = {{"experiment", "fig13"}}});
   const std::size_t apps_steps = capps::crc_apps().size() * ((ctx.quick ? 2 : 5) + 3);
-  ctx.progress.set_total((ctx.quick ? 3 : 8) * 2 + static_cast<std::size_t>(sync_most_workers(ctx)) * 2 +
-                         apps_steps);
+  const std::size_t fig10_steps = ctx.quick ? 3 * 2 : 8 * 2;  // page sizes x (fetch, flush)
+  ctx.progress.set_total(fig10_steps + static_cast<std::size_t>(sync_most_workers(ctx)) * 2 + apps_steps);
   fig10(ctx);
   sync(ctx);
   apps_experiments(ctx);
