@@ -71,7 +71,6 @@ int default_workers() {
   return static_cast<int>(std::clamp(cores - 1, 1u, static_cast<unsigned>(detail::kMaxWorkers)));
 }
 
-// Workers on threads of this process; the home is the thread that calls run.
 // Inside a region, the workers and the home wait only for each other. Where each has a core, they
 // spin longer than elsewhere in hdsm, as the seed's SPEs did on their mailboxes: with the usual
 // budget, the workers queued for a lock outwait it from about ten on, and every hand-on then pays
@@ -83,6 +82,7 @@ std::uint64_t region_spin_ns(std::chrono::microseconds region_spin, int workers)
   return std::max(policy, static_cast<std::uint64_t>(region_spin.count()) * 1000);
 }
 
+// Workers on threads of this process; the home is the thread that calls run.
 class ThreadsEngine final : public detail::Engine {
  public:
   explicit ThreadsEngine(const Options& o)
@@ -239,9 +239,7 @@ std::unique_ptr<detail::Engine> make_engine(const Options& o) {
         "hdsm-mpi)");
   return lookup()(o);
 }
-}  // namespace
 
-namespace {
 // The workers and the home wait for each other the way the rest of hdsm does (HDSM_WAIT_POLICY,
 // HDSM_WAIT_SPIN_US), set before the workers start.
 const Options& with_wait_policy(const Options& o) {
