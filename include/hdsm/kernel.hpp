@@ -296,7 +296,7 @@ template <class F>
 detail::kernel_for<F> per_thread(std::string name, F f) {
   detail::kernel_for<F> k;
   k.name = name;
-  k.host = [f, name](exec::Executor& ex, const Launch& launch, const ArgPack& pack) {
+  k.host = [f, name = std::move(name)](exec::Executor& ex, const Launch& launch, const ArgPack& pack) {
     auto args = detail::unpack_for<F>(name, pack);
     detail::for_each_block(ex, launch, [&](const BlockRun& run) {
       const Dim3 bd = launch.block, gd = launch.grid, b = run.block;
@@ -317,7 +317,7 @@ template <class F>
 detail::kernel_for<F> per_block(std::string name, F f) {
   detail::kernel_for<F> k;
   k.name = name;
-  k.host = [f, name](exec::Executor& ex, const Launch& launch, const ArgPack& pack) {
+  k.host = [f, name = std::move(name)](exec::Executor& ex, const Launch& launch, const ArgPack& pack) {
     auto args = detail::unpack_for<F>(name, pack);
     detail::for_each_block(ex, launch, [&](const BlockRun& run) {
       Block block(run);
@@ -332,7 +332,7 @@ template <class F>
 detail::kernel_for<F> cooperative(std::string name, F f) {
   detail::kernel_for<F> k;
   k.name = name;
-  k.host = [f, name](exec::Executor& ex, const Launch& launch, const ArgPack& pack) {
+  k.host = [f, name = std::move(name)](exec::Executor& ex, const Launch& launch, const ArgPack& pack) {
     auto args = detail::unpack_for<F>(name, pack);
     detail::for_each_block(ex, launch, [&](const BlockRun& run) {
       detail::run_cooperative(run,

@@ -561,6 +561,7 @@ void run_map(std::optional<SkeletonBackend> backend_chosen, const std::vector<un
 
 /// What every skeleton is told: where it runs (Derived: the skeleton, for chained calls).
 template <class Derived>
+// NOLINTNEXTLINE(bugprone-crtp-constructor-accessibility): intermediate bases derive from it too
 class SkeletonOptions {
  public:
   Derived& backend(SkeletonBackend b) {
@@ -602,6 +603,7 @@ class SkeletonOptions {
 
 /// Map and MapIndex: the outputs, the inputs and the uniforms of a call, checked against F.
 template <class F, bool Indexed, class Derived>
+// NOLINTNEXTLINE(bugprone-crtp-constructor-accessibility): Map and MapIndex derive from it
 class MapBase : public SkeletonOptions<Derived> {
  public:
   template <class... A>

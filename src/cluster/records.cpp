@@ -67,6 +67,7 @@ void PerRankRecords::add_record(const RecordView& record) {
 
 std::vector<std::span<const std::byte>> PerRankRecords::views() const {
   std::vector<std::span<const std::byte>> v;
+  v.reserve(out_.size());
   for (const RecordWriter& w : out_) v.push_back(w.bytes());
   return v;
 }

@@ -242,7 +242,7 @@ std::unique_ptr<detail::Engine> make_engine(const Options& o) {
 
 // The workers and the home wait for each other the way the rest of hdsm does (HDSM_WAIT_POLICY,
 // HDSM_WAIT_SPIN_US), set before the workers start.
-const Options& with_wait_policy(const Options& o) {
+Options with_wait_policy(const Options& o) {
   apply_wait_policy(Config::from_environment());
   return o;
 }

@@ -46,6 +46,7 @@ class BackendOf : public DeviceBackend {
  public:
   std::vector<Device*> devices() const override {
     std::vector<Device*> out;
+    out.reserve(devices_.size());
     for (const auto& d : devices_) out.push_back(d.get());
     return out;
   }

@@ -392,10 +392,11 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int 
       // The send goes from a packed copy, so the receive may fill the buffer at once (and through
       // hdsm_mpi, which takes chunked messages apart).
       int size = 0, position = 0;
-      if ((rc = PMPI_Pack_size(count, type, comm, &size)) != MPI_SUCCESS) return refuse(comm, rc);
+      rc = PMPI_Pack_size(count, type, comm, &size);
+      if (rc != MPI_SUCCESS) return refuse(comm, rc);
       copy.resize(static_cast<std::size_t>(size));
-      if ((rc = PMPI_Pack(buf, count, type, copy.data(), size, &position, comm)) != MPI_SUCCESS)
-        return refuse(comm, rc);
+      rc = PMPI_Pack(buf, count, type, copy.data(), size, &position, comm);
+      if (rc != MPI_SUCCESS) return refuse(comm, rc);
       rc = MPI_Irecv(buf, count, type, source, recvtag, comm, &requests[0]);
       if (rc != MPI_SUCCESS) return rc;
       rc = PMPI_Isend(copy.data(), position, MPI_PACKED, dest, sendtag, comm, &requests[1]);

@@ -75,7 +75,8 @@ int matched_probe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* me
     h.comm = comm;
     h.source = st.MPI_SOURCE;
     h.tag = st.MPI_TAG;
-    if ((rc = receive_40(got, comm, h.header, h.chunked)) != MPI_SUCCESS) return rc;
+    rc = receive_40(got, comm, h.header, h.chunked);
+    if (rc != MPI_SUCCESS) return rc;
     m.payload = h;
   }
   MPI_Message token = MPI_MESSAGE_NULL;

@@ -15,6 +15,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <utility>
 
 namespace hdsm::os {
@@ -146,9 +147,12 @@ void Arena::keep(unsigned segment, std::size_t begin, std::size_t end) {
     end = next->second;
     kept.erase(next);
   }
-  if (auto prev = kept.lower_bound(begin); prev != kept.begin() && (--prev)->second == begin) {
-    begin = prev->first;
-    kept.erase(prev);
+  if (auto after = kept.lower_bound(begin); after != kept.begin()) {
+    const auto prev = std::prev(after);
+    if (prev->second == begin) {
+      begin = prev->first;
+      kept.erase(prev);
+    }
   }
   kept.emplace(begin, end);
 }

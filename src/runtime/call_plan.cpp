@@ -155,6 +155,7 @@ void AdsmModel::enqueue(const Kernel& kernel, const Launch& launch, CallPlan pla
   coherence::SharedSpace& space = shared_space();
   const unsigned target = plan.device;
   std::vector<std::unique_lock<os::RankedMutex<std::mutex>>> locks;
+  locks.reserve(plan.lock_order.size());
   for (unsigned d : plan.lock_order)
     locks.push_back(obs::lock_counting_wait(device_calls_[d].mutex, rt_.lock_sink()));
 

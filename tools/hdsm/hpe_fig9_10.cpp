@@ -43,6 +43,7 @@ std::vector<HpeSuite::AppTiming> HpeSuite::time_apps(const std::vector<HpeSuite:
       shares[i].push_back(run.seconds > 0 ? run.exchange_seconds / run.seconds : 0);
     }
   std::vector<AppTiming> out;
+  out.reserve(contenders.size());
   for (std::size_t i = 0; i < contenders.size(); ++i) out.push_back({median(seconds[i]), median(shares[i])});
   return out;
 }

@@ -126,6 +126,7 @@ PlotData plot_data(const Results& results, const Plot& plot) {
   const std::size_t xc = results.column(plot.x), yc = results.column(plot.y),
                     sc = results.column(plot.series);
   std::vector<std::pair<std::size_t, std::string>> where;
+  where.reserve(plot.where.size());
   for (const auto& [column, value] : plot.where) where.emplace_back(results.column(column), value);
   PlotData data;
   for (const auto& row : results.rows()) {
@@ -181,6 +182,7 @@ std::string gnuplot_script(const Results& results, const Plot& plot, const std::
   }
   if (plot.categorical_x) {
     std::vector<std::string> tics;
+    tics.reserve(categories.size());
     for (std::size_t i = 0; i < categories.size(); ++i)
       tics.push_back(fmt::format("{} {}", gnuplot_string(categories[i]), i));
     script += fmt::format("set xtics ({})\nset xrange [-0.6:{}]\nset style fill solid 0.8 border -1\n",

@@ -157,6 +157,7 @@ std::string report_markdown(const RunInfo& run, std::span<const SuiteOutcome> ou
     md += "- configuration: every knob at its default\n";
   } else {
     std::vector<std::string> knobs;
+    knobs.reserve(run.knobs.size());
     for (const auto& k : run.knobs)
       knobs.push_back(fmt::format("`{}` = {} (default {})", k.name, display_value(k.type, k.value),
                                   display_value(k.type, k.default_value)));

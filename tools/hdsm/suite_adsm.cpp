@@ -682,6 +682,7 @@ class AdsmSuite {
     std::vector<double> adsm_us, raw_us;
     for (int rep = 0; rep < std::max(3, reps()); ++rep) {
       std::vector<volatile char*> shared;
+      shared.reserve(kObjects);
       for (std::size_t o = 0; o < kObjects; ++o)
         shared.push_back(static_cast<volatile char*>(rt->alloc(kPagesPerObject * 4 * KiB, device_index_)));
       std::uint64_t sum = 0;

@@ -55,6 +55,7 @@ std::vector<Line> run_program(SuiteContext& ctx, const std::string& label, int r
                                          : fmt::format("{} {} --bind-to none -n {} {} 2>&1", HDSM_MPIEXEC,
                                                        HDSM_MPIEXEC_FLAGS, ranks, program);
   ctx.progress.start(fmt::format("{} {}x{}", label, std::max(1, ranks), threads));
+  // NOLINTNEXTLINE(bugprone-command-processor): the command is the build's mpiexec and bench program
   std::FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) throw SystemError("popen", command, errno);
   std::vector<Line> lines;

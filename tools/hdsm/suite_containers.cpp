@@ -196,6 +196,7 @@ void table1(SuiteContext& ctx) {
                                    app.sizes.size(), app.sizes.front(), app.sizes.back()));
     // The host backend's result at each size is what every configuration must compute.
     std::vector<apps::Output> want;
+    want.reserve(app.sizes.size());
     for (std::size_t size : app.sizes)
       want.push_back(app.run_size(*runtimes["New CMO (peer)"], apps::Where{SkeletonBackend::host, {}}, size));
     std::map<std::string, ContainerStats> stats;

@@ -48,6 +48,7 @@ void run_mpi(SuiteContext& ctx) {
                                           HDSM_MPI_TRANSFER, ctx.quick ? "--quick" : "");
   ctx.progress.set_total(ctx.quick ? 18 : 36);
   ctx.progress.note(command);
+  // NOLINTNEXTLINE(bugprone-command-processor): the command is the build's mpiexec and bench program
   std::FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) throw SystemError("popen", command, errno);
   std::map<std::string, double> seconds;  // "experiment|version|bytes"

@@ -57,6 +57,8 @@ const char* error_name(cl_int code) {
 #undef HDSM_CL_ERROR
     case -1001:
       return "CL_PLATFORM_NOT_FOUND_KHR";
+    default:
+      break;
   }
   return "unknown OpenCL error";
 }

@@ -443,6 +443,7 @@ SimBackend::~SimBackend() = default;
 
 std::vector<Device*> SimBackend::devices() const {
   std::vector<Device*> out;
+  out.reserve(devices_.size());
   for (const auto& d : devices_) out.push_back(d.get());
   return out;
 }
