@@ -125,7 +125,7 @@ void PageBuffer::install(const Place& place, std::uintptr_t page, bool write, bo
   frame_stamp_[place.frame] = ++clock_;
   frame_flags_[place.frame] =
       static_cast<std::uint8_t>((registered ? kRegistered : 0) | (single ? kSingle : 0));
-  if (write) modified_.push_back({place.way, page});
+  if (write) note_modified(place.way, page);
   if (!registered) list_unregistered(place.frame);
 }
 
@@ -140,7 +140,25 @@ void PageBuffer::grant_write(int way, bool single) {
   const auto w = static_cast<std::size_t>(way);
   write_tags_[w] = read_tags_[w];
   if (single) frame_flags_[static_cast<std::size_t>(way_frame_[w])] |= kSingle;
-  modified_.push_back({way, read_tags_[w]});
+  note_modified(way, read_tags_[w]);
+}
+
+void PageBuffer::note_modified(int way, std::uintptr_t page) {
+  if (modified_.size() >= 2 * write_tags_.size()) compact_modified();
+  modified_.push_back({way, page});
+}
+
+void PageBuffer::compact_modified() {
+  // In order (the release writes back in the order the pages were written), each way once.
+  modified_kept_.assign(write_tags_.size(), 0);
+  std::size_t kept = 0;
+  for (const Modified& m : modified_) {
+    const auto w = static_cast<std::size_t>(m.way);
+    if (write_tags_[w] != m.page || modified_kept_[w] != 0) continue;
+    modified_kept_[w] = 1;
+    modified_[kept++] = m;
+  }
+  modified_.resize(kept);
 }
 
 void PageBuffer::clean(int way) {

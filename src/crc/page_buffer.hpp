@@ -101,6 +101,8 @@ class PageBuffer {
   std::uint64_t conflict_misses = 0;
   /// Frames listed for the next drop_unregistered (each once, so at most `frames`).
   std::size_t unregistered_listed() const { return unregistered_.size(); }
+  /// Entries of the modified list (stale ones included: at most twice the ways).
+  std::size_t modified_listed() const { return modified_.size(); }
 
  private:
   struct Modified {
@@ -126,6 +128,12 @@ class PageBuffer {
   std::uint64_t clock_ = 0;
   std::size_t next_frame_ = 0;  // round-robin replacement
   std::vector<Modified> modified_;
+  std::vector<std::uint8_t> modified_kept_;  // per way, during compact_modified
+  /// Lists a way given write permission; drops the entries of ways written back or evicted since
+  /// when the list reaches twice the ways, so a region that streams through many pages keeps it
+  /// as bounded as the local store.
+  void note_modified(int way, std::uintptr_t page);
+  void compact_modified();
   void list_unregistered(std::size_t frame);
   std::vector<std::size_t> unregistered_;          // frames that may hold copies the home does not know of
   std::vector<std::uint8_t> unregistered_listed_;  // per frame: in unregistered_ already

@@ -139,6 +139,25 @@ TEST_F(CrcPageBuffer, APhaseOfReadOnlyMissesListsEachFrameOnce) {
   EXPECT_EQ(buffer_.unregistered_listed(), 1u);
 }
 
+TEST_F(CrcPageBuffer, AWritePhaseThroughThousandsOfPagesKeepsTheModifiedListBounded) {
+  // Every write miss evicts a modified page (written back by the worker): the list of ways to
+  // write back at the release must not keep an entry per page ever written.
+  const std::size_t ways = buffer_.geometry().sets * 4;
+  for (std::size_t i = 0; i < 5000; ++i) {
+    fill(page(i), /*write=*/true);
+    ASSERT_LE(buffer_.modified_listed(), 2 * ways) << i;
+  }
+  // The release still sees exactly the pages that hold write permission, each once, oldest first.
+  std::vector<std::uintptr_t> seen;
+  buffer_.for_each_modified([&](int way, std::uintptr_t p, bool) {
+    EXPECT_EQ(buffer_.find_write(p), way);
+    seen.push_back(p);
+  });
+  std::vector<std::uintptr_t> want;
+  for (std::size_t i = 5000 - buffer_.geometry().frames; i < 5000; ++i) want.push_back(page(i));
+  EXPECT_EQ(seen, want);
+}
+
 TEST_F(CrcPageBuffer, UnregisteredCopiesAreDroppedTogether) {
   fill(page(0));
   const PageBuffer::Place p = buffer_.place(page(1));
