@@ -18,11 +18,29 @@ constexpr std::memory_order kReplyOrder = std::memory_order_release;
 #endif
 }  // namespace
 
+// A request as it crosses between the cores: one cache line that carries its own "written" mark,
+// so a worker's request reaches the home in one line transfer (a whole Request, with its vector,
+// string and exception, spans three lines and a separate tail a fourth). The rare requests with
+// more (a single writer's page list, a task's error) leave that part in the mailbox's `heavy` slot.
+struct alignas(64) Packet {
+  std::atomic<std::uint64_t> ready{0};  // the request's position + 1 once the fields are written
+  Op op = Op::done;
+  bool write = false;
+  bool heavy = false;       // the rest of the request is in Mailbox::heavy at the same position
+  std::uint64_t page = 0;   // page number (offset for direct_get and direct_put)
+  std::uint64_t extra = 0;  // flush_fetch: the victim; lock, unlock: the number; barrier: the sequence
+  std::byte* frame = nullptr;
+  const std::byte* written = nullptr;
+  std::vector<std::uint64_t>* invalidations = nullptr;
+};
+static_assert(sizeof(Packet) == 64, "a request packet is one cache line");
+
 struct ThreadsTransport::Mailbox {
-  // Worker -> home: single producer (the worker), single consumer (the home).
-  alignas(64) std::atomic<std::uint64_t> tail{0};  // written by the worker
+  // Worker -> home: single producer (the worker), single consumer (the home). The home finds the
+  // next request by its packet's `ready`, the worker checks `head` only when the ring looks full.
   alignas(64) std::atomic<std::uint64_t> head{0};  // written by the home
-  std::array<Request, kSlots> slots;
+  std::array<Packet, kSlots> packets;
+  std::array<Request, kSlots> heavy;
   // Home -> worker: the reply to the one call in flight.
   alignas(64) std::atomic<std::uint32_t> replies{0};
   Reply reply;
@@ -46,7 +64,8 @@ class ThreadsTransport::Home final : public HomeLink {
       if (os::spin_until_for(spin_ns_, [&] { return any(); })) continue;
       std::unique_lock lock(bell_.mutex);
       bell_.sleeping.store(true, std::memory_order_seq_cst);
-      // Pairs with the worker's push (tail, then sleeping, both seq_cst): one of the two sees the other.
+      // Pairs with the worker's push (a packet's ready, then sleeping, both seq_cst): one of the two
+      // sees the other.
       const bool ready = bell_.cv.wait_until(lock, deadline, [&] { return any(); });
       bell_.sleeping.store(false, std::memory_order_relaxed);
       if (!ready) return false;
@@ -96,8 +115,10 @@ class ThreadsTransport::Home final : public HomeLink {
 
  private:
   bool any() const {
-    for (const auto& box : boxes_)
-      if (box->head.load(std::memory_order_relaxed) != box->tail.load(std::memory_order_seq_cst)) return true;
+    for (const auto& box : boxes_) {
+      const std::uint64_t head = box->head.load(std::memory_order_relaxed);
+      if (box->packets[head % kSlots].ready.load(std::memory_order_seq_cst) == head + 1) return true;
+    }
     return false;
   }
   // Round-robin: the worker after the one served last goes first.
@@ -107,8 +128,25 @@ class ThreadsTransport::Home final : public HomeLink {
       const std::size_t w = (last_ + k) % n;
       Mailbox& box = *boxes_[w];
       const std::uint64_t head = box.head.load(std::memory_order_relaxed);
-      if (head == box.tail.load(std::memory_order_acquire)) continue;
-      request = std::move(box.slots[head % kSlots]);
+      const Packet& p = box.packets[head % kSlots];
+      if (p.ready.load(std::memory_order_acquire) != head + 1) continue;
+      if (p.heavy) {
+        request = std::move(box.heavy[head % kSlots]);
+        took_heavy_ = true;
+      } else if (took_heavy_) {
+        request = Request{};  // nothing of the last heavy request stays
+        took_heavy_ = false;
+      }
+      request.op = p.op;
+      request.worker = static_cast<int>(w);
+      request.write = p.write;
+      request.page = p.page;
+      request.victim = p.op == Op::flush_fetch ? p.extra : 0;
+      request.number = p.op == Op::lock || p.op == Op::unlock ? static_cast<std::int64_t>(p.extra) : 0;
+      request.sequence = p.op == Op::barrier ? p.extra : 0;
+      request.frame = p.frame;
+      request.written = p.written;
+      request.invalidations = p.invalidations;
       box.head.store(head + 1, std::memory_order_release);
       last_ = w;
       return true;
@@ -123,6 +161,7 @@ class ThreadsTransport::Home final : public HomeLink {
   std::vector<Mailbox*> to_wake_;  // answered in this batch
   std::size_t last_ = 0;
   std::size_t page_size_ = 0;
+  bool took_heavy_ = false;  // the last request taken had a heavy part
 
   friend class ThreadsTransport;
 };
@@ -152,7 +191,7 @@ class ThreadsTransport::Worker final : public WorkerLink {
 
  private:
   void push(Request& request) {
-    const std::uint64_t tail = box_.tail.load(std::memory_order_relaxed);
+    const std::uint64_t tail = tail_;
     // Full (posts the home has not read yet): wait for it to catch up. The home's position is read
     // only when the last one read says the box is full, so the worker does not pull the home's line
     // on every push.
@@ -166,8 +205,24 @@ class ThreadsTransport::Worker final : public WorkerLink {
           ring();
         }
     }
-    box_.slots[tail % kSlots] = std::move(request);
-    box_.tail.store(tail + 1, std::memory_order_seq_cst);
+    Packet& p = box_.packets[tail % kSlots];
+    p.op = request.op;
+    p.write = request.write;
+    p.heavy = !request.pages.empty() || request.error || !request.message.empty() || request.errc != 0;
+    p.page = request.page;
+    p.extra = request.op == Op::flush_fetch ? request.victim
+              : request.op == Op::lock || request.op == Op::unlock
+                  ? static_cast<std::uint64_t>(request.number)
+              : request.op == Op::barrier ? request.sequence
+                                          : 0;
+    p.frame = request.frame;
+    p.written = request.written;
+    p.invalidations = request.invalidations;
+    if (p.heavy) box_.heavy[tail % kSlots] = std::move(request);
+    // Pairs with the home's announcement that it sleeps (both sequentially consistent): either the
+    // home sees this request before it sleeps, or ring() sees it asleep.
+    p.ready.store(tail + 1, std::memory_order_seq_cst);
+    tail_ = tail + 1;
     ring();
   }
   void ring() {
@@ -181,6 +236,7 @@ class ThreadsTransport::Worker final : public WorkerLink {
   Doorbell& bell_;
   std::byte* base_;
   std::uint64_t spin_ns_;
+  std::uint64_t tail_ = 0;       // this worker's next position (it alone writes the ring)
   std::uint64_t head_seen_ = 0;  // the home's position as last read: it only grows
 };
 
