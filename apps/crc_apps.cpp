@@ -486,15 +486,31 @@ Output md_crc(crc::Runtime& rt, Version v, Scale s) {
   double* force = rt.alloc<double>(kDims * np);
   double* partial = rt.alloc<double>(2 * static_cast<std::size_t>(rt.workers()));
   if (rt.is_home()) md_init(pos, vel, acc, np);
-  const std::size_t granule = rt.page_size() / sizeof(double);
+  const std::size_t page_bytes = rt.page_size();
+  const std::size_t granule = page_bytes / sizeof(double);
   rt.run([&] {
     const bool opt = v == Version::optimized;
     const auto w = static_cast<std::size_t>(crc::worker_id());
-    // Particles in page-aligned shares (optimized: one writer per page of every dimension's array).
-    const std::pair<std::size_t, std::size_t> lo_hi = opt ? crc::share(np, granule) : crc::share(np);
+    // The O(n^2) forces in even shares: in whole pages, 8192 particles of 4 KiB pages are 16
+    // granules, and 15 workers would wait for the one with two. The O(n) updates in page-aligned
+    // shares (optimized: one writer per page of every dimension's array).
+    const std::pair<std::size_t, std::size_t> even = crc::share(np);
+    const std::pair<std::size_t, std::size_t> lo_hi = opt ? crc::share(np, granule) : even;
     const std::size_t lo = lo_hi.first, hi = lo_hi.second;
     const auto put = [&](double* p, double x) {
       if (opt)
+        crc::write_single(p, x);
+      else
+        crc::write(p, x);
+    };
+    // A force goes to its page as the single writer where the page lies inside this worker's even
+    // share of that dimension, through the protocol where a neighbour writes the same page.
+    const auto put_force = [&](std::size_t d, std::size_t i, double x) {
+      double* p = &force[d * np + i];
+      const auto page = reinterpret_cast<std::uintptr_t>(p) & ~(std::uintptr_t{page_bytes} - 1);
+      const auto mine_lo = reinterpret_cast<std::uintptr_t>(&force[d * np + even.first]);
+      const auto mine_hi = reinterpret_cast<std::uintptr_t>(&force[d * np + even.second]);
+      if (opt && page >= mine_lo && page + page_bytes <= mine_hi)
         crc::write_single(p, x);
       else
         crc::write(p, x);
@@ -509,7 +525,7 @@ Output md_crc(crc::Runtime& rt, Version v, Scale s) {
           std::copy_n(p, m, local_pos.data() + first);
         });
       }
-      for (std::size_t i = lo; i < hi; ++i) {
+      for (std::size_t i = even.first; i < even.second; ++i) {
         double f[3];
         pot += opt ? md_force(
                          i, np, [&](std::size_t q) { return local_pos[q]; }, f)
@@ -517,7 +533,7 @@ Output md_crc(crc::Runtime& rt, Version v, Scale s) {
                          i, np, [&](std::size_t q) { return crc::read(&pos[q]); }, f);
         for (int d = 0; d < kDims; ++d) {
           const std::size_t k = static_cast<std::size_t>(d) * np + i;
-          put(&force[k], f[d]);
+          put_force(static_cast<std::size_t>(d), i, f[d]);
           const double vk = opt ? crc::read_only(&vel[k]) : crc::read(&vel[k]);
           kin += vk * vk;
         }

@@ -91,6 +91,29 @@ TEST(CrcAppsOpenMp, MatchTheReference) {
 
 }  // namespace
 
+// md's optimized forces go in even shares (not whole pages): with 3 workers the pages at the shares'
+// edges have two writers, which write them through the protocol, while the pages inside a share take
+// the single-writer variant. A page written by two single writers would lose one's forces.
+TEST(CrcAppsMd, EvenSharesMergeThePagesTwoWorkersShare) {
+  const crc_apps::CrcApp* app = crc_apps::find_crc_app("md");
+  ASSERT_NE(app, nullptr);
+  const apps::Output want = app->run_reference(apps::Scale::test);
+  for (const bool zero_copy : {true, false}) {
+    hdsm::crc::Options o;
+    o.workers = 3;
+    o.page_size = 256;
+    o.local_store = 64 << 10;
+    o.shared_bytes = 64 << 20;
+    o.zero_copy = zero_copy;
+    hdsm::crc::Runtime rt(o);
+    EXPECT_EQ(
+        apps::compare(app->run(rt, crc_apps::Version::optimized, apps::Scale::test), want, app->tolerance),
+        "")
+        << (zero_copy ? "" : "zero copy off");
+    EXPECT_GT(rt.stats().twins, 0u) << "pages with two writers";
+  }
+}
+
 // The page buffer's target: no conflict misses (a set full while frames are free) for STREAM, jacobi
 // and md. md on 3 workers with a 64 KiB local store of 256 B pages had 347 of them with two ways per
 // frame (the smallest S with 4 S > N); with four ways per frame, none. (At full scale, 3 workers and
