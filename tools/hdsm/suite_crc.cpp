@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -80,16 +81,28 @@ double page_cost(crc::Runtime& rt, std::size_t page, const std::string& variant,
 }
 
 double raw_copy_cost(std::size_t page, std::size_t store, bool flush, std::size_t bytes) {
-  std::vector<std::byte> big(bytes, std::byte{1}), local(store, std::byte{2});
+  // Both areas start on a page boundary, as the shared space's pages and the local store's frames
+  // do (a vector's data 16 bytes past one copies 8 KiB up to 20 % slower here).
+  constexpr std::size_t kAlign = 4096;
+  std::vector<std::byte> big_bytes(bytes + kAlign, std::byte{1}), local_bytes(store + kAlign, std::byte{2});
+  const auto aligned = [](std::vector<std::byte>& v) {
+    const auto a = reinterpret_cast<std::uintptr_t>(v.data());
+    return v.data() + ((kAlign - a % kAlign) % kAlign);
+  };
+  std::byte* const big = aligned(big_bytes);
+  std::byte* const local = aligned(local_bytes);
   const std::size_t frames = std::max<std::size_t>(1, store / page);
   std::size_t at = 0, frame = 0;
   const Measurement m = measure(
       [&](std::size_t reps) {
         for (std::size_t r = 0; r < reps; ++r) {
-          std::byte* l = local.data() + (frame % frames) * page;
+          std::byte* l = local + (frame % frames) * page;
           const std::size_t pages = bytes / page;
-          if (flush) std::memcpy(big.data() + (at % pages) * page, l, page);  // the victim goes out ...
-          std::memcpy(l, big.data() + ((at + 1) % pages) * page, page);       // ... and a page comes in
+          // As in the page buffer: the victim is the page that came in `frames` misses ago, and the
+          // next page comes into its frame. (Writing back the page read just before, hot in the
+          // cache, made the raw flush 15-25 % cheaper than any buffer of `frames` pages can be.)
+          if (flush) std::memcpy(big + ((at + pages - frames % pages) % pages) * page, l, page);
+          std::memcpy(l, big + (at % pages) * page, page);
           ++at;
           ++frame;
         }
