@@ -497,19 +497,16 @@ Output md_crc(crc::Runtime& rt, Version v, Scale s) {
     const std::pair<std::size_t, std::size_t> even = crc::share(np);
     const std::pair<std::size_t, std::size_t> lo_hi = opt ? crc::share(np, granule) : even;
     const std::size_t lo = lo_hi.first, hi = lo_hi.second;
-    const auto put = [&](double* p, double x) {
-      if (opt)
-        crc::write_single(p, x);
-      else
-        crc::write(p, x);
-    };
-    // A force goes to its page as the single writer where the page lies inside this worker's even
-    // share of that dimension, through the protocol where a neighbour writes the same page.
-    const auto put_force = [&](std::size_t d, std::size_t i, double x) {
-      double* p = &force[d * np + i];
+    // An element of dimension d goes to its page as the single writer where the page lies inside
+    // this worker's share [first, last) of that dimension, through the protocol where a neighbour
+    // writes the same page: the forces' even shares split pages, and so do page-aligned shares of
+    // the dimensions after the first when np is not a whole number of pages.
+    const auto put_in = [&](double* array, std::pair<std::size_t, std::size_t> mine, std::size_t d,
+                            std::size_t i, double x) {
+      double* p = &array[d * np + i];
       const auto page = reinterpret_cast<std::uintptr_t>(p) & ~(std::uintptr_t{page_bytes} - 1);
-      const auto mine_lo = reinterpret_cast<std::uintptr_t>(&force[d * np + even.first]);
-      const auto mine_hi = reinterpret_cast<std::uintptr_t>(&force[d * np + even.second]);
+      const auto mine_lo = reinterpret_cast<std::uintptr_t>(&array[d * np + mine.first]);
+      const auto mine_hi = reinterpret_cast<std::uintptr_t>(&array[d * np + mine.second]);
       if (opt && page >= mine_lo && page + page_bytes <= mine_hi)
         crc::write_single(p, x);
       else
@@ -533,7 +530,7 @@ Output md_crc(crc::Runtime& rt, Version v, Scale s) {
                          i, np, [&](std::size_t q) { return crc::read(&pos[q]); }, f);
         for (int d = 0; d < kDims; ++d) {
           const std::size_t k = static_cast<std::size_t>(d) * np + i;
-          put_force(static_cast<std::size_t>(d), i, f[d]);
+          put_in(force, even, static_cast<std::size_t>(d), i, f[d]);
           const double vk = opt ? crc::read_only(&vel[k]) : crc::read(&vel[k]);
           kin += vk * vk;
         }
@@ -549,9 +546,10 @@ Output md_crc(crc::Runtime& rt, Version v, Scale s) {
           const double ak = opt ? crc::read_only(&acc[k]) : crc::read(&acc[k]);
           const double vk = opt ? crc::read_only(&vel[k]) : crc::read(&vel[k]);
           const double pk = opt ? crc::read_only(&pos[k]) : crc::read(&pos[k]);
-          put(&pos[k], pk + vk * kDt + 0.5 * kDt * kDt * ak);
-          put(&vel[k], vk + 0.5 * kDt * (fk / kMass + ak));
-          put(&acc[k], fk / kMass);
+          const auto dd = static_cast<std::size_t>(d);
+          put_in(pos, lo_hi, dd, i, pk + vk * kDt + 0.5 * kDt * kDt * ak);
+          put_in(vel, lo_hi, dd, i, vk + 0.5 * kDt * (fk / kMass + ak));
+          put_in(acc, lo_hi, dd, i, fk / kMass);
         }
       crc::barrier();
     }
