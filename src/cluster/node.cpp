@@ -690,6 +690,20 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
   if (failed != 0) throw_failure(kernel, error, static_cast<int>(failed), error ? rank() : failed_rank);
 }
 
+HDSM_FAULT_PATH void Node::await_opened(std::atomic<PageState>& st) const noexcept {
+  if (os::spin_until([&] { return st.load(std::memory_order_acquire) != PageState::twinning; })) return;
+  // Sequentially consistent with opened(): either this load sees the new state, or the opener sees
+  // the count and wakes the wait.
+  twin_waiters_.fetch_add(1, std::memory_order_seq_cst);
+  while (st.load(std::memory_order_seq_cst) == PageState::twinning) st.wait(PageState::twinning);
+  twin_waiters_.fetch_sub(1, std::memory_order_release);
+}
+
+HDSM_FAULT_PATH void Node::opened(std::atomic<PageState>& st, PageState now) const noexcept {
+  st.store(now, std::memory_order_seq_cst);
+  if (twin_waiters_.load(std::memory_order_seq_cst) != 0) st.notify_all();
+}
+
 bool Node::on_fault(void* self, void* address, os::FaultAccess access) {
   return static_cast<Node*>(self)->resolve(address, access);
 }
@@ -743,8 +757,7 @@ HDSM_FAULT_PATH bool Node::resolve(void* address, os::FaultAccess access) noexce
           readable = protection_->try_set(page, 1, os::Protection::read);
         }
         if (readable) record_touch(page);
-        st.store(readable ? PageState::valid : PageState::untouched, std::memory_order_release);
-        st.notify_all();
+        opened(st, readable ? PageState::valid : PageState::untouched);
         if (!readable)
           return refuse("cannot open a page within the process's mappings (vm.max_map_count): raise it",
                         address);
@@ -752,8 +765,7 @@ HDSM_FAULT_PATH bool Node::resolve(void* address, os::FaultAccess access) noexce
         continue;
       }
       case PageState::twinning:
-        os::spin_until([&] { return st.load(std::memory_order_acquire) != PageState::twinning; });
-        while (st.load(std::memory_order_acquire) == PageState::twinning) st.wait(PageState::twinning);
+        await_opened(st);
         continue;
       case PageState::valid:
         if (access == os::FaultAccess::read) return true;  // a fetch made it readable meanwhile
@@ -762,22 +774,20 @@ HDSM_FAULT_PATH bool Node::resolve(void* address, os::FaultAccess access) noexce
                         address);
         if (!st.compare_exchange_strong(s, PageState::twinning, std::memory_order_acq_rel)) continue;
         std::memcpy(twin(page), shadow(page), page_);
-        bool opened = false;
+        bool writable = false;
         {
           std::lock_guard lock(protection_mutex_);
-          opened = protection_->try_set(page, 1, os::Protection::read_write);
+          writable = protection_->try_set(page, 1, os::Protection::read_write);
         }
-        if (!opened) {
-          st.store(PageState::valid, std::memory_order_release);
-          st.notify_all();
+        if (!writable) {
+          opened(st, PageState::valid);
           return refuse(
               "cannot open a page for writing within the process's mappings (vm.max_map_count): raise it",
               address);
         }
         written_[written_count_.fetch_add(1, std::memory_order_acq_rel)] = page;
         write_faults_.fetch_add(1, std::memory_order_relaxed);
-        st.store(PageState::written, std::memory_order_release);
-        st.notify_all();
+        opened(st, PageState::written);
         return true;
     }
   }
@@ -825,7 +835,7 @@ void Node::serve(std::uint64_t page, std::uint64_t epoch, std::span<std::byte> o
   for (;;) {
     const PageState before = st.load(std::memory_order_acquire);
     if (before == PageState::twinning) {
-      st.wait(before, std::memory_order_acquire);
+      await_opened(st);
       continue;
     }
     if (before == PageState::written) {

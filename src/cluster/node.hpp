@@ -100,6 +100,10 @@ class Node final : public PageServer {
   std::byte* shadow(std::uint64_t page) const { return shadow_ + (page << page_shift_); }
   std::byte* twin(std::uint64_t page) const { return twins_ + (page << page_shift_); }
   std::atomic<PageState>& state_of(std::uint64_t page) const { return states_[page]; }
+  /// Waits until `st` leaves twinning (another thread is opening the page). Async-signal-safe.
+  void await_opened(std::atomic<PageState>& st) const noexcept;
+  /// Ends a twinning: the page's new state, and a wake-up only where a thread waits for one.
+  void opened(std::atomic<PageState>& st, PageState now) const noexcept;
   std::uint64_t allocated_pages(const void* p, std::size_t bytes, const char* call) const;
   /// Collective: the pages of [first, end) private to ranks other than 0 go whole to rank 0; rank 0
   /// applies them at `into` (the span's first page at into[0]); false (nothing moved) when none is.
@@ -132,6 +136,11 @@ class Node final : public PageServer {
   std::byte* shadow_ = nullptr;
   std::byte* twins_ = nullptr;
   std::unique_ptr<std::atomic<PageState>[]> states_;
+  // Threads in await_opened. A page's state is a byte, so libstdc++ waits on it through a table of
+  // 16 shared futexes: a notify calls futex_wake whenever any waiter hashes to the same entry (the
+  // in-process transport's barrier, the page server), and wakes it for nothing. Every write fault
+  // ends a twinning, so the opener notifies only when this count says someone waits.
+  mutable std::atomic<std::uint32_t> twin_waiters_{0};
   std::unique_ptr<std::uint64_t[]> written_;  // pages written in the current kernel, in fault order
   std::atomic<std::uint64_t> written_count_{0};
   std::unique_ptr<std::uint64_t[]> touched_;  // untouched and invalid pages touched since the last boundary
