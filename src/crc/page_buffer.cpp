@@ -96,7 +96,7 @@ PageBuffer::Place PageBuffer::place(std::uintptr_t page) {
     // it is one of the last pages to come in (localized runs may still point there).
     for (std::size_t tries = 0;; ++tries) {
       p.frame = next_frame_;
-      next_frame_ = (next_frame_ + 1) % geometry_.frames;
+      if (++next_frame_ == geometry_.frames) next_frame_ = 0;  // no division on the miss path
       if (!recent(p.frame) || tries + 1 >= geometry_.frames) break;
     }
     evict(frame_way_[p.frame], p.victim);

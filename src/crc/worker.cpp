@@ -12,7 +12,9 @@ namespace hdsm::crc {
 namespace detail {
 namespace {
 constexpr std::uintptr_t kNeverTags[4] = {kNoPage, kNoPage, kNoPage, kNoPage};
-thread_local Worker* current_worker = nullptr;
+// initial-exec: one load from the thread pointer on every slow path (libhdsm is linked, not
+// dlopened), not a call to __tls_get_addr.
+constinit thread_local Worker* current_worker __attribute__((tls_model("initial-exec"))) = nullptr;
 }  // namespace
 
 // Outside a task every lookup misses (offset mask 0: only 1-byte accesses even try), so the slow
