@@ -68,7 +68,41 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-/// Counts the pages an app allocates (Table 3's global pages).
+/// The kB after `key` in /proc/self/smaps_rollup (huge pages mapped now), or -1.
+long long rollup_kb(const std::string& text, const char* key) {
+  const std::size_t at = text.find(key);
+  return at == std::string::npos ? -1 : std::atoll(text.c_str() + at + std::strlen(key));
+}
+
+/// The word in brackets of a transparent_hugepage policy file ("always [madvise] never"), or "?".
+std::string thp_policy(const char* file) {
+  std::FILE* f = std::fopen(file, "r");
+  if (f == nullptr) return "?";
+  char line[256] = {};
+  const bool read = std::fgets(line, sizeof line, f) != nullptr;
+  std::fclose(f);
+  const char* open = read ? std::strchr(line, '[') : nullptr;
+  const char* close = open != nullptr ? std::strchr(open, ']') : nullptr;
+  return close != nullptr ? std::string(open + 1, close) : "?";
+}
+
+/// Where the app's data lies in transparent huge pages while its first kernel runs: the
+/// baseline's anonymous memory may get them where the cluster's shared memfd views do not.
+std::string huge_pages_now() {
+  std::string text;
+  if (std::FILE* f = std::fopen("/proc/self/smaps_rollup", "r")) {
+    char buffer[4096];
+    for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, f)) > 0;) text.append(buffer, n);
+    std::fclose(f);
+  }
+  return "huge pages: anonymous " + std::to_string(rollup_kb(text, "AnonHugePages:") / 1024) +
+         " MiB, shared " + std::to_string(rollup_kb(text, "ShmemPmdMapped:") / 1024) + " MiB; THP " +
+         thp_policy("/sys/kernel/mm/transparent_hugepage/enabled") + ", shmem " +
+         thp_policy("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
+}
+
+/// Counts the pages an app allocates (Table 3's global pages), and notes the huge pages at its
+/// first launch.
 class Counting final : public apps::GridTarget {
  public:
   explicit Counting(apps::GridTarget& inner) : inner_(inner) {}
@@ -80,9 +114,11 @@ class Counting final : public apps::GridTarget {
   void to_global(void* d, const void* s, std::size_t n) override { inner_.to_global(d, s, n); }
   void from_global(void* d, const void* s, std::size_t n) override { inner_.from_global(d, s, n); }
   void launch(const hdsm::Kernel& k, const hdsm::Launch& l, const hdsm::ArgPack& a) override {
+    if (huge.empty()) huge = huge_pages_now();
     inner_.launch(k, l, a);
   }
   std::uint64_t pages = 0;
+  std::string huge;
 
  private:
   apps::GridTarget& inner_;
@@ -152,8 +188,8 @@ int run(const Args& args, int rank, int ranks) {
                   static_cast<unsigned long long>(stats.pages_multi_writer),
                   static_cast<unsigned long long>(sums[4]), static_cast<unsigned long long>(sums[5]));
       std::fflush(stdout);
-      std::fprintf(stderr, "  %s %s %dx%u: %.4f s\n", std::string(app->name).c_str(), args.mode.c_str(),
-                   ranks, args.threads, times[times.size() / 2]);
+      std::fprintf(stderr, "  %s %s %dx%u: %.4f s (rank 0's %s)\n", std::string(app->name).c_str(),
+                   args.mode.c_str(), ranks, args.threads, times[times.size() / 2], counting.huge.c_str());
     }
   }
   return 0;
