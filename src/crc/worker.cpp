@@ -41,6 +41,9 @@ Worker::Worker(int id, int count, std::size_t local_store, WorkerLink& link, Spa
 void Worker::begin(const Geometry& g, int count) {
   count_ = count > 0 ? count : made_count_;
   buffer_.configure(g);
+  // All zeros between regions (every release clears the bits it set): only the size follows the
+  // page size.
+  single_listed_.resize(((space_.bytes >> g.page_shift) + 63) / 64, 0);
   barriers_ = 0;
   current_worker = this;
   detail::current = &buffer_.lookup();
@@ -71,7 +74,7 @@ void Worker::failed(const std::exception_ptr& error) {
   }
   r.error = error;
   // What was modified is lost with the region: the buffer empties without write-backs.
-  single_written_.clear();
+  clear_single_writes();
   link_.post(r);
   buffer_.clear();
   current_worker = nullptr;
@@ -260,32 +263,28 @@ void Worker::release() {
 }
 
 void Worker::note_single(std::uintptr_t page) {
-  if (!single_written_.empty() && single_written_.back() == page) return;
-  single_written_.push_back(page);
   // Not sent before the release: a page written in place may still be written through its run, and
-  // a note the home took before the last write could let another worker keep a stale copy. Pages
-  // noted twice are merged instead, so the list holds at most about twice the distinct pages.
-  if (single_written_.size() >= compact_at_) {
-    compact_single_writes();
-    compact_at_ = std::max<std::size_t>(kCompactAt, 2 * single_written_.size());
-  }
+  // a note the home took before the last write could let another worker keep a stale copy.
+  const std::uint64_t p = page_number(page);
+  std::uint64_t& word = single_listed_[p / 64];
+  const std::uint64_t bit = std::uint64_t{1} << (p % 64);
+  if ((word & bit) != 0) return;
+  word |= bit;
+  single_written_.push_back(p);
 }
 
-void Worker::compact_single_writes() {
-  std::sort(single_written_.begin(), single_written_.end());
-  single_written_.erase(std::unique(single_written_.begin(), single_written_.end()), single_written_.end());
+void Worker::clear_single_writes() {
+  for (const std::uint64_t p : single_written_) single_listed_[p / 64] &= ~(std::uint64_t{1} << (p % 64));
+  single_written_.clear();
 }
 
 void Worker::note_single_writes() {
   if (single_written_.empty()) return;
-  compact_single_writes();
-  compact_at_ = kCompactAt;
   // One note for them all.
   Request note{.op = Op::single_put, .worker = id_};
-  note.pages.reserve(single_written_.size());
-  for (const std::uintptr_t page : single_written_) note.pages.push_back(page_number(page));
+  note.pages = single_written_;
   link_.post(note);
-  single_written_.clear();
+  clear_single_writes();
 }
 
 void Worker::acquire() {

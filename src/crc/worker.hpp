@@ -83,8 +83,9 @@ class Worker {
   /// A page a single writer wrote (put back whole, or in place): the home hears of it at the
   /// release, with the others, in one note.
   void note_single(std::uintptr_t page);
-  void compact_single_writes();
   void note_single_writes();
+  /// Forgets the pages noted (their bits cleared, so the bitmap is all zeros between releases).
+  void clear_single_writes();
   void check(const Reply& reply, const char* what, std::uintptr_t page);
   std::uint64_t page_number(std::uintptr_t page) const {
     return (page - space_.base) >> buffer_.geometry().page_shift;
@@ -99,11 +100,12 @@ class Worker {
   PageBuffer buffer_;
   std::vector<std::uint64_t> invalidations_;
   bool in_place_ = false;
-  // Pages a single writer wrote since the last release (put back, or written in place): the home
-  // hears of them then, so that other workers' copies are listed for invalidation.
-  std::vector<std::uintptr_t> single_written_;
-  static constexpr std::size_t kCompactAt = 1024;
-  std::size_t compact_at_ = kCompactAt;  // merge duplicates when the list reaches this size
+  // Pages a single writer wrote since the last release (put back, or written in place), each once:
+  // the home hears of them then, so that other workers' copies are listed for invalidation. A bit
+  // per page of the shared space (a thousandth of its bytes at 128 B pages) says which are listed,
+  // so noting a page is O(1) however long the phase.
+  std::vector<std::uint64_t> single_written_;  // page numbers
+  std::vector<std::uint64_t> single_listed_;   // bit p: page p is in single_written_
   std::uint64_t barriers_ = 0;
   Stats stats_;
 };

@@ -291,6 +291,40 @@ TEST(CrcRuntime, ASingleWritersPageInvalidatesTheCopiesOfOtherWorkers) {
   }
 }
 
+// Every region notes its single writers' pages anew, however often a page was noted before (in
+// this phase, or in an earlier region at another page size): a note the home never gets would let
+// worker 1 keep its stale copy.
+TEST(CrcRuntime, SingleWriterNotesStartAfreshInEveryPhaseAndRegion) {
+  crc::Options o = options(2, 1024);
+  o.zero_copy = false;
+  crc::Runtime rt(o);
+  constexpr int kN = 8 << 10;  // 32 KiB: every page stays in worker 1's 64 KiB local store
+  int* a = rt.alloc<int>(kN);
+  std::vector<int> wrong;
+  for (const std::size_t page : {1024, 1024, 512, 2048}) {
+    rt.page_size(page);
+    const int round = static_cast<int>(wrong.size());
+    wrong.push_back(0);
+    rt.run([&] {
+      for (int phase = 1; phase <= 2; ++phase) {
+        const int value = round * 10 + phase;
+        if (crc::worker_id() == 1)
+          for (int i = 0; i < kN; i += 64) (void)crc::read(&a[i]);  // copies of every page
+        crc::barrier();
+        // Worker 0 writes every page as its single writer, twice over (each page noted twice).
+        if (crc::worker_id() == 0)
+          for (int pass = 0; pass < 2; ++pass)
+            for (int i = 0; i < kN; i += 64) crc::write_single(&a[i], value);
+        crc::barrier();
+        if (crc::worker_id() == 1)
+          for (int i = 0; i < kN; i += 64) wrong.back() += crc::read(&a[i]) != value ? 1 : 0;
+        crc::barrier();
+      }
+    });
+    EXPECT_EQ(wrong.back(), 0) << "round " << round << ", " << page << " B pages";
+  }
+}
+
 // A page this worker holds in its buffer, written there, stays the one it uses: the in-place
 // pointer would miss its own buffered writes.
 TEST(CrcRuntime, ABufferedPageIsUsedWhereItIsNotInPlace) {
