@@ -33,23 +33,44 @@ std::uint64_t byte_mask(std::uint64_t d) {
   return (d & 0x0101010101010101ull) * 0xffu;
 }
 
+/// Bytes compared at once where a page is mostly unchanged: eight words XORed and ORed together,
+/// one test (SSE2 vectors at -O2), instead of a test and a branch for each word.
+constexpr std::size_t kBlock = 64;
+bool same_block(const std::byte* a, const std::byte* b) {
+  std::uint64_t d = 0;
+  for (std::size_t k = 0; k < kBlock; k += 8) d |= load(a + k) ^ load(b + k);
+  return d == 0;
+}
+
+/// Calls word(i) for the offset of every word of [0, n) in a block that differs between `a` and
+/// `b`, then for the words after the last whole block; returns where the words end (n rounded
+/// down to a word).
+template <class Word>
+std::size_t for_each_changed_word(const std::byte* a, const std::byte* b, std::size_t n, Word&& word) {
+  std::size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock)
+    if (!same_block(a + i, b + i))
+      for (std::size_t k = i; k < i + kBlock; k += 8) word(k);
+  for (; i + 8 <= n; i += 8) word(i);
+  return i;
+}
+
 }  // namespace
 
 std::size_t merge_against_twin(std::span<std::byte> home, std::span<const std::byte> local,
                                std::span<const std::byte> twin) {
   check_sizes("merge_against_twin", home.size(), local.size(), twin.size());
   std::size_t changed = 0;
-  std::size_t i = 0;
-  // Word at a time: most words of a page are unchanged, and a changed word is merged byte-exactly
-  // with a mask instead of a byte loop.
-  for (; i + 8 <= home.size(); i += 8) {
-    const std::uint64_t l = load(local.data() + i);
-    const std::uint64_t d = l ^ load(twin.data() + i);
-    if (d == 0) continue;
+  // Block by block, then word at a time in a block that changed: most of a page is unchanged, and a
+  // changed word is merged byte-exactly with a mask instead of a byte loop.
+  std::size_t i = for_each_changed_word(local.data(), twin.data(), home.size(), [&](std::size_t k) {
+    const std::uint64_t l = load(local.data() + k);
+    const std::uint64_t d = l ^ load(twin.data() + k);
+    if (d == 0) return;
     const std::uint64_t m = byte_mask(d);
     changed += static_cast<std::size_t>(__builtin_popcountll(m)) / 8;
-    store(home.data() + i, (load(home.data() + i) & ~m) | (l & m));
-  }
+    store(home.data() + k, (load(home.data() + k) & ~m) | (l & m));
+  });
   for (; i < home.size(); ++i)
     if (local[i] != twin[i]) {
       home[i] = local[i];
@@ -61,14 +82,13 @@ std::size_t merge_against_twin(std::span<std::byte> home, std::span<const std::b
 std::size_t copy_changes(std::span<std::byte> home, std::span<const std::byte> local) {
   check_sizes("copy_changes", home.size(), local.size(), local.size());
   std::size_t changed = 0;
-  std::size_t i = 0;
-  for (; i + 8 <= home.size(); i += 8) {
-    const std::uint64_t l = load(local.data() + i);
-    const std::uint64_t d = l ^ load(home.data() + i);
-    if (d == 0) continue;
+  std::size_t i = for_each_changed_word(local.data(), home.data(), home.size(), [&](std::size_t k) {
+    const std::uint64_t l = load(local.data() + k);
+    const std::uint64_t d = l ^ load(home.data() + k);
+    if (d == 0) return;
     changed += static_cast<std::size_t>(__builtin_popcountll(byte_mask(d))) / 8;
-    store(home.data() + i, l);
-  }
+    store(home.data() + k, l);
+  });
   for (; i < home.size(); ++i)
     if (local[i] != home[i]) {
       home[i] = local[i];
@@ -115,7 +135,8 @@ std::size_t diff_runs(std::span<const std::byte> local, std::span<const std::byt
   };
   std::size_t i = 0;
   while (i < n) {
-    // Skip equal words, then find where the run starts and ends byte-exactly.
+    // Skip equal blocks and words, then find where the run starts and ends byte-exactly.
+    while (i + kBlock <= n && same_block(local.data() + i, twin.data() + i)) i += kBlock;
     while (i + 8 <= n && load(local.data() + i) == load(twin.data() + i)) i += 8;
     while (i < n && local[i] == twin[i]) ++i;
     if (i == n) break;

@@ -70,6 +70,29 @@ TEST(PageDiff, XorDiffAppliesTheChanges) {
   EXPECT_FALSE(hdsm::coherence::any_change(diff));
 }
 
+// One changed byte anywhere in pages of whole and partial 64-byte blocks, words and bytes: each
+// function finds it, whichever block, word or tail it falls in, and touches nothing else.
+TEST(PageDiff, ASingleChangeIsFoundAtEveryOffset) {
+  for (const std::size_t n : {std::size_t{64}, std::size_t{200}, std::size_t{203}}) {
+    const Bytes twin = random_page(n, 9);
+    for (std::size_t at = 0; at < n; ++at) {
+      Bytes local = twin;
+      local[at] ^= std::byte{0x10};
+      Bytes home = twin;
+      Bytes other(n, std::byte{3});  // another writer's page: only `at` may change in it
+      EXPECT_EQ(hdsm::coherence::copy_changes(home, local), 1u) << n << " " << at;
+      EXPECT_EQ(home, local) << n << " " << at;
+      EXPECT_EQ(hdsm::coherence::merge_against_twin(other, local, twin), 1u) << n << " " << at;
+      for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(other[i], i == at ? local[at] : std::byte{3}) << at;
+      std::vector<hdsm::coherence::DiffRun> runs;
+      EXPECT_EQ(hdsm::coherence::diff_runs(local, twin, runs, 1), 1u);
+      ASSERT_EQ(runs.size(), 1u);
+      EXPECT_EQ(runs[0].offset, at);
+      EXPECT_EQ(runs[0].length, 1u);
+    }
+  }
+}
+
 TEST(PageDiff, SizesMustAgree) {
   Bytes a(8), b(9);
   EXPECT_THROW(hdsm::coherence::merge_against_twin(a, b, a), hdsm::InvalidArgument);
