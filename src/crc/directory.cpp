@@ -111,10 +111,14 @@ std::size_t Directory::write_back(std::size_t page, int w, std::span<std::byte> 
   // Lazy twins: every writer that has none gets the page as it is before this update, which is
   // what it received (the shared page has not changed since it became a writer: any change would
   // have made its twin first).
-  PageTwins& pt = twins_of_[page];
-  const bool own_twin = has(pt.with_twin, w);
-  const WorkerSet need = e.write & ~pt.with_twin & ~bit(w);
+  // A page with one writer has no entry here, and its write-back makes none (no allocation).
+  auto it = twins_of_.find(page);
+  const WorkerSet with_twin = it != twins_of_.end() ? it->second.with_twin : 0;
+  const bool own_twin = has(with_twin, w);
+  const WorkerSet need = e.write & ~with_twin & ~bit(w);
   if (need != 0) {
+    if (it == twins_of_.end()) it = twins_of_.emplace(page, PageTwins{}).first;
+    PageTwins& pt = it->second;
     const std::size_t slot = make_twin(home);
     for_each(need, [&](int x) {
       pt.of.emplace_back(x, slot);
@@ -124,6 +128,7 @@ std::size_t Directory::write_back(std::size_t page, int w, std::span<std::byte> 
   }
   std::size_t changed = 0;
   if (own_twin) {
+    const PageTwins& pt = it->second;
     const auto at = std::find_if(pt.of.begin(), pt.of.end(), [&](const auto& t) { return t.first == w; });
     changed = coherence::merge_against_twin(
         home, local, std::span<const std::byte>(twins_[at->second].bytes.get(), page_size_));
@@ -132,7 +137,6 @@ std::size_t Directory::write_back(std::size_t page, int w, std::span<std::byte> 
     // copy of what differs. No twin is made for it.
     changed = coherence::copy_changes(home, local);
   }
-  if (pt.with_twin == 0) twins_of_.erase(page);
   drop_twin(page, w);
   e.write &= ~bit(w);
   if (changed != 0) list_for(page, e.read & ~bit(w));
