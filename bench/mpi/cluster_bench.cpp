@@ -71,7 +71,11 @@ Args parse(int argc, char** argv) {
 /// The kB after `key` in /proc/self/smaps_rollup (huge pages mapped now), or -1.
 long long rollup_kb(const std::string& text, const char* key) {
   const std::size_t at = text.find(key);
-  return at == std::string::npos ? -1 : std::atoll(text.c_str() + at + std::strlen(key));
+  if (at == std::string::npos) return -1;
+  const char* number = text.c_str() + at + std::strlen(key);
+  char* end = nullptr;
+  const long long kb = std::strtoll(number, &end, 10);
+  return end == number ? -1 : kb;
 }
 
 /// The word in brackets of a transparent_hugepage policy file ("always [madvise] never"), or "?".
