@@ -4,8 +4,11 @@
 // app `--repeat` times (short apps more often) after a warm-up, checks the output against the reference, and
 // rank 0 prints one CSV line:
 //   csv,app,mode,ranks,threads,seconds,global_pages,modified_pages,kernels,lazy_kernels,
-//       modified_bytes,payload_bytes,header_bytes,wire_bytes,multi_writer_pages,write_faults,fetches
-// (times: the median run; counters: one run, summed over the ranks). Progress goes to stderr.
+//       modified_bytes,payload_bytes,header_bytes,wire_bytes,multi_writer_pages,write_faults,fetches,
+//       alloc_seconds,to_global_seconds,kernel_seconds,from_global_seconds,free_seconds,host_seconds
+// (seconds: the median run; counters: one run, summed over the ranks; the last six: rank 0's mean
+// time a run in each kind of call, and in the rest of the run, the app's host code). Progress goes
+// to stderr.
 #include "apps/cluster_target.hpp"
 #include "apps/grid.hpp"
 
@@ -15,12 +18,14 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -105,32 +110,64 @@ std::string huge_pages_now() {
          thp_policy("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
 }
 
-/// Counts the pages an app allocates (Table 3's global pages), and notes the huge pages at its
-/// first launch.
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+/// Counts the pages an app allocates (Table 3's global pages), notes the huge pages at its first
+/// launch, and adds up the seconds of each kind of call while `timing`: where a run's time goes
+/// (a one-rank overhead in the allocations or copies, not in the kernels, grows with the cores).
 class Counting final : public apps::GridTarget {
  public:
   explicit Counting(apps::GridTarget& inner) : inner_(inner) {}
   void* alloc_bytes(std::size_t bytes) override {
     pages += (bytes + 4095) / 4096;
-    return inner_.alloc_bytes(bytes);
+    return timed(kAlloc, [&] { return inner_.alloc_bytes(bytes); });
   }
-  void free(void* p) override { inner_.free(p); }
-  void to_global(void* d, const void* s, std::size_t n) override { inner_.to_global(d, s, n); }
-  void from_global(void* d, const void* s, std::size_t n) override { inner_.from_global(d, s, n); }
+  void free(void* p) override {
+    timed(kFree, [&] { inner_.free(p); });
+  }
+  void to_global(void* d, const void* s, std::size_t n) override {
+    timed(kToGlobal, [&] { inner_.to_global(d, s, n); });
+  }
+  void from_global(void* d, const void* s, std::size_t n) override {
+    timed(kFromGlobal, [&] { inner_.from_global(d, s, n); });
+  }
   void launch(const hdsm::Kernel& k, const hdsm::Launch& l, const hdsm::ArgPack& a) override {
     if (huge.empty()) huge = huge_pages_now();
-    inner_.launch(k, l, a);
+    timed(kLaunch, [&] { inner_.launch(k, l, a); });
+  }
+  /// Mean seconds a run in alloc, to_global, launch, from_global and free, and in the rest of the
+  /// run (the app's host code), over `runs` timed runs that took `total` seconds together.
+  std::array<double, 6> per_run(int runs, double total) const {
+    std::array<double, 6> s{};
+    double calls = 0;
+    for (std::size_t p = 0; p < kPhases; ++p) {
+      s[p] = seconds_[p] / std::max(runs, 1);
+      calls += seconds_[p];
+    }
+    s[kPhases] = std::max(0.0, total - calls) / std::max(runs, 1);
+    return s;
   }
   std::uint64_t pages = 0;
   std::string huge;
+  bool timing = false;  // the timed runs: add up the calls' seconds
 
  private:
+  enum Phase { kAlloc, kToGlobal, kLaunch, kFromGlobal, kFree, kPhases };
+  template <class F>
+  std::invoke_result_t<F> timed(Phase phase, F&& f) {
+    if (!timing) return f();
+    struct Add {  // also when f throws (the run fails then anyway)
+      double& to;
+      std::chrono::steady_clock::time_point start;
+      ~Add() { to += seconds_since(start); }
+    } add{seconds_[phase], std::chrono::steady_clock::now()};
+    return f();
+  }
   apps::GridTarget& inner_;
+  double seconds_[kPhases] = {};
 };
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 int run(const Args& args, int rank, int ranks) {
   std::vector<const apps::GridApp*> list;
@@ -155,20 +192,23 @@ int run(const Args& args, int rank, int ranks) {
     const int runs =
         std::clamp(static_cast<int>(0.5 / std::max(warm, 1e-6)), args.repeat, std::max(args.repeat, 50));
     std::vector<double> times;
+    double total = 0;  // rank 0's own seconds would do as well: the slowest rank's keep ranks alike
     cl::Stats stats;
+    counting.timing = true;
     for (int r = 0; r < runs; ++r) {
       if (!args.baseline) {
         cl::sync();
         cl::reset_stats();
       }
       const auto start = std::chrono::steady_clock::now();
-      app->run(*target, args.scale);
+      app->run(counting, args.scale);
       double t = seconds_since(start);
       if (!args.baseline) {
         stats = cl::stats();
         MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);  // the slowest rank
       }
       times.push_back(t);
+      total += t;
     }
     std::sort(times.begin(), times.end());
     std::uint64_t sums[8] = {stats.modified_bytes,
@@ -181,19 +221,26 @@ int run(const Args& args, int rank, int ranks) {
                              0};
     if (!args.baseline) MPI_Allreduce(MPI_IN_PLACE, sums, 8, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) {
-      std::printf("csv,%s,%s,%d,%u,%.6f,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n",
-                  std::string(app->name).c_str(), args.mode.c_str(), ranks, args.threads,
-                  times[times.size() / 2], static_cast<unsigned long long>(counting.pages),
-                  static_cast<unsigned long long>(stats.pages_modified_max),
-                  static_cast<unsigned long long>(stats.kernels),
-                  static_cast<unsigned long long>(stats.lazy_kernels),
-                  static_cast<unsigned long long>(sums[0]), static_cast<unsigned long long>(sums[1]),
-                  static_cast<unsigned long long>(sums[2]), static_cast<unsigned long long>(sums[3]),
-                  static_cast<unsigned long long>(stats.pages_multi_writer),
-                  static_cast<unsigned long long>(sums[4]), static_cast<unsigned long long>(sums[5]));
+      const std::array<double, 6> phase = counting.per_run(runs, total);
+      std::printf(
+          "csv,%s,%s,%d,%u,%.6f,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%.6f,%.6f,%.6f,%.6f,%."
+          "6f,%.6f\n",
+          std::string(app->name).c_str(), args.mode.c_str(), ranks, args.threads, times[times.size() / 2],
+          static_cast<unsigned long long>(counting.pages),
+          static_cast<unsigned long long>(stats.pages_modified_max),
+          static_cast<unsigned long long>(stats.kernels), static_cast<unsigned long long>(stats.lazy_kernels),
+          static_cast<unsigned long long>(sums[0]), static_cast<unsigned long long>(sums[1]),
+          static_cast<unsigned long long>(sums[2]), static_cast<unsigned long long>(sums[3]),
+          static_cast<unsigned long long>(stats.pages_multi_writer), static_cast<unsigned long long>(sums[4]),
+          static_cast<unsigned long long>(sums[5]), phase[0], phase[1], phase[2], phase[3], phase[4],
+          phase[5]);
       std::fflush(stdout);
-      std::fprintf(stderr, "  %s %s %dx%u: %.4f s (rank 0's %s)\n", std::string(app->name).c_str(),
-                   args.mode.c_str(), ranks, args.threads, times[times.size() / 2], counting.huge.c_str());
+      std::fprintf(stderr,
+                   "  %s %s %dx%u: %.4f s (rank 0's %s; a run: alloc %.2f, to %.2f, kernels %.2f, from %.2f, "
+                   "free %.2f, host code %.2f ms)\n",
+                   std::string(app->name).c_str(), args.mode.c_str(), ranks, args.threads,
+                   times[times.size() / 2], counting.huge.c_str(), phase[0] * 1e3, phase[1] * 1e3,
+                   phase[2] * 1e3, phase[3] * 1e3, phase[4] * 1e3, phase[5] * 1e3);
     }
   }
   return 0;
