@@ -207,27 +207,45 @@ void Arena::punch(unsigned segment, std::size_t offset, std::size_t bytes) {
                       errno);
 }
 
-// Zero the pages of a range that hold memory, found with SEEK_DATA/SEEK_HOLE; holes read as zero
-// already, and writing them would only allocate memory.
+// Zero the pages of a range that hold memory; holes read as zero already, and writing them would
+// only allocate memory. mincore finds the resident pages at a cost bounded by the range: lseek's
+// SEEK_HOLE, used before, walks every resident page from the range's first up to the next hole,
+// wherever that lies, which was 0.5 ms for each small object placed in front of 25 MiB of kept
+// memory. A page mincore calls absent is a hole or swapped out; SEEK_DATA, which skips holes
+// without visiting them, finds the swapped ones, and the rest of such a run is zeroed with them
+// (rare: only swap gets there, and only what the object spans).
 void Arena::zero_resident(unsigned segment, std::size_t offset, std::size_t bytes) {
   const int fd = memfds_[segment];
-  const auto end = static_cast<off_t>(offset + bytes);
-  const auto fail = [&](const char* call) {
-    return SystemError(
-        call, fmt::format("arena segment {} at offset {} ({})", segment, offset, format_bytes(bytes)), errno);
+  const std::size_t page = page_size();
+  constexpr std::size_t kChunkPages = 4096;
+  unsigned char resident[kChunkPages];
+  const auto fail = [&](const char* call, std::size_t at) {
+    return SystemError(call,
+                       fmt::format("arena segment {} at offset {} ({} from offset {})", segment, at,
+                                   format_bytes(bytes), offset),
+                       errno);
   };
-  for (off_t at = static_cast<off_t>(offset); at < end;) {
-    const off_t data = ::lseek(fd, at, SEEK_DATA);
-    if (data < 0) {
-      if (errno == ENXIO) return;  // no memory at or after `at`
-      throw fail("lseek(SEEK_DATA)");
+  for (std::size_t chunk = offset; chunk < offset + bytes;) {
+    const std::size_t pages = std::min(kChunkPages, (offset + bytes - chunk) / page);
+    std::byte* base = shadow(segment, chunk);
+    if (::mincore(base, pages * page, resident) != 0) throw fail("mincore", chunk);
+    for (std::size_t i = 0; i < pages;) {
+      const bool in_memory = (resident[i] & 1) != 0;
+      std::size_t j = i + 1;
+      while (j < pages && ((resident[j] & 1) != 0) == in_memory) ++j;
+      if (in_memory) {
+        std::memset(base + i * page, 0, (j - i) * page);
+      } else {
+        const auto from = static_cast<off_t>(chunk + i * page), to = static_cast<off_t>(chunk + j * page);
+        const off_t data = ::lseek(fd, from, SEEK_DATA);
+        if (data < 0 && errno != ENXIO) throw fail("lseek(SEEK_DATA)", static_cast<std::size_t>(from));
+        if (data >= 0 && data < to)
+          std::memset(shadow(segment, static_cast<std::size_t>(data)), 0,
+                      static_cast<std::size_t>(to - data));
+      }
+      i = j;
     }
-    if (data >= end) return;
-    const off_t hole = ::lseek(fd, data, SEEK_HOLE);
-    if (hole < 0) throw fail("lseek(SEEK_HOLE)");
-    const off_t stop = std::min(hole, end);
-    std::memset(shadow(segment, static_cast<std::size_t>(data)), 0, static_cast<std::size_t>(stop - data));
-    at = stop;
+    chunk += pages * page;
   }
 }
 

@@ -121,6 +121,28 @@ TEST(Arena, ReusingKeptAddressSpaceWithoutMemoryAllocatesNone) {
   EXPECT_EQ(static_cast<unsigned char>(*a.shadow(0, 16 * mib)), 0u);
 }
 
+// Resident pages and holes interleaved in one kept range (every third page written, and one run of
+// 64): reuse zeroes each written page and writes no hole, also for a range that starts and ends
+// inside such runs.
+TEST(Arena, ReuseZeroesResidentPagesBetweenHolesAndAllocatesNoHole) {
+  const std::size_t page = hdsm::os::page_size(), pages = 600;
+  Arena a(1, kSegment, 64 << 20);
+  a.protect(0, 0, pages * page, PROT_READ | PROT_WRITE);
+  auto* user = reinterpret_cast<volatile unsigned char*>(a.user(0, 0));
+  const auto written = [](std::size_t p) { return p % 3 == 0 || (p >= 300 && p < 364); };
+  for (std::size_t p = 0; p < pages; ++p)
+    if (written(p)) user[p * page + p % page] = 0xA5;
+  const std::uint64_t before = a.resident_bytes(0);
+  a.release(0, 0, pages * page);
+  a.reuse(0, 301 * page, 200 * page);  // from inside the run of 64 to past it
+  a.reuse(0, 0, 301 * page);
+  a.reuse(0, 501 * page, (pages - 501) * page);
+  EXPECT_EQ(a.kept_bytes(), 0u);
+  EXPECT_EQ(a.resident_bytes(0), before);  // no hole was written
+  for (std::size_t p = 0; p < pages; ++p)
+    ASSERT_EQ(static_cast<unsigned char>(*a.shadow(0, p * page + p % page)), 0u) << "page " << p;
+}
+
 // Reuse zeroes outside the arena's lock: threads readying disjoint parts of one kept range at once
 // each get zeros, and the kept set ends up empty (TSan checks the bookkeeping).
 TEST(Arena, ConcurrentReusesOfOneKeptRangeZeroTheirParts) {
