@@ -429,12 +429,17 @@ void Node::launch(const Kernel& kernel, const Launch& launch, const ArgPack& arg
   if (!kernel.host)
     throw Unsupported(
         fmt::format("kernel '{}' has no host body: the cluster runs kernels on the CPU", kernel.name));
-  const std::vector<std::uint64_t> bounds = split(blocks);
+  // One rank runs every block: no split to allocate per launch (a policy's is still checked).
+  std::uint64_t first = 0, last = blocks;
+  if (ranks() > 1 || options_.policy) {
+    const std::vector<std::uint64_t> bounds = split(blocks);
+    first = bounds[static_cast<std::size_t>(rank())];
+    last = bounds[static_cast<std::size_t>(rank()) + 1];
+  }
   std::exception_ptr error;
   in_kernel_.store(true, std::memory_order_release);
   try {
-    const exec::BlockInterval interval(bounds[static_cast<std::size_t>(rank())],
-                                       bounds[static_cast<std::size_t>(rank()) + 1]);
+    const exec::BlockInterval interval(first, last);
     kernel.host(executor_, launch, args);
   } catch (...) {
     error = std::current_exception();
