@@ -25,6 +25,20 @@ void each_local_read(const T* a, std::size_t first, std::size_t last, F&& f) {
   }
 }
 
+// Writes `value` to a[i] for a worker whose share of `a` is [share.first, share.second): as the single
+// writer (`single`: the optimized versions) where i's page lies inside the share, through the protocol
+// where another worker's share ends in the same page (even shares split pages).
+void put_in_share(double* a, std::pair<std::size_t, std::size_t> share, std::size_t i, double value,
+                  bool single, std::size_t page_bytes) {
+  double* p = &a[i];
+  const auto page = reinterpret_cast<std::uintptr_t>(p) & ~(std::uintptr_t{page_bytes} - 1);
+  if (single && page >= reinterpret_cast<std::uintptr_t>(&a[share.first]) &&
+      page + page_bytes <= reinterpret_cast<std::uintptr_t>(&a[share.second]))
+    crc::write_single(p, value);
+  else
+    crc::write(p, value);
+}
+
 // ---------------------------------------------------------------------------------------------
 // STREAM (HPCC): copy, scale, add and triad over three arrays, ntimes.
 struct StreamSize {
@@ -497,21 +511,12 @@ Output md_crc(crc::Runtime& rt, Version v, Scale s) {
     const std::pair<std::size_t, std::size_t> even = crc::share(np);
     const std::pair<std::size_t, std::size_t> lo_hi = opt ? crc::share(np, granule) : even;
     const std::size_t lo = lo_hi.first, hi = lo_hi.second;
-    // An element of dimension d goes to its page as the single writer where the page lies inside
-    // this worker's share [first, last) of that dimension, through the protocol where a neighbour
-    // writes the same page: the forces' even shares split pages, and so do page-aligned shares of
+    // Dimension d of `array`, element i: single-writer where its page lies inside this worker's
+    // share of that dimension. The forces' even shares split pages, and so do page-aligned shares of
     // the dimensions after the first when np is not a whole number of pages.
     const auto put_in = [&](double* array, std::pair<std::size_t, std::size_t> mine, std::size_t d,
-                            std::size_t i, double x) {
-      double* p = &array[d * np + i];
-      const auto page = reinterpret_cast<std::uintptr_t>(p) & ~(std::uintptr_t{page_bytes} - 1);
-      const auto mine_lo = reinterpret_cast<std::uintptr_t>(&array[d * np + mine.first]);
-      const auto mine_hi = reinterpret_cast<std::uintptr_t>(&array[d * np + mine.second]);
-      if (opt && page >= mine_lo && page + page_bytes <= mine_hi)
-        crc::write_single(p, x);
-      else
-        crc::write(p, x);
-    };
+                            std::size_t i,
+                            double x) { put_in_share(array + d * np, mine, i, x, opt, page_bytes); };
     std::vector<double> local_pos;
     for (int step = 0; step < steps; ++step) {
       double pot = 0, kin = 0;
@@ -1066,16 +1071,6 @@ Output cg_crc(crc::Runtime& rt, Version v, Scale s) {
       else
         crc::write(e, value);
     };
-    // A product's element goes to its page as the single writer where the page lies inside this
-    // worker's even share, through the protocol where a neighbour's share ends in the same page.
-    const auto put_product = [&](double* out, std::size_t i, double value) {
-      const auto page = reinterpret_cast<std::uintptr_t>(&out[i]) & ~(std::uintptr_t{page_bytes} - 1);
-      if (opt && page >= reinterpret_cast<std::uintptr_t>(&out[even.first]) &&
-          page + page_bytes <= reinterpret_cast<std::uintptr_t>(&out[even.second]))
-        crc::write_single(&out[i], value);
-      else
-        crc::write(&out[i], value);
-    };
     // The matrix's rows of this worker's product share, once into private memory (optimized) or
     // read each time.
     const std::size_t mlo = even.first, mhi = even.second;
@@ -1126,7 +1121,7 @@ Output cg_crc(crc::Runtime& rt, Version v, Scale s) {
           for (auto k = crc::read(&rowstr[i]); k < crc::read(&rowstr[i + 1]); ++k)
             sum += crc::read(&a[k]) * crc::read(&in[crc::read(&colidx[k])]);
         }
-        put_product(out, i, sum);
+        put_in_share(out, even, i, sum, opt, page_bytes);  // even shares split pages
       }
       crc::barrier();
     };

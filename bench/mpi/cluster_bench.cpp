@@ -192,7 +192,7 @@ int run(const Args& args, int rank, int ranks) {
     const int runs =
         std::clamp(static_cast<int>(0.5 / std::max(warm, 1e-6)), args.repeat, std::max(args.repeat, 50));
     std::vector<double> times;
-    double total = 0;  // rank 0's own seconds would do as well: the slowest rank's keep ranks alike
+    double total = 0;  // the runs' seconds (the slowest rank's), less the calls' for the host code
     cl::Stats stats;
     counting.timing = true;
     for (int r = 0; r < runs; ++r) {
