@@ -2,6 +2,7 @@
 // kernel (the rank's interval of blocks, the boundary's counter), which short kernels pay in full:
 // scan launches 3000 a run. Both on 2 threads; the rank is one in-process rank (no MPI), as a
 // one-rank job runs: every page writable, no fault, no message.
+// Also the encoding of a written page at a kernel boundary (DiffRuns) beside a copy of the page.
 #include <hdsm/kernel.hpp>
 
 #include "exec/executor.hpp"
@@ -13,9 +14,13 @@
 #include <hdsm/cluster.hpp>
 #endif
 
+#include "coherence/page_diff.hpp"
+
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 namespace {
 
@@ -52,5 +57,48 @@ BENCHMARK(ClusterLaunchOneRank)->Arg(1)->Arg(64);
 #endif
 
 }  // namespace
+
+// A kernel boundary encodes each written page as runs of changed bytes against its twin, at the
+// join gap of single-writer pages (8). Three 4 KiB pages: an array of floats that each grew a little
+// (cp's energy grid: three bytes of four change), a page rewritten with new values, and a page with
+// one changed word in 64 bytes; beside them a copy of the page, the cost of sending it whole.
+std::vector<float> page_of_floats(int pattern, bool after) {
+  std::vector<float> f(1024);
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    f[i] = 1.0F + static_cast<float>(i % 97) * 0.37F;
+    if (!after) continue;
+    if (pattern == 0) f[i] += 0.001F * static_cast<float>(1 + i % 13);
+    if (pattern == 1) f[i] = -f[i] * 3.0F;
+    if (pattern == 2 && i % 16 == 0) f[i] += 1.0F;
+  }
+  return f;
+}
+
+void DiffRuns(benchmark::State& state) {
+  const std::vector<float> before = page_of_floats(static_cast<int>(state.range(0)), false),
+                           now = page_of_floats(static_cast<int>(state.range(0)), true);
+  const std::span<const std::byte> a(reinterpret_cast<const std::byte*>(now.data()), 4096),
+      b(reinterpret_cast<const std::byte*>(before.data()), 4096);
+  std::vector<hdsm::coherence::DiffRun> runs;
+  std::size_t covered = 0;
+  for (auto _ : state) {
+    runs.clear();
+    covered = hdsm::coherence::diff_runs(a, b, runs, 8);
+    benchmark::DoNotOptimize(runs.data());
+  }
+  state.counters["runs"] = static_cast<double>(runs.size());
+  state.counters["covered"] = static_cast<double>(covered);
+}
+BENCHMARK(DiffRuns)->ArgName("pattern")->Arg(0)->Arg(1)->Arg(2);
+
+void PageCopy(benchmark::State& state) {
+  std::vector<std::byte> from(4096, std::byte{1}), to(4096);
+  for (auto _ : state) {
+    std::memcpy(to.data(), from.data(), 4096);
+    benchmark::DoNotOptimize(to.data());
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(PageCopy);
 
 BENCHMARK_MAIN();

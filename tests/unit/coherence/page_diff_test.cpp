@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -145,6 +146,49 @@ TEST(PageDiffRuns, RunsCoverExactlyTheChangesAndRebuildThePage) {
     }
     EXPECT_EQ(rebuilt, local) << "seed " << seed;
   }
+}
+
+// The word-at-a-time scan against the definition, byte by byte: maximal runs of changed bytes,
+// joined where fewer than `gap` equal bytes lie between. Pages where a random fraction of the bytes
+// changed (as in an updated array of floats), at every join gap a word can hold and beyond, at
+// sizes that end inside a word, appended after another page's runs (which they must not join).
+TEST(PageDiffRuns, WordScanMatchesTheByteDefinition) {
+  using hdsm::coherence::DiffRun;
+  const auto reference = [](const Bytes& local, const Bytes& twin, std::size_t gap) {
+    std::vector<DiffRun> runs;
+    for (std::size_t i = 0; i < local.size(); ++i) {
+      if (local[i] == twin[i]) continue;
+      if (!runs.empty() && i - (runs.back().offset + runs.back().length) < std::max<std::size_t>(gap, 1))
+        runs.back().length = static_cast<std::uint32_t>(i + 1 - runs.back().offset);
+      else
+        runs.push_back({static_cast<std::uint32_t>(i), 1});
+    }
+    return runs;
+  };
+  std::mt19937 rng(77);
+  for (const std::size_t n :
+       {std::size_t{4096}, std::size_t{203}, std::size_t{64}, std::size_t{7}, std::size_t{1}})
+    for (const unsigned percent : {1u, 10u, 50u, 75u, 95u, 100u})
+      for (const std::size_t gap : {0u, 1u, 2u, 5u, 6u, 7u, 8u, 9u, 16u, 100u}) {
+        const Bytes twin = random_page(n, static_cast<unsigned>(n + percent));
+        Bytes local = twin;
+        for (std::size_t i = 0; i < n; ++i)
+          if (rng() % 100 < percent) local[i] = ~twin[i];
+        std::vector<DiffRun> runs{{0, 3}};  // another page's run, ending where this page begins
+        const std::size_t covered = hdsm::coherence::diff_runs(local, twin, runs, gap);
+        const std::vector<DiffRun> want = reference(local, twin, gap);
+        ASSERT_EQ(runs.size(), want.size() + 1) << n << " " << percent << "% gap " << gap;
+        std::size_t want_covered = 0;
+        for (std::size_t k = 0; k < want.size(); ++k) {
+          EXPECT_EQ(runs[k + 1].offset, want[k].offset)
+              << n << " " << percent << "% gap " << gap << " run " << k;
+          EXPECT_EQ(runs[k + 1].length, want[k].length)
+              << n << " " << percent << "% gap " << gap << " run " << k;
+          want_covered += want[k].length;
+        }
+        EXPECT_EQ(covered, want_covered) << n << " " << percent << "% gap " << gap;
+        EXPECT_EQ(runs[0].length, 3u) << "a new page's runs never join an earlier page's";
+      }
 }
 
 TEST(PageDiffRuns, ShortGapsJoinAndWholePagesAreOneRun) {
