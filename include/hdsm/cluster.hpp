@@ -55,6 +55,7 @@ struct Options {
   DistributionPolicy policy;  // overrides `distribution` when set
   bool check_races = false;   // warn about ranks that wrote the same bytes of a page
   bool private_pages = true;  // a page only one rank touched stays private to it (needs MPI_THREAD_MULTIPLE)
+  unsigned open_ahead = 16;   // a write fault also opens the next pages this rank wrote in the last kernel
   std::chrono::milliseconds timeout{300000};
 
   /// The HDSM_CLUSTER_* knobs (docs/configuration.md); ConfigError when one is malformed.
@@ -66,6 +67,8 @@ struct Stats {
   std::uint64_t kernels = 0;
   std::uint64_t lazy_kernels = 0;        // boundaries that updated rank 0 only
   std::uint64_t write_faults = 0;        // first writes to a page in a kernel (twins made)
+  std::uint64_t opened_ahead = 0;        // pages a write fault opened with it, predicted from the last kernel
+  std::uint64_t opened_unwritten = 0;    // of those, pages the kernel did not write after all
   std::uint64_t fetches = 0;             // invalidated pages fetched from rank 0
   std::uint64_t pages_written = 0;       // pages this rank wrote, summed over kernels
   std::uint64_t pages_modified = 0;      // pages any rank wrote, summed over kernels

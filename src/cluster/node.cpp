@@ -134,6 +134,15 @@ Node::Node(Transport& transport, Options options)
     throw SystemError("mmap", fmt::format("twins of the cluster's global memory ({})", format_bytes(space_)),
                       errno);
   twins_ = static_cast<std::byte*>(twins);
+  const std::size_t predicted_bytes = (pages_ + 63) / 64 * sizeof(std::uint64_t);
+  void* predicted = ::mmap(nullptr, predicted_bytes, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (predicted == MAP_FAILED) {
+    const int e = errno;
+    ::munmap(twins_, space_);
+    throw SystemError("mmap", fmt::format("the open-ahead bits of {} pages", pages_), e);
+  }
+  predicted_ = static_cast<std::uint64_t*>(predicted);
   try {
     states_ = std::make_unique<std::atomic<PageState>[]>(pages_);
     written_ = std::make_unique_for_overwrite<std::uint64_t[]>(pages_);
@@ -149,6 +158,7 @@ Node::Node(Transport& transport, Options options)
   } catch (...) {
     if (fault_range_ >= 0) os::unregister_fault_range(fault_range_);
     ::munmap(twins_, space_);
+    ::munmap(predicted_, (pages_ + 63) / 64 * sizeof(std::uint64_t));
     throw;
   }
 }
@@ -163,6 +173,7 @@ Node::~Node() {
   os::unregister_fault_range(fault_range_);
   fault_service_.reset();
   ::munmap(twins_, space_);
+  ::munmap(predicted_, (pages_ + 63) / 64 * sizeof(std::uint64_t));
 }
 
 // The ranks place their global memory together: one rank at a time proposes a range the kernel
@@ -485,6 +496,20 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
   std::vector<std::uint64_t> written(written_.get(),
                                      written_.get() + written_count_.load(std::memory_order_acquire));
   std::sort(written.begin(), written.end());
+  // Pages opened ahead: written ones are like any other; the rest had no writer here and stay
+  // ahead until the states below make them valid and read-only again.
+  std::vector<std::uint64_t> unwritten;
+  std::erase_if(written, [&](std::uint64_t p) {
+    std::atomic<PageState>& st = state_of(p);
+    if (st.load(std::memory_order_relaxed) != PageState::ahead) return false;
+    if (std::memcmp(shadow(p), twin(p), page_) != 0) {
+      st.store(PageState::written, std::memory_order_relaxed);
+      return false;
+    }
+    unwritten.push_back(p);
+    return true;
+  });
+  opened_unwritten_ += unwritten.size();
   std::vector<std::uint64_t> touched(touched_.get(),
                                      touched_.get() + touched_count_.load(std::memory_order_acquire));
 
@@ -673,7 +698,22 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
       }
     }
   }
+  for (const std::uint64_t p : unwritten)
+    if (fate[p] == Fate::none) become(p, PageState::valid, os::Protection::read);
   set_protection(changes);
+  // The next kernel's predictions: the pages this rank wrote that stay valid, and those it opened
+  // ahead without changing them (a kernel may store the values a page already holds; a page that no
+  // thread touches any more costs its twin and a comparison when a fault before it opens it again).
+  if (options_.open_ahead > 0) {
+    for (const std::uint64_t p : predicted_pages_) predicted_[p >> 6] &= ~(std::uint64_t{1} << (p & 63));
+    predicted_pages_.clear();
+    for (const auto* pages : {&written, &unwritten})
+      for (const std::uint64_t p : *pages)
+        if (p < used && state_of(p).load(std::memory_order_relaxed) == PageState::valid) {
+          predicted_[p >> 6] |= std::uint64_t{1} << (p & 63);
+          predicted_pages_.push_back(p);
+        }
+  }
   written_count_.store(0, std::memory_order_relaxed);
   touched_count_.store(0, std::memory_order_relaxed);
   epoch_.fetch_add(1, std::memory_order_acq_rel);
@@ -748,6 +788,7 @@ HDSM_FAULT_PATH bool Node::resolve(void* address, os::FaultAccess access) noexce
       case PageState::invalid:
         return fault_service_->submit(address, access);
       case PageState::written:
+      case PageState::ahead:
       case PageState::private_page:
         return true;  // another thread of this rank opened it
       case PageState::untouched: {
@@ -793,9 +834,38 @@ HDSM_FAULT_PATH bool Node::resolve(void* address, os::FaultAccess access) noexce
         written_[written_count_.fetch_add(1, std::memory_order_acq_rel)] = page;
         write_faults_.fetch_add(1, std::memory_order_relaxed);
         opened(st, PageState::written);
+        if (options_.open_ahead > 0) open_ahead(page + 1);
         return true;
     }
   }
+}
+
+// In the signal handler, after a write fault opened `first - 1`: kernels that write a page again
+// and again (an output array, every launch) would fault on each of its pages in each kernel, and
+// every fault's protection change is a trip through the kernel that the rank's threads take one at a
+// time. The pages after it that this rank wrote in the last kernel are opened with it instead: their
+// twins, and one protection change for the run. Each stops at a page that is not valid (another
+// thread opens it, or it is stale), so no thread ever waits here.
+HDSM_FAULT_PATH void Node::open_ahead(std::uint64_t first) noexcept {
+  const std::uint64_t used = used_pages_.load(std::memory_order_acquire);
+  std::uint64_t end = first;
+  while (end < used && end - first < options_.open_ahead && predicted(end)) {
+    PageState s = PageState::valid;
+    if (!state_of(end).compare_exchange_strong(s, PageState::twinning, std::memory_order_acq_rel)) break;
+    std::memcpy(twin(end), shadow(end), page_);
+    ++end;
+  }
+  if (end == first) return;
+  bool writable = false;
+  {
+    std::lock_guard lock(protection_mutex_);
+    writable = protection_->try_set(first, end - first, os::Protection::read_write);
+  }
+  for (std::uint64_t q = first; q < end; ++q) {
+    if (writable) written_[written_count_.fetch_add(1, std::memory_order_acq_rel)] = q;
+    opened(state_of(q), writable ? PageState::ahead : PageState::valid);  // a write faults on it again
+  }
+  if (writable) opened_ahead_.fetch_add(end - first, std::memory_order_relaxed);
 }
 
 bool Node::on_slow_fault(void* self, void* address, os::FaultAccess access) {
@@ -843,7 +913,7 @@ void Node::serve(std::uint64_t page, std::uint64_t epoch, std::span<std::byte> o
       await_opened(st);
       continue;
     }
-    if (before == PageState::written) {
+    if (before == PageState::written || before == PageState::ahead) {
       std::memcpy(out.data(), twin(page), page_);
       return;
     }
@@ -862,6 +932,8 @@ Stats Node::stats() const {
   Stats s = stats_;
   s.write_faults = write_faults_.load(std::memory_order_relaxed);
   s.fetches = fetches_.load(std::memory_order_relaxed);
+  s.opened_ahead = opened_ahead_.load(std::memory_order_relaxed);
+  s.opened_unwritten = opened_unwritten_;
   s.wire_bytes = transport_.bytes_sent();
   return s;
 }
@@ -870,6 +942,8 @@ void Node::reset_stats() {
   stats_ = Stats{};
   write_faults_.store(0, std::memory_order_relaxed);
   fetches_.store(0, std::memory_order_relaxed);
+  opened_ahead_.store(0, std::memory_order_relaxed);
+  opened_unwritten_ = 0;
   transport_.reset_bytes_sent();
 }
 

@@ -37,6 +37,8 @@ enum class PageState : std::uint8_t {
   valid,         // current: read-only (writes fault and make a twin)
   twinning,      // a thread is opening the page (making its twin, or its first read access): others wait
   written,       // twin made, writable until the kernel's end
+  ahead,         // opened with a write fault on a page before it (this rank wrote it in the last kernel):
+                 // twin made, writable; the boundary compares it with its twin to know if it was written
   private_page,  // only this rank has touched it: writable, no twin, nothing sent
   invalid,       // stale here: no access, fetched from its holder (rank 0, or the rank it is private
                  // to) on a fault
@@ -86,6 +88,8 @@ class Node final : public PageServer {
   static bool on_fault(void* self, void* address, os::FaultAccess access);
   static bool on_slow_fault(void* self, void* address, os::FaultAccess access);
   bool resolve(void* address, os::FaultAccess access) noexcept;
+  void open_ahead(std::uint64_t first) noexcept;
+  bool predicted(std::uint64_t page) const { return ((predicted_[page >> 6] >> (page & 63)) & 1) != 0; }
   bool resolve_slow(void* address, os::FaultAccess access);
   bool refuse(const char* why, void* address) const noexcept;
   void place_space();
@@ -144,6 +148,11 @@ class Node final : public PageServer {
   std::unique_ptr<std::uint64_t[]> written_;  // pages written in the current kernel, in fault order
   std::atomic<std::uint64_t> written_count_{0};
   std::unique_ptr<std::uint64_t[]> touched_;  // untouched and invalid pages touched since the last boundary
+  // Open-ahead: one bit a page (an anonymous mapping, zero until used) for the pages this rank wrote
+  // in the last kernel that stayed valid, set and cleared at boundaries, read by the fault handler.
+  std::uint64_t* predicted_ = nullptr;
+  std::vector<std::uint64_t> predicted_pages_;
+  std::atomic<std::uint64_t> opened_ahead_{0};
   std::atomic<std::uint64_t> touched_count_{0};
   /// Per page, the same on every rank: kShared, kUntouched, or the rank the page is private to.
   std::unique_ptr<std::atomic<std::int32_t>[]> holder_;
@@ -164,6 +173,7 @@ class Node final : public PageServer {
 
   Stats stats_;
   std::atomic<std::uint64_t> write_faults_{0}, fetches_{0};
+  std::uint64_t opened_unwritten_ = 0;
 };
 
 /// Binds `node` to the calling thread for the free functions of <hdsm/cluster.hpp> (the in-process

@@ -135,6 +135,69 @@ TEST(Cluster, EachRankRunsItsIntervalAndAllSeeAllWrites) {
   }
 }
 
+// Block 0 writes a[first] = 1 and the grid's last block a[last] = 2; no other block writes.
+const auto& poke_kernel() {
+  static const auto k =
+      hdsm::per_thread("poke", [](const Thread& t, int* a, std::uint32_t first, std::uint32_t last) {
+        if (t.idx.x != 0) return;
+        if (t.block.x == 0) a[first] = 1;
+        if (t.block.x + 1 == t.grid_dim.x) a[last] = 2;
+      });
+  return k;
+}
+
+// A kernel that writes the pages the last one wrote faults on a few of them and opens the rest
+// ahead; pages opened ahead but not written have no writer (another rank's write to one stays a
+// single-writer page) and are read-only and valid after the boundary, like every other page.
+TEST(Cluster, RewrittenPagesAreOpenedAheadAndUnwrittenOnesCountForNothing) {
+  for (const unsigned ahead : {0u, 16u})
+    for (const int ranks : {2, 3}) {
+      cl::Options o = options();
+      o.open_ahead = ahead;
+      run_ranks(ranks, o, [&](Node& node) {
+        constexpr std::uint32_t blocks = 12, per_block = 2048, n = blocks * per_block;  // 24 pages
+        const std::uint64_t my_pages = std::uint64_t{blocks} / static_cast<unsigned>(ranks) * 2;
+        int* a = cl::alloc<int>(n);
+        const std::vector<int> zeros(n, 0);
+        cl::memcpy(a, zeros.data(), n * sizeof(int));
+        cl::launch(fill_kernel(), Launch{Dim3{blocks}, Dim3{64}, 0}, a, per_block, 100);
+        cl::reset_stats();
+        cl::launch(fill_kernel(), Launch{Dim3{blocks}, Dim3{64}, 0}, a, per_block, 200);
+        cl::Stats s = cl::stats();
+        EXPECT_EQ(s.write_faults + s.opened_ahead, my_pages) << "every page opened once";
+        if (ahead == 0)
+          EXPECT_EQ(s.opened_ahead, 0u);
+        else
+          EXPECT_LE(s.write_faults, my_pages / 2) << "rank " << node.rank();
+        EXPECT_EQ(s.opened_unwritten, 0u);
+        EXPECT_EQ(s.pages_multi_writer, 0u);
+        std::vector<int> got = read_all(a, n);
+        for (std::uint32_t i = 0; i < n; ++i) ASSERT_EQ(got[i], 200 + static_cast<int>(i / per_block));
+
+        // Rank 0 wrote pages 0..my_pages-1; now it writes page 0 only (and opens the others ahead),
+        // while the last rank writes a byte of page 5, one of those.
+        cl::reset_stats();
+        const std::uint32_t first = 0, last = 5 * 1024 + 7;
+        cl::launch(poke_kernel(), Launch{Dim3{static_cast<unsigned>(ranks)}, Dim3{32}, 0}, a, first, last);
+        s = cl::stats();
+        EXPECT_EQ(s.pages_multi_writer, 0u) << "a page opened ahead but not written has no writer here";
+        if (node.rank() == 0 && ahead > 0) {
+          EXPECT_EQ(s.write_faults, 1u);
+          EXPECT_EQ(s.opened_unwritten, my_pages - 1);
+        }
+        got = read_all(a, n);
+        for (std::uint32_t i = 0; i < n; ++i)
+          ASSERT_EQ(got[i], i == first  ? 1
+                            : i == last ? 2
+                                        : 200 + static_cast<int>(i / per_block))
+              << "rank " << node.rank() << " element " << i;
+        for (std::uint32_t p = 0; p < n / 1024; ++p)
+          EXPECT_EQ(node.state(a + std::size_t{p} * 1024), PageState::valid) << "page " << p;
+        cl::free(a);
+      });
+    }
+}
+
 TEST(Cluster, PagesWithSeveralWritersAreMergedByteExactly) {
   run_ranks(3, options(), [&](Node& node) {
     constexpr std::uint32_t n = 5000;
