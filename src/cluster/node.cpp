@@ -716,6 +716,7 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
   }
   written_count_.store(0, std::memory_order_relaxed);
   touched_count_.store(0, std::memory_order_relaxed);
+  next_fault_.store(kNoPageExpected, std::memory_order_relaxed);
   epoch_.fetch_add(1, std::memory_order_acq_rel);
   shadow_lock.unlock();
   epoch_.notify_all();
@@ -834,7 +835,10 @@ HDSM_FAULT_PATH bool Node::resolve(void* address, os::FaultAccess access) noexce
         written_[written_count_.fetch_add(1, std::memory_order_acq_rel)] = page;
         write_faults_.fetch_add(1, std::memory_order_relaxed);
         opened(st, PageState::written);
-        if (options_.open_ahead > 0) open_ahead(page + 1);
+        if (options_.open_ahead > 0) {
+          const bool sequential = next_fault_.load(std::memory_order_relaxed) == page;
+          next_fault_.store(open_ahead(page + 1, sequential), std::memory_order_relaxed);
+        }
         return true;
     }
   }
@@ -843,19 +847,21 @@ HDSM_FAULT_PATH bool Node::resolve(void* address, os::FaultAccess access) noexce
 // In the signal handler, after a write fault opened `first - 1`: kernels that write a page again
 // and again (an output array, every launch) would fault on each of its pages in each kernel, and
 // every fault's protection change is a trip through the kernel that the rank's threads take one at a
-// time. The pages after it that this rank wrote in the last kernel are opened with it instead: their
-// twins, and one protection change for the run. Each stops at a page that is not valid (another
-// thread opens it, or it is stale), so no thread ever waits here.
-HDSM_FAULT_PATH void Node::open_ahead(std::uint64_t first) noexcept {
+// time. The pages after it that this rank wrote in the last kernel are opened with it instead (and,
+// when the fault came where a sequential writer's next one would, the pages after it whatever the
+// last kernel did): their twins, and one protection change for the run. The run stops at a page
+// that is not valid (another thread opens it, or it is stale), so no thread ever waits here.
+// Returns the end of the run.
+HDSM_FAULT_PATH std::uint64_t Node::open_ahead(std::uint64_t first, bool sequential) noexcept {
   const std::uint64_t used = used_pages_.load(std::memory_order_acquire);
   std::uint64_t end = first;
-  while (end < used && end - first < options_.open_ahead && predicted(end)) {
+  while (end < used && end - first < options_.open_ahead && (sequential || predicted(end))) {
     PageState s = PageState::valid;
     if (!state_of(end).compare_exchange_strong(s, PageState::twinning, std::memory_order_acq_rel)) break;
     std::memcpy(twin(end), shadow(end), page_);
     ++end;
   }
-  if (end == first) return;
+  if (end == first) return end;
   bool writable = false;
   {
     std::lock_guard lock(protection_mutex_);
@@ -866,6 +872,7 @@ HDSM_FAULT_PATH void Node::open_ahead(std::uint64_t first) noexcept {
     opened(state_of(q), writable ? PageState::ahead : PageState::valid);  // a write faults on it again
   }
   if (writable) opened_ahead_.fetch_add(end - first, std::memory_order_relaxed);
+  return end;
 }
 
 bool Node::on_slow_fault(void* self, void* address, os::FaultAccess access) {

@@ -88,7 +88,7 @@ class Node final : public PageServer {
   static bool on_fault(void* self, void* address, os::FaultAccess access);
   static bool on_slow_fault(void* self, void* address, os::FaultAccess access);
   bool resolve(void* address, os::FaultAccess access) noexcept;
-  void open_ahead(std::uint64_t first) noexcept;
+  std::uint64_t open_ahead(std::uint64_t first, bool sequential) noexcept;
   bool predicted(std::uint64_t page) const { return ((predicted_[page >> 6] >> (page & 63)) & 1) != 0; }
   bool resolve_slow(void* address, os::FaultAccess access);
   bool refuse(const char* why, void* address) const noexcept;
@@ -153,6 +153,10 @@ class Node final : public PageServer {
   std::uint64_t* predicted_ = nullptr;
   std::vector<std::uint64_t> predicted_pages_;
   std::atomic<std::uint64_t> opened_ahead_{0};
+  // The page a sequential writer would fault on next: the one after the last fault, or after the
+  // run it opened ahead. A fault there opens the next pages ahead even where no kernel wrote them.
+  static constexpr std::uint64_t kNoPageExpected = ~std::uint64_t{0};
+  std::atomic<std::uint64_t> next_fault_{kNoPageExpected};
   std::atomic<std::uint64_t> touched_count_{0};
   /// Per page, the same on every rank: kShared, kUntouched, or the rank the page is private to.
   std::unique_ptr<std::atomic<std::int32_t>[]> holder_;

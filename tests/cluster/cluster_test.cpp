@@ -119,8 +119,12 @@ TEST(Cluster, EachRankRunsItsIntervalAndAllSeeAllWrites) {
         ASSERT_EQ(a[i], 100 + static_cast<int>(i / per_block));
       const cl::Stats s = cl::stats();
       const std::uint64_t my_blocks = blocks / static_cast<unsigned>(ranks);
-      // One fault per page, whatever the threads; none on one rank, where every page is private.
-      EXPECT_EQ(s.write_faults, ranks == 1 ? 0 : my_blocks * 2);
+      // Every written page opened once (by its fault, or ahead of a sequential writer's fault),
+      // whatever the threads; none on one rank, where every page is private.
+      EXPECT_EQ(s.write_faults + s.opened_ahead - s.opened_unwritten, ranks == 1 ? 0 : my_blocks * 2);
+      if (ranks > 1) {
+        EXPECT_LT(s.write_faults, my_blocks * 2) << "blocks write their pages in order";
+      }
       EXPECT_EQ(s.pages_modified, ranks == 1 ? 0 : blocks * 2);
       EXPECT_EQ(s.pages_multi_writer, 0u);
       // Single-writer pages cost their modified bytes once per other rank, plus headers.
@@ -164,12 +168,13 @@ TEST(Cluster, RewrittenPagesAreOpenedAheadAndUnwrittenOnesCountForNothing) {
         cl::reset_stats();
         cl::launch(fill_kernel(), Launch{Dim3{blocks}, Dim3{64}, 0}, a, per_block, 200);
         cl::Stats s = cl::stats();
-        EXPECT_EQ(s.write_faults + s.opened_ahead, my_pages) << "every page opened once";
+        // Every page opened once; pages opened ahead past the rank's own (a sequential writer's
+        // next ones, another rank's) are left unwritten.
+        EXPECT_EQ(s.write_faults + s.opened_ahead - s.opened_unwritten, my_pages);
         if (ahead == 0)
           EXPECT_EQ(s.opened_ahead, 0u);
         else
           EXPECT_LE(s.write_faults, my_pages / 2) << "rank " << node.rank();
-        EXPECT_EQ(s.opened_unwritten, 0u);
         EXPECT_EQ(s.pages_multi_writer, 0u);
         std::vector<int> got = read_all(a, n);
         for (std::uint32_t i = 0; i < n; ++i) ASSERT_EQ(got[i], 200 + static_cast<int>(i / per_block));
@@ -183,7 +188,8 @@ TEST(Cluster, RewrittenPagesAreOpenedAheadAndUnwrittenOnesCountForNothing) {
         EXPECT_EQ(s.pages_multi_writer, 0u) << "a page opened ahead but not written has no writer here";
         if (node.rank() == 0 && ahead > 0) {
           EXPECT_EQ(s.write_faults, 1u);
-          EXPECT_EQ(s.opened_unwritten, my_pages - 1);
+          EXPECT_GE(s.opened_unwritten, my_pages - 1);
+          EXPECT_EQ(s.opened_ahead, s.opened_unwritten);
         }
         got = read_all(a, n);
         for (std::uint32_t i = 0; i < n; ++i)
