@@ -119,12 +119,10 @@ TEST(Cluster, EachRankRunsItsIntervalAndAllSeeAllWrites) {
         ASSERT_EQ(a[i], 100 + static_cast<int>(i / per_block));
       const cl::Stats s = cl::stats();
       const std::uint64_t my_blocks = blocks / static_cast<unsigned>(ranks);
-      // Every written page opened once (by its fault, or ahead of a sequential writer's fault),
-      // whatever the threads; none on one rank, where every page is private.
+      // Every written page opened once (by its fault, or ahead of a sequential writer's fault: how
+      // many depends on how the rank's threads interleave), whatever the threads; none on one rank,
+      // where every page is private.
       EXPECT_EQ(s.write_faults + s.opened_ahead - s.opened_unwritten, ranks == 1 ? 0 : my_blocks * 2);
-      if (ranks > 1) {
-        EXPECT_LT(s.write_faults, my_blocks * 2) << "blocks write their pages in order";
-      }
       EXPECT_EQ(s.pages_modified, ranks == 1 ? 0 : blocks * 2);
       EXPECT_EQ(s.pages_multi_writer, 0u);
       // Single-writer pages cost their modified bytes once per other rank, plus headers.
