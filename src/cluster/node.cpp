@@ -10,7 +10,6 @@
 
 #include <fmt/format.h>
 
-#include <sys/mman.h>
 #include <algorithm>
 #include <bit>
 #include <chrono>
@@ -128,21 +127,11 @@ Node::Node(Transport& transport, Options options)
   place_space();
   base_ = reinterpret_cast<std::byte*>(arenas_.back()->user_begin());
   shadow_ = arenas_.back()->shadow(0, 0);
-  void* twins =
-      ::mmap(nullptr, space_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (twins == MAP_FAILED)
-    throw SystemError("mmap", fmt::format("twins of the cluster's global memory ({})", format_bytes(space_)),
-                      errno);
-  twins_ = static_cast<std::byte*>(twins);
-  const std::size_t predicted_bytes = (pages_ + 63) / 64 * sizeof(std::uint64_t);
-  void* predicted = ::mmap(nullptr, predicted_bytes, PROT_READ | PROT_WRITE,
-                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (predicted == MAP_FAILED) {
-    const int e = errno;
-    ::munmap(twins_, space_);
-    throw SystemError("mmap", fmt::format("the open-ahead bits of {} pages", pages_), e);
-  }
-  predicted_ = static_cast<std::uint64_t*>(predicted);
+  twin_memory_ = os::Mapping(space_, "twins of the cluster's global memory");
+  twins_ = twin_memory_.data();
+  predicted_memory_ = os::Mapping((pages_ + 63) / 64 * sizeof(std::uint64_t),
+                                  "the open-ahead bits of the cluster's global memory");
+  predicted_ = reinterpret_cast<std::uint64_t*>(predicted_memory_.data());
   try {
     states_ = std::make_unique<std::atomic<PageState>[]>(pages_);
     written_ = std::make_unique_for_overwrite<std::uint64_t[]>(pages_);
@@ -157,8 +146,6 @@ Node::Node(Transport& transport, Options options)
     if (private_pages_ || (lazy_available_ && rank() == 0)) transport_.serve_pages(this);
   } catch (...) {
     if (fault_range_ >= 0) os::unregister_fault_range(fault_range_);
-    ::munmap(twins_, space_);
-    ::munmap(predicted_, (pages_ + 63) / 64 * sizeof(std::uint64_t));
     throw;
   }
 }
@@ -172,8 +159,6 @@ Node::~Node() {
   if (private_pages_ || (lazy_available_ && rank() == 0)) transport_.stop_serving();
   os::unregister_fault_range(fault_range_);
   fault_service_.reset();
-  ::munmap(twins_, space_);
-  ::munmap(predicted_, (pages_ + 63) / 64 * sizeof(std::uint64_t));
 }
 
 // The ranks place their global memory together: one rank at a time proposes a range the kernel
@@ -867,11 +852,13 @@ HDSM_FAULT_PATH std::uint64_t Node::open_ahead(std::uint64_t first, bool sequent
     std::lock_guard lock(protection_mutex_);
     writable = protection_->try_set(first, end - first, os::Protection::read_write);
   }
-  for (std::uint64_t q = first; q < end; ++q) {
-    if (writable) written_[written_count_.fetch_add(1, std::memory_order_acq_rel)] = q;
-    opened(state_of(q), writable ? PageState::ahead : PageState::valid);  // a write faults on it again
+  if (writable) {
+    const std::uint64_t at = written_count_.fetch_add(end - first, std::memory_order_acq_rel);
+    for (std::uint64_t q = first; q < end; ++q) written_[at + (q - first)] = q;
+    opened_ahead_.fetch_add(end - first, std::memory_order_relaxed);
   }
-  if (writable) opened_ahead_.fetch_add(end - first, std::memory_order_relaxed);
+  for (std::uint64_t q = first; q < end; ++q)
+    opened(state_of(q), writable ? PageState::ahead : PageState::valid);  // a write faults on it again
   return end;
 }
 

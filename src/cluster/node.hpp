@@ -9,6 +9,7 @@
 #include "os/fault.hpp"
 #include "os/fault_mutex.hpp"
 #include "os/fault_service.hpp"
+#include "os/mapping.hpp"
 #include "os/offset_heap.hpp"
 #include "os/protection.hpp"
 
@@ -37,8 +38,9 @@ enum class PageState : std::uint8_t {
   valid,         // current: read-only (writes fault and make a twin)
   twinning,      // a thread is opening the page (making its twin, or its first read access): others wait
   written,       // twin made, writable until the kernel's end
-  ahead,         // opened with a write fault on a page before it (this rank wrote it in the last kernel):
-                 // twin made, writable; the boundary compares it with its twin to know if it was written
+  ahead,         // opened with a write fault on a page before it (predicted from the last kernel, or a
+                 // sequential writer's next): twin made, writable; the boundary compares it with its twin
+                 // to know if it was written
   private_page,  // only this rank has touched it: writable, no twin, nothing sent
   invalid,       // stale here: no access, fetched from its holder (rank 0, or the rank it is private
                  // to) on a fault
@@ -138,6 +140,7 @@ class Node final : public PageServer {
   std::vector<std::unique_ptr<os::Arena>> arenas_;  // the one in use is the last
   std::byte* base_ = nullptr;
   std::byte* shadow_ = nullptr;
+  os::Mapping twin_memory_;
   std::byte* twins_ = nullptr;
   std::unique_ptr<std::atomic<PageState>[]> states_;
   // Threads in await_opened. A page's state is a byte, so libstdc++ waits on it through a table of
@@ -148,8 +151,10 @@ class Node final : public PageServer {
   std::unique_ptr<std::uint64_t[]> written_;  // pages written in the current kernel, in fault order
   std::atomic<std::uint64_t> written_count_{0};
   std::unique_ptr<std::uint64_t[]> touched_;  // untouched and invalid pages touched since the last boundary
-  // Open-ahead: one bit a page (an anonymous mapping, zero until used) for the pages this rank wrote
-  // in the last kernel that stayed valid, set and cleared at boundaries, read by the fault handler.
+  std::atomic<std::uint64_t> touched_count_{0};
+  // Open-ahead: one bit a page (zero until used) for the pages this rank wrote, or opened ahead, in
+  // the last kernel that stayed valid; set and cleared at boundaries, read by the fault handler.
+  os::Mapping predicted_memory_;
   std::uint64_t* predicted_ = nullptr;
   std::vector<std::uint64_t> predicted_pages_;
   std::atomic<std::uint64_t> opened_ahead_{0};
@@ -157,7 +162,6 @@ class Node final : public PageServer {
   // run it opened ahead. A fault there opens the next pages ahead even where no kernel wrote them.
   static constexpr std::uint64_t kNoPageExpected = ~std::uint64_t{0};
   std::atomic<std::uint64_t> next_fault_{kNoPageExpected};
-  std::atomic<std::uint64_t> touched_count_{0};
   /// Per page, the same on every rank: kShared, kUntouched, or the rank the page is private to.
   std::unique_ptr<std::atomic<std::int32_t>[]> holder_;
   bool private_pages_;

@@ -126,15 +126,16 @@ std::size_t diff_runs(std::span<const std::byte> local, std::span<const std::byt
   const std::size_t gap = std::max<std::size_t>(join_gap, 1);
   std::size_t covered = 0, begin = 0, end = 0;
   bool open = false;
+  const auto close = [&] {
+    runs.push_back({static_cast<std::uint32_t>(begin), static_cast<std::uint32_t>(end - begin)});
+    covered += end - begin;
+  };
   const auto piece = [&](std::size_t from, std::size_t to) {
     if (open && from - end < gap) {
       end = to;
       return;
     }
-    if (open) {
-      runs.push_back({static_cast<std::uint32_t>(begin), static_cast<std::uint32_t>(end - begin)});
-      covered += end - begin;
-    }
+    if (open) close();
     begin = from;
     end = to;
     open = true;
@@ -184,10 +185,7 @@ std::size_t diff_runs(std::span<const std::byte> local, std::span<const std::byt
   }
   for (; i < n; ++i)
     if (local[i] != twin[i]) piece(i, i + 1);
-  if (open) {
-    runs.push_back({static_cast<std::uint32_t>(begin), static_cast<std::uint32_t>(end - begin)});
-    covered += end - begin;
-  }
+  if (open) close();
   return covered;
 }
 
