@@ -3,11 +3,14 @@
 // acquire + release and barrier latency against the number of workers (targets with workers + home
 // on their own cores: <= 3 us and <= 2 us; the seed measured 6.47 us and 3.14 us with 8 SPEs), and
 // a page fetch or write-back through the home against a plain copy of the page (seed Fig. 10).
+#include "os/spin_wait.hpp"
+
 #include <hdsm/crc.hpp>
 
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -170,6 +173,39 @@ void RawCopy(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * page));
 }
 
+// One round trip between two threads, as a worker's call and the home's answer: the partner takes
+// the request, works `delay` ns (a barrier's other arrivals, a merge), and answers; the caller waits
+// with the threads transport's spin, yielding its core every 64 pauses from the start (quiet 0, as
+// when threads outnumber the cores) or only after 50 us (quiet 1, each thread on a core of its own).
+void SpinHandOff(benchmark::State& state) {
+  const auto delay = static_cast<std::uint64_t>(state.range(0));
+  const std::uint64_t quiet = state.range(1) != 0 ? 50'000 : 0;
+  std::atomic<std::uint64_t> asked{0}, answered{0};
+  std::atomic<bool> stop{false};
+  std::thread partner([&] {
+    std::uint64_t seen = 0;
+    while (!stop.load(std::memory_order_relaxed)) {
+      if (asked.load(std::memory_order_acquire) == seen) {
+        hdsm::os::cpu_relax();
+        continue;
+      }
+      ++seen;
+      const std::uint64_t until = hdsm::os::monotonic_ns() + delay;
+      while (hdsm::os::monotonic_ns() < until) hdsm::os::cpu_relax();
+      answered.store(seen, std::memory_order_release);
+    }
+  });
+  std::uint64_t n = 0;
+  for (auto _ : state) {
+    asked.store(++n, std::memory_order_release);
+    hdsm::os::spin_until_for(
+        1'000'000, [&] { return answered.load(std::memory_order_acquire) == n; }, quiet);
+    while (answered.load(std::memory_order_acquire) != n) hdsm::os::cpu_relax();
+  }
+  stop.store(true);
+  partner.join();
+}
+
 }  // namespace
 
 BENCHMARK(ReadHit)->UseRealTime();
@@ -186,5 +222,9 @@ BENCHMARK(Barrier)->Apply(WorkerCounts)->Iterations(20000)->UseRealTime();
 BENCHMARK(Fetch)->ArgsProduct({{128, 1024, 8192, 16384}, {0, 1}})->UseRealTime();
 BENCHMARK(Flush)->ArgsProduct({{128, 1024, 8192, 16384}, {0, 1}})->UseRealTime();
 BENCHMARK(RawCopy)->Arg(128)->Arg(1024)->Arg(8192)->Arg(16384);
+BENCHMARK(SpinHandOff)
+    ->ArgsProduct({{0, 2000, 4000}, {0, 1}})
+    ->ArgNames({"delay_ns", "quiet"})
+    ->UseRealTime();
 
 BENCHMARK_MAIN();

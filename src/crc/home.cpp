@@ -85,16 +85,14 @@ std::exception_ptr Home::serve(std::size_t page_size, Stats& stats) {
   at_barrier_.clear();
   barrier_round_ = 0;
   locks_.clear();
+  lock_waiters_ = 0;
   error_ = nullptr;
   Request r;
   while (finished_count_ < workers_) {
     // Nobody waits on anybody: wait as long as the workers compute. Someone waits at a barrier or
     // for a lock: the others have the timeout to come.
-    bool waiting = !at_barrier_.empty();
-    for (const auto& [number, lock] : locks_) waiting = waiting || !lock.waiting.empty();
-    const auto now = std::chrono::steady_clock::now();
-    const auto deadline = waiting ? now + timeout_ : now + std::chrono::hours(24 * 365);
-    if (!link_.receive(r, deadline)) {
+    const bool waiting = !at_barrier_.empty() || lock_waiters_ != 0;
+    if (!link_.receive(r, waiting ? timeout_ : std::chrono::hours(24 * 365))) {
       if (!at_barrier_.empty())
         fail(fmt::format("crc barrier {}: {} within {} ms", barrier_round_, waiting_at_barrier(),
                          timeout_.count()));
@@ -128,6 +126,7 @@ void Home::fail(std::exception_ptr error) {
     for (const Request& w : lock.waiting) link_.reply(w, Reply{.status = Status::aborted}, {}, {});
     lock.waiting.clear();
   }
+  lock_waiters_ = 0;
 }
 
 void Home::fail(const std::string& message) { fail(std::make_exception_ptr(InvalidArgument(message))); }
@@ -255,6 +254,7 @@ void Home::handle(Request& r) {
         acquire_reply(r);
       } else {
         lock.waiting.push_back(std::move(r));
+        ++lock_waiters_;
       }
       return;
     }
@@ -276,10 +276,11 @@ void Home::handle(Request& r) {
       lock.holder = lock.waiting.front().worker;
       acquire_reply(lock.waiting.front());
       lock.waiting.pop_front();
+      --lock_waiters_;
       return;
     }
     case Op::barrier: {
-      for (int x = 0; x < workers_; ++x)
+      for (int x = 0; finished_count_ != 0 && x < workers_; ++x)
         if (finished_[static_cast<std::size_t>(x)]) {
           answer(r, Reply{.status = Status::aborted});
           fail(fmt::format("crc barrier {}: worker {} came, but worker {} ended its task without coming",

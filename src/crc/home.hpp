@@ -64,6 +64,7 @@ class Home {
   std::vector<Request> at_barrier_;
   std::uint64_t barrier_round_ = 0;
   std::map<std::int64_t, LockState> locks_;
+  std::size_t lock_waiters_ = 0;  // requests queued for a lock, in all of locks_
   std::exception_ptr error_;
   std::vector<std::uint64_t> list_;
 };

@@ -3,6 +3,7 @@
 #include "os/spin_wait.hpp"
 
 #include <cstring>
+#include <optional>
 
 namespace hdsm::crc::detail {
 
@@ -55,18 +56,23 @@ struct ThreadsTransport::Doorbell {
 
 class ThreadsTransport::Home final : public HomeLink {
  public:
-  Home(std::vector<std::unique_ptr<Mailbox>>& boxes, Doorbell& bell, std::uint64_t spin_ns)
-      : boxes_(boxes), bell_(bell), spin_ns_(spin_ns) {}
+  Home(std::vector<std::unique_ptr<Mailbox>>& boxes, Doorbell& bell, std::uint64_t spin_ns,
+       std::uint64_t quiet_ns)
+      : boxes_(boxes), bell_(bell), spin_ns_(spin_ns), quiet_ns_(quiet_ns) {}
 
-  bool receive(Request& request, std::chrono::steady_clock::time_point deadline) override {
+  bool receive(Request& request, std::chrono::milliseconds patience) override {
+    std::optional<std::chrono::steady_clock::time_point> deadline;
     for (;;) {
       if (take(request)) return true;
-      if (os::spin_until_for(spin_ns_, [&] { return any(); })) continue;
+      if (!deadline) deadline = std::chrono::steady_clock::now() + patience;
+      if (os::spin_until_for(
+              spin_ns_, [&] { return any(); }, quiet_ns_))
+        continue;
       std::unique_lock lock(bell_.mutex);
       bell_.sleeping.store(true, std::memory_order_seq_cst);
       // Pairs with the worker's push (a packet's ready, then sleeping, both seq_cst): one of the two
       // sees the other.
-      const bool ready = bell_.cv.wait_until(lock, deadline, [&] { return any(); });
+      const bool ready = bell_.cv.wait_until(lock, *deadline, [&] { return any(); });
       bell_.sleeping.store(false, std::memory_order_relaxed);
       if (!ready) return false;
     }
@@ -157,6 +163,7 @@ class ThreadsTransport::Home final : public HomeLink {
   std::vector<std::unique_ptr<Mailbox>>& boxes_;
   Doorbell& bell_;
   std::uint64_t spin_ns_;
+  std::uint64_t quiet_ns_;
   bool batch_ = false;
   std::vector<Mailbox*> to_wake_;  // answered in this batch
   std::size_t last_ = 0;
@@ -168,13 +175,14 @@ class ThreadsTransport::Home final : public HomeLink {
 
 class ThreadsTransport::Worker final : public WorkerLink {
  public:
-  Worker(Mailbox& box, Doorbell& bell, std::byte* base, std::uint64_t spin_ns)
-      : box_(box), bell_(bell), base_(base), spin_ns_(spin_ns) {}
+  Worker(Mailbox& box, Doorbell& bell, std::byte* base, std::uint64_t spin_ns, std::uint64_t quiet_ns)
+      : box_(box), bell_(bell), base_(base), spin_ns_(spin_ns), quiet_ns_(quiet_ns) {}
 
   Reply call(Request& request) override {
     const std::uint32_t before = box_.replies.load(std::memory_order_relaxed);
     push(request);
-    if (!os::spin_until_for(spin_ns_, [&] { return box_.replies.load(std::memory_order_acquire) != before; }))
+    if (!os::spin_until_for(
+            spin_ns_, [&] { return box_.replies.load(std::memory_order_acquire) != before; }, quiet_ns_))
       while (box_.replies.load(std::memory_order_acquire) == before)
         box_.replies.wait(before, std::memory_order_acquire);
     return box_.reply;
@@ -198,10 +206,13 @@ class ThreadsTransport::Worker final : public WorkerLink {
     if (tail - head_seen_ >= kSlots) {
       head_seen_ = box_.head.load(std::memory_order_acquire);
       if (tail - head_seen_ >= kSlots)
-        while (!os::spin_until_for(spin_ns_, [&] {
-          head_seen_ = box_.head.load(std::memory_order_acquire);
-          return tail - head_seen_ < kSlots;
-        })) {
+        while (!os::spin_until_for(
+            spin_ns_,
+            [&] {
+              head_seen_ = box_.head.load(std::memory_order_acquire);
+              return tail - head_seen_ < kSlots;
+            },
+            quiet_ns_)) {
           ring();
         }
     }
@@ -236,16 +247,19 @@ class ThreadsTransport::Worker final : public WorkerLink {
   Doorbell& bell_;
   std::byte* base_;
   std::uint64_t spin_ns_;
+  std::uint64_t quiet_ns_;
   std::uint64_t tail_ = 0;       // this worker's next position (it alone writes the ring)
   std::uint64_t head_seen_ = 0;  // the home's position as last read: it only grows
 };
 
-ThreadsTransport::ThreadsTransport(int workers, std::byte* base, std::uint64_t spin_ns) {
+ThreadsTransport::ThreadsTransport(int workers, std::byte* base, std::uint64_t spin_ns,
+                                   std::uint64_t quiet_ns) {
   bell_ = std::make_unique<Doorbell>();
   for (int w = 0; w < workers; ++w) boxes_.push_back(std::make_unique<Mailbox>());
-  home_ = std::make_unique<Home>(boxes_, *bell_, spin_ns);
+  home_ = std::make_unique<Home>(boxes_, *bell_, spin_ns, quiet_ns);
   for (int w = 0; w < workers; ++w)
-    workers_.push_back(std::make_unique<Worker>(*boxes_[static_cast<std::size_t>(w)], *bell_, base, spin_ns));
+    workers_.push_back(
+        std::make_unique<Worker>(*boxes_[static_cast<std::size_t>(w)], *bell_, base, spin_ns, quiet_ns));
 }
 
 ThreadsTransport::~ThreadsTransport() = default;

@@ -21,8 +21,8 @@ namespace hdsm::crc::detail {
 class ThreadsTransport {
  public:
   /// `workers` mailboxes over the shared space at `base`; a wait for the other side spins for
-  /// `spin_ns` before it sleeps.
-  ThreadsTransport(int workers, std::byte* base, std::uint64_t spin_ns);
+  /// `spin_ns` before it sleeps, the first `quiet_ns` of them without yielding the core.
+  ThreadsTransport(int workers, std::byte* base, std::uint64_t spin_ns, std::uint64_t quiet_ns = 0);
   ~ThreadsTransport();
 
   HomeLink& home();

@@ -69,8 +69,10 @@ struct Reply {
 class HomeLink {
  public:
   virtual ~HomeLink() = default;
-  /// The next request, taking the workers round-robin; false when none came before `deadline`.
-  virtual bool receive(Request& request, std::chrono::steady_clock::time_point deadline) = 0;
+  /// The next request, taking the workers round-robin; false when none came within `patience`.
+  /// (A duration, not a deadline: the clock is read only when no request is there at once, which
+  /// the home's busiest moments, a barrier's arrivals, never pay.)
+  virtual bool receive(Request& request, std::chrono::milliseconds patience) = 0;
   /// The page bytes a write_back or flush_fetch request carries.
   virtual std::span<const std::byte> written(const Request& request) = 0;
   /// Answers a call: `page` (when not empty) goes into the worker's frame, `invalidations` to its

@@ -89,7 +89,8 @@ class MpiHomeLink final : public HomeLink {
   MpiHomeLink(MPI_Comm comm, int workers) : comm_(comm), workers_(workers) {}
   void set_page_size(std::size_t bytes) { page_size_ = bytes; }
 
-  bool receive(Request& r, std::chrono::steady_clock::time_point deadline) override {
+  bool receive(Request& r, std::chrono::milliseconds patience) override {
+    std::chrono::steady_clock::time_point deadline{};
     for (unsigned polls = 0;; ++polls) {
       // Round-robin: the worker after the one served last is asked first.
       for (int k = 1; k <= workers_; ++k) {
@@ -103,6 +104,7 @@ class MpiHomeLink final : public HomeLink {
         last_ = w;
         return true;
       }
+      if (polls == 0) deadline = std::chrono::steady_clock::now() + patience;
       if (polls % 16 == 15) ::sched_yield();  // ranks often outnumber the cores
       if (polls % 64 == 63 && std::chrono::steady_clock::now() >= deadline) return false;
     }
