@@ -45,6 +45,7 @@ class Worker {
   /// is returned; null when the task returned).
   std::exception_ptr run(const std::function<void()>& task, const Geometry& g, int count = 0);
 
+  /// An access the inline path could not serve from the tags (a miss, or one that straddles pages).
   void access(Access access, const void* address, void* bytes, std::size_t size);
   std::pair<std::byte*, std::size_t> localize(Access access, const void* address, std::size_t element);
   void lock(int number);
@@ -74,7 +75,10 @@ class Worker {
   static Worker* current();
 
  private:
-  int ensure(std::uintptr_t page, Access access);
+  /// The way holding `page` for `access`, after a miss or write fault where needed. `missed`: the
+  /// caller looked the page up in the tags `access` uses (read tags for reads, write tags for
+  /// writes) and did not find it.
+  int ensure(std::uintptr_t page, Access access, bool missed = false);
   int miss(std::uintptr_t page, bool write);
   int miss_direct(std::uintptr_t page, bool single, bool fetch);
   void evict_direct(const PageBuffer::Victim& victim, std::byte* bytes);
