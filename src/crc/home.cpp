@@ -111,7 +111,7 @@ std::exception_ptr Home::serve(std::size_t page_size, Stats& stats) {
 std::string Home::waiting_at_barrier() const {
   std::vector<int> came, missing;
   std::vector<bool> here(static_cast<std::size_t>(workers_), false);
-  for (const Request& r : at_barrier_) here[static_cast<std::size_t>(r.worker)] = true;
+  for (const Caller& c : at_barrier_) here[static_cast<std::size_t>(c.worker)] = true;
   for (int w = 0; w < workers_; ++w) (here[static_cast<std::size_t>(w)] ? came : missing).push_back(w);
   return fmt::format("worker{} {} did not come (worker{} {} waited)", missing.size() == 1 ? "" : "s",
                      fmt::join(missing, ", "), came.size() == 1 ? "" : "s", fmt::join(came, ", "));
@@ -120,10 +120,10 @@ std::string Home::waiting_at_barrier() const {
 void Home::fail(std::exception_ptr error) {
   if (!error_) error_ = std::move(error);
   // Everyone waiting is told to stop; later requests get the same answer.
-  for (const Request& w : at_barrier_) link_.reply(w, Reply{.status = Status::aborted}, {}, {});
+  for (const Caller& w : at_barrier_) link_.reply(w, Reply{.status = Status::aborted}, {}, {});
   at_barrier_.clear();
   for (auto& [number, lock] : locks_) {
-    for (const Request& w : lock.waiting) link_.reply(w, Reply{.status = Status::aborted}, {}, {});
+    for (const Caller& w : lock.waiting) link_.reply(w, Reply{.status = Status::aborted}, {}, {});
     lock.waiting.clear();
   }
   lock_waiters_ = 0;
@@ -132,13 +132,13 @@ void Home::fail(std::exception_ptr error) {
 void Home::fail(const std::string& message) { fail(std::make_exception_ptr(InvalidArgument(message))); }
 
 void Home::answer(const Request& r, const Reply& reply, std::span<const std::byte> bytes) {
-  link_.reply(r, reply, bytes, {});
+  link_.reply(caller_of(r), reply, bytes, {});
 }
 
-void Home::acquire_reply(const Request& r) {
+void Home::acquire_reply(const Caller& to) {
   list_.clear();
-  directory_.take_invalidations(r.worker, list_);
-  link_.reply(r, Reply{}, {}, list_);
+  directory_.take_invalidations(to.worker, list_);
+  link_.reply(to, Reply{}, {}, list_);
 }
 
 void Home::handle(Request& r) {
@@ -251,9 +251,9 @@ void Home::handle(Request& r) {
       }
       if (lock.holder < 0) {
         lock.holder = w;
-        acquire_reply(r);
+        acquire_reply(caller_of(r));
       } else {
-        lock.waiting.push_back(std::move(r));
+        lock.waiting.push_back(caller_of(r));
         ++lock_waiters_;
       }
       return;
@@ -287,11 +287,11 @@ void Home::handle(Request& r) {
                            barrier_round_, w, x));
           return;
         }
-      at_barrier_.push_back(std::move(r));
+      at_barrier_.push_back(caller_of(r));
       if (static_cast<int>(at_barrier_.size()) < workers_) return;
       {
         const ReplyBatch batch(link_);
-        for (const Request& waiting : at_barrier_) acquire_reply(waiting);
+        for (const Caller& waiting : at_barrier_) acquire_reply(waiting);
       }
       at_barrier_.clear();
       ++barrier_round_;

@@ -43,12 +43,12 @@ class Home {
   void fail(std::exception_ptr error);
   void fail(const std::string& message);
   void answer(const Request& r, const Reply& reply, std::span<const std::byte> page = {});
-  void acquire_reply(const Request& r);
+  void acquire_reply(const Caller& to);
   std::string waiting_at_barrier() const;
 
   struct LockState {
     int holder = -1;
-    std::deque<Request> waiting;
+    std::deque<Caller> waiting;
   };
 
   HomeLink& link_;
@@ -61,7 +61,7 @@ class Home {
   // The region's state.
   std::vector<bool> finished_;
   int finished_count_ = 0;
-  std::vector<Request> at_barrier_;
+  std::vector<Caller> at_barrier_;
   std::uint64_t barrier_round_ = 0;
   std::map<std::int64_t, LockState> locks_;
   std::size_t lock_waiters_ = 0;  // requests queued for a lock, in all of locks_

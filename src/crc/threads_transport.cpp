@@ -82,15 +82,17 @@ class ThreadsTransport::Home final : public HomeLink {
     return {request.written, page_size_};
   }
 
-  void reply(const Request& request, const Reply& reply, std::span<const std::byte> page,
+  void reply(const Caller& to, const Reply& reply, std::span<const std::byte> page,
              std::span<const std::uint64_t> invalidations) override {
-    if (!page.empty()) std::memcpy(request.frame, page.data(), page.size());
+    if (!page.empty()) std::memcpy(to.frame, page.data(), page.size());
     // The worker's list is empty when it asks (it took the last one at its acquire): left alone
     // when there is nothing to add, it stays in the worker's cache.
-    if (request.invalidations != nullptr && !invalidations.empty())
-      request.invalidations->assign(invalidations.begin(), invalidations.end());
-    Mailbox& box = *boxes_[static_cast<std::size_t>(request.worker)];
-    box.reply = reply;
+    if (to.invalidations != nullptr && !invalidations.empty())
+      to.invalidations->assign(invalidations.begin(), invalidations.end());
+    Mailbox& box = *boxes_[static_cast<std::size_t>(to.worker)];
+    box.reply.status = reply.status;
+    box.reply.data = reply.data;
+    if (!reply.message.empty() || !box.reply.message.empty()) box.reply.message = reply.message;
     if (!batch_) {
       box.replies.fetch_add(1, std::memory_order_release);
       box.replies.notify_one();
@@ -130,8 +132,9 @@ class ThreadsTransport::Home final : public HomeLink {
   // Round-robin: the worker after the one served last goes first.
   bool take(Request& request) {
     const std::size_t n = boxes_.size();
+    std::size_t w = last_;
     for (std::size_t k = 1; k <= n; ++k) {
-      const std::size_t w = (last_ + k) % n;
+      if (++w == n) w = 0;  // no division: the home takes every request through here
       Mailbox& box = *boxes_[w];
       const std::uint64_t head = box.head.load(std::memory_order_relaxed);
       const Packet& p = box.packets[head % kSlots];

@@ -57,6 +57,15 @@ struct Request {
   int errc = 0;              // failed: the hdsm::Errc of an hdsm error, 0 for any other exception
 };
 
+/// Whom a reply goes to: the parts of a call that its reply needs. Workers queued at a barrier or
+/// for a lock wait as these, not as whole requests, which the home would move and destroy.
+struct Caller {
+  int worker = 0;
+  std::byte* frame = nullptr;                           // threads: where the page goes
+  std::vector<std::uint64_t>* invalidations = nullptr;  // threads: where the list goes
+};
+inline Caller caller_of(const Request& r) { return {r.worker, r.frame, r.invalidations}; }
+
 enum class Status : std::uint8_t { ok, error, aborted };
 
 struct Reply {
@@ -77,7 +86,7 @@ class HomeLink {
   virtual std::span<const std::byte> written(const Request& request) = 0;
   /// Answers a call: `page` (when not empty) goes into the worker's frame, `invalidations` to its
   /// list (empty when the worker calls).
-  virtual void reply(const Request& request, const Reply& reply, std::span<const std::byte> page,
+  virtual void reply(const Caller& to, const Reply& reply, std::span<const std::byte> page,
                      std::span<const std::uint64_t> invalidations) = 0;
   /// The replies between these two calls may be sent together (a barrier's release): each worker's
   /// reply is still delivered once, at the latest by end_batch.

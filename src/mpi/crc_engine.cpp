@@ -114,7 +114,7 @@ class MpiHomeLink final : public HomeLink {
     return {buffer_.data() + sizeof(WireRequest), page_size_};
   }
 
-  void reply(const Request& r, const Reply& reply, std::span<const std::byte> page,
+  void reply(const Caller& r, const Reply& reply, std::span<const std::byte> page,
              std::span<const std::uint64_t> invalidations) override {
     const WireReply h{.status = static_cast<std::uint8_t>(reply.status),
                       .data = static_cast<std::uint8_t>(reply.data ? 1 : 0),
