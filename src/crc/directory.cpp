@@ -31,6 +31,11 @@ void Directory::reset(std::size_t pages, std::size_t page_size) {
   }
   touched_.clear();
   page_size_ = page_size;
+  // Versions only grow (a worker compares two readings of one page's); the array only grows too.
+  if (pages > versions_size_) {
+    versions_ = std::make_unique<std::atomic<std::uint32_t>[]>(pages);
+    versions_size_ = pages;
+  }
   for (auto& list : lists_) list.clear();
   twins_of_.clear();
   twins_.clear();
@@ -139,7 +144,12 @@ std::size_t Directory::write_back(std::size_t page, int w, std::span<std::byte> 
   }
   drop_twin(page, w);
   e.write &= ~bit(w);
-  if (changed != 0) list_for(page, e.read & ~bit(w));
+  if (changed != 0) {
+    list_for(page, e.read & ~bit(w));
+    // After the merge's bytes: a worker that reads this version before copying the page copies them.
+    std::atomic<std::uint32_t>& v = versions_[page];
+    v.store(v.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  }
   return changed;
 }
 

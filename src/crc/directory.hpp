@@ -7,6 +7,7 @@
 
 #include "crc/worker_set.hpp"
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -43,6 +44,12 @@ class Directory {
   void single_writer_update(std::size_t page, int w);
   /// `w`'s acquire: its invalidation list, which empties.
   void take_invalidations(int w, std::vector<std::uint64_t>& out);
+  /// Per page, a count of the write-backs that changed it (released after their bytes), which
+  /// workers on shared memory read: a worker that copies a page itself reads the version before
+  /// it copies, and the copy holds every change the home made before the reader was counted when
+  /// that version is the one the home saw then (version()). Valid from one reset to the next.
+  const std::atomic<std::uint32_t>* versions() const { return versions_.get(); }
+  std::uint32_t version(std::size_t page) const { return versions_[page].load(std::memory_order_relaxed); }
 
   WorkerSet readers(std::size_t page) const { return entries_[page].read; }
   WorkerSet writers(std::size_t page) const { return entries_[page].write; }
@@ -79,6 +86,8 @@ class Directory {
   std::unordered_map<std::size_t, PageTwins> twins_of_;
   std::vector<Twin> twins_;
   std::vector<std::size_t> free_twins_;
+  std::unique_ptr<std::atomic<std::uint32_t>[]> versions_;
+  std::size_t versions_size_ = 0;
   std::size_t twins_alive_ = 0;
   std::uint64_t twins_made_ = 0;
 };

@@ -219,7 +219,10 @@ void Home::handle(Request& r) {
   switch (r.op) {
     case Op::fetch_read:
       directory_.read_fetch(r.page, w);
-      answer(r, Reply{.data = true}, page(r.page));
+      if (r.copying)  // the worker copies it: the version it must have copied, or newer
+        answer(r, Reply{.version = directory_.version(r.page)});
+      else
+        answer(r, Reply{.data = true}, page(r.page));
       return;
     case Op::fetch_write:
       directory_.write_fault(r.page, w, /*has_copy=*/false);

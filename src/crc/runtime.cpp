@@ -165,6 +165,7 @@ class ThreadsEngine final : public detail::Engine {
   Stats run_region(const std::function<void()>& task, const detail::Geometry& geometry, bool home_works) {
     directory_.reset(bytes_ / geometry.page_size, geometry.page_size);
     transport_.set_page_size(geometry.page_size);
+    transport_.set_versions(directory_.versions());
     geometry_ = geometry;
     region_count_ = home_works ? workers_ + 1 : workers_;
     task_ = &task;

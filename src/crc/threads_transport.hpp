@@ -30,6 +30,9 @@ class ThreadsTransport {
 
   /// The page size of the write-backs the home reads (set between regions).
   void set_page_size(std::size_t bytes);
+  /// The directory's page versions, which the workers read to copy pages themselves on read misses
+  /// (set between regions; nullptr: the home copies).
+  void set_versions(const std::atomic<std::uint32_t>* versions);
 
   struct Mailbox;
   struct Doorbell;

@@ -6,6 +6,7 @@
 // stores) or MPI ranks (the pages travel in the messages).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -43,6 +44,8 @@ struct Request {
   Op op = Op::done;
   int worker = 0;
   bool write = false;                // flush_fetch: the fetch is for writing
+  bool copying = false;              // fetch_read: the worker copies the page itself (shared memory);
+                                     //   the reply carries the page's version instead
   std::uint64_t page = 0;            // page number in the shared space
   std::uint64_t victim = 0;          // flush_fetch: the page written back first
   std::int64_t number = 0;           // lock number
@@ -70,8 +73,9 @@ enum class Status : std::uint8_t { ok, error, aborted };
 
 struct Reply {
   Status status = Status::ok;
-  bool data = false;    // the page's bytes were delivered into the frame
-  std::string message;  // error: what went wrong (the worker throws InvalidArgument)
+  bool data = false;          // the page's bytes were delivered into the frame
+  std::uint32_t version = 0;  // a copying fetch_read: the page's version when the home counted the reader
+  std::string message;        // error: what went wrong (the worker throws InvalidArgument)
 };
 
 /// The home's end.
@@ -101,6 +105,14 @@ class WorkerLink {
   /// Sends `request` and waits for the reply (page bytes land in request.frame, invalidations in
   /// *request.invalidations).
   virtual Reply call(Request& request) = 0;
+  /// call(), running `meanwhile(context)` once the request is on its way (by default before it).
+  virtual Reply call(Request& request, void (*meanwhile)(void*), void* context) {
+    meanwhile(context);
+    return call(request);
+  }
+  /// Where the worker shares the home's memory: the version of every page (Directory::versions),
+  /// so a read miss can copy its page while its request travels. nullptr elsewhere.
+  virtual const std::atomic<std::uint32_t>* versions() const { return nullptr; }
   /// Sends `request` without waiting.
   virtual void post(Request& request) = 0;
   /// Direct copies from and to the shared space, without the home (read-only and single-writer

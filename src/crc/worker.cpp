@@ -134,7 +134,33 @@ int Worker::miss(std::uintptr_t page, bool write) {
       ++stats_.write_backs;
     }
   }
-  check(link_.call(r), write ? "write fault" : "read miss", page);
+  const std::atomic<std::uint32_t>* versions = r.op == Op::fetch_read ? link_.versions() : nullptr;
+  if (versions == nullptr) {
+    check(link_.call(r), write ? "write fault" : "read miss", page);
+  } else {
+    // Shared memory: the worker copies the page while its request goes home, and the home only
+    // counts it as a reader. The copy holds every change the home made before that if the page's
+    // version did not move between the copy's start and the count; a change after the count puts
+    // the page on this worker's invalidation list, like any reader's. Otherwise it copies again.
+    r.copying = true;
+    struct Copy {
+      Worker* self;
+      std::uintptr_t page;
+      std::byte* frame;
+      const std::atomic<std::uint32_t>* version;
+      std::uint32_t seen;
+    } copy{this, page, frame, versions + r.page, 0};
+    const Reply reply = link_.call(
+        r,
+        [](void* c) {
+          auto& k = *static_cast<Copy*>(c);
+          k.seen = k.version->load(std::memory_order_acquire);
+          k.self->link_.get(k.page - k.self->space_.base, k.frame, k.self->buffer_.geometry().page_size);
+        },
+        &copy);
+    check(reply, "read miss", page);
+    if (reply.version != copy.seen) link_.get(page - space_.base, frame, buffer_.geometry().page_size);
+  }
   buffer_.install(p, page, write, /*registered=*/true, /*single=*/false);
   ++(write ? stats_.write_faults : stats_.read_misses);
   return p.way;

@@ -193,6 +193,23 @@ TEST_F(CrcDirectory, FetchesAndWriteFaultsFillTheReadAndWriteSets) {
   EXPECT_EQ(dir_.twins_alive(), 0u);
 }
 
+TEST_F(CrcDirectory, AWriteBackThatChangesThePageMovesItsVersion) {
+  // Workers that copy pages themselves compare versions: every change must move one, and only
+  // the page it changed.
+  dir_.write_fault(2, 0, false);
+  std::vector<std::byte> same(page(2).begin(), page(2).end());
+  dir_.write_back(2, 0, page(2), same);  // nothing changed: the copy a reader made still holds
+  EXPECT_EQ(dir_.version(2), 0u);
+  dir_.write_fault(2, 0, false);
+  std::vector<std::byte> changed = same;
+  changed[5] = std::byte{1};
+  dir_.write_back(2, 0, page(2), changed);
+  EXPECT_EQ(dir_.version(2), 1u);
+  EXPECT_EQ(dir_.versions()[2].load(), 1u);
+  EXPECT_EQ(dir_.version(1), 0u);
+  EXPECT_EQ(dir_.version(3), 0u);
+}
+
 TEST_F(CrcDirectory, LazyTwinsMergeTwoWritersOfOnePageToBothWritersBytes) {
   std::memset(page(0).data(), 7, 16);
   dir_.write_fault(0, 0, false);

@@ -1,0 +1,88 @@
+// A worker's read miss where it shares the home's memory: it copies the page itself while its
+// request goes home, and copies it again when the home counted it as a reader after a change that
+// the first copy may have missed (the page's version moved in between). The home is played by the
+// test, so the interleaving is exact.
+#include "crc/worker.hpp"
+#include "crc/page_buffer.hpp"
+#include "crc/transport.hpp"
+
+#include <hdsm/crc.hpp>
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <atomic>
+#include <cstring>
+
+namespace {
+
+using namespace hdsm::crc::detail;
+
+constexpr std::size_t kPage = 1024;
+constexpr std::size_t kPages = 8;
+
+class ScriptedHome final : public WorkerLink {
+ public:
+  explicit ScriptedHome(std::byte* space) : space_(space) {}
+
+  Reply call(Request& r) override {
+    ADD_FAILURE() << "a call without a copy in between: " << to_string(r.op);
+    return {};
+  }
+  Reply call(Request& r, void (*meanwhile)(void*), void* context) override {
+    EXPECT_EQ(r.op, Op::fetch_read);
+    EXPECT_TRUE(r.copying);
+    meanwhile(context);  // the worker's own copy, as the request travels
+    if (merge_before_counting) {
+      // Another worker's write-back, merged before the home gets to this request.
+      std::memset(space_ + r.page * kPage, 2, kPage);
+      versions_[r.page].store(versions_[r.page].load() + 1, std::memory_order_release);
+    }
+    return Reply{.version = versions_[r.page].load()};
+  }
+  void post(Request&) override {}
+  void get(std::uint64_t offset, std::byte* into, std::size_t bytes) override {
+    std::memcpy(into, space_ + offset, bytes);
+    ++gets;
+  }
+  void put(std::uint64_t offset, const std::byte* from, std::size_t bytes) override {
+    std::memcpy(space_ + offset, from, bytes);
+  }
+  const std::atomic<std::uint32_t>* versions() const override { return versions_.data(); }
+
+  bool merge_before_counting = false;
+  int gets = 0;
+
+ private:
+  std::byte* space_;
+  std::array<std::atomic<std::uint32_t>, kPages> versions_{};
+};
+
+struct CopyingMiss : ::testing::Test {
+  alignas(4096) std::array<std::byte, kPage * kPages> space{};
+  ScriptedHome home{space.data()};
+  Worker worker{0, 1, 16 << 10, home, Space{reinterpret_cast<std::uintptr_t>(space.data()), space.size()}};
+
+  void SetUp() override {
+    space.fill(std::byte{1});
+    worker.begin(geometry(16 << 10, kPage, 0));
+  }
+  void TearDown() override { worker.end(); }
+};
+
+TEST_F(CopyingMiss, KeepsItsCopyWhenThePageDidNotChangeBeforeTheHomeCountedIt) {
+  EXPECT_EQ(hdsm::crc::read(&space[3 * kPage + 5]), std::byte{1});
+  EXPECT_EQ(home.gets, 1);  // one copy, made while the request travelled
+  // A later change is the home's to announce (the page goes on this worker's invalidation list);
+  // until then the buffered copy is what the worker reads.
+  space[3 * kPage + 5] = std::byte{9};
+  EXPECT_EQ(hdsm::crc::read(&space[3 * kPage + 5]), std::byte{1});
+}
+
+TEST_F(CopyingMiss, CopiesAgainWhenAChangeCameBetweenItsCopyAndTheCount) {
+  home.merge_before_counting = true;
+  EXPECT_EQ(hdsm::crc::read(&space[2 * kPage]), std::byte{2});
+  EXPECT_EQ(home.gets, 2);
+}
+
+}  // namespace
