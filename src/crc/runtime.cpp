@@ -78,11 +78,7 @@ int default_workers() {
 // their cores: of 15 workers released by a barrier, one or more would otherwise be in a half-
 // microsecond `sched_yield` nearly every time. With more threads than cores, waiting spinners
 // would slow the ones that work, so they keep the usual budget and yield as usual.
-struct RegionSpin {
-  std::uint64_t ns;
-  std::uint64_t quiet_ns;
-};
-RegionSpin spin_in_region(std::chrono::microseconds region_spin, int workers) {
+detail::ThreadsTransport::Spin spin_in_region(std::chrono::microseconds region_spin, int workers) {
   const std::uint64_t policy = os::spin_budget();
   if (policy == 0 || policy == std::numeric_limits<std::uint64_t>::max()) return {policy, 0};  // block, spin
   if (static_cast<unsigned>(workers) + 1 > std::thread::hardware_concurrency()) return {policy, 0};
@@ -104,8 +100,7 @@ class ThreadsEngine final : public detail::Engine {
         heap_(bytes_, kAlignment),
         // One more worker than threads: the home, in regions it works in (run_with_home).
         directory_(bytes_ / o.page_size, o.page_size, std::min(workers_ + 1, detail::kMaxWorkers)),
-        transport_(workers_, data_, spin_in_region(o.region_spin, workers_).ns,
-                   spin_in_region(o.region_spin, workers_).quiet_ns),
+        transport_(workers_, data_, spin_in_region(o.region_spin, workers_)),
         home_(transport_.home(), directory_, data_, workers_, o.timeout) {
     const detail::Space space{reinterpret_cast<std::uintptr_t>(data_), bytes_};
     for (int w = 0; w < workers_; ++w) {

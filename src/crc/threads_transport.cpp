@@ -266,8 +266,8 @@ class ThreadsTransport::Worker final : public WorkerLink {
   std::uint64_t head_seen_ = 0;  // the home's position as last read: it only grows
 };
 
-ThreadsTransport::ThreadsTransport(int workers, std::byte* base, std::uint64_t spin_ns,
-                                   std::uint64_t quiet_ns) {
+ThreadsTransport::ThreadsTransport(int workers, std::byte* base, Spin spin) {
+  const auto [spin_ns, quiet_ns] = spin;
   bell_ = std::make_unique<Doorbell>();
   for (int w = 0; w < workers; ++w) boxes_.push_back(std::make_unique<Mailbox>());
   home_ = std::make_unique<Home>(boxes_, *bell_, spin_ns, quiet_ns);

@@ -20,9 +20,14 @@ namespace hdsm::crc::detail {
 
 class ThreadsTransport {
  public:
-  /// `workers` mailboxes over the shared space at `base`; a wait for the other side spins for
-  /// `spin_ns` before it sleeps, the first `quiet_ns` of them without yielding the core.
-  ThreadsTransport(int workers, std::byte* base, std::uint64_t spin_ns, std::uint64_t quiet_ns = 0);
+  /// How a wait for the other side spins: `ns` before it sleeps, the first `quiet_ns` of them
+  /// without yielding the core.
+  struct Spin {
+    std::uint64_t ns = 0;
+    std::uint64_t quiet_ns = 0;
+  };
+  /// `workers` mailboxes over the shared space at `base`.
+  ThreadsTransport(int workers, std::byte* base, Spin spin);
   ~ThreadsTransport();
 
   HomeLink& home();

@@ -155,11 +155,11 @@ int Worker::miss(std::uintptr_t page, bool write) {
         [](void* c) {
           auto& k = *static_cast<Copy*>(c);
           k.seen = k.version->load(std::memory_order_acquire);
-          k.self->link_.get(k.page - k.self->space_.base, k.frame, k.self->buffer_.geometry().page_size);
+          k.self->copy_in(k.page, k.frame);
         },
         &copy);
     check(reply, "read miss", page);
-    if (reply.version != copy.seen) link_.get(page - space_.base, frame, buffer_.geometry().page_size);
+    if (reply.version != copy.seen) copy_in(page, frame);
   }
   buffer_.install(p, page, write, /*registered=*/true, /*single=*/false);
   ++(write ? stats_.write_faults : stats_.read_misses);
@@ -189,7 +189,7 @@ int Worker::miss_direct(std::uintptr_t page, bool single, bool fetch) {
   try {
     if (p.victim.page != kNoPage && p.victim.dirty) evict_direct(p.victim, frame);
     if (fetch) {
-      link_.get(page - space_.base, frame, buffer_.geometry().page_size);
+      copy_in(page, frame);
       ++stats_.direct_gets;
     }
   } catch (...) {

@@ -82,6 +82,10 @@ class Worker {
   int miss(std::uintptr_t page, bool write);
   int miss_direct(std::uintptr_t page, bool single, bool fetch);
   void evict_direct(const PageBuffer::Victim& victim, std::byte* bytes);
+  /// The page at `page` from the shared space into `frame`, without the home.
+  void copy_in(std::uintptr_t page, std::byte* frame) {
+    link_.get(page - space_.base, frame, buffer_.geometry().page_size);
+  }
   void write_back(int way, std::uintptr_t page, bool single);
   void acquire();
   /// A page a single writer wrote (put back whole, or in place): the home hears of it at the
