@@ -2,7 +2,8 @@
 // kernel (the rank's interval of blocks, the boundary's counter), which short kernels pay in full:
 // scan launches 3000 a run. Both on 2 threads; the rank is one in-process rank (no MPI), as a
 // one-rank job runs: every page writable, no fault, no message.
-// Also the encoding of a written page at a kernel boundary (DiffRuns) beside a copy of the page.
+// Also the encoding of a written page at a kernel boundary (DiffRuns) beside a copy of the page, and
+// an allocation and its free (ClusterAllocFree).
 #include <hdsm/kernel.hpp>
 
 #include "exec/executor.hpp"
@@ -54,6 +55,27 @@ void ClusterLaunchOneRank(benchmark::State& state) {
   cl::detail::bind_thread(nullptr);
 }
 BENCHMARK(ClusterLaunchOneRank)->Arg(1)->Arg(64);
+
+// A collective allocation of `pages` pages and its free, on one rank: the address-space work
+// (protection changes, the arena keeping or zeroing the memory) that a program allocating per
+// phase pays.
+void ClusterAllocFree(benchmark::State& state) {
+  namespace cl = hdsm::cluster;
+  cl::Options o;
+  o.space_bytes = std::size_t{256} << 20;
+  o.threads = 1;
+  cl::detail::ThreadsHub hub(1);
+  cl::detail::Node node(hub.endpoint(0), o);
+  cl::detail::bind_thread(&node);
+  const auto bytes = static_cast<std::size_t>(state.range(0)) * 4096;
+  for (auto _ : state) {
+    char* p = cl::alloc<char>(bytes);
+    benchmark::DoNotOptimize(p);
+    cl::free(p);
+  }
+  cl::detail::bind_thread(nullptr);
+}
+BENCHMARK(ClusterAllocFree)->ArgName("pages")->Arg(1)->Arg(256);
 #endif
 
 }  // namespace

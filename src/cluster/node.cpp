@@ -301,7 +301,8 @@ void Node::free(void* p) {
     std::lock_guard lock(protection_mutex_);
     protection_->set(first, count, os::Protection::none);
   }
-  arenas_.back()->release(0, offset, it->second);
+  // Closed once, above: the protection map keeps count of the mappings it splits.
+  arenas_.back()->release(0, offset, it->second, os::Arena::Closing::caller);
   heap_.release(offset, it->second);
   allocations_.erase(it);
   std::uint64_t used = 0;

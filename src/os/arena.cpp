@@ -127,10 +127,10 @@ void Arena::protect(unsigned segment, std::size_t offset, std::size_t bytes, int
         errno);
 }
 
-void Arena::release(unsigned segment, std::size_t offset, std::size_t bytes) {
+void Arena::release(unsigned segment, std::size_t offset, std::size_t bytes, Closing closing) {
   check_range(segment, offset, bytes, "release");
   if (bytes == 0) return;
-  protect(segment, offset, bytes, PROT_NONE);
+  if (closing == Closing::arena) protect(segment, offset, bytes, PROT_NONE);
   {
     std::lock_guard lock(kept_mutex_);
     if (bytes <= keep_limit_ - std::min(keep_limit_, kept_total_))

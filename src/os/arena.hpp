@@ -64,9 +64,14 @@ class Arena {
 
   /// Set the protection (PROT_* flags) of a page-aligned range of a segment's user view.
   void protect(unsigned segment, std::size_t offset, std::size_t bytes, int prot);
+  /// Who makes a released range inaccessible in the user view.
+  enum class Closing {
+    arena,   // release does it
+    caller,  // the caller did already (through its protection map, which must know)
+  };
   /// Make a page-aligned range inaccessible in the user view. Its memory is kept when the kept
   /// total stays within `keep_bytes`, and given back otherwise.
-  void release(unsigned segment, std::size_t offset, std::size_t bytes);
+  void release(unsigned segment, std::size_t offset, std::size_t bytes, Closing closing = Closing::arena);
   /// Ready a page-aligned range for a new object: it reads as zero afterwards. Zeroes what a
   /// release kept in it (only the pages that hold memory); the rest reads as zero already.
   void reuse(unsigned segment, std::size_t offset, std::size_t bytes);

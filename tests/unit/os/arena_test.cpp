@@ -77,6 +77,20 @@ TEST(Arena, ReleaseGivesMemoryBackAndReadsZero) {
   EXPECT_DEATH(static_cast<void>(*reinterpret_cast<volatile char*>(a.user(0, 0))), "");  // inaccessible again
 }
 
+// A caller that closes the range itself (the cluster, through its protection map) must not pay a
+// second mprotect: release then leaves the user view's protection alone, and handles the memory as
+// always.
+TEST(Arena, ReleaseLeavesTheUserViewToACallerThatClosedIt) {
+  Arena a(1, kSegment);
+  const std::size_t bytes = 8 << 20;
+  a.protect(0, 0, bytes, PROT_READ | PROT_WRITE);
+  std::memset(a.user(0, 0), 0x7F, bytes);
+  a.release(0, 0, bytes, Arena::Closing::caller);
+  EXPECT_LT(a.resident_bytes(0), bytes / 8);
+  // Still readable: release did not touch the protection (a real caller would have closed it).
+  EXPECT_EQ(*reinterpret_cast<volatile char*>(a.user(0, 4096)), 0);
+}
+
 TEST(Arena, ReleasedMemoryIsKeptUpToTheLimitAndReadsZeroWhenReused) {
   const std::size_t mib = 1 << 20;
   Arena a(1, kSegment, 8 * mib);
