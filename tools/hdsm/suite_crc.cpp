@@ -243,41 +243,47 @@ double timed_openmp(const capps::CrcApp& app, int threads, apps::Scale scale, co
   return s;
 }
 
+// Fig. 11 for one app: its plain version on `workers` workers, time against the page size. Its
+// runtime ends here, before figs. 12 and 13 time the app beside OpenMP.
+void fig11(SuiteContext& ctx, const capps::CrcApp& app, const apps::Output& want, int workers, int reps) {
+  const apps::Scale scale = ctx.quick ? apps::Scale::quick : apps::Scale::full;
+  const std::vector<std::size_t> pages = ctx.quick ? std::vector<std::size_t>{1024, 4096}
+                                                   : std::vector<std::size_t>{1024, 2048, 4096, 8192, 16384};
+  double at_1k = 0;
+  crc::Runtime rt(options(workers));
+  for (const std::size_t page : pages) {
+    ctx.progress.start(fmt::format("fig11 {} at {} B pages, {} workers", app.name, page, workers));
+    rt.page_size(page);
+    rt.reset_stats();
+    std::vector<double> s(static_cast<std::size_t>(reps));
+    for (double& one : s) one = timed(app, rt, capps::Version::plain, scale, want);
+    const double t = median(s);
+    if (page == pages.front()) at_1k = t;
+    ctx.results.add_row({{"experiment", "fig11"},
+                         {"app", std::string(app.name)},
+                         {"variant", "plain"},
+                         {"page", static_cast<std::int64_t>(page)},
+                         {"workers", static_cast<std::int64_t>(workers)},
+                         {"seconds", t},
+                         {"ratio", t / at_1k}});
+    const crc::Stats st = rt.stats();
+    ctx.progress.finish(fmt::format("{:.4f} s ({:.2f}x of 1 KiB), {} conflict misses", t, t / at_1k,
+                                    st.conflict_misses / static_cast<std::uint64_t>(reps)));
+    if (page == 4096)
+      ctx.results.add_summary({fmt::format("{} conflict misses at 4 KiB pages ({} local store)", app.name,
+                                           format_bytes(crc::Options::from_environment().local_store)),
+                               static_cast<double>(st.conflict_misses) / reps, "",
+                               "target 0 for stream, jacobi and md"});
+  }
+}
+
 void apps_experiments(SuiteContext& ctx) {
   const apps::Scale scale = ctx.quick ? apps::Scale::quick : apps::Scale::full;
   const int reps = ctx.quick ? 1 : 3;
   const int workers = suite_workers();
-  const std::vector<std::size_t> pages = ctx.quick ? std::vector<std::size_t>{1024, 4096}
-                                                   : std::vector<std::size_t>{1024, 2048, 4096, 8192, 16384};
   for (const capps::CrcApp& app : capps::crc_apps()) {
     const apps::Output want = app.run_reference(scale);
-    // Fig. 11: plain version on `workers` workers, time against the page size.
-    double at_1k = 0;
-    crc::Runtime rt(options(workers));
-    for (const std::size_t page : pages) {
-      ctx.progress.start(fmt::format("fig11 {} at {} B pages, {} workers", app.name, page, workers));
-      rt.page_size(page);
-      rt.reset_stats();
-      std::vector<double> s(static_cast<std::size_t>(reps));
-      for (double& one : s) one = timed(app, rt, capps::Version::plain, scale, want);
-      const double t = median(s);
-      if (page == pages.front()) at_1k = t;
-      ctx.results.add_row({{"experiment", "fig11"},
-                           {"app", std::string(app.name)},
-                           {"variant", "plain"},
-                           {"page", static_cast<std::int64_t>(page)},
-                           {"workers", static_cast<std::int64_t>(workers)},
-                           {"seconds", t},
-                           {"ratio", t / at_1k}});
-      const crc::Stats st = rt.stats();
-      ctx.progress.finish(fmt::format("{:.4f} s ({:.2f}x of 1 KiB), {} conflict misses", t, t / at_1k,
-                                      st.conflict_misses / static_cast<std::uint64_t>(reps)));
-      if (page == 4096)
-        ctx.results.add_summary({fmt::format("{} conflict misses at 4 KiB pages ({} local store)", app.name,
-                                             format_bytes(crc::Options::from_environment().local_store)),
-                                 static_cast<double>(st.conflict_misses) / reps, "",
-                                 "target 0 for stream, jacobi and md"});
-    }
+    fig11(ctx, app, want, workers, reps);
     // Figs. 12 and 13: one worker against `workers`, plain and optimized, and OpenMP on as many
     // threads; interleaved, taking turns. The optimized version runs twice: with its localized
     // read-only and single-writer pages in place (zero copy, the default), and copied through the
