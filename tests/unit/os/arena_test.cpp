@@ -8,7 +8,14 @@
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cerrno>
+#include <csignal>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -174,6 +181,72 @@ TEST(Arena, ConcurrentReusesOfOneKeptRangeZeroTheirParts) {
   EXPECT_EQ(a.kept_bytes(), 0u);
   for (std::size_t at = 0; at < kParts * part; at += 4096)
     ASSERT_EQ(static_cast<unsigned char>(*a.shadow(0, at)), 0u) << at;
+}
+
+// Swapped-out pages of a kept range: mincore calls them absent, like holes, and reuse must still zero
+// them (SEEK_DATA finds them). Getting a page out of memory takes swap and memory pressure, so the
+// test runs in a child process confined to a small memory cgroup, where the machine allows it: root,
+// active swap, and a memory controller (cgroup v1 or v2) it may write. Elsewhere it says what was
+// missing and skips.
+std::string swap_test_cgroup() {
+  if (::geteuid() != 0) return {};
+  std::ifstream swaps("/proc/swaps");
+  std::string line;
+  int lines = 0;
+  while (std::getline(swaps, line)) ++lines;
+  if (lines < 2) return {};
+  for (const char* root : {"/sys/fs/cgroup/memory", "/sys/fs/cgroup"}) {
+    const std::string dir = std::string(root) + "/hdsm-arena-swap-" + std::to_string(::getpid());
+    if (::mkdir(dir.c_str(), 0700) != 0) continue;
+    std::ofstream limit(dir +
+                        (std::string(root) == "/sys/fs/cgroup" ? "/memory.max" : "/memory.limit_in_bytes"));
+    if (limit << (32 << 20) << std::flush) return dir;
+    ::rmdir(dir.c_str());
+  }
+  return {};
+}
+
+TEST(Arena, ReuseZeroesKeptPagesThatWereSwappedOut) {
+  const std::string cgroup = swap_test_cgroup();
+  if (cgroup.empty())
+    GTEST_SKIP()
+        << "needs root, active swap and a writable memory cgroup (cgroup v1 or v2) to push pages out";
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0) << std::strerror(errno);
+  if (child == 0) {
+    // Exit codes: 0 zeroed, 1 a nonzero byte after reuse, 2 no page went out (nothing tested), 3 setup.
+    std::ofstream(cgroup + "/cgroup.procs") << ::getpid() << std::flush;
+    try {
+      const std::size_t page = hdsm::os::page_size(), pages = (96 << 20) / page;
+      Arena a(1, kSegment, std::size_t{256} << 20);
+      a.protect(0, 0, pages * page, PROT_READ | PROT_WRITE);
+      // Every fourth page a hole, so runs that mincore calls absent mix swapped pages and holes.
+      for (std::size_t p = 0; p < pages; ++p)
+        if (p % 4 != 3) std::memset(a.user(0, p * page), 0x5A, page);
+      a.release(0, 0, pages * page);
+      std::vector<unsigned char> resident(pages);
+      if (::mincore(a.shadow(0, 0), pages * page, resident.data()) != 0) ::_exit(3);
+      std::size_t out = 0;
+      for (std::size_t p = 0; p < pages; ++p) out += p % 4 != 3 && (resident[p] & 1) == 0;
+      if (out < pages / 4) ::_exit(2);
+      a.reuse(0, 0, pages * page);
+      for (std::size_t p = 0; p < pages; ++p)
+        for (std::size_t at : {std::size_t{0}, page / 2, page - 1})
+          if (*a.shadow(0, p * page + at) != std::byte{0}) ::_exit(1);
+    } catch (...) {
+      ::_exit(3);
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ::rmdir(cgroup.c_str());
+  if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+    GTEST_SKIP() << "the memory cgroup's limit ended the child (its out-of-memory killer)";
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died: " << status;
+  if (WEXITSTATUS(status) == 2) GTEST_SKIP() << "the memory cgroup pushed too few pages out of memory";
+  EXPECT_NE(WEXITSTATUS(status), 3) << "the child could not set the arena up";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "reuse left nonzero bytes in pages that were swapped out";
 }
 
 TEST(Arena, BadArgumentsAreTypedErrors) {
