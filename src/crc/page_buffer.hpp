@@ -67,10 +67,11 @@ class PageBuffer {
   };
   /// Chooses a way of `page`'s set and a frame for it, evicting round-robin where needed. The
   /// victim's tags are gone, but its bytes stay in the frame until the caller installs the new page.
-  Place place(std::uintptr_t page);
+  [[gnu::always_inline]] Place place(std::uintptr_t page);
   /// The page is in the frame now. `registered`: the home counts this worker among its readers
   /// (false for read-only and single-writer copies, dropped at every acquire).
-  void install(const Place& place, std::uintptr_t page, bool write, bool registered, bool single);
+  [[gnu::always_inline]] void install(const Place& place, std::uintptr_t page, bool write, bool registered,
+                                      bool single);
   /// Write permission for a page already buffered for reading.
   void grant_write(int way, bool single);
   /// Write permission gone (after the write-back); the page stays readable.
@@ -82,7 +83,7 @@ class PageBuffer {
   /// Every page invalid (the buffer must be clean).
   void clear();
 
-  std::byte* frame_bytes(std::size_t frame) { return store_.data() + frame * geometry_.page_size; }
+  std::byte* frame_bytes(std::size_t frame) { return store_.data() + (frame << geometry_.page_shift); }
   std::byte* way_bytes(int way) { return frames_[static_cast<std::size_t>(way)]; }
   bool registered(int way) const;
   bool single(int way) const;
@@ -110,34 +111,113 @@ class PageBuffer {
     std::uintptr_t page;
   };
   enum Flag : std::uint8_t { kRegistered = 1, kSingle = 2 };
-  void evict(int way, Victim& victim);
+  /// What a miss reads and writes of a frame, in one place (one cache line, not four).
+  struct Frame {
+    std::uint64_t stamp = 0;  // when its page came in
+    std::int32_t way = -1;    // its way, or -1
+    std::uint8_t flags = 0;
+    std::uint8_t listed = 0;  // in unregistered_ already
+  };
+  [[gnu::always_inline]] void evict(int way, Victim& victim);
   /// One of the last kKeptLocals pages to come in: replacement passes it over.
-  bool recent(std::size_t frame) const { return clock_ - frame_stamp_[frame] < kKeptLocals - 1; }
+  bool recent(std::size_t frame) const { return clock_ - frame_[frame].stamp < kKeptLocals - 1; }
   std::size_t set_of(std::uintptr_t page) const { return detail::set_of(lookup_, page); }
 
   os::Mapping store_;
   Geometry geometry_;
   Lookup lookup_{};
   std::vector<std::uintptr_t> read_tags_, write_tags_;
-  std::vector<std::byte*> frames_;         // per way: the local address of its page
-  std::vector<int> way_frame_;             // per way: its frame, or -1
-  std::vector<int> frame_way_;             // per frame: its way, or -1
-  std::vector<std::uint8_t> frame_flags_;  // per frame
+  std::vector<std::byte*> frames_;  // per way: the local address of its page
+  std::vector<int> way_frame_;      // per way: its frame, or -1
+  std::vector<Frame> frame_;
   std::vector<std::size_t> free_frames_;
-  std::vector<std::uint64_t> frame_stamp_;  // per frame: when its page came in
   std::uint64_t clock_ = 0;
   std::size_t next_frame_ = 0;  // round-robin replacement
   std::vector<Modified> modified_;
   std::vector<std::uint8_t> modified_kept_;  // per way, during compact_modified
   /// Lists a way given write permission; drops the entries of ways written back or evicted since
   /// when the list reaches twice the ways, so a region that streams through many pages keeps it
-  /// as bounded as the local store.
-  void note_modified(int way, std::uintptr_t page);
+  /// as bounded as the local store (its capacity, reserved once: no allocation on a miss).
+  void note_modified(int way, std::uintptr_t page) {
+    if (modified_.size() >= 2 * write_tags_.size()) [[unlikely]]
+      compact_modified();
+    modified_.push_back({way, page});
+  }
   void compact_modified();
-  void list_unregistered(std::size_t frame);
-  std::vector<std::size_t> unregistered_;          // frames that may hold copies the home does not know of
-  std::vector<std::uint8_t> unregistered_listed_;  // per frame: in unregistered_ already
+  void list_unregistered(std::size_t frame) {
+    // Once per frame: a phase of read-only misses must not grow the list with every miss.
+    if (frame_[frame].listed != 0) return;
+    frame_[frame].listed = 1;
+    unregistered_.push_back(frame);  // at most `frames` entries, reserved
+  }
+  std::vector<std::size_t> unregistered_;  // frames that may hold copies the home does not know of
 };
+
+inline void PageBuffer::evict(int way, Victim& victim) {
+  const auto w = static_cast<std::size_t>(way);
+  Frame& f = frame_[static_cast<std::size_t>(way_frame_[w])];
+  victim.page = read_tags_[w];
+  victim.dirty = write_tags_[w] != kNoPage;
+  victim.single = (f.flags & kSingle) != 0;
+  read_tags_[w] = write_tags_[w] = kNoPage;
+  frames_[w] = nullptr;
+  way_frame_[w] = -1;
+  f.way = -1;
+  f.flags = 0;
+  ++evictions;
+}
+
+inline PageBuffer::Place PageBuffer::place(std::uintptr_t page) {
+  Place p;
+  const std::size_t base = set_of(page) * 4;
+  for (std::size_t w = base; w < base + 4; ++w)
+    if (read_tags_[w] == kNoPage) {
+      p.way = static_cast<int>(w);
+      break;
+    }
+  if (p.way >= 0) {
+    if (!free_frames_.empty()) {
+      p.frame = free_frames_.back();
+      free_frames_.pop_back();
+      return p;
+    }
+    // Capacity: the next frame in round-robin order gives way, whichever set its page is in, unless
+    // it is one of the last pages to come in (localized runs may still point there).
+    for (std::size_t tries = 0;; ++tries) {
+      p.frame = next_frame_;
+      if (++next_frame_ == geometry_.frames) next_frame_ = 0;  // no division on the miss path
+      if (!recent(p.frame) || tries + 1 >= geometry_.frames) break;
+    }
+    evict(frame_[p.frame].way, p.victim);
+    return p;
+  }
+  // The set is full: its oldest page gives way. With frames still free that is a conflict miss,
+  // which 4 S > N keeps rare.
+  if (!free_frames_.empty()) ++conflict_misses;
+  p.way = static_cast<int>(base);
+  for (std::size_t w = base + 1; w < base + 4; ++w)
+    if (frame_[static_cast<std::size_t>(way_frame_[w])].stamp <
+        frame_[static_cast<std::size_t>(way_frame_[static_cast<std::size_t>(p.way)])].stamp)
+      p.way = static_cast<int>(w);
+  p.frame = static_cast<std::size_t>(way_frame_[static_cast<std::size_t>(p.way)]);
+  evict(p.way, p.victim);
+  return p;
+}
+
+inline void PageBuffer::install(const Place& place, std::uintptr_t page, bool write, bool registered,
+                                bool single) {
+  const auto w = static_cast<std::size_t>(place.way);
+  read_tags_[w] = page;
+  write_tags_[w] = write ? page : kNoPage;
+  frames_[w] = frame_bytes(place.frame);
+  way_frame_[w] = static_cast<int>(place.frame);
+  Frame& f = frame_[place.frame];
+  f.way = place.way;
+  f.stamp = ++clock_;
+  f.flags = static_cast<std::uint8_t>((registered ? kRegistered : 0) | (single ? kSingle : 0));
+  if (write) note_modified(place.way, page);
+  if (!registered) list_unregistered(place.frame);
+}
 
 }  // namespace hdsm::crc::detail
 

@@ -166,7 +166,7 @@ int Worker::miss(std::uintptr_t page, bool write) {
   return p.way;
 }
 
-void Worker::evict_direct(const PageBuffer::Victim& victim, std::byte* bytes) {
+inline void Worker::evict_direct(const PageBuffer::Victim& victim, std::byte* bytes) {
   const std::size_t size = buffer_.geometry().page_size;
   if (victim.single) {
     link_.put(victim.page - space_.base, bytes, size);
@@ -179,7 +179,7 @@ void Worker::evict_direct(const PageBuffer::Victim& victim, std::byte* bytes) {
   ++stats_.write_backs;
 }
 
-int Worker::miss_direct(std::uintptr_t page, bool single, bool fetch) {
+inline int Worker::miss_direct(std::uintptr_t page, bool single, bool fetch) {
   PageBuffer::Place p = buffer_.place(page);
   std::byte* frame = buffer_.frame_bytes(p.frame);
   // The bookkeeping first, while place() left its lines in the cache: the copies after it move twice
@@ -334,17 +334,6 @@ void Worker::release() {
       [&](int way, std::uintptr_t page, bool single) { write_back(way, page, single); });
   buffer_.modified_done();
   note_single_writes();
-}
-
-void Worker::note_single(std::uintptr_t page) {
-  // Not sent before the release: a page written in place may still be written through its run, and
-  // a note the home took before the last write could let another worker keep a stale copy.
-  const std::uint64_t p = page_number(page);
-  std::uint64_t& word = single_listed_[p / 64];
-  const std::uint64_t bit = std::uint64_t{1} << (p % 64);
-  if ((word & bit) != 0) return;
-  word |= bit;
-  single_written_.push_back(p);
 }
 
 void Worker::clear_single_writes() {
