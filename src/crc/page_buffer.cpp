@@ -52,6 +52,7 @@ void PageBuffer::configure(const Geometry& g) {
   next_frame_ = 0;
   modified_.clear();
   modified_.reserve(2 * ways + 1);
+  modified_kept_.reserve(ways);  // compact_modified's marks: no allocation on a miss either
   unregistered_.clear();
   unregistered_.reserve(g.frames);
   lookup_ = Lookup{.read_tags = read_tags_.data(),

@@ -83,8 +83,8 @@ class Worker {
   // Inline in the one file that calls them, with the page buffer's place and install: a direct miss
   // (read-only, single writer) is then one call from the access, not five, which was a third of its
   // instructions.
-  [[gnu::always_inline]] int miss_direct(std::uintptr_t page, bool single, bool fetch);
-  [[gnu::always_inline]] void evict_direct(const PageBuffer::Victim& victim, std::byte* bytes);
+  [[gnu::always_inline]] inline int miss_direct(std::uintptr_t page, bool single, bool fetch);
+  [[gnu::always_inline]] inline void evict_direct(const PageBuffer::Victim& victim, std::byte* bytes);
   /// The page at `page` from the shared space into `frame`, without the home.
   void copy_in(std::uintptr_t page, std::byte* frame) {
     link_.get(page - space_.base, frame, buffer_.geometry().page_size);

@@ -7,8 +7,11 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cerrno>
@@ -188,6 +191,16 @@ TEST(Arena, ConcurrentReusesOfOneKeptRangeZeroTheirParts) {
 // test runs in a child process confined to a small memory cgroup, where the machine allows it: root,
 // active swap, and a memory controller (cgroup v1 or v2) it may write. Elsewhere it says what was
 // missing and skips.
+// Writes `text` to an existing file of a cgroup (never creates one: a plain folder is no cgroup).
+bool write_cgroup_file(const std::string& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  return ok;
+}
+
+// A memory cgroup of 32 MiB made for this process, or "" where the machine has none to give.
 std::string swap_test_cgroup() {
   if (::geteuid() != 0) return {};
   std::ifstream swaps("/proc/swaps");
@@ -195,12 +208,18 @@ std::string swap_test_cgroup() {
   int lines = 0;
   while (std::getline(swaps, line)) ++lines;
   if (lines < 2) return {};
-  for (const char* root : {"/sys/fs/cgroup/memory", "/sys/fs/cgroup"}) {
-    const std::string dir = std::string(root) + "/hdsm-arena-swap-" + std::to_string(::getpid());
+  struct Root {
+    const char* path;
+    unsigned long magic;
+    const char* limit;
+  };
+  for (const Root root : {Root{"/sys/fs/cgroup/memory", CGROUP_SUPER_MAGIC, "/memory.limit_in_bytes"},
+                          Root{"/sys/fs/cgroup", CGROUP2_SUPER_MAGIC, "/memory.max"}}) {
+    struct statfs fs {};
+    if (::statfs(root.path, &fs) != 0 || static_cast<unsigned long>(fs.f_type) != root.magic) continue;
+    const std::string dir = std::string(root.path) + "/hdsm-arena-swap-" + std::to_string(::getpid());
     if (::mkdir(dir.c_str(), 0700) != 0) continue;
-    std::ofstream limit(dir +
-                        (std::string(root) == "/sys/fs/cgroup" ? "/memory.max" : "/memory.limit_in_bytes"));
-    if (limit << (32 << 20) << std::flush) return dir;
+    if (write_cgroup_file(dir + root.limit, std::to_string(32 << 20))) return dir;
     ::rmdir(dir.c_str());
   }
   return {};
@@ -211,42 +230,63 @@ TEST(Arena, ReuseZeroesKeptPagesThatWereSwappedOut) {
   if (cgroup.empty())
     GTEST_SKIP()
         << "needs root, active swap and a writable memory cgroup (cgroup v1 or v2) to push pages out";
+  struct Removed {
+    const std::string& dir;
+    ~Removed() {
+      if (::rmdir(dir.c_str()) != 0) ADD_FAILURE() << "rmdir " << dir << ": " << std::strerror(errno);
+    }
+  } removed{cgroup};
+  // Exit codes: 0 zeroed, 1 a nonzero byte after reuse, 2 too few pages went out (nothing tested),
+  // 3 setup failed, 4 release did not keep the range, 5 the cgroup did not take the process.
+  enum Code { kZeroed = 0, kNonzero, kFewOut, kSetup, kNotKept, kNotConfined };
   const pid_t child = ::fork();
-  ASSERT_GE(child, 0) << std::strerror(errno);
+  ASSERT_GE(child, 0) << "fork: " << std::strerror(errno);
   if (child == 0) {
-    // Exit codes: 0 zeroed, 1 a nonzero byte after reuse, 2 no page went out (nothing tested), 3 setup.
-    std::ofstream(cgroup + "/cgroup.procs") << ::getpid() << std::flush;
+    ::alarm(120);  // never outlive a killed parent for long
+    if (!write_cgroup_file(cgroup + "/cgroup.procs", std::to_string(::getpid()))) ::_exit(kNotConfined);
     try {
       const std::size_t page = hdsm::os::page_size(), pages = (96 << 20) / page;
       Arena a(1, kSegment, std::size_t{256} << 20);
       a.protect(0, 0, pages * page, PROT_READ | PROT_WRITE);
       // Every fourth page a hole, so runs that mincore calls absent mix swapped pages and holes.
+      std::size_t written = 0;
       for (std::size_t p = 0; p < pages; ++p)
-        if (p % 4 != 3) std::memset(a.user(0, p * page), 0x5A, page);
+        if (p % 4 != 3) {
+          std::memset(a.user(0, p * page), 0x5A, page);
+          ++written;
+        }
       a.release(0, 0, pages * page);
+      // Kept, not given back (a shmem file's blocks count its swapped pages): otherwise every page
+      // would read zero without the swapped path.
+      if (a.kept_bytes() != pages * page || a.resident_bytes(0) < written * page) ::_exit(kNotKept);
       std::vector<unsigned char> resident(pages);
-      if (::mincore(a.shadow(0, 0), pages * page, resident.data()) != 0) ::_exit(3);
+      if (::mincore(a.shadow(0, 0), pages * page, resident.data()) != 0) ::_exit(kSetup);
       std::size_t out = 0;
       for (std::size_t p = 0; p < pages; ++p) out += p % 4 != 3 && (resident[p] & 1) == 0;
-      if (out < pages / 4) ::_exit(2);
+      if (out < pages / 4) ::_exit(kFewOut);
       a.reuse(0, 0, pages * page);
       for (std::size_t p = 0; p < pages; ++p)
         for (std::size_t at : {std::size_t{0}, page / 2, page - 1})
-          if (*a.shadow(0, p * page + at) != std::byte{0}) ::_exit(1);
+          if (*a.shadow(0, p * page + at) != std::byte{0}) ::_exit(kNonzero);
     } catch (...) {
-      ::_exit(3);
+      ::_exit(kSetup);
     }
-    ::_exit(0);
+    ::_exit(kZeroed);
   }
   int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ::rmdir(cgroup.c_str());
+  pid_t waited = 0;
+  while ((waited = ::waitpid(child, &status, 0)) < 0 && errno == EINTR) {
+  }
+  ASSERT_EQ(waited, child) << "waitpid: " << std::strerror(errno);
   if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
     GTEST_SKIP() << "the memory cgroup's limit ended the child (its out-of-memory killer)";
   ASSERT_TRUE(WIFEXITED(status)) << "the child died: " << status;
-  if (WEXITSTATUS(status) == 2) GTEST_SKIP() << "the memory cgroup pushed too few pages out of memory";
-  EXPECT_NE(WEXITSTATUS(status), 3) << "the child could not set the arena up";
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "reuse left nonzero bytes in pages that were swapped out";
+  const int code = WEXITSTATUS(status);
+  if (code == kFewOut) GTEST_SKIP() << "the memory cgroup pushed too few pages out of memory";
+  if (code == kNotConfined) GTEST_SKIP() << "the cgroup did not take the child (cgroup.procs)";
+  EXPECT_NE(code, kSetup) << "the child could not set the arena up";
+  EXPECT_NE(code, kNotKept) << "release gave the range back instead of keeping it";
+  EXPECT_EQ(code, kZeroed) << "reuse left nonzero bytes in pages that were swapped out";
 }
 
 TEST(Arena, BadArgumentsAreTypedErrors) {
