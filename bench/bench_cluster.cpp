@@ -40,19 +40,32 @@ void ExecutorLaunch(benchmark::State& state) {
 BENCHMARK(ExecutorLaunch)->Arg(1)->Arg(64);
 
 #if defined(HDSM_BENCH_CLUSTER)
+namespace cl = hdsm::cluster;
+
+// One in-process rank, bound to the calling thread while it lives.
+struct OneRank {
+  OneRank(std::size_t space_bytes, unsigned threads) : node(hub.endpoint(0), options(space_bytes, threads)) {
+    cl::detail::bind_thread(&node);
+  }
+  ~OneRank() { cl::detail::bind_thread(nullptr); }
+  OneRank(const OneRank&) = delete;
+  OneRank& operator=(const OneRank&) = delete;
+  static cl::Options options(std::size_t space_bytes, unsigned threads) {
+    cl::Options o;
+    o.space_bytes = space_bytes;
+    o.threads = threads;
+    return o;
+  }
+  cl::detail::ThreadsHub hub{1};
+  cl::detail::Node node;
+};
+
 void ClusterLaunchOneRank(benchmark::State& state) {
-  namespace cl = hdsm::cluster;
-  cl::Options o;
-  o.space_bytes = std::size_t{64} << 20;
-  o.threads = 2;
-  cl::detail::ThreadsHub hub(1);
-  cl::detail::Node node(hub.endpoint(0), o);
-  cl::detail::bind_thread(&node);
+  const OneRank rank(std::size_t{64} << 20, 2);
   const hdsm::HostArgs<std::uint32_t> args(0);
   const hdsm::Launch launch = shape(state);
   const hdsm::Kernel& untyped = kNoop;  // the untyped launch, as GridTarget makes it
   for (auto _ : state) cl::launch(untyped, launch, args.pack());
-  cl::detail::bind_thread(nullptr);
 }
 BENCHMARK(ClusterLaunchOneRank)->Arg(1)->Arg(64);
 
@@ -60,20 +73,13 @@ BENCHMARK(ClusterLaunchOneRank)->Arg(1)->Arg(64);
 // (protection changes, the arena keeping or zeroing the memory) that a program allocating per
 // phase pays.
 void ClusterAllocFree(benchmark::State& state) {
-  namespace cl = hdsm::cluster;
-  cl::Options o;
-  o.space_bytes = std::size_t{256} << 20;
-  o.threads = 1;
-  cl::detail::ThreadsHub hub(1);
-  cl::detail::Node node(hub.endpoint(0), o);
-  cl::detail::bind_thread(&node);
+  const OneRank rank(std::size_t{256} << 20, 1);
   const auto bytes = static_cast<std::size_t>(state.range(0)) * 4096;
   for (auto _ : state) {
     char* p = cl::alloc<char>(bytes);
     benchmark::DoNotOptimize(p);
     cl::free(p);
   }
-  cl::detail::bind_thread(nullptr);
 }
 BENCHMARK(ClusterAllocFree)->ArgName("pages")->Arg(1)->Arg(256);
 #endif
