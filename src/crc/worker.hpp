@@ -81,8 +81,8 @@ class Worker {
   int ensure(std::uintptr_t page, Access access, bool missed = false);
   int miss(std::uintptr_t page, bool write);
   // Inline in the one file that calls them, with the page buffer's place and install: a direct miss
-  // (read-only, single writer) is then one call from the access, not five, which was a third of its
-  // instructions.
+  // (read-only, single writer) is then one call from the access, not five, whose prologues were a
+  // quarter of its bookkeeping's instructions.
   [[gnu::always_inline]] inline int miss_direct(std::uintptr_t page, bool single, bool fetch);
   [[gnu::always_inline]] inline void evict_direct(const PageBuffer::Victim& victim, std::byte* bytes);
   /// The page at `page` from the shared space into `frame`, without the home.
