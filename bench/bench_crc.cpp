@@ -3,12 +3,14 @@
 // acquire + release and barrier latency against the number of workers (targets with workers + home
 // on their own cores: <= 3 us and <= 2 us; the seed measured 6.47 us and 3.14 us with 8 SPEs), and
 // a page fetch or write-back through the home against a plain copy of the page (seed Fig. 10).
+#include "os/cpu_binding.hpp"
 #include "os/mapping.hpp"
 #include "os/spin_wait.hpp"
 
 #include <hdsm/crc.hpp>
 
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <atomic>
@@ -214,6 +216,43 @@ void SpinHandOff(benchmark::State& state) {
   partner.join();
 }
 
+// One round trip between the first CPU of the compact order and the `partner`-th (as
+// HDSM_CRC_BIND=compact places the home and worker `partner` - 1), both spinning: what the
+// machine's cache-line transfers cost between those two CPUs, with nothing of hdsm's around them.
+void PinnedHandOff(benchmark::State& state) {
+  const std::vector<int> order =
+      hdsm::os::compact_order(hdsm::os::allowed_cpus(), [](int c) { return hdsm::os::cpu_place(c); });
+  const auto partner_at = static_cast<std::size_t>(state.range(0));
+  if (partner_at >= order.size()) {
+    state.SkipWithError("fewer CPUs than that here");
+    return;
+  }
+  std::atomic<std::uint64_t> asked{0}, answered{0};
+  std::atomic<bool> stop{false};
+  std::thread partner([&] {
+    std::uint64_t seen = 0;
+    while (!stop.load(std::memory_order_relaxed)) {
+      if (asked.load(std::memory_order_acquire) == seen) {
+        hdsm::os::cpu_relax();
+        continue;
+      }
+      answered.store(++seen, std::memory_order_release);
+    }
+  });
+  hdsm::os::bind_thread(partner.native_handle(), order[partner_at], "PinnedHandOff's partner");
+  {
+    const hdsm::os::ScopedBinding caller(order[0], "PinnedHandOff's caller");
+    std::uint64_t n = 0;
+    for (auto _ : state) {
+      asked.store(++n, std::memory_order_release);
+      while (answered.load(std::memory_order_acquire) != n) hdsm::os::cpu_relax();
+    }
+  }
+  stop.store(true);
+  partner.join();
+  state.SetLabel(fmt::format("CPU {} and CPU {}", order[0], order[partner_at]));
+}
+
 }  // namespace
 
 BENCHMARK(ReadHit)->UseRealTime();
@@ -233,6 +272,12 @@ BENCHMARK(RawCopy)->Arg(128)->Arg(1024)->Arg(8192)->Arg(16384);
 BENCHMARK(SpinHandOff)
     ->ArgsProduct({{0, 2000, 4000}, {0, 1}})
     ->ArgNames({"delay_ns", "quiet"})
+    ->UseRealTime();
+
+// From the first CPU to each other one (up to 63), as placed for a crc runtime.
+BENCHMARK(PinnedHandOff)
+    ->DenseRange(1, std::clamp(static_cast<int>(std::thread::hardware_concurrency()) - 1, 1, 63))
+    ->ArgName("partner")
     ->UseRealTime();
 
 BENCHMARK_MAIN();

@@ -38,6 +38,12 @@ enum class Transport {
   mpi,      // rank 0 is the home, every other rank a worker (needs libhdsm_mpi; see docs/crc.md)
 };
 
+/// Where the threads transport's threads run.
+enum class Bind {
+  none,     // wherever the scheduler puts them
+  compact,  // one CPU each, the home's first, then the CPUs that share the most with it
+};
+
 struct Options {
   int workers = 0;                       // threads transport: 0 = one per core but the home's (>= 1)
   std::size_t local_store = 256 << 10;   // bytes of each worker's private store (its page frames)
@@ -57,6 +63,10 @@ struct Options {
   // every hand-on. Oversubscribed, the process-wide HDSM_WAIT_SPIN_US applies instead, and
   // HDSM_WAIT_POLICY=spin or block overrides both.
   std::chrono::microseconds region_spin{1000};
+  // Threads transport: compact binds the home (while it serves a region) and each worker to a CPU
+  // of its own, in an order that keeps them on the package and last-level cache they share first,
+  // wrapping around when there are more threads than CPUs. none leaves them to the scheduler.
+  Bind bind = Bind::none;
 
   /// The HDSM_CRC_* knobs (docs/configuration.md); ConfigError when one is malformed.
   static Options from_environment();

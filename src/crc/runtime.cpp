@@ -5,6 +5,7 @@
 #include "crc/threads_transport.hpp"
 #include "crc/worker.hpp"
 
+#include "os/cpu_binding.hpp"
 #include "os/mapping.hpp"
 #include "os/offset_heap.hpp"
 #include "os/spin_wait.hpp"
@@ -22,6 +23,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include <dlfcn.h>
@@ -38,6 +40,7 @@ Options Options::from_environment() {
   o.timeout = std::chrono::milliseconds(config.integer(knob_name(Knob::crc_timeout_ms)));
   o.zero_copy = config.boolean(knob_name(Knob::crc_zero_copy));
   o.region_spin = std::chrono::microseconds(config.integer(knob_name(Knob::crc_spin_us)));
+  o.bind = config.get(knob_name(Knob::crc_bind)) == "compact" ? Bind::compact : Bind::none;
   return o;
 }
 
@@ -109,14 +112,17 @@ class ThreadsEngine final : public detail::Engine {
       workers_state_.back()->serve_in_place(o.zero_copy);
     }
     for (int w = 0; w < workers_; ++w) threads_.emplace_back([this, w] { worker_loop(w); });
+    if (o.bind == Bind::compact) {
+      try {
+        bind_threads();
+      } catch (...) {
+        stop_threads();  // no destructor runs for an engine its constructor left
+        throw;
+      }
+    }
   }
 
-  ~ThreadsEngine() override {
-    stop_.store(true);
-    generation_.fetch_add(1);
-    generation_.notify_all();
-    for (auto& t : threads_) t.join();
-  }
+  ~ThreadsEngine() override { stop_threads(); }
 
   static std::size_t round_up(std::size_t bytes) {
     return (bytes + kAlignment - 1) / kAlignment * kAlignment;
@@ -157,7 +163,27 @@ class ThreadsEngine final : public detail::Engine {
   }
 
  private:
+  void stop_threads() {
+    stop_.store(true);
+    generation_.fetch_add(1);
+    generation_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+  // The home first, then the workers, in compact order (wrapping around when the threads outnumber
+  // the CPUs). The workers are bound once; the home, the caller's thread, only while it serves.
+  void bind_threads() {
+    const std::vector<int> order =
+        os::compact_order(os::allowed_cpus(), [](int cpu) { return os::cpu_place(cpu); });
+    if (order.empty()) return;
+    home_cpu_ = order[0];
+    for (int w = 0; w < workers_; ++w)
+      os::bind_thread(threads_[static_cast<std::size_t>(w)].native_handle(),
+                      order[static_cast<std::size_t>(w + 1) % order.size()], fmt::format("crc worker {}", w));
+  }
+
   Stats run_region(const std::function<void()>& task, const detail::Geometry& geometry, bool home_works) {
+    const os::ScopedBinding home_binding(home_cpu_, "the crc home");
     directory_.reset(bytes_ / geometry.page_size, geometry.page_size);
     transport_.set_page_size(geometry.page_size);
     transport_.set_versions(directory_.versions());
@@ -227,6 +253,7 @@ class ThreadsEngine final : public detail::Engine {
   const std::function<void()>* task_ = nullptr;
   int region_count_ = 0;
   std::unique_ptr<detail::HomeWorker> home_worker_;
+  std::optional<int> home_cpu_;  // Bind::compact: the home's CPU in a region
 };
 
 std::unique_ptr<detail::Engine> make_engine(const Options& o) {

@@ -1,5 +1,7 @@
 // The CRC runtime on the threads transport: regions, the access functions, locks, barriers, the
 // variants, and every misuse the API names.
+#include "os/cpu_binding.hpp"
+
 #include <hdsm/crc.hpp>
 #include <hdsm/error.hpp>
 
@@ -135,6 +137,39 @@ TEST(CrcRuntime, TheRegionSpinComesFromTheEnvironment) {
   ::setenv("HDSM_CRC_SPIN_US", "2000000", 1);  // above the range
   EXPECT_THROW((void)crc::Options::from_environment(), hdsm::ConfigError);
   ::unsetenv("HDSM_CRC_SPIN_US");
+}
+
+TEST(CrcRuntime, CompactBindingGivesTheHomeAndEachWorkerACpu) {
+  ::setenv("HDSM_CRC_BIND", "compact", 1);
+  EXPECT_EQ(crc::Options::from_environment().bind, crc::Bind::compact);
+  ::setenv("HDSM_CRC_BIND", "spread", 1);
+  EXPECT_THROW((void)crc::Options::from_environment(), hdsm::ConfigError);
+  ::unsetenv("HDSM_CRC_BIND");
+  EXPECT_EQ(crc::Options::from_environment().bind, crc::Bind::none);
+
+  const std::vector<int> cpus = hdsm::os::allowed_cpus();
+  const std::vector<int> order = hdsm::os::compact_order(cpus, [](int c) { return hdsm::os::cpu_place(c); });
+  // One worker more than the CPUs left beside the home's (where there are at most 8): the last wraps
+  // around to the home's CPU.
+  const int workers = static_cast<int>(std::min<std::size_t>(cpus.size(), 8));
+  crc::Options o = options(workers);
+  o.bind = crc::Bind::compact;
+  crc::Runtime rt(o);
+  std::vector<std::vector<int>> seen(static_cast<std::size_t>(workers + 1));
+  rt.run_with_home([&] { seen[static_cast<std::size_t>(crc::worker_id())] = hdsm::os::allowed_cpus(); });
+  for (int w = 0; w < workers; ++w)
+    EXPECT_EQ(seen[static_cast<std::size_t>(w)],
+              std::vector<int>{order[static_cast<std::size_t>(w + 1) % order.size()]})
+        << "worker " << w;
+  EXPECT_EQ(seen[static_cast<std::size_t>(workers)], std::vector<int>{order[0]}) << "the home";
+  // The caller's thread has its CPUs back after the region.
+  EXPECT_EQ(hdsm::os::allowed_cpus(), cpus);
+
+  // Unbound (the default): every thread may run anywhere the process may.
+  crc::Runtime free_rt(options(1));
+  std::vector<int> worker_cpus;
+  free_rt.run([&] { worker_cpus = hdsm::os::allowed_cpus(); });
+  EXPECT_EQ(worker_cpus, cpus);
 }
 
 TEST(CrcRuntime, ModifiedPagesEvictedFromAFullBufferReachTheHome) {

@@ -1,0 +1,125 @@
+#include "os/cpu_binding.hpp"
+
+#include <hdsm/error.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <memory>
+#include <tuple>
+
+#include <sched.h>
+#include <unistd.h>
+
+namespace hdsm::os {
+
+namespace {
+
+// A CPU set large enough for every CPU the kernel may report (glibc's cpu_set_t stops at 1024).
+struct CpuSet {
+  CpuSet() {
+    const long configured = ::sysconf(_SC_NPROCESSORS_CONF);
+    count = static_cast<int>(std::max<long>(configured, 1024));
+    set = CPU_ALLOC(count);
+    bytes = CPU_ALLOC_SIZE(count);
+    if (set == nullptr) throw std::bad_alloc();
+    CPU_ZERO_S(bytes, set);
+  }
+  ~CpuSet() { CPU_FREE(set); }
+  CpuSet(const CpuSet&) = delete;
+  CpuSet& operator=(const CpuSet&) = delete;
+
+  std::vector<int> cpus() const {
+    std::vector<int> out;
+    for (int c = 0; c < count; ++c)
+      if (CPU_ISSET_S(static_cast<std::size_t>(c), bytes, set)) out.push_back(c);
+    return out;
+  }
+  void add(int cpu) {
+    if (cpu < 0 || cpu >= count)
+      throw InvalidArgument(fmt::format("CPU {}: this machine numbers CPUs below {}", cpu, count));
+    CPU_SET_S(static_cast<std::size_t>(cpu), bytes, set);
+  }
+
+  cpu_set_t* set = nullptr;
+  std::size_t bytes = 0;
+  int count = 0;
+};
+
+// The first integer of a sysfs file ("3", or a list such as "0-7,16-23"), or -1.
+int read_first_int(const std::string& path) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "re"), &std::fclose);
+  if (!f) return -1;
+  int value = -1;
+  if (std::fscanf(f.get(), "%d", &value) != 1) return -1;
+  return value;
+}
+
+}  // namespace
+
+std::vector<int> allowed_cpus() {
+  CpuSet s;
+  if (::sched_getaffinity(0, s.bytes, s.set) != 0)
+    throw SystemError("sched_getaffinity", "the calling thread's CPUs", errno);
+  return s.cpus();
+}
+
+CpuPlace cpu_place(int cpu, const std::string& sysfs) {
+  const std::string dir = fmt::format("{}/cpu{}", sysfs, cpu);
+  CpuPlace p;
+  p.package = read_first_int(dir + "/topology/physical_package_id");
+  p.core = read_first_int(dir + "/topology/core_id");
+  // The highest cache level the CPU has: named by the first CPU that shares it (every kernel lists
+  // the sharers; not every one gives caches an id).
+  int level = 0;
+  for (int index = 0; index < 16; ++index) {
+    const std::string cache = fmt::format("{}/cache/index{}", dir, index);
+    const int l = read_first_int(cache + "/level");
+    if (l < 0) break;
+    if (l < level) continue;
+    const int first = read_first_int(cache + "/shared_cpu_list");
+    if (first < 0) continue;
+    level = l;
+    p.last_level_cache = first;
+  }
+  return p;
+}
+
+std::vector<int> compact_order(std::vector<int> cpus, const std::function<CpuPlace(int)>& place) {
+  std::vector<std::tuple<int, int, int, int>> keyed;
+  keyed.reserve(cpus.size());
+  for (const int c : cpus) {
+    const CpuPlace p = place(c);
+    keyed.emplace_back(p.package, p.last_level_cache, p.core, c);
+  }
+  std::sort(keyed.begin(), keyed.end());
+  for (std::size_t i = 0; i < keyed.size(); ++i) cpus[i] = std::get<3>(keyed[i]);
+  return cpus;
+}
+
+void bind_thread(pthread_t thread, int cpu, const std::string& what) {
+  CpuSet s;
+  s.add(cpu);
+  if (const int err = ::pthread_setaffinity_np(thread, s.bytes, s.set); err != 0)
+    throw SystemError("pthread_setaffinity_np", fmt::format("{} to CPU {}", what, cpu), err);
+}
+
+ScopedBinding::ScopedBinding(std::optional<int> cpu, const std::string& what) : what_(what) {
+  if (!cpu) return;
+  before_ = allowed_cpus();
+  bind_thread(::pthread_self(), *cpu, what);
+}
+
+ScopedBinding::~ScopedBinding() {
+  if (before_.empty()) return;
+  // Back to every CPU it had; a refusal here (CPUs taken offline meanwhile) leaves it bound, which
+  // costs speed, not correctness, and a destructor cannot report it.
+  CpuSet s;
+  for (const int c : before_)
+    if (c < s.count) CPU_SET_S(static_cast<std::size_t>(c), s.bytes, s.set);
+  (void)::pthread_setaffinity_np(::pthread_self(), s.bytes, s.set);
+}
+
+}  // namespace hdsm::os
