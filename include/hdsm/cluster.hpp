@@ -56,6 +56,7 @@ struct Options {
   bool check_races = false;   // warn about ranks that wrote the same bytes of a page
   bool private_pages = true;  // a page only one rank touched stays private to it (needs MPI_THREAD_MULTIPLE)
   unsigned open_ahead = 16;   // a write fault also opens the next pages this rank wrote in the last kernel
+  std::size_t mappings = 0;   // runs of one protection (VMAs) global memory may use; 0: from vm.max_map_count
   std::chrono::milliseconds timeout{300000};
 
   /// The HDSM_CLUSTER_* knobs (docs/configuration.md); ConfigError when one is malformed.

@@ -28,6 +28,7 @@ Options Options::from_environment() {
   o.timeout = std::chrono::milliseconds(config.integer("HDSM_CLUSTER_TIMEOUT"));
   o.private_pages = config.boolean("HDSM_CLUSTER_PRIVATE_PAGES");
   o.open_ahead = static_cast<unsigned>(config.integer("HDSM_CLUSTER_OPEN_AHEAD"));
+  o.mappings = static_cast<std::size_t>(config.integer("HDSM_CLUSTER_MAPPINGS"));
   return o;
 }
 

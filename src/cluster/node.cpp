@@ -137,8 +137,9 @@ Node::Node(Transport& transport, Options options)
     written_ = std::make_unique_for_overwrite<std::uint64_t[]>(pages_);
     touched_ = std::make_unique_for_overwrite<std::uint64_t[]>(pages_);
     holder_ = std::make_unique<std::atomic<std::int32_t>[]>(pages_);
-    protection_ = std::make_unique<os::ProtectionMap>(base_, pages_, page_, "the cluster's global memory",
-                                                      os::Protection::none);
+    protection_ = std::make_unique<os::ProtectionMap>(
+        base_, pages_, page_, "the cluster's global memory", os::Protection::none,
+        options_.mappings != 0 ? options_.mappings : os::default_run_budget());
     fault_service_ = std::make_unique<os::FaultService>(&Node::on_slow_fault, this);
     fault_range_ = os::register_fault_range(base_, space_, &Node::on_fault, this);
     if (options_.distribution == Distribution::weighted || options_.policy) measure_speed();
@@ -777,7 +778,7 @@ HDSM_FAULT_PATH bool Node::resolve(void* address, os::FaultAccess access) noexce
       case PageState::written:
       case PageState::ahead:
       case PageState::private_page:
-        return true;  // another thread of this rank opened it
+        return reopen(page, access, address);  // another thread of this rank opened it
       case PageState::untouched: {
         // The rank's first touch: readable now (the content is the same everywhere), and recorded so
         // the boundary knows who touched it; a write goes on to make the twin.
@@ -801,7 +802,8 @@ HDSM_FAULT_PATH bool Node::resolve(void* address, os::FaultAccess access) noexce
         await_opened(st);
         continue;
       case PageState::valid:
-        if (access == os::FaultAccess::read) return true;  // a fetch made it readable meanwhile
+        if (access == os::FaultAccess::read)
+          return reopen(page, access, address);  // a fetch made it readable
         if (!kernel)
           return refuse("host code wrote global memory: write it with cluster::memcpy, or from a kernel",
                         address);
@@ -828,6 +830,21 @@ HDSM_FAULT_PATH bool Node::resolve(void* address, os::FaultAccess access) noexce
         return true;
     }
   }
+}
+
+HDSM_FAULT_PATH bool Node::reopen(std::uint64_t page, os::FaultAccess access, void* address) noexcept {
+  const os::Protection need =
+      access == os::FaultAccess::write ? os::Protection::read_write : os::Protection::read;
+  std::lock_guard lock(protection_mutex_);
+  if (protection_->effective_unchecked(page) >= need) return true;  // opened meanwhile: retry
+  // Closed with its group when a boundary's protections outgrew the mappings (the map coarsened):
+  // retrying unchanged would fault forever.
+  if (protection_->try_set(page, 1, protection_->desired_unchecked(page)) &&
+      protection_->effective_unchecked(page) >= need)
+    return true;
+  return refuse(
+      "cannot reopen a page that the mapping limit closed with its neighbours (vm.max_map_count): raise it",
+      address);
 }
 
 // In the signal handler, after a write fault opened `first - 1`: kernels that write a page again

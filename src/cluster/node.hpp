@@ -94,6 +94,10 @@ class Node final : public PageServer {
   bool predicted(std::uint64_t page) const { return ((predicted_[page >> 6] >> (page & 63)) & 1) != 0; }
   bool resolve_slow(void* address, os::FaultAccess access);
   bool refuse(const char* why, void* address) const noexcept;
+  /// A fault on a page whose state already allows `access`: another thread opened it meanwhile, or
+  /// a degraded protection map closed it with its group. The page gets its own protection back
+  /// where the mappings allow (true), or the access is refused (false), never retried unchanged.
+  bool reopen(std::uint64_t page, os::FaultAccess access, void* address) noexcept;
   void place_space();
   std::vector<std::uint64_t> split(std::uint64_t blocks) const;
   void measure_speed();

@@ -161,10 +161,12 @@ void fill_blocks(std::vector<Protection>& v, std::size_t first, std::size_t end,
 
 HDSM_FAULT_PATH bool ProtectionMap::try_set(std::size_t first_block, std::size_t count,
                                             Protection p) noexcept {
-  if (shift_ != 0 || count == 0 || first_block > blocks_ || count > blocks_ - first_block) return false;
+  if (count == 0 || first_block > blocks_ || count > blocks_ - first_block) return false;
   const std::size_t end = first_block + count;
   if (count == 1) {
-    // A fault's one block: only the boundaries with its two neighbours can change.
+    // A fault's one block: only the boundaries with its two neighbours can change. At any
+    // granularity: after a degradation the block gets its own protection, as refine() gives it, so
+    // a fault handler can still open pages one at a time while the budget allows.
     const Protection old = effective_[first_block];
     std::size_t runs = runs_;
     for (const std::size_t n : {first_block - 1, end}) {
@@ -187,6 +189,7 @@ HDSM_FAULT_PATH bool ProtectionMap::try_set(std::size_t first_block, std::size_t
     }
     return true;
   }
+  if (shift_ != 0) return false;
   // At granularity 1 a block's effective protection is its desired one: boundaries move only at the
   // range's edges and inside it.
   const auto before = [&](std::size_t i) { return effective_[i]; };

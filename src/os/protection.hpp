@@ -55,8 +55,13 @@ class ProtectionMap {
   bool refine(std::size_t block);
   /// set() for a fault handler: neither allocates nor throws. Applies `p` to the blocks and returns
   /// true when that needs no degradation and mprotect succeeds; otherwise changes nothing and returns
-  /// false (the caller then takes the general path).
+  /// false (the caller then takes the general path). One block gets `p` exactly at any granularity
+  /// (as refine() gives it its desired protection); several only at granularity 1.
   bool try_set(std::size_t first_block, std::size_t count, Protection p) noexcept;
+  /// effective() without the range check, for a fault handler (`block` < blocks()).
+  Protection effective_unchecked(std::size_t block) const noexcept { return effective_[block]; }
+  /// desired() likewise.
+  Protection desired_unchecked(std::size_t block) const noexcept { return min_[0][block]; }
 
   Protection desired(std::size_t block) const;
   /// The protection really applied, never less restrictive than desired().

@@ -14,8 +14,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -42,17 +44,17 @@ cl::Options options(std::uint64_t lazy_pages = 1u << 30, unsigned threads = 2, b
   return o;
 }
 
-/// Runs f(node) on `ranks` threads, each the rank of one node of an in-process hub; rethrows the
-/// first failure.
-template <class F>
-void run_ranks(int ranks, const cl::Options& o, F f) {
+/// Runs f(node) on `ranks` threads, each the rank of one node of an in-process hub with the options
+/// `options_of(rank)`; rethrows the first failure.
+template <class O, class F>
+void run_ranks_with(int ranks, O options_of, F f) {
   cl::detail::ThreadsHub hub(ranks);
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(ranks));
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r)
     threads.emplace_back([&, r] {
       try {
-        Node node(hub.endpoint(r), o);
+        Node node(hub.endpoint(r), options_of(r));
         cl::detail::bind_thread(&node);
         f(node);
         cl::detail::bind_thread(nullptr);
@@ -64,6 +66,13 @@ void run_ranks(int ranks, const cl::Options& o, F f) {
   for (auto& t : threads) t.join();
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
+}
+
+/// run_ranks_with, every rank with the options `o`.
+template <class F>
+void run_ranks(int ranks, const cl::Options& o, F f) {
+  run_ranks_with(
+      ranks, [&](int) { return o; }, f);
 }
 
 // Block b writes value v to elements [b * per_block, (b + 1) * per_block).
@@ -280,6 +289,65 @@ TEST(Cluster, LazyBoundariesInvalidateOthersPagesAndFetchThemOnTouch) {
     cl::free(b2);
     cl::free(a);
   });
+}
+
+// Rank 1 may use 6 runs of one protection (HDSM_CLUSTER_MAPPINGS); rank 0, which writes the even
+// pages of 64 in a lazy kernel, as many as it needs. Rank 1 then loses the even pages (none) and
+// keeps the odd ones (read): 65 runs, so its protection map merges pairs of pages, each with the
+// protection of its more restricted page, and closes all 64.
+void run_degraded(const std::function<void(Node&, int*, std::uint32_t)>& after) {
+  run_ranks_with(
+      2,
+      [](int rank) {
+        cl::Options o = options(/*lazy_pages=*/0, 2, /*private_pages=*/false);
+        o.open_ahead = 0;  // a fault for every page
+        if (rank == 1) o.mappings = 6;
+        return o;
+      },
+      [&](Node& node) {
+        constexpr std::uint32_t pages = 64, per_page = kPage / sizeof(int);
+        int* a = cl::alloc<int>(pages * per_page);
+        const std::vector<int> zeros(pages * per_page, 0);
+        cl::memcpy(a, zeros.data(), zeros.size() * sizeof(int));
+        // Blocks [0, 32) are rank 0's: block b fills page 2b. Rank 1's blocks write nothing.
+        const auto evens = hdsm::per_thread("even_pages", [](const Thread& t, int* to, std::uint32_t n) {
+          if (t.block.x >= n / 2) return;
+          for (std::uint32_t i = t.idx.x; i < per_page; i += t.block_dim.x)
+            to[std::size_t{2} * t.block.x * per_page + i] = static_cast<int>(2 * t.block.x * 1000 + i);
+        });
+        cl::launch(evens, Launch{Dim3{pages}, Dim3{32}, 0}, a, pages);
+        EXPECT_EQ(cl::stats().lazy_kernels, 1u);
+        if (node.rank() == 1) {
+          EXPECT_EQ(node.state(a), PageState::invalid);
+          EXPECT_EQ(node.state(a + per_page), PageState::valid);
+          after(node, a, per_page);
+        }
+        cl::sync();
+        cl::free(a);
+      });
+}
+
+TEST(Cluster, PagesADegradedProtectionClosedReopenOnTheirFault) {
+  run_degraded([](Node&, int* a, std::uint32_t per_page) {
+    // Valid pages closed with their pair: each read faults once and reopens its page alone
+    // (before, the fault found the page valid and let the read retry, which faulted again forever).
+    EXPECT_EQ(a[1 * per_page + 5], 0);
+    EXPECT_EQ(a[3 * per_page + 7], 0);
+    // An invalidated page is fetched from rank 0 as always.
+    EXPECT_EQ(a[2 * per_page + 9], 2 * 1000 + 9);
+    EXPECT_EQ(cl::stats().fetches, 1u);
+  });
+}
+
+TEST(ClusterDeathTest, APageTheMappingsCannotReopenEndsTheProgramWithAMessage) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  // Every reopened page adds two runs: the third odd page would need 7 of the 6.
+  EXPECT_DEATH(run_degraded([](Node&, int* a, std::uint32_t per_page) {
+                 int sum = 0;
+                 for (std::uint32_t p = 1; p < 64; p += 2) sum += a[p * per_page];
+                 std::printf("read %d\n", sum);
+               }),
+               "cannot reopen a page that the mapping limit closed");
 }
 
 TEST(Cluster, LazyUpdateMovesFewerBytesThanEager) {

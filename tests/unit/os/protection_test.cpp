@@ -205,10 +205,52 @@ TEST(ProtectionMap, TrySetAppliesWithinBudgetAndRefusesBeyond) {
   EXPECT_FALSE(map.try_set(n - 1, 2, Protection::read_write));  // past the end
   EXPECT_FALSE(map.try_set(0, 0, Protection::read_write));
   EXPECT_TRUE(matches_kernel(map));
-  // Once degraded (set() coarsened the granularity) only set() applies protections.
+  // Once degraded (set() coarsened the granularity), one block still gets its own protection where
+  // the budget allows (a fault handler opens pages one at a time), several only through set().
   map.set(9, 1, Protection::none);
   ASSERT_GT(map.granularity_blocks(), 1u);
-  EXPECT_FALSE(map.try_set(0, 1, Protection::read_write));
+  EXPECT_TRUE(matches_kernel(map));
+  EXPECT_FALSE(map.try_set(0, 2, Protection::read_write));
+  const std::size_t group = map.granularity_blocks();
+  // The group holding block 9 is none now; block 8 (desired read) lies in it.
+  ASSERT_EQ(map.effective(8 / group * group), Protection::none);
+  ASSERT_EQ(map.desired(8), Protection::read);
+  const bool opened = map.try_set(8, 1, Protection::read);
+  EXPECT_TRUE(matches_kernel(map));
+  if (opened) {
+    EXPECT_EQ(map.effective(8), Protection::read);
+  } else {
+    EXPECT_EQ(map.effective(8), Protection::none);  // the budget refused it: nothing changed
+  }
+  EXPECT_EQ(map.desired(8), Protection::read);
+}
+
+// A degraded map's fault path: a block whose group is closed gets its own protection back from
+// try_set when the budget has room, and the kernel enforces exactly that.
+TEST(ProtectionMap, TrySetOfOneBlockOpensItInADegradedMap) {
+  const std::size_t n = 16;
+  Mapping region(n * page(), "degraded try_set region");
+  ProtectionMap map(region.data(), n, page(), "degraded try_set region", Protection::read, 4);
+  // read | none | read | none | read: 5 runs > 4, so groups of two: [0, 4) none, the rest read.
+  map.set(1, 1, Protection::none);
+  map.set(3, 1, Protection::none);
+  ASSERT_EQ(map.granularity_blocks(), 2u);
+  ASSERT_EQ(map.effective(0), Protection::none);
+  ASSERT_EQ(map.effective(2), Protection::none);
+  ASSERT_EQ(map.runs(), 2u);
+  Probe probe;
+  EXPECT_FALSE(probe.readable(region.data()));
+  // Block 0 alone: read | none [1, 4) | read: 3 runs.
+  ASSERT_TRUE(map.try_set(0, 1, Protection::read));
+  EXPECT_EQ(map.effective(0), Protection::read);
+  EXPECT_EQ(map.effective_unchecked(0), Protection::read);
+  EXPECT_TRUE(probe.readable(region.data()));
+  EXPECT_FALSE(probe.readable(region.data() + page()));
+  EXPECT_TRUE(matches_kernel(map));
+  // Block 2 as well would make read | none | read | none | read: 5 runs, beyond the budget.
+  EXPECT_FALSE(map.try_set(2, 1, Protection::read));
+  EXPECT_EQ(map.effective(2), Protection::none);
+  EXPECT_FALSE(probe.readable(region.data() + 2 * page()));
   EXPECT_TRUE(matches_kernel(map));
 }
 
@@ -336,7 +378,18 @@ TEST(ProtectionMap, RandomOperationsMatchAReferenceModel) {
     ProtectionMap map(region.data(), n, page(), "random region", Protection::read, budget);
     std::vector<Protection> model(n, Protection::read);
     for (int step = 0; step < 800; ++step) {
-      if (rng() % 6 == 0) {
+      if (rng() % 6 == 1) {
+        // A fault handler's one block: applied exactly, or nothing changes.
+        const std::size_t b = rng() % n;
+        const auto p = static_cast<Protection>(rng() % 3);
+        const Protection before = map.effective(b);
+        if (map.try_set(b, 1, p)) {
+          model[b] = p;
+          ASSERT_EQ(map.effective(b), p);
+        } else {
+          ASSERT_EQ(map.effective(b), before);
+        }
+      } else if (rng() % 6 == 0) {
         const std::size_t b = rng() % n;
         const bool refined = map.refine(b);
         if (refined) {
