@@ -258,7 +258,18 @@ std::uint64_t Node::agree(std::uint64_t value, const char* what) {
   return value;
 }
 
+// Allocation and free change the states and protections a kernel's faults rely on (a fault that is
+// opening a page would store its state over a free's): between launches only.
+void Node::check_between_launches(const char* call) const {
+  if (in_kernel_.load(std::memory_order_acquire))
+    throw InvalidArgument(
+        fmt::format("{} while a kernel runs on rank {}: allocate and free global memory "
+                    "between launches, from host code",
+                    call, rank()));
+}
+
 void* Node::alloc(std::size_t bytes) {
+  check_between_launches("cluster::alloc");
   agree(bytes, "allocation sizes");
   if (bytes == 0) throw InvalidArgument("cluster::alloc of 0 bytes");
   const std::size_t rounded = bytes > space_ ? 0 : heap_.rounded(bytes);
@@ -289,6 +300,7 @@ void* Node::alloc(std::size_t bytes) {
 }
 
 void Node::free(void* p) {
+  check_between_launches("cluster::free");
   const std::size_t offset =
       contains(p) ? static_cast<std::size_t>(static_cast<std::byte*>(p) - base_) : space_;
   agree(offset, "pointers to free (as offsets in global memory)");
@@ -296,11 +308,14 @@ void Node::free(void* p) {
   if (it == allocations_.end())
     throw InvalidPointer(fmt::format("cluster::free({}): not an allocation of cluster::alloc", p));
   const std::uint64_t first = offset >> page_shift_, count = it->second >> page_shift_;
-  for (std::uint64_t q = first; q < first + count; ++q)
-    state_of(q).store(PageState::unused, std::memory_order_relaxed);
   {
+    // Closed before the pages count as unused: when the protection map cannot close them (it
+    // throws), the allocation stays whole and the call can be repeated, instead of leaving pages
+    // unused and still open.
     std::lock_guard lock(protection_mutex_);
     protection_->set(first, count, os::Protection::none);
+    for (std::uint64_t q = first; q < first + count; ++q)
+      state_of(q).store(PageState::unused, std::memory_order_relaxed);
   }
   // Closed once, above: the protection map keeps count of the mappings it splits.
   arenas_.back()->release(0, offset, it->second, os::Arena::Closing::caller);

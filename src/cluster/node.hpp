@@ -94,6 +94,8 @@ class Node final : public PageServer {
   bool predicted(std::uint64_t page) const { return ((predicted_[page >> 6] >> (page & 63)) & 1) != 0; }
   bool resolve_slow(void* address, os::FaultAccess access);
   bool refuse(const char* why, void* address) const noexcept;
+  /// InvalidArgument naming `call` while a kernel runs on this rank.
+  void check_between_launches(const char* call) const;
   /// A fault on a page whose state already allows `access`: another thread opened it meanwhile, or
   /// a degraded protection map closed it with its group. The page gets its own protection back
   /// where the mappings allow (true), or the access is refused (false), never retried unchanged.

@@ -541,6 +541,36 @@ TEST(ClusterDeathTest, HostThreadsTouchingGlobalMemoryDuringAKernelEndTheProgram
                "a host thread touched global memory while a kernel runs");
 }
 
+TEST(Cluster, AllocAndFreeInsideAKernelFailTheLaunchByName) {
+  run_ranks(2, options(), [&](Node&) {
+    int* a = cl::alloc<int>(1024);
+    const auto frees = hdsm::per_thread("frees", [](const Thread& t, int* p) {
+      if (t.idx.x == 0) cl::free(p);
+    });
+    const auto allocates = hdsm::per_thread("allocates", [](const Thread& t, std::uint32_t) {
+      if (t.idx.x == 0) (void)cl::alloc<int>(16);
+    });
+    try {
+      cl::launch(frees, Launch{Dim3{2}, Dim3{1}, 0}, a);
+      ADD_FAILURE() << "cluster::free inside a kernel did not fail";
+    } catch (const hdsm::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("cluster::free while a kernel runs"), std::string::npos)
+          << e.what();
+    }
+    try {
+      cl::launch(allocates, Launch{Dim3{2}, Dim3{1}, 0}, std::uint32_t{0});
+      ADD_FAILURE() << "cluster::alloc inside a kernel did not fail";
+    } catch (const hdsm::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("cluster::alloc while a kernel runs"), std::string::npos)
+          << e.what();
+    }
+    // The allocation is whole: written and freed between launches as usual.
+    cl::launch(fill_kernel(), Launch{Dim3{1}, Dim3{32}, 0}, a, 1024u, 3);
+    EXPECT_EQ(read_all(a, 1024)[5], 3);
+    cl::free(a);
+  });
+}
+
 TEST(Cluster, ConstantMemoryIsRankZerosValuesOnEveryRank) {
   run_ranks(3, options(), [&](Node& node) {
     std::vector<double> mine(100, static_cast<double>(node.rank()) + 0.5);
