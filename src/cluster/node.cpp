@@ -105,6 +105,9 @@ std::vector<std::uint64_t> weighted_split(std::uint64_t blocks, std::span<const 
 void bind_thread(Node* node) { tl_node = node; }
 void set_session_node(Node* node) { session_node.store(node, std::memory_order_release); }
 
+// The fewest runs of one protection a rank may be given (Options::mappings).
+constexpr std::size_t kMinMappings = 5;
+
 Node& current() {
   if (Node* n = tl_node) return *n;
   if (Node* n = session_node.load(std::memory_order_acquire)) return *n;
@@ -137,6 +140,11 @@ Node::Node(Transport& transport, Options options)
     written_ = std::make_unique_for_overwrite<std::uint64_t[]>(pages_);
     touched_ = std::make_unique_for_overwrite<std::uint64_t[]>(pages_);
     holder_ = std::make_unique<std::atomic<std::int32_t>[]>(pages_);
+    if (options_.mappings != 0 && options_.mappings < kMinMappings)
+      throw InvalidArgument(fmt::format(
+          "cluster Options::mappings (HDSM_CLUSTER_MAPPINGS) = {}: at least {} (an allocation in the middle "
+          "of global memory and one page opened in it take 5), or 0 for the default",
+          options_.mappings, kMinMappings));
     protection_ = std::make_unique<os::ProtectionMap>(
         base_, pages_, page_, "the cluster's global memory", os::Protection::none,
         options_.mappings != 0 ? options_.mappings : os::default_run_budget());
@@ -817,8 +825,9 @@ HDSM_FAULT_PATH bool Node::resolve(void* address, os::FaultAccess access) noexce
         await_opened(st);
         continue;
       case PageState::valid:
-        if (access == os::FaultAccess::read)
-          return reopen(page, access, address);  // a fetch made it readable
+        // Read: a fetch made it readable meanwhile, or a merged group closed it. With one rank every
+        // page is writable, so a write fault is the merged group's too.
+        if (access == os::FaultAccess::read || ranks() == 1) return reopen(page, access, address);
         if (!kernel)
           return refuse("host code wrote global memory: write it with cluster::memcpy, or from a kernel",
                         address);
@@ -914,6 +923,9 @@ bool Node::resolve_slow(void* address, os::FaultAccess) {
   {
     std::lock_guard lock(protection_mutex_);
     protection_->set(page, 1, os::Protection::read);
+    // A degraded map gives the page its group's protection, which another closed page of the group
+    // keeps at none: the page alone, where the mappings allow.
+    if (protection_->effective(page) == os::Protection::none) (void)protection_->refine(page);
     if (protection_->effective(page) == os::Protection::none)
       throw SystemError(
           "mprotect", fmt::format("page {} of the cluster's global memory (vm.max_map_count)", page), ENOMEM);

@@ -295,7 +295,9 @@ TEST(Cluster, LazyBoundariesInvalidateOthersPagesAndFetchThemOnTouch) {
 // pages of 64 in a lazy kernel, as many as it needs. Rank 1 then loses the even pages (none) and
 // keeps the odd ones (read): 65 runs, so its protection map merges pairs of pages, each with the
 // protection of its more restricted page, and closes all 64.
-void run_degraded(const std::function<void(Node&, int*, std::uint32_t)>& after) {
+// With `pairs`, rank 0 writes pages 0 and 1 of every 4 instead: rank 1's map merges groups of 4,
+// each with two invalidated pages.
+void run_degraded(const std::function<void(Node&, int*, std::uint32_t)>& after, bool pairs = false) {
   run_ranks_with(
       2,
       [](int rank) {
@@ -309,17 +311,20 @@ void run_degraded(const std::function<void(Node&, int*, std::uint32_t)>& after) 
         int* a = cl::alloc<int>(pages * per_page);
         const std::vector<int> zeros(pages * per_page, 0);
         cl::memcpy(a, zeros.data(), zeros.size() * sizeof(int));
-        // Blocks [0, 32) are rank 0's: block b fills page 2b. Rank 1's blocks write nothing.
-        const auto evens = hdsm::per_thread("even_pages", [](const Thread& t, int* to, std::uint32_t n) {
-          if (t.block.x >= n / 2) return;
-          for (std::uint32_t i = t.idx.x; i < per_page; i += t.block_dim.x)
-            to[std::size_t{2} * t.block.x * per_page + i] = static_cast<int>(2 * t.block.x * 1000 + i);
-        });
-        cl::launch(evens, Launch{Dim3{pages}, Dim3{32}, 0}, a, pages);
+        // Blocks [0, 32) are rank 0's: block b fills page 2b (or, in pairs, 4 (b / 2) + b % 2), each
+        // element with 1000 times its page plus its index. Rank 1's blocks write nothing.
+        const auto fill =
+            hdsm::per_thread("even_pages", [](const Thread& t, int* to, std::uint32_t n, bool two) {
+              if (t.block.x >= n / 2) return;
+              const std::uint32_t page = two ? t.block.x / 2 * 4 + t.block.x % 2 : 2 * t.block.x;
+              for (std::uint32_t i = t.idx.x; i < per_page; i += t.block_dim.x)
+                to[std::size_t{page} * per_page + i] = static_cast<int>(page * 1000 + i);
+            });
+        cl::launch(fill, Launch{Dim3{pages}, Dim3{32}, 0}, a, pages, pairs);
         EXPECT_EQ(cl::stats().lazy_kernels, 1u);
         if (node.rank() == 1) {
           EXPECT_EQ(node.state(a), PageState::invalid);
-          EXPECT_EQ(node.state(a + per_page), PageState::valid);
+          EXPECT_EQ(node.state(a + per_page), pairs ? PageState::invalid : PageState::valid);
           after(node, a, per_page);
         }
         cl::sync();
@@ -337,6 +342,44 @@ TEST(Cluster, PagesADegradedProtectionClosedReopenOnTheirFault) {
     EXPECT_EQ(a[2 * per_page + 9], 2 * 1000 + 9);
     EXPECT_EQ(cl::stats().fetches, 1u);
   });
+}
+
+// One rank: every page is writable and never faults, until frees leave more runs than its 5
+// mappings and the map closes the allocations left with their freed neighbours. A host write then
+// reopens its page (before, it was refused as a host write to global memory).
+TEST(Cluster, OneRanksPagesReopenForWritesAfterTheMapMerged) {
+  cl::Options o = options();
+  o.mappings = 5;
+  run_ranks(1, o, [&](Node& node) {
+    std::vector<char*> pages;
+    for (int i = 0; i < 5; ++i) pages.push_back(cl::alloc<char>(kPage));
+    for (int i = 1; i < 5; ++i) ASSERT_EQ(pages[i], pages[0] + i * kPage) << "not consecutive pages";
+    cl::free(pages[1]);
+    cl::free(pages[3]);  // rw | none | rw | none | rw | none: 6 runs > 5
+    pages[0][10] = 'a';
+    pages[2][20] = 'c';
+    EXPECT_EQ(pages[0][10], 'a');
+    EXPECT_EQ(pages[2][20], 'c');
+    EXPECT_EQ(node.state(pages[0]), PageState::valid);
+    cl::free(pages[0]);
+    cl::free(pages[2]);
+    cl::free(pages[4]);
+  });
+  o.mappings = 4;
+  EXPECT_THROW(run_ranks(1, o, [](Node&) {}), hdsm::InvalidArgument);
+}
+
+TEST(Cluster, AFetchIntoAMergedGroupOpensThePageAlone) {
+  run_degraded(
+      [](Node&, int* a, std::uint32_t per_page) {
+        // Page 0's group [0, 4) keeps page 1 invalid (none): the fetched page opens alone (before,
+        // the fetch took the group's protection, stayed closed, and the program ended).
+        EXPECT_EQ(a[0 * per_page + 5], 5);
+        EXPECT_EQ(a[5 * per_page + 6], 5 * 1000 + 6);
+        EXPECT_EQ(a[2 * per_page + 7], 0);  // valid, reopened
+        EXPECT_EQ(cl::stats().fetches, 2u);
+      },
+      /*pairs=*/true);
 }
 
 TEST(ClusterDeathTest, APageTheMappingsCannotReopenEndsTheProgramWithAMessage) {
