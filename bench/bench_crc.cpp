@@ -239,14 +239,16 @@ void PinnedHandOff(benchmark::State& state) {
       answered.store(++seen, std::memory_order_release);
     }
   });
-  hdsm::os::bind_thread(partner.native_handle(), order[partner_at], "PinnedHandOff's partner");
-  {
+  try {
+    hdsm::os::bind_thread(partner.native_handle(), order[partner_at], "PinnedHandOff's partner");
     const hdsm::os::ScopedBinding caller(order[0], "PinnedHandOff's caller");
     std::uint64_t n = 0;
     for (auto _ : state) {
       asked.store(++n, std::memory_order_release);
       while (answered.load(std::memory_order_acquire) != n) hdsm::os::cpu_relax();
     }
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
   }
   stop.store(true);
   partner.join();

@@ -49,7 +49,7 @@ enum class Deliver : std::uint8_t { all_ranks, rank0 };
 struct Options {
   std::size_t space_bytes = std::size_t{8} << 30;  // address space of global memory (a power of two)
   std::size_t page_size = 4096;                    // DSM page: a power of two, at least the system page
-  unsigned threads = 0;                            // threads per rank; 0 = one per core
+  unsigned threads = 0;                            // threads per rank; 0 = one per CPU it may use
   std::uint64_t lazy_pages = 2048;                 // lazy update above this many modified pages
   Distribution distribution = Distribution::equal;
   DistributionPolicy policy;  // overrides `distribution` when set

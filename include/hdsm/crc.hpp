@@ -45,7 +45,7 @@ enum class Bind {
 };
 
 struct Options {
-  int workers = 0;                       // threads transport: 0 = one per core but the home's (>= 1)
+  int workers = 0;                       // threads transport: 0 = one per usable CPU but the home's
   std::size_t local_store = 256 << 10;   // bytes of each worker's private store (its page frames)
   std::size_t page_size = 4096;          // initial page size: a power of two, 128 B .. 64 KiB
   std::size_t sets = 0;                  // page-buffer sets; 0 = the largest power of two up to the frames

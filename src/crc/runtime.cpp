@@ -70,7 +70,7 @@ namespace {
 constexpr std::size_t kAlignment = detail::kSpaceAlignment;
 
 int default_workers() {
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned cores = os::usable_cpus();
   return static_cast<int>(std::clamp(cores - 1, 1u, static_cast<unsigned>(detail::kMaxWorkers)));
 }
 
@@ -84,7 +84,7 @@ int default_workers() {
 detail::ThreadsTransport::Spin spin_in_region(std::chrono::microseconds region_spin, int workers) {
   const std::uint64_t policy = os::spin_budget();
   if (policy == 0 || policy == std::numeric_limits<std::uint64_t>::max()) return {policy, 0};  // block, spin
-  if (static_cast<unsigned>(workers) + 1 > std::thread::hardware_concurrency()) return {policy, 0};
+  if (static_cast<unsigned>(workers) + 1 > os::usable_cpus()) return {policy, 0};
   return {std::max(policy, static_cast<std::uint64_t>(region_spin.count()) * 1000), policy};
 }
 
@@ -111,14 +111,12 @@ class ThreadsEngine final : public detail::Engine {
           std::make_unique<detail::Worker>(w, workers_, o.local_store, transport_.worker(w), space));
       workers_state_.back()->serve_in_place(o.zero_copy);
     }
-    for (int w = 0; w < workers_; ++w) threads_.emplace_back([this, w] { worker_loop(w); });
-    if (o.bind == Bind::compact) {
-      try {
-        bind_threads();
-      } catch (...) {
-        stop_threads();  // no destructor runs for an engine its constructor left
-        throw;
-      }
+    try {
+      for (int w = 0; w < workers_; ++w) threads_.emplace_back([this, w] { worker_loop(w); });
+      if (o.bind == Bind::compact) bind_threads();
+    } catch (...) {
+      stop_threads();  // no destructor runs for an engine its constructor left: join what started
+      throw;
     }
   }
 

@@ -1,5 +1,6 @@
 #include "exec/executor_impl.hpp"
 
+#include "os/cpu_binding.hpp"
 #include "os/spin_wait.hpp"
 
 #include <hdsm/error.hpp>
@@ -64,7 +65,8 @@ Dim3 block_at(std::uint64_t i, const Dim3& grid) {
 }
 
 ExecutorOptions resolve(ExecutorOptions options) {
-  if (options.threads == 0) options.threads = std::max(1u, std::thread::hardware_concurrency());
+  // The CPUs this thread may use (taskset, cgroups, an MPI launcher's binding), not every CPU online.
+  if (options.threads == 0) options.threads = os::usable_cpus();
   if (options.threads > kMaxWorkers)
     throw InvalidArgument(fmt::format("ExecutorOptions::threads = {} is above the limit of {} workers",
                                       options.threads, kMaxWorkers));

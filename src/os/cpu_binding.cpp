@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <map>
 #include <memory>
+#include <thread>
 #include <tuple>
 
 #include <sched.h>
@@ -17,11 +19,11 @@ namespace hdsm::os {
 
 namespace {
 
-// A CPU set large enough for every CPU the kernel may report (glibc's cpu_set_t stops at 1024).
+// A CPU set of `count` CPUs (glibc's cpu_set_t stops at 1024; the kernel may number more).
 struct CpuSet {
-  CpuSet() {
+  explicit CpuSet(int at_least = 0) {
     const long configured = ::sysconf(_SC_NPROCESSORS_CONF);
-    count = static_cast<int>(std::max<long>(configured, 1024));
+    count = static_cast<int>(std::max<long>({configured, 1024, at_least}));
     set = CPU_ALLOC(count);
     bytes = CPU_ALLOC_SIZE(count);
     if (set == nullptr) throw std::bad_alloc();
@@ -33,7 +35,8 @@ struct CpuSet {
 
   std::vector<int> cpus() const {
     std::vector<int> out;
-    for (int c = 0; c < count; ++c)
+    const int bits = static_cast<int>(bytes * 8);  // CPU_ALLOC rounds up to whole words
+    for (int c = 0; c < bits; ++c)
       if (CPU_ISSET_S(static_cast<std::size_t>(c), bytes, set)) out.push_back(c);
     return out;
   }
@@ -60,10 +63,22 @@ int read_first_int(const std::string& path) {
 }  // namespace
 
 std::vector<int> allowed_cpus() {
-  CpuSet s;
-  if (::sched_getaffinity(0, s.bytes, s.set) != 0)
-    throw SystemError("sched_getaffinity", "the calling thread's CPUs", errno);
-  return s.cpus();
+  // EINVAL: the kernel's CPU mask is larger than the set; twice as large until it fits.
+  for (int size = 0;;) {
+    CpuSet s(size);
+    if (::sched_getaffinity(0, s.bytes, s.set) == 0) return s.cpus();
+    if (errno != EINVAL || s.count >= (1 << 22))
+      throw SystemError("sched_getaffinity", "the calling thread's CPUs", errno);
+    size = s.count * 2;
+  }
+}
+
+unsigned usable_cpus() noexcept {
+  try {
+    return static_cast<unsigned>(std::max<std::size_t>(1, allowed_cpus().size()));
+  } catch (...) {
+    return std::max(1u, std::thread::hardware_concurrency());
+  }
 }
 
 CpuPlace cpu_place(int cpu, const std::string& sysfs) {
@@ -88,14 +103,19 @@ CpuPlace cpu_place(int cpu, const std::string& sysfs) {
 }
 
 std::vector<int> compact_order(std::vector<int> cpus, const std::function<CpuPlace(int)>& place) {
-  std::vector<std::tuple<int, int, int, int>> keyed;
+  std::sort(cpus.begin(), cpus.end());
+  // Key: (which thread of its core, package, last-level cache, core, CPU).
+  std::vector<std::tuple<int, int, int, int, int>> keyed;
   keyed.reserve(cpus.size());
+  std::map<std::pair<int, int>, int> threads_seen;  // (package, core) -> threads numbered so far
   for (const int c : cpus) {
     const CpuPlace p = place(c);
-    keyed.emplace_back(p.package, p.last_level_cache, p.core, c);
+    // A CPU whose core is unknown is a core of its own.
+    const int thread = p.core < 0 ? 0 : threads_seen[{p.package, p.core}]++;
+    keyed.emplace_back(thread, p.package, p.last_level_cache, p.core, c);
   }
   std::sort(keyed.begin(), keyed.end());
-  for (std::size_t i = 0; i < keyed.size(); ++i) cpus[i] = std::get<3>(keyed[i]);
+  for (std::size_t i = 0; i < keyed.size(); ++i) cpus[i] = std::get<4>(keyed[i]);
   return cpus;
 }
 
@@ -108,17 +128,18 @@ void bind_thread(pthread_t thread, int cpu, const std::string& what) {
 
 ScopedBinding::ScopedBinding(std::optional<int> cpu, const std::string& what) : what_(what) {
   if (!cpu) return;
-  before_ = allowed_cpus();
+  std::vector<int> before = allowed_cpus();
+  if (!std::binary_search(before.begin(), before.end(), *cpu)) return;
   bind_thread(::pthread_self(), *cpu, what);
+  before_ = std::move(before);
 }
 
 ScopedBinding::~ScopedBinding() {
   if (before_.empty()) return;
   // Back to every CPU it had; a refusal here (CPUs taken offline meanwhile) leaves it bound, which
   // costs speed, not correctness, and a destructor cannot report it.
-  CpuSet s;
-  for (const int c : before_)
-    if (c < s.count) CPU_SET_S(static_cast<std::size_t>(c), s.bytes, s.set);
+  CpuSet s(before_.back() + 1);
+  for (const int c : before_) CPU_SET_S(static_cast<std::size_t>(c), s.bytes, s.set);
   (void)::pthread_setaffinity_np(::pthread_self(), s.bytes, s.set);
 }
 

@@ -19,7 +19,7 @@ namespace {
 
 namespace os = hdsm::os;
 
-TEST(CpuBinding, CompactOrderKeepsPackagesCachesAndCoresTogether) {
+TEST(CpuBinding, CompactOrderKeepsPackagesAndCachesTogetherOneThreadPerCoreFirst) {
   // Two packages whose CPUs the kernel numbers alternately, two last-level caches per package, two
   // hardware threads per core (siblings numbered 16 apart), as on many dual-socket servers.
   std::map<int, os::CpuPlace> places;
@@ -33,16 +33,15 @@ TEST(CpuBinding, CompactOrderKeepsPackagesCachesAndCoresTogether) {
   const std::vector<int> order = os::compact_order(cpus, [&](int c) { return places.at(c); });
   ASSERT_EQ(order.size(), cpus.size());
   EXPECT_TRUE(std::is_permutation(order.begin(), order.end(), cpus.begin()));
-  // Package 0 first, all of it; within it the first cache's cores; a core's two threads together.
-  for (std::size_t i = 0; i < 16; ++i) EXPECT_EQ(places.at(order[i]).package, 0) << i;
-  for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(places.at(order[i]).last_level_cache, 0) << i;
-  for (std::size_t i = 0; i < order.size(); i += 2) {
-    EXPECT_EQ(places.at(order[i]).core, places.at(order[i + 1]).core) << i;
-    EXPECT_EQ(places.at(order[i]).package, places.at(order[i + 1]).package) << i;
-  }
+  // One thread of each of the 16 cores first (CPUs 0-15), then their second threads (16-31) in the
+  // same order: package 0 first, within it the first cache's cores.
+  for (std::size_t i = 0; i < 16; ++i) EXPECT_LT(order[i], 16) << i;
+  for (std::size_t i = 16; i < 32; ++i) EXPECT_EQ(order[i], order[i - 16] + 16) << i;
+  for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(places.at(order[i]).package, 0) << i;
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(places.at(order[i]).last_level_cache, 0) << i;
   EXPECT_EQ(order[0], 0);
-  EXPECT_EQ(order[1], 16);
-  EXPECT_EQ(order[2], 2);
+  EXPECT_EQ(order[1], 2);
+  EXPECT_EQ(order[8], 1);  // package 1's first core
 }
 
 TEST(CpuBinding, UnknownPlacesFallBackToTheCpuNumbers) {
@@ -55,9 +54,13 @@ TEST(CpuBinding, TheMachinesOwnTopologyIsRead) {
     GTEST_SKIP() << "no CPU topology in /sys here";
   const std::vector<int> cpus = os::allowed_cpus();
   ASSERT_FALSE(cpus.empty());
+  // -1 where the kernel does not know (some VMs and arm64 machines give no package).
   const os::CpuPlace p = os::cpu_place(cpus[0]);
-  EXPECT_GE(p.package, 0);
-  EXPECT_GE(p.core, 0);
+  EXPECT_GE(p.package, -1);
+  EXPECT_GE(p.core, -1);
+  EXPECT_GE(p.last_level_cache, -1);
+  const std::vector<int> order = os::compact_order(cpus, [](int c) { return os::cpu_place(c); });
+  EXPECT_TRUE(std::is_permutation(order.begin(), order.end(), cpus.begin(), cpus.end()));
   const os::CpuPlace missing = os::cpu_place(cpus[0], "/nonexistent");
   EXPECT_EQ(missing.package, -1);
   EXPECT_EQ(missing.last_level_cache, -1);
@@ -78,6 +81,21 @@ TEST(CpuBinding, AScopedBindingGivesTheThreadItsCpusBack) {
       const os::ScopedBinding unbound(std::nullopt, "the test's thread");
       EXPECT_EQ(os::allowed_cpus(), before);
     }
+  }).join();
+}
+
+TEST(CpuBinding, AScopedBindingToACpuTheThreadMayNotUseLeavesItAlone) {
+  std::thread([] {
+    const std::vector<int> cpus = os::allowed_cpus();
+    EXPECT_EQ(os::usable_cpus(), cpus.size());
+    if (cpus.size() < 2) GTEST_SKIP() << "one CPU here";
+    const os::ScopedBinding outer(cpus[0], "the test's thread");
+    EXPECT_EQ(os::usable_cpus(), 1u);
+    {
+      const os::ScopedBinding inner(cpus[1], "the test's thread");  // not among its CPUs now
+      EXPECT_EQ(os::allowed_cpus(), std::vector<int>{cpus[0]});
+    }
+    EXPECT_EQ(os::allowed_cpus(), std::vector<int>{cpus[0]});
   }).join();
 }
 
