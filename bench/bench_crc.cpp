@@ -262,7 +262,7 @@ BENCHMARK(WriteHit)->UseRealTime();
 BENCHMARK(PlainRead);
 // 1 to 4 workers, and on a larger host up to one per core but the home's.
 void WorkerCounts(benchmark::internal::Benchmark* b) {
-  const int most = std::max(4, static_cast<int>(std::thread::hardware_concurrency()) - 1);
+  const int most = std::max(4, static_cast<int>(hdsm::os::usable_cpus()) - 1);
   for (int w = 1; w <= most; ++w) b->Arg(w);
 }
 
@@ -278,7 +278,7 @@ BENCHMARK(SpinHandOff)
 
 // From the first CPU to each other one (up to 63), as placed for a crc runtime.
 BENCHMARK(PinnedHandOff)
-    ->DenseRange(1, std::clamp(static_cast<int>(std::thread::hardware_concurrency()) - 1, 1, 63))
+    ->DenseRange(1, std::clamp(static_cast<int>(hdsm::os::usable_cpus()) - 1, 1, 63))
     ->ArgName("partner")
     ->UseRealTime();
 

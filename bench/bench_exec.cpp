@@ -2,6 +2,7 @@
 // a tiled matmul as fibers (cooperative), as phases (per_block) and as a hand-blocked OpenMP loop,
 // and the cost of one cooperative barrier per thread.
 #include "exec/executor.hpp"
+#include "os/cpu_binding.hpp"
 
 #include <hdsm/kernel.hpp>
 
@@ -27,7 +28,7 @@ using hdsm::exec::ExecutorOptions;
 
 constexpr int kTile = 16;
 
-unsigned threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+unsigned threads() { return hdsm::os::usable_cpus(); }
 
 Executor& executor() {
   static Executor ex(ExecutorOptions{threads()});

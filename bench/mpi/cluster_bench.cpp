@@ -52,7 +52,7 @@ Args parse(int argc, char** argv) {
   cli.add_option("--scale", scale, "test, quick or full")->check(CLI::IsMember({"test", "quick", "full"}));
   cli.add_flag("--baseline", a.baseline,
                "one plain process: the kernels on one executor, no cluster runtime");
-  cli.add_option("--threads", a.threads, "threads a rank (0: one per core)");
+  cli.add_option("--threads", a.threads, "threads a rank (0: one per CPU it may use)");
   cli.add_option(
          "--repeat", a.repeat,
          "timed runs after the warm-up, at least (short apps run up to 0.5 s, 50 runs at most; the median "

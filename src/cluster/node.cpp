@@ -147,7 +147,7 @@ Node::Node(Transport& transport, Options options)
           options_.mappings, kMinMappings));
     protection_ = std::make_unique<os::ProtectionMap>(
         base_, pages_, page_, "the cluster's global memory", os::Protection::none,
-        options_.mappings != 0 ? options_.mappings : os::default_run_budget());
+        options_.mappings != 0 ? options_.mappings : std::max(kMinMappings, os::default_run_budget()));
     fault_service_ = std::make_unique<os::FaultService>(&Node::on_slow_fault, this);
     fault_range_ = os::register_fault_range(base_, space_, &Node::on_fault, this);
     if (options_.distribution == Distribution::weighted || options_.policy) measure_speed();
@@ -863,9 +863,10 @@ HDSM_FAULT_PATH bool Node::reopen(std::uint64_t page, os::FaultAccess access, vo
   if (protection_->effective_unchecked(page) >= need) return true;  // opened meanwhile: retry
   // Closed with its group when a boundary's protections outgrew the mappings (the map coarsened):
   // retrying unchanged would fault forever.
-  if (protection_->try_set(page, 1, protection_->desired_unchecked(page)) &&
-      protection_->effective_unchecked(page) >= need)
-    return true;
+  const os::Protection desired = protection_->desired_unchecked(page);
+  if (desired < need)
+    return refuse("access to global memory that is not allocated", address);  // freed meanwhile
+  if (protection_->try_set(page, 1, desired) && protection_->effective_unchecked(page) >= need) return true;
   return refuse(
       "cannot reopen a page that the mapping limit closed with its neighbours (vm.max_map_count): raise it",
       address);

@@ -256,8 +256,9 @@ class ThreadsEngine final : public detail::Engine {
 
 std::unique_ptr<detail::Engine> make_engine(const Options& o) {
   if (o.workers < 0 || o.workers > detail::kMaxWorkers)
-    throw InvalidArgument(fmt::format("crc::Runtime with {} workers: 1 to {} are supported (0: one per core)",
-                                      o.workers, detail::kMaxWorkers));
+    throw InvalidArgument(
+        fmt::format("crc::Runtime with {} workers: 1 to {} are supported (0: one per usable CPU)", o.workers,
+                    detail::kMaxWorkers));
   if (o.transport == Transport::threads) return std::make_unique<ThreadsEngine>(o);
   // libhdsm_mpi, when the program links it, provides the MPI engine.
   using Lookup = detail::EngineFactory (*)();

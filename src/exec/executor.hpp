@@ -14,7 +14,7 @@ HDSM_VISIBLE_BEGIN
 namespace hdsm::exec {
 
 struct ExecutorOptions {
-  unsigned threads = 0;                                    // total workers including the caller; 0 = cores
+  unsigned threads = 0;  // total workers including the caller; 0 = usable CPUs
   std::size_t fiber_stack_bytes = std::size_t{64} * 1024;  // stack of one cooperative-kernel thread
 };
 

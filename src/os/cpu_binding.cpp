@@ -107,11 +107,13 @@ std::vector<int> compact_order(std::vector<int> cpus, const std::function<CpuPla
   // Key: (which thread of its core, package, last-level cache, core, CPU).
   std::vector<std::tuple<int, int, int, int, int>> keyed;
   keyed.reserve(cpus.size());
-  std::map<std::pair<int, int>, int> threads_seen;  // (package, core) -> threads numbered so far
+  // (package, last-level cache, core) -> threads numbered so far: core ids repeat across clusters
+  // on some machines, and a package may be unknown.
+  std::map<std::tuple<int, int, int>, int> threads_seen;
   for (const int c : cpus) {
     const CpuPlace p = place(c);
     // A CPU whose core is unknown is a core of its own.
-    const int thread = p.core < 0 ? 0 : threads_seen[{p.package, p.core}]++;
+    const int thread = p.core < 0 ? 0 : threads_seen[{p.package, p.last_level_cache, p.core}]++;
     keyed.emplace_back(thread, p.package, p.last_level_cache, p.core, c);
   }
   std::sort(keyed.begin(), keyed.end());
@@ -120,7 +122,8 @@ std::vector<int> compact_order(std::vector<int> cpus, const std::function<CpuPla
 }
 
 void bind_thread(pthread_t thread, int cpu, const std::string& what) {
-  CpuSet s;
+  if (cpu < 0) throw InvalidArgument(fmt::format("{}: CPU {} does not exist", what, cpu));
+  CpuSet s(cpu + 1);  // as large as the CPU's number needs: the kernel refuses one it does not have
   s.add(cpu);
   if (const int err = ::pthread_setaffinity_np(thread, s.bytes, s.set); err != 0)
     throw SystemError("pthread_setaffinity_np", fmt::format("{} to CPU {}", what, cpu), err);

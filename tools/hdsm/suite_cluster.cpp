@@ -9,6 +9,7 @@
 //   private    blackscholes with private pages against every page shared (eager): the same;
 //   bytes      what each app's boundaries sent against the minimum, modified bytes x (ranks - 1).
 #include "common.hpp"
+#include "os/cpu_binding.hpp"
 #include "suite.hpp"
 
 #include <hdsm/error.hpp>
@@ -186,7 +187,7 @@ void run_cluster(SuiteContext& ctx) {
   // fixed threshold (glibc's largest) takes that history out of both. A value the user set stays.
   ::setenv("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=33554432", 0);
   // NOLINTEND(concurrency-mt-unsafe)
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned cores = hdsm::os::usable_cpus();  // under taskset or mpirun's binding, fewer than online
   // The combinations that fit the cores: ranks x threads = cores for ranks 1, 2, 4, ... (on 2 cores
   // 1x2 and 2x1), and the seed's shape on a big host, 4 threads a rank, from 1 to cores / 4 ranks.
   std::vector<std::pair<int, unsigned>> configs;

@@ -12,6 +12,7 @@
 #include "apps/crc_apps.hpp"
 #include "common.hpp"
 #include "measure.hpp"
+#include "os/cpu_binding.hpp"
 #include "suite.hpp"
 
 #include <hdsm/crc.hpp>
@@ -45,7 +46,7 @@ crc::Options options(int workers) {
 int suite_workers() {
   const crc::Options o = crc::Options::from_environment();
   if (o.workers > 0) return o.workers;
-  return static_cast<int>(std::max(2u, std::thread::hardware_concurrency() - 1));
+  return static_cast<int>(std::max(2u, os::usable_cpus() - 1));
 }
 
 // Seconds per page of one variant: a sequential walk over `bytes`, one access per page, so every
@@ -179,12 +180,12 @@ void fig10(SuiteContext& ctx) {
 
 // The sync experiments' largest worker count: one per core, and one more (oversubscribed).
 int sync_most_workers(const SuiteContext& ctx) {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = static_cast<int>(os::usable_cpus());
   return ctx.quick ? 3 : std::max(4, cores);
 }
 
 void sync(SuiteContext& ctx) {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = static_cast<int>(os::usable_cpus());
   const int most = sync_most_workers(ctx);
   for (int workers = 1; workers <= most; ++workers) {
     crc::Runtime rt(options(workers));
