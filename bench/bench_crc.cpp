@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -187,33 +188,55 @@ void RawCopy(benchmark::State& state) {
 // the request, works `delay` ns (a barrier's other arrivals, a merge), and answers; the caller waits
 // with the threads transport's spin, yielding its core every 64 pauses from the start (quiet 0, as
 // when threads outnumber the cores) or only after 50 us (quiet 1, each thread on a core of its own).
-void SpinHandOff(benchmark::State& state) {
-  const auto delay = static_cast<std::uint64_t>(state.range(0));
-  const std::uint64_t quiet = state.range(1) != 0 ? 50'000 : 0;
-  std::atomic<std::uint64_t> asked{0}, answered{0};
-  std::atomic<bool> stop{false};
-  std::thread partner([&] {
+// The other side of a round trip: a spinning thread that answers request n with n, after `delay`
+// ns of work timed with the clock (none, and no clock read, without a delay).
+class Partner {
+ public:
+  explicit Partner(std::optional<std::uint64_t> delay) : thread_([this, delay] { serve(delay); }) {}
+  ~Partner() {
+    stop_.store(true);
+    thread_.join();
+  }
+  Partner(const Partner&) = delete;
+  Partner& operator=(const Partner&) = delete;
+
+  std::thread& thread() { return thread_; }
+  void ask(std::uint64_t n) { asked_.store(n, std::memory_order_release); }
+  bool answered(std::uint64_t n) const { return answered_.load(std::memory_order_acquire) == n; }
+
+ private:
+  void serve(std::optional<std::uint64_t> delay) {
     std::uint64_t seen = 0;
-    while (!stop.load(std::memory_order_relaxed)) {
-      if (asked.load(std::memory_order_acquire) == seen) {
+    while (!stop_.load(std::memory_order_relaxed)) {
+      if (asked_.load(std::memory_order_acquire) == seen) {
         hdsm::os::cpu_relax();
         continue;
       }
       ++seen;
-      const std::uint64_t until = hdsm::os::monotonic_ns() + delay;
-      while (hdsm::os::monotonic_ns() < until) hdsm::os::cpu_relax();
-      answered.store(seen, std::memory_order_release);
+      if (delay) {
+        const std::uint64_t until = hdsm::os::monotonic_ns() + *delay;
+        while (hdsm::os::monotonic_ns() < until) hdsm::os::cpu_relax();
+      }
+      answered_.store(seen, std::memory_order_release);
     }
-  });
+  }
+
+  std::atomic<std::uint64_t> asked_{0}, answered_{0};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;  // last: it starts once the flags exist
+};
+
+void SpinHandOff(benchmark::State& state) {
+  const auto delay = static_cast<std::uint64_t>(state.range(0));
+  const std::uint64_t quiet = state.range(1) != 0 ? 50'000 : 0;
+  Partner partner(delay);
   std::uint64_t n = 0;
   for (auto _ : state) {
-    asked.store(++n, std::memory_order_release);
+    partner.ask(++n);
     hdsm::os::spin_until_for(
-        1'000'000, [&] { return answered.load(std::memory_order_acquire) == n; }, quiet);
-    while (answered.load(std::memory_order_acquire) != n) hdsm::os::cpu_relax();
+        1'000'000, [&] { return partner.answered(n); }, quiet);
+    while (!partner.answered(n)) hdsm::os::cpu_relax();
   }
-  stop.store(true);
-  partner.join();
 }
 
 // One round trip between the first CPU of the compact order and the `partner`-th (as
@@ -227,31 +250,18 @@ void PinnedHandOff(benchmark::State& state) {
     state.SkipWithError("fewer CPUs than that here");
     return;
   }
-  std::atomic<std::uint64_t> asked{0}, answered{0};
-  std::atomic<bool> stop{false};
-  std::thread partner([&] {
-    std::uint64_t seen = 0;
-    while (!stop.load(std::memory_order_relaxed)) {
-      if (asked.load(std::memory_order_acquire) == seen) {
-        hdsm::os::cpu_relax();
-        continue;
-      }
-      answered.store(++seen, std::memory_order_release);
-    }
-  });
+  Partner partner(std::nullopt);
   try {
-    hdsm::os::bind_thread(partner.native_handle(), order[partner_at], "PinnedHandOff's partner");
+    hdsm::os::bind_thread(partner.thread().native_handle(), order[partner_at], "PinnedHandOff's partner");
     const hdsm::os::ScopedBinding caller(order[0], "PinnedHandOff's caller");
     std::uint64_t n = 0;
     for (auto _ : state) {
-      asked.store(++n, std::memory_order_release);
-      while (answered.load(std::memory_order_acquire) != n) hdsm::os::cpu_relax();
+      partner.ask(++n);
+      while (!partner.answered(n)) hdsm::os::cpu_relax();
     }
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }
-  stop.store(true);
-  partner.join();
   state.SetLabel(fmt::format("CPU {} and CPU {}", order[0], order[partner_at]));
 }
 
