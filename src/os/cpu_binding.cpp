@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <thread>
@@ -55,9 +57,11 @@ struct CpuSet {
 int read_first_int(const std::string& path) {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "re"), &std::fclose);
   if (!f) return -1;
+  char text[64] = {};
+  if (std::fgets(text, sizeof text, f.get()) == nullptr) return -1;
   int value = -1;
-  if (std::fscanf(f.get(), "%d", &value) != 1) return -1;
-  return value;
+  const auto [end, error] = std::from_chars(text, text + std::strlen(text), value);
+  return error == std::errc() && end != text ? value : -1;
 }
 
 }  // namespace
