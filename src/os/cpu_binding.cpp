@@ -133,7 +133,7 @@ void bind_thread(pthread_t thread, int cpu, const std::string& what) {
     throw SystemError("pthread_setaffinity_np", fmt::format("{} to CPU {}", what, cpu), err);
 }
 
-ScopedBinding::ScopedBinding(std::optional<int> cpu, const std::string& what) : what_(what) {
+ScopedBinding::ScopedBinding(std::optional<int> cpu, const std::string& what) {
   if (!cpu) return;
   std::vector<int> before = allowed_cpus();
   if (!std::binary_search(before.begin(), before.end(), *cpu)) return;

@@ -58,8 +58,7 @@ class ScopedBinding {
   ScopedBinding& operator=(const ScopedBinding&) = delete;
 
  private:
-  std::vector<int> before_;
-  std::string what_;
+  std::vector<int> before_;  // the CPUs to give back; empty when nothing was bound
 };
 
 }  // namespace hdsm::os
