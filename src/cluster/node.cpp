@@ -470,7 +470,6 @@ void Node::launch(const Kernel& kernel, const Launch& launch, const ArgPack& arg
 }
 
 void Node::set_protection(std::vector<std::pair<std::uint64_t, os::Protection>>& changes) {
-  if (changes.empty()) return;
   std::sort(changes.begin(), changes.end());
   std::lock_guard lock(protection_mutex_);
   for (std::size_t i = 0; i < changes.size();) {
@@ -481,6 +480,9 @@ void Node::set_protection(std::vector<std::pair<std::uint64_t, os::Protection>>&
     protection_->set(changes[i].first, j - i, changes[i].second);
     i = j;
   }
+  // Even with no change: the fetches and reopened pages since the map merged may have brought its
+  // runs back within the budget.
+  protection_->regain_granularity();
 }
 
 // The end of a kernel (the seed's coherence at kernel boundaries):
@@ -528,8 +530,12 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
   // failed, and the sum of their numbers + 1.
   std::vector<std::uint32_t> words(used + 2, 0);
   for (const std::uint64_t p : written) words[p] |= 1;
-  for (const std::uint64_t p : touched)
-    if (p < used) words[p] |= kToucher | (static_cast<std::uint32_t>(rank() + 1) << kWhoShift);
+  // Touches only with private pages, whose words keep them apart from the writers: without, a page
+  // this rank only read (fetched) would count as written, be sent as modified and, in lazy mode, be
+  // invalidated on every rank.
+  if (private_pages_)
+    for (const std::uint64_t p : touched)
+      if (p < used) words[p] |= kToucher | (static_cast<std::uint32_t>(rank() + 1) << kWhoShift);
   if (error) {
     words[used] = 1;
     words[used + 1] = static_cast<std::uint32_t>(rank() + 1);
@@ -966,6 +972,11 @@ void Node::serve(std::uint64_t page, std::uint64_t epoch, std::span<std::byte> o
 PageState Node::state(const void* p) const {
   if (!contains(p)) return PageState::unused;
   return state_of(page_of(p)).load(std::memory_order_acquire);
+}
+
+std::size_t Node::protection_granularity() const {
+  std::lock_guard lock(protection_mutex_);
+  return protection_->granularity_blocks();
 }
 
 Stats Node::stats() const {

@@ -78,7 +78,9 @@ class Node final : public PageServer {
   Stats stats() const;
   void reset_stats();
   PageState state(const void* p) const;
-  /// Modified pages of each boundary so far, summed over ranks (Table 3's "modified").
+  /// Pages per protection group: 1 unless the mapping budget made the protection map merge them.
+  std::size_t protection_granularity() const;
+  /// Pages up to the end of the last allocation.
   std::uint64_t pages_in_use() const { return used_pages_; }
   /// The boundaries completed.
   std::uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }

@@ -310,6 +310,7 @@ void SharedSpace::release(unsigned device, std::span<const ObjectUse> uses) {
     } else {
       for (const ProtectionRun& run : plan.protections)
         e->protection->set(run.first_block, run.blocks, run.protection);
+      e->protection->regain_granularity();
     }
     for (const CopyStep& step : plan.copies)
       bytes += copy_blocks(*e, step.direction, step.first_block, step.blocks, Action::release);
@@ -337,6 +338,7 @@ void SharedSpace::acquire(unsigned device, std::span<const ObjectUse> uses, cons
       e->protection->set(run.first_block, run.blocks, run.protection);
     bytes += sync_prefetch(*e);
     if (e->kept_view) restore_view(*e);
+    e->protection->regain_granularity();
     forget_clean(*e, 0, e->object->blocks);
   }
   if (tracer_ != nullptr) trace(fmt::format("acquire on device {}", device), begin, bytes);

@@ -229,7 +229,15 @@ bool ProtectionMap::refine(std::size_t block) {
 }
 
 HDSM_FAULT_PATH void ProtectionMap::record_desired(std::size_t first, std::size_t end, Protection p) {
-  fill_blocks(min_[0], first, end, p);
+  // Only the boundaries at the range's edges and inside it can change.
+  std::vector<Protection>& desired = min_[0];
+  const std::size_t lo = std::max<std::size_t>(first, 1), hi = std::min(end, blocks_ - 1);
+  std::size_t removed = 0;
+  for (std::size_t i = lo; i <= hi; ++i) removed += desired[i - 1] != desired[i];
+  fill_blocks(desired, first, end, p);
+  const std::size_t added =
+      std::size_t{first > 0 && desired[first - 1] != p} + std::size_t{end < blocks_ && desired[end] != p};
+  desired_runs_ = desired_runs_ - removed + added;
   if (!levels_built_) return;
   for (std::size_t level = 1; level < min_.size(); ++level) {
     first >>= 1;
@@ -238,6 +246,19 @@ HDSM_FAULT_PATH void ProtectionMap::record_desired(std::size_t first, std::size_
     for (std::size_t i = first; i < end; ++i)
       min_[level][i] = 2 * i + 1 < below.size() ? std::min(below[2 * i], below[2 * i + 1]) : below[2 * i];
   }
+}
+
+bool ProtectionMap::regain_granularity() {
+  if (shift_ == 0) return true;
+  if (desired_runs_ > budget_ - budget_ / 4) return false;
+  shift_ = 0;  // group_target() is now each block's desired protection
+  if (!apply_targets(0, blocks_, false)) {
+    coarsen(true);  // the kernel ran out of mappings part-way
+    return false;
+  }
+  runs_ = desired_runs_;
+  ++stats_.regains;
+  return true;
 }
 
 bool ProtectionMap::apply_targets(std::size_t first, std::size_t end, bool force) {

@@ -28,6 +28,7 @@ struct ProtectionStats {
   std::uint64_t enomem_failures = 0;      // mprotect calls refused for lack of mappings
   std::uint64_t refinements = 0;          // refine() calls that applied a block's exact protection
   std::uint64_t refused_refinements = 0;  // refine() calls the budget or the kernel refused
+  std::uint64_t regains = 0;              // returns of a degraded map to granularity 1
 };
 
 /// Runs one region may use by default: half of what vm.max_map_count leaves after the mappings the
@@ -58,6 +59,12 @@ class ProtectionMap {
   /// false (the caller then takes the general path). One block gets `p` exactly at any granularity
   /// (as refine() gives it its desired protection); several only at granularity 1.
   bool try_set(std::size_t first_block, std::size_t count, Protection p) noexcept;
+  /// After a batch of set() calls: a degraded map goes back to one block per group when the desired
+  /// protections fit in three quarters of the budget (the rest is room for the single blocks that
+  /// faults open before the next batch, so the map does not swing between granularities at every
+  /// batch). Without it, one batch that outgrew the budget would leave every later one coarse, its
+  /// accesses faulting spuriously for good. Returns whether the map is at granularity 1.
+  bool regain_granularity();
   /// effective() without the range check, for a fault handler (`block` < blocks()).
   Protection effective_unchecked(std::size_t block) const noexcept { return effective_[block]; }
   /// desired() likewise.
@@ -100,6 +107,7 @@ class ProtectionMap {
   std::size_t budget_;
   unsigned shift_ = 0;
   std::size_t runs_ = 1;
+  std::size_t desired_runs_ = 1;  // runs of min_[0]: what granularity 1 would need
   /// min_[0] holds the desired protections; min_[j][i] the most restrictive of blocks
   /// [i << j, (i + 1) << j), so a group's target is one lookup at every granularity. The levels
   /// above 0 are filled on the first coarsening and kept current from then on: until then no lookup

@@ -297,7 +297,9 @@ TEST(Cluster, LazyBoundariesInvalidateOthersPagesAndFetchThemOnTouch) {
 // protection of its more restricted page, and closes all 64.
 // With `pairs`, rank 0 writes pages 0 and 1 of every 4 instead: rank 1's map merges groups of 4,
 // each with two invalidated pages.
-void run_degraded(const std::function<void(Node&, int*, std::uint32_t)>& after, bool pairs = false) {
+// `then`, where given, runs on every rank after that.
+void run_degraded(const std::function<void(Node&, int*, std::uint32_t)>& after, bool pairs = false,
+                  const std::function<void(Node&, int*)>& then = {}) {
   run_ranks_with(
       2,
       [](int rank) {
@@ -328,6 +330,7 @@ void run_degraded(const std::function<void(Node&, int*, std::uint32_t)>& after, 
           after(node, a, per_page);
         }
         cl::sync();
+        if (then) then(node, a);
         cl::free(a);
       });
 }
@@ -380,6 +383,60 @@ TEST(Cluster, AFetchIntoAMergedGroupOpensThePageAlone) {
         EXPECT_EQ(cl::stats().fetches, 2u);
       },
       /*pairs=*/true);
+}
+
+// Without private pages, a page a rank only read is no write: a kernel after it modifies nothing
+// (before, the fetch's touch counted as a writer, so the next lazy boundary sent the page as modified
+// and invalidated it on rank 1, which fetched it again at its next read).
+TEST(Cluster, APageARankFetchedIsNotModifiedAtTheNextBoundary) {
+  run_ranks(2, options(/*lazy_pages=*/0, 2, /*private_pages=*/false), [&](Node& node) {
+    constexpr std::uint32_t blocks = 4, per_block = 1024;  // a page a block
+    int* a = cl::alloc<int>(blocks * per_block);
+    const std::vector<int> zeros(blocks * per_block, 0);
+    cl::memcpy(a, zeros.data(), zeros.size() * sizeof(int));
+    cl::launch(fill_kernel(), Launch{Dim3{blocks}, Dim3{32}, 0}, a, per_block, 5);
+    ASSERT_EQ(cl::stats().lazy_kernels, 1u);
+    if (node.rank() == 1) {
+      ASSERT_EQ(node.state(a), PageState::invalid);  // rank 0 wrote pages 0 and 1
+      EXPECT_EQ(a[3], 5);
+      EXPECT_EQ(cl::stats().fetches, 1u);
+    }
+    const cl::Stats before = cl::stats();
+    const auto nothing = hdsm::per_thread("write_nothing", [](const Thread&, int*) {});
+    cl::launch(nothing, Launch{Dim3{blocks}, Dim3{32}, 0}, a);
+    const cl::Stats after = cl::stats();
+    EXPECT_EQ(after.pages_modified, before.pages_modified) << "rank " << node.rank();
+    EXPECT_EQ(after.lazy_kernels, before.lazy_kernels) << "rank " << node.rank();
+    if (node.rank() == 1) {
+      EXPECT_EQ(node.state(a), PageState::valid);
+      EXPECT_EQ(a[4], 5);
+      EXPECT_EQ(cl::stats().fetches, 1u);
+    }
+    cl::sync();
+    cl::free(a);
+  });
+}
+
+// Once rank 1 has fetched the pages rank 0 wrote, its pages need few runs again: the next boundary
+// gives every page its own protection back (before, the map stayed merged for good, and each valid
+// page of a pair with an invalidated one faulted once more after every lazy kernel).
+TEST(Cluster, AMergedMapRegainsSinglePagesAtTheNextBoundary) {
+  std::vector<std::size_t> granularity;
+  run_degraded(
+      [&](Node& node, int* a, std::uint32_t per_page) {
+        granularity.push_back(node.protection_granularity());
+        for (std::uint32_t p = 0; p < 64; p += 2)
+          ASSERT_EQ(a[p * per_page + 3], static_cast<int>(p * 1000 + 3));
+        EXPECT_EQ(cl::stats().fetches, 32u);
+        granularity.push_back(node.protection_granularity());  // fetches alone do not regain it
+      },
+      /*pairs=*/false,
+      [&](Node& node, int* a) {
+        const auto nothing = hdsm::per_thread("write_nothing", [](const Thread&, int*) {});
+        cl::launch(nothing, Launch{Dim3{1}, Dim3{1}, 0}, a);
+        if (node.rank() == 1) granularity.push_back(node.protection_granularity());
+      });
+  ASSERT_EQ(granularity, (std::vector<std::size_t>{2, 2, 1}));
 }
 
 TEST(ClusterDeathTest, APageTheMappingsCannotReopenEndsTheProgramWithAMessage) {

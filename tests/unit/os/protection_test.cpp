@@ -320,6 +320,32 @@ TEST(ProtectionMap, DegradesToTheMostRestrictiveProtectionOfEachGroup) {
   EXPECT_EQ(map.granularity_blocks(), 2u);
 }
 
+// One batch that needs more runs than the budget must not leave every later batch coarse.
+TEST(ProtectionMap, RegainsSingleBlocksWhenTheDesiredRunsFitAgain) {
+  const std::size_t n = 16;
+  Mapping region(n * page(), "regaining region");
+  ProtectionMap map(region.data(), n, page(), "regaining region", Protection::read_write, 8);
+  EXPECT_TRUE(map.regain_granularity());                                     // nothing to regain
+  for (const std::size_t b : {1, 3, 5, 7}) map.set(b, 1, Protection::read);  // nine runs
+  ASSERT_EQ(map.granularity_blocks(), 2u);
+  EXPECT_FALSE(map.regain_granularity());
+  map.set(7, 1, Protection::read_write);  // seven runs: more than three quarters of the budget
+  EXPECT_FALSE(map.regain_granularity());
+  EXPECT_EQ(map.granularity_blocks(), 2u);
+  map.set(5, 1, Protection::read_write);    // five runs
+  EXPECT_EQ(map.granularity_blocks(), 2u);  // set() alone keeps the granularity
+  EXPECT_TRUE(map.regain_granularity());
+  EXPECT_EQ(map.granularity_blocks(), 1u);
+  EXPECT_EQ(map.stats().regains, 1u);
+  EXPECT_EQ(map.runs(), 5u);
+  for (std::size_t b = 0; b < n; ++b)
+    EXPECT_EQ(map.effective(b), b == 1 || b == 3 ? Protection::read : Protection::read_write) << b;
+  EXPECT_TRUE(matches_kernel(map));
+  Probe probe;
+  EXPECT_TRUE(probe.writable(region.data() + 0 * page()));  // its pair's read no longer closes it
+  EXPECT_FALSE(probe.writable(region.data() + 1 * page()));
+}
+
 // 100 000 blocks in alternating states would need 100 000 VMAs, past vm.max_map_count (65530).
 TEST(ProtectionMap, HundredThousandAlternatingBlocksStayWithinTheMappingLimit) {
   const std::size_t n = 100'000, block = std::max<std::size_t>(4096, page());
@@ -387,6 +413,16 @@ TEST(ProtectionMap, RandomOperationsMatchAReferenceModel) {
           ASSERT_EQ(map.effective(b), p);
         } else {
           ASSERT_EQ(map.effective(b), before);
+        }
+      } else if (rng() % 10 == 0) {
+        // The end of a batch: back to single blocks whenever the desired runs fit.
+        std::size_t model_runs = 1;
+        for (std::size_t b = 1; b < n; ++b) model_runs += model[b] != model[b - 1];
+        const bool fine = map.regain_granularity();
+        ASSERT_EQ(fine, map.granularity_blocks() == 1);
+        if (model_runs <= budget - budget / 4) {
+          ASSERT_TRUE(fine) << "budget " << budget << " step " << step << ": " << model_runs << " runs";
+          for (std::size_t b = 0; b < n; ++b) ASSERT_EQ(map.effective(b), model[b]) << b;
         }
       } else if (rng() % 6 == 0) {
         const std::size_t b = rng() % n;
