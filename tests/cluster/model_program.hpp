@@ -125,7 +125,19 @@ inline std::string run(std::uint64_t seed, int steps, std::uint32_t n, std::uint
       const cl::Constant<Range> ranges(s.ranges.data(), s.ranges.size());
       const cl::Constant<std::uint32_t> first(s.first.data(), s.first.size());
       const Launch shape{Dim3{s.blocks}, Dim3{s.threads}, 0};
+      const std::uint64_t modified_before = cl::stats().pages_modified;
       cl::launch(step_kernel(), shape, global[src], global[dst], ranges.data(), first.data(), n, s.salt);
+      // No page counts as modified that no block wrote (a page a rank only read, say): the pages of
+      // the destination array the ranges cover bound the boundary's count.
+      std::vector<bool> covered((n + page_ints - 1) / page_ints, false);
+      for (const Range& r : s.ranges)
+        for (std::uint32_t p = r.begin / page_ints; r.begin < r.end && p <= (r.end - 1) / page_ints; ++p)
+          covered[p] = true;
+      const auto most = static_cast<std::uint64_t>(std::count(covered.begin(), covered.end(), true));
+      const std::uint64_t modified = cl::stats().pages_modified - modified_before;
+      if (modified > most)
+        return fmt::format("rank {}: the boundary counts {} pages modified, the ranges cover {}; {}",
+                           cl::rank(), modified, most, trace.where());
       const HostArgs<const std::int32_t*, std::int32_t*, const Range*, const std::uint32_t*, std::uint32_t,
                      std::uint32_t>
           args(model[src].data(), model[dst].data(), s.ranges.data(), s.first.data(), n, s.salt);
