@@ -41,6 +41,7 @@ void Directory::reset(std::size_t pages, std::size_t page_size) {
   twins_.clear();
   free_twins_.clear();
   twins_alive_ = 0;
+  twins_made_ = 0;  // a region's count: the runtime adds it to the totals
 }
 
 void Directory::touch(std::size_t page) {
@@ -156,6 +157,11 @@ std::size_t Directory::write_back(std::size_t page, int w, std::span<std::byte> 
 void Directory::single_writer_update(std::size_t page, int w) {
   touch(page);
   list_for(page, entries_[page].read & ~bit(w));
+  // The writer's bytes reached the shared page before this note: a worker whose copy of the page
+  // began before them and that the home counts as a reader only after the note copies again (it
+  // would not be listed, nor see the version move, and keep stale bytes for good).
+  std::atomic<std::uint32_t>& v = versions_[page];
+  v.store(v.load(std::memory_order_relaxed) + 1, std::memory_order_release);
 }
 
 void Directory::take_invalidations(int w, std::vector<std::uint64_t>& out) {

@@ -45,6 +45,7 @@ void Worker::begin(const Geometry& g, int count) {
   // All zeros between regions (every release clears the bits it set): only the size follows the
   // page size.
   single_listed_.resize(((space_.bytes >> g.page_shift) + 63) / 64, 0);
+  in_place_listed_.resize(single_listed_.size(), 0);
   barriers_ = 0;
   current_worker = this;
   detail::current = &buffer_.lookup();
@@ -270,6 +271,10 @@ void Worker::access(Access access, const void* address, void* bytes, std::size_t
   const auto a = reinterpret_cast<std::uintptr_t>(address);
   const std::uintptr_t mask = buffer_.lookup().offset_mask;
   if (a - space_.base < space_.bytes && size != 0 && (a & mask) + size <= mask + 1) [[likely]] {
+    if (written_in_place(a & ~mask)) [[unlikely]] {
+      access_in_place(access, a, static_cast<std::byte*>(bytes), size);
+      return;
+    }
     const bool reading = access == Access::read || access == Access::read_only;
     assert((reading ? buffer_.find_read(a & ~mask) : buffer_.find_write(a & ~mask)) < 0);
     std::byte* local = buffer_.way_bytes(ensure(a & ~mask, access, /*missed=*/true)) + (a & mask);
@@ -288,12 +293,15 @@ void Worker::access(Access access, const void* address, void* bytes, std::size_t
     const std::uintptr_t page = at & ~mask;
     const std::size_t offset = at & mask;
     const std::size_t piece = std::min(size, mask + 1 - offset);
-    const int way = ensure(page, access);
-    std::byte* local = buffer_.way_bytes(way) + offset;
-    if (access == Access::read || access == Access::read_only)
-      std::memcpy(out, local, piece);
-    else
-      std::memcpy(local, out, piece);
+    if (written_in_place(page)) {
+      access_in_place(access, at, out, piece);
+    } else {
+      std::byte* local = buffer_.way_bytes(ensure(page, access)) + offset;
+      if (access == Access::read || access == Access::read_only)
+        std::memcpy(out, local, piece);
+      else
+        std::memcpy(local, out, piece);
+    }
     at += piece;
     out += piece;
     size -= piece;
@@ -311,10 +319,17 @@ std::pair<std::byte*, std::size_t> Worker::localize(Access access, const void* a
                     id_, element, address, a & ~mask, (a & ~mask) + mask + 1));
   const std::uintptr_t page = a & ~mask;
   const std::size_t count = (mask + 1 - offset) / element;
-  if (in_place_ && access != Access::read && access != Access::write && buffer_.find_read(page) < 0) {
+  if (written_in_place(page) ||
+      (in_place_ && access != Access::read && access != Access::write && buffer_.find_read(page) < 0)) {
     // Zero copy: the page is not in the buffer (a buffered copy may hold this worker's own writes,
     // so it is used as it is), and the variant's promise makes the shared page itself safe to use.
-    if (access != Access::read_only) note_single(page);
+    if (access != Access::read_only) {
+      note_single(page);
+      std::uint64_t& word = in_place_listed_[page_number(page) / 64];
+      const std::uint64_t bit = std::uint64_t{1} << (page_number(page) % 64);
+      in_place_pages_ += (word & bit) == 0 ? 1 : 0;
+      word |= bit;
+    }
     ++stats_.in_place;
     return {reinterpret_cast<std::byte*>(a), count};
   }
@@ -337,8 +352,20 @@ void Worker::release() {
 }
 
 void Worker::clear_single_writes() {
-  for (const std::uint64_t p : single_written_) single_listed_[p / 64] &= ~(std::uint64_t{1} << (p % 64));
+  for (const std::uint64_t p : single_written_) {
+    single_listed_[p / 64] &= ~(std::uint64_t{1} << (p % 64));
+    in_place_listed_[p / 64] &= ~(std::uint64_t{1} << (p % 64));
+  }
   single_written_.clear();
+  in_place_pages_ = 0;
+}
+
+void Worker::access_in_place(Access access, std::uintptr_t a, std::byte* bytes, std::size_t size) {
+  auto* shared = reinterpret_cast<std::byte*>(a);
+  if (access == Access::read || access == Access::read_only)
+    std::memcpy(bytes, shared, size);
+  else
+    std::memcpy(shared, bytes, size);
 }
 
 void Worker::note_single_writes() {

@@ -104,8 +104,18 @@ class Worker {
     single_written_.push_back(p);
   }
   void note_single_writes();
-  /// Forgets the pages noted (their bits cleared, so the bitmap is all zeros between releases).
+  /// Forgets the pages noted (their bits cleared, so the bitmaps are all zeros between releases).
   void clear_single_writes();
+  /// A page this worker writes in place (through a zero-copy run) since its last release: its own
+  /// other accesses to the page go to the shared page too, since a copy in the buffer would hide the
+  /// run's later writes, and put back over them what it held.
+  bool written_in_place(std::uintptr_t page) const {
+    if (in_place_pages_ == 0) return false;
+    const std::uint64_t p = page_number(page);
+    return ((in_place_listed_[p / 64] >> (p % 64)) & 1) != 0;
+  }
+  /// An access of `size` bytes at `a` (within one page) to the shared page itself.
+  static void access_in_place(Access access, std::uintptr_t a, std::byte* bytes, std::size_t size);
   void check(const Reply& reply, const char* what, std::uintptr_t page);
   std::uint64_t page_number(std::uintptr_t page) const {
     return (page - space_.base) >> buffer_.geometry().page_shift;
@@ -124,8 +134,10 @@ class Worker {
   // the home hears of them then, so that other workers' copies are listed for invalidation. A bit
   // per page of the shared space (a thousandth of its bytes at 128 B pages) says which are listed,
   // so noting a page is O(1) however long the phase.
-  std::vector<std::uint64_t> single_written_;  // page numbers
-  std::vector<std::uint64_t> single_listed_;   // bit p: page p is in single_written_
+  std::vector<std::uint64_t> single_written_;   // page numbers
+  std::vector<std::uint64_t> single_listed_;    // bit p: page p is in single_written_
+  std::vector<std::uint64_t> in_place_listed_;  // bit p: page p is written in place (in single_written_)
+  std::size_t in_place_pages_ = 0;              // the bits set in in_place_listed_
   std::uint64_t barriers_ = 0;
   Stats stats_;
 };

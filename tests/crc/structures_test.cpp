@@ -210,6 +210,18 @@ TEST_F(CrcDirectory, AWriteBackThatChangesThePageMovesItsVersion) {
   EXPECT_EQ(dir_.version(3), 0u);
 }
 
+TEST_F(CrcDirectory, ASingleWritersNoteMovesThePagesVersion) {
+  // A reader whose copy began before the single writer's bytes and whom the home counts only after
+  // the note is not listed: the moved version makes it copy again.
+  dir_.read_fetch(1, 1);
+  dir_.single_writer_update(1, 0);
+  EXPECT_EQ(dir_.version(1), 1u);
+  EXPECT_TRUE(dir_.listed(1, 1));  // a reader counted before the note is listed instead
+  dir_.single_writer_update(2, 0);
+  EXPECT_EQ(dir_.version(2), 1u);
+  EXPECT_EQ(dir_.version(3), 0u);
+}
+
 TEST_F(CrcDirectory, LazyTwinsMergeTwoWritersOfOnePageToBothWritersBytes) {
   std::memset(page(0).data(), 7, 16);
   dir_.write_fault(0, 0, false);
