@@ -35,7 +35,7 @@ TEST_P(CrcModel, DataRaceFreeProgramsReadWhatPlainMemoryWould) {
   const Case c = GetParam();
   hdsm::test::ModelRun run(20261126 + c.page + static_cast<std::uint64_t>(c.workers), 8);
   std::mt19937_64 rng(run.seed());
-  const std::vector<Phase> program = make_program(rng, c.workers, run.iterations());
+  const std::vector<Phase> program = make_program(rng, c.workers, run.iterations(), c.page);
 
   crc::Options o;
   o.workers = c.workers;

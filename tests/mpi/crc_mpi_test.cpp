@@ -228,7 +228,7 @@ TEST_F(CrcMpi, DataRaceFreeProgramsReadWhatPlainMemoryWould) {
     std::mt19937_64 rng(run.seed());
     crc::Runtime rt(mpi_options(page, 8 * page));
     const std::vector<crc_model::Phase> program =
-        crc_model::make_program(rng, rt.workers(), run.iterations());
+        crc_model::make_program(rng, rt.workers(), run.iterations(), page);
     auto* data = rt.alloc<std::uint8_t>(crc_model::kBytes);
     auto* counters = rt.alloc<std::uint64_t>(crc_model::kCounters);
     int divergences = 0;
