@@ -76,7 +76,7 @@ struct Stats {
   std::uint64_t pages_multi_writer = 0;  // of those, pages with several writers
   std::uint64_t pages_promoted = 0;      // private pages another rank touched (sent whole to rank 0)
   std::uint64_t pages_modified_max = 0;  // the most pages one kernel modified
-  std::uint64_t pages_invalidated = 0;   // pages this rank dropped at lazy boundaries
+  std::uint64_t pages_invalidated = 0;   // pages this rank had and dropped at boundaries
   std::uint64_t modified_bytes = 0;      // bytes this rank's writes changed, summed over kernels
   std::uint64_t payload_bytes = 0;       // page data this rank sent (diff runs, whole pages)
   std::uint64_t header_bytes = 0;        // record and run headers this rank sent

@@ -139,6 +139,7 @@ Node::Node(Transport& transport, Options options)
     states_ = std::make_unique<std::atomic<PageState>[]>(pages_);
     written_ = std::make_unique_for_overwrite<std::uint64_t[]>(pages_);
     touched_ = std::make_unique_for_overwrite<std::uint64_t[]>(pages_);
+    touch_noted_ = std::make_unique<std::atomic<std::uint8_t>[]>(pages_);
     holder_ = std::make_unique<std::atomic<std::int32_t>[]>(pages_);
     if (options_.mappings != 0 && options_.mappings < kMinMappings)
       throw InvalidArgument(fmt::format(
@@ -522,8 +523,14 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
     return true;
   });
   opened_unwritten_ += unwritten.size();
-  std::vector<std::uint64_t> touched(touched_.get(),
-                                     touched_.get() + touched_count_.load(std::memory_order_acquire));
+  // Touches of pages freed since (host code may read a page between launches and free it): the
+  // page is no one's now, and would otherwise come back to life as a private or promoted page.
+  std::vector<std::uint64_t> touched;
+  for (std::uint64_t k = 0, n = touched_count_.load(std::memory_order_acquire); k < n; ++k) {
+    const std::uint64_t p = touched_[k];
+    touch_noted_[p].store(0, std::memory_order_relaxed);
+    if (p < used && state_of(p).load(std::memory_order_relaxed) != PageState::unused) touched.push_back(p);
+  }
 
   // writeVector, one word a page: the writers, and with private pages also the ranks that touched it
   // and their numbers + 1 (which name the one toucher). Two trailing words: ranks whose blocks
@@ -535,7 +542,7 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
   // invalidated on every rank.
   if (private_pages_)
     for (const std::uint64_t p : touched)
-      if (p < used) words[p] |= kToucher | (static_cast<std::uint32_t>(rank() + 1) << kWhoShift);
+      words[p] |= kToucher | (static_cast<std::uint32_t>(rank() + 1) << kWhoShift);
   if (error) {
     words[used] = 1;
     words[used + 1] = static_cast<std::uint32_t>(rank() + 1);
@@ -613,6 +620,7 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
       RaceCheck races(check_races_);
       if (check_races_) {
         races.add(own_multi.bytes());
+        races.add(own_promoted.bytes());  // rank 0's changes to pages that stop being private
         races.add(gathered);
       }
       stats_.race_warnings += races.report(kernel, base_, page_);
@@ -678,7 +686,9 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
   const auto become = [&](std::uint64_t p, PageState next, os::Protection prot) {
     const PageState before = state_of(p).exchange(next, std::memory_order_relaxed);
     if (before != next) changes.emplace_back(p, prot);
-    if (next == PageState::invalid && before != PageState::invalid) ++invalidated;
+    // Dropped: a page this rank had (not one it never touched, now private to another rank).
+    if (next == PageState::invalid && before != PageState::invalid && before != PageState::untouched)
+      ++invalidated;
   };
   for (std::uint64_t p = 0; p < used; ++p) {
     switch (fate[p]) {
@@ -824,7 +834,9 @@ HDSM_FAULT_PATH bool Node::resolve(void* address, os::FaultAccess access) noexce
         if (!readable)
           return refuse("cannot open a page within the process's mappings (vm.max_map_count): raise it",
                         address);
-        if (access == os::FaultAccess::read) return true;
+        // Where the hardware does not tell reads from writes, a write faults again, on a readable
+        // page.
+        if (access != os::FaultAccess::write) return true;
         continue;
       }
       case PageState::twinning:
@@ -833,7 +845,11 @@ HDSM_FAULT_PATH bool Node::resolve(void* address, os::FaultAccess access) noexce
       case PageState::valid:
         // Read: a fetch made it readable meanwhile, or a merged group closed it. With one rank every
         // page is writable, so a write fault is the merged group's too.
-        if (access == os::FaultAccess::read || ranks() == 1) return reopen(page, access, address);
+        // An access of unknown kind on a page a merged group closed is taken as a read: a write
+        // faults once more, on a readable page (and only then makes a twin).
+        if (access == os::FaultAccess::read || ranks() == 1 ||
+            (access == os::FaultAccess::unknown && closed(page)))
+          return reopen(page, access, address);
         if (!kernel)
           return refuse("host code wrote global memory: write it with cluster::memcpy, or from a kernel",
                         address);
@@ -860,6 +876,11 @@ HDSM_FAULT_PATH bool Node::resolve(void* address, os::FaultAccess access) noexce
         return true;
     }
   }
+}
+
+HDSM_FAULT_PATH bool Node::closed(std::uint64_t page) const noexcept {
+  std::lock_guard lock(protection_mutex_);
+  return protection_->effective_unchecked(page) == os::Protection::none;
 }
 
 HDSM_FAULT_PATH bool Node::reopen(std::uint64_t page, os::FaultAccess access, void* address) noexcept {

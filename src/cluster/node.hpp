@@ -102,6 +102,8 @@ class Node final : public PageServer {
   /// a degraded protection map closed it with its group. The page gets its own protection back
   /// where the mappings allow (true), or the access is refused (false), never retried unchanged.
   bool reopen(std::uint64_t page, os::FaultAccess access, void* address) noexcept;
+  /// Whether the page's protection now lets nothing through (a merged group closed it).
+  bool closed(std::uint64_t page) const noexcept;
   void place_space();
   std::vector<std::uint64_t> split(std::uint64_t blocks) const;
   void measure_speed();
@@ -122,7 +124,10 @@ class Node final : public PageServer {
   /// Collective: the pages of [first, end) private to ranks other than 0 go whole to rank 0; rank 0
   /// applies them at `into` (the span's first page at into[0]); false (nothing moved) when none is.
   bool gather_private(std::uint64_t first, std::uint64_t end, std::byte* into);
+  /// Once per page between two boundaries, however often host code allocates, touches and frees it:
+  /// touched_ has a slot per page.
   void record_touch(std::uint64_t page) noexcept {
+    if (touch_noted_[page].exchange(1, std::memory_order_acq_rel) != 0) return;
     touched_[touched_count_.fetch_add(1, std::memory_order_acq_rel)] = page;
   }
   int holder_of(std::uint64_t page) const {
@@ -160,6 +165,7 @@ class Node final : public PageServer {
   std::atomic<std::uint64_t> written_count_{0};
   std::unique_ptr<std::uint64_t[]> touched_;  // untouched and invalid pages touched since the last boundary
   std::atomic<std::uint64_t> touched_count_{0};
+  std::unique_ptr<std::atomic<std::uint8_t>[]> touch_noted_;  // 1: the page is in touched_
   // Open-ahead: one bit a page (zero until used) for the pages this rank wrote, or opened ahead, in
   // the last kernel that stayed valid; set and cleared at boundaries, read by the fault handler.
   os::Mapping predicted_memory_;

@@ -45,7 +45,10 @@ std::atomic<bool> installed{false};
 
 std::atomic<std::uint64_t> resolved_reads{0}, resolved_writes{0}, resolved_unknown{0};
 
+std::atomic<bool> unknown_access{false};
+
 FaultAccess decode_access([[maybe_unused]] const void* ucontext) noexcept {
+  if (unknown_access.load(std::memory_order_relaxed)) return FaultAccess::unknown;
 #if defined(__x86_64__)
   // The page-fault error code the kernel saves: bit 1 is set when the access was a write.
   const auto* uc = static_cast<const ucontext_t*>(ucontext);
@@ -135,6 +138,8 @@ HDSM_FAULT_PATH void on_fault(int sig, siginfo_t* info, void* ucontext) {
 }
 
 }  // namespace
+
+void report_unknown_access(bool on) noexcept { unknown_access.store(on, std::memory_order_relaxed); }
 
 const char* to_string(FaultAccess access) noexcept {
   switch (access) {

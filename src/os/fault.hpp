@@ -24,6 +24,10 @@ const char* to_string(FaultAccess access) noexcept;
 /// a second time, on a read-only page, and the resolver makes it writable then.
 using FaultResolver = bool (*)(void* context, void* address, FaultAccess access);
 
+/// For tests of the resolvers' paths on other architectures: while on, every fault reaches its
+/// resolver as FaultAccess::unknown, as where the hardware does not tell reads from writes.
+void report_unknown_access(bool on) noexcept;
+
 /// How many ranges can be registered at the same time.
 inline constexpr int kMaxFaultRanges = 16;
 

@@ -5,11 +5,13 @@
 #include "cluster/model_program.hpp"
 #include "cluster/node.hpp"
 #include "cluster/threads_transport.hpp"
+#include "os/fault.hpp"
 #include "support/model_run.hpp"
 
 #include <hdsm/cluster.hpp>
 #include <hdsm/error.hpp>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -415,6 +417,130 @@ TEST(Cluster, APageARankFetchedIsNotModifiedAtTheNextBoundary) {
     cl::sync();
     cl::free(a);
   });
+}
+
+// A page host code touched (read, or fetched from its holder) and then freed stays freed at the
+// next boundary (before, the touch made it private to the reader, or promoted and broadcast, and a
+// cluster::memcpy into the freed pointer was accepted).
+TEST(Cluster, APageTouchedAndFreedBetweenLaunchesStaysFreed) {
+  for (const bool from_holder : {false, true}) {
+    SCOPED_TRACE(from_holder ? "fetched from rank 1" : "first touch");
+    run_ranks(2, options(), [&](Node& node) {
+      int* a = cl::alloc<int>(1024);  // one page
+      int* b = cl::alloc<int>(1024);  // keeps the pages in use above a's
+      if (from_holder) {
+        const auto rank1_writes = hdsm::per_thread("rank1_writes", [](const Thread& t, int* p) {
+          if (t.block.x == 1) p[0] = 5;
+        });
+        cl::launch(rank1_writes, Launch{Dim3{2}, Dim3{1}, 0}, a);
+        ASSERT_EQ(node.state(a), node.rank() == 1 ? PageState::private_page : PageState::invalid);
+      }
+      if (node.rank() == 0) {
+        EXPECT_EQ(a[0], from_holder ? 5 : 0);
+      }
+      cl::free(a);
+      cl::reset_stats();
+      cl::launch(fill_kernel(), Launch{Dim3{2}, Dim3{1}, 0}, b, 0u, 0);  // writes nothing
+      EXPECT_EQ(node.state(a), PageState::unused) << "rank " << node.rank();
+      EXPECT_EQ(cl::stats().pages_promoted, 0u);
+      const int v = 1;
+      EXPECT_THROW(cl::memcpy(a, &v, sizeof v), hdsm::InvalidPointer);
+      cl::free(b);
+    });
+  }
+}
+
+// Host code may allocate, touch and free pages many times between two launches: each page's touch is
+// noted once (before, every cycle took a slot of an array with one per page, and ran past its end).
+TEST(Cluster, AllocTouchFreeCyclesBetweenLaunchesNeverOutgrowTheTouchList) {
+  cl::Options o = options();
+  o.space_bytes = std::size_t{16} << 20;  // 4096 pages, the least
+  run_ranks(2, o, [&](Node& node) {
+    for (int i = 0; i < 4500; ++i) {
+      int* a = cl::alloc<int>(1024);
+      ASSERT_EQ(a[0], 0);
+      cl::free(a);
+    }
+    int* a = cl::alloc<int>(1024);
+    cl::launch(fill_kernel(), Launch{Dim3{2}, Dim3{32}, 0}, a, 512u, 3);
+    EXPECT_EQ(read_all(a, 1024)[600], 4) << "rank " << node.rank();
+    cl::free(a);
+  });
+}
+
+// pages_invalidated counts the pages a rank had and dropped: not pages it never touched that became
+// private to another rank at an eager boundary.
+TEST(Cluster, PagesAnotherRankTookPrivateAreNotCountedAsDropped) {
+  run_ranks(2, options(), [&](Node& node) {
+    int* a = cl::alloc<int>(4 * 1024);  // four pages, two a rank
+    cl::launch(fill_kernel(), Launch{Dim3{4}, Dim3{32}, 0}, a, 1024u, 1);
+    EXPECT_EQ(cl::stats().lazy_kernels, 0u);
+    EXPECT_EQ(node.state(a + (node.rank() == 0 ? 3 : 0) * 1024), PageState::invalid);
+    EXPECT_EQ(cl::stats().pages_invalidated, 0u) << "rank " << node.rank();
+    cl::free(a);
+  });
+}
+
+// Two ranks write the same bytes of a page private to a third: the race check sees both, whichever
+// rank holds the page (before, rank 0's own runs on such a page were left out).
+TEST(Cluster, RacesOnAPageThatStopsBeingPrivateAreReportedWhoeverHoldsIt) {
+  for (const int holder : {0, 2}) {
+    SCOPED_TRACE(fmt::format("private to rank {}", holder));
+    std::atomic<std::uint64_t> warnings{0};
+    testing::internal::CaptureStderr();
+    run_ranks(3, options(), [&](Node& node) {
+      int* a = cl::alloc<int>(1024);
+      const auto own = hdsm::per_thread("own", [](const Thread& t, int* p, std::uint32_t who) {
+        if (t.block.x == who) p[5] = 1;
+      });
+      cl::launch(own, Launch{Dim3{3}, Dim3{1}, 0}, a, static_cast<std::uint32_t>(holder));
+      ASSERT_EQ(node.state(a), node.rank() == holder ? PageState::private_page : PageState::invalid);
+      const auto racy = hdsm::per_thread("racy_promoted", [](const Thread& t, int* p, std::uint32_t who) {
+        if (t.block.x != who) p[0] = 10 + static_cast<int>(t.block.x);
+      });
+      cl::reset_stats();
+      cl::launch(racy, Launch{Dim3{3}, Dim3{1}, 0}, a, static_cast<std::uint32_t>(holder));
+      EXPECT_EQ(cl::stats().pages_promoted, 1u);
+      warnings += cl::stats().race_warnings;
+      cl::free(a);
+    });
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(warnings.load(), 1u) << err;
+  }
+}
+
+// Where the hardware does not tell reads from writes (every architecture but x86-64), a fault
+// reaches the handler as of unknown kind: a page is made readable first, and a write faults again.
+// Reads must not count as writes there either (before, a host read of a fresh page was refused as a
+// host write, and a kernel's first read of a page made a twin and counted the page as written).
+TEST(Cluster, FaultsOfUnknownKindReadFirstAndWriteOnTheSecondFault) {
+  struct Unknown {
+    Unknown() { hdsm::os::report_unknown_access(true); }
+    ~Unknown() { hdsm::os::report_unknown_access(false); }
+  } unknown;
+  run_ranks(2, options(), [&](Node& node) {
+    constexpr std::uint32_t per_page = kPage / sizeof(int);
+    int* a = cl::alloc<int>(4 * per_page);
+    EXPECT_EQ(a[node.rank() == 0 ? 3 : 7], 0);  // a host read of a fresh page
+    cl::launch(fill_kernel(), Launch{Dim3{4}, Dim3{32}, 0}, a, per_page, 1);
+    const auto sum = hdsm::per_thread("sum_pages", [](const Thread& t, const int* p, int* out) {
+      if (t.idx.x == 0)
+        out[t.block.x] = p[std::size_t{t.block.x} * per_page] + p[std::size_t{t.block.x} * per_page + 9];
+    });
+    int* out = cl::alloc<int>(4);
+    const std::uint64_t modified = cl::stats().pages_modified;
+    cl::launch(sum, Launch{Dim3{4}, Dim3{1}, 0}, a, out);
+    EXPECT_LE(cl::stats().pages_modified - modified, 1u);  // `out`'s page, not `a`'s four
+    const std::vector<int> got = read_all(out, 4);
+    for (int b = 0; b < 4; ++b) EXPECT_EQ(got[static_cast<std::size_t>(b)], 2 * (1 + b));
+    cl::free(out);
+    cl::free(a);
+  });
+  for (const bool private_pages : {true, false})
+    run_ranks(3, options(6, 2, private_pages), [&](Node&) {
+      EXPECT_EQ(hdsm::test::cluster_model::run(0x5eed, 12, 17 * 1024 - 100, 1024), "")
+          << (private_pages ? "private pages" : "every page shared");
+    });
 }
 
 // Once rank 1 has fetched the pages rank 0 wrote, its pages need few runs again: the next boundary
