@@ -129,6 +129,19 @@ void Home::fail(std::exception_ptr error) {
   lock_waiters_ = 0;
 }
 
+// A direct copy's offset comes from another process under MPI (where the window is missing):
+// checked before it addresses anything. A put is a post, which has no answer: the region fails.
+bool Home::direct_in_space(const Request& r, std::size_t bytes) {
+  const std::uint64_t space = directory_.pages() * page_size_;
+  if (r.page <= space && bytes <= space - r.page) return true;
+  const std::string message =
+      fmt::format("crc worker {}: {} of {} B at offset {:#x} is outside the shared space of {} B", r.worker,
+                  to_string(r.op), bytes, r.page, space);
+  if (r.op == Op::direct_get) answer(r, Reply{.status = Status::error, .message = message});
+  fail(message);
+  return false;
+}
+
 void Home::fail(const std::string& message) { fail(std::make_exception_ptr(InvalidArgument(message))); }
 
 void Home::answer(const Request& r, const Reply& reply, std::span<const std::byte> bytes) {
@@ -190,10 +203,12 @@ void Home::handle(Request& r) {
       return;
     case Op::direct_put: {
       const std::span<const std::byte> bytes = link_.written(r);
+      if (!direct_in_space(r, bytes.size())) return;
       std::memcpy(base_ + r.page, bytes.data(), bytes.size());
       return;
     }
     case Op::direct_get:
+      if (!direct_in_space(r, page_size_)) return;
       answer(r, Reply{.data = true}, {base_ + r.page, page_size_});
       return;
     default:

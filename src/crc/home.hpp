@@ -44,6 +44,7 @@ class Home {
   void fail(const std::string& message);
   void answer(const Request& r, const Reply& reply, std::span<const std::byte> page = {});
   void acquire_reply(const Caller& to);
+  bool direct_in_space(const Request& r, std::size_t bytes);
   std::string waiting_at_barrier() const;
 
   struct LockState {

@@ -1,8 +1,11 @@
 // A worker's read miss where it shares the home's memory: it copies the page itself while its
 // request goes home, and copies it again when the home counted it as a reader after a change that
 // the first copy may have missed (the page's version moved in between). The home is played by the
-// test, so the interleaving is exact.
+// test, so the interleaving is exact. And the home's checks of direct copies' offsets, with the
+// workers played by the test.
 #include "crc/worker.hpp"
+#include "crc/directory.hpp"
+#include "crc/home.hpp"
 #include "crc/page_buffer.hpp"
 #include "crc/transport.hpp"
 
@@ -12,7 +15,11 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
 
 namespace {
 
@@ -83,6 +90,68 @@ TEST_F(CopyingMiss, CopiesAgainWhenAChangeCameBetweenItsCopyAndTheCount) {
   home.merge_before_counting = true;
   EXPECT_EQ(hdsm::crc::read(&space[2 * kPage]), std::byte{2});
   EXPECT_EQ(home.gets, 2);
+}
+
+// The home's end of direct copies: under MPI without a window their offsets come from another
+// process, and one outside the shared space must not address anything.
+class ScriptedWorkers final : public HomeLink {
+ public:
+  explicit ScriptedWorkers(std::vector<Request> script) : script_(std::move(script)) {}
+  bool receive(Request& request, std::chrono::milliseconds) override {
+    if (next_ == script_.size()) return false;
+    request = script_[next_++];
+    return true;
+  }
+  std::span<const std::byte> written(const Request& r) override { return {r.written, kPage}; }
+  void reply(const Caller&, const Reply& reply, std::span<const std::byte>,
+             std::span<const std::uint64_t>) override {
+    replies.push_back(reply);
+  }
+  std::vector<Reply> replies;
+
+ private:
+  std::vector<Request> script_;
+  std::size_t next_ = 0;
+};
+
+TEST(HomeDirectCopies, OffsetsOutsideTheSharedSpaceFailTheRegion) {
+  const std::array<std::byte, kPage> page{};
+  for (const Op op : {Op::direct_get, Op::direct_put}) {
+    for (const std::uint64_t offset :
+         {std::uint64_t{kPage * kPages}, std::uint64_t{kPage * kPages - kPage / 2}, ~std::uint64_t{0} - 8}) {
+      SCOPED_TRACE(::testing::Message() << to_string(op) << " at offset " << offset);
+      std::vector<std::byte> space(kPage * (kPages + 1), std::byte{7});  // a guard page after the space
+      Directory directory(kPages, kPage, 1);
+      ScriptedWorkers link({Request{.op = op, .worker = 0, .page = offset, .written = page.data()},
+                            Request{.op = Op::done, .worker = 0}});
+      Home home(link, directory, space.data(), 1, std::chrono::milliseconds(1000));
+      hdsm::crc::Stats stats;
+      const std::exception_ptr error = home.serve(kPage, stats);
+      ASSERT_TRUE(error);
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::exception& e) {
+        EXPECT_NE(std::string(e.what()).find("outside the shared space"), std::string::npos) << e.what();
+      }
+      if (op == Op::direct_get) {
+        ASSERT_EQ(link.replies.size(), 1u);
+        EXPECT_EQ(link.replies[0].status, Status::error);
+      }
+      for (std::size_t b = 0; b < space.size(); ++b) ASSERT_EQ(space[b], std::byte{7}) << b;
+    }
+  }
+  // Inside the space, the same requests land.
+  std::vector<std::byte> space(kPage * kPages, std::byte{7});
+  Directory directory(kPages, kPage, 1);
+  std::array<std::byte, kPage> ones;
+  ones.fill(std::byte{1});
+  ScriptedWorkers link({Request{.op = Op::direct_put, .worker = 0, .page = 3 * kPage, .written = ones.data()},
+                        Request{.op = Op::done, .worker = 0}});
+  Home home(link, directory, space.data(), 1, std::chrono::milliseconds(1000));
+  hdsm::crc::Stats stats;
+  EXPECT_FALSE(home.serve(kPage, stats));
+  EXPECT_EQ(space[3 * kPage], std::byte{1});
+  EXPECT_EQ(space[4 * kPage], std::byte{7});
 }
 
 }  // namespace
