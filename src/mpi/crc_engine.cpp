@@ -86,7 +86,7 @@ int receive_into(std::vector<std::byte>& buffer, int source, int tag, MPI_Comm c
 
 class MpiHomeLink final : public HomeLink {
  public:
-  MpiHomeLink(MPI_Comm comm, int workers) : comm_(comm), workers_(workers) {}
+  MpiHomeLink(MPI_Comm comm, MPI_Win window, int workers) : comm_(comm), window_(window), workers_(workers) {}
   void set_page_size(std::size_t bytes) { page_size_ = bytes; }
 
   bool receive(Request& r, std::chrono::milliseconds patience) override {
@@ -100,6 +100,7 @@ class MpiHomeLink final : public HomeLink {
               fmt::format("requests of worker {}", w));
         if (flag == 0) continue;
         receive_into(buffer_, w + 1, kRequestTag, comm_);
+        sync_window();  // the workers' puts before this request, for the home's loads
         unpack(r);
         last_ = w;
         return true;
@@ -121,6 +122,7 @@ class MpiHomeLink final : public HomeLink {
                       .page_bytes = static_cast<std::uint32_t>(page.size()),
                       .invalidations = static_cast<std::uint32_t>(invalidations.size()),
                       .message = static_cast<std::uint32_t>(reply.message.size())};
+    sync_window();  // the home's stores before this reply, for the worker's gets after it
     out_.clear();
     append(out_, &h, 1);
     append(out_, page.data(), page.size());
@@ -131,6 +133,13 @@ class MpiHomeLink final : public HomeLink {
   }
 
  private:
+  // Within a region's passive-target epoch, the home's own loads and stores and the workers'
+  // one-sided copies of its window meet only through the messages: MPI_Win_sync at each of them
+  // makes the window's copies agree (a memory barrier, with the unified memory model).
+  void sync_window() {
+    if (window_ != MPI_WIN_NULL) check(PMPI_Win_sync(window_), "MPI_Win_sync", "the shared space");
+  }
+
   void unpack(Request& r) {
     WireRequest h;
     std::memcpy(&h, buffer_.data(), sizeof h);
@@ -153,6 +162,7 @@ class MpiHomeLink final : public HomeLink {
   }
 
   MPI_Comm comm_;
+  MPI_Win window_;
   int workers_;
   int last_ = 0;
   std::size_t page_size_ = 0;
@@ -302,7 +312,7 @@ class MpiEngine final : public Engine {
       // One more worker than ranks: the home, in regions it works in (run_with_home).
       directory_ =
           std::make_unique<Directory>(bytes / o.page_size, o.page_size, std::min(workers_ + 1, kMaxWorkers));
-      home_link_ = std::make_unique<MpiHomeLink>(comm_, workers_);
+      home_link_ = std::make_unique<MpiHomeLink>(comm_, window_, workers_);
       home_ = std::make_unique<Home>(*home_link_, *directory_, data_, workers_, o.timeout);
       base = reinterpret_cast<std::uintptr_t>(data_);
     }
