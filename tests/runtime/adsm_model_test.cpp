@@ -11,6 +11,7 @@
 // CUDA device (where there is one) it runs with the kernels' CUDA bodies (support/cuda_kernels.cu).
 #include <hdsm/hdsm.hpp>
 
+#include "os/fault.hpp"
 #include "support/cuda_kernels.hpp"
 #include "support/model_run.hpp"
 #include "support/test_support.hpp"
@@ -103,12 +104,14 @@ struct Param {
   std::size_t block_bytes;
   unsigned devices;
   const char* backend = "sim";
-  bool remote_copy = false;  // sim devices without peer access, HDSM_REMOTE=copy (else one peer group)
+  bool remote_copy = false;     // sim devices without peer access, HDSM_REMOTE=copy (else one peer group)
+  bool unknown_access = false;  // faults reported as of unknown kind, as on CPUs other than x86-64
 };
 
 void PrintTo(const Param& p, std::ostream* os) {
   *os << p.backend << ", " << p.protocol << ", " << hdsm::format_bytes(p.block_bytes) << " blocks, "
-      << p.devices << " devices" << (p.remote_copy ? ", remote objects copied" : "");
+      << p.devices << " devices" << (p.remote_copy ? ", remote objects copied" : "")
+      << (p.unknown_access ? ", faults of unknown kind" : "");
 }
 
 struct Object {
@@ -126,6 +129,8 @@ class AdsmModel : public ::testing::TestWithParam<Param> {
       GTEST_SKIP() << "OpenCL under ASan runs in runtime.opencl_without_lsan";
     if (cuda && hdsm::test::cuda_test_lookup("model_pattern") == nullptr)
       GTEST_SKIP() << hdsm::test::kNoCudaKernels;
+    hdsm::os::report_unknown_access(GetParam().unknown_access);
+    hdsm::os::reset_fault_stats();
     auto c = hdsm::Config::defaults();
     if (opencl) {
       c.set("HDSM_DEVICE", "opencl").set("HDSM_OPENCL_MEMORY", "64MiB").set("HDSM_OPENCL_POISON", "1");
@@ -158,6 +163,7 @@ class AdsmModel : public ::testing::TestWithParam<Param> {
     if (rt_)
       for (auto& o : objects_) rt_->free(o.p);
     rt_.reset();
+    hdsm::os::report_unknown_access(false);
   }
 
   std::size_t below(std::size_t n) { return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng_); }
@@ -465,6 +471,11 @@ TEST_P(AdsmModel, MatchesPlainMemory) {
     check_all();
     if (HasFatalFailure()) return;
   }
+  if (GetParam().unknown_access) {
+    const hdsm::os::FaultStats faults = hdsm::os::fault_stats();
+    EXPECT_GT(faults.unknown, 0u);  // the mode was exercised
+    EXPECT_EQ(faults.reads + faults.writes, 0u);
+  }
 }
 
 std::vector<Param> all_params() {
@@ -482,6 +493,11 @@ std::vector<Param> all_params() {
     for (std::size_t block : {std::size_t{4} << 10, std::size_t{64} << 10})
       for (unsigned devices = 2; devices <= 3; ++devices)
         out.push_back({protocol, block, devices, "sim", true});
+  // The resolvers' paths for CPUs that do not tell reads from writes: a read first, then a write
+  // (batch takes no faults).
+  for (const char* protocol : {"lazy", "rolling"})
+    for (unsigned devices = 1; devices <= 2; ++devices)
+      out.push_back({protocol, std::size_t{4} << 10, devices, "sim", false, true});
   // Host-mapped objects (host memory the kernels use in place) and unified memory (sim: the same,
   // allocated by the device): the block size means nothing there.
   for (const char* protocol : {"host-mapped", "um"})
@@ -498,7 +514,7 @@ INSTANTIATE_TEST_SUITE_P(All, AdsmModel, ::testing::ValuesIn(all_params()), [](c
       info.param.protocol == std::string("host-mapped") ? "host_mapped" : info.param.protocol;
   return (backend == "sim" ? "" : backend + "_") + protocol + "_" +
          std::to_string(info.param.block_bytes >> 10) + "KiB_" + std::to_string(info.param.devices) + "dev" +
-         (info.param.remote_copy ? "_copy" : "");
+         (info.param.remote_copy ? "_copy" : "") + (info.param.unknown_access ? "_unknown" : "");
 });
 
 }  // namespace
