@@ -121,7 +121,7 @@ class Counting final : public apps::GridTarget {
  public:
   explicit Counting(apps::GridTarget& inner) : inner_(inner) {}
   void* alloc_bytes(std::size_t bytes) override {
-    pages += (bytes + 4095) / 4096;
+    if (!timing) pages += (bytes + 4095) / 4096;  // one run's, the warm-up's
     return timed(kAlloc, [&] { return inner_.alloc_bytes(bytes); });
   }
   void free(void* p) override {
@@ -201,8 +201,12 @@ int run(const Args& args, int rank, int ranks) {
         cl::reset_stats();
       }
       const auto start = std::chrono::steady_clock::now();
-      app->run(counting, args.scale);
+      const apps::Output out = app->run(counting, args.scale);
       double t = seconds_since(start);
+      // Every run's output, not only the warm-up's, before its time counts (outside the time).
+      if (const std::string wrong = apps::compare(out, want, app->tolerance); !wrong.empty())
+        throw std::runtime_error(std::string(app->name) + " run " + std::to_string(r + 1) +
+                                 " is wrong: " + wrong);
       if (!args.baseline) {
         stats = cl::stats();
         MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);  // the slowest rank

@@ -29,7 +29,8 @@ coherence::DiffRun RecordView::run(std::uint32_t i) const {
 std::size_t RecordWriter::add(std::uint64_t page, int writer, std::span<const std::byte> now,
                               std::span<const std::byte> before, bool exact) {
   runs_.clear();
-  const std::size_t changed = coherence::diff_runs(now, before, runs_, exact ? 1 : 8);
+  std::size_t changed = 0;
+  coherence::diff_runs(now, before, runs_, exact ? 1 : 8, &changed);
   if (runs_.empty()) return 0;
   put(out_, RecordHeader{page, static_cast<std::uint32_t>(runs_.size()), static_cast<std::uint32_t>(writer)});
   std::size_t data = 0;

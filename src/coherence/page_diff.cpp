@@ -35,6 +35,14 @@ std::uint64_t byte_mask(std::uint64_t d) {
   return (d & 0x0101010101010101ull) * 0xffu;
 }
 
+/// The nonzero bytes of `d`.
+std::size_t nonzero_bytes(std::uint64_t d) {
+  d |= d >> 4;
+  d |= d >> 2;
+  d |= d >> 1;
+  return static_cast<std::size_t>(std::popcount(d & 0x0101010101010101ull));
+}
+
 /// Bytes compared at once where a page is mostly unchanged: eight words XORed and ORed together,
 /// one test (SSE2 vectors at -O2), instead of a test and a branch for each word.
 constexpr std::size_t kBlock = 64;
@@ -116,7 +124,7 @@ bool any_change(std::span<const std::byte> diff) {
 }
 
 std::size_t diff_runs(std::span<const std::byte> local, std::span<const std::byte> twin,
-                      std::vector<DiffRun>& runs, std::size_t join_gap) {
+                      std::vector<DiffRun>& runs, std::size_t join_gap, std::size_t* differing) {
   check_sizes("diff_runs", local.size(), twin.size(), twin.size());
   if (local.size() > std::numeric_limits<std::uint32_t>::max())
     throw InvalidArgument(fmt::format("diff_runs: a page of {} bytes is above 4 GiB", local.size()));
@@ -124,7 +132,7 @@ std::size_t diff_runs(std::span<const std::byte> local, std::span<const std::byt
   // Adjacent pieces always join: a run is a maximal stretch of changed bytes. The open run stays in
   // locals until a longer gap ends it.
   const std::size_t gap = std::max<std::size_t>(join_gap, 1);
-  std::size_t covered = 0, begin = 0, end = 0;
+  std::size_t covered = 0, begin = 0, end = 0, changed = 0;
   bool open = false;
   const auto close = [&] {
     runs.push_back({static_cast<std::uint32_t>(begin), static_cast<std::uint32_t>(end - begin)});
@@ -160,10 +168,12 @@ std::size_t diff_runs(std::span<const std::byte> local, std::span<const std::byt
       // it closer than the gap; an equal word that ends them is passed over.
       const std::size_t from = i + static_cast<std::size_t>(std::countr_zero(x)) / 8;
       std::uint64_t last = x, y = 0;
+      changed += nonzero_bytes(x);
       for (i += 8; i + 8 <= n; i += 8) {
         y = load(local.data() + i) ^ load(twin.data() + i);
         if (y == 0 || static_cast<std::size_t>(std::countl_zero(last) + std::countr_zero(y)) / 8 >= gap)
           break;
+        changed += nonzero_bytes(y);
         last = y;
       }
       piece(from, i - static_cast<std::size_t>(std::countl_zero(last)) / 8);
@@ -173,6 +183,7 @@ std::size_t diff_runs(std::span<const std::byte> local, std::span<const std::byt
     }
     if (x != 0) {
       std::uint64_t m = byte_mask(x);
+      changed += static_cast<std::size_t>(std::popcount(m)) / 8;
       while (m != 0) {  // each stretch of changed bytes in the word
         const int from = std::countr_zero(m);
         const std::uint64_t rest = ~(m >> from);
@@ -184,8 +195,12 @@ std::size_t diff_runs(std::span<const std::byte> local, std::span<const std::byt
     i += 8;
   }
   for (; i < n; ++i)
-    if (local[i] != twin[i]) piece(i, i + 1);
+    if (local[i] != twin[i]) {
+      piece(i, i + 1);
+      ++changed;
+    }
   if (open) close();
+  if (differing != nullptr) *differing = changed;
   return covered;
 }
 

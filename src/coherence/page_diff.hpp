@@ -43,9 +43,10 @@ struct DiffRun {
 
 /// Appends to `runs` the runs of bytes where `local` differs from `twin` (one size, at most 4 GiB),
 /// in increasing order. Runs separated by fewer than `join_gap` equal bytes are joined into one, as a
-/// run's header on the wire costs more than a few equal bytes. Returns the bytes the new runs cover.
+/// run's header on the wire costs more than a few equal bytes. Returns the bytes the new runs cover;
+/// `differing`, where given, gets the bytes that differ (fewer, where runs were joined).
 std::size_t diff_runs(std::span<const std::byte> local, std::span<const std::byte> twin,
-                      std::vector<DiffRun>& runs, std::size_t join_gap = 8);
+                      std::vector<DiffRun>& runs, std::size_t join_gap = 8, std::size_t* differing = nullptr);
 
 }  // namespace hdsm::coherence
 

@@ -172,11 +172,15 @@ TEST(PageDiffRuns, WordScanMatchesTheByteDefinition) {
       for (const std::size_t gap : {0u, 1u, 2u, 5u, 6u, 7u, 8u, 9u, 16u, 100u}) {
         const Bytes twin = random_page(n, static_cast<unsigned>(n + percent));
         Bytes local = twin;
-        for (std::size_t i = 0; i < n; ++i)
-          if (rng() % 100 < percent) local[i] = ~twin[i];
+        for (std::size_t i = 0; i < n; ++i)  // whole bytes, or one bit of them
+          if (rng() % 100 < percent) local[i] = rng() % 2 == 0 ? ~twin[i] : twin[i] ^ std::byte{0x40};
         std::vector<DiffRun> runs{{0, 3}};  // another page's run, ending where this page begins
-        const std::size_t covered = hdsm::coherence::diff_runs(local, twin, runs, gap);
+        std::size_t differing = 0;
+        const std::size_t covered = hdsm::coherence::diff_runs(local, twin, runs, gap, &differing);
         const std::vector<DiffRun> want = reference(local, twin, gap);
+        std::size_t want_differing = 0;
+        for (std::size_t i = 0; i < n; ++i) want_differing += local[i] != twin[i] ? 1 : 0;
+        EXPECT_EQ(differing, want_differing) << n << " " << percent << "% gap " << gap;
         ASSERT_EQ(runs.size(), want.size() + 1) << n << " " << percent << "% gap " << gap;
         std::size_t want_covered = 0;
         for (std::size_t k = 0; k < want.size(); ++k) {
