@@ -40,19 +40,7 @@ void free(void* p) { detail::current().free(p); }
 bool is_global(const void* p) { return detail::current().contains(p); }
 
 void memcpy(void* dst, const void* src, std::size_t bytes, Deliver deliver) {
-  detail::Node& node = detail::current();
-  const bool to = node.contains(dst), from = node.contains(src);
-  if (to && from)
-    throw InvalidArgument(fmt::format(
-        "cluster::memcpy({}, {}, {}): both are global memory; copy inside global memory with a kernel", dst,
-        src, bytes));
-  if (!to && !from)
-    throw InvalidArgument(fmt::format(
-        "cluster::memcpy({}, {}, {}): neither is global memory; use std::memcpy", dst, src, bytes));
-  if (to)
-    node.copy_in(dst, src, bytes);
-  else
-    node.copy_out(dst, src, bytes, deliver);
+  detail::current().copy(dst, src, bytes, deliver);
 }
 
 void sync() { detail::current().barrier(); }

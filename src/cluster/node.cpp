@@ -41,6 +41,49 @@ std::size_t checked_space(std::size_t space, std::size_t page) {
   return space;
 }
 
+// The options every rank must share, the layout of global memory and the protocol's choices, are
+// checked in the session's first collective: a bad or different value on one rank stops every rank
+// with a message, instead of that rank alone while the others wait for it in the next collective.
+Options agreed(Transport& transport, Options o) {
+  std::string error;
+  try {
+    checked_space(o.space_bytes, checked_page(o.page_size));
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (transport.ranks() > 1) {
+    constexpr std::size_t kShared = 5;
+    const std::uint64_t mine[kShared + 1] = {
+        o.page_size,
+        o.space_bytes,
+        o.lazy_pages,
+        o.private_pages ? 1u : 0u,
+        static_cast<std::uint64_t>(o.distribution),
+        error.empty() ? 0 : static_cast<std::uint64_t>(transport.rank()) + 1};
+    std::uint64_t v[2 * (kShared + 1)];
+    for (std::size_t i = 0; i <= kShared; ++i) {
+      v[i] = mine[i];
+      v[kShared + 1 + i] = ~mine[i];
+    }
+    transport.allreduce(v, ReduceOp::max);
+    if (error.empty() && v[kShared] != 0)
+      throw InvalidArgument(fmt::format(
+          "cluster: rank {} refused its options (its message is in its output), so no rank starts",
+          v[kShared] - 1));
+    static constexpr const char* kNames[kShared] = {
+        "page_size (HDSM_CLUSTER_PAGE_SIZE)", "space_bytes (HDSM_CLUSTER_SPACE)",
+        "lazy_pages (HDSM_CLUSTER_LAZY_PAGES)", "private_pages (HDSM_CLUSTER_PRIVATE_PAGES)", "distribution"};
+    for (std::size_t i = 0; error.empty() && i < kShared; ++i)
+      if (v[i] != ~v[kShared + 1 + i])
+        throw InvalidArgument(
+            fmt::format("cluster: the ranks' Options::{} differ (from {} to {}; rank {} has {}): every rank "
+                        "must use the same",
+                        kNames[i], ~v[kShared + 1 + i], v[i], transport.rank(), mine[i]));
+  }
+  if (!error.empty()) throw InvalidArgument(error);
+  return o;
+}
+
 void check_split(const std::vector<std::uint64_t>& bounds, std::uint64_t blocks, int ranks) {
   bool ok =
       bounds.size() == static_cast<std::size_t>(ranks) + 1 && bounds.front() == 0 && bounds.back() == blocks;
@@ -116,7 +159,7 @@ Node& current() {
 
 Node::Node(Transport& transport, Options options)
     : transport_(transport),
-      options_(std::move(options)),
+      options_(agreed(transport, std::move(options))),
       page_(checked_page(options_.page_size)),
       page_shift_(static_cast<unsigned>(std::countr_zero(page_))),
       space_(checked_space(options_.space_bytes, page_)),
@@ -130,12 +173,16 @@ Node::Node(Transport& transport, Options options)
   place_space();
   base_ = reinterpret_cast<std::byte*>(arenas_.back()->user_begin());
   shadow_ = arenas_.back()->shadow(0, 0);
-  twin_memory_ = os::Mapping(space_, "twins of the cluster's global memory");
-  twins_ = twin_memory_.data();
-  predicted_memory_ = os::Mapping((pages_ + 63) / 64 * sizeof(std::uint64_t),
-                                  "the open-ahead bits of the cluster's global memory");
-  predicted_ = reinterpret_cast<std::uint64_t*>(predicted_memory_.data());
+  // What each rank sets up alone may fail on one rank only (its memory, its options): the ranks
+  // agree on the outcome before any collective that follows, so all of them throw together instead
+  // of one throwing while the others wait for it.
+  std::exception_ptr error;
   try {
+    twin_memory_ = os::Mapping(space_, "twins of the cluster's global memory");
+    twins_ = twin_memory_.data();
+    predicted_memory_ = os::Mapping((pages_ + 63) / 64 * sizeof(std::uint64_t),
+                                    "the open-ahead bits of the cluster's global memory");
+    predicted_ = reinterpret_cast<std::uint64_t*>(predicted_memory_.data());
     states_ = std::make_unique<std::atomic<PageState>[]>(pages_);
     written_ = std::make_unique_for_overwrite<std::uint64_t[]>(pages_);
     touched_ = std::make_unique_for_overwrite<std::uint64_t[]>(pages_);
@@ -151,6 +198,19 @@ Node::Node(Transport& transport, Options options)
         options_.mappings != 0 ? options_.mappings : std::max(kMinMappings, os::default_run_budget()));
     fault_service_ = std::make_unique<os::FaultService>(&Node::on_slow_fault, this);
     fault_range_ = os::register_fault_range(base_, space_, &Node::on_fault, this);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  try {
+    std::uint64_t failed[1] = {error ? static_cast<std::uint64_t>(rank()) + 1 : 0};
+    if (ranks() > 1) transport_.allreduce(failed, ReduceOp::max);
+    if (error) std::rethrow_exception(error);
+    if (failed[0] != 0)
+      throw Error(
+          Errc::system,
+          fmt::format("cluster: rank {} could not set up its part of global memory (its error is in its "
+                      "output), so no rank starts",
+                      failed[0] - 1));
     if (options_.distribution == Distribution::weighted || options_.policy) measure_speed();
     // Rank 0 serves the pages lazy boundaries invalidated; with private pages every rank serves its own.
     if (private_pages_ || (lazy_available_ && rank() == 0)) transport_.serve_pages(this);
@@ -187,7 +247,7 @@ void Node::place_space() {
       try {
         arenas_.push_back(std::make_unique<os::Arena>(1, space_, kKeepBytes));
         proposal = arenas_.back()->user_begin();
-      } catch (const Error& e) {
+      } catch (const std::exception& e) {  // bad_alloc too: the others wait in the allgather below
         last_error = e.what();
       }
     }
@@ -196,7 +256,7 @@ void Node::place_space() {
     if (ok && rank() != proposer) {
       try {
         arenas_.push_back(std::make_unique<os::Arena>(1, space_, kKeepBytes, proposal));
-      } catch (const Error& e) {
+      } catch (const std::exception& e) {
         ok = false;
         last_error = e.what();
       }
@@ -348,11 +408,50 @@ std::uint64_t Node::allocated_pages(const void* p, std::size_t bytes, const char
   return first;
 }
 
+// Every check a rank makes alone feeds the values the ranks agree on first, so that a call one rank
+// gets wrong ends with an error on every rank, never with that rank gone ahead to its next collective.
+void Node::copy(void* dst, const void* src, std::size_t bytes, Deliver deliver) {
+  const bool to = contains(dst), from = contains(src);
+  const std::uint64_t kind = to && from ? 2 : to ? 0 : from ? 1 : 3;
+  const std::uint64_t offset = to     ? static_cast<std::uint64_t>(static_cast<std::byte*>(dst) - base_)
+                               : from ? static_cast<std::uint64_t>(static_cast<const std::byte*>(src) - base_)
+                                      : 0;
+  agree_all({{kind, "directions (0: into global memory, 1: out of it, 2: both global, 3: neither)"},
+             {offset, "offsets in global memory"},
+             {bytes, "copy sizes"},
+             {to ? 0 : static_cast<std::uint64_t>(deliver), "delivery modes"}});
+  if (kind == 2)
+    throw InvalidArgument(fmt::format(
+        "cluster::memcpy({}, {}, {}): both are global memory; copy inside global memory with a kernel", dst,
+        src, bytes));
+  if (kind == 3)
+    throw InvalidArgument(fmt::format(
+        "cluster::memcpy({}, {}, {}): neither is global memory; use std::memcpy", dst, src, bytes));
+  if (to)
+    copy_in(dst, src, bytes);
+  else
+    copy_out(dst, src, bytes, deliver);
+}
+
+void Node::agree_all(std::initializer_list<std::pair<std::uint64_t, const char*>> values) {
+  if (ranks() == 1) return;
+  std::vector<std::uint64_t> v;
+  for (const auto& [value, what] : values) v.push_back(value);
+  for (const auto& [value, what] : values) v.push_back(~value);
+  transport_.allreduce(v, ReduceOp::max);
+  std::size_t i = 0;
+  for (const auto& [value, what] : values) {
+    const std::uint64_t high = v[i], low = ~v[values.size() + i];
+    ++i;
+    if (high != low)
+      throw InvalidArgument(
+          fmt::format("cluster: the ranks passed different {} (from {} to {}; rank {} passed {}); the "
+                      "call is collective and every rank must pass the same",
+                      what, low, high, rank(), value));
+  }
+}
+
 void Node::copy_in(void* dst, const void* src, std::size_t bytes) {
-  if (!contains(dst))
-    throw InvalidPointer(fmt::format("cluster::memcpy: destination {} is not global memory", dst));
-  agree(static_cast<std::uint64_t>(static_cast<std::byte*>(dst) - base_), "destinations (as offsets)");
-  agree(bytes, "copy sizes");
   if (bytes == 0) return;
   const std::uint64_t first = allocated_pages(dst, bytes, "cluster::memcpy"),
                       end = page_of(static_cast<std::byte*>(dst) + bytes - 1) + 1;
@@ -379,11 +478,6 @@ void Node::copy_in(void* dst, const void* src, std::size_t bytes) {
 }
 
 void Node::copy_out(void* dst, const void* src, std::size_t bytes, Deliver deliver) {
-  if (!contains(src))
-    throw InvalidPointer(fmt::format("cluster::memcpy: source {} is not global memory", src));
-  agree(static_cast<std::uint64_t>(static_cast<const std::byte*>(src) - base_), "sources (as offsets)");
-  agree(bytes, "copy sizes");
-  agree(static_cast<std::uint64_t>(deliver), "delivery modes");
   if (bytes == 0) return;
   const std::uint64_t first = allocated_pages(src, bytes, "cluster::memcpy"),
                       end = page_of(static_cast<const std::byte*>(src) + bytes - 1) + 1;

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -69,8 +70,8 @@ class Node final : public PageServer {
   bool contains(const void* p) const {
     return static_cast<std::size_t>(static_cast<const std::byte*>(p) - base_) < space_;
   }
-  void copy_in(void* dst, const void* src, std::size_t bytes);
-  void copy_out(void* dst, const void* src, std::size_t bytes, Deliver deliver);
+  /// cluster::memcpy: into global memory or out of it, as `dst` and `src` say.
+  void copy(void* dst, const void* src, std::size_t bytes, Deliver deliver);
   void replicate(void* data, std::size_t bytes);
   void barrier() { transport_.barrier(); }
   void launch(const Kernel& kernel, const Launch& launch, const ArgPack& args);
@@ -110,6 +111,10 @@ class Node final : public PageServer {
   void boundary(const std::string& kernel, const std::exception_ptr& error);
   void set_protection(std::vector<std::pair<std::uint64_t, os::Protection>>& changes);
   std::uint64_t agree(std::uint64_t value, const char* what);
+  /// agree() of several values in one collective.
+  void agree_all(std::initializer_list<std::pair<std::uint64_t, const char*>> values);
+  void copy_in(void* dst, const void* src, std::size_t bytes);
+  void copy_out(void* dst, const void* src, std::size_t bytes, Deliver deliver);
   std::uint64_t page_of(const void* p) const {
     return static_cast<std::uint64_t>(static_cast<const std::byte*>(p) - base_) >> page_shift_;
   }

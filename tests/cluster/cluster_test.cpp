@@ -543,6 +543,99 @@ TEST(Cluster, FaultsOfUnknownKindReadFirstAndWriteOnTheSecondFault) {
     });
 }
 
+// What each rank's node made of `options_of(rank)`: "" where it was made (and `body` ran), else the
+// error's message. Every rank gets its own: one that fails alone must not leave the others waiting.
+template <class O, class F>
+std::vector<std::string> outcomes(int ranks, O options_of, F body) {
+  cl::detail::ThreadsHub hub(ranks);
+  std::vector<std::string> what(static_cast<std::size_t>(ranks));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        Node node(hub.endpoint(r), options_of(r));
+        cl::detail::bind_thread(&node);
+        body(node);
+        cl::detail::bind_thread(nullptr);
+      } catch (const std::exception& e) {
+        cl::detail::bind_thread(nullptr);
+        what[static_cast<std::size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return what;
+}
+
+// A rank whose own setup fails after the ranks placed global memory (here its mapping budget is
+// refused) stops every rank (before, it threw alone and the others waited in their first
+// collective for good).
+TEST(Cluster, ARankThatCannotSetUpItsNodeStopsEveryRank) {
+  const std::vector<std::string> what = outcomes(
+      3,
+      [](int rank) {
+        cl::Options o = options();
+        if (rank == 2) o.mappings = 3;
+        return o;
+      },
+      [](Node&) {});
+  EXPECT_NE(what[2].find("HDSM_CLUSTER_MAPPINGS"), std::string::npos) << what[2];
+  for (const int r : {0, 1})
+    EXPECT_NE(what[static_cast<std::size_t>(r)].find("rank 2 could not set up"), std::string::npos)
+        << what[static_cast<std::size_t>(r)];
+}
+
+// Options every rank must share: a bad value on one rank, or different values, stop every rank.
+TEST(Cluster, OptionsTheRanksMustShareAreCheckedOnEveryRank) {
+  std::vector<std::string> what = outcomes(
+      2,
+      [](int rank) {
+        cl::Options o = options();
+        if (rank == 1) o.page_size = 3000;
+        return o;
+      },
+      [](Node&) {});
+  EXPECT_NE(what[1].find("must be a power of two"), std::string::npos) << what[1];
+  EXPECT_NE(what[0].find("rank 1 refused its options"), std::string::npos) << what[0];
+  for (const bool lazy : {true, false}) {
+    what = outcomes(
+        2,
+        [&](int rank) {
+          cl::Options o = options();
+          if (rank == 1) {
+            if (lazy)
+              o.lazy_pages = 7;
+            else
+              o.private_pages = !o.private_pages;
+          }
+          return o;
+        },
+        [](Node&) {});
+    for (const std::string& w : what)
+      EXPECT_NE(w.find(lazy ? "Options::lazy_pages" : "Options::private_pages"), std::string::npos) << w;
+  }
+}
+
+// A cluster::memcpy that one rank gets wrong (a host pointer where the others pass global memory)
+// fails on every rank (before, that rank threw alone and went on to its next collective).
+TEST(Cluster, AMemcpyOneRankGetsWrongFailsOnEveryRank) {
+  std::atomic<int> refused{0};
+  run_ranks(2, options(), [&](Node& node) {
+    int* a = cl::alloc<int>(1024);
+    std::vector<int> host(1024, 1);
+    try {
+      cl::memcpy(node.rank() == 1 ? host.data() + 1 : a, host.data(), 16 * sizeof(int));
+      ADD_FAILURE() << "rank " << node.rank() << ": the copy was made";
+    } catch (const hdsm::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("directions"), std::string::npos) << e.what();
+      ++refused;
+    }
+    cl::memcpy(a, host.data(), 16 * sizeof(int));  // the ranks are in step: the next copy works
+    EXPECT_EQ(read_all(a, 16)[15], 1);
+    cl::free(a);
+  });
+  EXPECT_EQ(refused.load(), 2);
+}
+
 // Once rank 1 has fetched the pages rank 0 wrote, its pages need few runs again: the next boundary
 // gives every page its own protection back (before, the map stayed merged for good, and each valid
 // page of a pair with an invalidated one faulted once more after every lazy kernel).

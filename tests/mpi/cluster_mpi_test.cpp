@@ -198,6 +198,43 @@ INSTANTIATE_TEST_SUITE_P(All, ClusterApps,
                            return name;
                          });
 
+// A rank whose own setup fails after the ranks placed global memory, or whose options differ, stops
+// every rank with an error (before, it threw alone and the others waited for it), and a session made
+// after that works.
+TEST(ClusterMpi, ARankThatCannotStartStopsEveryRank) {
+  int ranks = 0, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (ranks < 2) GTEST_SKIP() << "needs two ranks";
+  for (const bool differ : {false, true}) {
+    cl::Options o = options();
+    if (rank == ranks - 1) {
+      if (differ)
+        o.lazy_pages = 7;
+      else
+        o.mappings = 3;  // refused after placement
+    }
+    try {
+      cl::Session session(o);
+      ADD_FAILURE() << "a session was made on rank " << rank;
+    } catch (const hdsm::Error& e) {
+      const std::string what = e.what();
+      const std::string want = differ              ? "Options::lazy_pages"
+                               : rank == ranks - 1 ? "HDSM_CLUSTER_MAPPINGS"
+                                                   : "could not set up";
+      EXPECT_NE(what.find(want), std::string::npos) << what;
+    }
+  }
+  cl::Session session(options());
+  int* a = cl::alloc<int>(16);
+  std::vector<int> host(16, 3);
+  // One rank passing a host pointer as the destination fails the copy on every rank.
+  EXPECT_THROW(cl::memcpy(rank == ranks - 1 ? host.data() + 1 : a, host.data(), 4 * sizeof(int)),
+               hdsm::InvalidArgument);
+  cl::memcpy(a, host.data(), 16 * sizeof(int));
+  cl::free(a);
+}
+
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 TEST(ClusterMpi, TooLittleCommonAddressSpaceIsAnErrorOnEveryRank) {
   int ranks = 0, rank = 0;

@@ -48,6 +48,28 @@ int checked_count(std::size_t n, const char* what) {
   return static_cast<int>(n);
 }
 
+// The counts and displacements of a gather or scatter of `sizes` bytes from or to each rank, which
+// every rank computes from the same sizes: a total past MPI's int counts is refused by all of them
+// together, never by the root alone while the others wait in the collective.
+void layout(const std::vector<std::uint64_t>& sizes, std::vector<int>& counts, std::vector<int>& displs,
+            const char* what) {
+  std::uint64_t total = 0;
+  for (const std::uint64_t s : sizes) total += s;
+  if (total > static_cast<std::uint64_t>(INT_MAX))
+    throw Unsupported(fmt::format(
+        "cluster over MPI: {} of {} B in one kernel boundary is above MPI's int counts (2 GiB): write "
+        "less global memory per kernel, or use fewer ranks per node's share",
+        what, total));
+  counts.clear();
+  displs.clear();
+  total = 0;
+  for (const std::uint64_t s : sizes) {
+    counts.push_back(static_cast<int>(s));
+    displs.push_back(static_cast<int>(total));
+    total += s;
+  }
+}
+
 }  // namespace
 
 MpiTransport::MpiTransport(MPI_Comm world, bool multiple, std::chrono::milliseconds timeout)
@@ -99,46 +121,41 @@ void MpiTransport::gather(std::span<const std::byte> mine, std::vector<std::byte
                           std::vector<std::uint64_t>& sizes) {
   std::uint64_t size = mine.size();
   sizes.assign(static_cast<std::size_t>(ranks_), 0);
-  check(MPI_Gather(&size, 1, MPI_UINT64_T, sizes.data(), 1, MPI_UINT64_T, 0, comm_), "MPI_Gather",
+  // Every rank learns every size, so all of them check the total (see layout).
+  check(MPI_Allgather(&size, 1, MPI_UINT64_T, sizes.data(), 1, MPI_UINT64_T, comm_), "MPI_Allgather",
         "record sizes");
   std::vector<int> counts, displs;
-  if (rank_ == 0) {
-    std::size_t total = 0;
-    for (const std::uint64_t s : sizes) {
-      counts.push_back(checked_count(s, "a gather"));
-      displs.push_back(checked_count(total, "a gather"));
-      total += s;
-    }
-    all.resize(total);
-  }
-  check(MPI_Gatherv(mine.data(), checked_count(mine.size(), "a gather"), MPI_BYTE, all.data(), counts.data(),
+  layout(sizes, counts, displs, "a gather to rank 0");
+  if (rank_ == 0)
+    all.resize(static_cast<std::size_t>(displs.back()) + static_cast<std::size_t>(counts.back()));
+  check(MPI_Gatherv(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(), counts.data(),
                     displs.data(), MPI_BYTE, 0, comm_),
         "MPI_Gatherv", fmt::format("{} B of page records from rank {}", mine.size(), rank_));
-  if (rank_ != 0) count_sent(mine.size() + sizeof size);
+  count_sent(sizeof size + (rank_ != 0 ? mine.size() : 0));
 }
 
 void MpiTransport::scatter(const std::vector<std::span<const std::byte>>& each,
                            std::vector<std::byte>& mine) {
-  std::vector<std::uint64_t> sizes;
-  std::vector<std::byte> packed;
+  std::vector<std::uint64_t> sizes(static_cast<std::size_t>(ranks_), 0);
+  if (rank_ == 0)
+    for (int r = 1; r < ranks_; ++r)
+      sizes[static_cast<std::size_t>(r)] = each[static_cast<std::size_t>(r)].size();
+  // Every rank learns every size, so all of them check the total (see layout).
+  check(MPI_Bcast(sizes.data(), ranks_, MPI_UINT64_T, 0, comm_), "MPI_Bcast", "record sizes");
+  if (rank_ == 0) count_sent(sizes.size() * sizeof(std::uint64_t) * static_cast<std::uint64_t>(ranks_ - 1));
   std::vector<int> counts, displs;
-  if (rank_ == 0) {
-    for (int r = 0; r < ranks_; ++r) {
-      const std::span<const std::byte> part =
-          r == 0 ? std::span<const std::byte>{} : each[static_cast<std::size_t>(r)];
-      sizes.push_back(part.size());
-      counts.push_back(checked_count(part.size(), "a scatter"));
-      displs.push_back(checked_count(packed.size(), "a scatter"));
+  layout(sizes, counts, displs, "a scatter from rank 0");
+  std::vector<std::byte> packed;
+  if (rank_ == 0)
+    for (int r = 1; r < ranks_; ++r) {
+      const std::span<const std::byte> part = each[static_cast<std::size_t>(r)];
       packed.insert(packed.end(), part.begin(), part.end());
       count_sent(part.size());
     }
-  }
-  std::uint64_t size = 0;
-  check(MPI_Scatter(sizes.data(), 1, MPI_UINT64_T, &size, 1, MPI_UINT64_T, 0, comm_), "MPI_Scatter",
-        "record sizes");
+  const std::uint64_t size = sizes[static_cast<std::size_t>(rank_)];
   mine.resize(size);
   check(MPI_Scatterv(packed.data(), counts.data(), displs.data(), MPI_BYTE, mine.data(),
-                     checked_count(size, "a scatter"), MPI_BYTE, 0, comm_),
+                     static_cast<int>(size), MPI_BYTE, 0, comm_),
         "MPI_Scatterv", fmt::format("{} B of merged pages to rank {}", size, rank_));
 }
 
