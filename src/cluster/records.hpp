@@ -1,10 +1,14 @@
 // Modified pages on the wire: one record per page, the runs of bytes its writer changed against the
 // page's twin (coherence::diff_runs), then those bytes. A fully rewritten page is one run; a page
-// whose writer changed a few words costs those words and a header per run. The same records carry
-// single-writer broadcasts, diffs to rank 0 and rank 0's merged pages.
+// whose writer changed a few words costs those words and a header per run. Where that costs more
+// than a bitmap of the changed bytes (a bit a byte) and those bytes alone, as for counters whose low
+// byte changes, the record is such a mask instead. The same records carry single-writer broadcasts,
+// diffs to rank 0 and rank 0's merged pages.
 #pragma once
 
 #include "coherence/page_diff.hpp"
+
+#include <hdsm/export.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -12,6 +16,7 @@
 #include <string>
 #include <vector>
 
+HDSM_VISIBLE_BEGIN
 namespace hdsm::cluster::detail {
 
 struct RecordHeader {
@@ -25,12 +30,20 @@ struct RecordHeader {
 struct RecordView {
   std::uint64_t page;
   std::uint32_t writer;
-  std::uint32_t run_count;
-  const std::byte* runs;
+  std::uint32_t run_count;  // a mask record: the bytes of its bitmap
+  const std::byte* runs;    // a mask record: the bitmap (bit k of byte j: page byte 8 j + k changed)
   const std::byte* data;
   std::size_t data_bytes;
   bool whole;  // the whole page, from the rank it was private to (applied before any change)
+  bool mask;   // the changed bytes as a bitmap and those bytes, not as runs
   coherence::DiffRun run(std::uint32_t i) const;
+  /// The bytes between the header and the data: the runs, or the bitmap.
+  std::size_t meta_bytes() const {
+    return mask ? run_count : std::size_t{run_count} * sizeof(coherence::DiffRun);
+  }
+  /// fn(DiffRun) for each maximal run of changed bytes, whichever the encoding.
+  template <class F>
+  void for_each_run(F&& fn) const;
 };
 
 class RecordWriter {
@@ -52,6 +65,10 @@ class RecordWriter {
 
  private:
   std::vector<std::byte> out_;
+  /// A mask record of the `changed` bytes of `now` that differ from `before`.
+  void add_mask(std::uint64_t page, int writer, std::span<const std::byte> now,
+                std::span<const std::byte> before, std::size_t changed);
+
   std::vector<coherence::DiffRun> runs_;
   std::uint64_t payload_ = 0;
 };
@@ -107,4 +124,31 @@ void for_each_record(std::span<const std::byte> buffer, F&& fn) {
   for (std::size_t at = 0; at < buffer.size();) fn(parse_record(buffer, at));
 }
 
+template <class F>
+void RecordView::for_each_run(F&& fn) const {
+  if (!mask) {
+    for (std::uint32_t i = 0; i < run_count; ++i) fn(run(i));
+    return;
+  }
+  std::uint32_t begin = 0, end = 0;  // the open run, [begin, end)
+  bool open = false;
+  for (std::uint32_t j = 0; j < run_count; ++j) {
+    const auto bits = static_cast<std::uint8_t>(runs[j]);
+    for (std::uint32_t k = 0; k < 8; ++k) {
+      if (((bits >> k) & 1u) == 0) continue;
+      const std::uint32_t b = 8 * j + k;
+      if (open && b == end) {
+        ++end;
+        continue;
+      }
+      if (open) fn(coherence::DiffRun{begin, end - begin});
+      begin = b;
+      end = b + 1;
+      open = true;
+    }
+  }
+  if (open) fn(coherence::DiffRun{begin, end - begin});
+}
+
 }  // namespace hdsm::cluster::detail
+HDSM_VISIBLE_END
