@@ -1177,6 +1177,9 @@ Output with_page(crc::Runtime& rt, Version v, Scale s) {
   if (v == Version::plain) return Run(rt, v, s);
   const std::size_t before = rt.page_size();
   rt.page_size(Page);
+  // Four frames at least, so that the runs an app holds together (STREAM's three) stay valid: a
+  // smaller local store takes smaller pages.
+  while (rt.frames() < 4 && rt.page_size() > 1024) rt.page_size(rt.page_size() / 2);
   try {
     Output out = Run(rt, v, s);
     rt.page_size(before);

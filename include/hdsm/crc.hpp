@@ -207,7 +207,8 @@ void write_single(T* p, const std::type_identity_t<T>& v) {
 /// A run of elements in the local store (or, with Options::zero_copy, in the shared space itself):
 /// data[0 .. count) are p[0 .. count), up to the page's end. Valid until the next lock, unlock,
 /// barrier or flush, and while at most three other pages come into the page buffer after it: up to
-/// four runs of different pages can be used together.
+/// four runs of different pages can be used together (as many as the local store has frames, where
+/// that is fewer).
 template <class T>
 struct Local {
   T* data;

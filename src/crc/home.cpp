@@ -168,19 +168,7 @@ void Home::handle(Request& r) {
         if (!error)
           error = std::make_exception_ptr(
               KernelFailure(fmt::format("crc worker {}: the task threw: {}", w, r.message)));
-        try {
-          std::rethrow_exception(error);
-        } catch (const Error&) {
-          // hdsm's own errors already name the worker.
-        } catch (...) {
-          try {
-            std::throw_with_nested(
-                KernelFailure(fmt::format("crc worker {}: the task threw: {}", w, r.message)));
-          } catch (...) {
-            error = std::current_exception();
-          }
-        }
-        fail(error);
+        fail(task_error(error, w, r.message));
         return;
       }
       if (error_) return;
@@ -347,9 +335,32 @@ HomeWorker::HomeWorker(Directory& directory, std::byte* base, int id, std::size_
   worker_.serve_in_place(zero_copy);
 }
 
+std::exception_ptr task_error(std::exception_ptr error, int worker, const std::string& message) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error&) {
+    return error;  // hdsm's own errors already name the worker
+  } catch (const std::exception& e) {
+    return nested_task_error(worker, message.empty() ? e.what() : message);
+  } catch (...) {
+    return nested_task_error(worker, message.empty() ? "an exception that is not a std::exception" : message);
+  }
+}
+
+std::exception_ptr nested_task_error(int worker, const std::string& what) {
+  try {
+    std::throw_with_nested(KernelFailure(fmt::format("crc worker {}: the task threw: {}", worker, what)));
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
 std::exception_ptr HomeWorker::run(const std::function<void()>& task, const Geometry& g, int count,
                                    Stats& stats) {
   std::exception_ptr error = worker_.run(task, g, count);
+  // The home's own task fails as the workers' do: a KernelFailure naming it, the original nested
+  // (under MPI every rank then gets the same type).
+  if (error) error = task_error(error, worker_.id(), "");
   add_stats(stats, worker_.stats());
   worker_.reset_stats();
   return error;

@@ -87,6 +87,12 @@ class HomeSelfLink final : public WorkerLink {
 };
 
 /// The home as the last of the region's workers (run_with_home), on its own memory.
+/// A task's error as the region reports it: hdsm's own errors as they are (they name the worker),
+/// any other a KernelFailure naming `worker` with the original nested (`message`: its text, where
+/// the original came from another process; empty: its what()).
+std::exception_ptr task_error(std::exception_ptr error, int worker, const std::string& message);
+std::exception_ptr nested_task_error(int worker, const std::string& what);
+
 class HomeWorker {
  public:
   /// Worker `id` (the region's count less one) over the shared space at `base` (`space` as the

@@ -182,11 +182,18 @@ inline PageBuffer::Place PageBuffer::place(std::uintptr_t page) {
       return p;
     }
     // Capacity: the next frame in round-robin order gives way, whichever set its page is in, unless
-    // it is one of the last pages to come in (localized runs may still point there).
+    // it is one of the last pages to come in (localized runs may still point there). With fewer
+    // frames than that, all are: the oldest gives way, so a run stays valid while frames - 1 more
+    // pages come in (before, the round-robin frame did, which could be the run fetched just before).
     for (std::size_t tries = 0;; ++tries) {
       p.frame = next_frame_;
       if (++next_frame_ == geometry_.frames) next_frame_ = 0;  // no division on the miss path
-      if (!recent(p.frame) || tries + 1 >= geometry_.frames) break;
+      if (!recent(p.frame)) break;
+      if (tries + 1 >= geometry_.frames) {
+        for (std::size_t f = 0; f < geometry_.frames; ++f)
+          if (frame_[f].stamp < frame_[p.frame].stamp) p.frame = f;
+        break;
+      }
     }
     evict(frame_[p.frame].way, p.victim);
     return p;

@@ -258,8 +258,15 @@ static_assert(sizeof(Stats) == kStatsFields * sizeof(std::uint64_t), "Stats is a
 class MpiEngine final : public Engine {
  public:
   explicit MpiEngine(const Options& o) : options_(o) {
-    int initialized = 0;
+    int initialized = 0, finalized = 0;
     PMPI_Initialized(&initialized);
+    PMPI_Finalized(&finalized);
+    if (finalized != 0)
+      throw InvalidArgument(
+          "crc over MPI: MPI is finalized already (a crc::Runtime that started MPI finalizes it at its end): "
+          "a "
+          "program that makes runtimes one after another calls MPI_Init itself, and MPI_Finalize after the "
+          "last");
     if (initialized == 0) {
       int provided = 0;
       check(PMPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread",
@@ -299,22 +306,30 @@ class MpiEngine final : public Engine {
     } else {
       PMPI_Win_set_errhandler(window_, MPI_ERRORS_RETURN);
     }
+    // Each rank sets up its part alone (the home its space and directory, a worker its local store)
+    // and then the ranks agree on the outcome: a failure on one rank stops all of them, instead of
+    // that one alone while the others wait for it in the next collective.
+    std::exception_ptr error;
     std::uint64_t base = 0;
     if (rank_ == 0) {
-      if (window_base == nullptr) {
-        space_ = os::Mapping(bytes + kSpaceAlignment, "crc shared space");
-        window_base = space_.data();
+      try {
+        if (window_base == nullptr) {
+          space_ = os::Mapping(bytes + kSpaceAlignment, "crc shared space");
+          window_base = space_.data();
+        }
+        // Pages are aligned by address: the space starts on the largest page size.
+        data_ = align_space(window_base);
+        window_offset_ = static_cast<std::uint64_t>(data_ - window_base);
+        heap_ = std::make_unique<os::OffsetHeap>(bytes, kSpaceAlignment);
+        // One more worker than ranks: the home, in regions it works in (run_with_home).
+        directory_ = std::make_unique<Directory>(bytes / o.page_size, o.page_size,
+                                                 std::min(workers_ + 1, kMaxWorkers));
+        home_link_ = std::make_unique<MpiHomeLink>(comm_, window_, workers_);
+        home_ = std::make_unique<Home>(*home_link_, *directory_, data_, workers_, o.timeout);
+        base = reinterpret_cast<std::uintptr_t>(data_);
+      } catch (...) {
+        error = std::current_exception();
       }
-      // Pages are aligned by address: the space starts on the largest page size.
-      data_ = align_space(window_base);
-      window_offset_ = static_cast<std::uint64_t>(data_ - window_base);
-      heap_ = std::make_unique<os::OffsetHeap>(bytes, kSpaceAlignment);
-      // One more worker than ranks: the home, in regions it works in (run_with_home).
-      directory_ =
-          std::make_unique<Directory>(bytes / o.page_size, o.page_size, std::min(workers_ + 1, kMaxWorkers));
-      home_link_ = std::make_unique<MpiHomeLink>(comm_, window_, workers_);
-      home_ = std::make_unique<Home>(*home_link_, *directory_, data_, workers_, o.timeout);
-      base = reinterpret_cast<std::uintptr_t>(data_);
     }
     // Every rank names the shared space by rank 0's addresses: pointers mean the same everywhere.
     std::uint64_t where[2] = {base, window_offset_};
@@ -323,10 +338,31 @@ class MpiEngine final : public Engine {
     window_offset_ = where[1];
     space_base_ = base;
     space_bytes_ = bytes;
-    if (rank_ != 0) {
-      worker_link_ = std::make_unique<MpiWorkerLink>(comm_, window_, rank_ - 1, window_offset_);
-      worker_ = std::make_unique<Worker>(rank_ - 1, workers_, o.local_store, *worker_link_,
-                                         Space{space_base_, space_bytes_});
+    if (rank_ != 0 && base != 0) {
+      try {
+        worker_link_ = std::make_unique<MpiWorkerLink>(comm_, window_, rank_ - 1, window_offset_);
+        worker_ = std::make_unique<Worker>(rank_ - 1, workers_, o.local_store, *worker_link_,
+                                           Space{space_base_, space_bytes_});
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    std::int32_t failed = error ? rank_ + 1 : 0;
+    check(PMPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT32_T, MPI_MAX, comm_), "MPI_Allreduce",
+          "the ranks' setup");
+    if (failed != 0) {
+      home_.reset();
+      home_link_.reset();
+      worker_.reset();
+      worker_link_.reset();
+      if (window_ != MPI_WIN_NULL) PMPI_Win_free(&window_);
+      PMPI_Comm_free(&comm_);
+      if (own_mpi_) PMPI_Finalize();  // every rank is here
+      if (error) std::rethrow_exception(error);
+      throw Error(Errc::system,
+                  fmt::format("crc over MPI: rank {} could not set up its part of the runtime (its "
+                              "error is in its output), so no rank starts",
+                              failed - 1));
     }
   }
 
@@ -438,6 +474,9 @@ class MpiEngine final : public Engine {
       } catch (const std::exception& e) {
         code = static_cast<std::int32_t>(Errc::kernel_failure);
         text = e.what();
+      } catch (...) {  // the other ranks wait for the outcome below
+        code = static_cast<std::int32_t>(Errc::kernel_failure);
+        text = "an exception that is not a std::exception";
       }
     }
     std::int32_t header[2] = {code, static_cast<std::int32_t>(text.size())};

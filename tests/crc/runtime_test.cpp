@@ -539,6 +539,35 @@ TEST(CrcRuntime, TasksByNumber) {
 }
 
 // Misuse: typed errors naming the address, the page and the worker.
+// With fewer frames than the four runs a worker may hold, every frame holds one of the last pages
+// to come in: the oldest gives way, so three runs at a time stay valid in three frames (before, the
+// round-robin frame did, which could be the run fetched just before: optimized STREAM, three runs
+// at a time, summed wrong at 16 KiB pages in a 48 KiB store).
+TEST(CrcRuntime, WithThreeFramesThreeRunsAtATimeStayValid) {
+  crc::Options o = options(1, 1024, 3 << 10);
+  o.zero_copy = false;  // in place, runs take no frame
+  crc::Runtime rt(o);
+  ASSERT_EQ(rt.frames(), 3u);
+  constexpr int kPages = 10;
+  int* a = rt.alloc<int>(kPages * 256);
+  rt.run([&] {
+    // Page 0 alone first, then three at a time: the round-robin frame of the third page's miss is
+    // the second's (all three frames recent).
+    const crc::Local<int> first = crc::write_single_local(&a[0]);
+    for (std::size_t i = 0; i < first.count; ++i) first.data[i] = static_cast<int>(i);
+    for (int p = 1; p + 2 < kPages; p += 3) {
+      const crc::Local<int> runs[3] = {crc::write_single_local(&a[p * 256]),
+                                       crc::write_single_local(&a[(p + 1) * 256]),
+                                       crc::write_single_local(&a[(p + 2) * 256])};
+      for (int k = 0; k < 3; ++k)
+        for (std::size_t i = 0; i < runs[k].count; ++i)
+          runs[k].data[i] = (p + k) * 1000 + static_cast<int>(i);
+    }
+  });
+  for (int p = 0; p < kPages; ++p)
+    for (int i = 0; i < 256; i += 51) ASSERT_EQ(a[p * 256 + i], p * 1000 + i) << "page " << p;
+}
+
 TEST(CrcErrors, AnAccessOutsideTheSharedSpace) {
   crc::Runtime rt(options(2));
   int local = 0;
@@ -659,6 +688,36 @@ TEST(CrcHomeWorks, TheHomeRunsTheTaskTooInARegionThatNeedsNoServicing) {
   // A plain region afterwards has the workers alone again.
   rt.run([&] { seen_count.store(crc::worker_count()); });
   EXPECT_EQ(seen_count.load(), 2);
+}
+
+// The home's own task fails as a worker's does: a KernelFailure naming it, the original nested
+// (before, the original escaped as it was, where a worker's error is wrapped).
+TEST(CrcHomeWorks, TheHomesTaskErrorIsAKernelFailureNamingIt) {
+  crc::Runtime rt(options(1));
+  for (const bool standard : {true, false}) {
+    try {
+      rt.run_with_home([&] {
+        if (crc::worker_id() == rt.workers()) {
+          if (standard) throw std::runtime_error("home says no");
+          throw 42;
+        }
+      });
+      FAIL() << "no error";
+    } catch (const hdsm::KernelFailure& e) {
+      const std::string want =
+          standard ? "crc worker 1: the task threw: home says no"
+                   : "crc worker 1: the task threw: an exception that is not a std::exception";
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+      if (standard) {
+        try {
+          std::rethrow_if_nested(e);
+          ADD_FAILURE() << "nothing nested";
+        } catch (const std::runtime_error& nested) {
+          EXPECT_STREQ(nested.what(), "home says no");
+        }
+      }
+    }
+  }
 }
 
 TEST(CrcHomeWorks, AnAccessOfTheHomesThatNeedsServingIsUnsupported) {

@@ -179,6 +179,31 @@ TEST_F(CrcMpi, TheHomeRunsTheTaskTooInARegionThatNeedsNoServicing) {
   }
 }
 
+// The home's own task error reaches every rank as the same KernelFailure, whatever it threw (before,
+// rank 0 got the original and the others a KernelFailure; a throw of no std::exception escaped on
+// rank 0 before the ranks heard of it, and they waited for good).
+TEST_F(CrcMpi, TheHomesTaskErrorReachesEveryRankAsTheSameKernelFailure) {
+  crc::Runtime rt(mpi_options());
+  for (const bool standard : {true, false}) {
+    try {
+      rt.run_with_home([&] {
+        if (crc::worker_id() == rt.workers()) {
+          if (standard) throw std::runtime_error("home says no");
+          throw 42;
+        }
+      });
+      FAIL() << "no error";
+    } catch (const hdsm::KernelFailure& e) {
+      EXPECT_NE(
+          std::string(e.what()).find(standard ? "the task threw: home says no"
+                                              : "the task threw: an exception that is not a std::exception"),
+          std::string::npos)
+          << e.what();
+    }
+  }
+  rt.run([] {});  // the ranks are in step
+}
+
 TEST_F(CrcMpi, AnAccessOfTheHomesThatNeedsServingIsUnsupported) {
   crc::Runtime rt(mpi_options());
   int* a = rt.alloc<int>(16);
