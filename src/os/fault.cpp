@@ -87,19 +87,23 @@ using signal_safe::write_str;
 // handler die of the signal, as the process would have without hdsm.
 void forward(int sig, siginfo_t* info, void* ucontext, bool in_range) noexcept {
   const struct sigaction& prev = sig == SIGBUS ? previous.bus : previous.segv;
-  if ((prev.sa_flags & SA_SIGINFO) != 0 && prev.sa_sigaction != nullptr) {
+  // SIG_DFL and SIG_IGN first, whatever the flags: {SIG_IGN, SA_SIGINFO} reads back with
+  // sa_sigaction == (void*)1, which is no function. SIG_IGN is treated as SIG_DFL: ignoring a fault
+  // would re-run the faulting instruction forever (and the kernel kills with the signal anyway).
+  const bool no_handler = prev.sa_handler == SIG_DFL || prev.sa_handler == SIG_IGN;
+  if (!no_handler && (prev.sa_flags & SA_SIGINFO) != 0 && prev.sa_sigaction != nullptr) {
     prev.sa_sigaction(sig, info, ucontext);
     return;
   }
-  // SIG_IGN is treated as SIG_DFL: ignoring a fault would re-run the faulting instruction forever
-  // (and the kernel kills with the signal anyway).
-  if ((prev.sa_flags & SA_SIGINFO) == 0 && prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
+  if (!no_handler && (prev.sa_flags & SA_SIGINFO) == 0) {
     prev.sa_handler(sig);
     return;
   }
   write_str(sig == SIGBUS ? "hdsm: bus error at " : "hdsm: segmentation fault at ");
   write_hex(reinterpret_cast<std::uintptr_t>(info->si_addr));
-  write_str(in_range ? " (refused by the resolver of its registered range)\n" : " (not in shared memory)\n");
+  write_str(!in_range       ? " (not in shared memory)\n"
+            : sig == SIGBUS ? " (in shared memory: its backing is gone, or the kernel could not supply it)\n"
+                            : " (refused by the resolver of its registered range)\n");
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
@@ -114,10 +118,12 @@ HDSM_FAULT_PATH void on_fault(int sig, siginfo_t* info, void* ucontext) {
   const int saved_errno = errno;
   bool in_range = false;
   // si_code <= 0: sent by kill/raise/tgkill, not raised by an access, so there is nothing to resolve.
+  // SIGBUS never reaches a resolver: it is no protection fault (a truncated memfd, a page the kernel
+  // could not charge, poisoned memory), which a resolver would take for a spurious one and retry
+  // forever.
   if (info->si_code > 0 && installed.load(std::memory_order_acquire)) {
     const FaultAccess access = decode_access(ucontext);
-    in_range = dispatch(info->si_addr, access);
-    if (in_range) {
+    if (sig == SIGSEGV && dispatch(info->si_addr, access)) {
       auto& counter = access == FaultAccess::read    ? resolved_reads
                       : access == FaultAccess::write ? resolved_writes
                                                      : resolved_unknown;

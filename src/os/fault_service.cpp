@@ -1,5 +1,9 @@
 #include "os/fault_service.hpp"
 
+#include <hdsm/error.hpp>
+
+#include <system_error>
+
 #include "os/spin_wait.hpp"
 
 #include <linux/futex.h>
@@ -24,8 +28,13 @@ void futex_wake(std::uint32_t& w) noexcept {
 
 }  // namespace
 
-FaultService::FaultService(FaultResolver resolver, void* context)
-    : resolver_(resolver), context_(context), thread_([this] { run(); }) {}
+FaultService::FaultService(FaultResolver resolver, void* context) : resolver_(resolver), context_(context) {
+  try {
+    thread_ = std::thread([this] { run(); });
+  } catch (const std::system_error& e) {
+    throw SystemError("pthread_create", "the fault service's thread", e.code().value());
+  }
+}
 
 FaultService::~FaultService() {
   stop_.store(true, std::memory_order_seq_cst);

@@ -1,7 +1,10 @@
-// Run accounting relies on the kernel merging a changed range with neighbours of equal protection
-// (mprotect does, for the pieces of one private anonymous mapping), so one mprotect per changed run
-// is enough: widening it over neighbours that already have the protection yields the same VMAs with
-// more page-table work.
+// Run accounting relies on the kernel merging a changed range with neighbours of equal protection,
+// so one mprotect per changed run is enough: widening it over neighbours that already have the
+// protection yields the same VMAs with more page-table work. mprotect merges the pieces of one
+// shared file mapping (the memfd arena views the shared space and the cluster protect), but not
+// always those of a private anonymous one: once split pieces have faulted pages in, each has an
+// anon_vma of its own and they stay apart, so a map over such memory may count fewer runs than the
+// kernel has mappings. Keep it on shared mappings.
 #include "os/protection.hpp"
 #include "os/fault_path.hpp"
 

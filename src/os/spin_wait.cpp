@@ -4,6 +4,8 @@
 
 namespace hdsm::os {
 
+std::atomic<std::uint64_t> detail::spin_budget_ns{50'000};
+
 void set_wait_policy(WaitPolicy policy, std::uint32_t spin_us) noexcept {
   std::uint64_t budget = 0;
   switch (policy) {

@@ -6,6 +6,8 @@
 // runtime sets it when it starts). Everything here is async-signal-safe.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include <atomic>
 #include <cstdint>
 #include <ctime>
@@ -19,8 +21,10 @@ namespace hdsm::os {
 enum class WaitPolicy : std::uint8_t { automatic, spin, block };
 
 namespace detail {
-/// Nanoseconds a wait spins before it sleeps: 0 under block, all ones under spin.
-inline std::atomic<std::uint64_t> spin_budget_ns{50'000};
+/// Nanoseconds a wait spins before it sleeps: 0 under block, all ones under spin. One variable for
+/// the process, defined in libhdsm and exported: an inline variable would be a hidden copy in each
+/// library built with hidden visibility, and set_wait_policy would set libhdsm's alone.
+extern HDSM_API std::atomic<std::uint64_t> spin_budget_ns;
 }  // namespace detail
 
 /// Sets the process-wide policy; `spin_us` is the budget of automatic.

@@ -309,6 +309,52 @@ TEST_F(FaultDeathTest, DecliningResolverKillsWithSegv) {
       "hdsm: segmentation fault at 0x[0-9a-f]+ \\(refused by the resolver");
 }
 
+bool accept_always(void* context, void*, FaultAccess) {
+  static_cast<std::atomic<int>*>(context)->fetch_add(1);
+  return true;  // as a resolver does for a fault it takes for a spurious one
+}
+
+// A bus error inside a registered range (its memfd truncated under it) is no protection fault: it
+// never reaches the resolver, which would call it spurious and have it retried forever (before, the
+// process spun at 100 % CPU), and the process dies of it with a message.
+TEST_F(FaultDeathTest, ABusErrorInARangeKillsWithSigbusWithoutItsResolver) {
+  EXPECT_EXIT(
+      {
+        start_from_default_disposition();
+        const int fd = ::memfd_create("bus error test", MFD_CLOEXEC);
+        if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(page_size())) != 0) ::_exit(2);
+        void* p = ::mmap(nullptr, page_size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) ::_exit(3);
+        std::atomic<int> calls{0};
+        hdsm::os::register_fault_range(p, page_size(), accept_always, &calls);
+        write_int(p, 1);
+        if (::ftruncate(fd, 0) != 0) ::_exit(4);
+        write_int(p, 2);
+        ::_exit(calls.load() == 0 ? 5 : 6);
+      },
+      ::testing::KilledBySignal(SIGBUS), "hdsm: bus error at 0x[0-9a-f]+ \\(in shared memory");
+}
+
+// A previous handler of SIG_IGN given with SA_SIGINFO reads back as sa_sigaction == (void*)1: it is
+// no handler (before, a foreign fault jumped to address 1).
+TEST_F(FaultDeathTest, APreviousIgnoreWithSigInfoIsNoHandler) {
+  ProtectedRegion foreign(1);
+  foreign.protect(PROT_NONE);
+  EXPECT_EXIT(
+      {
+        struct sigaction ignore {};
+        ignore.sa_handler = SIG_IGN;
+        ignore.sa_flags = SA_SIGINFO;
+        sigemptyset(&ignore.sa_mask);
+        ::sigaction(SIGSEGV, &ignore, nullptr);  // before hdsm's: saved as the previous handler
+        hdsm::os::install_fault_handler();
+        read_int(foreign.page(0));
+        std::_Exit(0);
+      },
+      ::testing::KilledBySignal(SIGSEGV),
+      "hdsm: segmentation fault at 0x[0-9a-f]+ \\(not in shared memory\\)");
+}
+
 std::atomic<void*> expected_fault_address{nullptr};
 
 void exit_42(int, siginfo_t* info, void*) {
