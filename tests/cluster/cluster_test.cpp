@@ -49,9 +49,9 @@ cl::Options options(std::uint64_t lazy_pages = 1u << 30, unsigned threads = 2, b
 }
 
 /// Runs f(node) on `ranks` threads, each the rank of one node of an in-process hub with the options
-/// `options_of(rank)`; rethrows the first failure.
+/// `options_of(rank)`; returns each rank's failure (null where it had none).
 template <class O, class F>
-void run_ranks_with(int ranks, O options_of, F f) {
+std::vector<std::exception_ptr> rank_errors(int ranks, O options_of, F f) {
   cl::detail::ThreadsHub hub(ranks);
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(ranks));
   std::vector<std::thread> threads;
@@ -68,7 +68,13 @@ void run_ranks_with(int ranks, O options_of, F f) {
       }
     });
   for (auto& t : threads) t.join();
-  for (auto& e : errors)
+  return errors;
+}
+
+/// rank_errors(), rethrowing the first failure.
+template <class O, class F>
+void run_ranks_with(int ranks, O options_of, F f) {
+  for (auto& e : rank_errors(ranks, options_of, f))
     if (e) std::rethrow_exception(e);
 }
 
@@ -642,22 +648,16 @@ TEST(Cluster, FaultsOfUnknownKindReadFirstAndWriteOnTheSecondFault) {
 // error's message. Every rank gets its own: one that fails alone must not leave the others waiting.
 template <class O, class F>
 std::vector<std::string> outcomes(int ranks, O options_of, F body) {
-  cl::detail::ThreadsHub hub(ranks);
-  std::vector<std::string> what(static_cast<std::size_t>(ranks));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        Node node(hub.endpoint(r), options_of(r));
-        cl::detail::bind_thread(&node);
-        body(node);
-        cl::detail::bind_thread(nullptr);
-      } catch (const std::exception& e) {
-        cl::detail::bind_thread(nullptr);
-        what[static_cast<std::size_t>(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
+  std::vector<std::string> what;
+  for (const std::exception_ptr& e : rank_errors(ranks, options_of, body)) {
+    what.emplace_back();
+    if (!e) continue;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      what.back() = x.what();
+    }
+  }
   return what;
 }
 
