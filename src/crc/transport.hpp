@@ -33,7 +33,7 @@ enum class Op : std::uint8_t {
   barrier,      // call: the reply, once every worker came, carries the invalidations
   direct_get,   // call: the bytes at offset `page`, for a read-only or single-writer copy where the
                 //   transport has no one-sided copies (no directory bookkeeping)
-  direct_put,   // post: a single writer's page at offset `page`, likewise
+  direct_put,   // post: a single writer's page at offset `page`, likewise (a call where `write`)
   done,         // post: the task returned (after the last write-backs)
   failed,       // post: the task threw (`error`); counts as done
 };
