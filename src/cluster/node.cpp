@@ -52,13 +52,14 @@ Options agreed(Transport& transport, Options o) {
     error = e.what();
   }
   if (transport.ranks() > 1) {
-    constexpr std::size_t kShared = 5;
+    constexpr std::size_t kShared = 6;
     const std::uint64_t mine[kShared + 1] = {
         o.page_size,
         o.space_bytes,
         o.lazy_pages,
         o.private_pages ? 1u : 0u,
         static_cast<std::uint64_t>(o.distribution),
+        o.policy ? 1u : 0u,
         error.empty() ? 0 : static_cast<std::uint64_t>(transport.rank()) + 1};
     std::uint64_t v[2 * (kShared + 1)];
     for (std::size_t i = 0; i <= kShared; ++i) {
@@ -70,9 +71,12 @@ Options agreed(Transport& transport, Options o) {
       throw InvalidArgument(fmt::format(
           "cluster: rank {} refused its options (its message is in its output), so no rank starts",
           v[kShared] - 1));
-    static constexpr const char* kNames[kShared] = {
-        "page_size (HDSM_CLUSTER_PAGE_SIZE)", "space_bytes (HDSM_CLUSTER_SPACE)",
-        "lazy_pages (HDSM_CLUSTER_LAZY_PAGES)", "private_pages (HDSM_CLUSTER_PRIVATE_PAGES)", "distribution"};
+    static constexpr const char* kNames[kShared] = {"page_size (HDSM_CLUSTER_PAGE_SIZE)",
+                                                    "space_bytes (HDSM_CLUSTER_SPACE)",
+                                                    "lazy_pages (HDSM_CLUSTER_LAZY_PAGES)",
+                                                    "private_pages (HDSM_CLUSTER_PRIVATE_PAGES)",
+                                                    "distribution",
+                                                    "policy (set or not)"};
     for (std::size_t i = 0; error.empty() && i < kShared; ++i)
       if (v[i] != ~v[kShared + 1 + i])
         throw InvalidArgument(
@@ -978,9 +982,13 @@ HDSM_FAULT_PATH bool Node::closed(std::uint64_t page) const noexcept {
 }
 
 HDSM_FAULT_PATH bool Node::reopen(std::uint64_t page, os::FaultAccess access, void* address) noexcept {
-  const os::Protection need =
-      access == os::FaultAccess::write ? os::Protection::read_write : os::Protection::read;
   std::lock_guard lock(protection_mutex_);
+  // An access of unknown kind needs what the page's state allows: were it a write to a page its
+  // group left readable, asking for read only would let it retry, and fault, forever.
+  const os::Protection need = access == os::FaultAccess::write ? os::Protection::read_write
+                              : access == os::FaultAccess::unknown
+                                  ? std::max(os::Protection::read, protection_->desired_unchecked(page))
+                                  : os::Protection::read;
   if (protection_->effective_unchecked(page) >= need) return true;  // opened meanwhile: retry
   // Closed with its group when a boundary's protections outgrew the mappings (the map coarsened):
   // retrying unchanged would fault forever.

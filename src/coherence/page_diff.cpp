@@ -35,14 +35,6 @@ std::uint64_t byte_mask(std::uint64_t d) {
   return (d & 0x0101010101010101ull) * 0xffu;
 }
 
-/// The nonzero bytes of `d`.
-std::size_t nonzero_bytes(std::uint64_t d) {
-  d |= d >> 4;
-  d |= d >> 2;
-  d |= d >> 1;
-  return static_cast<std::size_t>(std::popcount(d & 0x0101010101010101ull));
-}
-
 /// Bytes compared at once where a page is mostly unchanged: eight words XORed and ORed together,
 /// one test (SSE2 vectors at -O2), instead of a test and a branch for each word.
 constexpr std::size_t kBlock = 64;
@@ -124,7 +116,7 @@ bool any_change(std::span<const std::byte> diff) {
 }
 
 std::size_t diff_runs(std::span<const std::byte> local, std::span<const std::byte> twin,
-                      std::vector<DiffRun>& runs, std::size_t join_gap, std::size_t* differing) {
+                      std::vector<DiffRun>& runs, std::size_t join_gap) {
   check_sizes("diff_runs", local.size(), twin.size(), twin.size());
   if (local.size() > std::numeric_limits<std::uint32_t>::max())
     throw InvalidArgument(fmt::format("diff_runs: a page of {} bytes is above 4 GiB", local.size()));
@@ -132,7 +124,7 @@ std::size_t diff_runs(std::span<const std::byte> local, std::span<const std::byt
   // Adjacent pieces always join: a run is a maximal stretch of changed bytes. The open run stays in
   // locals until a longer gap ends it.
   const std::size_t gap = std::max<std::size_t>(join_gap, 1);
-  std::size_t covered = 0, begin = 0, end = 0, changed = 0;
+  std::size_t covered = 0, begin = 0, end = 0;
   bool open = false;
   const auto close = [&] {
     runs.push_back({static_cast<std::uint32_t>(begin), static_cast<std::uint32_t>(end - begin)});
@@ -168,12 +160,10 @@ std::size_t diff_runs(std::span<const std::byte> local, std::span<const std::byt
       // it closer than the gap; an equal word that ends them is passed over.
       const std::size_t from = i + static_cast<std::size_t>(std::countr_zero(x)) / 8;
       std::uint64_t last = x, y = 0;
-      changed += nonzero_bytes(x);
       for (i += 8; i + 8 <= n; i += 8) {
         y = load(local.data() + i) ^ load(twin.data() + i);
         if (y == 0 || static_cast<std::size_t>(std::countl_zero(last) + std::countr_zero(y)) / 8 >= gap)
           break;
-        changed += nonzero_bytes(y);
         last = y;
       }
       piece(from, i - static_cast<std::size_t>(std::countl_zero(last)) / 8);
@@ -183,7 +173,6 @@ std::size_t diff_runs(std::span<const std::byte> local, std::span<const std::byt
     }
     if (x != 0) {
       std::uint64_t m = byte_mask(x);
-      changed += static_cast<std::size_t>(std::popcount(m)) / 8;
       while (m != 0) {  // each stretch of changed bytes in the word
         const int from = std::countr_zero(m);
         const std::uint64_t rest = ~(m >> from);
@@ -195,13 +184,30 @@ std::size_t diff_runs(std::span<const std::byte> local, std::span<const std::byt
     i += 8;
   }
   for (; i < n; ++i)
-    if (local[i] != twin[i]) {
-      piece(i, i + 1);
-      ++changed;
-    }
+    if (local[i] != twin[i]) piece(i, i + 1);
   if (open) close();
-  if (differing != nullptr) *differing = changed;
   return covered;
+}
+
+std::size_t differing_bytes(std::span<const std::byte> a, std::span<const std::byte> b) {
+  check_sizes("differing_bytes", a.size(), b.size(), b.size());
+  // GCC's and Clang's vector extensions: a lane comparison is -1 where the lanes differ, so
+  // subtracting it counts; a lane holds at most 255 counts, so the sums are taken every 255 blocks.
+  using Lanes = std::uint8_t __attribute__((vector_size(16)));
+  const std::size_t n = a.size();
+  std::size_t total = 0, i = 0;
+  while (n - i >= 16) {
+    Lanes count{};
+    for (const std::size_t end = i + std::min<std::size_t>((n - i) / 16, 255) * 16; i < end; i += 16) {
+      Lanes x, y;
+      std::memcpy(&x, a.data() + i, 16);
+      std::memcpy(&y, b.data() + i, 16);
+      count -= reinterpret_cast<Lanes>(x != y);
+    }
+    for (int k = 0; k < 16; ++k) total += count[k];
+  }
+  for (; i < n; ++i) total += a[i] != b[i] ? 1 : 0;
+  return total;
 }
 
 }  // namespace hdsm::coherence

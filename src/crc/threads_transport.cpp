@@ -209,7 +209,7 @@ class ThreadsTransport::Worker final : public WorkerLink {
     // worker, which reads other bytes of it, the race it formally is.
     if (bytes == page_size_) {
       Request r{.op = Op::direct_get, .page = offset, .frame = into};
-      (void)call(r);
+      check_direct(call(r));
       return;
     }
 #endif
@@ -221,7 +221,7 @@ class ThreadsTransport::Worker final : public WorkerLink {
       // A call, not a post (`write` asks the home to answer): the bytes stay where they are until
       // the home has copied them.
       Request r{.op = Op::direct_put, .write = true, .page = offset, .written = from};
-      (void)call(r);
+      check_direct(call(r));
       return;
     }
 #endif

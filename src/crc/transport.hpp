@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <hdsm/export.h>
+#include <hdsm/error.hpp>
 
 HDSM_VISIBLE_BEGIN
 namespace hdsm::crc::detail {
@@ -77,6 +78,17 @@ struct Reply {
   std::uint32_t version = 0;  // a copying fetch_read: the page's version when the home counted the reader
   std::string message;        // error: what went wrong (the worker throws InvalidArgument)
 };
+
+/// Thrown inside a task when the home ended the region (another worker failed): it unwinds the
+/// task, which then counts as done.
+struct RegionAborted {};
+
+/// The reply to a direct copy a link sent through the home: its error raised as the worker's own
+/// calls raise theirs.
+inline void check_direct(const Reply& reply) {
+  if (reply.status == Status::aborted) throw RegionAborted{};
+  if (reply.status == Status::error) throw InvalidArgument(reply.message);
+}
 
 /// The home's end.
 class HomeLink {

@@ -20,10 +20,6 @@
 HDSM_VISIBLE_BEGIN
 namespace hdsm::crc::detail {
 
-/// Thrown inside a task when the home ended the region (another worker failed): it unwinds the
-/// task, which then counts as done.
-struct RegionAborted {};
-
 /// Where the shared space is, as the workers see it (under MPI only the numbers exist locally).
 struct Space {
   std::uintptr_t base = 0;

@@ -200,7 +200,7 @@ class MpiWorkerLink final : public WorkerLink {
     if (window_ == MPI_WIN_NULL) {
       // No one-sided copies in this MPI: the home sends the bytes (no directory bookkeeping).
       Request r{.op = Op::direct_get, .worker = worker_, .page = offset, .frame = into};
-      (void)call(r);
+      check_direct(call(r));
       return;
     }
     check(PMPI_Get(into, static_cast<int>(bytes), MPI_BYTE, 0, static_cast<MPI_Aint>(window_offset_ + offset),
@@ -288,6 +288,19 @@ class MpiEngine final : public Engine {
                       size, size == 1 ? "" : "s", kMaxWorkers + 1));
     }
     const std::size_t bytes = (o.shared_bytes + kSpaceAlignment - 1) / kSpaceAlignment * kSpaceAlignment;
+    // The options every rank must share, compared first: different ones stop every rank with one
+    // message, instead of workers that size the space their own way.
+    std::uint64_t shared[4] = {bytes, ~std::uint64_t{bytes}, o.page_size, ~std::uint64_t{o.page_size}};
+    check(PMPI_Allreduce(MPI_IN_PLACE, shared, 4, MPI_UINT64_T, MPI_MAX, comm_), "MPI_Allreduce",
+          "the ranks' options");
+    if (shared[0] != ~shared[1] || shared[2] != ~shared[3]) {
+      PMPI_Comm_free(&comm_);
+      if (own_mpi_) PMPI_Finalize();  // every rank is here
+      throw InvalidArgument(fmt::format(
+          "crc over MPI: the ranks' Options::shared_bytes (from {} to {} B) or page_size (from {} to {} B) "
+          "differ: every rank must use the same",
+          ~shared[1], shared[0], ~shared[3], shared[2]));
+    }
     // The shared space is a window on rank 0, so read-only and single-writer pages move by one-sided
     // gets and puts. Where this MPI cannot make one (Open MPI's pt2pt one-sided component needs
     // MPI_THREAD_MULTIPLE, for one), the space is plain memory and those copies go through the home.

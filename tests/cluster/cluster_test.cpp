@@ -632,6 +632,31 @@ TEST(Cluster, FaultsOfUnknownKindReadFirstAndWriteOnTheSecondFault) {
     cl::free(out);
     cl::free(a);
   });
+  // A write of unknown kind to a page its merged group left readable (here private to rank 0, beside
+  // shared read-only pages, in 5 mappings) opens the page as its state allows (before, it asked
+  // for read, found it, and retried forever).
+  run_ranks_with(
+      2,
+      [](int) {
+        cl::Options o = options(/*lazy_pages=*/1u << 30, 1);
+        o.mappings = 5;
+        return o;
+      },
+      [](Node& node) {
+        constexpr std::uint32_t per_page = kPage / sizeof(int);
+        int* a = cl::alloc<int>(16 * per_page);
+        const int three = 3;
+        for (std::uint32_t p = 1; p < 16; p += 2) cl::memcpy(a + p * per_page, &three, sizeof three);
+        EXPECT_EQ(node.protection_granularity(), 2u);
+        const auto write = hdsm::per_thread("block0_writes", [](const Thread& t, int* p, int at, int v) {
+          if (t.block.x == 0) p[at] = v;
+        });
+        cl::launch(write, Launch{Dim3{2}, Dim3{1}, 0}, a, 0, 1);
+        cl::launch(write, Launch{Dim3{2}, Dim3{1}, 0}, a, 7, 42);
+        const std::vector<int> got = read_all(a, 8);
+        EXPECT_EQ(got[0] + got[7], 43);
+        cl::free(a);
+      });
   // Data only: a read that faulted while another thread of the rank made the page readable reaches
   // the handler as a fault of unknown kind on a readable page, which must be taken for a write (were
   // it one, the write would fault again and again): the page then counts as written, which costs

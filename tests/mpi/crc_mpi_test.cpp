@@ -182,6 +182,24 @@ TEST_F(CrcMpi, TheHomeRunsTheTaskTooInARegionThatNeedsNoServicing) {
 // The home's own task error reaches every rank as the same KernelFailure, whatever it threw (before,
 // rank 0 got the original and the others a KernelFailure; a throw of no std::exception escaped on
 // rank 0 before the ranks heard of it, and they waited for good).
+// Options every rank must share, different on one rank, stop every rank with the same error
+// (before, the workers sized the space their own way).
+TEST_F(CrcMpi, OptionsTheRanksMustShareAreComparedFirst) {
+  int rank = 0, ranks = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  crc::Options o = mpi_options();
+  if (rank == ranks - 1) o.shared_bytes *= 2;
+  try {
+    crc::Runtime rt(o);
+    ADD_FAILURE() << "a runtime was made on rank " << rank;
+  } catch (const hdsm::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("shared_bytes"), std::string::npos) << e.what();
+  }
+  crc::Runtime rt(mpi_options());  // the ranks are in step
+  rt.run([] {});
+}
+
 TEST_F(CrcMpi, TheHomesTaskErrorReachesEveryRankAsTheSameKernelFailure) {
   crc::Runtime rt(mpi_options());
   for (const bool standard : {true, false}) {
