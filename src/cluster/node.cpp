@@ -319,15 +319,7 @@ std::vector<std::uint64_t> Node::split(std::uint64_t blocks) const {
 
 // The same value on every rank, or InvalidArgument on every rank.
 std::uint64_t Node::agree(std::uint64_t value, const char* what) {
-  if (ranks() == 1) return value;
-  std::uint64_t v[2] = {value, ~value};
-  transport_.allreduce(v, ReduceOp::max);
-  const std::uint64_t high = v[0], low = ~v[1];
-  if (high != low)
-    throw InvalidArgument(
-        fmt::format("cluster: the ranks passed different {} (from {} to {}; rank {} passed {}); the "
-                    "call is collective and every rank must pass the same",
-                    what, low, high, rank(), value));
+  agree_all({{value, what}});
   return value;
 }
 
@@ -696,7 +688,7 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
     else if (writers(p) > 1)
       modified_bytes += own_multi.add(p, rank(), now, before, exact);
     else
-      modified_bytes += records_changed_bytes(now, before);
+      modified_bytes += coherence::differing_bytes(now, before);
   }
   if (rank() != 0)
     for (const std::uint64_t p : promoted_pages)

@@ -212,10 +212,6 @@ void apply_record(const RecordView& record, std::byte* page) {
   }
 }
 
-std::size_t records_changed_bytes(std::span<const std::byte> now, std::span<const std::byte> before) {
-  return coherence::differing_bytes(now, before);
-}
-
 void RaceCheck::add(std::span<const std::byte> records) {
   if (!enabled_) return;
   for_each_record(records, [&](const RecordView& r) {

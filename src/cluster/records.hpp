@@ -95,9 +95,6 @@ void for_each_record(std::span<const std::byte> buffer, F&& fn);
 /// Writes the record's runs into `page`.
 void apply_record(const RecordView& record, std::byte* page);
 
-/// The bytes of `now` that differ from `before`.
-std::size_t records_changed_bytes(std::span<const std::byte> now, std::span<const std::byte> before);
-
 /// Overlapping runs of different writers in one page: a racy kernel.
 class RaceCheck {
  public:

@@ -325,10 +325,7 @@ std::pair<std::byte*, std::size_t> Worker::localize(Access access, const void* a
     // so it is used as it is), and the variant's promise makes the shared page itself safe to use.
     if (access != Access::read_only) {
       note_single(page);
-      std::uint64_t& word = in_place_listed_[page_number(page) / 64];
-      const std::uint64_t bit = std::uint64_t{1} << (page_number(page) % 64);
-      in_place_pages_ += (word & bit) == 0 ? 1 : 0;
-      word |= bit;
+      if (set_bit(in_place_listed_, page_number(page))) ++in_place_pages_;
     }
     ++stats_.in_place;
     return {reinterpret_cast<std::byte*>(a), count};

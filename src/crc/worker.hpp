@@ -93,11 +93,15 @@ class Worker {
   /// worker keep a stale copy.
   [[gnu::always_inline]] void note_single(std::uintptr_t page) {
     const std::uint64_t p = page_number(page);
-    std::uint64_t& word = single_listed_[p / 64];
+    if (set_bit(single_listed_, p)) single_written_.push_back(p);
+  }
+  /// Sets bit p; whether it was clear.
+  static bool set_bit(std::vector<std::uint64_t>& bits, std::uint64_t p) {
+    std::uint64_t& word = bits[p / 64];
     const std::uint64_t bit = std::uint64_t{1} << (p % 64);
-    if ((word & bit) != 0) return;
+    if ((word & bit) != 0) return false;
     word |= bit;
-    single_written_.push_back(p);
+    return true;
   }
   void note_single_writes();
   /// Forgets the pages noted (their bits cleared, so the bitmaps are all zeros between releases).
