@@ -2,14 +2,16 @@
 // kernel (the rank's interval of blocks, the boundary's counter), which short kernels pay in full:
 // scan launches 3000 a run. Both on 2 threads; the rank is one in-process rank (no MPI), as a
 // one-rank job runs: every page writable, no fault, no message.
-// Also the encoding of a written page at a kernel boundary (DiffRuns) beside a copy of the page, and
-// an allocation and its free (ClusterAllocFree).
+// Also the encoding of a written page at a kernel boundary (DiffRuns, and the whole record:
+// RecordEncode, RecordApply) beside a copy of the page, and an allocation and its free
+// (ClusterAllocFree).
 #include <hdsm/kernel.hpp>
 
 #include "exec/executor.hpp"
 
 #if defined(HDSM_BENCH_CLUSTER)
 #include "cluster/node.hpp"
+#include "cluster/records.hpp"
 #include "cluster/threads_transport.hpp"
 
 #include <hdsm/cluster.hpp>
@@ -118,6 +120,65 @@ void DiffRuns(benchmark::State& state) {
   state.counters["covered"] = static_cast<double>(covered);
 }
 BENCHMARK(DiffRuns)->ArgName("pattern")->Arg(0)->Arg(1)->Arg(2);
+
+#if defined(HDSM_BENCH_CLUSTER)
+// A written page's whole record, as a kernel boundary sends it (the cheaper of runs and a lane
+// plan: the "lanes" counter), and its application at a receiver. Patterns 0-2 as above, and 3: a
+// page of 64-bit counters whose low byte changed (tpacf's histograms). Arg 1: exact (a page of
+// several writers, whose record carries no equal byte).
+std::vector<std::byte> page_bytes(int pattern, bool after) {
+  std::vector<std::byte> page(4096);
+  if (pattern < 3) {
+    const std::vector<float> f = page_of_floats(pattern, after);
+    std::memcpy(page.data(), f.data(), page.size());
+    return page;
+  }
+  for (std::size_t i = 0; i < page.size(); i += 8)
+    page[i] = static_cast<std::byte>(after && i % 24 != 0 ? 2 + i % 7 : 1);
+  return page;
+}
+
+void RecordEncode(benchmark::State& state) {
+  const auto before = page_bytes(static_cast<int>(state.range(0)), false),
+             now = page_bytes(static_cast<int>(state.range(0)), true);
+  // Sixteen pages into one writer, as a boundary encodes all of a rank's pages into one buffer.
+  constexpr int kPages = 16;
+  std::size_t bytes = 0;
+  for (auto _ : state) {
+    hdsm::cluster::detail::RecordWriter w;
+    for (int p = 0; p < kPages; ++p)
+      w.add(static_cast<std::uint64_t>(p), 1, now, before, state.range(1) != 0);
+    bytes = w.bytes().size() / kPages;
+    benchmark::DoNotOptimize(w.bytes().data());
+  }
+  state.counters["page"] = benchmark::Counter(static_cast<double>(state.iterations()) * kPages,
+                                              benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["bytes"] = static_cast<double>(bytes);
+  state.counters["changed"] = static_cast<double>(hdsm::coherence::differing_bytes(now, before));
+}
+BENCHMARK(RecordEncode)->ArgNames({"pattern", "exact"})->ArgsProduct({{0, 1, 2, 3}, {0, 1}});
+
+void RecordApply(benchmark::State& state) {
+  namespace d = hdsm::cluster::detail;
+  const auto before = page_bytes(static_cast<int>(state.range(0)), false),
+             now = page_bytes(static_cast<int>(state.range(0)), true);
+  d::RecordWriter w;
+  w.add(1, 1, now, before, state.range(1) != 0);
+  std::vector<std::byte> page = before;
+  bool lanes = false;
+  for (auto _ : state) {
+    d::for_each_record(w.bytes(), page.size(), [&](const d::RecordView& r) {
+      lanes = r.lanes;
+      d::apply_record(r, page.data());
+    });
+    benchmark::DoNotOptimize(page.data());
+    benchmark::ClobberMemory();
+  }
+  if (page != now) state.SkipWithError("the record did not give the page");
+  state.counters["lanes"] = lanes ? 1 : 0;
+}
+BENCHMARK(RecordApply)->ArgNames({"pattern", "exact"})->ArgsProduct({{0, 1, 2, 3}, {0, 1}});
+#endif
 
 void PageCopy(benchmark::State& state) {
   std::vector<std::byte> from(4096, std::byte{1}), to(4096);

@@ -6,17 +6,34 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cstring>
+#include <limits>
+
+#if defined(__x86_64__) || defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 namespace hdsm::cluster::detail {
 namespace {
 
 constexpr std::uint32_t kWholeFlag = 0x8000'0000u;
-constexpr std::uint32_t kMaskFlag = 0x4000'0000u;
-constexpr std::uint32_t kFlags = kWholeFlag | kMaskFlag;
+constexpr std::uint32_t kLanesFlag = 0x4000'0000u;
+constexpr std::uint32_t kFlags = kWholeFlag | kLanesFlag;
+// A lane record's plan: its first word, then two bits a lane.
+constexpr std::size_t kPlanBytes = sizeof(std::uint32_t) + sizeof(std::uint16_t);
+constexpr std::uint16_t kEveryLane = 0x5555;  // every lane of every word
 
-// The bits set in each byte value (without -mpopcnt std::popcount is a call into libgcc).
+/// The bits set in each byte of `x`, in that byte (without -mpopcnt std::popcount is a call into
+/// libgcc).
+constexpr std::uint64_t byte_bits(std::uint64_t x) {
+  x -= (x >> 1) & 0x5555555555555555ull;
+  x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+  return (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+}
+
+// The bits set in each byte value.
 constexpr auto kBitsSet = [] {
   std::array<std::uint8_t, 256> t{};
   for (unsigned v = 0; v < 256; ++v) t[v] = static_cast<std::uint8_t>((v & 1u) + t[v >> 1]);
@@ -29,7 +46,205 @@ void put(std::vector<std::byte>& out, const T& value) {
   out.insert(out.end(), b, b + sizeof(T));
 }
 
+std::uint64_t load_word(const std::byte* p) {
+  std::uint64_t v = 0;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+Lane lane_of(std::uint16_t plan, int k) { return static_cast<Lane>((plan >> (2 * k)) & 3u); }
+
+int bitmap_lanes(std::uint16_t plan) {
+  int n = 0;
+  for (int k = 0; k < 8; ++k) n += lane_of(plan, k) == Lane::bitmap ? 1 : 0;
+  return n;
+}
+
+// A word's bytes that a mask names, moved as one: a byte shuffle per word where the CPU has one
+// (SSSE3), which gathers them for the wire and spreads them back into the page; else a byte at a
+// time. On the development VM the byte loops made a lane record cost 10-20x a run's copy to apply.
+// kGather[m]: byte j is the position of the mask's j-th set bit; kSpread[m]: byte k is the rank of
+// bit k among the set bits, where it is set; 0x80 (a zero byte) elsewhere. kBytes[m]: 0xff in the
+// bytes the mask names.
+/// kGather (spread false) or kSpread (true): for the j-th set bit k of each mask, byte j holds k, or
+/// byte k holds j.
+constexpr std::array<std::uint64_t, 256> shuffle_table(bool spread) {
+  std::array<std::uint64_t, 256> t{};
+  for (unsigned m = 0; m < 256; ++m) {
+    std::uint64_t v = 0x8080808080808080ull;
+    for (unsigned k = 0, j = 0; k < 8; ++k) {
+      if (((m >> k) & 1u) == 0) continue;
+      const unsigned at = spread ? k : j, value = spread ? j : k;
+      v = (v & ~(std::uint64_t{0xff} << (8 * at))) | (std::uint64_t{value} << (8 * at));
+      ++j;
+    }
+    t[m] = v;
+  }
+  return t;
+}
+constexpr auto kGather = shuffle_table(false);
+constexpr auto kSpread = shuffle_table(true);
+constexpr auto kBytes = [] {
+  std::array<std::uint64_t, 256> t{};
+  for (unsigned m = 0; m < 256; ++m)
+    for (unsigned k = 0; k < 8; ++k)
+      if (((m >> k) & 1u) != 0) t[m] |= std::uint64_t{0xff} << (8 * k);
+  return t;
+}();
+
+/// masks[w]: bit k set where byte k of word w of `a` and `b` differ, for `words` words.
+void word_masks(const std::byte* a, const std::byte* b, std::size_t words, std::uint8_t* masks) {
+  std::size_t w = 0;
+#if defined(__SSE2__)
+  // Two words at once: a byte comparison's sign bits are the two masks, inverted.
+  for (; w + 2 <= words; w += 2) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 8 * w));
+    const __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 8 * w));
+    const auto differ = static_cast<unsigned>(~_mm_movemask_epi8(_mm_cmpeq_epi8(x, y)));
+    masks[w] = static_cast<std::uint8_t>(differ);
+    masks[w + 1] = static_cast<std::uint8_t>(differ >> 8);
+  }
+#endif
+  // One multiplication gathers bit 8k of the folded XOR (byte k nonzero) into bit k of the top byte.
+  static_assert(std::endian::native == std::endian::little, "byte k of a loaded word is its bits 8k..8k+7");
+  for (; w < words; ++w) {
+    std::uint64_t d = load_word(a + 8 * w) ^ load_word(b + 8 * w);
+    d |= d >> 4;
+    d |= d >> 2;
+    d |= d >> 1;
+    masks[w] = static_cast<std::uint8_t>(((d & 0x0101010101010101ull) * 0x0102040810204080ull) >> 56);
+  }
+}
+
+/// Appends the bytes of `word` that `mask` names, in order; returns where they end.
+std::byte* gather_word(const std::byte* word, unsigned mask, std::byte* out) {
+  if (mask == 0xffu) {
+    std::memcpy(out, word, 8);
+    return out + 8;
+  }
+  for (; mask != 0; mask &= mask - 1) *out++ = word[std::countr_zero(mask)];
+  return out;
+}
+
+/// Writes the next bytes of `in` to the bytes of `word` that `mask` names; returns where they end.
+const std::byte* scatter_word(std::byte* word, unsigned mask, const std::byte* in) {
+  if (mask == 0xffu) {
+    std::memcpy(word, in, 8);
+    return in + 8;
+  }
+  for (; mask != 0; mask &= mask - 1) word[std::countr_zero(mask)] = *in++;
+  return in;
+}
+
+/// The bytes of words [first, last] of `page` that masks[w] | every names, in order, at `out`,
+/// which has eight bytes to spare after them; returns where they end.
+std::byte* gather_words_bytewise(const std::byte* page, const std::uint8_t* masks, std::size_t first,
+                                 std::size_t last, unsigned every, std::byte* out) {
+  for (std::size_t w = first; w <= last; ++w) out = gather_word(page + 8 * w, masks[w] | every, out);
+  return out;
+}
+
+/// Writes a lane record's bytes into `page`.
+void spread_record_bytewise(const RecordView& record, std::byte* page) {
+  const std::byte* from = record.data;
+  record.for_each_word(
+      [&](std::size_t word, unsigned mask) { from = scatter_word(page + 8 * word, mask, from); });
+}
+
+#if defined(__x86_64__)
+__attribute__((target("ssse3"))) std::byte* gather_words_ssse3(const std::byte* page,
+                                                               const std::uint8_t* masks, std::size_t first,
+                                                               std::size_t last, unsigned every,
+                                                               std::byte* out) {
+  for (std::size_t w = first; w <= last; ++w) {
+    const unsigned m = masks[w] | every;
+    if (m == 0) continue;
+    const __m128i word = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(page + 8 * w));
+    const __m128i order = _mm_cvtsi64_si128(static_cast<long long>(kGather[m]));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(out), _mm_shuffle_epi8(word, order));
+    out += kBitsSet[m];
+  }
+  return out;
+}
+
+__attribute__((target("ssse3"))) void spread_record_ssse3(const RecordView& record, std::byte* page) {
+  const std::byte* from = record.data;
+  const std::byte* const end = record.data + record.data_bytes;
+  const LaneMasks masks(record);
+  std::byte* to = page + 8 * std::size_t{record.first_word};
+  if (masks.uniform()) {
+    // Every word has the lanes sent in every word (a page of floats whose top bytes stayed): one
+    // shuffle and one blend for all pairs of words.
+    const unsigned mask = masks.every();
+    const std::size_t bytes = kBitsSet[mask];
+    const __m128i order =
+        _mm_set_epi64x(static_cast<long long>(kSpread[mask] + bytes * 0x0101010101010101ull),
+                       static_cast<long long>(kSpread[mask]));
+    const __m128i named = _mm_set1_epi64x(static_cast<long long>(kBytes[mask]));
+    std::size_t w = 0;
+    for (; w + 2 <= record.run_count && end - from >= 16; w += 2, to += 16, from += 2 * bytes) {
+      const __m128i spread = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(from)), order);
+      const __m128i kept = _mm_andnot_si128(named, _mm_loadu_si128(reinterpret_cast<const __m128i*>(to)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(to), _mm_or_si128(kept, spread));
+    }
+    for (; w < record.run_count; ++w, to += 8) from = scatter_word(to, mask, from);
+    return;
+  }
+  for (std::size_t g = 0; g < masks.groups(); ++g) {
+    const std::uint64_t group = masks.group(g);
+    const std::size_t words = masks.words(g);
+    std::size_t i = 0;
+    // Two words a shuffle: the second word's indices move past the first's bytes (0x80, a zero
+    // byte, stays at or above 0x80).
+    for (; i + 2 <= words && end - from >= 16; i += 2, to += 16) {
+      const auto m0 = static_cast<unsigned>((group >> (8 * i)) & 0xffu);
+      const auto m1 = static_cast<unsigned>((group >> (8 * i + 8)) & 0xffu);
+      const unsigned first = kBitsSet[m0];
+      const __m128i order =
+          _mm_set_epi64x(static_cast<long long>(kSpread[m1] + first * 0x0101010101010101ull),
+                         static_cast<long long>(kSpread[m0]));
+      const __m128i spread = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(from)), order);
+      const __m128i named =
+          _mm_set_epi64x(static_cast<long long>(kBytes[m1]), static_cast<long long>(kBytes[m0]));
+      const __m128i kept = _mm_andnot_si128(named, _mm_loadu_si128(reinterpret_cast<const __m128i*>(to)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(to), _mm_or_si128(kept, spread));
+      from += first + kBitsSet[m1];
+    }
+    for (; i < words; ++i, to += 8)  // the record's last bytes: no loading past them
+      from = scatter_word(to, static_cast<unsigned>((group >> (8 * i)) & 0xffu), from);
+  }
+}
+
+// __builtin_cpu_init first: this runs among the library's constructors, maybe before libgcc's.
+const bool kShuffles = [] {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("ssse3") != 0;
+}();
+#else
+constexpr bool kShuffles = false;
+#endif
+// Set once at start-up (lane_shuffles() switches them for tests, between boundaries).
+std::atomic<bool> shuffles{kShuffles};
+
+std::byte* gather_words(const std::byte* page, const std::uint8_t* masks, std::size_t first, std::size_t last,
+                        unsigned every, std::byte* out) {
+#if defined(__x86_64__)
+  if (shuffles.load(std::memory_order_relaxed))
+    return gather_words_ssse3(page, masks, first, last, every, out);
+#endif
+  return gather_words_bytewise(page, masks, first, last, every, out);
+}
+
+void spread_record(const RecordView& record, std::byte* page) {
+#if defined(__x86_64__)
+  if (shuffles.load(std::memory_order_relaxed)) return spread_record_ssse3(record, page);
+#endif
+  spread_record_bytewise(record, page);
+}
+
 }  // namespace
+
+bool lane_shuffles(bool on) { return shuffles.exchange(on && kShuffles, std::memory_order_relaxed); }
 
 coherence::DiffRun RecordView::run(std::uint32_t i) const {
   coherence::DiffRun r{};
@@ -37,89 +252,139 @@ coherence::DiffRun RecordView::run(std::uint32_t i) const {
   return r;
 }
 
+std::size_t RecordView::meta_bytes() const {
+  if (!lanes) return std::size_t{run_count} * sizeof(coherence::DiffRun);
+  return kPlanBytes + static_cast<std::size_t>(bitmap_lanes(plan)) * ((std::size_t{run_count} + 7) / 8);
+}
+
+// A lane plan first: its word masks give the changed bytes in one vector pass, and the runs there
+// are at least. Where the plan costs at most 1/32 more than runs could (a header, the fewest runs
+// and the changed bytes; exactly what exact runs cost) it is the record, and the runs are never
+// found: finding them was most of the cost of a page of floats that changed (a run every three bytes
+// when exact, and a pass over the page's words and another over the runs' bytes when joined).
+// Otherwise the runs are found and the cheaper of the two is sent.
 std::size_t RecordWriter::add(std::uint64_t page, int writer, std::span<const std::byte> now,
                               std::span<const std::byte> before, bool exact) {
+  const LanePlan lanes = plan_lanes(now, before, exact);
+  if (lanes.changed == 0) return 0;
+  const std::size_t runs_at_least =
+      sizeof(RecordHeader) + lanes.fewest_runs * sizeof(coherence::DiffRun) + lanes.changed;
+  if (lanes.possible && lanes.cost() <= runs_at_least + runs_at_least / 32) {
+    add_lanes(lanes, page, writer, now);
+    return lanes.changed;
+  }
   runs_.clear();
   const std::size_t covered = coherence::diff_runs(now, before, runs_, exact ? 1 : 8);
-  if (runs_.empty()) return 0;
-  // Exact runs are the changed bytes; joined ones carry equal bytes too, which only a count of their
-  // own tells apart (bytes outside the runs are equal).
-  std::size_t changed = covered;
-  if (!exact) {
-    changed = 0;
-    for (const coherence::DiffRun& r : runs_)
-      changed +=
-          coherence::differing_bytes(now.subspan(r.offset, r.length), before.subspan(r.offset, r.length));
-  }
-  // Runs (a header each, and the equal bytes a joined run carries) or a bitmap and the changed bytes
-  // alone, where that halves the bytes: a bitmap costs the sender and each receiver a pass a byte
-  // (3-5 and 2-3 us a 4 KiB page on the development VM, against 2 us and 0.1 for runs), more than the
-  // bytes a smaller saving spares take to move. A mask is exact, so it serves pages of several
-  // writers too.
-  if (2 * ((now.size() + 7) / 8 + changed) <= runs_.size() * sizeof(coherence::DiffRun) + covered) {
-    add_mask(page, writer, now, before, changed);
-    return changed;
+  const std::size_t runs_cost = sizeof(RecordHeader) + runs_.size() * sizeof(coherence::DiffRun) + covered;
+  if (lanes.possible && lanes.cost() < runs_cost) {
+    add_lanes(lanes, page, writer, now);
+    return lanes.changed;
   }
   put(out_, RecordHeader{page, static_cast<std::uint32_t>(runs_.size()), static_cast<std::uint32_t>(writer)});
-  std::size_t data = 0;
-  for (const coherence::DiffRun& r : runs_) {
-    put(out_, r);
-    data += r.length;
-  }
+  for (const coherence::DiffRun& r : runs_) put(out_, r);
   for (const coherence::DiffRun& r : runs_) {
     const std::byte* from = now.data() + r.offset;
     out_.insert(out_.end(), from, from + r.length);
   }
-  payload_ += data;
-  return changed;
+  payload_ += covered;
+  return lanes.changed;
 }
 
-// A word at a time: the changed bytes of a word become its bitmap byte in one multiplication, which
-// gathers bit 8k of the folded XOR (byte k nonzero) into bit k of the top byte.
-void RecordWriter::add_mask(std::uint64_t page, int writer, std::span<const std::byte> now,
-                            std::span<const std::byte> before, std::size_t changed) {
-  const std::size_t n = now.size(), mask_bytes = (n + 7) / 8;
-  put(out_, RecordHeader{page, static_cast<std::uint32_t>(mask_bytes),
-                         static_cast<std::uint32_t>(writer) | kMaskFlag});
-  const std::size_t bitmap_at = out_.size();
-  out_.resize(bitmap_at + mask_bytes + changed);
-  std::byte* const bitmap = out_.data() + bitmap_at;
-  std::byte* data = bitmap + mask_bytes;
-  const auto set = [&](std::size_t j, unsigned bits) {
-    bitmap[j] = static_cast<std::byte>(bits);
-    if (bits == 0xffu) {  // a whole word
-      std::memcpy(data, now.data() + 8 * j, 8);
-      data += 8;
-      return;
-    }
-    for (; bits != 0; bits &= bits - 1)
-      *data++ = now[8 * j + static_cast<std::size_t>(std::countr_zero(bits))];
-  };
-  std::size_t j = 0;
-  for (; 8 * j + 8 <= n; ++j) {
-    std::uint64_t a = 0, b = 0;
-    std::memcpy(&a, now.data() + 8 * j, 8);
-    std::memcpy(&b, before.data() + 8 * j, 8);
-    std::uint64_t d = a ^ b;
-    if (d == 0) {
-      bitmap[j] = std::byte{0};
-      continue;
-    }
-    static_assert(std::endian::native == std::endian::little, "byte k of a loaded word is its bits 8k..8k+7");
-    d |= d >> 4;
-    d |= d >> 2;
-    d |= d >> 1;
-    set(j, static_cast<unsigned>(((d & 0x0101010101010101ull) * 0x0102040810204080ull) >> 56));
+// Each lane's changed words, counted from the transposed masks, choose its mode: every word where
+// its equal bytes cost no more than its bitmap would (never on a page of several writers), a
+// bitmap, or never where it did not change.
+RecordWriter::LanePlan RecordWriter::plan_lanes(std::span<const std::byte> now,
+                                                std::span<const std::byte> before, bool exact) {
+  LanePlan p;
+  const std::size_t n = now.size();
+  if (n % 8 != 0 || n / 8 > std::numeric_limits<std::uint32_t>::max()) {
+    // Not whole words (a page is; a test's buffer may not be): the changed bytes alone, no plan.
+    p.changed = coherence::differing_bytes(now, before);
+    return p;
   }
-  for (; j < mask_bytes; ++j) {
-    unsigned bits = 0;
-    for (std::size_t k = 0; k < 8 && 8 * j + k < n; ++k)
-      if (now[8 * j + k] != before[8 * j + k]) bits |= 1u << k;
-    set(j, bits);
+  const std::size_t words = n / 8;
+  masks_.assign(words + 8, 0);  // eight more: the last group of eight words reads past the page's end
+  std::uint8_t* const masks = masks_.data();
+  word_masks(now.data(), before.data(), words, masks);
+  std::size_t first = 0, end = words;
+  while (first < words && masks[first] == 0) ++first;
+  if (first == words) return p;
+  while (masks[end - 1] == 0) --end;
+  p.first = first;
+  p.last = end - 1;
+  const std::size_t count = end - first, group_bytes = (count + 7) / 8;
+  // Each lane's changed words: the bits of each byte of the transposed masks, counted in place
+  // (at most 8 a group, so a byte holds 31 groups' sums) and taken out every 31 groups.
+  std::array<std::size_t, 8> lane_changed{};
+  for (std::size_t g = 0; g < group_bytes;) {
+    std::uint64_t sums = 0;
+    for (const std::size_t stop = std::min(group_bytes, g + 31); g < stop; ++g)
+      sums += byte_bits(transpose_bits(load_word(reinterpret_cast<const std::byte*>(masks) + first + 8 * g)));
+    for (std::size_t k = 0; k < 8; ++k) lane_changed[k] += (sums >> (8 * k)) & 0xffu;
   }
-  if (data != out_.data() + out_.size())
-    throw Error(Errc::system, "cluster: a page's changed bytes were miscounted");
-  payload_ += changed;
+  for (int k = 0; k < 8; ++k) {
+    const std::size_t changed = lane_changed[static_cast<std::size_t>(k)];
+    p.changed += changed;
+    if (changed == 0) continue;
+    const std::size_t equal = count - changed;
+    if (equal == 0 || (!exact && equal <= group_bytes)) {
+      p.plan |= static_cast<std::uint16_t>(static_cast<unsigned>(Lane::every) << (2 * k));
+      p.every |= 1u << k;
+      p.data += count;
+    } else {
+      p.plan |= static_cast<std::uint16_t>(static_cast<unsigned>(Lane::bitmap) << (2 * k));
+      ++p.bitmaps;
+      p.data += changed;
+    }
+  }
+  p.bitmap_bytes = group_bytes;
+  p.possible = true;
+  // The masks are the page's changed bytes as a bit string (bit k of mask w: byte 8 w + k). A run
+  // starts at a set bit after a clear one, or, joined, after eight clear ones (diff_runs joins runs
+  // closer than 8 bytes).
+  const std::size_t join = exact ? 1 : 8;
+  std::uint64_t previous = 0;
+  for (std::size_t c = first / 8; c <= (end - 1) / 8; ++c) {
+    const std::uint64_t x = load_word(reinterpret_cast<const std::byte*>(masks) + 8 * c);
+    std::uint64_t behind = 0;  // bit i: a set bit among the `join` before it
+    for (std::size_t d = 1; d <= join; ++d) behind |= (x << d) | (previous >> (64 - d));
+    p.fewest_runs += (byte_bits(x & ~behind) * 0x0101010101010101ull) >> 56;
+    previous = x;
+  }
+  return p;
+}
+
+void RecordWriter::add_lanes(const LanePlan& p, std::uint64_t page, int writer,
+                             std::span<const std::byte> now) {
+  const std::size_t count = p.last + 1 - p.first;
+  put(out_,
+      RecordHeader{page, static_cast<std::uint32_t>(count), static_cast<std::uint32_t>(writer) | kLanesFlag});
+  put(out_, static_cast<std::uint32_t>(p.first));
+  put(out_, p.plan);
+  const std::size_t bitmaps_at = out_.size();
+  // Eight bytes more: the gather may write that far past the data; they are cut off after.
+  out_.resize(bitmaps_at + p.bitmaps * p.bitmap_bytes + p.data + 8);
+  std::byte* const bitmap = out_.data() + bitmaps_at;
+  const auto* masks = reinterpret_cast<const std::byte*>(masks_.data());
+  std::array<unsigned, 8> shift{};  // each bitmap lane's byte in a transposed group
+  for (unsigned k = 0, b = 0; k < 8; ++k)
+    if (lane_of(p.plan, static_cast<int>(k)) == Lane::bitmap) shift[b++] = 8 * k;
+  if (p.bitmaps != 0)
+    for (std::size_t g = 0; g < p.bitmap_bytes; ++g) {
+      const std::uint64_t t = transpose_bits(load_word(masks + p.first + 8 * g));
+      for (std::size_t b = 0; b < p.bitmaps; ++b)
+        bitmap[b * p.bitmap_bytes + g] = static_cast<std::byte>(t >> shift[b]);
+    }
+  std::byte* const data = bitmap + p.bitmaps * p.bitmap_bytes;
+  const std::byte* to = data + p.data;
+  if (p.every == 0xffu)  // every byte of the words: one copy
+    std::memcpy(data, now.data() + 8 * p.first, 8 * count);
+  else  // a lane that never changed has no bit in any mask, and one sent in every word has all
+    to = gather_words(now.data(), masks_.data(), p.first, p.last, p.every, data);
+  out_.resize(out_.size() - 8);
+  if (to != out_.data() + out_.size())
+    throw Error(Errc::system, "cluster: a page's lane record was miscounted");
+  payload_ += p.data;
 }
 
 void RecordWriter::add_whole(std::uint64_t page, int writer, std::span<const std::byte> now) {
@@ -130,8 +395,9 @@ void RecordWriter::add_whole(std::uint64_t page, int writer, std::span<const std
 }
 
 void RecordWriter::append(const RecordView& record) {
-  put(out_, RecordHeader{record.page, record.run_count,
-                         record.writer | (record.whole ? kWholeFlag : 0u) | (record.mask ? kMaskFlag : 0u)});
+  put(out_,
+      RecordHeader{record.page, record.run_count,
+                   record.writer | (record.whole ? kWholeFlag : 0u) | (record.lanes ? kLanesFlag : 0u)});
   const auto* runs = record.runs;
   out_.insert(out_.end(), runs, runs + record.meta_bytes());
   out_.insert(out_.end(), record.data, record.data + record.data_bytes);
@@ -162,7 +428,7 @@ std::uint64_t PerRankRecords::headers() const {
   return n;
 }
 
-RecordView parse_record(std::span<const std::byte> buffer, std::size_t& at) {
+RecordView parse_record(std::span<const std::byte> buffer, std::size_t page_bytes, std::size_t& at) {
   const auto malformed = [&](const char* what) {
     return Error(Errc::system, fmt::format("cluster: a malformed page record at byte {} of {}: {}", at,
                                            buffer.size(), what));
@@ -171,17 +437,52 @@ RecordView parse_record(std::span<const std::byte> buffer, std::size_t& at) {
   RecordHeader h{};
   std::memcpy(&h, buffer.data() + at, sizeof h);
   const std::size_t runs_at = at + sizeof h;
-  const bool mask = (h.writer & kMaskFlag) != 0;
-  if (mask && (h.writer & kWholeFlag) != 0) throw malformed("a whole page as a mask");
-  if (h.runs > (buffer.size() - runs_at) / (mask ? 1 : sizeof(coherence::DiffRun)))
-    throw malformed("truncated runs");
-  RecordView v{h.page, h.writer & ~kFlags,           h.runs, buffer.data() + runs_at, nullptr,
-               0,      (h.writer & kWholeFlag) != 0, mask};
+  RecordView v{h.page,
+               h.writer & ~kFlags,
+               h.runs,
+               buffer.data() + runs_at,
+               nullptr,
+               0,
+               (h.writer & kWholeFlag) != 0,
+               (h.writer & kLanesFlag) != 0,
+               0,
+               0};
+  const std::size_t left = buffer.size() - runs_at;
   std::size_t data = 0;
-  if (mask)
-    for (std::uint32_t j = 0; j < h.runs; ++j) data += kBitsSet[static_cast<std::uint8_t>(v.runs[j])];
-  else
-    for (std::uint32_t i = 0; i < h.runs; ++i) data += v.run(i).length;
+  if (v.lanes) {
+    if (v.whole) throw malformed("a whole page as a lane plan");
+    if (left < kPlanBytes) throw malformed("truncated lane plan");
+    std::memcpy(&v.first_word, v.runs, sizeof v.first_word);
+    std::memcpy(&v.plan, v.runs + sizeof v.first_word, sizeof v.plan);
+    const std::size_t words = page_bytes / 8;
+    if (page_bytes % 8 != 0 || h.runs == 0 || v.first_word > words || h.runs > words - v.first_word)
+      throw malformed("words outside the page");
+    if (v.meta_bytes() > left) throw malformed("truncated bitmaps");
+    const std::size_t group_bytes = (std::size_t{h.runs} + 7) / 8;
+    const std::byte* bitmap = v.runs + kPlanBytes;
+    for (int k = 0; k < 8; ++k) {
+      const Lane lane = lane_of(v.plan, k);
+      if (lane == Lane::every) data += h.runs;
+      if (lane != Lane::bitmap) {
+        if (lane != Lane::none && lane != Lane::every) throw malformed("an unknown lane mode");
+        continue;
+      }
+      for (std::size_t g = 0; g < group_bytes; ++g) data += kBitsSet[static_cast<std::uint8_t>(bitmap[g])];
+      // Bits past the last word are zero: the data's size counts them.
+      if (h.runs % 8 != 0 && (static_cast<unsigned>(bitmap[group_bytes - 1]) >> (h.runs % 8)) != 0)
+        throw malformed("a bitmap bit past the last word");
+      bitmap += group_bytes;
+    }
+  } else {
+    if (h.runs > left / sizeof(coherence::DiffRun)) throw malformed("truncated runs");
+    for (std::uint32_t i = 0; i < h.runs; ++i) {
+      const coherence::DiffRun r = v.run(i);
+      if (r.offset > page_bytes || r.length > page_bytes - r.offset)
+        throw malformed("a run outside the page");
+      data += r.length;
+    }
+    if (v.whole && (h.runs != 1 || data != page_bytes)) throw malformed("a whole page of another size");
+  }
   const std::size_t data_at = runs_at + v.meta_bytes();
   if (data > buffer.size() - data_at) throw malformed("truncated data");
   v.data = buffer.data() + data_at;
@@ -192,17 +493,11 @@ RecordView parse_record(std::span<const std::byte> buffer, std::size_t& at) {
 
 void apply_record(const RecordView& record, std::byte* page) {
   const std::byte* from = record.data;
-  if (record.mask) {
-    for (std::uint32_t j = 0; j < record.run_count; ++j) {
-      auto bits = static_cast<unsigned>(record.runs[j]);
-      if (bits == 0xffu) {  // a whole word: a page is whole words
-        std::memcpy(page + 8 * std::size_t{j}, from, 8);
-        from += 8;
-        continue;
-      }
-      for (; bits != 0; bits &= bits - 1)
-        page[8 * std::size_t{j} + static_cast<std::size_t>(std::countr_zero(bits))] = *from++;
-    }
+  if (record.lanes) {
+    if (record.plan == kEveryLane)  // every byte of the words: one copy
+      std::memcpy(page + 8 * std::size_t{record.first_word}, from, record.data_bytes);
+    else
+      spread_record(record, page);
     return;
   }
   for (std::uint32_t i = 0; i < record.run_count; ++i) {
@@ -214,7 +509,7 @@ void apply_record(const RecordView& record, std::byte* page) {
 
 void RaceCheck::add(std::span<const std::byte> records) {
   if (!enabled_) return;
-  for_each_record(records, [&](const RecordView& r) {
+  for_each_record(records, page_bytes_, [&](const RecordView& r) {
     if (r.whole) return;  // a holder's page, not a change
     r.for_each_run([&](const coherence::DiffRun& run) {
       runs_.push_back({r.page, run.offset, run.offset + run.length, r.writer});
@@ -222,7 +517,7 @@ void RaceCheck::add(std::span<const std::byte> records) {
   });
 }
 
-std::uint64_t RaceCheck::report(const std::string& kernel, const std::byte* base, std::size_t page_bytes) {
+std::uint64_t RaceCheck::report(const std::string& kernel, const std::byte* base) {
   if (!enabled_) return 0;
   std::sort(runs_.begin(), runs_.end(), [](const Run& a, const Run& b) {
     return a.page != b.page ? a.page < b.page : a.begin < b.begin;
@@ -242,7 +537,7 @@ std::uint64_t RaceCheck::report(const std::string& kernel, const std::byte* base
                    "page {} "
                    "(address {}); its result there is undefined\n",
                    kernel, std::min(a.writer, b.writer), std::max(a.writer, b.writer), from, to, a.page,
-                   static_cast<const void*>(base + a.page * page_bytes + from));
+                   static_cast<const void*>(base + a.page * page_bytes_ + from));
         reported = true;
       }
       j = k;

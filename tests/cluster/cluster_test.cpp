@@ -120,26 +120,33 @@ TEST(ClusterSplit, EqualAndWeightedIntervalsCoverTheGrid) {
 }
 
 // Page records: whatever the pattern of changes, a record applied to the page as it was gives the
-// page as it is, in the cheaper encoding (runs, or a bitmap and the changed bytes), and says how many
-// bytes differ; copied into another buffer (rank 0's merged pages), it still applies.
+// page as it is, in the cheaper encoding (runs, or a lane plan), at the bytes each encoding should
+// cost, and says how many bytes differ; copied into another buffer (rank 0's merged pages), it still
+// applies. A page of several writers (exact) never carries an equal byte.
 TEST(ClusterRecords, EveryPatternOfChangesRoundTripsInTheCheaperEncoding) {
   namespace d = cl::detail;
   std::mt19937 rng(2026);
-  constexpr std::size_t kBytes = 4096;
-  for (int pattern = 0; pattern < 6; ++pattern)
+  constexpr std::size_t kBytes = 4096, kHeader = sizeof(d::RecordHeader), kPlan = 6, kBitmap = kBytes / 64;
+  // Both ways of moving a word's bytes: a byte shuffle (where the CPU has one) and a byte at a time.
+  const bool shuffles = d::lane_shuffles(true);
+  for (int pattern = 0; pattern < 16; ++pattern)
     for (const bool exact : {false, true}) {
-      SCOPED_TRACE(::testing::Message() << "pattern " << pattern << (exact ? ", exact" : ""));
+      d::lane_shuffles(pattern < 8);
+      SCOPED_TRACE(::testing::Message() << "pattern " << pattern % 8 << (exact ? ", exact" : "")
+                                        << (pattern < 8 ? "" : ", a byte at a time"));
       std::vector<std::byte> before(kBytes), now;
       for (auto& b : before) b = static_cast<std::byte>(rng());
       now = before;
       std::size_t differ = 0;
       for (std::size_t i = 0; i < kBytes; ++i) {
-        const bool change = pattern == 0   ? true                   // every byte
-                            : pattern == 1 ? i % 8 == 0             // a counter's low byte
-                            : pattern == 2 ? i % 4 != 3             // floats, their top byte equal
-                            : pattern == 3 ? i >= 1000 && i < 1010  // one short stretch
-                            : pattern == 4 ? rng() % 3 == 0         // scattered
-                                           : false;                 // nothing
+        const bool change = pattern % 8 == 0   ? true                   // every byte
+                            : pattern % 8 == 1 ? i % 8 == 0             // a counter's low byte
+                            : pattern % 8 == 2 ? i % 4 != 3             // floats, their top byte equal
+                            : pattern % 8 == 3 ? i >= 1000 && i < 1010  // one short stretch
+                            : pattern % 8 == 4 ? rng() % 3 == 0         // scattered
+                            : pattern % 8 == 5 ? i % 4 != 3 || (i / 4) % 5 == 0  // ... top bytes of some
+                            : pattern % 8 == 6 ? i % 4 != 3 && i % 200 != 1      // ... and a few equal
+                                               : false;                          // nothing
         if (change) {
           now[i] = before[i] ^ std::byte{0x5a};
           ++differ;
@@ -149,10 +156,10 @@ TEST(ClusterRecords, EveryPatternOfChangesRoundTripsInTheCheaperEncoding) {
       EXPECT_EQ(w.add(7, 1, now, before, exact), differ);
       std::vector<std::byte> page = before;
       int records = 0;
-      bool mask = false;
-      d::for_each_record(w.bytes(), [&](const d::RecordView& r) {
+      bool lanes = false;
+      d::for_each_record(w.bytes(), kBytes, [&](const d::RecordView& r) {
         ++records;
-        mask = r.mask;
+        lanes = r.lanes;
         EXPECT_EQ(r.page, 7u);
         EXPECT_EQ(r.writer, 1u);
         EXPECT_EQ(r.data_bytes, w.payload());
@@ -160,44 +167,130 @@ TEST(ClusterRecords, EveryPatternOfChangesRoundTripsInTheCheaperEncoding) {
       });
       EXPECT_EQ(records, differ == 0 ? 0 : 1);
       EXPECT_EQ(page, now);
-      if (pattern == 1 || pattern == 4) {
-        EXPECT_TRUE(mask) << "a bitmap costs less here";
+      if (exact) {
+        EXPECT_EQ(w.payload(), differ) << "equal bytes carried on a page of several writers";
       }
-      if (pattern == 0 || pattern == 3) {
-        EXPECT_FALSE(mask) << "runs cost less here";
-      }
-      if (mask) {
-        EXPECT_EQ(w.payload(), differ) << "a mask carries the changed bytes alone";
+      // The encoding, and what it costs: a lane sent in every word where it changed in every one
+      // (or, inexactly, where its equal bytes cost less than its bitmap), a bitmap otherwise.
+      switch (pattern % 8) {
+        case 0:  // every lane in every word: one copy at both ends, two bytes fewer than a run
+          EXPECT_TRUE(lanes);
+          EXPECT_EQ(w.bytes().size(), kHeader + kPlan + differ);
+          break;
+        case 3:
+          EXPECT_FALSE(lanes) << "runs cost less here";
+          EXPECT_EQ(w.payload(), differ);
+          break;
+        case 1:  // lane 0 in every word
+          EXPECT_TRUE(lanes);
+          EXPECT_EQ(w.bytes().size(), kHeader + kPlan + differ);
+          break;
+        case 2:  // six lanes in every word, two never
+          EXPECT_TRUE(lanes);
+          EXPECT_EQ(w.bytes().size(), kHeader + kPlan + differ);
+          break;
+        case 4:  // every lane as a bitmap
+          EXPECT_TRUE(lanes);
+          EXPECT_EQ(w.bytes().size(), kHeader + kPlan + 8 * kBitmap + differ);
+          break;
+        case 5:  // the two top-byte lanes as bitmaps
+          EXPECT_TRUE(lanes);
+          EXPECT_EQ(w.bytes().size(), kHeader + kPlan + 2 * kBitmap + differ);
+          break;
+        case 6:  // inexactly, lane 1 in every word with its 20 equal bytes; exactly, as a bitmap
+          EXPECT_TRUE(lanes);
+          EXPECT_EQ(w.bytes().size(), kHeader + kPlan + (exact ? kBitmap + differ : 3072));
+          break;
+        default:
+          EXPECT_TRUE(w.bytes().empty());
       }
       // Rank 0 passes records on to the other ranks.
       d::PerRankRecords per_rank(3);
-      d::for_each_record(w.bytes(), [&](const d::RecordView& r) { per_rank.add_record(r); });
+      d::for_each_record(w.bytes(), kBytes, [&](const d::RecordView& r) { per_rank.add_record(r); });
       std::vector<std::byte> copy = before;
-      d::for_each_record(per_rank.views()[2],
+      d::for_each_record(per_rank.views()[2], kBytes,
                          [&](const d::RecordView& r) { d::apply_record(r, copy.data()); });
       EXPECT_EQ(copy, now);
     }
+  d::lane_shuffles(shuffles);
 }
 
-// The race check sees the changed bytes of mask records as runs.
-TEST(ClusterRecords, OverlappingChangesAreFoundInMaskRecords) {
+// A lane record's bitmaps are the words' masks transposed, eight words at a time.
+TEST(ClusterRecords, TransposingBitsSwapsRowsAndColumns) {
+  std::mt19937_64 rng(7);
+  for (int n = 0; n < 1000; ++n) {
+    const std::uint64_t x = rng();
+    std::uint64_t want = 0;
+    for (unsigned i = 0; i < 8; ++i)
+      for (unsigned k = 0; k < 8; ++k)
+        if (((x >> (8 * i + k)) & 1u) != 0) want |= std::uint64_t{1} << (8 * k + i);
+    ASSERT_EQ(cl::detail::transpose_bits(x), want) << std::hex << x;
+  }
+}
+
+// A record that would write outside its page, or whose sizes disagree, is refused by name.
+TEST(ClusterRecords, MalformedRecordsAreRefused) {
+  namespace d = cl::detail;
+  std::vector<std::byte> before(kPage, std::byte{0}), now = before;
+  for (std::size_t i = 0; i < kPage; i += 8) now[i] = std::byte{1};  // a lane record
+  d::RecordWriter lanes, runs;
+  lanes.add(0, 1, now, before);
+  now = before;
+  for (std::size_t i = 4001; i < 4090; ++i) now[i] = std::byte{1};  // one run (a lone byte would be lanes)
+  runs.add(0, 1, now, before);
+  const auto refused = [](std::vector<std::byte> buffer, std::size_t page_bytes, const std::string& what) {
+    try {
+      d::for_each_record(buffer, page_bytes, [](const d::RecordView&) {});
+    } catch (const hdsm::Error& e) {
+      return std::string(e.what()).find(what) != std::string::npos ? testing::AssertionSuccess()
+                                                                   : testing::AssertionFailure() << e.what();
+    }
+    return testing::AssertionFailure() << "accepted";
+  };
+  const auto bytes = [](const d::RecordWriter& w) {
+    return std::vector<std::byte>(w.bytes().begin(), w.bytes().end());
+  };
+  EXPECT_TRUE(refused(bytes(runs), 2048, "a run outside the page"));
+  EXPECT_TRUE(refused(bytes(lanes), 2048, "words outside the page"));
+  auto b = bytes(runs);
+  b.pop_back();
+  EXPECT_TRUE(refused(b, kPage, "truncated data"));
+  b = bytes(lanes);
+  b[sizeof(d::RecordHeader) + 4] = std::byte{0xff};  // lane 0 in mode 3
+  EXPECT_TRUE(refused(b, kPage, "an unknown lane mode"));
+  b = bytes(lanes);
+  b.resize(sizeof(d::RecordHeader) + 3);
+  EXPECT_TRUE(refused(b, kPage, "truncated lane plan"));
+  // A bitmap lane over 509 words: bits past the last word must be clear.
+  now = before;
+  for (std::size_t i = 0; i < 509 * 8; i += 24) now[i] = std::byte{1};
+  d::RecordWriter bitmap;
+  bitmap.add(0, 1, now, before);
+  b = bytes(bitmap);
+  ASSERT_EQ(b.size(), sizeof(d::RecordHeader) + 6 + 64 + 170);
+  b[sizeof(d::RecordHeader) + 6 + 63] |= std::byte{0x80};
+  EXPECT_TRUE(refused(b, kPage, "a bitmap bit past the last word"));
+}
+
+// The race check sees the changed bytes of lane records as runs.
+TEST(ClusterRecords, OverlappingChangesAreFoundInLaneRecords) {
   namespace d = cl::detail;
   std::vector<std::byte> before(4096, std::byte{0}), one = before, two = before;
-  for (std::size_t i = 0; i < 4096; i += 8) one[i] = std::byte{1};  // counters: masks
+  for (std::size_t i = 0; i < 4096; i += 8) one[i] = std::byte{1};  // counters: lanes
   for (std::size_t i = 16; i < 4096; i += 64) two[i] = std::byte{2};
   for (const bool overlap : {true, false}) {
     if (!overlap) {
       for (std::size_t i = 16; i < 4096; i += 64) two[i + 1] = std::exchange(two[i], std::byte{0});
     }
     d::RecordWriter a, b;
-    a.add(3, 1, one, before);
-    b.add(3, 2, two, before);
-    d::RaceCheck races(true);
+    a.add(3, 1, one, before, true);
+    b.add(3, 2, two, before, true);
+    d::RaceCheck races(true, 4096);
     races.add(a.bytes());
     races.add(b.bytes());
     testing::internal::CaptureStderr();
     std::vector<std::byte> space(4 * 4096);
-    EXPECT_EQ(races.report("counters", space.data(), 4096), overlap ? 1u : 0u);
+    EXPECT_EQ(races.report("counters", space.data()), overlap ? 1u : 0u);
     const std::string err = testing::internal::GetCapturedStderr();
     if (overlap) {
       EXPECT_NE(err.find("ranks 1 and 2 both wrote bytes [16, 17) of page"), std::string::npos) << err;
