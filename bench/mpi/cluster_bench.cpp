@@ -4,7 +4,7 @@
 // app `--repeat` times (short apps more often) after a warm-up, checks the output against the reference, and
 // rank 0 prints one CSV line:
 //   csv,app,mode,ranks,threads,seconds,global_pages,modified_pages,kernels,lazy_kernels,
-//       modified_bytes,payload_bytes,header_bytes,wire_bytes,multi_writer_pages,write_faults,fetches,
+//       modified_bytes,payload_bytes,header_bytes,vector_bytes,wire_bytes,multi_writer_pages,write_faults,fetches,
 //       alloc_seconds,to_global_seconds,kernel_seconds,from_global_seconds,free_seconds,host_seconds
 // (seconds: the median run; counters: one run, summed over the ranks; the last six: rank 0's mean
 // time a run in each kind of call, and in the rest of the run, the app's host code). Progress goes
@@ -215,29 +215,24 @@ int run(const Args& args, int rank, int ranks) {
       total += t;
     }
     std::sort(times.begin(), times.end());
-    std::uint64_t sums[8] = {stats.modified_bytes,
-                             stats.payload_bytes,
-                             stats.header_bytes,
-                             stats.wire_bytes,
-                             stats.write_faults,
-                             stats.fetches,
-                             0,
-                             0};
+    std::uint64_t sums[8] = {stats.modified_bytes, stats.payload_bytes, stats.header_bytes, stats.wire_bytes,
+                             stats.write_faults,   stats.fetches,       stats.vector_bytes, 0};
     if (!args.baseline) MPI_Allreduce(MPI_IN_PLACE, sums, 8, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) {
       const std::array<double, 6> phase = counting.per_run(runs, total);
       std::printf(
-          "csv,%s,%s,%d,%u,%.6f,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%.6f,%.6f,%.6f,%.6f,%."
-          "6f,%.6f\n",
+          "csv,%s,%s,%d,%u,%.6f,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%.6f,%.6f,%.6f,%."
+          "6f,"
+          "%.6f,%.6f\n",
           std::string(app->name).c_str(), args.mode.c_str(), ranks, args.threads, times[times.size() / 2],
           static_cast<unsigned long long>(counting.pages),
           static_cast<unsigned long long>(stats.pages_modified_max),
           static_cast<unsigned long long>(stats.kernels), static_cast<unsigned long long>(stats.lazy_kernels),
           static_cast<unsigned long long>(sums[0]), static_cast<unsigned long long>(sums[1]),
-          static_cast<unsigned long long>(sums[2]), static_cast<unsigned long long>(sums[3]),
-          static_cast<unsigned long long>(stats.pages_multi_writer), static_cast<unsigned long long>(sums[4]),
-          static_cast<unsigned long long>(sums[5]), phase[0], phase[1], phase[2], phase[3], phase[4],
-          phase[5]);
+          static_cast<unsigned long long>(sums[2]), static_cast<unsigned long long>(sums[6]),
+          static_cast<unsigned long long>(sums[3]), static_cast<unsigned long long>(stats.pages_multi_writer),
+          static_cast<unsigned long long>(sums[4]), static_cast<unsigned long long>(sums[5]), phase[0],
+          phase[1], phase[2], phase[3], phase[4], phase[5]);
       std::fflush(stdout);
       std::fprintf(stderr,
                    "  %s %s %dx%u: %.4f s (rank 0's %s; a run: alloc %.2f, to %.2f, kernels %.2f, from %.2f, "

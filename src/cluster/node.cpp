@@ -847,7 +847,7 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
   stats_.pages_promoted += promoted;
   stats_.pages_modified_max = std::max(stats_.pages_modified_max, modified);
   stats_.modified_bytes += modified_bytes;
-  stats_.header_bytes += (used + 2) * sizeof(std::uint32_t);  // this rank's writeVector
+  stats_.vector_bytes += (used + 2) * sizeof(std::uint32_t);
   stats_.boundary_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   if (failed != 0) throw_failure(kernel, error, static_cast<int>(failed), error ? rank() : failed_rank);
