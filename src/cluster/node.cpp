@@ -520,7 +520,7 @@ bool Node::gather_private(std::uint64_t first, std::uint64_t end, std::byte* int
   stats_.payload_bytes += mine.payload();
   stats_.header_bytes += mine.headers();
   if (rank() == 0)
-    for_each_record(gathered, page_,
+    for_each_record(gathered, RecordPages{page_, first, end},
                     [&](const RecordView& r) { apply_record(r, into + ((r.page - first) << page_shift_)); });
   return true;
 }
@@ -672,6 +672,7 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
   // rank 0 (lazy); several-writer pages to rank 0 (rank 0 keeps its own, to send them on and check
   // races). A page that stops being private goes to rank 0 whole from its holder.
   RecordWriter broadcast_out, root_out, own_multi, own_promoted;
+  const RecordPages pages{page_, 0, used};  // what records from other ranks may name
   PerRankRecords merged(rank() == 0 ? ranks() : 0);
   std::uint64_t modified_bytes = 0;
   for (const std::uint64_t p : written) {
@@ -707,7 +708,7 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
     stats_.payload_bytes += root_out.payload();
     stats_.header_bytes += root_out.headers();
     if (rank() == 0) {
-      RaceCheck races(check_races_, page_);
+      RaceCheck races(check_races_, pages);
       if (check_races_) {
         races.add(own_multi.bytes());
         races.add(own_promoted.bytes());  // rank 0's changes to pages that stop being private
@@ -715,12 +716,12 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
       }
       stats_.race_warnings += races.report(kernel, base_);
       // Rank 0's copy gets everything: the whole pages of holders first, then every change.
-      for_each_record(gathered, page_, [&](const RecordView& r) {
+      for_each_record(gathered, pages, [&](const RecordView& r) {
         if (r.whole) apply_record(r, shadow(r.page));
       });
-      for_each_record(own_promoted.bytes(), page_,
+      for_each_record(own_promoted.bytes(), pages,
                       [&](const RecordView& r) { apply_record(r, shadow(r.page)); });
-      for_each_record(gathered, page_, [&](const RecordView& r) {
+      for_each_record(gathered, pages, [&](const RecordView& r) {
         if (r.whole) return;
         apply_record(r, shadow(r.page));
         if (!lazy && fate[r.page] == Fate::shared && writers(r.page) > 1) merged.add_record(r);
@@ -728,7 +729,7 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
     }
   }
   if (rank() == 0 && !lazy) {
-    for_each_record(own_multi.bytes(), page_, [&](const RecordView& r) { merged.add_record(r); });
+    for_each_record(own_multi.bytes(), pages, [&](const RecordView& r) { merged.add_record(r); });
     // Pages that stop being private go out whole: ranks that never had them need every byte.
     for (const std::uint64_t p : promoted_pages) broadcast_out.add_whole(p, 0, {shadow(p), page_});
   }
@@ -745,7 +746,7 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
       stats_.payload_bytes += merged.payload();
       stats_.header_bytes += merged.headers();
     }
-    for_each_record(mine, page_, [&](const RecordView& r) {
+    for_each_record(mine, pages, [&](const RecordView& r) {
       if (receivable(r.page)) apply_record(r, shadow(r.page));
     });
   }
@@ -765,7 +766,7 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
       transport_.broadcast(root, incoming);
       // A page this rank invalidated at an earlier lazy boundary stays invalid: runs cannot make a
       // stale page current, and rank 0 holds it whole.
-      for_each_record(incoming, page_, [&](const RecordView& r) {
+      for_each_record(incoming, pages, [&](const RecordView& r) {
         if (receivable(r.page)) apply_record(r, shadow(r.page));
       });
     }

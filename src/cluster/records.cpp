@@ -167,6 +167,9 @@ __attribute__((target("ssse3"))) std::byte* gather_words_ssse3(const std::byte* 
   return out;
 }
 
+// Blends 16 bytes of the page at a time: the bytes the record does not name are written back with
+// the values just read, so nothing else may write the page meanwhile (apply_record's contract; the
+// boundary applies records under the page server's lock, with every rank in it).
 __attribute__((target("ssse3"))) void spread_record_ssse3(const RecordView& record, std::byte* page) {
   const std::byte* from = record.data;
   const std::byte* const end = record.data + record.data_bytes;
@@ -428,7 +431,8 @@ std::uint64_t PerRankRecords::headers() const {
   return n;
 }
 
-RecordView parse_record(std::span<const std::byte> buffer, std::size_t page_bytes, std::size_t& at) {
+RecordView parse_record(std::span<const std::byte> buffer, const RecordPages& pages, std::size_t& at) {
+  const std::size_t page_bytes = pages.bytes;
   const auto malformed = [&](const char* what) {
     return Error(Errc::system, fmt::format("cluster: a malformed page record at byte {} of {}: {}", at,
                                            buffer.size(), what));
@@ -436,6 +440,7 @@ RecordView parse_record(std::span<const std::byte> buffer, std::size_t page_byte
   if (buffer.size() - at < sizeof(RecordHeader)) throw malformed("truncated header");
   RecordHeader h{};
   std::memcpy(&h, buffer.data() + at, sizeof h);
+  if (h.page < pages.first || h.page >= pages.end) throw malformed("a page outside the records' pages");
   const std::size_t runs_at = at + sizeof h;
   RecordView v{h.page,
                h.writer & ~kFlags,
@@ -509,7 +514,7 @@ void apply_record(const RecordView& record, std::byte* page) {
 
 void RaceCheck::add(std::span<const std::byte> records) {
   if (!enabled_) return;
-  for_each_record(records, page_bytes_, [&](const RecordView& r) {
+  for_each_record(records, pages_, [&](const RecordView& r) {
     if (r.whole) return;  // a holder's page, not a change
     r.for_each_run([&](const coherence::DiffRun& run) {
       runs_.push_back({r.page, run.offset, run.offset + run.length, r.writer});
@@ -537,7 +542,7 @@ std::uint64_t RaceCheck::report(const std::string& kernel, const std::byte* base
                    "page {} "
                    "(address {}); its result there is undefined\n",
                    kernel, std::min(a.writer, b.writer), std::max(a.writer, b.writer), from, to, a.page,
-                   static_cast<const void*>(base + a.page * page_bytes_ + from));
+                   static_cast<const void*>(base + a.page * pages_.bytes + from));
         reported = true;
       }
       j = k;

@@ -111,12 +111,20 @@ class PerRankRecords {
   std::vector<RecordWriter> out_;
 };
 
-/// Calls fn(RecordView) for every record of `buffer`, whose pages are `page_bytes` long;
-/// hdsm::Error when the buffer is malformed (a record that reaches outside its page included).
-template <class F>
-void for_each_record(std::span<const std::byte> buffer, std::size_t page_bytes, F&& fn);
+/// The pages records may name: [first, end), each `bytes` long.
+struct RecordPages {
+  std::size_t bytes;
+  std::uint64_t first = 0;
+  std::uint64_t end = ~std::uint64_t{0};
+};
 
-/// Writes the record's bytes into `page`.
+/// Calls fn(RecordView) for every record of `buffer`; hdsm::Error when the buffer is malformed (a
+/// record of a page outside `pages`, or reaching outside its page, included).
+template <class F>
+void for_each_record(std::span<const std::byte> buffer, const RecordPages& pages, F&& fn);
+
+/// Writes the record's bytes into `page`, which nothing else writes meanwhile (the bytes between
+/// them may be rewritten with their own values).
 void apply_record(const RecordView& record, std::byte* page);
 
 /// Whether lane records move a word's bytes with a byte shuffle (SSSE3, where the CPU has it) or a
@@ -126,7 +134,7 @@ bool lane_shuffles(bool on);
 /// Overlapping runs of different writers in one page: a racy kernel.
 class RaceCheck {
  public:
-  RaceCheck(bool enabled, std::size_t page_bytes) : enabled_(enabled), page_bytes_(page_bytes) {}
+  RaceCheck(bool enabled, const RecordPages& pages) : enabled_(enabled), pages_(pages) {}
   void add(std::span<const std::byte> records);
   /// Prints one warning per racy page (the page, the byte range, the ranks) and returns how many.
   std::uint64_t report(const std::string& kernel, const std::byte* base);
@@ -138,12 +146,12 @@ class RaceCheck {
     std::uint32_t writer;
   };
   bool enabled_;
-  std::size_t page_bytes_;
+  RecordPages pages_;
   std::vector<Run> runs_;
 };
 
 // Implementation of the templates.
-RecordView parse_record(std::span<const std::byte> buffer, std::size_t page_bytes, std::size_t& at);
+RecordView parse_record(std::span<const std::byte> buffer, const RecordPages& pages, std::size_t& at);
 
 /// The 8x8 bit matrix of `x` (row i: byte i, column k: bit k) transposed: bit k of byte i becomes
 /// bit i of byte k. A lane record's bitmaps (a byte per lane for eight words) become the eight
@@ -158,8 +166,8 @@ constexpr std::uint64_t transpose_bits(std::uint64_t x) {
 }
 
 template <class F>
-void for_each_record(std::span<const std::byte> buffer, std::size_t page_bytes, F&& fn) {
-  for (std::size_t at = 0; at < buffer.size();) fn(parse_record(buffer, page_bytes, at));
+void for_each_record(std::span<const std::byte> buffer, const RecordPages& pages, F&& fn) {
+  for (std::size_t at = 0; at < buffer.size();) fn(parse_record(buffer, pages, at));
 }
 
 /// A lane record's word masks, eight words at a time: a byte of each bitmap lane's bitmap and 0xff

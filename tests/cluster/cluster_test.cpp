@@ -157,7 +157,7 @@ TEST(ClusterRecords, EveryPatternOfChangesRoundTripsInTheCheaperEncoding) {
       std::vector<std::byte> page = before;
       int records = 0;
       bool lanes = false;
-      d::for_each_record(w.bytes(), kBytes, [&](const d::RecordView& r) {
+      d::for_each_record(w.bytes(), d::RecordPages{kBytes}, [&](const d::RecordView& r) {
         ++records;
         lanes = r.lanes;
         EXPECT_EQ(r.page, 7u);
@@ -206,9 +206,10 @@ TEST(ClusterRecords, EveryPatternOfChangesRoundTripsInTheCheaperEncoding) {
       }
       // Rank 0 passes records on to the other ranks.
       d::PerRankRecords per_rank(3);
-      d::for_each_record(w.bytes(), kBytes, [&](const d::RecordView& r) { per_rank.add_record(r); });
+      d::for_each_record(w.bytes(), d::RecordPages{kBytes},
+                         [&](const d::RecordView& r) { per_rank.add_record(r); });
       std::vector<std::byte> copy = before;
-      d::for_each_record(per_rank.views()[2], kBytes,
+      d::for_each_record(per_rank.views()[2], d::RecordPages{kBytes},
                          [&](const d::RecordView& r) { d::apply_record(r, copy.data()); });
       EXPECT_EQ(copy, now);
     }
@@ -238,9 +239,10 @@ TEST(ClusterRecords, MalformedRecordsAreRefused) {
   now = before;
   for (std::size_t i = 4001; i < 4090; ++i) now[i] = std::byte{1};  // one run (a lone byte would be lanes)
   runs.add(0, 1, now, before);
-  const auto refused = [](std::vector<std::byte> buffer, std::size_t page_bytes, const std::string& what) {
+  const auto refused = [](std::vector<std::byte> buffer, std::size_t page_bytes, const std::string& what,
+                          std::uint64_t pages = 1) {
     try {
-      d::for_each_record(buffer, page_bytes, [](const d::RecordView&) {});
+      d::for_each_record(buffer, d::RecordPages{page_bytes, 0, pages}, [](const d::RecordView&) {});
     } catch (const hdsm::Error& e) {
       return std::string(e.what()).find(what) != std::string::npos ? testing::AssertionSuccess()
                                                                    : testing::AssertionFailure() << e.what();
@@ -251,6 +253,7 @@ TEST(ClusterRecords, MalformedRecordsAreRefused) {
     return std::vector<std::byte>(w.bytes().begin(), w.bytes().end());
   };
   EXPECT_TRUE(refused(bytes(runs), 2048, "a run outside the page"));
+  EXPECT_TRUE(refused(bytes(runs), kPage, "a page outside the records' pages", 0));
   EXPECT_TRUE(refused(bytes(lanes), 2048, "words outside the page"));
   auto b = bytes(runs);
   b.pop_back();
@@ -285,7 +288,7 @@ TEST(ClusterRecords, OverlappingChangesAreFoundInLaneRecords) {
     d::RecordWriter a, b;
     a.add(3, 1, one, before, true);
     b.add(3, 2, two, before, true);
-    d::RaceCheck races(true, 4096);
+    d::RaceCheck races(true, d::RecordPages{4096});
     races.add(a.bytes());
     races.add(b.bytes());
     testing::internal::CaptureStderr();
