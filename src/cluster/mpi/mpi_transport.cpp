@@ -72,8 +72,34 @@ void layout(const std::vector<std::uint64_t>& sizes, std::vector<int>& counts, s
 
 }  // namespace
 
-MpiTransport::MpiTransport(MPI_Comm world, bool multiple, std::chrono::milliseconds timeout)
-    : multiple_(multiple), timeout_(timeout) {
+const char* thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE:
+      return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED:
+      return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED:
+      return "MPI_THREAD_SERIALIZED";
+    default:
+      return "MPI_THREAD_MULTIPLE";
+  }
+}
+
+void MpiTransport::on_mpi_thread(const char* call) const {
+  if (level_ >= MPI_THREAD_SERIALIZED) return;
+  int main = 0;
+  MPI_Is_thread_main(&main);
+  if (main == 0)
+    throw Unsupported(fmt::format(
+        "cluster over MPI: {} from a thread that did not initialize MPI, which gives {}: every cluster "
+        "call (the session, alloc, launch, memcpy, sync, free) must come from that thread, or MPI must be "
+        "initialized with MPI_THREAD_SERIALIZED or more",
+        call, thread_level_name(level_)));
+}
+
+MpiTransport::MpiTransport(MPI_Comm world, int thread_level, std::chrono::milliseconds timeout)
+    : level_(thread_level), multiple_(thread_level >= MPI_THREAD_MULTIPLE), timeout_(timeout) {
+  on_mpi_thread("a session");
   check(MPI_Comm_dup(world, &comm_), "MPI_Comm_dup", "the cluster's collectives");
   check(MPI_Comm_dup(world, &server_comm_), "MPI_Comm_dup", "the cluster's page requests");
   // Errors come back as codes, which become exceptions naming the call, instead of aborting.
@@ -96,6 +122,7 @@ MpiTransport::~MpiTransport() {
 }
 
 void MpiTransport::allreduce(std::span<std::uint32_t> values, ReduceOp op) {
+  on_mpi_thread("an allreduce");
   check(MPI_Allreduce(MPI_IN_PLACE, values.data(), checked_count(values.size(), "an allreduce"), MPI_UINT32_T,
                       mpi_op(op), comm_),
         "MPI_Allreduce", fmt::format("{} page counters", values.size()));
@@ -103,6 +130,7 @@ void MpiTransport::allreduce(std::span<std::uint32_t> values, ReduceOp op) {
 }
 
 void MpiTransport::allreduce(std::span<std::uint64_t> values, ReduceOp op) {
+  on_mpi_thread("an allreduce");
   check(MPI_Allreduce(MPI_IN_PLACE, values.data(), checked_count(values.size(), "an allreduce"), MPI_UINT64_T,
                       mpi_op(op), comm_),
         "MPI_Allreduce", fmt::format("{} values", values.size()));
@@ -110,6 +138,7 @@ void MpiTransport::allreduce(std::span<std::uint64_t> values, ReduceOp op) {
 }
 
 std::vector<std::uint64_t> MpiTransport::allgather(std::uint64_t value) {
+  on_mpi_thread("an allgather");
   std::vector<std::uint64_t> all(static_cast<std::size_t>(ranks_));
   check(MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm_), "MPI_Allgather",
         "one value a rank");
@@ -119,6 +148,7 @@ std::vector<std::uint64_t> MpiTransport::allgather(std::uint64_t value) {
 
 void MpiTransport::gather(std::span<const std::byte> mine, std::vector<std::byte>& all,
                           std::vector<std::uint64_t>& sizes) {
+  on_mpi_thread("a gather");
   std::uint64_t size = mine.size();
   sizes.assign(static_cast<std::size_t>(ranks_), 0);
   // Every rank learns every size, so all of them check the total (see layout).
@@ -136,6 +166,7 @@ void MpiTransport::gather(std::span<const std::byte> mine, std::vector<std::byte
 
 void MpiTransport::scatter(const std::vector<std::span<const std::byte>>& each,
                            std::vector<std::byte>& mine) {
+  on_mpi_thread("a scatter");
   std::vector<std::uint64_t> sizes(static_cast<std::size_t>(ranks_), 0);
   if (rank_ == 0)
     for (int r = 1; r < ranks_; ++r)
@@ -160,6 +191,7 @@ void MpiTransport::scatter(const std::vector<std::span<const std::byte>>& each,
 }
 
 void MpiTransport::broadcast(int root, std::span<std::byte> data) {
+  on_mpi_thread("a broadcast");
   for (std::size_t at = 0; at < data.size(); at += kChunk) {
     const std::size_t n = std::min(kChunk, data.size() - at);
     check(MPI_Bcast(data.data() + at, static_cast<int>(n), MPI_BYTE, root, comm_), "MPI_Bcast",
@@ -168,7 +200,10 @@ void MpiTransport::broadcast(int root, std::span<std::byte> data) {
   if (rank_ == root) count_sent(data.size() * static_cast<std::uint64_t>(ranks_ - 1));
 }
 
-void MpiTransport::barrier() { check(MPI_Barrier(comm_), "MPI_Barrier", "the cluster's ranks"); }
+void MpiTransport::barrier() {
+  on_mpi_thread("a barrier");
+  check(MPI_Barrier(comm_), "MPI_Barrier", "the cluster's ranks");
+}
 
 void MpiTransport::serve_pages(PageServer* server) {
   if (!multiple_) throw Unsupported("cluster over MPI: a page server needs MPI_THREAD_MULTIPLE");

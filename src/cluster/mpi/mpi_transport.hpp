@@ -17,10 +17,15 @@ struct PageRequest {
   std::uint64_t bytes;
 };
 
+/// "MPI_THREAD_FUNNELED" and the like.
+const char* thread_level_name(int level);
+
 class MpiTransport final : public Transport {
  public:
-  /// Duplicates `world` twice. `multiple`: MPI_THREAD_MULTIPLE was provided.
-  MpiTransport(MPI_Comm world, bool multiple, std::chrono::milliseconds timeout);
+  /// Duplicates `world` twice. `thread_level`: what MPI provides (MPI_THREAD_MULTIPLE lets the page
+  /// server and a fault's fetch call MPI beside the collectives; below MPI_THREAD_SERIALIZED, every
+  /// call must come from the thread that initialized MPI, or hdsm::Unsupported).
+  MpiTransport(MPI_Comm world, int thread_level, std::chrono::milliseconds timeout);
   ~MpiTransport() override;
   MpiTransport(const MpiTransport&) = delete;
   MpiTransport& operator=(const MpiTransport&) = delete;
@@ -43,9 +48,13 @@ class MpiTransport final : public Transport {
 
  private:
   int wait_for_request(PageRequest& req, MPI_Status& status, bool& stopped);
+  /// hdsm::Unsupported naming `call` where MPI is funneled and this is not its thread: before any
+  /// MPI call of a collective, so that no rank is left waiting in half of one.
+  void on_mpi_thread(const char* call) const;
 
   MPI_Comm comm_ = MPI_COMM_NULL, server_comm_ = MPI_COMM_NULL;
   int rank_ = 0, ranks_ = 1;
+  int level_;
   bool multiple_;
   std::chrono::milliseconds timeout_;
   std::thread server_;

@@ -13,19 +13,6 @@
 namespace hdsm::cluster {
 namespace {
 std::atomic<bool> session_open{false};
-
-const char* level_name(int level) {
-  switch (level) {
-    case MPI_THREAD_SINGLE:
-      return "MPI_THREAD_SINGLE";
-    case MPI_THREAD_FUNNELED:
-      return "MPI_THREAD_FUNNELED";
-    case MPI_THREAD_SERIALIZED:
-      return "MPI_THREAD_SERIALIZED";
-    default:
-      return "MPI_THREAD_MULTIPLE";
-  }
-}
 }  // namespace
 
 struct Session::Impl {
@@ -51,13 +38,13 @@ Session::Session(int* argc, char*** argv, Options options) : impl_(std::make_uni
       MPI_Query_thread(&provided);
     }
     const bool multiple = provided >= MPI_THREAD_MULTIPLE;
-    impl_->transport = std::make_unique<detail::MpiTransport>(MPI_COMM_WORLD, multiple, options.timeout);
+    impl_->transport = std::make_unique<detail::MpiTransport>(MPI_COMM_WORLD, provided, options.timeout);
     if (!multiple && impl_->transport->rank() == 0 && impl_->transport->ranks() > 1)
       std::fprintf(
           stderr,
           "hdsm cluster: the MPI library gives %s, not MPI_THREAD_MULTIPLE: all MPI calls stay on the main "
           "thread and lazy update is off (every kernel boundary is eager)\n",
-          level_name(provided));
+          detail::thread_level_name(provided));
     impl_->node = std::make_unique<detail::Node>(*impl_->transport, std::move(options));
     detail::set_session_node(impl_->node.get());
   } catch (...) {
