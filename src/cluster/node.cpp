@@ -379,8 +379,11 @@ void Node::free(void* p) {
     // unused and still open.
     std::lock_guard lock(protection_mutex_);
     protection_->set(first, count, os::Protection::none);
-    for (std::uint64_t q = first; q < first + count; ++q)
+    for (std::uint64_t q = first; q < first + count; ++q) {
       state_of(q).store(PageState::unused, std::memory_order_relaxed);
+      std::uint8_t noted = kTouchNoted;  // a touch of the freed page: stale at the next boundary
+      touch_noted_[q].compare_exchange_strong(noted, kTouchStale, std::memory_order_relaxed);
+    }
   }
   // Closed once, above: the protection map keeps count of the mappings it splits.
   arenas_.back()->release(0, offset, it->second, os::Arena::Closing::caller);
@@ -613,13 +616,15 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
     return true;
   });
   opened_unwritten_ += unwritten.size();
-  // Touches of pages freed since (host code may read a page between launches and free it): the
-  // page is no one's now, and would otherwise come back to life as a private or promoted page.
+  // Touches of pages freed since (host code may read a page between launches and free it; free
+  // marks them stale): the page is no one's now, and would otherwise come back to life as a private
+  // or promoted page, also when an allocation since took it and no one touched it there.
   std::vector<std::uint64_t> touched;
   for (std::uint64_t k = 0, n = touched_count_.load(std::memory_order_acquire); k < n; ++k) {
     const std::uint64_t p = touched_[k];
-    touch_noted_[p].store(0, std::memory_order_relaxed);
-    if (p < used && state_of(p).load(std::memory_order_relaxed) != PageState::unused) touched.push_back(p);
+    const std::uint8_t noted = touch_noted_[p].exchange(0, std::memory_order_relaxed);
+    if (noted == kTouchNoted && p < used && state_of(p).load(std::memory_order_relaxed) != PageState::unused)
+      touched.push_back(p);
   }
 
   // writeVector, one word a page: the writers, and with private pages also the ranks that touched it

@@ -130,9 +130,11 @@ class Node final : public PageServer {
   /// applies them at `into` (the span's first page at into[0]); false (nothing moved) when none is.
   bool gather_private(std::uint64_t first, std::uint64_t end, std::byte* into);
   /// Once per page between two boundaries, however often host code allocates, touches and frees it:
-  /// touched_ has a slot per page.
+  /// touched_ has a slot per page. (A touch of a page freed since is stale; a new one makes it
+  /// current again, without a second slot.)
+  static constexpr std::uint8_t kTouchNoted = 1, kTouchStale = 2;
   void record_touch(std::uint64_t page) noexcept {
-    if (touch_noted_[page].exchange(1, std::memory_order_acq_rel) != 0) return;
+    if (touch_noted_[page].exchange(kTouchNoted, std::memory_order_acq_rel) != 0) return;
     touched_[touched_count_.fetch_add(1, std::memory_order_acq_rel)] = page;
   }
   int holder_of(std::uint64_t page) const {
@@ -170,7 +172,8 @@ class Node final : public PageServer {
   std::atomic<std::uint64_t> written_count_{0};
   std::unique_ptr<std::uint64_t[]> touched_;  // untouched and invalid pages touched since the last boundary
   std::atomic<std::uint64_t> touched_count_{0};
-  std::unique_ptr<std::atomic<std::uint8_t>[]> touch_noted_;  // 1: the page is in touched_
+  std::unique_ptr<std::atomic<std::uint8_t>[]>
+      touch_noted_;  // the page is in touched_: kTouchNoted or kTouchStale
   // Open-ahead: one bit a page (zero until used) for the pages this rank wrote, or opened ahead, in
   // the last kernel that stayed valid; set and cleared at boundaries, read by the fault handler.
   os::Mapping predicted_memory_;

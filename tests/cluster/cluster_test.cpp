@@ -616,7 +616,8 @@ TEST(Cluster, APageARankFetchedIsNotModifiedAtTheNextBoundary) {
 
 // A page host code touched (read, or fetched from its holder) and then freed stays freed at the
 // next boundary (before, the touch made it private to the reader, or promoted and broadcast, and a
-// cluster::memcpy into the freed pointer was accepted).
+// cluster::memcpy into the freed pointer was accepted); allocated again and touched by no one
+// since, it is untouched (before, the old touch made it private to the reader).
 TEST(Cluster, APageTouchedAndFreedBetweenLaunchesStaysFreed) {
   for (const bool from_holder : {false, true}) {
     SCOPED_TRACE(from_holder ? "fetched from rank 1" : "first touch");
@@ -640,6 +641,20 @@ TEST(Cluster, APageTouchedAndFreedBetweenLaunchesStaysFreed) {
       EXPECT_EQ(cl::stats().pages_promoted, 0u);
       const int v = 1;
       EXPECT_THROW(cl::memcpy(a, &v, sizeof v), hdsm::InvalidPointer);
+      // Touched again after a free and an allocation of the same page: that touch counts.
+      int* c = cl::alloc<int>(1024);
+      ASSERT_EQ(c, a) << "the heap gave the freed page back";
+      if (node.rank() == 0) (void)*static_cast<volatile int*>(c);
+      cl::free(c);
+      c = cl::alloc<int>(1024);
+      ASSERT_EQ(c, a);
+      cl::launch(fill_kernel(), Launch{Dim3{2}, Dim3{1}, 0}, b, 0u, 0);
+      EXPECT_EQ(node.state(c), PageState::untouched) << "rank " << node.rank() << ": an old touch counted";
+      if (node.rank() == 1) (void)*static_cast<volatile int*>(c);
+      cl::launch(fill_kernel(), Launch{Dim3{2}, Dim3{1}, 0}, b, 0u, 0);
+      EXPECT_EQ(node.state(c), node.rank() == 1 ? PageState::private_page : PageState::invalid)
+          << "rank " << node.rank();
+      cl::free(c);
       cl::free(b);
     });
   }
