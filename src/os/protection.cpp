@@ -254,11 +254,18 @@ HDSM_FAULT_PATH void ProtectionMap::record_desired(std::size_t first, std::size_
 bool ProtectionMap::regain_granularity() {
   if (shift_ == 0) return true;
   if (desired_runs_ > budget_ - budget_ / 4) return false;
+  if (regain_wait_ > 0) {
+    --regain_wait_;
+    return false;
+  }
   shift_ = 0;  // group_target() is now each block's desired protection
   if (!apply_targets(0, blocks_, false)) {
     coarsen(true);  // the kernel ran out of mappings part-way
+    regain_backoff_ = std::min<std::uint32_t>(regain_backoff_ == 0 ? 1 : 2 * regain_backoff_, 1024);
+    regain_wait_ = regain_backoff_;
     return false;
   }
+  regain_backoff_ = 0;
   runs_ = desired_runs_;
   ++stats_.regains;
   return true;
@@ -282,8 +289,10 @@ bool ProtectionMap::apply_targets(std::size_t first, std::size_t end, bool force
 
 bool ProtectionMap::protect(std::size_t first, std::size_t end, Protection p) {
   ++stats_.mprotect_calls;
-  if (::mprotect(base_ + first * block_bytes_, (end - first) * block_bytes_, prot_flags(p)) != 0) {
-    const int err = errno;
+  const bool refused = refusals_ > 0;
+  if (refused) --refusals_;
+  if (refused || ::mprotect(base_ + first * block_bytes_, (end - first) * block_bytes_, prot_flags(p)) != 0) {
+    const int err = refused ? ENOMEM : errno;
     if (err != ENOMEM) throw SystemError("mprotect", describe(first, end), err);
     ++stats_.enomem_failures;
     return false;

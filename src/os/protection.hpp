@@ -63,8 +63,13 @@ class ProtectionMap {
   /// protections fit in three quarters of the budget (the rest is room for the single blocks that
   /// faults open before the next batch, so the map does not swing between granularities at every
   /// batch). Without it, one batch that outgrew the budget would leave every later one coarse, its
-  /// accesses faulting spuriously for good. Returns whether the map is at granularity 1.
+  /// accesses faulting spuriously for good. When the kernel refuses a return (the rest of the
+  /// process holds mappings the budget counted on), the next 1, 2, 4, ... 1024 calls do not try:
+  /// each try costs an mprotect a run, and the coarsening after it as many again. Returns whether
+  /// the map is at granularity 1.
   bool regain_granularity();
+  /// Tests: the next `count` mprotect calls fail with ENOMEM, as when the process is out of mappings.
+  void refuse_mprotects(std::size_t count) { refusals_ = count; }
   /// effective() without the range check, for a fault handler (`block` < blocks()).
   Protection effective_unchecked(std::size_t block) const noexcept { return effective_[block]; }
   /// desired() likewise.
@@ -116,6 +121,9 @@ class ProtectionMap {
   bool levels_built_ = false;
   std::vector<Protection> effective_;
   ProtectionStats stats_;
+  std::uint32_t regain_backoff_ = 0;  // calls the last refused return made regain_granularity skip
+  std::uint32_t regain_wait_ = 0;     // of those, the ones left
+  std::size_t refusals_ = 0;          // refuse_mprotects()
 };
 
 }  // namespace hdsm::os

@@ -380,6 +380,57 @@ TEST(ProtectionMap, HundredThousandAlternatingBlocksStayWithinTheMappingLimit) {
   EXPECT_TRUE(matches_kernel(map));
 }
 
+// A return to granularity 1 that the kernel refuses is not tried again at once: the next call
+// skips, after a second refusal the next two, and a success starts over.
+TEST(ProtectionMap, ARefusedRegainWaitsLongerEachTime) {
+  const std::size_t n = 16;
+  Mapping region(n * page(), "backing-off region");
+  ProtectionMap map(region.data(), n, page(), "backing-off region", Protection::read_write, 6);
+  const auto degrade = [&] {
+    map.set(1, 1, Protection::read);
+    map.set(6, 1, Protection::none);
+    map.set(12, 1, Protection::read);  // seven runs of single blocks: pairs
+    ASSERT_EQ(map.granularity_blocks(), 2u);
+    map.set(12, 1, Protection::read_write);  // five runs, which fit in three quarters of six
+  };
+  // Whether a call tried (made an mprotect call), and whether the map is at granularity 1 after it.
+  const auto regain = [&](bool& tried) {
+    const std::uint64_t calls = map.stats().mprotect_calls;
+    const bool fine = map.regain_granularity();
+    tried = map.stats().mprotect_calls != calls;
+    return fine;
+  };
+  bool tried = false;
+  degrade();
+  map.refuse_mprotects(1);
+  EXPECT_FALSE(regain(tried));
+  EXPECT_TRUE(tried);
+  EXPECT_EQ(map.stats().enomem_failures, 1u);
+  EXPECT_TRUE(matches_kernel(map));
+  EXPECT_FALSE(regain(tried));  // waits one call
+  EXPECT_FALSE(tried);
+  map.refuse_mprotects(1);
+  EXPECT_FALSE(regain(tried));  // tries, refused again
+  EXPECT_TRUE(tried);
+  for (int i = 0; i < 2; ++i) {  // waits two calls
+    EXPECT_FALSE(regain(tried));
+    EXPECT_FALSE(tried);
+  }
+  EXPECT_TRUE(regain(tried));
+  EXPECT_TRUE(tried);
+  EXPECT_EQ(map.stats().regains, 1u);
+  EXPECT_TRUE(matches_kernel(map));
+  // A success starts over: the next refusal waits one call.
+  map.set(0, n, Protection::read_write);
+  degrade();
+  map.refuse_mprotects(1);
+  EXPECT_FALSE(regain(tried));
+  EXPECT_FALSE(regain(tried));
+  EXPECT_FALSE(tried);
+  EXPECT_TRUE(regain(tried));
+  EXPECT_TRUE(matches_kernel(map));
+}
+
 TEST(ProtectionMap, KernelMappingLimitDegradesInsteadOfFailing) {
   std::size_t limit = 0;
   std::ifstream("/proc/sys/vm/max_map_count") >> limit;
