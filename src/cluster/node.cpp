@@ -14,6 +14,7 @@
 #include <bit>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 
@@ -228,6 +229,8 @@ Node::~Node() {
   // No rank may still ask rank 0 for a page once its server stops.
   try {
     transport_.barrier();
+  } catch (const Unsupported& e) {  // the session ends on a thread that may not call MPI
+    std::fprintf(stderr, "hdsm cluster: %s\n", e.what());
   } catch (...) {  // NOLINT(bugprone-empty-catch): a failed transport has nothing to wait for
   }
   if (private_pages_ || (lazy_available_ && rank() == 0)) transport_.stop_serving();

@@ -85,11 +85,15 @@ const char* thread_level_name(int level) {
   }
 }
 
-void MpiTransport::on_mpi_thread(const char* call) const {
-  if (level_ >= MPI_THREAD_SERIALIZED) return;
+bool MpiTransport::may_call_mpi() const {
+  if (level_ >= MPI_THREAD_SERIALIZED) return true;
   int main = 0;
   MPI_Is_thread_main(&main);
-  if (main == 0)
+  return main != 0;
+}
+
+void MpiTransport::on_mpi_thread(const char* call) const {
+  if (!may_call_mpi())
     throw Unsupported(fmt::format(
         "cluster over MPI: {} from a thread that did not initialize MPI, which gives {}: every cluster "
         "call (the session, alloc, launch, memcpy, sync, free) must come from that thread, or MPI must be "
@@ -116,6 +120,14 @@ MpiTransport::~MpiTransport() {
     } catch (const std::exception& e) {
       std::fprintf(stderr, "hdsm cluster: stopping the page server: %s\n", e.what());
     }
+  }
+  if (!may_call_mpi()) {
+    std::fprintf(
+        stderr,
+        "hdsm cluster: the session ends on a thread that did not initialize MPI, which gives %s: its "
+        "two communicators are left to MPI_Finalize\n",
+        thread_level_name(level_));
+    return;
   }
   MPI_Comm_free(&server_comm_);
   MPI_Comm_free(&comm_);

@@ -48,8 +48,12 @@ class MpiTransport final : public Transport {
 
  private:
   int wait_for_request(PageRequest& req, MPI_Status& status, bool& stopped);
-  /// hdsm::Unsupported naming `call` where MPI is funneled and this is not its thread: before any
-  /// MPI call of a collective, so that no rank is left waiting in half of one.
+  /// Whether this thread may call MPI: always from MPI_THREAD_SERIALIZED up, else only the thread
+  /// that initialized it.
+  bool may_call_mpi() const;
+  /// hdsm::Unsupported naming `call` where this thread may not call MPI: before any MPI call of a
+  /// collective, so that where every rank calls from the same kind of thread (as an SPMD program
+  /// does) no rank is left waiting in half of one.
   void on_mpi_thread(const char* call) const;
 
   MPI_Comm comm_ = MPI_COMM_NULL, server_comm_ = MPI_COMM_NULL;

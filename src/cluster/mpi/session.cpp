@@ -17,6 +17,7 @@ std::atomic<bool> session_open{false};
 
 struct Session::Impl {
   bool owns_mpi = false;
+  int level = MPI_THREAD_SINGLE;  // what MPI provides
   std::unique_ptr<detail::MpiTransport> transport;
   std::unique_ptr<detail::Node> node;
 };
@@ -37,6 +38,7 @@ Session::Session(int* argc, char*** argv, Options options) : impl_(std::make_uni
     } else {
       MPI_Query_thread(&provided);
     }
+    impl_->level = provided;
     const bool multiple = provided >= MPI_THREAD_MULTIPLE;
     impl_->transport = std::make_unique<detail::MpiTransport>(MPI_COMM_WORLD, provided, options.timeout);
     if (!multiple && impl_->transport->rank() == 0 && impl_->transport->ranks() > 1)
@@ -60,7 +62,17 @@ Session::~Session() {
   detail::set_session_node(nullptr);
   impl_->node.reset();
   impl_->transport.reset();
-  if (impl_->owns_mpi) MPI_Finalize();
+  if (impl_->owns_mpi) {
+    int main = 0;
+    MPI_Is_thread_main(&main);
+    if (impl_->level >= MPI_THREAD_SERIALIZED || main != 0)
+      MPI_Finalize();
+    else
+      std::fprintf(stderr,
+                   "hdsm cluster: the session ends on a thread that did not initialize MPI, which gives %s: "
+                   "MPI_Finalize is left undone\n",
+                   detail::thread_level_name(impl_->level));
+  }
   session_open.store(false);
 }
 
