@@ -167,7 +167,7 @@ void RecordApply(benchmark::State& state) {
   std::vector<std::byte> page = before;
   bool lanes = false;
   for (auto _ : state) {
-    d::for_each_record(w.bytes(), d::RecordPages{page.size()}, [&](const d::RecordView& r) {
+    d::for_each_record(w.bytes(), d::RecordPages::any(page.size()), [&](const d::RecordView& r) {
       lanes = r.lanes;
       d::apply_record(r, page.data());
     });

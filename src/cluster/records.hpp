@@ -114,8 +114,10 @@ class PerRankRecords {
 /// The pages records may name: [first, end), each `bytes` long.
 struct RecordPages {
   std::size_t bytes;
-  std::uint64_t first = 0;
-  std::uint64_t end = ~std::uint64_t{0};
+  std::uint64_t first;
+  std::uint64_t end;
+  /// Any page number (tests and benchmarks, whose records name made-up pages).
+  static RecordPages any(std::size_t bytes) { return {bytes, 0, ~std::uint64_t{0}}; }
 };
 
 /// Calls fn(RecordView) for every record of `buffer`; hdsm::Error when the buffer is malformed (a

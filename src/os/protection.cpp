@@ -253,11 +253,11 @@ HDSM_FAULT_PATH void ProtectionMap::record_desired(std::size_t first, std::size_
 
 bool ProtectionMap::regain_granularity() {
   if (shift_ == 0) return true;
-  if (desired_runs_ > budget_ - budget_ / 4) return false;
-  if (regain_wait_ > 0) {
+  if (regain_wait_ > 0) {  // counted down at every batch, whether the desired runs fit or not
     --regain_wait_;
     return false;
   }
+  if (desired_runs_ > budget_ - budget_ / 4) return false;
   shift_ = 0;  // group_target() is now each block's desired protection
   if (!apply_targets(0, blocks_, false)) {
     coarsen(true);  // the kernel ran out of mappings part-way
