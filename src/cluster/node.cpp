@@ -566,6 +566,50 @@ void Node::launch(const Kernel& kernel, const Launch& launch, const ArgPack& arg
   boundary(kernel.name, error);
 }
 
+// Where much global memory is in use, most of its pages are unwritten and untouched at most
+// boundaries, and a word for each cost every rank as many bytes at every kernel (a GiB of 4 KiB
+// pages: 1 MiB). From vector_steps_from_ pages on, the ranks first sum a flag for each block of
+// vector_block_ pages (some word in it is nonzero here), then the words of the flagged blocks alone,
+// with the two trailing words: a second collective, but a block's worth of bytes per written block.
+// Every rank flags the same blocks after the first sum, so all compact the words alike.
+std::uint64_t Node::sum_write_vector(std::vector<std::uint32_t>& words) {
+  const std::uint64_t pages = words.size() - 2;
+  if (pages < vector_steps_from_) {
+    transport_.allreduce(words, ReduceOp::sum);
+    return words.size() * sizeof(std::uint32_t);
+  }
+  const std::uint64_t block = vector_block_, blocks = (pages + block - 1) / block;
+  std::vector<std::uint32_t> flags(blocks, 0);
+  for (std::uint64_t b = 0; b < blocks; ++b)
+    flags[b] = std::any_of(words.begin() + static_cast<std::ptrdiff_t>(b * block),
+                           words.begin() + static_cast<std::ptrdiff_t>(std::min(pages, (b + 1) * block)),
+                           [](std::uint32_t w) { return w != 0; })
+                   ? 1
+                   : 0;
+  transport_.allreduce(flags, ReduceOp::sum);
+  std::vector<std::uint32_t> compact;
+  const auto each_flagged = [&](auto&& fn) {
+    for (std::uint64_t b = 0; b < blocks; ++b)
+      if (flags[b] != 0) fn(b * block, std::min(pages, (b + 1) * block));
+  };
+  each_flagged([&](std::uint64_t first, std::uint64_t end) {
+    compact.insert(compact.end(), words.begin() + static_cast<std::ptrdiff_t>(first),
+                   words.begin() + static_cast<std::ptrdiff_t>(end));
+  });
+  compact.push_back(words[pages]);
+  compact.push_back(words[pages + 1]);
+  transport_.allreduce(compact, ReduceOp::sum);
+  std::size_t at = 0;
+  each_flagged([&](std::uint64_t first, std::uint64_t end) {
+    std::copy_n(compact.begin() + static_cast<std::ptrdiff_t>(at), end - first,
+                words.begin() + static_cast<std::ptrdiff_t>(first));
+    at += end - first;
+  });
+  words[pages] = compact[at];
+  words[pages + 1] = compact[at + 1];
+  return (flags.size() + compact.size()) * sizeof(std::uint32_t);
+}
+
 void Node::set_protection(std::vector<std::pair<std::uint64_t, os::Protection>>& changes) {
   std::sort(changes.begin(), changes.end());
   std::lock_guard lock(protection_mutex_);
@@ -645,7 +689,7 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
     words[used] = 1;
     words[used + 1] = static_cast<std::uint32_t>(rank() + 1);
   }
-  transport_.allreduce(words, ReduceOp::sum);
+  const std::uint64_t vector_bytes = sum_write_vector(words);
   const std::uint32_t failed = words[used];
   const int failed_rank = static_cast<int>(words[used + 1]) - 1;
   const auto writers = [&](std::uint64_t p) { return private_pages_ ? words[p] & kCountMask : words[p]; };
@@ -856,7 +900,7 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
   stats_.pages_promoted += promoted;
   stats_.pages_modified_max = std::max(stats_.pages_modified_max, modified);
   stats_.modified_bytes += modified_bytes;
-  stats_.vector_bytes += (used + 2) * sizeof(std::uint32_t);
+  stats_.vector_bytes += vector_bytes;
   stats_.boundary_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   if (failed != 0) throw_failure(kernel, error, static_cast<int>(failed), error ? rank() : failed_rank);

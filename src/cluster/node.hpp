@@ -85,6 +85,12 @@ class Node final : public PageServer {
   std::uint64_t pages_in_use() const { return used_pages_; }
   /// The boundaries completed.
   std::uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
+  /// Tests: the writeVector goes in two steps from `from_pages` pages in use on (default 16384), in
+  /// blocks of `block_pages` (default 64). Every rank alike, between launches.
+  void set_write_vector_steps(std::uint64_t from_pages, std::uint64_t block_pages) {
+    vector_steps_from_ = from_pages;
+    vector_block_ = std::max<std::uint64_t>(block_pages, 1);
+  }
 
   void serve(std::uint64_t page, std::uint64_t epoch, std::span<std::byte> out) override;
 
@@ -109,6 +115,9 @@ class Node final : public PageServer {
   std::vector<std::uint64_t> split(std::uint64_t blocks) const;
   void measure_speed();
   void boundary(const std::string& kernel, const std::exception_ptr& error);
+  /// Sums the writeVector (the pages' words, then two) over the ranks; returns the bytes this rank
+  /// sent for it.
+  std::uint64_t sum_write_vector(std::vector<std::uint32_t>& words);
   void set_protection(std::vector<std::pair<std::uint64_t, os::Protection>>& changes);
   std::uint64_t agree(std::uint64_t value, const char* what);
   /// agree() of several values in one collective.
@@ -156,6 +165,7 @@ class Node final : public PageServer {
   std::uint64_t pages_;
   bool lazy_available_;
   bool check_races_;
+  std::uint64_t vector_steps_from_ = 16384, vector_block_ = 64;  // see set_write_vector_steps
 
   std::vector<std::unique_ptr<os::Arena>> arenas_;  // the one in use is the last
   std::byte* base_ = nullptr;

@@ -1160,6 +1160,29 @@ TEST(Cluster, WeightedDistributionRunsEveryBlockOnce) {
   });
 }
 
+// From many pages in use on, the writeVector goes in two steps: a flag for each block of pages,
+// then the words of the flagged blocks alone. Two pages written among 1024 cost two blocks' words.
+TEST(Cluster, AWriteVectorOfManyPagesSendsTheBlocksInUse) {
+  for (const bool steps : {false, true})
+    run_ranks(2, options(), [&](Node& node) {
+      if (steps) node.set_write_vector_steps(0, 64);
+      constexpr std::size_t kInts = 1024 * 1024;  // 1024 pages
+      int* a = cl::alloc<int>(kInts);
+      ASSERT_EQ(node.pages_in_use(), 1024u);
+      cl::reset_stats();
+      const std::uint32_t first = 5, last = 700 * 1024 + 3;  // pages 0 and 700
+      cl::launch(poke_kernel(), Launch{Dim3{2}, Dim3{1}, 0}, a, first, last);
+      const cl::Stats s = cl::stats();
+      // Dense: a word a page and two. In steps: 16 flags, then two blocks of 64 words and two.
+      EXPECT_EQ(s.vector_bytes, steps ? (16 + 2 * 64 + 2) * 4 : (1024 + 2) * 4) << "rank " << node.rank();
+      const std::vector<int> got = read_all(a, kInts);
+      EXPECT_EQ(got[first], 1);
+      EXPECT_EQ(got[last], 2);
+      EXPECT_EQ(std::count(got.begin(), got.end(), 0), static_cast<std::ptrdiff_t>(kInts - 2));
+      cl::free(a);
+    });
+}
+
 TEST(ClusterModel, MatchesPlainMemory) {
   const hdsm::test::ModelRun run(0xC1u, 40);
   // Lazy thresholds: every boundary lazy; 6 pages of 17 (sparse steps eager, dense ones lazy); never.
@@ -1168,12 +1191,18 @@ TEST(ClusterModel, MatchesPlainMemory) {
     for (const bool private_pages : {true, false})
       for (const int ranks : {1, 2, 3}) {
         if (ranks == 1 && (lazy != 6 || !private_pages)) continue;
-        run_ranks(ranks, options(lazy, 2, private_pages), [&](Node&) {
-          const std::string error = hdsm::test::cluster_model::run(
-              run.seed() + static_cast<std::uint64_t>(ranks), run.iterations(), 17 * 1024 - 100, 1024);
-          EXPECT_EQ(error, "") << ranks << " ranks, lazy above " << lazy << " pages, "
-                               << (private_pages ? "private pages" : "every page shared");
-        });
+        // The writeVector in two steps too, in blocks of 4 of the 17 pages, where there are choices.
+        for (const bool steps : {false, true}) {
+          if (steps && (ranks == 1 || lazy != 6)) continue;
+          run_ranks(ranks, options(lazy, 2, private_pages), [&](Node& node) {
+            if (steps) node.set_write_vector_steps(0, 4);
+            const std::string error = hdsm::test::cluster_model::run(
+                run.seed() + static_cast<std::uint64_t>(ranks), run.iterations(), 17 * 1024 - 100, 1024);
+            EXPECT_EQ(error, "") << ranks << " ranks, lazy above " << lazy << " pages, "
+                                 << (private_pages ? "private pages" : "every page shared")
+                                 << (steps ? ", the writeVector in two steps" : "");
+          });
+        }
       }
 }
 
