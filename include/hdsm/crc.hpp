@@ -238,9 +238,9 @@ Local<T> write_single_local(T* p) {
   auto [bytes, count] = detail::localize(detail::Access::write_single, p, sizeof(T));
   return {reinterpret_cast<T*>(bytes), count};
 }
-/// write_single_local for a page this worker overwrites entirely (every byte from *p's page start
-/// to its end) before the next release: a miss does not fetch the page, so its bytes are undefined
-/// until written. Saves a page copy per page for output arrays.
+/// write_single_local for a page this worker overwrites from *p to the page's end before the next
+/// release: a miss fetches only the bytes before *p, so those after it are undefined until written.
+/// Saves a page copy per page for output arrays.
 template <class T>
 Local<T> overwrite_local(T* p) {
   auto [bytes, count] = detail::localize(detail::Access::overwrite, p, sizeof(T));

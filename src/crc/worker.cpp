@@ -180,7 +180,7 @@ inline void Worker::evict_direct(const PageBuffer::Victim& victim, std::byte* by
   ++stats_.write_backs;
 }
 
-inline int Worker::miss_direct(std::uintptr_t page, bool single, bool fetch) {
+inline int Worker::miss_direct(std::uintptr_t page, bool single, bool fetch, std::size_t kept) {
   PageBuffer::Place p = buffer_.place(page);
   std::byte* frame = buffer_.frame_bytes(p.frame);
   // The bookkeeping first, while place() left its lines in the cache: the copies after it move twice
@@ -192,6 +192,10 @@ inline int Worker::miss_direct(std::uintptr_t page, bool single, bool fetch) {
     if (fetch) {
       copy_in(page, frame);
       ++stats_.direct_gets;
+    } else if (kept != 0) {
+      // An overwrite from the middle of the page: the bytes before it are the shared page's (the
+      // whole page goes back at the release).
+      link_.get(page - space_.base, frame, kept);
     }
   } catch (...) {
     buffer_.drop(p.way);  // never a tag for bytes that did not come
@@ -200,7 +204,7 @@ inline int Worker::miss_direct(std::uintptr_t page, bool single, bool fetch) {
   return p.way;
 }
 
-int Worker::ensure(std::uintptr_t page, Access access, bool missed) {
+int Worker::ensure(std::uintptr_t page, Access access, bool missed, std::size_t kept) {
   switch (access) {
     case Access::read:
     case Access::read_only:
@@ -238,7 +242,7 @@ int Worker::ensure(std::uintptr_t page, Access access, bool missed) {
         buffer_.grant_write(way, true);
         return way;
       }
-      return miss_direct(page, true, /*fetch=*/access == Access::write_single);
+      return miss_direct(page, true, /*fetch=*/access == Access::write_single, kept);
   }
   return -1;
 }
@@ -330,7 +334,7 @@ std::pair<std::byte*, std::size_t> Worker::localize(Access access, const void* a
     ++stats_.in_place;
     return {reinterpret_cast<std::byte*>(a), count};
   }
-  const int way = ensure(page, access);
+  const int way = ensure(page, access, false, access == Access::overwrite ? offset : 0);
   return {buffer_.way_bytes(way) + offset, count};
 }
 

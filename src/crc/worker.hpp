@@ -73,13 +73,16 @@ class Worker {
  private:
   /// The way holding `page` for `access`, after a miss or write fault where needed. `missed`: the
   /// caller looked the page up in the tags `access` uses (read tags for reads, write tags for
-  /// writes) and did not find it.
-  int ensure(std::uintptr_t page, Access access, bool missed = false);
+  /// writes) and did not find it. `kept`: for an overwrite, the bytes from the page's start that the
+  /// worker does not overwrite, which a miss fetches.
+  int ensure(std::uintptr_t page, Access access, bool missed = false, std::size_t kept = 0);
   int miss(std::uintptr_t page, bool write);
   // Inline in the one file that calls them, with the page buffer's place and install: a direct miss
   // (read-only, single writer) is then one call from the access, not five, whose prologues were a
   // quarter of its bookkeeping's instructions.
-  [[gnu::always_inline]] inline int miss_direct(std::uintptr_t page, bool single, bool fetch);
+  /// `fetch`: the whole page comes in; otherwise its first `kept` bytes (an overwrite from there on).
+  [[gnu::always_inline]] inline int miss_direct(std::uintptr_t page, bool single, bool fetch,
+                                                std::size_t kept = 0);
   [[gnu::always_inline]] inline void evict_direct(const PageBuffer::Victim& victim, std::byte* bytes);
   /// The page at `page` from the shared space into `frame`, without the home.
   void copy_in(std::uintptr_t page, std::byte* frame) {

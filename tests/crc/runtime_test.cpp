@@ -309,6 +309,30 @@ TEST(CrcRuntime, LocalizedVariantsWorkInPlaceUnlessZeroCopyIsOff) {
   }
 }
 
+// An overwrite from the middle of a page keeps the page's bytes before it, in place or through the
+// local store, whatever the frame held before (before, a miss fetched nothing and the release put
+// the frame's stale bytes back over them).
+TEST(CrcRuntime, AnOverwriteFromMidPageKeepsTheBytesBeforeIt) {
+  if (kThreadSanitizer) GTEST_SKIP() << kThroughTheHome;
+  for (const bool zero_copy : {true, false}) {
+    SCOPED_TRACE(zero_copy ? "in place" : "through the local store");
+    crc::Options o = options(1, 1024);
+    o.zero_copy = zero_copy;
+    crc::Runtime rt(o);
+    int* a = rt.alloc<int>(256);  // one page
+    int* other = rt.alloc<int>(16384);
+    for (int i = 0; i < 256; ++i) a[i] = i;
+    for (int i = 0; i < 16384; ++i) other[i] = -7;
+    rt.run([&] {
+      for (int i = 0; i < 16384; i += 256) (void)crc::read(&other[i]);  // every frame holds -7s
+      const crc::Local<int> l = crc::overwrite_local(&a[128]);
+      ASSERT_EQ(l.count, 128u);
+      for (std::size_t k = 0; k < l.count; ++k) l.data[k] = 1000;
+    });
+    for (int i = 0; i < 256; ++i) ASSERT_EQ(a[i], i < 128 ? i : 1000) << i;
+  }
+}
+
 // A page written in place, or put back by a single writer, reaches the home at the release (in one
 // note), so the copies other workers keep are dropped at their next acquire.
 TEST(CrcRuntime, ASingleWritersPageInvalidatesTheCopiesOfOtherWorkers) {
