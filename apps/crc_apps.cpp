@@ -1,5 +1,7 @@
 #include "apps/crc_apps.hpp"
 
+#include <hdsm/error.hpp>
+
 #include <omp.h>
 
 #include <algorithm>
@@ -1176,10 +1178,7 @@ template <Output (*Run)(crc::Runtime&, Version, Scale), std::size_t Page>
 Output with_page(crc::Runtime& rt, Version v, Scale s) {
   if (v == Version::plain) return Run(rt, v, s);
   const std::size_t before = rt.page_size();
-  rt.page_size(Page);
-  // Four frames at least, so that the runs an app holds together (STREAM's three) stay valid: a
-  // smaller local store takes smaller pages.
-  while (rt.frames() < 4 && rt.page_size() > 1024) rt.page_size(rt.page_size() / 2);
+  set_optimized_page(rt, Page);
   try {
     Output out = Run(rt, v, s);
     rt.page_size(before);
@@ -1208,6 +1207,20 @@ const CrcApp kApps[] = {
 }  // namespace
 
 std::span<const CrcApp> crc_apps() { return kApps; }
+
+// A page size the local store cannot hold a set of is refused (InvalidArgument): the next smaller
+// one is tried, as is one that leaves fewer than four frames.
+std::size_t set_optimized_page(crc::Runtime& rt, std::size_t page) {
+  constexpr std::size_t kSmallest = 128;
+  for (;; page /= 2) {
+    try {
+      rt.page_size(page);
+      if (rt.frames() >= 4 || page <= kSmallest) return page;
+    } catch (const InvalidArgument&) {
+      if (page <= kSmallest) throw;
+    }
+  }
+}
 
 const CrcApp* find_crc_app(std::string_view name) {
   for (const CrcApp& a : kApps)

@@ -31,6 +31,10 @@ struct CrcApp {
 
 /// stream, jacobi, md, ep, is, cg.
 std::span<const CrcApp> crc_apps();
+/// Sets an optimized version's page size on `runtime`: `page` where the local store holds four
+/// frames of it at least (the runs an app holds together, STREAM's three, stay valid), else the
+/// largest smaller one that it does, down to 128 B; returns it.
+std::size_t set_optimized_page(hdsm::crc::Runtime& runtime, std::size_t page);
 const CrcApp* find_crc_app(std::string_view name);
 
 }  // namespace hdsm::apps::crc_apps

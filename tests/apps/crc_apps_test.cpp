@@ -65,6 +65,29 @@ INSTANTIATE_TEST_SUITE_P(All, CrcApps,
                                               std::get<2>(info.param) ? "optimized" : "plain");
                          });
 
+// An optimized version in a local store too small for its page: a smaller page with four frames
+// (before, the app's page was refused before it could shrink). STREAM's 16 KiB pages in 8 KiB
+// stores: 2 KiB pages; 4 KiB stores: 1 KiB.
+TEST(CrcAppsPageSize, ASmallLocalStoreTakesSmallerPagesForTheOptimizedVersions) {
+  const crc_apps::CrcApp* app = crc_apps::find_crc_app("stream");
+  ASSERT_NE(app, nullptr);
+  const apps::Output want = app->run_reference(apps::Scale::test);
+  for (const std::size_t store : {std::size_t{8} << 10, std::size_t{4} << 10}) {
+    hdsm::crc::Options o;
+    o.workers = 2;
+    o.page_size = 1024;
+    o.local_store = store;
+    o.shared_bytes = 64 << 20;
+    hdsm::crc::Runtime rt(o);
+    EXPECT_EQ(crc_apps::set_optimized_page(rt, app->optimized_page_size), store / 4) << store;
+    EXPECT_GE(rt.frames(), 4u);
+    rt.page_size(1024);
+    const apps::Output got = app->run(rt, crc_apps::Version::optimized, apps::Scale::test);
+    EXPECT_EQ(apps::compare(got, want, app->tolerance), "") << store << " B store";
+    EXPECT_EQ(rt.page_size(), 1024u);
+  }
+}
+
 // CG builds NAS's matrix (makea), so classes S and W reproduce NAS's verification values (its
 // tolerance, 1e-10 relative), and so does the CRC version on worker threads.
 TEST(CrcAppsCg, ReproducesNasVerificationValues) {
