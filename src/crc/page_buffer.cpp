@@ -108,6 +108,12 @@ void PageBuffer::drop(int way) {
   free_frames_.push_back(static_cast<std::size_t>(frame));
 }
 
+void PageBuffer::unplace(const Place& place) {
+  frame_[place.frame].way = -1;
+  frame_[place.frame].flags = 0;
+  free_frames_.push_back(place.frame);
+}
+
 std::size_t PageBuffer::drop_unregistered() {
   std::size_t dropped = 0;
   for (const std::size_t f : unregistered_) {

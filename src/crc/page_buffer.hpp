@@ -30,9 +30,9 @@ struct Geometry {
 };
 
 /// The geometry for a local store of `local_store` bytes: frames = local_store / page_size, sets =
-/// `sets` or (0) the smallest power of two S with 4 S > frames. InvalidArgument when the page size
-/// is not a power of two in [128 B, 64 KiB], `sets` is not a power of two, or the store holds
-/// fewer pages than sets.
+/// `sets` or (0) the largest power of two up to the frames (so 4 sets > frames). InvalidArgument when the
+/// page size is not a power of two in [128 B, 64 KiB], `sets` is not a power of two, or the store holds fewer
+/// pages than sets.
 Geometry geometry(std::size_t local_store, std::size_t page_size, std::size_t sets);
 
 inline constexpr std::size_t kMinPageSize = 128;
@@ -78,6 +78,8 @@ class PageBuffer {
   void clean(int way);
   /// The page is gone from the buffer (an invalidation).
   void drop(int way);
+  /// A place() whose page never came (the miss failed): its frame is free again.
+  void unplace(const Place& place);
   /// Drops every copy the home does not know of (read-only and single-writer copies).
   std::size_t drop_unregistered();
   /// Every page invalid (the buffer must be clean).

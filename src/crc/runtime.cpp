@@ -328,7 +328,10 @@ void* Runtime::allocate(std::size_t bytes) {
     throw InvalidArgument("crc::Runtime::allocate inside a region: allocate between regions");
   return impl_->engine_->allocate(bytes);
 }
-void Runtime::free(void* pointer) { impl_->engine_->free(pointer); }
+void Runtime::free(void* pointer) {
+  if (impl_->running_) throw InvalidArgument("crc::Runtime::free inside a region: free between regions");
+  impl_->engine_->free(pointer);
+}
 void Runtime::page_size(std::size_t bytes) {
   if (impl_->running_)
     throw InvalidArgument("crc::Runtime::page_size inside a region: change it between regions");

@@ -118,49 +118,56 @@ void Worker::check(const Reply& reply, const char* what, std::uintptr_t page) {
 int Worker::miss(std::uintptr_t page, bool write) {
   PageBuffer::Place p = buffer_.place(page);
   std::byte* frame = buffer_.frame_bytes(p.frame);
-  Request r{.op = write ? Op::fetch_write : Op::fetch_read,
-            .worker = id_,
-            .write = write,
-            .page = page_number(page),
-            .frame = frame};
-  if (p.victim.page != kNoPage && p.victim.dirty) {
-    if (p.victim.single) {
-      evict_direct(p.victim, frame);
-    } else {
-      // The combined handshake: the victim's bytes go home and the new page comes in one exchange.
-      r.op = Op::flush_fetch;
-      r.victim = page_number(p.victim.page);
-      r.written = frame;
-      ++stats_.flush_fetches;
-      ++stats_.write_backs;
+  // A failed miss (the region ended, the home refused) gives its frame back: a task that goes on after
+  // the error would otherwise lose a frame a miss, and a capacity miss would then evict no way.
+  try {
+    Request r{.op = write ? Op::fetch_write : Op::fetch_read,
+              .worker = id_,
+              .write = write,
+              .page = page_number(page),
+              .frame = frame};
+    if (p.victim.page != kNoPage && p.victim.dirty) {
+      if (p.victim.single) {
+        evict_direct(p.victim, frame);
+      } else {
+        // The combined handshake: the victim's bytes go home and the new page comes in one exchange.
+        r.op = Op::flush_fetch;
+        r.victim = page_number(p.victim.page);
+        r.written = frame;
+        ++stats_.flush_fetches;
+        ++stats_.write_backs;
+      }
     }
-  }
-  const std::atomic<std::uint32_t>* versions = r.op == Op::fetch_read ? link_.versions() : nullptr;
-  if (versions == nullptr) {
-    check(link_.call(r), write ? "write fault" : "read miss", page);
-  } else {
-    // Shared memory: the worker copies the page while its request goes home, and the home only
-    // counts it as a reader. The copy holds every change the home made before that if the page's
-    // version did not move between the copy's start and the count; a change after the count puts
-    // the page on this worker's invalidation list, like any reader's. Otherwise it copies again.
-    r.copying = true;
-    struct Copy {
-      Worker* self;
-      std::uintptr_t page;
-      std::byte* frame;
-      const std::atomic<std::uint32_t>* version;
-      std::uint32_t seen;
-    } copy{this, page, frame, versions + r.page, 0};
-    const Reply reply = link_.call(
-        r,
-        [](void* c) {
-          auto& k = *static_cast<Copy*>(c);
-          k.seen = k.version->load(std::memory_order_acquire);
-          k.self->copy_in(k.page, k.frame);
-        },
-        &copy);
-    check(reply, "read miss", page);
-    if (reply.version != copy.seen) copy_in(page, frame);
+    const std::atomic<std::uint32_t>* versions = r.op == Op::fetch_read ? link_.versions() : nullptr;
+    if (versions == nullptr) {
+      check(link_.call(r), write ? "write fault" : "read miss", page);
+    } else {
+      // Shared memory: the worker copies the page while its request goes home, and the home only
+      // counts it as a reader. The copy holds every change the home made before that if the page's
+      // version did not move between the copy's start and the count; a change after the count puts
+      // the page on this worker's invalidation list, like any reader's. Otherwise it copies again.
+      r.copying = true;
+      struct Copy {
+        Worker* self;
+        std::uintptr_t page;
+        std::byte* frame;
+        const std::atomic<std::uint32_t>* version;
+        std::uint32_t seen;
+      } copy{this, page, frame, versions + r.page, 0};
+      const Reply reply = link_.call(
+          r,
+          [](void* c) {
+            auto& k = *static_cast<Copy*>(c);
+            k.seen = k.version->load(std::memory_order_acquire);
+            k.self->copy_in(k.page, k.frame);
+          },
+          &copy);
+      check(reply, "read miss", page);
+      if (reply.version != copy.seen) copy_in(page, frame);
+    }
+  } catch (...) {
+    buffer_.unplace(p);
+    throw;
   }
   buffer_.install(p, page, write, /*registered=*/true, /*single=*/false);
   ++(write ? stats_.write_faults : stats_.read_misses);

@@ -682,6 +682,30 @@ TEST(CrcErrors, AWorkerThatThrowsEndsTheRegionWithItsNumber) {
   }
 }
 
+// A worker that goes on after its accesses fail (another worker threw, so the region ends and
+// every miss is refused) keeps its page buffer whole: each refused miss gives its frame back
+// (before, the frames leaked one a miss, and a capacity miss then evicted a way of -1).
+TEST(CrcErrors, MissesRefusedAfterAFailureGiveTheirFramesBack) {
+  crc::Runtime rt(options(2, 1024, 8 << 10));  // 8 frames
+  int* a = rt.alloc<int>(256 * 64);            // 64 pages
+  std::atomic<int> refused{0};
+  const std::string what = error_of([&] {
+    rt.run([&] {
+      if (crc::worker_id() == 1) throw std::runtime_error("bad input");
+      for (int n = 0, i = 0; refused.load() < 100 && n < 1'000'000; ++n, i = (i + 256) % (256 * 64)) {
+        try {
+          (void)crc::read(&a[i]);
+        } catch (...) {  // NOLINT(bugprone-empty-catch): the test goes on after the error
+          refused.fetch_add(1);
+        }
+      }
+    });
+  });
+  EXPECT_NE(what.find("crc worker 1: the task threw: bad input"), std::string::npos) << what;
+  EXPECT_GE(refused.load(), 100);
+  rt.run([&] { (void)crc::read(&a[0]); });  // the runtime goes on
+}
+
 TEST(CrcErrors, AccessOutsideATaskAndBadOptions) {
   crc::Runtime rt(options(1));
   int* a = rt.alloc<int>(4);
@@ -692,6 +716,15 @@ TEST(CrcErrors, AccessOutsideATaskAndBadOptions) {
   EXPECT_THROW(crc::Runtime(options(1, 4096, 2048)), hdsm::InvalidArgument);  // store below one page
   EXPECT_THROW(crc::Runtime(options(65)), hdsm::InvalidArgument);
   EXPECT_THROW(rt.free(a + 1), hdsm::InvalidPointer);
+  std::atomic<bool> refused{false};
+  rt.run([&] {
+    try {
+      rt.free(a);
+    } catch (const hdsm::InvalidArgument&) {
+      refused = true;  // a free inside a region would race with the home's heap
+    }
+  });
+  EXPECT_TRUE(refused.load());
   rt.free(a);
   EXPECT_THROW(rt.allocate(std::size_t{1} << 40), hdsm::OutOfDeviceMemory);
 }
