@@ -435,6 +435,17 @@ class MpiEngine final : public Engine {
  private:
   Stats run_region(const std::function<void()>& task, const Geometry& geometry, bool home_works) {
     const int count = home_works ? workers_ + 1 : workers_;
+    // Runtime::page_size is each rank's own call: the ranks agree on the region's page before it
+    // starts (a worker and the home that number pages differently would move the wrong bytes). The
+    // largest page and the largest complement of one: every rank learns the largest and smallest.
+    std::uint64_t pages[2] = {geometry.page_size, ~std::uint64_t{geometry.page_size}};
+    check(PMPI_Allreduce(MPI_IN_PLACE, pages, 2, MPI_UINT64_T, MPI_MAX, comm_), "MPI_Allreduce",
+          "the region's page sizes");
+    if (pages[0] != ~pages[1])
+      throw InvalidArgument(fmt::format(
+          "crc::Runtime::run under MPI: the ranks set page sizes from {} B to {} B for this region (rank "
+          "{}: {} B); crc::Runtime::page_size is collective: every rank sets the same",
+          ~pages[1], pages[0], rank_, geometry.page_size));
     Stats mine;
     std::exception_ptr error;
     // One-sided gets and puts bypass the home, so nothing orders them after what the home stored

@@ -200,6 +200,22 @@ TEST_F(CrcMpi, OptionsTheRanksMustShareAreComparedFirst) {
   rt.run([] {});
 }
 
+// A region whose ranks set different page sizes is refused on every rank, before it starts.
+TEST_F(CrcMpi, ARegionWhoseRanksSetDifferentPageSizesIsRefused) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  crc::Runtime rt(mpi_options());
+  rt.page_size(rank == 1 ? 512 : 1024);
+  try {
+    rt.run([] {});
+    ADD_FAILURE() << "the region ran on rank " << rank;
+  } catch (const hdsm::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("page sizes from 512 B to 1024 B"), std::string::npos) << e.what();
+  }
+  rt.page_size(1024);
+  rt.run([] {});  // the ranks are in step
+}
+
 TEST_F(CrcMpi, TheHomesTaskErrorReachesEveryRankAsTheSameKernelFailure) {
   crc::Runtime rt(mpi_options());
   for (const bool standard : {true, false}) {
