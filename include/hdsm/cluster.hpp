@@ -81,6 +81,7 @@ struct Stats {
   std::uint64_t payload_bytes = 0;       // page data this rank sent (diff runs, whole pages)
   std::uint64_t header_bytes = 0;        // the rest of its records: headers, runs, lane plans and bitmaps
   std::uint64_t vector_bytes = 0;        // its writeVector: a word a page in use (and two), every kernel
+                                         // (from 16384 pages: a flag a block, then the flagged words)
   std::uint64_t wire_bytes = 0;     // everything this rank's MPI calls sent (broadcasts once per receiver)
   std::uint64_t race_warnings = 0;  // overlapping writes reported (rank 0)
   double boundary_seconds = 0;      // time spent making memory coherent at kernel ends

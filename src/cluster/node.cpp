@@ -566,6 +566,12 @@ void Node::launch(const Kernel& kernel, const Launch& launch, const ArgPack& arg
   boundary(kernel.name, error);
 }
 
+void Node::set_write_vector_steps(std::uint64_t from_pages, std::uint64_t block_pages) {
+  agree_all({{from_pages, "writeVector steps (from pages)"}, {block_pages, "writeVector blocks (pages)"}});
+  vector_steps_from_ = from_pages;
+  vector_block_ = std::max<std::uint64_t>(block_pages, 1);
+}
+
 // Where much global memory is in use, most of its pages are unwritten and untouched at most
 // boundaries, and a word for each cost every rank as many bytes at every kernel (a GiB of 4 KiB
 // pages: 1 MiB). From vector_steps_from_ pages on, the ranks first sum a flag for each block of
@@ -578,8 +584,12 @@ std::uint64_t Node::sum_write_vector(std::vector<std::uint32_t>& words) {
     transport_.allreduce(words, ReduceOp::sum);
     return words.size() * sizeof(std::uint32_t);
   }
+  // The two trailing words ride with the flags: a boundary that wrote and touched nothing needs no
+  // second sum.
   const std::uint64_t block = vector_block_, blocks = (pages + block - 1) / block;
-  std::vector<std::uint32_t> flags(blocks, 0);
+  std::vector<std::uint32_t> flags(blocks + 2, 0);
+  flags[blocks] = words[pages];
+  flags[blocks + 1] = words[pages + 1];
   for (std::uint64_t b = 0; b < blocks; ++b)
     flags[b] = std::any_of(words.begin() + static_cast<std::ptrdiff_t>(b * block),
                            words.begin() + static_cast<std::ptrdiff_t>(std::min(pages, (b + 1) * block)),
@@ -587,7 +597,14 @@ std::uint64_t Node::sum_write_vector(std::vector<std::uint32_t>& words) {
                    ? 1
                    : 0;
   transport_.allreduce(flags, ReduceOp::sum);
+  words[pages] = flags[blocks];
+  words[pages + 1] = flags[blocks + 1];
+  const std::uint64_t flagged = static_cast<std::uint64_t>(
+      std::count_if(flags.begin(), flags.begin() + static_cast<std::ptrdiff_t>(blocks),
+                    [](std::uint32_t f) { return f != 0; }));
+  if (flagged == 0) return flags.size() * sizeof(std::uint32_t);
   std::vector<std::uint32_t> compact;
+  compact.reserve(flagged * block);
   const auto each_flagged = [&](auto&& fn) {
     for (std::uint64_t b = 0; b < blocks; ++b)
       if (flags[b] != 0) fn(b * block, std::min(pages, (b + 1) * block));
@@ -596,8 +613,6 @@ std::uint64_t Node::sum_write_vector(std::vector<std::uint32_t>& words) {
     compact.insert(compact.end(), words.begin() + static_cast<std::ptrdiff_t>(first),
                    words.begin() + static_cast<std::ptrdiff_t>(end));
   });
-  compact.push_back(words[pages]);
-  compact.push_back(words[pages + 1]);
   transport_.allreduce(compact, ReduceOp::sum);
   std::size_t at = 0;
   each_flagged([&](std::uint64_t first, std::uint64_t end) {
@@ -605,8 +620,6 @@ std::uint64_t Node::sum_write_vector(std::vector<std::uint32_t>& words) {
                 words.begin() + static_cast<std::ptrdiff_t>(first));
     at += end - first;
   });
-  words[pages] = compact[at];
-  words[pages + 1] = compact[at + 1];
   return (flags.size() + compact.size()) * sizeof(std::uint32_t);
 }
 

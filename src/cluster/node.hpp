@@ -86,11 +86,8 @@ class Node final : public PageServer {
   /// The boundaries completed.
   std::uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
   /// Tests: the writeVector goes in two steps from `from_pages` pages in use on (default 16384), in
-  /// blocks of `block_pages` (default 64). Every rank alike, between launches.
-  void set_write_vector_steps(std::uint64_t from_pages, std::uint64_t block_pages) {
-    vector_steps_from_ = from_pages;
-    vector_block_ = std::max<std::uint64_t>(block_pages, 1);
-  }
+  /// blocks of `block_pages` (default 64). Collective, between launches: the ranks agree on both.
+  void set_write_vector_steps(std::uint64_t from_pages, std::uint64_t block_pages);
 
   void serve(std::uint64_t page, std::uint64_t epoch, std::span<std::byte> out) override;
 

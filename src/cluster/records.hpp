@@ -113,11 +113,13 @@ class PerRankRecords {
 
 /// The pages records may name: [first, end), each `bytes` long.
 struct RecordPages {
+  RecordPages(std::size_t page_bytes, std::uint64_t first_page, std::uint64_t end_page)
+      : bytes(page_bytes), first(first_page), end(end_page) {}
+  /// Any page number (tests and benchmarks, whose records name made-up pages).
+  static RecordPages any(std::size_t bytes) { return {bytes, 0, ~std::uint64_t{0}}; }
   std::size_t bytes;
   std::uint64_t first;
   std::uint64_t end;
-  /// Any page number (tests and benchmarks, whose records name made-up pages).
-  static RecordPages any(std::size_t bytes) { return {bytes, 0, ~std::uint64_t{0}}; }
 };
 
 /// Calls fn(RecordView) for every record of `buffer`; hdsm::Error when the buffer is malformed (a

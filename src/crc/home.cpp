@@ -208,9 +208,12 @@ void Home::handle(Request& r) {
                      r.op == Op::write_back || r.op == Op::flush_fetch;
   if (paged &&
       (r.page >= directory_.pages() || (r.op == Op::flush_fetch && r.victim >= directory_.pages()))) {
-    answer(r, Reply{.status = Status::error,
-                    .message = fmt::format("{} of page {} (victim {}): the shared space has {} pages",
-                                           to_string(r.op), r.page, r.victim, directory_.pages())});
+    const std::string message = fmt::format("{} of page {} (victim {}): the shared space has {} pages",
+                                            to_string(r.op), r.page, r.victim, directory_.pages());
+    answer(r, Reply{.status = Status::error, .message = message});
+    // The worker and the home number pages differently: the region ends (a flush_fetch's victim could
+    // not land, and a worker that went on would lose it).
+    fail(fmt::format("crc worker {}: {}", w, message));
     return;
   }
   if (error_) {

@@ -1173,12 +1173,17 @@ TEST(Cluster, AWriteVectorOfManyPagesSendsTheBlocksInUse) {
       const std::uint32_t first = 5, last = 700 * 1024 + 3;  // pages 0 and 700
       cl::launch(poke_kernel(), Launch{Dim3{2}, Dim3{1}, 0}, a, first, last);
       const cl::Stats s = cl::stats();
-      // Dense: a word a page and two. In steps: 16 flags, then two blocks of 64 words and two.
-      EXPECT_EQ(s.vector_bytes, steps ? (16 + 2 * 64 + 2) * 4 : (1024 + 2) * 4) << "rank " << node.rank();
+      // Dense: a word a page and two. In steps: 16 flags and two, then two blocks of 64 words.
+      EXPECT_EQ(s.vector_bytes, steps ? (16 + 2 + 2 * 64) * 4 : (1024 + 2) * 4) << "rank " << node.rank();
       const std::vector<int> got = read_all(a, kInts);
       EXPECT_EQ(got[first], 1);
       EXPECT_EQ(got[last], 2);
       EXPECT_EQ(std::count(got.begin(), got.end(), 0), static_cast<std::ptrdiff_t>(kInts - 2));
+      // A kernel that writes nothing: the flags alone.
+      cl::reset_stats();
+      const auto nothing = hdsm::per_thread("write_nothing", [](const Thread&, int*) {});
+      cl::launch(nothing, Launch{Dim3{2}, Dim3{1}, 0}, a);
+      EXPECT_EQ(cl::stats().vector_bytes, steps ? (16 + 2) * 4 : (1024 + 2) * 4);
       cl::free(a);
     });
 }

@@ -65,7 +65,8 @@ Session::~Session() {
   if (impl_->owns_mpi) {
     int main = 0;
     MPI_Is_thread_main(&main);
-    if (impl_->level >= MPI_THREAD_SERIALIZED || main != 0)
+    // MPI_Finalize belongs on the thread that initialized MPI, whatever the thread level.
+    if (main != 0)
       MPI_Finalize();
     else
       std::fprintf(stderr,
