@@ -575,9 +575,10 @@ void Node::set_write_vector_steps(std::uint64_t from_pages, std::uint64_t block_
 // Where much global memory is in use, most of its pages are unwritten and untouched at most
 // boundaries, and a word for each cost every rank as many bytes at every kernel (a GiB of 4 KiB
 // pages: 1 MiB). From vector_steps_from_ pages on, the ranks first sum a flag for each block of
-// vector_block_ pages (some word in it is nonzero here), then the words of the flagged blocks alone,
-// with the two trailing words: a second collective, but a block's worth of bytes per written block.
-// Every rank flags the same blocks after the first sum, so all compact the words alike.
+// vector_block_ pages (some word in it is nonzero here) and the two trailing words, then the words
+// of the flagged blocks alone: a second collective where some block is flagged, but a block's worth
+// of bytes per written block. Every rank flags the same blocks after the first sum, so all compact
+// the words alike.
 std::uint64_t Node::sum_write_vector(std::vector<std::uint32_t>& words) {
   const std::uint64_t pages = words.size() - 2;
   if (pages < vector_steps_from_) {
