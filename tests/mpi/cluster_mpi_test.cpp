@@ -4,6 +4,7 @@
 // model test. The applications run in cluster_apps_mpi_test.cpp.
 #include "apps/cluster_target.hpp"
 #include "cluster/model_program.hpp"
+#include "cluster/node.hpp"
 
 #include <hdsm/cluster.hpp>
 #include <hdsm/error.hpp>
@@ -140,11 +141,16 @@ TEST(ClusterMpi, SeveralKernelsWithHostCopiesBetweenThem) {
 
 TEST(ClusterMpi, RandomizedModelMatchesPlainMemory) {
   const hdsm::test::ModelRun run(0xC2u, 30);
-  for (const std::uint64_t lazy : {std::uint64_t{6}, std::uint64_t{1} << 30}) {
-    cl::Session session(options(lazy));
-    EXPECT_EQ(hdsm::test::cluster_model::run(run.seed() + lazy, run.iterations(), 17 * 1024 - 100, 1024), "")
-        << "lazy threshold " << lazy;
-  }
+  for (const std::uint64_t lazy : {std::uint64_t{6}, std::uint64_t{1} << 30})
+    for (const bool steps : {false, true}) {
+      if (steps && lazy != 6) continue;
+      cl::Session session(options(lazy));
+      // The writeVector in two steps, in blocks of 4 of the 17 pages.
+      if (steps) cl::detail::current().set_write_vector_steps(0, 4);
+      EXPECT_EQ(hdsm::test::cluster_model::run(run.seed() + lazy, run.iterations(), 17 * 1024 - 100, 1024),
+                "")
+          << "lazy threshold " << lazy << (steps ? ", the writeVector in two steps" : "");
+    }
 }
 
 TEST(ClusterMpi, BadInputFailsOnEveryRankWithoutHanging) {
