@@ -21,8 +21,6 @@ namespace {
 constexpr std::uint32_t kWholeFlag = 0x8000'0000u;
 constexpr std::uint32_t kLanesFlag = 0x4000'0000u;
 constexpr std::uint32_t kFlags = kWholeFlag | kLanesFlag;
-// A lane record's plan: its first word, then two bits a lane.
-constexpr std::size_t kPlanBytes = sizeof(std::uint32_t) + sizeof(std::uint16_t);
 constexpr std::uint16_t kEveryLane = 0x5555;  // every lane of every word
 
 /// The bits set in each byte of `x`, in that byte (without -mpopcnt std::popcount is a call into
@@ -51,8 +49,6 @@ std::uint64_t load_word(const std::byte* p) {
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-
-Lane lane_of(std::uint16_t plan, int k) { return static_cast<Lane>((plan >> (2 * k)) & 3u); }
 
 int bitmap_lanes(std::uint16_t plan) {
   int n = 0;
@@ -257,7 +253,7 @@ coherence::DiffRun RecordView::run(std::uint32_t i) const {
 
 std::size_t RecordView::meta_bytes() const {
   if (!lanes) return std::size_t{run_count} * sizeof(coherence::DiffRun);
-  return kPlanBytes + static_cast<std::size_t>(bitmap_lanes(plan)) * ((std::size_t{run_count} + 7) / 8);
+  return kLanePlanBytes + static_cast<std::size_t>(bitmap_lanes(plan)) * ((std::size_t{run_count} + 7) / 8);
 }
 
 // A lane plan first: its word masks give the changed bytes in one vector pass, and the runs there
@@ -456,7 +452,7 @@ RecordView parse_record(std::span<const std::byte> buffer, const RecordPages& pa
   std::size_t data = 0;
   if (v.lanes) {
     if (v.whole) throw malformed("a whole page as a lane plan");
-    if (left < kPlanBytes) throw malformed("truncated lane plan");
+    if (left < kLanePlanBytes) throw malformed("truncated lane plan");
     std::memcpy(&v.first_word, v.runs, sizeof v.first_word);
     std::memcpy(&v.plan, v.runs + sizeof v.first_word, sizeof v.plan);
     const std::size_t words = page_bytes / 8;
@@ -464,7 +460,7 @@ RecordView parse_record(std::span<const std::byte> buffer, const RecordPages& pa
       throw malformed("words outside the page");
     if (v.meta_bytes() > left) throw malformed("truncated bitmaps");
     const std::size_t group_bytes = (std::size_t{h.runs} + 7) / 8;
-    const std::byte* bitmap = v.runs + kPlanBytes;
+    const std::byte* bitmap = v.runs + kLanePlanBytes;
     for (int k = 0; k < 8; ++k) {
       const Lane lane = lane_of(v.plan, k);
       if (lane == Lane::every) data += h.runs;

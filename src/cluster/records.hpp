@@ -29,6 +29,10 @@ struct RecordHeader {
 
 /// A lane record's plan: what each byte lane of the words [first_word, first_word + words) sends.
 enum class Lane : std::uint8_t { none = 0, every = 1, bitmap = 2 };
+/// Lane k of a plan (two bits a lane, lane 0 lowest).
+inline Lane lane_of(std::uint16_t plan, int k) { return static_cast<Lane>((plan >> (2 * k)) & 3u); }
+/// A lane record's plan on the wire: its first word, then two bits a lane.
+inline constexpr std::size_t kLanePlanBytes = sizeof(std::uint32_t) + sizeof(std::uint16_t);
 
 /// A record inside a buffer; `runs` and `data` point into it (the runs may be unaligned: read them
 /// with run()).
@@ -82,10 +86,7 @@ class RecordWriter {
     unsigned every = 0;  // bit k: lane k sent in every word
     std::size_t bitmaps = 0, bitmap_bytes = 0, data = 0;
     std::size_t fewest_runs = 0;  // the runs diff_runs would find at least (exact: that many)
-    std::size_t cost() const {
-      return sizeof(RecordHeader) + sizeof(std::uint32_t) + sizeof(std::uint16_t) + bitmaps * bitmap_bytes +
-             data;
-    }
+    std::size_t cost() const { return sizeof(RecordHeader) + kLanePlanBytes + bitmaps * bitmap_bytes + data; }
   };
   LanePlan plan_lanes(std::span<const std::byte> now, std::span<const std::byte> before, bool exact);
   void add_lanes(const LanePlan& plan, std::uint64_t page, int writer, std::span<const std::byte> now);
@@ -179,12 +180,11 @@ void for_each_record(std::span<const std::byte> buffer, const RecordPages& pages
 class LaneMasks {
  public:
   explicit LaneMasks(const RecordView& record) : words_(record.run_count), group_bytes_((words_ + 7) / 8) {
-    constexpr std::size_t kPlanBytes = sizeof(std::uint32_t) + sizeof(std::uint16_t);
     for (int k = 0; k < 8; ++k) {
-      const auto lane = static_cast<Lane>((record.plan >> (2 * k)) & 3u);
+      const Lane lane = lane_of(record.plan, k);
       if (lane == Lane::every) every_ |= std::uint64_t{0xff} << (8 * k);
       if (lane == Lane::bitmap) {
-        bitmap_[bitmaps_] = record.runs + kPlanBytes + static_cast<std::size_t>(bitmaps_) * group_bytes_;
+        bitmap_[bitmaps_] = record.runs + kLanePlanBytes + static_cast<std::size_t>(bitmaps_) * group_bytes_;
         shift_[bitmaps_++] = 8 * k;
       }
     }
