@@ -767,75 +767,83 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
   // epoch before they take the lock), so the lock costs nothing but says so to ThreadSanitizer, which
   // cannot see the ordering that MPI gives between another rank's fetch and this boundary.
   std::unique_lock shadow_lock(serve_mutex_);
-  if (to_root) {
-    std::vector<std::byte> gathered;
-    std::vector<std::uint64_t> sizes;
-    transport_.gather(root_out.bytes(), gathered, sizes);
-    stats_.payload_bytes += root_out.payload();
-    stats_.header_bytes += root_out.headers();
-    if (rank() == 0) {
-      RaceCheck races(check_races_, pages);
-      if (check_races_) {
-        races.add(own_multi.bytes());
-        races.add(own_promoted.bytes());  // rank 0's changes to pages that stop being private
-        races.add(gathered);
+  // From here each rank's copy changes: a rank that fails halfway (a malformed record, an MPI error
+  // on it alone) cannot follow the others through the collectives left, nor keep a coherent copy.
+  try {
+    if (to_root) {
+      std::vector<std::byte> gathered;
+      std::vector<std::uint64_t> sizes;
+      transport_.gather(root_out.bytes(), gathered, sizes);
+      stats_.payload_bytes += root_out.payload();
+      stats_.header_bytes += root_out.headers();
+      if (rank() == 0) {
+        RaceCheck races(check_races_, pages);
+        if (check_races_) {
+          races.add(own_multi.bytes());
+          races.add(own_promoted.bytes());  // rank 0's changes to pages that stop being private
+          races.add(gathered);
+        }
+        stats_.race_warnings += races.report(kernel, base_);
+        // Rank 0's copy gets everything: the whole pages of holders first, then every change.
+        for_each_record(gathered, pages, [&](const RecordView& r) {
+          if (r.whole) apply_record(r, shadow(r.page));
+        });
+        for_each_record(own_promoted.bytes(), pages,
+                        [&](const RecordView& r) { apply_record(r, shadow(r.page)); });
+        for_each_record(gathered, pages, [&](const RecordView& r) {
+          if (r.whole) return;
+          apply_record(r, shadow(r.page));
+          if (!lazy && fate[r.page] == Fate::shared && writers(r.page) > 1) merged.add_record(r);
+        });
       }
-      stats_.race_warnings += races.report(kernel, base_);
-      // Rank 0's copy gets everything: the whole pages of holders first, then every change.
-      for_each_record(gathered, pages, [&](const RecordView& r) {
-        if (r.whole) apply_record(r, shadow(r.page));
-      });
-      for_each_record(own_promoted.bytes(), pages,
-                      [&](const RecordView& r) { apply_record(r, shadow(r.page)); });
-      for_each_record(gathered, pages, [&](const RecordView& r) {
-        if (r.whole) return;
-        apply_record(r, shadow(r.page));
-        if (!lazy && fate[r.page] == Fate::shared && writers(r.page) > 1) merged.add_record(r);
-      });
     }
-  }
-  if (rank() == 0 && !lazy) {
-    for_each_record(own_multi.bytes(), pages, [&](const RecordView& r) { merged.add_record(r); });
-    // Pages that stop being private go out whole: ranks that never had them need every byte.
-    for (const std::uint64_t p : promoted_pages) broadcast_out.add_whole(p, 0, {shadow(p), page_});
-  }
-  // Each rank gets the merged several-writer pages without the runs it wrote itself: the bytes on
-  // the wire are the minimum, every modified byte once to every rank that lacks it.
-  const auto receivable = [&](std::uint64_t p) {
-    const PageState st = state_of(p).load(std::memory_order_relaxed);
-    return st != PageState::invalid || fate[p] == Fate::promoted;
-  };
-  if (multi > 0 && !lazy) {
-    std::vector<std::byte> mine;
-    transport_.scatter(merged.views(), mine);
-    if (rank() == 0) {
-      stats_.payload_bytes += merged.payload();
-      stats_.header_bytes += merged.headers();
+    if (rank() == 0 && !lazy) {
+      for_each_record(own_multi.bytes(), pages, [&](const RecordView& r) { merged.add_record(r); });
+      // Pages that stop being private go out whole: ranks that never had them need every byte.
+      for (const std::uint64_t p : promoted_pages) broadcast_out.add_whole(p, 0, {shadow(p), page_});
     }
-    for_each_record(mine, pages, [&](const RecordView& r) {
-      if (receivable(r.page)) apply_record(r, shadow(r.page));
-    });
-  }
-  if (!lazy) {
-    const std::vector<std::uint64_t> sizes = transport_.allgather(broadcast_out.bytes().size());
-    std::vector<std::byte> incoming;
-    for (int root = 0; root < ranks(); ++root) {
-      const std::uint64_t size = sizes[static_cast<std::size_t>(root)];
-      if (size == 0) continue;
-      if (root == rank()) {
-        transport_.broadcast(root, broadcast_out.mutable_bytes());
-        stats_.payload_bytes += broadcast_out.payload() * static_cast<std::uint64_t>(ranks() - 1);
-        stats_.header_bytes += broadcast_out.headers() * static_cast<std::uint64_t>(ranks() - 1);
-        continue;
+    // Each rank gets the merged several-writer pages without the runs it wrote itself: the bytes on
+    // the wire are the minimum, every modified byte once to every rank that lacks it.
+    const auto receivable = [&](std::uint64_t p) {
+      const PageState st = state_of(p).load(std::memory_order_relaxed);
+      return st != PageState::invalid || fate[p] == Fate::promoted;
+    };
+    if (multi > 0 && !lazy) {
+      std::vector<std::byte> mine;
+      transport_.scatter(merged.views(), mine);
+      if (rank() == 0) {
+        stats_.payload_bytes += merged.payload();
+        stats_.header_bytes += merged.headers();
       }
-      incoming.resize(size);
-      transport_.broadcast(root, incoming);
-      // A page this rank invalidated at an earlier lazy boundary stays invalid: runs cannot make a
-      // stale page current, and rank 0 holds it whole.
-      for_each_record(incoming, pages, [&](const RecordView& r) {
+      for_each_record(mine, pages, [&](const RecordView& r) {
         if (receivable(r.page)) apply_record(r, shadow(r.page));
       });
     }
+    if (!lazy) {
+      const std::vector<std::uint64_t> sizes = transport_.allgather(broadcast_out.bytes().size());
+      std::vector<std::byte> incoming;
+      for (int root = 0; root < ranks(); ++root) {
+        const std::uint64_t size = sizes[static_cast<std::size_t>(root)];
+        if (size == 0) continue;
+        if (root == rank()) {
+          transport_.broadcast(root, broadcast_out.mutable_bytes());
+          stats_.payload_bytes += broadcast_out.payload() * static_cast<std::uint64_t>(ranks() - 1);
+          stats_.header_bytes += broadcast_out.headers() * static_cast<std::uint64_t>(ranks() - 1);
+          continue;
+        }
+        incoming.resize(size);
+        transport_.broadcast(root, incoming);
+        // A page this rank invalidated at an earlier lazy boundary stays invalid: runs cannot make a
+        // stale page current, and rank 0 holds it whole.
+        for_each_record(incoming, pages, [&](const RecordView& r) {
+          if (receivable(r.page)) apply_record(r, shadow(r.page));
+        });
+      }
+    }
+  } catch (const std::exception& e) {
+    transport_.abandon(
+        fmt::format("rank {} failed halfway through kernel {}'s boundary: {}", rank(), kernel, e.what()));
+    throw;
   }
 
   // The new states, protections and holders.

@@ -10,6 +10,7 @@
 #include <bit>
 #include <cstring>
 #include <limits>
+#include <string_view>
 
 #if defined(__x86_64__) || defined(__SSE2__)
 #include <immintrin.h>
@@ -429,14 +430,16 @@ std::uint64_t PerRankRecords::headers() const {
 
 RecordView parse_record(std::span<const std::byte> buffer, const RecordPages& pages, std::size_t& at) {
   const std::size_t page_bytes = pages.bytes;
-  const auto malformed = [&](const char* what) {
+  const auto malformed = [&](std::string_view what) {
     return Error(Errc::system, fmt::format("cluster: a malformed page record at byte {} of {}: {}", at,
                                            buffer.size(), what));
   };
   if (buffer.size() - at < sizeof(RecordHeader)) throw malformed("truncated header");
   RecordHeader h{};
   std::memcpy(&h, buffer.data() + at, sizeof h);
-  if (h.page < pages.first || h.page >= pages.end) throw malformed("a page outside the records' pages");
+  if (h.page < pages.first || h.page >= pages.end)
+    throw malformed(
+        fmt::format("page {} outside the records' pages [{}, {})", h.page, pages.first, pages.end));
   const std::size_t runs_at = at + sizeof h;
   RecordView v{h.page,
                h.writer & ~kFlags,

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace hdsm::cluster::detail {
@@ -50,6 +51,10 @@ class Transport {
   /// `data` of `root` lands in `data` of every rank (every rank passes the same size).
   virtual void broadcast(int root, std::span<std::byte> data) = 0;
   virtual void barrier() = 0;
+  /// This rank cannot follow the others through the collectives it is in (a boundary failed halfway
+  /// on it alone, its copy of global memory lost): the job ends (MPI_Abort after printing `why`), or,
+  /// in-process, every other rank's collectives fail. Returns only in-process; the caller throws.
+  virtual void abandon(const std::string& why) = 0;
 
   /// Starts answering other ranks' page requests with `server`, until stop_serving().
   virtual void serve_pages(PageServer* server) = 0;

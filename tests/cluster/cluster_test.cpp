@@ -48,23 +48,29 @@ cl::Options options(std::uint64_t lazy_pages = 1u << 30, unsigned threads = 2, b
   return o;
 }
 
+/// A rank's transport in place of its hub endpoint (a test's wrapper of it), or null for the endpoint.
+using WrapTransport =
+    std::function<std::unique_ptr<cl::detail::Transport>(int rank, cl::detail::Transport& endpoint)>;
+
 /// Runs f(node) on `ranks` threads, each the rank of one node of an in-process hub with the options
 /// `options_of(rank)`; returns each rank's failure (null where it had none).
 template <class O, class F>
-std::vector<std::exception_ptr> rank_errors(int ranks, O options_of, F f) {
+std::vector<std::exception_ptr> rank_errors(int ranks, O options_of, F f, const WrapTransport& wrap = {}) {
   cl::detail::ThreadsHub hub(ranks);
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(ranks));
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r)
     threads.emplace_back([&, r] {
       try {
-        Node node(hub.endpoint(r), options_of(r));
+        const std::unique_ptr<cl::detail::Transport> wrapped = wrap ? wrap(r, hub.endpoint(r)) : nullptr;
+        Node node(wrapped ? *wrapped : hub.endpoint(r), options_of(r));
         cl::detail::bind_thread(&node);
         f(node);
         cl::detail::bind_thread(nullptr);
       } catch (...) {
         cl::detail::bind_thread(nullptr);
         errors[static_cast<std::size_t>(r)] = std::current_exception();
+        hub.leave(r, "its thread failed");  // the others' collectives fail rather than wait for it
       }
     });
   for (auto& t : threads) t.join();
@@ -117,6 +123,93 @@ TEST(ClusterSplit, EqualAndWeightedIntervalsCoverTheGrid) {
   EXPECT_EQ(cl::detail::weighted_split(100, speeds), (std::vector<std::uint64_t>{0, 25, 100}));
   const std::uint64_t huge = std::uint64_t{1} << 62;
   EXPECT_EQ(cl::detail::equal_split(huge, 4).back(), huge);
+}
+
+// The in-process hub fails every rank's collective, as MPI's error handler ends a job, where MPI
+// would hang or mix up data: ranks in different collectives, or with different sizes, a rank that
+// left, and ranks that never come.
+TEST(ClusterHub, DivergedRanksLeftRanksAndMissingRanksFailTheCollective) {
+  namespace d = cl::detail;
+  const auto both = [](d::ThreadsHub& hub, const std::function<void(d::Transport&)>& zero,
+                       const std::function<void(d::Transport&)>& one) {
+    std::vector<std::string> what(2);
+    std::thread other([&] {
+      try {
+        one(hub.endpoint(1));
+      } catch (const hdsm::Error& e) {
+        what[1] = e.what();
+      }
+    });
+    try {
+      zero(hub.endpoint(0));
+    } catch (const hdsm::Error& e) {
+      what[0] = e.what();
+    }
+    other.join();
+    return what;
+  };
+  std::vector<std::uint32_t> four(4, 1), five(5, 1);
+  {
+    d::ThreadsHub hub(2);
+    const auto what = both(
+        hub, [&](d::Transport& t) { t.allreduce(four, d::ReduceOp::sum); },
+        [](d::Transport& t) { t.barrier(); });
+    for (const std::string& w : what)
+      EXPECT_NE(w.find("diverged: rank 0 called allreduce(4, 32), rank 1 called barrier(0, 0)"),
+                std::string::npos)
+          << w;
+    // The hub stays failed: no later collective mixes what is left of the two.
+    EXPECT_NE(both(
+                  hub, [](d::Transport& t) { t.barrier(); }, [](d::Transport& t) { t.barrier(); })[0]
+                  .find("diverged"),
+              std::string::npos);
+  }
+  {
+    d::ThreadsHub hub(2);
+    const auto what = both(
+        hub, [&](d::Transport& t) { t.allreduce(four, d::ReduceOp::sum); },
+        [&](d::Transport& t) { t.allreduce(five, d::ReduceOp::sum); });
+    EXPECT_NE(what[1].find("allreduce(4, 32), rank 1 called allreduce(5, 32)"), std::string::npos) << what[1];
+    EXPECT_EQ(four, std::vector<std::uint32_t>(4, 1));  // nothing was summed
+  }
+  {
+    d::ThreadsHub hub(2);
+    std::vector<std::byte> small(8), large(16);
+    const auto what = both(
+        hub, [&](d::Transport& t) { t.broadcast(0, small); },
+        [&](d::Transport& t) { t.broadcast(0, large); });
+    EXPECT_NE(what[0].find("broadcast(0, 8), rank 1 called broadcast(0, 16)"), std::string::npos) << what[0];
+  }
+  {
+    d::ThreadsHub hub(2);
+    const auto what = both(
+        hub, [](d::Transport& t) { t.barrier(); },
+        [&](d::Transport&) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          hub.leave(1, "its thread failed");
+        });
+    EXPECT_NE(what[0].find("rank 1 left: its thread failed"), std::string::npos) << what[0];
+  }
+  {
+    d::ThreadsHub hub(2, std::chrono::milliseconds(50));
+    const auto start = std::chrono::steady_clock::now();
+    const auto what = both(
+        hub, [](d::Transport& t) { t.allgather(7); }, [](d::Transport&) {});
+    EXPECT_NE(what[0].find("rank 0 waited 50 ms in allgather(0, 0) for rank(s) 1, which never came"),
+              std::string::npos)
+        << what[0];
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  }
+  {  // and a hub whose ranks agree works as before
+    d::ThreadsHub hub(2);
+    std::vector<std::uint32_t> a(4, 1), b(4, 2);
+    const auto what = both(
+        hub, [&](d::Transport& t) { t.allreduce(a, d::ReduceOp::sum); },
+        [&](d::Transport& t) { t.allreduce(b, d::ReduceOp::sum); });
+    EXPECT_EQ(what, (std::vector<std::string>{"", ""}));
+    EXPECT_EQ(a, std::vector<std::uint32_t>(4, 3));
+    EXPECT_EQ(b, std::vector<std::uint32_t>(4, 3));
+  }
 }
 
 // Page records: whatever the pattern of changes, a record applied to the page as it was gives the
@@ -253,8 +346,9 @@ TEST(ClusterRecords, MalformedRecordsAreRefused) {
     return std::vector<std::byte>(w.bytes().begin(), w.bytes().end());
   };
   EXPECT_TRUE(refused(bytes(runs), 2048, "a run outside the page"));
-  EXPECT_TRUE(refused(bytes(runs), kPage, "a page outside the records' pages", 0));
-  EXPECT_TRUE(refused(bytes(runs), kPage, "a page outside the records' pages", 2, 1));  // below the first
+  EXPECT_TRUE(refused(bytes(runs), kPage, "page 0 outside the records' pages [0, 0)", 0));
+  EXPECT_TRUE(
+      refused(bytes(runs), kPage, "page 0 outside the records' pages [1, 2)", 2, 1));  // below the first
   EXPECT_TRUE(refused(bytes(lanes), 2048, "words outside the page"));
   auto b = bytes(runs);
   b.pop_back();
@@ -788,9 +882,9 @@ TEST(Cluster, FaultsOfUnknownKindReadFirstAndWriteOnTheSecondFault) {
 // What each rank's node made of `options_of(rank)`: "" where it was made (and `body` ran), else the
 // error's message. Every rank gets its own: one that fails alone must not leave the others waiting.
 template <class O, class F>
-std::vector<std::string> outcomes(int ranks, O options_of, F body) {
+std::vector<std::string> outcomes(int ranks, O options_of, F body, const WrapTransport& wrap = {}) {
   std::vector<std::string> what;
-  for (const std::exception_ptr& e : rank_errors(ranks, options_of, body)) {
+  for (const std::exception_ptr& e : rank_errors(ranks, options_of, body, wrap)) {
     what.emplace_back();
     if (!e) continue;
     try {
@@ -800,6 +894,63 @@ std::vector<std::string> outcomes(int ranks, O options_of, F body) {
     }
   }
   return what;
+}
+
+// A transport that passes everything through, but the first record rank 1 sends rank 0 names a page
+// past the end of global memory.
+class CorruptingTransport final : public cl::detail::Transport {
+ public:
+  explicit CorruptingTransport(Transport& inner) : inner_(inner) {}
+  int rank() const override { return inner_.rank(); }
+  int ranks() const override { return inner_.ranks(); }
+  bool shared_address_space() const override { return inner_.shared_address_space(); }
+  bool concurrent_requests() const override { return inner_.concurrent_requests(); }
+  void allreduce(std::span<std::uint32_t> v, cl::detail::ReduceOp op) override { inner_.allreduce(v, op); }
+  void allreduce(std::span<std::uint64_t> v, cl::detail::ReduceOp op) override { inner_.allreduce(v, op); }
+  std::vector<std::uint64_t> allgather(std::uint64_t value) override { return inner_.allgather(value); }
+  void gather(std::span<const std::byte> mine, std::vector<std::byte>& all,
+              std::vector<std::uint64_t>& sizes) override {
+    std::vector<std::byte> bad(mine.begin(), mine.end());
+    if (rank() == 1 && bad.size() >= sizeof(std::uint64_t)) {
+      const std::uint64_t page = std::uint64_t{1} << 40;  // a record's header starts with its page
+      std::memcpy(bad.data(), &page, sizeof page);
+    }
+    inner_.gather(bad, all, sizes);
+  }
+  void scatter(const std::vector<std::span<const std::byte>>& each, std::vector<std::byte>& mine) override {
+    inner_.scatter(each, mine);
+  }
+  void broadcast(int root, std::span<std::byte> data) override { inner_.broadcast(root, data); }
+  void barrier() override { inner_.barrier(); }
+  void abandon(const std::string& why) override { inner_.abandon(why); }
+  void serve_pages(cl::detail::PageServer* server) override { inner_.serve_pages(server); }
+  void stop_serving() override { inner_.stop_serving(); }
+  void fetch(int holder, std::uint64_t page, std::uint64_t epoch, std::span<std::byte> into) override {
+    inner_.fetch(holder, page, epoch, into);
+  }
+
+ private:
+  Transport& inner_;
+};
+
+// A rank that fails halfway through a boundary, alone (here rank 0 finds a malformed record among
+// those it gathered), ends it for every rank: the others' next collective fails naming its error
+// instead of waiting for a rank that left the boundary (over MPI: the job ends, MPI_Abort).
+TEST(Cluster, ARankThatFailsHalfwayThroughABoundaryStopsEveryRank) {
+  const std::vector<std::string> what = outcomes(
+      3, [](int) { return options(); },
+      [](Node&) {
+        constexpr std::uint32_t n = 5000;
+        int* a = cl::alloc<int>(n);
+        cl::launch(interleave_kernel(), Launch{Dim3{9}, Dim3{32}, 0}, a, n, 7);  // pages of three writers
+      },
+      [](int, cl::detail::Transport& endpoint) { return std::make_unique<CorruptingTransport>(endpoint); });
+  const std::string halfway = "rank 0 failed halfway through kernel interleave's boundary";
+  EXPECT_NE(what[0].find("page 1099511627776"), std::string::npos) << what[0];
+  for (const int r : {1, 2}) {
+    EXPECT_NE(what[static_cast<std::size_t>(r)].find("rank 0 left: " + halfway), std::string::npos)
+        << what[static_cast<std::size_t>(r)];
+  }
 }
 
 // A rank whose own setup fails after the ranks placed global memory (here its mapping budget is

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 
 #include <sched.h>
 #include <time.h>
@@ -215,6 +216,15 @@ void MpiTransport::broadcast(int root, std::span<std::byte> data) {
 void MpiTransport::barrier() {
   on_mpi_thread("a barrier");
   check(MPI_Barrier(comm_), "MPI_Barrier", "the cluster's ranks");
+}
+
+void MpiTransport::abandon(const std::string& why) {
+  std::fprintf(stderr, "hdsm cluster: rank %d ends the job: %s\n", rank_, why.c_str());
+  std::fflush(stderr);
+  // The other ranks wait in a collective this rank will not finish. A thread that may not call MPI
+  // ends its process instead, which mpirun turns into the end of the job too.
+  if (may_call_mpi()) MPI_Abort(comm_, 70);
+  std::abort();
 }
 
 void MpiTransport::serve_pages(PageServer* server) {
