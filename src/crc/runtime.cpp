@@ -24,9 +24,14 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <string>
 #include <thread>
 
 #include <dlfcn.h>
+
+#ifndef HDSM_MPI_LIBRARY  // set by the build where MPI was found
+#define HDSM_MPI_LIBRARY "libhdsm_mpi.so"
+#endif
 
 namespace hdsm::crc {
 
@@ -265,20 +270,41 @@ class ThreadsEngine final : public detail::Engine {
   std::optional<int> home_cpu_;  // Bind::compact: the home's CPU in a region
 };
 
+// libhdsm_mpi provides the MPI engine. A program that links it but calls nothing in it directly (a
+// crc program's calls all go to libhdsm) loses it to the linker's --as-needed, Debian's and Ubuntu's
+// default: the library is then loaded from libhdsm's own directory, where it is installed beside it.
+detail::EngineFactory mpi_engine_factory() {
+  using Lookup = detail::EngineFactory (*)();
+  constexpr const char* kSymbol = "hdsm_crc_mpi_engine";
+  if (const auto lookup = reinterpret_cast<Lookup>(::dlsym(RTLD_DEFAULT, kSymbol))) return lookup();
+  std::string why = "libhdsm's own path is unknown";
+  Dl_info self{};
+  if (::dladdr(reinterpret_cast<const void*>(&mpi_engine_factory), &self) != 0 && self.dli_fname != nullptr) {
+    std::string path = self.dli_fname;
+    path = path.substr(0, path.rfind('/') + 1) + HDSM_MPI_LIBRARY;
+    // Local: its MPI entry points interpose nothing the program did not ask for.
+    void* library = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);  // kept for the process's life
+    if (library != nullptr) {
+      if (const auto lookup = reinterpret_cast<Lookup>(::dlsym(library, kSymbol))) return lookup();
+      why = fmt::format("{} has no {}", path, kSymbol);
+    } else {
+      const char* error = ::dlerror();
+      why = fmt::format("dlopen({}): {}", path, error != nullptr ? error : "failed");
+    }
+  }
+  throw Unsupported(fmt::format(
+      "crc::Runtime with the MPI transport needs libhdsm_mpi: link the program with hdsm::mpi (pkg-config "
+      "hdsm-mpi), or install it beside libhdsm ({})",
+      why));
+}
+
 std::unique_ptr<detail::Engine> make_engine(const Options& o) {
   if (o.workers < 0 || o.workers > detail::kMaxWorkers)
     throw InvalidArgument(
         fmt::format("crc::Runtime with {} workers: 1 to {} are supported (0: one per usable CPU)", o.workers,
                     detail::kMaxWorkers));
   if (o.transport == Transport::threads) return std::make_unique<ThreadsEngine>(o);
-  // libhdsm_mpi, when the program links it, provides the MPI engine.
-  using Lookup = detail::EngineFactory (*)();
-  const auto lookup = reinterpret_cast<Lookup>(::dlsym(RTLD_DEFAULT, "hdsm_crc_mpi_engine"));
-  if (lookup == nullptr)
-    throw Unsupported(
-        "crc::Runtime with the MPI transport needs libhdsm_mpi: link the program with hdsm::mpi (pkg-config "
-        "hdsm-mpi)");
-  return lookup()(o);
+  return mpi_engine_factory()(o);
 }
 
 // The workers and the home wait for each other the way the rest of hdsm does (HDSM_WAIT_POLICY,
