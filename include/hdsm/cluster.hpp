@@ -82,9 +82,10 @@ struct Stats {
   std::uint64_t header_bytes = 0;        // the rest of its records: headers, runs, lane plans and bitmaps
   std::uint64_t vector_bytes = 0;        // its writeVector: a word a page in use (and two), every kernel
                                          // (from 16384 pages: a flag a block, then the flagged words)
-  std::uint64_t wire_bytes = 0;     // everything this rank's MPI calls sent (broadcasts once per receiver)
-  std::uint64_t race_warnings = 0;  // overlapping writes reported (rank 0)
-  double boundary_seconds = 0;      // time spent making memory coherent at kernel ends
+  std::uint64_t wire_bytes = 0;      // everything this rank's MPI calls sent (broadcasts once per receiver)
+  std::uint64_t race_warnings = 0;   // overlapping writes reported (rank 0)
+  std::uint64_t mapping_closes = 0;  // runs of pages a full mappings budget closed (they fault again)
+  double boundary_seconds = 0;       // time spent making memory coherent at kernel ends
 };
 
 /// One DSM session: initializes MPI when the program has not (and finalizes it at the end), or

@@ -946,6 +946,14 @@ bool Node::on_fault(void* self, void* address, os::FaultAccess access) {
   return static_cast<Node*>(self)->resolve(address, access);
 }
 
+// Opening a page lowers other pages' protections when the mappings budget is full, so this means
+// that the process itself is out of mappings.
+namespace {
+constexpr const char* kNoMappings =
+    "the process is out of mappings (mprotect: ENOMEM): raise vm.max_map_count, or lower "
+    "HDSM_CLUSTER_MAPPINGS to leave the rest of the process more";
+}  // namespace
+
 bool Node::refuse(const char* why, void* address) const noexcept {
   namespace io = os::signal_safe;
   io::write_str("hdsm cluster: rank ");
@@ -993,13 +1001,11 @@ HDSM_FAULT_PATH bool Node::resolve(void* address, os::FaultAccess access) noexce
         bool readable = false;
         {
           std::lock_guard lock(protection_mutex_);
-          readable = protection_->try_set(page, 1, os::Protection::read);
+          readable = protection_->try_set_making_room(page, os::Protection::read);
         }
         if (readable) record_touch(page);
         opened(st, readable ? PageState::valid : PageState::untouched);
-        if (!readable)
-          return refuse("cannot open a page within the process's mappings (vm.max_map_count): raise it",
-                        address);
+        if (!readable) return refuse(kNoMappings, address);
         // Where the hardware does not tell reads from writes, a write faults again, on a readable
         // page.
         if (access != os::FaultAccess::write) return true;
@@ -1024,13 +1030,11 @@ HDSM_FAULT_PATH bool Node::resolve(void* address, os::FaultAccess access) noexce
         bool writable = false;
         {
           std::lock_guard lock(protection_mutex_);
-          writable = protection_->try_set(page, 1, os::Protection::read_write);
+          writable = protection_->try_set_making_room(page, os::Protection::read_write);
         }
         if (!writable) {
           opened(st, PageState::valid);
-          return refuse(
-              "cannot open a page for writing within the process's mappings (vm.max_map_count): raise it",
-              address);
+          return refuse(kNoMappings, address);
         }
         written_[written_count_.fetch_add(1, std::memory_order_acq_rel)] = page;
         write_faults_.fetch_add(1, std::memory_order_relaxed);
@@ -1063,10 +1067,9 @@ HDSM_FAULT_PATH bool Node::reopen(std::uint64_t page, os::FaultAccess access, vo
   const os::Protection desired = protection_->desired_unchecked(page);
   if (desired < need)
     return refuse("access to global memory that is not allocated", address);  // freed meanwhile
-  if (protection_->try_set(page, 1, desired) && protection_->effective_unchecked(page) >= need) return true;
-  return refuse(
-      "cannot reopen a page that the mapping limit closed with its neighbours (vm.max_map_count): raise it",
-      address);
+  if (protection_->try_set_making_room(page, desired) && protection_->effective_unchecked(page) >= need)
+    return true;
+  return refuse(kNoMappings, address);
 }
 
 // In the signal handler, after a write fault opened `first - 1`: kernels that write a page again
@@ -1123,10 +1126,14 @@ bool Node::resolve_slow(void* address, os::FaultAccess) {
     protection_->set(page, 1, os::Protection::read);
     // A degraded map gives the page its group's protection, which another closed page of the group
     // keeps at none: the page alone, where the mappings allow.
-    if (protection_->effective(page) == os::Protection::none) (void)protection_->refine(page);
+    if (protection_->effective(page) == os::Protection::none)
+      (void)protection_->try_set_making_room(page, os::Protection::read);
     if (protection_->effective(page) == os::Protection::none)
       throw SystemError(
-          "mprotect", fmt::format("page {} of the cluster's global memory (vm.max_map_count)", page), ENOMEM);
+          "mprotect",
+          fmt::format("page {} of the cluster's global memory (the process's mappings: vm.max_map_count)",
+                      page),
+          ENOMEM);
   }
   st.store(PageState::valid, std::memory_order_release);
   fetches_.fetch_add(1, std::memory_order_relaxed);
@@ -1165,6 +1172,11 @@ PageState Node::state(const void* p) const {
   return state_of(page_of(p)).load(std::memory_order_acquire);
 }
 
+void Node::refuse_mprotects(std::size_t count) {
+  std::lock_guard lock(protection_mutex_);
+  protection_->refuse_mprotects(count);
+}
+
 std::size_t Node::protection_granularity() const {
   std::lock_guard lock(protection_mutex_);
   return protection_->granularity_blocks();
@@ -1177,6 +1189,8 @@ Stats Node::stats() const {
   s.opened_ahead = opened_ahead_.load(std::memory_order_relaxed);
   s.opened_unwritten = opened_unwritten_;
   s.wire_bytes = transport_.bytes_sent();
+  std::lock_guard lock(protection_mutex_);
+  s.mapping_closes = protection_->stats().closed_for_room - mapping_closes_base_;
   return s;
 }
 
@@ -1187,6 +1201,8 @@ void Node::reset_stats() {
   opened_ahead_.store(0, std::memory_order_relaxed);
   opened_unwritten_ = 0;
   transport_.reset_bytes_sent();
+  std::lock_guard lock(protection_mutex_);
+  mapping_closes_base_ = protection_->stats().closed_for_room;
 }
 
 }  // namespace hdsm::cluster::detail

@@ -81,6 +81,9 @@ class Node final : public PageServer {
   PageState state(const void* p) const;
   /// Pages per protection group: 1 unless the mapping budget made the protection map merge them.
   std::size_t protection_granularity() const;
+  /// Tests: the next `count` mprotect calls of the protection map fail as when the process is out
+  /// of mappings.
+  void refuse_mprotects(std::size_t count);
   /// Pages up to the end of the last allocation.
   std::uint64_t pages_in_use() const { return used_pages_; }
   /// The boundaries completed.
@@ -211,6 +214,7 @@ class Node final : public PageServer {
   Stats stats_;
   std::atomic<std::uint64_t> write_faults_{0}, fetches_{0};
   std::uint64_t opened_unwritten_ = 0;
+  std::uint64_t mapping_closes_base_ = 0;  // the protection map's count at reset_stats()
 };
 
 /// Binds `node` to the calling thread for the free functions of <hdsm/cluster.hpp> (the in-process

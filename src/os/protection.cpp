@@ -184,7 +184,7 @@ HDSM_FAULT_PATH bool ProtectionMap::try_set(std::size_t first_block, std::size_t
     effective_[first_block] = p;
     runs_ = runs;
     ++stats_.mprotect_calls;
-    if (::mprotect(base_ + first_block * block_bytes_, block_bytes_, prot_flags(p)) != 0) {
+    if (refused_now() || ::mprotect(base_ + first_block * block_bytes_, block_bytes_, prot_flags(p)) != 0) {
       record_desired(first_block, end, old_desired);
       effective_[first_block] = old;
       runs_ = old_runs;
@@ -204,12 +204,57 @@ HDSM_FAULT_PATH bool ProtectionMap::try_set(std::size_t first_block, std::size_t
   }
   const std::size_t runs = runs_ - removed + added;
   if (runs > budget_) return false;
-  if (::mprotect(base_ + first_block * block_bytes_, count * block_bytes_, prot_flags(p)) != 0) return false;
+  if (refused_now() ||
+      ::mprotect(base_ + first_block * block_bytes_, count * block_bytes_, prot_flags(p)) != 0)
+    return false;
   ++stats_.mprotect_calls;
   record_desired(first_block, end, p);  // fills arrays: no allocation
   fill_blocks(effective_, first_block, end, p);
   runs_ = runs;
   return true;
+}
+
+HDSM_FAULT_PATH bool ProtectionMap::try_set_making_room(std::size_t block, Protection p) noexcept {
+  if (try_set(block, 1, p)) return true;
+  if (block >= blocks_) return false;
+  // Each lowering removes at least one run, so this ends within as many steps as there are runs.
+  for (std::size_t steps = runs_; steps > 0 && lower_a_run(block); --steps)
+    if (try_set(block, 1, p)) return true;
+  return false;
+}
+
+HDSM_FAULT_PATH bool ProtectionMap::lower_a_run(std::size_t keep) noexcept {
+  std::size_t s = clock_ < blocks_ ? clock_ : 0;
+  while (s > 0 && s < blocks_ && effective_[s - 1] == effective_[s]) ++s;  // to the next run's start
+  if (s == blocks_) s = 0;
+  for (std::size_t scanned = 0; scanned <= blocks_;) {
+    std::size_t e = s + 1;
+    while (e < blocks_ && effective_[e] == effective_[s]) ++e;
+    scanned += e - s;
+    const Protection own = effective_[s];
+    // The higher of the neighbours' protections below its own: the run merges with that neighbour
+    // (with both where they are equal).
+    bool lower = false;
+    Protection to = Protection::none;
+    for (const std::size_t n : {s - 1, e}) {
+      if (n >= blocks_ || effective_[n] >= own) continue;  // s - 1 wraps past the end for s = 0
+      to = lower ? std::max(to, effective_[n]) : effective_[n];
+      lower = true;
+    }
+    if (lower && (keep < s || keep >= e)) {
+      ++stats_.mprotect_calls;
+      if (refused_now() || ::mprotect(base_ + s * block_bytes_, (e - s) * block_bytes_, prot_flags(to)) != 0)
+        return false;
+      fill_blocks(effective_, s, e, to);
+      runs_ -=
+          std::size_t{s > 0 && effective_[s - 1] == to} + std::size_t{e < blocks_ && effective_[e] == to};
+      ++stats_.closed_for_room;
+      clock_ = e;
+      return true;
+    }
+    s = e == blocks_ ? 0 : e;
+  }
+  return false;
 }
 
 bool ProtectionMap::refine(std::size_t block) {

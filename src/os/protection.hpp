@@ -29,6 +29,7 @@ struct ProtectionStats {
   std::uint64_t refinements = 0;          // refine() calls that applied a block's exact protection
   std::uint64_t refused_refinements = 0;  // refine() calls the budget or the kernel refused
   std::uint64_t regains = 0;              // returns of a degraded map to granularity 1
+  std::uint64_t closed_for_room = 0;      // runs try_set_making_room() lowered to a neighbour's protection
 };
 
 /// Runs one region may use by default: half of what vm.max_map_count leaves after the mappings the
@@ -59,6 +60,12 @@ class ProtectionMap {
   /// false (the caller then takes the general path). One block gets `p` exactly at any granularity
   /// (as refine() gives it its desired protection); several only at granularity 1.
   bool try_set(std::size_t first_block, std::size_t count, Protection p) noexcept;
+  /// try_set() of one block, for a fault handler that reopens blocks whose effective protection is
+  /// below their desired one: where the budget has no room for the block, other runs are first
+  /// lowered to a neighbour's protection (each lowering merges a run with a neighbour; a clock hand
+  /// goes round the region, so a sweep lowers each run at most once). Their blocks fault again when
+  /// next accessed. False only when no run is left to lower or mprotect fails.
+  bool try_set_making_room(std::size_t block, Protection p) noexcept;
   /// After a batch of set() calls: a degraded map goes back to one block per group when the desired
   /// protections fit in three quarters of the budget (the rest is room for the single blocks that
   /// faults open before the next batch, so the map does not swing between granularities at every
@@ -68,7 +75,8 @@ class ProtectionMap {
   /// each try costs an mprotect a run, and the coarsening after it as many again. Returns whether
   /// the map is at granularity 1.
   bool regain_granularity();
-  /// Tests: the next `count` mprotect calls fail with ENOMEM, as when the process is out of mappings.
+  /// Tests: the next `count` mprotect calls fail with ENOMEM, as when the process is out of mappings
+  /// (the fault path's too).
   void refuse_mprotects(std::size_t count) { refusals_ = count; }
   /// effective() without the range check, for a fault handler (`block` < blocks()).
   Protection effective_unchecked(std::size_t block) const noexcept { return effective_[block]; }
@@ -93,6 +101,11 @@ class ProtectionMap {
 
  private:
   void check_block(std::size_t block, const char* call) const;
+  /// try_set_making_room's step: lowers the first run from the clock hand on that does not hold
+  /// `keep` and has a neighbour of lower protection; false when a sweep finds none.
+  bool lower_a_run(std::size_t keep) noexcept;
+  /// Whether refuse_mprotects() refuses this call (and counts it).
+  bool refused_now() noexcept { return refusals_ > 0 && (--refusals_, true); }
   void record_desired(std::size_t first, std::size_t end, Protection p);
   /// Fills min_[1..] from min_[0] (no allocation), once, before the first coarsening needs them.
   void build_levels();
@@ -113,6 +126,7 @@ class ProtectionMap {
   unsigned shift_ = 0;
   std::size_t runs_ = 1;
   std::size_t desired_runs_ = 1;  // runs of min_[0]: what granularity 1 would need
+  std::size_t clock_ = 0;         // lower_a_run's hand
   /// min_[0] holds the desired protections; min_[j][i] the most restrictive of blocks
   /// [i << j, (i + 1) << j), so a group's target is one lookup at every granularity. The levels
   /// above 0 are filled on the first coarsening and kept current from then on: until then no lookup

@@ -664,6 +664,34 @@ TEST(Cluster, OneRanksPagesReopenForWritesAfterTheMapMerged) {
   EXPECT_THROW(run_ranks(1, o, [](Node&) {}), hdsm::InvalidArgument);
 }
 
+// The fewest mappings a rank may use (5), and two threads on each rank writing every other page:
+// each write fault finds the budget full and first closes another run (before, the fault was
+// refused and the program ended with SIGSEGV). The pages closed fault again and reopen.
+TEST(Cluster, WriteFaultsBeyondAFullMappingsBudgetCloseOtherPagesFirst) {
+  cl::Options o = options();
+  o.mappings = 5;
+  run_ranks(2, o, [&](Node& node) {
+    constexpr std::uint32_t per_page = kPage / sizeof(int), pages = 64, n = pages * per_page;
+    int* a = cl::alloc<int>(n);
+    // Block b writes page 2b + k (k = 0, then 1): pages far apart on each rank's two threads.
+    static const auto alternate =
+        hdsm::per_thread("alternate_pages", [](const Thread& t, int* a, std::uint32_t k, int v) {
+          const std::size_t page = 2 * std::size_t{t.block.x} + k;
+          for (std::uint32_t i = t.idx.x; i < kPage / sizeof(int); i += t.block_dim.x)
+            a[page * (kPage / sizeof(int)) + i] = v + static_cast<int>(page);
+        });
+    cl::reset_stats();
+    cl::launch(alternate, Launch{Dim3{pages / 2}, Dim3{64}, 0}, a, 0u, 1000);
+    cl::launch(alternate, Launch{Dim3{pages / 2}, Dim3{64}, 0}, a, 1u, 2000);
+    const std::vector<int> got = read_all(a, n);
+    for (std::uint32_t p = 0; p < pages; ++p)
+      ASSERT_EQ(got[std::size_t{p} * per_page + 7], (p % 2 == 0 ? 1000 : 2000) + static_cast<int>(p))
+          << "page " << p << ", rank " << node.rank();
+    EXPECT_GT(cl::stats().mapping_closes, 0u);
+    cl::free(a);
+  });
+}
+
 TEST(Cluster, AFetchIntoAMergedGroupOpensThePageAlone) {
   run_degraded(
       [](Node&, int* a, std::uint32_t per_page) {
@@ -1045,15 +1073,27 @@ TEST(Cluster, AMergedMapRegainsSinglePagesAtTheNextBoundary) {
   ASSERT_EQ(granularity, (std::vector<std::size_t>{2, 2, 1}));
 }
 
-TEST(ClusterDeathTest, APageTheMappingsCannotReopenEndsTheProgramWithAMessage) {
+// Every reopened page adds two runs: from the third odd page on, each read closes another page
+// first (before, the third ended the program).
+TEST(Cluster, PagesReopenBeyondAFullMappingsBudgetByClosingOthers) {
+  run_degraded([](Node&, int* a, std::uint32_t per_page) {
+    int sum = 0;
+    for (std::uint32_t p = 1; p < 64; p += 2) sum += a[p * per_page + p];
+    EXPECT_EQ(sum, 0);  // rank 0 wrote the even pages
+    EXPECT_GT(cl::stats().mapping_closes, 0u);
+  });
+}
+
+// A process that is itself out of mappings (mprotect's ENOMEM, here made up) cannot open the page:
+// the program ends with a message naming the limits, rather than faulting forever.
+TEST(ClusterDeathTest, APageTheProcessHasNoMappingForEndsTheProgramWithAMessage) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  // Every reopened page adds two runs: the third odd page would need 7 of the 6.
-  EXPECT_DEATH(run_degraded([](Node&, int* a, std::uint32_t per_page) {
-                 int sum = 0;
-                 for (std::uint32_t p = 1; p < 64; p += 2) sum += a[p * per_page];
-                 std::printf("read %d\n", sum);
+  EXPECT_DEATH(run_degraded([](Node& node, int* a, std::uint32_t per_page) {
+                 node.refuse_mprotects(1000);
+                 std::printf("read %d\n", a[per_page]);
                }),
-               "cannot reopen a page that the mapping limit closed");
+               "the process is out of mappings .mprotect: ENOMEM.: raise vm.max_map_count, or lower "
+               "HDSM_CLUSTER_MAPPINGS");
 }
 
 TEST(Cluster, LazyUpdateMovesFewerBytesThanEager) {

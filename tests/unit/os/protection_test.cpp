@@ -224,6 +224,41 @@ TEST(ProtectionMap, TrySetAppliesWithinBudgetAndRefusesBeyond) {
   EXPECT_EQ(map.desired(8), Protection::read);
 }
 
+// A fault handler with the budget full makes room: other runs merge with a neighbour of lower
+// protection (their blocks fault again when next touched), nearest after the clock hand first, and
+// the block gets its protection exactly.
+TEST(ProtectionMap, TrySetMakingRoomLowersOtherRunsWhenTheBudgetIsFull) {
+  const std::size_t n = 16;
+  Mapping region(n * page(), "room region");
+  ProtectionMap map(region.data(), n, page(), "room region", Protection::read, 5);
+  ASSERT_TRUE(map.try_set(2, 1, Protection::read_write));  // read | rw | read: 3 runs
+  ASSERT_TRUE(map.try_set(6, 1, Protection::read_write));  // 5 runs: the budget
+  EXPECT_FALSE(map.try_set(10, 1, Protection::read_write));
+  ASSERT_TRUE(map.try_set_making_room(10, Protection::read_write));
+  EXPECT_EQ(map.effective(10), Protection::read_write);
+  EXPECT_EQ(map.effective(2), Protection::read);  // the first run after the hand, lowered to read
+  EXPECT_EQ(map.effective(6), Protection::read_write);
+  EXPECT_EQ(map.desired(2), Protection::read_write);  // still wanted: it reopens on its next fault
+  EXPECT_EQ(map.runs(), 5u);
+  EXPECT_EQ(map.stats().closed_for_room, 1u);
+  EXPECT_TRUE(matches_kernel(map));
+  // The hand moved on: block 6's run goes next, not block 2's reopened one.
+  ASSERT_TRUE(map.try_set_making_room(2, Protection::read_write));
+  EXPECT_EQ(map.effective(2), Protection::read_write);
+  EXPECT_EQ(map.effective(6), Protection::read);
+  EXPECT_EQ(map.effective(10), Protection::read_write);
+  EXPECT_TRUE(matches_kernel(map));
+  // A block that is none among read ones: the read runs go down to none, the block alone keeps read.
+  map.set(0, n, Protection::read);
+  map.set(8, 1, Protection::none);
+  map.set(12, 1, Protection::none);  // read | none | read | none | read: 5 runs
+  ASSERT_TRUE(map.try_set_making_room(4, Protection::read_write));
+  EXPECT_EQ(map.effective(4), Protection::read_write);
+  EXPECT_LE(map.runs(), 5u);
+  EXPECT_EQ(map.effective(10), Protection::none);  // [9, 12) went down to its neighbours' none
+  EXPECT_TRUE(matches_kernel(map));
+}
+
 // A degraded map's fault path: a block whose group is closed gets its own protection back from
 // try_set when the budget has room, and the kernel enforces exactly that.
 TEST(ProtectionMap, TrySetOfOneBlockOpensItInADegradedMap) {
@@ -454,7 +489,20 @@ TEST(ProtectionMap, RandomOperationsMatchAReferenceModel) {
     ProtectionMap map(region.data(), n, page(), "random region", Protection::read, budget);
     std::vector<Protection> model(n, Protection::read);
     for (int step = 0; step < 800; ++step) {
-      if (rng() % 6 == 1) {
+      if (rng() % 6 == 1 && rng() % 2 == 0) {
+        // A fault handler that makes room: the block always gets its protection (three runs,
+        // before it, it and after it, fit any budget from 3), others may lose theirs.
+        const std::size_t b = rng() % n;
+        const auto p = static_cast<Protection>(rng() % 3);
+        const bool opened = map.try_set_making_room(b, p);
+        if (budget >= 3) {
+          ASSERT_TRUE(opened) << "budget " << budget << " step " << step;
+        }
+        if (opened) {
+          model[b] = p;
+          ASSERT_EQ(map.effective(b), p);
+        }
+      } else if (rng() % 6 == 1) {
         // A fault handler's one block: applied exactly, or nothing changes.
         const std::size_t b = rng() % n;
         const auto p = static_cast<Protection>(rng() % 3);
