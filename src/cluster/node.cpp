@@ -414,11 +414,15 @@ std::uint64_t Node::allocated_pages(const void* p, std::size_t bytes, const char
 // gets wrong ends with an error on every rank, never with that rank gone ahead to its next collective.
 void Node::copy(void* dst, const void* src, std::size_t bytes, Deliver deliver) {
   const bool to = contains(dst), from = contains(src);
-  const std::uint64_t kind = to && from ? 2 : to ? 0 : from ? 1 : 3;
+  // A null host buffer is agreed as a direction of its own: every rank refuses it, none reads it.
+  const bool null_host = bytes != 0 && (to != from) && (to ? src : dst) == nullptr;
+  const std::uint64_t kind = null_host ? 4 : to && from ? 2 : to ? 0 : from ? 1 : 3;
   const std::uint64_t offset = to     ? static_cast<std::uint64_t>(static_cast<std::byte*>(dst) - base_)
                                : from ? static_cast<std::uint64_t>(static_cast<const std::byte*>(src) - base_)
                                       : 0;
-  agree_all({{kind, "directions (0: into global memory, 1: out of it, 2: both global, 3: neither)"},
+  agree_all({{kind,
+              "directions (0: into global memory, 1: out of it, 2: both global, 3: neither, 4: a null "
+              "host buffer)"},
              {offset, "offsets in global memory"},
              {bytes, "copy sizes"},
              {to ? 0 : static_cast<std::uint64_t>(deliver), "delivery modes"}});
@@ -429,6 +433,9 @@ void Node::copy(void* dst, const void* src, std::size_t bytes, Deliver deliver) 
   if (kind == 3)
     throw InvalidArgument(fmt::format(
         "cluster::memcpy({}, {}, {}): neither is global memory; use std::memcpy", dst, src, bytes));
+  if (kind == 4)
+    throw InvalidArgument(
+        fmt::format("cluster::memcpy({}, {}, {}): the host buffer is null", dst, src, bytes));
   if (to)
     copy_in(dst, src, bytes);
   else
@@ -539,11 +546,26 @@ void Node::replicate(void* data, std::size_t bytes) {
 void Node::launch(const Kernel& kernel, const Launch& launch, const ArgPack& args) {
   const Dim3 g = launch.grid;
   const std::uint64_t blocks = std::uint64_t{g.x} * g.y * g.z;
-  if (ranks() > 1) agree(blocks, fmt::format("grids to kernel '{}' (in blocks)", kernel.name).c_str());
+  if (ranks() > 1) {
+    const std::string grids = fmt::format("grids to kernel '{}' (in blocks)", kernel.name),
+                      threads = fmt::format("blocks to kernel '{}' (in threads)", kernel.name),
+                      shared =
+                          fmt::format("dynamic shared memory to kernel '{}' (bytes a block)", kernel.name);
+    agree_all({{blocks, grids.c_str()},
+               {launch.block.volume(), threads.c_str()},
+               {launch.shared_bytes, shared.c_str()}});
+  }
   if (blocks == 0)
     throw InvalidArgument(
         fmt::format("cluster::launch of kernel '{}' with a grid of ({}, {}, {}): no block to run",
                     kernel.name, g.x, g.y, g.z));
+  // A shape the executor would refuse fails here, on every rank alike, as a bad argument rather than
+  // as the kernel's failure.
+  try {
+    exec::validate(launch);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(fmt::format("cluster::launch of kernel '{}': {}", kernel.name, e.what()));
+  }
   if (!kernel.host)
     throw Unsupported(
         fmt::format("kernel '{}' has no host body: the cluster runs kernels on the CPU", kernel.name));
@@ -790,6 +812,11 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
         });
         for_each_record(own_promoted.bytes(), pages,
                         [&](const RecordView& r) { apply_record(r, shadow(r.page)); });
+        // Every rank's merged stream comes in rank order, rank 0's records first: applied in that
+        // order, the bytes several ranks wrote in a racy kernel end with the highest rank's value
+        // everywhere, as here, where the gathered records go over rank 0's own in rank order.
+        if (!lazy)
+          for_each_record(own_multi.bytes(), pages, [&](const RecordView& r) { merged.add_record(r); });
         for_each_record(gathered, pages, [&](const RecordView& r) {
           if (r.whole) return;
           apply_record(r, shadow(r.page));
@@ -798,7 +825,6 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
       }
     }
     if (rank() == 0 && !lazy) {
-      for_each_record(own_multi.bytes(), pages, [&](const RecordView& r) { merged.add_record(r); });
       // Pages that stop being private go out whole: ranks that never had them need every byte.
       for (const std::uint64_t p : promoted_pages) broadcast_out.add_whole(p, 0, {shadow(p), page_});
     }
@@ -815,9 +841,27 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
         stats_.payload_bytes += merged.payload();
         stats_.header_bytes += merged.headers();
       }
+      // Lower ranks' records may cover bytes this rank wrote too (a racy kernel), where the higher
+      // rank's value wins: this rank's own records of the pages they changed go again after them,
+      // before the higher ranks' records.
+      std::vector<std::uint64_t> covered;
+      bool own_again = rank() == 0;
+      const auto reapply_own = [&] {
+        own_again = true;
+        if (covered.empty()) return;
+        std::sort(covered.begin(), covered.end());
+        for_each_record(root_out.bytes(), pages, [&](const RecordView& r) {
+          if (!r.whole && std::binary_search(covered.begin(), covered.end(), r.page))
+            apply_record(r, shadow(r.page));
+        });
+      };
       for_each_record(mine, pages, [&](const RecordView& r) {
-        if (receivable(r.page)) apply_record(r, shadow(r.page));
+        if (!receivable(r.page)) return;
+        if (!own_again && r.writer > static_cast<std::uint32_t>(rank())) reapply_own();
+        apply_record(r, shadow(r.page));
+        if (r.writer < static_cast<std::uint32_t>(rank())) covered.push_back(r.page);
       });
+      if (!own_again) reapply_own();
     }
     if (!lazy) {
       const std::vector<std::uint64_t> sizes = transport_.allgather(broadcast_out.bytes().size());

@@ -3,6 +3,7 @@
 #include <hdsm/error.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
@@ -536,12 +537,20 @@ std::uint64_t RaceCheck::report(const std::string& kernel, const std::byte* base
         const Run &a = runs_[m], &b = runs_[k];
         if (a.writer == b.writer || a.end <= b.begin) continue;
         const std::uint32_t from = std::max(a.begin, b.begin), to = std::min(a.end, b.end);
-        fmt::print(stderr,
-                   "hdsm cluster: warning: kernel '{}' is racy: ranks {} and {} both wrote bytes [{}, {}) of "
-                   "page {} "
-                   "(address {}); its result there is undefined\n",
-                   kernel, std::min(a.writer, b.writer), std::max(a.writer, b.writer), from, to, a.page,
-                   static_cast<const void*>(base + a.page * pages_.bytes + from));
+        // Every writer of the page whose runs reach into those bytes, not only the first two.
+        std::vector<std::uint32_t> who;
+        for (std::size_t q = i; q < runs_.size() && runs_[q].page == a.page; ++q)
+          if (runs_[q].begin < to && runs_[q].end > from) who.push_back(runs_[q].writer);
+        std::sort(who.begin(), who.end());
+        who.erase(std::unique(who.begin(), who.end()), who.end());
+        const std::uint32_t last = who.back();
+        who.pop_back();
+        fmt::print(
+            stderr,
+            "hdsm cluster: warning: kernel '{}' is racy: ranks {} and {} wrote bytes [{}, {}) of page {} "
+            "(address {}); its result there is undefined\n",
+            kernel, fmt::join(who, ", "), last, from, to, a.page,
+            static_cast<const void*>(base + a.page * pages_.bytes + from));
         reported = true;
       }
       j = k;

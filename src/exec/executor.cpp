@@ -37,6 +37,26 @@ std::string shape(const Launch& launch) {
   return fmt::format("grid {} x block {}", dim(launch.grid), dim(launch.block));
 }
 
+Dim3 block_at(std::uint64_t i, const Dim3& grid) {
+  const auto x = static_cast<std::uint32_t>(i % grid.x);
+  i /= grid.x;
+  return Dim3{x, static_cast<std::uint32_t>(i % grid.y), static_cast<std::uint32_t>(i / grid.y)};
+}
+
+ExecutorOptions resolve(ExecutorOptions options) {
+  // The CPUs this thread may use (taskset, cgroups, an MPI launcher's binding), not every CPU online.
+  if (options.threads == 0) options.threads = os::usable_cpus();
+  if (options.threads > kMaxWorkers)
+    throw InvalidArgument(fmt::format("ExecutorOptions::threads = {} is above the limit of {} workers",
+                                      options.threads, kMaxWorkers));
+  if (options.fiber_stack_bytes < kMinFiberStack)
+    throw InvalidArgument(fmt::format("ExecutorOptions::fiber_stack_bytes = {} is below the minimum of {}",
+                                      options.fiber_stack_bytes, format_bytes(kMinFiberStack)));
+  return options;
+}
+
+}  // namespace
+
 void validate(const Launch& launch) {
   const Dim3 g = launch.grid, b = launch.block;
   if (g.x == 0 || g.y == 0 || g.z == 0 || b.x == 0 || b.y == 0 || b.z == 0)
@@ -57,26 +77,6 @@ void validate(const Launch& launch) {
                     "the limit of {}",
                     shape(launch), launch.shared_bytes, format_bytes(kMaxDynamicShared)));
 }
-
-Dim3 block_at(std::uint64_t i, const Dim3& grid) {
-  const auto x = static_cast<std::uint32_t>(i % grid.x);
-  i /= grid.x;
-  return Dim3{x, static_cast<std::uint32_t>(i % grid.y), static_cast<std::uint32_t>(i / grid.y)};
-}
-
-ExecutorOptions resolve(ExecutorOptions options) {
-  // The CPUs this thread may use (taskset, cgroups, an MPI launcher's binding), not every CPU online.
-  if (options.threads == 0) options.threads = os::usable_cpus();
-  if (options.threads > kMaxWorkers)
-    throw InvalidArgument(fmt::format("ExecutorOptions::threads = {} is above the limit of {} workers",
-                                      options.threads, kMaxWorkers));
-  if (options.fiber_stack_bytes < kMinFiberStack)
-    throw InvalidArgument(fmt::format("ExecutorOptions::fiber_stack_bytes = {} is below the minimum of {}",
-                                      options.fiber_stack_bytes, format_bytes(kMinFiberStack)));
-  return options;
-}
-
-}  // namespace
 
 Executor::Impl::Impl(Executor* owner_, ExecutorOptions options_) : owner(owner_), options(resolve(options_)) {
   workers.reserve(options.threads);

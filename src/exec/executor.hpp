@@ -18,6 +18,9 @@ struct ExecutorOptions {
   std::size_t fiber_stack_bytes = std::size_t{64} * 1024;  // stack of one cooperative-kernel thread
 };
 
+/// The checks for_each_block makes of a launch's shape: InvalidArgument naming it otherwise.
+void validate(const Launch& launch);
+
 class Executor {
  public:
   explicit Executor(ExecutorOptions options = {});

@@ -391,7 +391,7 @@ TEST(ClusterRecords, OverlappingChangesAreFoundInLaneRecords) {
     EXPECT_EQ(races.report("counters", space.data()), overlap ? 1u : 0u);
     const std::string err = testing::internal::GetCapturedStderr();
     if (overlap) {
-      EXPECT_NE(err.find("ranks 1 and 2 both wrote bytes [16, 17) of page"), std::string::npos) << err;
+      EXPECT_NE(err.find("ranks 1 and 2 wrote bytes [16, 17) of page"), std::string::npos) << err;
     }
   }
 }
@@ -525,24 +525,46 @@ TEST(Cluster, PagesWithSeveralWritersAreMergedByteExactly) {
   });
 }
 
-TEST(Cluster, OverlappingWritesOfTwoRanksAreReportedAsARace) {
-  testing::internal::CaptureStderr();
-  run_ranks(2, options(), [&](Node&) {
-    int* a = cl::alloc<int>(1024);
-    const auto racy = hdsm::per_thread("racy", [](const Thread& t, int* p) {
-      p[t.idx.x] = static_cast<int>(0x01010101u * (t.block.x + 1));
+// A racy kernel: each rank's block writes the same 64 bytes. The warning names every writer of the
+// bytes, and every rank ends with the same value there, the highest rank's, as rank 0's merge gives
+// it (before, each rank kept its own bytes and took the lower ranks' over them: with three ranks,
+// rank 0 read rank 2's value and ranks 1 and 2 rank 0's, in this kernel and every later one).
+TEST(Cluster, OverlappingWritesAreReportedAsARaceAndEveryRankKeepsTheSameWinner) {
+  for (const int ranks : {2, 3}) {
+    testing::internal::CaptureStderr();
+    std::vector<int> seen(static_cast<std::size_t>(ranks), 0);
+    run_ranks(ranks, options(), [&](Node& node) {
+      int* a = cl::alloc<int>(1024);
+      const auto racy = hdsm::per_thread("racy", [](const Thread& t, int* p) {
+        p[t.idx.x] = static_cast<int>(0x01010101u * (t.block.x + 1));
+        p[100 + t.block.x] = 1;  // and bytes of its own: the page has several writers either way
+      });
+      cl::reset_stats();
+      cl::launch(racy, Launch{Dim3{static_cast<std::uint32_t>(ranks)}, Dim3{16}, 0}, a);
+      if (cl::rank() == 0) {
+        EXPECT_EQ(cl::stats().race_warnings, 1u);
+      }
+      const std::vector<int> got = read_all(a, 1024);
+      for (int b = 0; b < ranks; ++b) EXPECT_EQ(got[static_cast<std::size_t>(100 + b)], 1);
+      seen[static_cast<std::size_t>(node.rank())] = got[3];
+      // What each rank's kernels read is what its copies gave: the same value on every rank.
+      const auto copy = hdsm::per_thread("copy_racy", [](const Thread& t, int* p) {
+        if (t.idx.x == 0) p[200 + t.block.x] = p[3];  // block b runs on rank b
+      });
+      cl::launch(copy, Launch{Dim3{static_cast<std::uint32_t>(ranks)}, Dim3{1}, 0}, a);
+      const std::vector<int> copies = read_all(a, 1024);
+      for (int b = 0; b < ranks; ++b)
+        EXPECT_EQ(copies[static_cast<std::size_t>(200 + b)],
+                  static_cast<int>(0x01010101u * static_cast<unsigned>(ranks)))
+            << "block " << b;
+      cl::free(a);
     });
-    cl::reset_stats();
-    cl::launch(racy, Launch{Dim3{2}, Dim3{16}, 0}, a);
-    if (cl::rank() == 0) {
-      EXPECT_EQ(cl::stats().race_warnings, 1u);
-    }
-    cl::free(a);
-  });
-  const std::string err = testing::internal::GetCapturedStderr();
-  EXPECT_NE(err.find("kernel 'racy' is racy: ranks 0 and 1 both wrote bytes [0, 64) of page"),
-            std::string::npos)
-      << err;
+    const std::string err = testing::internal::GetCapturedStderr();
+    const std::string who = ranks == 2 ? "ranks 0 and 1" : "ranks 0, 1 and 2";
+    EXPECT_NE(err.find("kernel 'racy' is racy: " + who + " wrote bytes [0, 64) of page"), std::string::npos)
+        << err;
+    EXPECT_EQ(seen, std::vector<int>(static_cast<std::size_t>(ranks), static_cast<int>(0x01010101u * ranks)));
+  }
 }
 
 TEST(Cluster, LazyBoundariesInvalidateOthersPagesAndFetchThemOnTouch) {
@@ -1194,6 +1216,29 @@ TEST(Cluster, BadInputFailsOnEveryRank) {
     } catch (const hdsm::InvalidArgument& e) {
       EXPECT_NE(std::string(e.what()).find("no block to run"), std::string::npos) << e.what();
       ++grid_errors;
+    }
+    // A block shape the executor refuses, and a null host buffer: bad arguments on every rank, not a
+    // kernel failure or a crash.
+    for (const Launch& bad : {Launch{Dim3{4}, Dim3{0}, 0}, Launch{Dim3{1}, Dim3{2048}, 0}}) {
+      try {
+        cl::launch(fill_kernel(), bad, a, 1u, 0);
+        ADD_FAILURE() << "launched";
+      } catch (const hdsm::InvalidArgument& e) {
+        EXPECT_NE(std::string(e.what()).find("cluster::launch of kernel 'fill_blocks': invalid launch"),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+    for (const bool in : {true, false}) {
+      try {
+        if (in)
+          cl::memcpy(a, nullptr, 16);
+        else
+          cl::memcpy(nullptr, a, 16);
+        ADD_FAILURE() << "copied";
+      } catch (const hdsm::InvalidArgument& e) {
+        EXPECT_NE(std::string(e.what()).find("the host buffer is null"), std::string::npos) << e.what();
+      }
     }
     const auto failing = hdsm::per_thread("fails_on_rank_1", [](const Thread& t, int* p, int rank) {
       p[t.global_x()] = 1;
