@@ -584,7 +584,12 @@ void Node::launch(const Kernel& kernel, const Launch& launch, const ArgPack& arg
   } catch (...) {
     error = std::current_exception();
   }
-  in_kernel_.store(false, std::memory_order_release);
+  // The boundary is part of the launch: a host thread that touches global memory during it is
+  // refused as during the kernel (its touch would land in the lists the boundary reads and resets).
+  struct KernelEnds {
+    std::atomic<bool>& in_kernel;
+    ~KernelEnds() { in_kernel.store(false, std::memory_order_release); }
+  } ends{in_kernel_};
   boundary(kernel.name, error);
 }
 

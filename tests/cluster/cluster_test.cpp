@@ -946,26 +946,29 @@ std::vector<std::string> outcomes(int ranks, O options_of, F body, const WrapTra
   return what;
 }
 
-// A transport that passes everything through, but the first record rank 1 sends rank 0 names a page
-// past the end of global memory.
-class CorruptingTransport final : public cl::detail::Transport {
+// A rank's transport that passes everything through, calling a test's hooks on the way: before an
+// allreduce, and on the bytes the rank sends rank 0 in a gather.
+class TapTransport final : public cl::detail::Transport {
  public:
-  explicit CorruptingTransport(Transport& inner) : inner_(inner) {}
+  std::function<void()> before_allreduce;
+  std::function<void(std::vector<std::byte>&)> on_gather;
+
+  explicit TapTransport(Transport& inner) : inner_(inner) {}
   int rank() const override { return inner_.rank(); }
   int ranks() const override { return inner_.ranks(); }
   bool shared_address_space() const override { return inner_.shared_address_space(); }
   bool concurrent_requests() const override { return inner_.concurrent_requests(); }
-  void allreduce(std::span<std::uint32_t> v, cl::detail::ReduceOp op) override { inner_.allreduce(v, op); }
+  void allreduce(std::span<std::uint32_t> v, cl::detail::ReduceOp op) override {
+    if (before_allreduce) before_allreduce();
+    inner_.allreduce(v, op);
+  }
   void allreduce(std::span<std::uint64_t> v, cl::detail::ReduceOp op) override { inner_.allreduce(v, op); }
   std::vector<std::uint64_t> allgather(std::uint64_t value) override { return inner_.allgather(value); }
   void gather(std::span<const std::byte> mine, std::vector<std::byte>& all,
               std::vector<std::uint64_t>& sizes) override {
-    std::vector<std::byte> bad(mine.begin(), mine.end());
-    if (rank() == 1 && bad.size() >= sizeof(std::uint64_t)) {
-      const std::uint64_t page = std::uint64_t{1} << 40;  // a record's header starts with its page
-      std::memcpy(bad.data(), &page, sizeof page);
-    }
-    inner_.gather(bad, all, sizes);
+    std::vector<std::byte> sent(mine.begin(), mine.end());
+    if (on_gather) on_gather(sent);
+    inner_.gather(sent, all, sizes);
   }
   void scatter(const std::vector<std::span<const std::byte>>& each, std::vector<std::byte>& mine) override {
     inner_.scatter(each, mine);
@@ -994,13 +997,50 @@ TEST(Cluster, ARankThatFailsHalfwayThroughABoundaryStopsEveryRank) {
         int* a = cl::alloc<int>(n);
         cl::launch(interleave_kernel(), Launch{Dim3{9}, Dim3{32}, 0}, a, n, 7);  // pages of three writers
       },
-      [](int, cl::detail::Transport& endpoint) { return std::make_unique<CorruptingTransport>(endpoint); });
+      [](int rank, cl::detail::Transport& endpoint) {
+        auto tap = std::make_unique<TapTransport>(endpoint);
+        // The first record rank 1 sends rank 0 names a page past the end of global memory.
+        if (rank == 1)
+          tap->on_gather = [](std::vector<std::byte>& sent) {
+            const std::uint64_t page = std::uint64_t{1} << 40;  // a record's header starts with its page
+            if (sent.size() >= sizeof page) std::memcpy(sent.data(), &page, sizeof page);
+          };
+        return tap;
+      });
   const std::string halfway = "rank 0 failed halfway through kernel interleave's boundary";
   EXPECT_NE(what[0].find("page 1099511627776"), std::string::npos) << what[0];
   for (const int r : {1, 2}) {
     EXPECT_NE(what[static_cast<std::size_t>(r)].find("rank 0 left: " + halfway), std::string::npos)
         << what[static_cast<std::size_t>(r)];
   }
+}
+
+// A host thread that touches global memory while its rank is in a kernel's boundary (here during
+// the writeVector's sum, on a page the rank never touched) is refused as during the kernel: its
+// touch would be recorded into the lists the boundary is reading and then resets, and the rank's
+// later touches of the page would go unrecorded.
+TEST(ClusterDeathTest, AHostThreadTouchingGlobalMemoryDuringABoundaryEndsTheProgram) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        std::atomic<int*> page{nullptr};  // rank 1's (each in-process rank has its own addresses)
+        rank_errors(
+            2, [](int) { return options(); },
+            [&](Node& node) {
+              int* a = cl::alloc<int>(2 * kPage / sizeof(int));
+              if (node.rank() == 1) page = a + kPage / sizeof(int);  // never touched by rank 1
+              cl::launch(fill_kernel(), Launch{Dim3{2}, Dim3{32}, 0}, a, 1u, 0);
+            },
+            [&](int rank, cl::detail::Transport& endpoint) {
+              auto tap = std::make_unique<TapTransport>(endpoint);
+              if (rank == 1)
+                tap->before_allreduce = [&] {
+                  if (int* p = page.exchange(nullptr)) std::thread([p] { std::printf("%d\n", *p); }).join();
+                };
+              return tap;
+            });
+      },
+      "a host thread touched global memory while a kernel runs");
 }
 
 // A rank whose own setup fails after the ranks placed global memory (here its mapping budget is
