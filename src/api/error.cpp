@@ -33,12 +33,17 @@ const char* to_string(Errc code) noexcept {
 Error::Error(Errc code, const std::string& message) : std::runtime_error(message), code_(code) {}
 
 OutOfDeviceMemory::OutOfDeviceMemory(const std::string& device, std::size_t requested, std::size_t used,
-                                     std::size_t capacity)
+                                     std::size_t capacity, const std::string& remedy)
     : Error(Errc::out_of_device_memory,
-            fmt::format("out of device memory on {}: cannot allocate {} ({} bytes); {} of {} in use. "
-                        "Free device memory or raise the capacity (HDSM_SIM_MEMORY on sim devices).",
-                        device, format_bytes(requested), requested, format_bytes(used),
-                        format_bytes(capacity))),
+            remedy.empty()
+                ? fmt::format("out of device memory on {}: cannot allocate {} ({} bytes); {} of {} in use. "
+                              "Free device memory or raise the capacity (HDSM_SIM_MEMORY on sim devices).",
+                              device, format_bytes(requested), requested, format_bytes(used),
+                              format_bytes(capacity))
+                : fmt::format("out of memory in the {}: cannot allocate {} ({} bytes); {} of {} in use. "
+                              "Free some or raise {}.",
+                              device, format_bytes(requested), requested, format_bytes(used),
+                              format_bytes(capacity), remedy)),
       requested_(requested),
       used_(used),
       capacity_(capacity) {}

@@ -343,9 +343,9 @@ void* Node::alloc(std::size_t bytes) {
   const std::size_t rounded = bytes > space_ ? 0 : heap_.rounded(bytes);
   const auto offset = rounded == 0 ? std::nullopt : heap_.allocate(rounded);
   if (!offset)
-    throw OutOfDeviceMemory("cluster global memory (HDSM_CLUSTER_SPACE)", bytes, heap_.used(), space_);
+    throw OutOfDeviceMemory("cluster's global memory", bytes, heap_.used(), space_, "HDSM_CLUSTER_SPACE");
   arenas_.back()->reuse(0, *offset, rounded);
-  allocations_.emplace(*offset, rounded);
+  allocations_.emplace(*offset, Allocation{rounded, bytes});
   const std::uint64_t first = *offset >> page_shift_, count = rounded >> page_shift_;
   // With one rank there is nothing to keep coherent: every page is private to it, writable, and never
   // faults. With private pages a new page is untouched: its first touch faults, so the boundary knows
@@ -375,7 +375,7 @@ void Node::free(void* p) {
   const auto it = allocations_.find(offset);
   if (it == allocations_.end())
     throw InvalidPointer(fmt::format("cluster::free({}): not an allocation of cluster::alloc", p));
-  const std::uint64_t first = offset >> page_shift_, count = it->second >> page_shift_;
+  const std::uint64_t first = offset >> page_shift_, count = it->second.rounded >> page_shift_;
   {
     // Closed before the pages count as unused: when the protection map cannot close them (it
     // throws), the allocation stays whole and the call can be repeated, instead of leaving pages
@@ -389,12 +389,12 @@ void Node::free(void* p) {
     }
   }
   // Closed once, above: the protection map keeps count of the mappings it splits.
-  arenas_.back()->release(0, offset, it->second, os::Arena::Closing::caller);
-  heap_.release(offset, it->second);
+  arenas_.back()->release(0, offset, it->second.rounded, os::Arena::Closing::caller);
+  heap_.release(offset, it->second.rounded);
   allocations_.erase(it);
   std::uint64_t used = 0;
   if (!allocations_.empty())
-    used = (allocations_.rbegin()->first + allocations_.rbegin()->second) >> page_shift_;
+    used = (allocations_.rbegin()->first + allocations_.rbegin()->second.rounded) >> page_shift_;
   used_pages_.store(used, std::memory_order_release);
 }
 
@@ -402,12 +402,18 @@ std::uint64_t Node::allocated_pages(const void* p, std::size_t bytes, const char
   const auto* b = static_cast<const std::byte*>(p);
   if (!contains(p) || bytes > space_ - static_cast<std::size_t>(b - base_))
     throw InvalidPointer(fmt::format("{}: [{}, +{}) is not in the cluster's global memory", call, p, bytes));
-  const std::uint64_t first = page_of(p), end = page_of(b + bytes - 1) + 1;
-  for (std::uint64_t q = first; q < end; ++q)
-    if (state_of(q).load(std::memory_order_relaxed) == PageState::unused)
-      throw InvalidPointer(
-          fmt::format("{}: [{}, +{}) reaches global memory that is not allocated", call, p, bytes));
-  return first;
+  // Inside one allocation, as cudaMemcpy's range must be (which cannot tell): a copy that runs on into
+  // the next allocation, or into the page's slack past the bytes asked for, is a bug of the caller.
+  const auto offset = static_cast<std::size_t>(b - base_);
+  auto it = allocations_.upper_bound(offset);
+  if (it == allocations_.begin() || offset >= std::prev(it)->first + std::prev(it)->second.bytes)
+    throw InvalidPointer(
+        fmt::format("{}: [{}, +{}) reaches global memory that is not allocated", call, p, bytes));
+  --it;
+  if (bytes > it->first + it->second.bytes - offset)
+    throw InvalidPointer(fmt::format("{}: [{}, +{}) runs past the end of its allocation [{}, +{})", call, p,
+                                     bytes, static_cast<const void*>(base_ + it->first), it->second.bytes));
+  return page_of(p);
 }
 
 // Every check a rank makes alone feeds the values the ranks agree on first, so that a call one rank

@@ -200,8 +200,12 @@ class Node final : public PageServer {
   mutable os::FaultMutex protection_mutex_;
   std::unique_ptr<os::ProtectionMap> protection_;
   os::OffsetHeap heap_;
-  std::map<std::size_t, std::size_t> allocations_;  // offset -> bytes
-  std::atomic<std::uint64_t> used_pages_{0};        // pages below the highest allocation's end
+  struct Allocation {
+    std::size_t rounded;  // what the heap gave: whole pages
+    std::size_t bytes;    // what cluster::alloc asked for: copies stay inside
+  };
+  std::map<std::size_t, Allocation> allocations_;  // by offset
+  std::atomic<std::uint64_t> used_pages_{0};       // pages below the highest allocation's end
 
   exec::Executor executor_;
   std::atomic<bool> in_kernel_{false};

@@ -147,7 +147,8 @@ class ThreadsEngine final : public detail::Engine {
 
   void* allocate(std::size_t bytes) override {
     const auto offset = heap_.allocate(bytes);
-    if (!offset) throw OutOfDeviceMemory("crc shared space", bytes, heap_.used(), heap_.capacity());
+    if (!offset)
+      throw OutOfDeviceMemory("crc shared space", bytes, heap_.used(), heap_.capacity(), "HDSM_CRC_SHARED");
     std::byte* p = data_ + *offset;
     std::memset(p, 0, heap_.rounded(bytes));
     sizes_[p] = bytes;

@@ -404,7 +404,7 @@ class MpiEngine final : public Engine {
     std::uint64_t message[3] = {offset, used[0], used[1]};
     check(PMPI_Bcast(message, 3, MPI_UINT64_T, 0, comm_), "MPI_Bcast", "an allocation of the shared space");
     if (message[0] == ~std::uint64_t{0})
-      throw OutOfDeviceMemory("crc shared space", bytes, message[1], message[2]);
+      throw OutOfDeviceMemory("crc shared space", bytes, message[1], message[2], "HDSM_CRC_SHARED");
     void* p = reinterpret_cast<void*>(space_base_ + message[0]);
     sizes_[p] = bytes;
     return p;

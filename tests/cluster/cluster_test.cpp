@@ -1241,6 +1241,37 @@ TEST(Cluster, HostCopiesInAndOut) {
   });
 }
 
+// A copy stays inside one allocation, as the bytes asked for: one that runs on into the next
+// allocation, or into the slack of the last page, is refused on every rank (before, it wrote there).
+TEST(Cluster, CopiesThatLeaveTheirAllocationAreRefused) {
+  run_ranks(2, options(), [&](Node&) {
+    int* a = cl::alloc<int>(1000);  // 4000 bytes in one page
+    int* b = cl::alloc<int>(1000);
+    std::vector<int> host(2000, 5);
+    const auto refused = [](const std::function<void()>& copy, const std::string& what) {
+      try {
+        copy();
+      } catch (const hdsm::InvalidPointer& e) {
+        return std::string(e.what()).find(what) != std::string::npos
+                   ? testing::AssertionSuccess()
+                   : testing::AssertionFailure() << e.what();
+      }
+      return testing::AssertionFailure() << "copied";
+    };
+    EXPECT_TRUE(refused([&] { cl::memcpy(a, host.data(), 2000 * sizeof(int)); },
+                        "runs past the end of its allocation"));
+    EXPECT_TRUE(refused([&] { cl::memcpy(a + 999, host.data(), 8); }, "runs past the end of its allocation"));
+    EXPECT_TRUE(refused([&] { cl::memcpy(host.data(), b + 1, 1000 * sizeof(int)); }, "runs past the end"));
+    EXPECT_TRUE(refused([&] { cl::memcpy(a + 1000, host.data(), 4); },
+                        "reaches global memory that is not allocated"));
+    cl::memcpy(a + 999, host.data(), 4);  // the last element is fine
+    EXPECT_EQ(read_all(a, 1000)[999], 5);
+    EXPECT_EQ(read_all(b, 1000)[0], 0);  // untouched by the refused copy
+    cl::free(a);
+    cl::free(b);
+  });
+}
+
 TEST(Cluster, BadInputFailsOnEveryRank) {
   std::atomic<int> size_errors{0}, grid_errors{0}, kernel_errors{0}, free_errors{0};
   run_ranks(3, options(), [&](Node& node) {
