@@ -157,6 +157,7 @@ int run_bench(const BenchOptions& options) {
   for (const Suite* suite : selected) {
     SuiteOutcome outcome;
     outcome.suite = suite;
+    outcome.busy_before = other_runnable();
     Stopwatch watch;
     {
       Progress progress(std::string(suite->name), stderr);
@@ -169,6 +170,7 @@ int run_bench(const BenchOptions& options) {
       }
     }
     outcome.seconds = watch.seconds();
+    outcome.busy_after = other_runnable();
     if (outcome.failed()) {
       fmt::print(stderr, "hdsm: error: suite '{}' failed: {}\n", suite->name, outcome.error);
       remove_stale_outputs(out, outcome);

@@ -89,7 +89,8 @@ std::string format_number(double value) {
   if (value == 0) return "0";
   if (magnitude >= 100) return fmt::format("{:.0f}", value);
   if (magnitude >= 10) return fmt::format("{:.1f}", value);
-  if (magnitude >= 0.1) return fmt::format("{:.2f}", value);
+  // Three significant digits below 10: ratios near 1 read 0.955 or 1.04, never 0.96 beside a
+  // summary's 0.955, and 0.0933 keeps as many digits as 0.16 shows.
   return fmt::format("{:.3g}", value);
 }
 

@@ -49,6 +49,8 @@ std::string format_gbps(double gbps);
 
 /// A plain number with about three significant digits and no exponent for everyday magnitudes.
 std::string format_number(double value);
+/// "met" or "missed": how a summary line's detail says whether its figure reached its target.
+inline std::string verdict(bool met) { return met ? "met" : "missed"; }
 
 /// Current UTC time as ISO 8601 ("2024-05-01T12:34:56Z").
 std::string utc_timestamp();

@@ -192,6 +192,7 @@ std::string gnuplot_script(const Results& results, const Plot& plot, const std::
   // Bars on a log axis grow from the bottom of the range: start below 1 so ratios of 1 show.
   if (plot.log_y && plot.categorical_x) script += "set yrange [0.25:*]\n";
   if (plot.x_format == ValueFormat::bytes) script += byte_tics(series);
+  if (plot.x_format == ValueFormat::integer) script += "set xtics 1\nset format x '%.0f'\n";
   if (!plot.log_y) script += "set yrange [0:*]\n";
 
   std::vector<std::string> lines;

@@ -6,16 +6,19 @@
 
 #include <hdsm/error.hpp>
 
+#include "os/cpu_binding.hpp"
 #include "os/errno_text.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <stdexcept>
+#include <thread>
 
 namespace hdsm::tool {
 namespace {
@@ -60,6 +63,7 @@ std::string describe_device(const DeviceProperties& p) {
 
 std::string format_key(double x, ValueFormat format) {
   if (format == ValueFormat::bytes) return format_bytes(static_cast<std::size_t>(x));
+  if (format == ValueFormat::integer) return fmt::format("{:.0f}", x);
   return format_number(x);
 }
 
@@ -92,7 +96,35 @@ std::string summary_markdown(const Results& results) {
   return table.markdown();
 }
 
+// The report's word on the machine's other work during a suite.
+std::string busy_markdown(const SuiteOutcome& outcome, unsigned cores) {
+  if (outcome.busy_before < 0 || outcome.busy_after < 0) return {};
+  std::string md = fmt::format(
+      "Other work on the machine: {:.1f} threads of other processes ready to run before the suite, {:.1f} "
+      "after it, on {} usable cores.\n\n",
+      outcome.busy_before, outcome.busy_after, cores);
+  if (std::max(outcome.busy_before, outcome.busy_after) > 0.5)
+    md +=
+        "**Other work competed for the cores: this suite's times and ratios may be off by any factor; "
+        "rerun it on a quiet machine.**\n\n";
+  return md;
+}
+
 }  // namespace
+
+double other_runnable(int samples) {
+  double sum = 0;
+  for (int i = 0; i < samples; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::ifstream in("/proc/loadavg");
+    double one = 0, five = 0, fifteen = 0;
+    long running = 0;
+    char slash = 0;
+    if (!(in >> one >> five >> fifteen >> running >> slash) || slash != '/') return -1;
+    sum += static_cast<double>(std::max(0L, running - 1));  // this thread, which reads the file
+  }
+  return sum / samples;
+}
 
 std::string results_csv(const Results& results) {
   std::string out = fmt::format("{}\n", fmt::join(results.columns(), ","));
@@ -141,6 +173,8 @@ nlohmann::ordered_json suite_json(const RunInfo& run, const SuiteOutcome& outcom
           {"non_default_knobs", config},
           {"quick", run.quick},
           {"seconds", outcome.seconds},
+          {"other_runnable_before", outcome.busy_before},
+          {"other_runnable_after", outcome.busy_after},
           {"columns", results.columns()},
           {"rows", rows},
           {"summary", summary},
@@ -173,6 +207,7 @@ std::string report_markdown(const RunInfo& run, std::span<const SuiteOutcome> ou
     }
     md += fmt::format("Ran in {:.1f} s. Data: [{}.csv]({}.csv), [{}.json]({}.json).\n\n", outcome.seconds,
                       name, name, name, name);
+    md += busy_markdown(outcome, os::usable_cpus());
     if (!outcome.results.summary().empty())
       md += "### Summary\n\n" + summary_markdown(outcome.results) + "\n";
     if (!outcome.results.notes().empty()) {

@@ -25,7 +25,7 @@ namespace hdsm::tool {
 using Cell = std::variant<std::int64_t, double, std::string>;
 
 /// How axis values and table keys of a column are written.
-enum class ValueFormat { number, bytes };
+enum class ValueFormat { number, bytes, integer };
 
 /// One plot of a suite's results: y against x, one line per distinct value of the series column.
 struct Plot {
