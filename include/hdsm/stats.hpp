@@ -15,7 +15,8 @@ inline constexpr int kRouteCount = 4;
 const char* to_string(Route route) noexcept;
 
 /// Why shared memory (ADSM) moved data: the coherence action behind a transfer. release: the CPU's
-/// newer blocks uploaded at a kernel call; acquire: results downloaded at the sync (batch-update);
+/// newer blocks uploaded at a kernel call; acquire: results downloaded at the sync (batch-update's,
+/// and the objects sync prefetch fetches under lazy and rolling);
 /// fault: blocks fetched when the CPU touched invalid data; evict: dirty blocks the rolling window
 /// pushed to the device early; bulk: hdsm::memcpy, memset and I/O on shared objects (transfers they
 /// make between host and device; their device-side fills and copies move nothing over the link).

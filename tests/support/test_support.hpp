@@ -59,7 +59,8 @@ inline void default_disposition_under_sanitizers() {
 }
 
 /// Under ASan, OpenCL runs only in the ctest entries that turn LeakSanitizer off
-/// (<program>.opencl_without_lsan for conformance, runtime and apps): PoCL's worker threads outlive
+/// (<program>.opencl_without_lsan for conformance, runtime, apps, container and skeleton): PoCL's
+/// worker threads outlive
 /// main, and LeakSanitizer's stop-the-world tracer now and then crashes on them at exit, after
 /// every test passed.
 inline bool opencl_only_without_lsan() {
