@@ -53,7 +53,9 @@ struct Options {
   std::uint64_t lazy_pages = 2048;                 // lazy update above this many modified pages
   Distribution distribution = Distribution::equal;
   DistributionPolicy policy;  // overrides `distribution` when set
-  bool check_races = false;   // warn about ranks that wrote the same bytes of a page
+  // Warn about ranks that wrote the same bytes of a page. Off in a plain Options{};
+  // from_environment() turns it on in debug builds (HDSM_CLUSTER_CHECK_RACES=auto).
+  bool check_races = false;
   bool private_pages = true;  // a page only one rank touched stays private to it (needs MPI_THREAD_MULTIPLE)
   unsigned open_ahead = 16;   // a write fault also opens the next pages this rank wrote in the last kernel
   std::size_t mappings = 0;   // runs of one protection (VMAs) global memory may use; 0: from vm.max_map_count
@@ -84,8 +86,8 @@ struct Stats {
                                          // (from 16384 pages: a flag a block, then the flagged words)
   std::uint64_t wire_bytes = 0;      // everything this rank's MPI calls sent (broadcasts once per receiver)
   std::uint64_t race_warnings = 0;   // overlapping writes reported (rank 0)
-  std::uint64_t mapping_closes = 0;  // runs of pages a full mappings budget closed (they fault again)
   double boundary_seconds = 0;       // time spent making memory coherent at kernel ends
+  std::uint64_t mapping_closes = 0;  // runs of pages a full mappings budget closed (they fault again)
 };
 
 /// One DSM session: initializes MPI when the program has not (and finalizes it at the end), or

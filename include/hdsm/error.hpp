@@ -46,10 +46,11 @@ class InvalidPointer : public Error {
 
 class OutOfDeviceMemory : public Error {
  public:
-  /// `remedy`: the setting that raises the capacity of a space that is not a device's (the shared
-  /// spaces of crc and the cluster); empty for a device.
+  OutOfDeviceMemory(const std::string& device, std::size_t requested, std::size_t used, std::size_t capacity);
+  /// A space that is not a device's (the shared spaces of crc and the cluster): `remedy` names the
+  /// setting that raises its capacity.
   OutOfDeviceMemory(const std::string& device, std::size_t requested, std::size_t used, std::size_t capacity,
-                    const std::string& remedy = {});
+                    const std::string& remedy);
   std::size_t requested() const noexcept { return requested_; }
   std::size_t used() const noexcept { return used_; }
   std::size_t capacity() const noexcept { return capacity_; }

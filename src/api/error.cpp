@@ -33,6 +33,10 @@ const char* to_string(Errc code) noexcept {
 Error::Error(Errc code, const std::string& message) : std::runtime_error(message), code_(code) {}
 
 OutOfDeviceMemory::OutOfDeviceMemory(const std::string& device, std::size_t requested, std::size_t used,
+                                     std::size_t capacity)
+    : OutOfDeviceMemory(device, requested, used, capacity, std::string()) {}
+
+OutOfDeviceMemory::OutOfDeviceMemory(const std::string& device, std::size_t requested, std::size_t used,
                                      std::size_t capacity, const std::string& remedy)
     : Error(Errc::out_of_device_memory,
             remedy.empty()

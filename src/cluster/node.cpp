@@ -420,8 +420,11 @@ std::uint64_t Node::allocated_pages(const void* p, std::size_t bytes, const char
 // gets wrong ends with an error on every rank, never with that rank gone ahead to its next collective.
 void Node::copy(void* dst, const void* src, std::size_t bytes, Deliver deliver) {
   const bool to = contains(dst), from = contains(src);
-  // A null host buffer is agreed as a direction of its own: every rank refuses it, none reads it.
-  const bool null_host = bytes != 0 && (to != from) && (to ? src : dst) == nullptr;
+  // A null host buffer where this rank uses it (rank 0's source of a copy in, every destination of a
+  // copy out that delivers to it) is agreed as a direction of its own: every rank refuses the copy
+  // before any reads it. Ranks that never touch the buffer may pass null.
+  const bool uses_host = to ? rank() == 0 : (deliver == Deliver::all_ranks || rank() == 0);
+  const bool null_host = bytes != 0 && (to != from) && uses_host && (to ? src : dst) == nullptr;
   const std::uint64_t kind = null_host ? 4 : to && from ? 2 : to ? 0 : from ? 1 : 3;
   const std::uint64_t offset = to     ? static_cast<std::uint64_t>(static_cast<std::byte*>(dst) - base_)
                                : from ? static_cast<std::uint64_t>(static_cast<const std::byte*>(src) - base_)
@@ -553,12 +556,20 @@ void Node::launch(const Kernel& kernel, const Launch& launch, const ArgPack& arg
   const Dim3 g = launch.grid;
   const std::uint64_t blocks = std::uint64_t{g.x} * g.y * g.z;
   if (ranks() > 1) {
+    // The whole shape: ranks that split the same blocks differently (a grid of 4 x 2 against 2 x 4)
+    // would number them differently.
+    const Dim3 b = launch.block;
     const std::string grids = fmt::format("grids to kernel '{}' (in blocks)", kernel.name),
-                      threads = fmt::format("blocks to kernel '{}' (in threads)", kernel.name),
+                      shapes = fmt::format("grid or block dimensions to kernel '{}'", kernel.name),
                       shared =
                           fmt::format("dynamic shared memory to kernel '{}' (bytes a block)", kernel.name);
     agree_all({{blocks, grids.c_str()},
-               {launch.block.volume(), threads.c_str()},
+               {g.x, shapes.c_str()},
+               {g.y, shapes.c_str()},
+               {g.z, shapes.c_str()},
+               {b.x, shapes.c_str()},
+               {b.y, shapes.c_str()},
+               {b.z, shapes.c_str()},
                {launch.shared_bytes, shared.c_str()}});
   }
   if (blocks == 0)
@@ -736,7 +747,23 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
     words[used] = 1;
     words[used + 1] = static_cast<std::uint32_t>(rank() + 1);
   }
-  const std::uint64_t vector_bytes = sum_write_vector(words);
+  // A rank that fails alone from here on (below: a record it cannot encode or apply, an MPI error on
+  // it alone, a protection the process has no mapping for) cannot follow the others through the
+  // collectives left, nor keep a coherent copy: it ends the job. Refusals every rank makes alike
+  // before anything moves (Unsupported: a boundary of over 2 GiB) are thrown as they are.
+  const auto fail_alone = [&](const std::exception& e) {
+    transport_.abandon(
+        fmt::format("rank {} failed halfway through kernel {}'s boundary: {}", rank(), kernel, e.what()));
+  };
+  std::uint64_t vector_bytes = 0;
+  try {
+    vector_bytes = sum_write_vector(words);
+  } catch (const Unsupported&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail_alone(e);
+    throw;
+  }
   const std::uint32_t failed = words[used];
   const int failed_rank = static_cast<int>(words[used + 1]) - 1;
   const auto writers = [&](std::uint64_t p) { return private_pages_ ? words[p] & kCountMask : words[p]; };
@@ -767,42 +794,41 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
   const std::uint64_t promoted = promoted_pages.size();
   const bool to_root = multi > 0 || promoted > 0 || (lazy && modified > 0);
 
-  // Runs of this rank's written shared pages: single-writer pages to broadcast (eager) or send to
-  // rank 0 (lazy); several-writer pages to rank 0 (rank 0 keeps its own, to send them on and check
-  // races). A page that stops being private goes to rank 0 whole from its holder.
-  RecordWriter broadcast_out, root_out, own_multi, own_promoted;
-  const RecordPages pages{page_, 0, used};  // what records from other ranks may name
-  PerRankRecords merged(rank() == 0 ? ranks() : 0);
-  std::uint64_t modified_bytes = 0;
-  for (const std::uint64_t p : written) {
-    if (p >= used || fate[p] == Fate::to_private) continue;
-    const std::span<const std::byte> now(shadow(p), page_), before(twin(p), page_);
-    // Runs of a page other ranks write too must be exact: see RecordWriter::add.
-    const bool exact = writers(p) > 1 || fate[p] == Fate::promoted;
-    if (fate[p] == Fate::promoted)
-      modified_bytes += (rank() == 0 ? own_promoted : root_out).add(p, rank(), now, before, exact);
-    else if (writers(p) == 1 && !lazy)
-      modified_bytes += broadcast_out.add(p, rank(), now, before);
-    else if (rank() != 0)
-      modified_bytes += root_out.add(p, rank(), now, before, exact);
-    else if (writers(p) > 1)
-      modified_bytes += own_multi.add(p, rank(), now, before, exact);
-    else
-      modified_bytes += coherence::differing_bytes(now, before);
-  }
-  if (rank() != 0)
-    for (const std::uint64_t p : promoted_pages)
-      if (holder_[p].load(std::memory_order_relaxed) == rank())
-        root_out.add_whole(p, rank(), {shadow(p), page_});
-
   // This rank's copy changes from here on under the page server's lock: no request can arrive for
   // this boundary's pages before it ends (every rank is in it, and later requests wait for the
   // epoch before they take the lock), so the lock costs nothing but says so to ThreadSanitizer, which
   // cannot see the ordering that MPI gives between another rank's fetch and this boundary.
   std::unique_lock shadow_lock(serve_mutex_);
-  // From here each rank's copy changes: a rank that fails halfway (a malformed record, an MPI error
-  // on it alone) cannot follow the others through the collectives left, nor keep a coherent copy.
+  std::uint64_t modified_bytes = 0, invalidated = 0;
+  std::vector<std::pair<std::uint64_t, os::Protection>> changes;
   try {
+    // Runs of this rank's written shared pages: single-writer pages to broadcast (eager) or send to
+    // rank 0 (lazy); several-writer pages to rank 0 (rank 0 keeps its own, to send them on and check
+    // races). A page that stops being private goes to rank 0 whole from its holder.
+    RecordWriter broadcast_out, root_out, own_multi, own_promoted;
+    const RecordPages pages{page_, 0, used};  // what records from other ranks may name
+    PerRankRecords merged(rank() == 0 ? ranks() : 0);
+    for (const std::uint64_t p : written) {
+      if (p >= used || fate[p] == Fate::to_private) continue;
+      const std::span<const std::byte> now(shadow(p), page_), before(twin(p), page_);
+      // Runs of a page other ranks write too must be exact: see RecordWriter::add.
+      const bool exact = writers(p) > 1 || fate[p] == Fate::promoted;
+      if (fate[p] == Fate::promoted)
+        modified_bytes += (rank() == 0 ? own_promoted : root_out).add(p, rank(), now, before, exact);
+      else if (writers(p) == 1 && !lazy)
+        modified_bytes += broadcast_out.add(p, rank(), now, before);
+      else if (rank() != 0)
+        modified_bytes += root_out.add(p, rank(), now, before, exact);
+      else if (writers(p) > 1)
+        modified_bytes += own_multi.add(p, rank(), now, before, exact);
+      else
+        modified_bytes += coherence::differing_bytes(now, before);
+    }
+    if (rank() != 0)
+      for (const std::uint64_t p : promoted_pages)
+        if (holder_[p].load(std::memory_order_relaxed) == rank())
+          root_out.add_whole(p, rank(), {shadow(p), page_});
+
     if (to_root) {
       std::vector<std::byte> gathered;
       std::vector<std::uint64_t> sizes;
@@ -895,59 +921,58 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
         });
       }
     }
-  } catch (const std::exception& e) {
-    transport_.abandon(
-        fmt::format("rank {} failed halfway through kernel {}'s boundary: {}", rank(), kernel, e.what()));
-    throw;
-  }
 
-  // The new states, protections and holders.
-  std::vector<std::pair<std::uint64_t, os::Protection>> changes;
-  std::uint64_t invalidated = 0;
-  const auto become = [&](std::uint64_t p, PageState next, os::Protection prot) {
-    const PageState before = state_of(p).exchange(next, std::memory_order_relaxed);
-    if (before != next) changes.emplace_back(p, prot);
-    // Dropped: a page this rank had (not one it never touched, now private to another rank).
-    if (next == PageState::invalid && before != PageState::invalid && before != PageState::untouched)
-      ++invalidated;
-  };
-  for (std::uint64_t p = 0; p < used; ++p) {
-    switch (fate[p]) {
-      case Fate::none:
-        break;
-      case Fate::to_private: {
-        const auto who = static_cast<std::int32_t>(words[p] >> kWhoShift) - 1;
-        holder_[p].store(who, std::memory_order_relaxed);
-        if (who == rank())
-          become(p, PageState::private_page, os::Protection::read_write);
-        else
-          become(p, PageState::invalid, os::Protection::none);
-        break;
-      }
-      case Fate::promoted:
-        holder_[p].store(kShared, std::memory_order_relaxed);
-        if (!lazy || rank() == 0)
-          become(p, PageState::valid, os::Protection::read);
-        else
-          become(p, PageState::invalid, os::Protection::none);
-        break;
-      case Fate::shared: {
-        holder_[p].store(kShared, std::memory_order_relaxed);
-        const PageState st = state_of(p).load(std::memory_order_relaxed);
-        const bool mine_alone = writers(p) == 1 && st == PageState::written;
-        if (st == PageState::invalid && (!lazy || writers(p) == 0))
-          break;  // fetched from rank 0 when touched
-        if (!lazy || writers(p) == 0 || rank() == 0 || mine_alone)
-          become(p, PageState::valid, os::Protection::read);
-        else
-          become(p, PageState::invalid, os::Protection::none);
-        break;
+    // The new states, protections and holders.
+    const auto become = [&](std::uint64_t p, PageState next, os::Protection prot) {
+      const PageState before = state_of(p).exchange(next, std::memory_order_relaxed);
+      if (before != next) changes.emplace_back(p, prot);
+      // Dropped: a page this rank had (not one it never touched, now private to another rank).
+      if (next == PageState::invalid && before != PageState::invalid && before != PageState::untouched)
+        ++invalidated;
+    };
+    for (std::uint64_t p = 0; p < used; ++p) {
+      switch (fate[p]) {
+        case Fate::none:
+          break;
+        case Fate::to_private: {
+          const auto who = static_cast<std::int32_t>(words[p] >> kWhoShift) - 1;
+          holder_[p].store(who, std::memory_order_relaxed);
+          if (who == rank())
+            become(p, PageState::private_page, os::Protection::read_write);
+          else
+            become(p, PageState::invalid, os::Protection::none);
+          break;
+        }
+        case Fate::promoted:
+          holder_[p].store(kShared, std::memory_order_relaxed);
+          if (!lazy || rank() == 0)
+            become(p, PageState::valid, os::Protection::read);
+          else
+            become(p, PageState::invalid, os::Protection::none);
+          break;
+        case Fate::shared: {
+          holder_[p].store(kShared, std::memory_order_relaxed);
+          const PageState st = state_of(p).load(std::memory_order_relaxed);
+          const bool mine_alone = writers(p) == 1 && st == PageState::written;
+          if (st == PageState::invalid && (!lazy || writers(p) == 0))
+            break;  // fetched from rank 0 when touched
+          if (!lazy || writers(p) == 0 || rank() == 0 || mine_alone)
+            become(p, PageState::valid, os::Protection::read);
+          else
+            become(p, PageState::invalid, os::Protection::none);
+          break;
+        }
       }
     }
+    for (const std::uint64_t p : unwritten)
+      if (fate[p] == Fate::none) become(p, PageState::valid, os::Protection::read);
+    set_protection(changes);
+  } catch (const Unsupported&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail_alone(e);
+    throw;
   }
-  for (const std::uint64_t p : unwritten)
-    if (fate[p] == Fate::none) become(p, PageState::valid, os::Protection::read);
-  set_protection(changes);
   // The next kernel's predictions: the pages this rank wrote that stay valid, and those it opened
   // ahead without changing them (a kernel may store the values a page already holds; a page that no
   // thread touches any more costs its twin and a comparison when a fault before it opens it again).

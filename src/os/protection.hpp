@@ -104,6 +104,8 @@ class ProtectionMap {
   /// try_set_making_room's step: lowers the first run from the clock hand on that does not hold
   /// `keep` and has a neighbour of lower protection; false when a sweep finds none.
   bool lower_a_run(std::size_t keep) noexcept;
+  /// The end of the run of equal effective protections that holds `s`'s from `s` on.
+  std::size_t run_end(std::size_t s) const noexcept;
   /// Whether refuse_mprotects() refuses this call (and counts it).
   bool refused_now() noexcept { return refusals_ > 0 && (--refusals_, true); }
   void record_desired(std::size_t first, std::size_t end, Protection p);

@@ -1308,8 +1308,28 @@ TEST(Cluster, BadInputFailsOnEveryRank) {
           cl::memcpy(nullptr, a, 16);
         ADD_FAILURE() << "copied";
       } catch (const hdsm::InvalidArgument& e) {
-        EXPECT_NE(std::string(e.what()).find("the host buffer is null"), std::string::npos) << e.what();
+        // A copy in: rank 0's null source disagrees with the others' unused one, named in the legend.
+        EXPECT_NE(std::string(e.what()).find(in ? "4: a null host buffer" : "the host buffer is null"),
+                  std::string::npos)
+            << e.what();
       }
+    }
+    // Ranks that never touch the host buffer may pass null: the other ranks' sources of a copy in,
+    // and their destinations of a copy out to rank 0 alone.
+    std::vector<int> host(16, 9);
+    cl::memcpy(a, node.rank() == 0 ? host.data() : nullptr, 16 * sizeof(int));
+    cl::memcpy(node.rank() == 0 ? host.data() : nullptr, a + 8, 8 * sizeof(int), cl::Deliver::rank0);
+    EXPECT_EQ(read_all(a, 16)[15], 9);
+    // Grids of as many blocks but another shape are refused on every rank.
+    try {
+      cl::launch(fill_kernel(),
+                 node.rank() == 0 ? Launch{Dim3{4, 2}, Dim3{32}, 0} : Launch{Dim3{2, 4}, Dim3{32}, 0}, a, 1u,
+                 0);
+      ADD_FAILURE() << "launched";
+    } catch (const hdsm::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("grid or block dimensions to kernel 'fill_blocks'"),
+                std::string::npos)
+          << e.what();
     }
     const auto failing = hdsm::per_thread("fails_on_rank_1", [](const Thread& t, int* p, int rank) {
       p[t.global_x()] = 1;

@@ -19,7 +19,7 @@ if(NOT csv MATCHES "^experiment,app,variant,page,workers,seconds,ratio,conflict_
   message(FATAL_ERROR "crc.csv has other columns\n${csv}")
 endif()
 foreach(row "fig10,fetch,raw copy," "sync,lock,on own cores,0,1," "fig11,jacobi,plain,4096,"
-            "fig12 one worker,cg,plain,4096,1," "fig13 OpenMP,cg,OpenMP,0," "fig12,cg,optimized," "fig13,ep,plain,")
+            "fig12 one worker,cg,plain,4096,1," "fig13 OpenMP,cg,OpenMP beside plain,0," "fig12,cg,optimized," "fig13,ep,plain,")
   if(NOT csv MATCHES "\n${row}")
     message(FATAL_ERROR "crc.csv has no '${row}' row\n${csv}")
   endif()

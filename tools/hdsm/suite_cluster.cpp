@@ -259,10 +259,14 @@ void run_cluster(SuiteContext& ctx) {
   add_rows(ctx, lazy, "lazy");
   add_rows(ctx, eager_bs, "lazy");
   add_rows(ctx, private_bs, "lazy");
-  // Every app with private pages on the configuration of the most ranks that fills the cores.
+  // Every app with private pages on the configuration of the most ranks that fills the cores, or of
+  // the most ranks where none does (3 cores: 2 x 1).
   std::pair<int, unsigned> widest = configs.front();
   for (const auto& rt : configs)
     if (rt.first * rt.second == cores && rt.first > widest.first) widest = rt;
+  if (widest.first == 1)
+    for (const auto& rt : configs)
+      if (rt.first > widest.first) widest = rt;
   const std::vector<Line> private_all =
       run_program(ctx, "private", widest.first, widest.second, eager_private);
   add_rows(ctx, private_all);

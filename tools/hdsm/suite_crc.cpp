@@ -348,7 +348,7 @@ void apps_experiments(SuiteContext& ctx) {
                            {"conflict_misses", std::int64_t{0}}});
       ctx.results.add_row({{"experiment", "fig13 OpenMP"},
                            {"app", std::string(app.name)},
-                           {"variant", "OpenMP"},
+                           {"variant", "OpenMP beside " + version},
                            {"page", std::int64_t{0}},
                            {"workers", static_cast<std::int64_t>(workers)},
                            {"seconds", o},
