@@ -91,7 +91,7 @@ std::string format_number(double value) {
   if (magnitude >= 10) return fmt::format("{:.1f}", value);
   // Three significant digits below 10: ratios near 1 read 0.955 or 1.04, never 0.96 beside a
   // summary's 0.955, and 0.0933 keeps as many digits as 0.16 shows.
-  return fmt::format("{:.3g}", value);
+  return fmt::format("{:#.3g}", value);  // '#' keeps the zeros: 1.00, not 1
 }
 
 std::string utc_timestamp() {
