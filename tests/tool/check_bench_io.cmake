@@ -5,17 +5,9 @@ cmake_minimum_required(VERSION 3.25)
 
 set(SUITE io)
 include(${CMAKE_CURRENT_LIST_DIR}/run_bench.cmake)
-foreach(metric "file -> device 8 MiB: hdsm / double-buffered" "device -> file 32 MiB: speed-up of hdsm"
+expect_summary("file -> device 8 MiB: hdsm / double-buffered" "device -> file 32 MiB: speed-up of hdsm"
                "interposed memcpy of 8 B on host memory: added time")
-  if(NOT out MATCHES "${metric}")
-    message(FATAL_ERROR "the summary lacks '${metric}'\n${transcript}")
-  endif()
-endforeach()
-file(READ ${OUT}/io.csv csv)
-foreach(row "file -> device,hdsm," "file -> device,link only" "device -> file,double-buffered," "memory,memset: hdsm on invalid blocks,"
-            "faults,8 threads," "interposition,memcpy libhdsm_preload,4096," "interposition,memset libc,8,")
-  if(NOT csv MATCHES "\n${row}")
-    message(FATAL_ERROR "io.csv has no '${row}' row")
-  endif()
-endforeach()
+expect_rows(io.csv "file -> device,hdsm," "file -> device,link only" "device -> file,double-buffered,"
+            "memory,memset: hdsm on invalid blocks," "faults,8 threads," "interposition,memcpy libhdsm_preload,4096,"
+            "interposition,memset libc,8,")
 message(STATUS "ok: ${OUT}")
