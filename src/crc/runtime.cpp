@@ -289,7 +289,7 @@ detail::EngineFactory mpi_engine_factory() {
       if (const auto lookup = reinterpret_cast<Lookup>(::dlsym(library, kSymbol))) return lookup();
       why = fmt::format("{} has no {}", path, kSymbol);
     } else {
-      const char* error = ::dlerror();
+      const char* error = ::dlerror();  // NOLINT(concurrency-mt-unsafe): glibc keeps it per thread
       why = fmt::format("dlopen({}): {}", path, error != nullptr ? error : "failed");
     }
   }

@@ -107,7 +107,11 @@ class ProtectionMap {
   /// The end of the run of equal effective protections that holds `s`'s from `s` on.
   std::size_t run_end(std::size_t s) const noexcept;
   /// Whether refuse_mprotects() refuses this call (and counts it).
-  bool refused_now() noexcept { return refusals_ > 0 && (--refusals_, true); }
+  bool refused_now() noexcept {
+    if (refusals_ == 0) return false;
+    --refusals_;
+    return true;
+  }
   void record_desired(std::size_t first, std::size_t end, Protection p);
   /// Fills min_[1..] from min_[0] (no allocation), once, before the first coarsening needs them.
   void build_levels();

@@ -102,6 +102,7 @@ std::vector<Line> run_program(SuiteContext& ctx, const std::string& label, int r
     throw std::runtime_error(
         fmt::format("cluster suite: '{}' failed (status {}):\n{}", command, status, output));
   std::vector<std::string> times;
+  times.reserve(lines.size());
   for (const Line& l : lines) times.push_back(fmt::format("{} {:.3f} s", l.app, l.seconds));
   ctx.progress.finish(fmt::format("{}", fmt::join(times, ", ")));
   return lines;
