@@ -750,7 +750,7 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
   // A rank that fails alone from here on (below: a record it cannot encode or apply, an MPI error on
   // it alone, a protection the process has no mapping for) cannot follow the others through the
   // collectives left, nor keep a coherent copy: it ends the job. Refusals every rank makes alike
-  // before anything moves (Unsupported: a boundary of over 2 GiB) are thrown as they are.
+  // before anything moves (Unsupported: a gather of over 2 GiB) are thrown as they are.
   const auto fail_alone = [&](const std::exception& e) {
     transport_.abandon(
         fmt::format("rank {} failed halfway through kernel {}'s boundary: {}", rank(), kernel, e.what()));
@@ -800,6 +800,7 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
   // cannot see the ordering that MPI gives between another rank's fetch and this boundary.
   std::unique_lock shadow_lock(serve_mutex_);
   std::uint64_t modified_bytes = 0, invalidated = 0;
+  bool moved = false;  // rank 0 has applied what it gathered
   std::vector<std::pair<std::uint64_t, os::Protection>> changes;
   try {
     // Runs of this rank's written shared pages: single-writer pages to broadcast (eager) or send to
@@ -833,6 +834,7 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
       std::vector<std::byte> gathered;
       std::vector<std::uint64_t> sizes;
       transport_.gather(root_out.bytes(), gathered, sizes);
+      moved = true;
       stats_.payload_bytes += root_out.payload();
       stats_.header_bytes += root_out.headers();
       if (rank() == 0) {
@@ -967,24 +969,28 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
     for (const std::uint64_t p : unwritten)
       if (fate[p] == Fate::none) become(p, PageState::valid, os::Protection::read);
     set_protection(changes);
-  } catch (const Unsupported&) {
+    // The next kernel's predictions: the pages this rank wrote that stay valid, and those it opened
+    // ahead without changing them (a kernel may store the values a page already holds; a page that
+    // no thread touches any more costs its twin and a comparison when a fault before it opens it
+    // again).
+    if (options_.open_ahead > 0) {
+      for (const std::uint64_t p : predicted_pages_) predicted_[p >> 6] &= ~(std::uint64_t{1} << (p & 63));
+      predicted_pages_.clear();
+      for (const auto* pages : {&written, &unwritten})
+        for (const std::uint64_t p : *pages)
+          if (p < used && state_of(p).load(std::memory_order_relaxed) == PageState::valid) {
+            predicted_[p >> 6] |= std::uint64_t{1} << (p & 63);
+            predicted_pages_.push_back(p);
+          }
+    }
+  } catch (const Unsupported& e) {
+    // Alike on every rank, but once rank 0 merged the gathered records (the scatter after it is
+    // larger) the ranks' copies differ: only a refusal before that may return.
+    if (moved) fail_alone(e);
     throw;
   } catch (const std::exception& e) {
     fail_alone(e);
     throw;
-  }
-  // The next kernel's predictions: the pages this rank wrote that stay valid, and those it opened
-  // ahead without changing them (a kernel may store the values a page already holds; a page that no
-  // thread touches any more costs its twin and a comparison when a fault before it opens it again).
-  if (options_.open_ahead > 0) {
-    for (const std::uint64_t p : predicted_pages_) predicted_[p >> 6] &= ~(std::uint64_t{1} << (p & 63));
-    predicted_pages_.clear();
-    for (const auto* pages : {&written, &unwritten})
-      for (const std::uint64_t p : *pages)
-        if (p < used && state_of(p).load(std::memory_order_relaxed) == PageState::valid) {
-          predicted_[p >> 6] |= std::uint64_t{1} << (p & 63);
-          predicted_pages_.push_back(p);
-        }
   }
   written_count_.store(0, std::memory_order_relaxed);
   touched_count_.store(0, std::memory_order_relaxed);

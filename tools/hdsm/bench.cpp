@@ -157,7 +157,7 @@ int run_bench(const BenchOptions& options) {
   for (const Suite* suite : selected) {
     SuiteOutcome outcome;
     outcome.suite = suite;
-    outcome.busy_before = other_runnable();
+    outcome.share_before = core_share();
     Stopwatch watch;
     {
       Progress progress(std::string(suite->name), stderr);
@@ -170,7 +170,7 @@ int run_bench(const BenchOptions& options) {
       }
     }
     outcome.seconds = watch.seconds();
-    outcome.busy_after = other_runnable();
+    outcome.share_after = core_share();
     if (outcome.failed()) {
       fmt::print(stderr, "hdsm: error: suite '{}' failed: {}\n", suite->name, outcome.error);
       remove_stale_outputs(out, outcome);

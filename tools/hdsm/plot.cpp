@@ -41,6 +41,22 @@ std::string gnuplot_string(std::string_view text) {
   return out;
 }
 
+// The smallest and largest x of every series' points.
+struct XRange {
+  double lo = 0, hi = 0;
+  bool any = false;
+};
+XRange x_range(const std::vector<PlotSeries>& series) {
+  XRange r;
+  for (const auto& s : series)
+    for (const auto& p : s.points) {
+      r.lo = r.any ? std::min(r.lo, p.first) : p.first;
+      r.hi = r.any ? std::max(r.hi, p.first) : p.first;
+      r.any = true;
+    }
+  return r;
+}
+
 std::string byte_tics(const std::vector<PlotSeries>& series) {
   std::vector<double> xs;
   for (const auto& s : series)
@@ -170,15 +186,8 @@ std::string gnuplot_script(const Results& results, const Plot& plot, const std::
   if (plot.log_x) {
     script += fmt::format("set logscale x {}\n", plot.x_format == ValueFormat::bytes ? 2 : 10);
     // Pad the range so the first and last points (and their tic labels) sit inside the border.
-    double lo = 0, hi = 0;
-    bool first = true;
-    for (const auto& s : series)
-      for (const auto& p : s.points) {
-        lo = first ? p.first : std::min(lo, p.first);
-        hi = first ? p.first : std::max(hi, p.first);
-        first = false;
-      }
-    if (!first && lo > 0) script += fmt::format("set xrange [{}:{}]\n", lo / 1.5, hi * 1.5);
+    const XRange x = x_range(series);
+    if (x.any && x.lo > 0) script += fmt::format("set xrange [{}:{}]\n", x.lo / 1.5, x.hi * 1.5);
   }
   if (plot.categorical_x) {
     std::vector<std::string> tics;
@@ -192,7 +201,12 @@ std::string gnuplot_script(const Results& results, const Plot& plot, const std::
   // Bars on a log axis grow from the bottom of the range: start below 1 so ratios of 1 show.
   if (plot.log_y && plot.categorical_x) script += "set yrange [0.25:*]\n";
   if (plot.x_format == ValueFormat::bytes) script += byte_tics(series);
-  if (plot.x_format == ValueFormat::integer) script += "set xtics 1\nset format x '%.0f'\n";
+  if (plot.x_format == ValueFormat::integer) {
+    // A tic at every count where they are few (workers on a small host), gnuplot's own beyond.
+    const XRange x = x_range(series);
+    if (x.hi - x.lo <= 24) script += "set xtics 1\n";
+    script += "set format x '%.0f'\n";
+  }
   if (!plot.log_y) script += "set yrange [0:*]\n";
 
   std::vector<std::string> lines;

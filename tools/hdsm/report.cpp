@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <stdexcept>
@@ -98,12 +99,12 @@ std::string summary_markdown(const Results& results) {
 
 // The report's word on the machine's other work during a suite.
 std::string busy_markdown(const SuiteOutcome& outcome, unsigned cores) {
-  if (outcome.busy_before < 0 || outcome.busy_after < 0) return {};
+  if (outcome.share_before < 0 || outcome.share_after < 0) return {};
   std::string md = fmt::format(
-      "Other work on the machine: {:.1f} threads of other processes ready to run before the suite, {:.1f} "
-      "after it, on {} usable cores.\n\n",
-      outcome.busy_before, outcome.busy_after, cores);
-  if (std::max(outcome.busy_before, outcome.busy_after) > 0.5)
+      "Other work on the machine: spinning on each of the {} usable cores for 50 ms, this process got "
+      "{:.2f} of their time before the suite and {:.2f} after it.\n\n",
+      cores, outcome.share_before, outcome.share_after);
+  if (std::min(outcome.share_before, outcome.share_after) < 0.8)
     md +=
         "**Other work competed for the cores: this suite's times and ratios may be off by any factor; "
         "rerun it on a quiet machine.**\n\n";
@@ -112,18 +113,27 @@ std::string busy_markdown(const SuiteOutcome& outcome, unsigned cores) {
 
 }  // namespace
 
-double other_runnable(int samples) {
+double core_share(std::chrono::milliseconds span) {
+  const unsigned threads = std::max(1u, os::usable_cpus());
+  std::vector<double> shares(threads, 0.0);
+  const auto spin = [&](unsigned i) {
+    timespec cpu0{}, cpu1{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
+    const auto start = std::chrono::steady_clock::now();
+    auto now = start;
+    while (now - start < span) now = std::chrono::steady_clock::now();
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
+    const double cpu = static_cast<double>(cpu1.tv_sec - cpu0.tv_sec) +
+                       static_cast<double>(cpu1.tv_nsec - cpu0.tv_nsec) * 1e-9;
+    shares[i] = cpu / std::chrono::duration<double>(now - start).count();
+  };
+  std::vector<std::thread> spinners;
+  for (unsigned i = 1; i < threads; ++i) spinners.emplace_back(spin, i);
+  spin(0);
+  for (auto& t : spinners) t.join();
   double sum = 0;
-  for (int i = 0; i < samples; ++i) {
-    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    std::ifstream in("/proc/loadavg");
-    double one = 0, five = 0, fifteen = 0;
-    long running = 0;
-    char slash = 0;
-    if (!(in >> one >> five >> fifteen >> running >> slash) || slash != '/') return -1;
-    sum += static_cast<double>(std::max(0L, running - 1));  // this thread, which reads the file
-  }
-  return sum / samples;
+  for (const double s : shares) sum += std::min(1.0, s);
+  return sum / threads;
 }
 
 std::string results_csv(const Results& results) {
@@ -173,8 +183,8 @@ nlohmann::ordered_json suite_json(const RunInfo& run, const SuiteOutcome& outcom
           {"non_default_knobs", config},
           {"quick", run.quick},
           {"seconds", outcome.seconds},
-          {"other_runnable_before", outcome.busy_before},
-          {"other_runnable_after", outcome.busy_after},
+          {"core_share_before", outcome.share_before},
+          {"core_share_after", outcome.share_after},
           {"columns", results.columns()},
           {"rows", rows},
           {"summary", summary},

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <filesystem>
 #include <span>
 #include <string>
@@ -32,19 +33,19 @@ struct SuiteOutcome {
   const Suite* suite = nullptr;
   Results results;
   double seconds = 0;
-  // Threads of other processes ready to run, on average, just before and after the suite
-  // (other_runnable()); negative where /proc/loadavg could not be read.
-  double busy_before = -1, busy_after = -1;
+  // The share of the usable cores this process got just before and after the suite (core_share());
+  // negative where not measured.
+  double share_before = -1, share_after = -1;
   std::string error;                   // empty when the suite succeeded
   std::vector<std::string> svg_files;  // per plot of results: file name in the output folder, or empty
   std::string plot_problem;            // why plots are missing, if they are
   bool failed() const { return !error.empty(); }
 };
 
-/// The threads other than the caller that are ready to run, averaged over `samples` looks at
-/// /proc/loadavg 20 ms apart: the machine's other work, which makes a benchmark's times unreliable
-/// when it needs the cores. Negative where the file cannot be read.
-double other_runnable(int samples = 10);
+/// The share of CPU time one spinning thread per usable core gets over `span` (1: the cores were
+/// free): other work on the machine, whatever the container counts, makes a benchmark's times
+/// unreliable when it takes the cores.
+double core_share(std::chrono::milliseconds span = std::chrono::milliseconds(50));
 
 std::string results_csv(const Results& results);
 nlohmann::ordered_json suite_json(const RunInfo& run, const SuiteOutcome& outcome);
