@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <numeric>
 
 namespace hdsm::cluster::detail {
@@ -203,6 +204,9 @@ Node::Node(Transport& transport, Options options)
         options_.mappings != 0 ? options_.mappings : std::max(kMinMappings, os::default_run_budget()));
     fault_service_ = std::make_unique<os::FaultService>(&Node::on_slow_fault, this);
     fault_range_ = os::register_fault_range(base_, space_, &Node::on_fault, this);
+    // Rank 0 serves the pages lazy boundaries invalidated; with private pages every rank serves its
+    // own. Started here, where a failure is agreed on below, and stopped if any rank failed.
+    if (private_pages_ || (lazy_available_ && rank() == 0)) transport_.serve_pages(this);
   } catch (...) {
     error = std::current_exception();
   }
@@ -217,21 +221,35 @@ Node::Node(Transport& transport, Options options)
                       "output), so no rank starts",
                       failed[0] - 1));
     if (options_.distribution == Distribution::weighted || options_.policy) measure_speed();
-    // Rank 0 serves the pages lazy boundaries invalidated; with private pages every rank serves its own.
-    if (private_pages_ || (lazy_available_ && rank() == 0)) transport_.serve_pages(this);
   } catch (...) {
+    if (private_pages_ || (lazy_available_ && rank() == 0)) transport_.stop_serving();
     if (fault_range_ >= 0) os::unregister_fault_range(fault_range_);
     throw;
   }
 }
 
 Node::~Node() {
-  // No rank may still ask rank 0 for a page once its server stops.
+  // No rank may still ask rank 0 for a page once its server stops. A rank that ends its session
+  // alone (an exception only it threw, caught outside the session) meets ranks that wait in another
+  // collective, which would wait forever: it waits the timeout, then ends the job.
+  bool met = true;
   try {
-    transport_.barrier();
+    met = transport_.barrier_within(options_.timeout);
   } catch (const Unsupported& e) {  // the session ends on a thread that may not call MPI
     std::fprintf(stderr, "hdsm cluster: %s\n", e.what());
   } catch (...) {  // NOLINT(bugprone-empty-catch): a failed transport has nothing to wait for
+  }
+  if (!met) {
+    std::string why;
+    try {
+      why = fmt::format(
+          "rank {} ended its cluster session{} and waited {} ms (HDSM_CLUSTER_TIMEOUT) for the other ranks "
+          "to end theirs; they are elsewhere (did one call throw on this rank only?)",
+          rank(), std::uncaught_exceptions() > 0 ? " with an exception in flight" : "",
+          options_.timeout.count());
+    } catch (...) {  // NOLINT(bugprone-empty-catch): out of memory to say more; the text below
+    }
+    transport_.abandon(why.empty() ? "a rank ended its cluster session alone" : why.c_str());
   }
   if (private_pages_ || (lazy_available_ && rank() == 0)) transport_.stop_serving();
   os::unregister_fault_range(fault_range_);
@@ -320,6 +338,40 @@ std::vector<std::uint64_t> Node::split(std::uint64_t blocks) const {
   return bounds;
 }
 
+// The equal and weighted splits are the same on every rank (the speeds were gathered). A policy of
+// the program's may not be: it throws on one rank only, or its intervals differ (it read the rank, a
+// clock), and the ranks would leave the launch apart or run blocks twice or never. So its outcome is
+// agreed (one more collective a launch, with a policy only): the same intervals everywhere, or an
+// error on every rank (the rank whose policy threw gets its own).
+std::vector<std::uint64_t> Node::agreed_split(const std::string& kernel, std::uint64_t blocks) {
+  if (!options_.policy || ranks() == 1) return split(blocks);
+  std::vector<std::uint64_t> bounds;
+  std::exception_ptr error;
+  try {
+    bounds = split(blocks);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  // FNV-1a over the intervals' ends.
+  std::uint64_t hash = 0xcbf29ce484222325;
+  for (const std::uint64_t b : bounds)
+    for (int i = 0; i < 8; ++i) hash = (hash ^ ((b >> (8 * i)) & 0xff)) * 0x100000001b3;
+  const std::string
+      failures = fmt::format("outcomes of the distribution policy for kernel '{}' (1: it threw)", kernel),
+      intervals = fmt::format(
+          "block intervals from the distribution policy for kernel '{}' (a hash; the policy must "
+          "return the same on every rank)",
+          kernel);
+  try {
+    agree_all({{error ? 1 : 0, failures.c_str()}, {error ? 0 : hash, intervals.c_str()}});
+  } catch (const InvalidArgument&) {
+    if (error) std::rethrow_exception(error);
+    throw;
+  }
+  if (error) std::rethrow_exception(error);
+  return bounds;
+}
+
 // The same value on every rank, or InvalidArgument on every rank.
 std::uint64_t Node::agree(std::uint64_t value, const char* what) {
   agree_all({{value, what}});
@@ -344,9 +396,15 @@ void* Node::alloc(std::size_t bytes) {
   const auto offset = rounded == 0 ? std::nullopt : heap_.allocate(rounded);
   if (!offset)
     throw OutOfDeviceMemory("cluster's global memory", bytes, heap_.used(), space_, "HDSM_CLUSTER_SPACE");
-  arenas_.back()->reuse(0, *offset, rounded);
-  allocations_.emplace(*offset, Allocation{rounded, bytes});
-  const std::uint64_t first = *offset >> page_shift_, count = rounded >> page_shift_;
+  // Every rank has the same heap, so the checks above fail on all alike. What follows may fail on
+  // one rank alone (its memory, its mappings), which would then differ from the others: see alone().
+  return alone("cluster::alloc", [&] { return open_allocation(*offset, rounded, bytes); });
+}
+
+void* Node::open_allocation(std::size_t offset, std::size_t rounded, std::size_t bytes) {
+  arenas_.back()->reuse(0, offset, rounded);
+  allocations_.emplace(offset, Allocation{rounded, bytes});
+  const std::uint64_t first = offset >> page_shift_, count = rounded >> page_shift_;
   // With one rank there is nothing to keep coherent: every page is private to it, writable, and never
   // faults. With private pages a new page is untouched: its first touch faults, so the boundary knows
   // whether one rank or several hold it.
@@ -364,7 +422,7 @@ void* Node::alloc(std::size_t bytes) {
   }
   used_pages_.store(std::max(used_pages_.load(std::memory_order_relaxed), first + count),
                     std::memory_order_release);
-  return base_ + *offset;
+  return base_ + offset;
 }
 
 void Node::free(void* p) {
@@ -375,11 +433,15 @@ void Node::free(void* p) {
   const auto it = allocations_.find(offset);
   if (it == allocations_.end())
     throw InvalidPointer(fmt::format("cluster::free({}): not an allocation of cluster::alloc", p));
+  alone("cluster::free", [&] { close_allocation(it); });
+}
+
+void Node::close_allocation(std::map<std::size_t, Allocation>::iterator it) {
+  const std::size_t offset = it->first;
   const std::uint64_t first = offset >> page_shift_, count = it->second.rounded >> page_shift_;
   {
-    // Closed before the pages count as unused: when the protection map cannot close them (it
-    // throws), the allocation stays whole and the call can be repeated, instead of leaving pages
-    // unused and still open.
+    // Closed before the pages count as unused: a protection map that cannot close them (it throws)
+    // leaves the allocation whole, not unused pages still open.
     std::lock_guard lock(protection_mutex_);
     protection_->set(first, count, os::Protection::none);
     for (std::uint64_t q = first; q < first + count; ++q) {
@@ -473,6 +535,11 @@ void Node::copy_in(void* dst, const void* src, std::size_t bytes) {
   if (bytes == 0) return;
   const std::uint64_t first = allocated_pages(dst, bytes, "cluster::memcpy"),
                       end = page_of(static_cast<std::byte*>(dst) + bytes - 1) + 1;
+  alone("cluster::memcpy into global memory", [&] { copy_pages_in(dst, src, bytes, first, end); });
+}
+
+void Node::copy_pages_in(void* dst, const void* src, std::size_t bytes, std::uint64_t first,
+                         std::uint64_t end) {
   std::byte* target = shadow_ + (static_cast<std::byte*>(dst) - base_);
   // The pages of the span private to other ranks first come to rank 0 whole: the copy may cover
   // them in part, and the span goes out whole.
@@ -499,6 +566,12 @@ void Node::copy_out(void* dst, const void* src, std::size_t bytes, Deliver deliv
   if (bytes == 0) return;
   const std::uint64_t first = allocated_pages(src, bytes, "cluster::memcpy"),
                       end = page_of(static_cast<const std::byte*>(src) + bytes - 1) + 1;
+  alone("cluster::memcpy out of global memory",
+        [&] { copy_pages_out(dst, src, bytes, deliver, first, end); });
+}
+
+void Node::copy_pages_out(void* dst, const void* src, std::size_t bytes, Deliver deliver, std::uint64_t first,
+                          std::uint64_t end) {
   const std::byte* from = shadow_ + (static_cast<const std::byte*>(src) - base_);
   if (ranks() == 1) {
     std::memcpy(dst, from, bytes);
@@ -589,7 +662,7 @@ void Node::launch(const Kernel& kernel, const Launch& launch, const ArgPack& arg
   // One rank runs every block: no split to allocate per launch (a policy's is still checked).
   std::uint64_t first = 0, last = blocks;
   if (ranks() > 1 || options_.policy) {
-    const std::vector<std::uint64_t> bounds = split(blocks);
+    const std::vector<std::uint64_t> bounds = agreed_split(kernel.name, blocks);
     first = bounds[static_cast<std::size_t>(rank())];
     last = bounds[static_cast<std::size_t>(rank()) + 1];
   }
@@ -703,6 +776,62 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
     return;
   }
   const auto start = std::chrono::steady_clock::now();
+  // A rank that fails alone anywhere in the boundary (out of memory for its lists, a record it
+  // cannot encode or apply, an MPI error on it alone, a protection the process has no mapping for)
+  // cannot follow the others through the collectives left, nor keep a coherent copy: it ends the
+  // job. Refusals every rank makes alike before anything moves (Unsupported: a gather of over 2 GiB)
+  // are thrown as they are.
+  bool moved = false;  // rank 0 has applied what it gathered
+  Exchanged done;
+  try {
+    done = exchange(kernel, error, moved);
+  } catch (const Unsupported& e) {
+    // Alike on every rank, but once rank 0 merged the gathered records (the scatter after it is
+    // larger) the ranks' copies differ: only a refusal before that may return.
+    if (moved) fail_alone(kernel, e.what());
+    throw;
+  } catch (const std::exception& e) {
+    fail_alone(kernel, e.what());
+    throw;
+  }
+  ++stats_.kernels;
+  stats_.lazy_kernels += done.lazy ? 1 : 0;
+  stats_.pages_invalidated += done.invalidated;
+  stats_.pages_written += done.written;
+  stats_.pages_modified += done.modified;
+  stats_.pages_multi_writer += done.multi;
+  stats_.pages_promoted += done.promoted;
+  stats_.pages_modified_max = std::max(stats_.pages_modified_max, done.modified);
+  stats_.modified_bytes += done.modified_bytes;
+  stats_.vector_bytes += done.vector_bytes;
+  stats_.boundary_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  if (done.failed != 0)
+    throw_failure(kernel, error, static_cast<int>(done.failed), error ? rank() : done.failed_rank);
+}
+
+void Node::fail_alone(const std::string& kernel, const char* what) noexcept {
+  std::string why;
+  try {
+    why = fmt::format("rank {} failed halfway through kernel {}'s boundary: {}", rank(), kernel, what);
+  } catch (...) {  // NOLINT(bugprone-empty-catch): out of memory to say more; the text below
+  }
+  transport_.abandon(why.empty() ? "a rank failed halfway through a kernel boundary" : why.c_str());
+}
+
+void Node::fail_alone_in(const char* call, const char* what) noexcept {
+  std::string why;
+  try {
+    why = fmt::format(
+        "rank {} failed in {} after the ranks agreed on the call, so its global memory is no "
+        "longer the others': {}",
+        rank(), call, what);
+  } catch (...) {  // NOLINT(bugprone-empty-catch): out of memory to say more; the text below
+  }
+  transport_.abandon(why.empty() ? call : why.c_str());
+}
+
+Node::Exchanged Node::exchange(const std::string& kernel, const std::exception_ptr& error, bool& moved) {
   const std::uint64_t used = used_pages_.load(std::memory_order_acquire);
   std::vector<std::uint64_t> written(written_.get(),
                                      written_.get() + written_count_.load(std::memory_order_acquire));
@@ -747,23 +876,7 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
     words[used] = 1;
     words[used + 1] = static_cast<std::uint32_t>(rank() + 1);
   }
-  // A rank that fails alone from here on (below: a record it cannot encode or apply, an MPI error on
-  // it alone, a protection the process has no mapping for) cannot follow the others through the
-  // collectives left, nor keep a coherent copy: it ends the job. Refusals every rank makes alike
-  // before anything moves (Unsupported: a gather of over 2 GiB) are thrown as they are.
-  const auto fail_alone = [&](const std::exception& e) {
-    transport_.abandon(
-        fmt::format("rank {} failed halfway through kernel {}'s boundary: {}", rank(), kernel, e.what()));
-  };
-  std::uint64_t vector_bytes = 0;
-  try {
-    vector_bytes = sum_write_vector(words);
-  } catch (const Unsupported&) {
-    throw;
-  } catch (const std::exception& e) {
-    fail_alone(e);
-    throw;
-  }
+  const std::uint64_t vector_bytes = sum_write_vector(words);
   const std::uint32_t failed = words[used];
   const int failed_rank = static_cast<int>(words[used + 1]) - 1;
   const auto writers = [&](std::uint64_t p) { return private_pages_ ? words[p] & kCountMask : words[p]; };
@@ -800,9 +913,8 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
   // cannot see the ordering that MPI gives between another rank's fetch and this boundary.
   std::unique_lock shadow_lock(serve_mutex_);
   std::uint64_t modified_bytes = 0, invalidated = 0;
-  bool moved = false;  // rank 0 has applied what it gathered
   std::vector<std::pair<std::uint64_t, os::Protection>> changes;
-  try {
+  {
     // Runs of this rank's written shared pages: single-writer pages to broadcast (eager) or send to
     // rank 0 (lazy); several-writer pages to rank 0 (rank 0 keeps its own, to send them on and check
     // races). A page that stops being private goes to rank 0 whole from its holder.
@@ -938,6 +1050,10 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
           break;
         case Fate::to_private: {
           const auto who = static_cast<std::int32_t>(words[p] >> kWhoShift) - 1;
+          if (who < 0 || who >= ranks())
+            throw Error(
+                Errc::system,
+                fmt::format("cluster: the writeVector names rank {} as page {}'s one toucher", who, p));
           holder_[p].store(who, std::memory_order_relaxed);
           if (who == rank())
             become(p, PageState::private_page, os::Protection::read_write);
@@ -983,14 +1099,6 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
             predicted_pages_.push_back(p);
           }
     }
-  } catch (const Unsupported& e) {
-    // Alike on every rank, but once rank 0 merged the gathered records (the scatter after it is
-    // larger) the ranks' copies differ: only a refusal before that may return.
-    if (moved) fail_alone(e);
-    throw;
-  } catch (const std::exception& e) {
-    fail_alone(e);
-    throw;
   }
   written_count_.store(0, std::memory_order_relaxed);
   touched_count_.store(0, std::memory_order_relaxed);
@@ -998,20 +1106,16 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
   epoch_.fetch_add(1, std::memory_order_acq_rel);
   shadow_lock.unlock();
   epoch_.notify_all();
-
-  ++stats_.kernels;
-  stats_.lazy_kernels += lazy ? 1 : 0;
-  stats_.pages_invalidated += invalidated;
-  stats_.pages_written += written.size();
-  stats_.pages_modified += modified;
-  stats_.pages_multi_writer += multi;
-  stats_.pages_promoted += promoted;
-  stats_.pages_modified_max = std::max(stats_.pages_modified_max, modified);
-  stats_.modified_bytes += modified_bytes;
-  stats_.vector_bytes += vector_bytes;
-  stats_.boundary_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-
-  if (failed != 0) throw_failure(kernel, error, static_cast<int>(failed), error ? rank() : failed_rank);
+  return {.written = written.size(),
+          .modified = modified,
+          .multi = multi,
+          .promoted = promoted,
+          .modified_bytes = modified_bytes,
+          .vector_bytes = vector_bytes,
+          .invalidated = invalidated,
+          .failed = failed,
+          .failed_rank = failed_rank,
+          .lazy = lazy};
 }
 
 HDSM_FAULT_PATH void Node::await_opened(std::atomic<PageState>& st) const noexcept {
@@ -1192,7 +1296,15 @@ HDSM_FAULT_PATH std::uint64_t Node::open_ahead(std::uint64_t first, bool sequent
 }
 
 bool Node::on_slow_fault(void* self, void* address, os::FaultAccess access) {
-  return static_cast<Node*>(self)->resolve_slow(address, access);
+  Node& node = *static_cast<Node*>(self);
+  try {
+    return node.resolve_slow(address, access);
+  } catch (const std::exception& e) {
+    // The faulting thread cannot go on (its access is refused, which ends the process), and the
+    // rank's part in the next collective with it: the job ends now, naming the fetch.
+    if (node.ranks() > 1) node.fail_alone_in("a fault's page fetch", e.what());
+    throw;
+  }
 }
 
 // On the fault service's thread: fetch a stale page from its holder (rank 0, or the rank it is
@@ -1233,6 +1345,12 @@ void Node::serve(std::uint64_t page, std::uint64_t epoch, std::span<std::byte> o
   if (page >= pages_ || out.size() != page_)
     throw InvalidArgument(
         fmt::format("cluster page server: request for page {} of {} bytes", page, out.size()));
+  // A rank asks for the page as of the boundaries it finished, at most one past this rank's (which
+  // may still be in that boundary): an epoch further ahead would be waited for forever.
+  if (const std::uint64_t now = epoch_.load(std::memory_order_acquire); epoch > now + 1)
+    throw InvalidArgument(fmt::format(
+        "cluster page server: request for page {} as of kernel boundary {}, but this rank finished {}", page,
+        epoch, now));
   for (std::uint64_t e; (e = epoch_.load(std::memory_order_acquire)) < epoch;)
     epoch_.wait(e, std::memory_order_acquire);
   std::lock_guard lock(serve_mutex_);

@@ -15,6 +15,7 @@
 
 #include <hdsm/export.h>
 #include <hdsm/cluster.hpp>
+#include <hdsm/error.hpp>
 
 #include <atomic>
 #include <cstddef>
@@ -93,6 +94,7 @@ class Node final : public PageServer {
   void set_write_vector_steps(std::uint64_t from_pages, std::uint64_t block_pages);
 
   void serve(std::uint64_t page, std::uint64_t epoch, std::span<std::byte> out) override;
+  std::size_t page_bytes() const override { return page_; }
 
  private:
   struct Record;
@@ -113,8 +115,50 @@ class Node final : public PageServer {
   bool closed(std::uint64_t page) const noexcept;
   void place_space();
   std::vector<std::uint64_t> split(std::uint64_t blocks) const;
+  /// split(), with a program's policy agreed over the ranks: the same intervals, or an error everywhere.
+  std::vector<std::uint64_t> agreed_split(const std::string& kernel, std::uint64_t blocks);
   void measure_speed();
   void boundary(const std::string& kernel, const std::exception_ptr& error);
+  /// What a boundary did, for the stats, and the failures of the kernel's blocks on all ranks.
+  struct Exchanged {
+    std::uint64_t written = 0, modified = 0, multi = 0, promoted = 0, modified_bytes = 0, vector_bytes = 0,
+                  invalidated = 0;
+    std::uint32_t failed = 0;  // ranks whose blocks failed
+    int failed_rank = -1;      // one of them
+    bool lazy = false;
+  };
+  /// The boundary's collectives and the new states; `moved` turns true once rank 0 applied what it
+  /// gathered.
+  Exchanged exchange(const std::string& kernel, const std::exception_ptr& error, bool& moved);
+  /// This rank failed alone in a boundary: the job ends (Transport::abandon); returns only
+  /// in-process, where the caller throws.
+  void fail_alone(const std::string& kernel, const char* what) noexcept;
+  /// The same in `call`, after the ranks agreed on it.
+  void fail_alone_in(const char* call, const char* what) noexcept;
+  /// `work`, the part of `call` a rank does alone once the ranks agreed on the call: a failure there
+  /// (out of memory, a system call refused, an MPI error on this rank only) leaves this rank's global
+  /// memory apart from the others', which wait in their next collective, so the job ends. Refusals
+  /// every rank makes alike (Unsupported: MPI's int counts) are thrown as they are.
+  template <class F>
+  auto alone(const char* call, F&& work) -> decltype(work()) {
+    try {
+      return work();
+    } catch (const Unsupported&) {
+      throw;
+    } catch (const std::exception& e) {
+      if (ranks() > 1) fail_alone_in(call, e.what());
+      throw;
+    }
+  }
+  struct Allocation {
+    std::size_t rounded;  // what the heap gave: whole pages
+    std::size_t bytes;    // what cluster::alloc asked for: copies stay inside
+  };
+  void* open_allocation(std::size_t offset, std::size_t rounded, std::size_t bytes);
+  void close_allocation(std::map<std::size_t, Allocation>::iterator it);
+  void copy_pages_in(void* dst, const void* src, std::size_t bytes, std::uint64_t first, std::uint64_t end);
+  void copy_pages_out(void* dst, const void* src, std::size_t bytes, Deliver deliver, std::uint64_t first,
+                      std::uint64_t end);
   /// Sums the writeVector (the pages' words, then two) over the ranks; returns the bytes this rank
   /// sent for it.
   std::uint64_t sum_write_vector(std::vector<std::uint32_t>& words);
@@ -200,10 +244,6 @@ class Node final : public PageServer {
   mutable os::FaultMutex protection_mutex_;
   std::unique_ptr<os::ProtectionMap> protection_;
   os::OffsetHeap heap_;
-  struct Allocation {
-    std::size_t rounded;  // what the heap gave: whole pages
-    std::size_t bytes;    // what cluster::alloc asked for: copies stay inside
-  };
   std::map<std::size_t, Allocation> allocations_;  // by offset
   std::atomic<std::uint64_t> used_pages_{0};       // pages below the highest allocation's end
 

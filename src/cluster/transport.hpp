@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -17,6 +18,8 @@ namespace hdsm::cluster::detail {
 class PageServer {
  public:
   virtual ~PageServer() = default;
+  /// The size of a page: what a request must ask for (checked before anything is allocated for it).
+  virtual std::size_t page_bytes() const = 0;
   /// Copies page `page` as it was at the end of kernel boundary `epoch` (or later, when no write
   /// can have happened since) into `out` (one page). Waits until this rank finished that boundary.
   virtual void serve(std::uint64_t page, std::uint64_t epoch, std::span<std::byte> out) = 0;
@@ -51,10 +54,14 @@ class Transport {
   /// `data` of `root` lands in `data` of every rank (every rank passes the same size).
   virtual void broadcast(int root, std::span<std::byte> data) = 0;
   virtual void barrier() = 0;
+  /// A barrier that gives up after `limit`: false when some rank did not come (it waits in another
+  /// collective, or left), and the barrier stays unfinished (the caller ends the job).
+  virtual bool barrier_within(std::chrono::milliseconds limit) = 0;
   /// This rank cannot follow the others through the collectives it is in (a boundary failed halfway
   /// on it alone, its copy of global memory lost): the job ends (MPI_Abort after printing `why`), or,
   /// in-process, every other rank's collectives fail. Returns only in-process; the caller throws.
-  virtual void abandon(const std::string& why) = 0;
+  /// Allocates nothing where it ends the job: it serves a rank that ran out of memory too.
+  virtual void abandon(const char* why) noexcept = 0;
 
   /// Starts answering other ranks' page requests with `server`, until stop_serving().
   virtual void serve_pages(PageServer* server) = 0;

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -23,6 +24,7 @@
 #include <functional>
 #include <numeric>
 #include <random>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -975,7 +977,8 @@ class TapTransport final : public cl::detail::Transport {
   }
   void broadcast(int root, std::span<std::byte> data) override { inner_.broadcast(root, data); }
   void barrier() override { inner_.barrier(); }
-  void abandon(const std::string& why) override { inner_.abandon(why); }
+  bool barrier_within(std::chrono::milliseconds limit) override { return inner_.barrier_within(limit); }
+  void abandon(const char* why) noexcept override { inner_.abandon(why); }
   void serve_pages(cl::detail::PageServer* server) override { inner_.serve_pages(server); }
   void stop_serving() override { inner_.stop_serving(); }
   void fetch(int holder, std::uint64_t page, std::uint64_t epoch, std::span<std::byte> into) override {
@@ -1013,6 +1016,83 @@ TEST(Cluster, ARankThatFailsHalfwayThroughABoundaryStopsEveryRank) {
     EXPECT_NE(what[static_cast<std::size_t>(r)].find("rank 0 left: " + halfway), std::string::npos)
         << what[static_cast<std::size_t>(r)];
   }
+}
+
+// A call the ranks agreed on that then fails on one rank alone (here rank 1's mprotect is refused, as
+// when the process is out of mappings) leaves that rank's global memory apart from the others': the
+// job ends (in-process, every other rank's next collective fails naming the rank and the call),
+// instead of the others going on to wait for it.
+TEST(Cluster, ARankThatFailsAloneInAnAgreedCallStopsEveryRank) {
+  const std::vector<std::string> what = outcomes(
+      3, [](int) { return options(1u << 30, 2, /*private_pages=*/false); },
+      [](Node& node) {
+        if (node.rank() == 1) node.refuse_mprotects(1000);
+        int* a = cl::alloc<int>(4 * 1024);  // read-only pages: an mprotect on every rank
+        cl::launch(fill_kernel(), Launch{Dim3{4}, Dim3{32}, 0}, a, 1024, 0);
+      });
+  EXPECT_NE(what[1].find("mprotect"), std::string::npos) << what[1];
+  for (const int r : {0, 2})
+    EXPECT_NE(what[static_cast<std::size_t>(r)].find(
+                  "rank 1 left: rank 1 failed in cluster::alloc after the ranks agreed on the call"),
+              std::string::npos)
+        << what[static_cast<std::size_t>(r)];
+}
+
+// A page request for a boundary further ahead than the one this rank may still be in would be waited
+// for forever, and one of another size would allocate what the request says: both are refused.
+TEST(Cluster, ThePageServerRefusesRequestsItCouldNeverAnswer) {
+  run_ranks(2, options(), [](Node& node) {
+    int* a = cl::alloc<int>(1024);
+    const std::uint64_t page =
+        static_cast<std::uint64_t>(reinterpret_cast<std::byte*>(a) - node.base()) / node.page_size();
+    std::vector<std::byte> out(node.page_size());
+    EXPECT_THROW(node.serve(page, node.epoch() + 2, out), hdsm::InvalidArgument);
+    EXPECT_THROW(node.serve(page, node.epoch(), std::span(out).first(16)), hdsm::InvalidArgument);
+    node.serve(page, node.epoch(), out);
+    EXPECT_EQ(out[0], std::byte{0});
+    cl::free(a);
+  });
+}
+
+// A program's distribution policy that throws on one rank only, or splits the blocks differently on
+// each, fails the launch on every rank before any block runs (the rank whose policy threw gets its
+// error, the others one naming the policy): the ranks stay together, and the next launch runs.
+TEST(Cluster, APolicyThatFailsOrDiffersOnOneRankFailsTheLaunchOnEveryRank) {
+  std::array<std::string, 2> failed3, failed5;
+  std::array<int, 2> last{};
+  const auto options_of = [](int rank) {
+    cl::Options o = options();
+    o.policy = [rank](std::uint64_t blocks, std::span<const double>) {
+      if (blocks == 3 && rank == 1) throw std::runtime_error("rank 1's policy cannot split 3 blocks");
+      const std::uint64_t middle = blocks == 5 ? 2 + static_cast<std::uint64_t>(rank) : blocks / 2;
+      return std::vector<std::uint64_t>{0, middle, blocks};
+    };
+    return o;
+  };
+  const std::vector<std::string> what = outcomes(2, options_of, [&](Node& node) {
+    const auto r = static_cast<std::size_t>(node.rank());
+    int* a = cl::alloc<int>(5 * 1024);
+    for (auto [blocks, message] : {std::pair{3u, &failed3}, std::pair{5u, &failed5}}) {
+      try {
+        cl::launch(fill_kernel(), Launch{Dim3{blocks}, Dim3{32}, 0}, a, 1024, 1);
+      } catch (const std::exception& e) {
+        (*message)[r] = e.what();
+      }
+    }
+    EXPECT_EQ(read_all(a, 5 * 1024)[0], 0);  // no block ran
+    cl::launch(fill_kernel(), Launch{Dim3{4}, Dim3{32}, 0}, a, 1024, 0);
+    last[r] = read_all(a, 4 * 1024)[4095];
+  });
+  EXPECT_EQ(what, (std::vector<std::string>{"", ""}));
+  EXPECT_EQ(failed3[1], "rank 1's policy cannot split 3 blocks");
+  EXPECT_NE(failed3[0].find("outcomes of the distribution policy for kernel 'fill_blocks'"),
+            std::string::npos)
+      << failed3[0];
+  for (const std::string& m : failed5)
+    EXPECT_NE(m.find("block intervals from the distribution policy for kernel 'fill_blocks'"),
+              std::string::npos)
+        << m;
+  EXPECT_EQ(last, (std::array<int, 2>{3, 3}));
 }
 
 // A host thread that touches global memory while its rank is in a kernel's boundary (here during

@@ -218,8 +218,30 @@ void MpiTransport::barrier() {
   check(MPI_Barrier(comm_), "MPI_Barrier", "the cluster's ranks");
 }
 
-void MpiTransport::abandon(const std::string& why) {
-  std::fprintf(stderr, "hdsm cluster: rank %d ends the job: %s\n", rank_, why.c_str());
+bool MpiTransport::barrier_within(std::chrono::milliseconds limit) {
+  on_mpi_thread("a barrier");
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier", "the cluster's ranks");
+  // Polled as the page server polls (see wait_for_request): yielding first, then sleeping a little
+  // longer each time, up to 0.5 ms, so that a rank that waits long leaves its core to the others.
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (unsigned polls = 0;; ++polls) {
+    int done = 0;
+    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", "the cluster's barrier");
+    if (done != 0) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;  // the caller ends the job
+    if (polls < 256) {
+      ::sched_yield();
+    } else {
+      const long pause_ns = std::min(500'000L, 20'000L << std::min(5u, (polls - 256) / 16));
+      const timespec pause{0, pause_ns};
+      ::nanosleep(&pause, nullptr);
+    }
+  }
+}
+
+void MpiTransport::abandon(const char* why) noexcept {
+  std::fprintf(stderr, "hdsm cluster: rank %d ends the job: %s\n", rank_, why);
   std::fflush(stderr);
   // The other ranks wait in a collective this rank will not finish. A thread that may not call MPI
   // ends its process instead, which mpirun turns into the end of the job too.
@@ -239,6 +261,12 @@ void MpiTransport::serve_pages(PageServer* server) {
       try {
         check(rc, "MPI_Irecv/MPI_Test", "a page request");
         if (stopped) return;
+        // A request another version of the library, or a corrupted message, sent: refused before its
+        // size allocates anything.
+        if (req.bytes != server->page_bytes())
+          throw Error(Errc::system,
+                      fmt::format("rank {} asked for page {} as {} B, where pages are {} B",
+                                  status.MPI_SOURCE, req.page, req.bytes, server->page_bytes()));
         page.resize(req.bytes);
         server->serve(req.page, req.epoch, page);
         check(MPI_Send(page.data(), checked_count(page.size(), "a page"), MPI_BYTE, status.MPI_SOURCE,
@@ -301,15 +329,26 @@ void MpiTransport::fetch(int holder, std::uint64_t page, std::uint64_t epoch, st
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   for (unsigned polls = 0;; ++polls) {
     int done = 0;
-    check(MPI_Test(&reply, &done, MPI_STATUS_IGNORE), "MPI_Test",
-          fmt::format("page {} from rank {}", page, holder));
-    if (done != 0) return;
+    MPI_Status status;
+    check(MPI_Test(&reply, &done, &status), "MPI_Test", fmt::format("page {} from rank {}", page, holder));
+    if (done != 0) {
+      // A shorter reply would leave the rest of the page stale, and the page counted current.
+      int received = 0;
+      MPI_Get_count(&status, MPI_BYTE, &received);
+      if (static_cast<std::size_t>(received) != into.size())
+        throw Error(Errc::system, fmt::format("cluster over MPI: rank {} sent {} B for page {}, not {} B",
+                                              holder, received, page, into.size()));
+      return;
+    }
     if (polls % 64 == 63) {
-      if (std::chrono::steady_clock::now() >= deadline)
+      if (std::chrono::steady_clock::now() >= deadline) {
+        // No receive left posted into the page (nor at MPI_Finalize).
+        if (MPI_Cancel(&reply) == MPI_SUCCESS) MPI_Wait(&reply, MPI_STATUS_IGNORE);
         throw Error(Errc::system,
                     fmt::format("cluster over MPI: rank {} waited {} ms for page {} from rank {} "
                                 "(HDSM_CLUSTER_TIMEOUT)",
                                 rank_, timeout_.count(), page, holder));
+      }
       ::sched_yield();
     }
   }

@@ -42,7 +42,8 @@ class MpiTransport final : public Transport {
   void scatter(const std::vector<std::span<const std::byte>>& each, std::vector<std::byte>& mine) override;
   void broadcast(int root, std::span<std::byte> data) override;
   void barrier() override;
-  void abandon(const std::string& why) override;
+  bool barrier_within(std::chrono::milliseconds limit) override;
+  void abandon(const char* why) noexcept override;
   void serve_pages(PageServer* server) override;
   void stop_serving() override;
   void fetch(int holder, std::uint64_t page, std::uint64_t epoch, std::span<std::byte> into) override;
