@@ -20,6 +20,7 @@
 
 #include <hdsm/export.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -45,11 +46,12 @@ enum class Bind {
 };
 
 struct Options {
-  int workers = 0;                       // threads transport: 0 = one per usable CPU but the home's
-  std::size_t local_store = 256 << 10;   // bytes of each worker's private store (its page frames)
-  std::size_t page_size = 4096;          // initial page size: a power of two, 128 B .. 64 KiB
-  std::size_t sets = 0;                  // page-buffer sets; 0 = the largest power of two up to the frames
-  std::size_t shared_bytes = 256 << 20;  // capacity of the shared space
+  int workers = 0;                      // threads transport: 0 = one per usable CPU but the home's
+  std::size_t local_store = 256 << 10;  // bytes of each worker's private store (its page frames)
+  std::size_t page_size = 4096;         // initial page size: a power of two, 128 B .. 64 KiB
+  // Page-buffer sets: a power of two with 4 x sets >= frames; 0 = the largest up to the frames.
+  std::size_t sets = 0;
+  std::size_t shared_bytes = 256 << 20;      // capacity of the shared space
   std::chrono::milliseconds timeout{60000};  // wait for missing workers at a barrier or lock
   Transport transport = Transport::threads;
   // Threads transport: read_only_local, write_single_local and overwrite_local reach the shared
@@ -97,7 +99,8 @@ struct Stats {
 namespace detail {
 /// What the inline access functions read: the current worker's tag arrays, as the page buffer
 /// keeps them. Outside a task it points at a lookup that never hits, whose slow path reports the
-/// misuse.
+/// misuse; so does a worker's once its region failed and the home stops it (an atomic pointer, which
+/// the home's thread may store to: the same one load on the hit path).
 struct Lookup {
   const std::uintptr_t* read_tags;   // page address per way, or kNoPage
   const std::uintptr_t* write_tags;  // page address per way where the worker may write
@@ -113,9 +116,10 @@ extern HDSM_API const Lookup kOutsideTask;
 // nvcc's front end does not know the attribute on a declaration (translation units it compiles take
 // the default model for their accesses, which is as correct and one call slower).
 #if defined(__CUDACC__)
-extern HDSM_API constinit thread_local const Lookup* current;
+extern HDSM_API constinit thread_local std::atomic<const Lookup*> current;
 #else
-extern HDSM_API constinit thread_local const Lookup* current __attribute__((tls_model("initial-exec")));
+extern HDSM_API constinit thread_local std::atomic<const Lookup*> current
+    __attribute__((tls_model("initial-exec")));
 #endif
 
 /// The set of `a`'s page: the page number's low bits folded with the bits above them, so that arrays
@@ -150,7 +154,7 @@ namespace detail {
 template <Access A, class T>
 T load(const T* p) {
   static_assert(std::is_trivially_copyable_v<T>, "crc reads need a trivially copyable type");
-  const Lookup& l = *current;
+  const Lookup& l = *current.load(std::memory_order_relaxed);
   const auto a = reinterpret_cast<std::uintptr_t>(p);
   T v;
   if (fits(l, a, sizeof(T))) [[likely]] {
@@ -165,7 +169,7 @@ T load(const T* p) {
 template <Access A, class T>
 void store(T* p, const T& v) {
   static_assert(std::is_trivially_copyable_v<T>, "crc writes need a trivially copyable type");
-  const Lookup& l = *current;
+  const Lookup& l = *current.load(std::memory_order_relaxed);
   const auto a = reinterpret_cast<std::uintptr_t>(p);
   if (fits(l, a, sizeof(T))) [[likely]] {
     if (const int way = way_of(l, l.write_tags, a); way >= 0) [[likely]] {
@@ -283,7 +287,8 @@ class Runtime {
   template <class T>
   T* alloc(std::size_t count) {
     static_assert(std::is_trivially_copyable_v<T>, "the shared space holds trivially copyable types");
-    return static_cast<T*>(allocate(count * sizeof(T)));
+    // A count whose bytes overflow would allocate a few bytes: the same error as a space too small.
+    return static_cast<T*>(allocate(count > SIZE_MAX / sizeof(T) ? SIZE_MAX : count * sizeof(T)));
   }
   void free(void* pointer);
 

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 
@@ -32,8 +33,10 @@ class Engine {
 };
 
 /// The engine factory libhdsm_mpi provides as the C symbol hdsm_crc_mpi_engine (found at run time,
-/// so libhdsm needs no MPI).
-using EngineFactory = std::unique_ptr<Engine> (*)(const Options& options);
+/// so libhdsm needs no MPI). `local_error`: what this rank's own checks of the options found (a
+/// malformed knob, a local store too small), which the ranks agree on with their setup: every rank
+/// then fails, this one with its error, none waiting for it.
+using EngineFactory = std::unique_ptr<Engine> (*)(const Options& options, std::exception_ptr local_error);
 
 /// Sums the counters of `from` into `into`.
 void add_stats(Stats& into, const Stats& from);

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 namespace hdsm::crc::detail {
@@ -20,6 +22,16 @@ struct ReplyBatch {
   ReplyBatch& operator=(const ReplyBatch&) = delete;
   HomeLink& link;
 };
+
+std::string what_of(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
 }  // namespace
 
 const char* to_string(Op op) {
@@ -87,12 +99,28 @@ std::exception_ptr Home::serve(std::size_t page_size, Stats& stats) {
   locks_.clear();
   lock_waiters_ = 0;
   error_ = nullptr;
+  interrupted_.assign(static_cast<std::size_t>(workers_), false);
+  stall_reported_ = false;
   Request r;
   while (finished_count_ < workers_) {
     // Nobody waits on anybody: wait as long as the workers compute. Someone waits at a barrier or
-    // for a lock: the others have the timeout to come.
-    const bool waiting = !at_barrier_.empty() || lock_waiters_ != 0;
+    // for a lock, or the region failed: the others have the timeout to come (to end their tasks).
+    const bool waiting = !at_barrier_.empty() || lock_waiters_ != 0 || (error_ && !stall_reported_);
     if (!link_.receive(r, waiting ? timeout_ : std::chrono::hours(24 * 365))) {
+      if (error_ && at_barrier_.empty() && lock_waiters_ == 0) {
+        // Told to stop (threads: at their next access), some workers still did not end their tasks:
+        // they compute without touching shared data, or the transport cannot reach them (MPI).
+        std::vector<int> late;
+        for (int w = 0; w < workers_; ++w)
+          if (!finished_[static_cast<std::size_t>(w)]) late.push_back(w);
+        stall_reported_ = true;
+        link_.stalled(
+            fmt::format("the crc region failed ({}), and worker{} {} did not end {} task within {} "
+                        "ms of it (HDSM_CRC_TIMEOUT)",
+                        what_of(error_), late.size() == 1 ? "" : "s", fmt::join(late, ", "),
+                        late.size() == 1 ? "its" : "their", timeout_.count()));
+        continue;
+      }
       if (!at_barrier_.empty())
         fail(fmt::format("crc barrier {}: {} within {} ms", barrier_round_, waiting_at_barrier(),
                          timeout_.count()));
@@ -103,7 +131,21 @@ std::exception_ptr Home::serve(std::size_t page_size, Stats& stats) {
       continue;
     }
     ++stats.messages;
-    handle(r);
+    try {
+      handle(r);
+    } catch (...) {
+      // A request the home cannot serve (out of memory for a twin, a write-back the directory
+      // refuses, a reply the transport could not send): the region fails, and every worker is told
+      // so, the one that asked too, rather than the home leaving them all waiting.
+      const auto is = [&](const Caller& c) { return c.worker == r.worker; };
+      bool queued = std::any_of(at_barrier_.begin(), at_barrier_.end(), is);
+      for (const auto& [number, lock] : locks_)
+        queued = queued || std::any_of(lock.waiting.begin(), lock.waiting.end(), is);
+      fail(std::current_exception());
+      const bool call = r.op != Op::single_put && r.op != Op::done && r.op != Op::failed &&
+                        (r.op != Op::direct_put || r.write);
+      if (call && !queued) answer(r, Reply{.status = Status::aborted});
+    }
   }
   return error_;
 }
@@ -119,6 +161,14 @@ std::string Home::waiting_at_barrier() const {
 
 void Home::fail(std::exception_ptr error) {
   if (!error_) error_ = std::move(error);
+  // Workers that ask nothing (they only hit their buffers) would never hear of it: the home stops
+  // them where the transport lets it.
+  if (interrupt_)
+    for (int w = 0; w < workers_; ++w)
+      if (!finished_[static_cast<std::size_t>(w)] && !interrupted_[static_cast<std::size_t>(w)]) {
+        interrupted_[static_cast<std::size_t>(w)] = true;
+        interrupt_(w);
+      }
   // Everyone waiting is told to stop; later requests get the same answer.
   for (const Caller& w : at_barrier_) link_.reply(w, Reply{.status = Status::aborted}, {}, {});
   at_barrier_.clear();
@@ -217,7 +267,9 @@ void Home::handle(Request& r) {
     return;
   }
   if (error_) {
-    // The region is ending: write-backs still land (nothing is lost), everything else stops.
+    // The region is ending: a write-back that still comes lands, everything else stops. (A worker
+    // told so drops its other modified pages: what a failed region leaves in the space is partly
+    // updated, as documented.)
     if (r.op == Op::write_back) directory_.write_back(r.page, w, page(r.page), link_.written(r));
     if (r.op == Op::flush_fetch) directory_.write_back(r.victim, w, page(r.victim), link_.written(r));
     answer(r, Reply{.status = Status::aborted});
@@ -339,11 +391,19 @@ HomeWorker::HomeWorker(Directory& directory, std::byte* base, int id, std::size_
   worker_.serve_in_place(zero_copy);
 }
 
+void HomeLink::stalled(const std::string& why) {
+  std::fprintf(stderr, "hdsm: %s; the home goes on waiting\n", why.c_str());
+}
+
 std::exception_ptr task_error(std::exception_ptr error, int worker, const std::string& message) {
   try {
     std::rethrow_exception(error);
-  } catch (const Error&) {
-    return error;  // hdsm's own errors already name the worker
+  } catch (const Error& e) {
+    // hdsm's errors from the worker's own accesses name it already; others (an argument the task
+    // got wrong, the program's own hdsm::Error) get its number, their type kept.
+    const std::string what = e.what(), prefix = fmt::format("crc worker {}", worker);
+    if (what.starts_with(prefix + ":") || what.starts_with(prefix + " ")) return error;
+    return make_error(e.code(), fmt::format("{}: {}", prefix, what));
   } catch (const std::exception& e) {
     return nested_task_error(worker, message.empty() ? e.what() : message);
   } catch (...) {

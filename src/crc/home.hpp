@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -36,6 +37,9 @@ class Home {
   /// barrier or lock that not every worker reached) is returned; the region's other workers were
   /// told to stop at their next request.
   std::exception_ptr serve(std::size_t page_size, Stats& stats);
+  /// How the home stops a worker that asks nothing once the region failed (threads: its next access
+  /// throws); unset, it waits for the worker's next request.
+  void set_interrupt(std::function<void(int worker)> interrupt) { interrupt_ = std::move(interrupt); }
 
  private:
   void handle(Request& r);
@@ -67,6 +71,9 @@ class Home {
   std::map<std::int64_t, LockState> locks_;
   std::size_t lock_waiters_ = 0;  // requests queued for a lock, in all of locks_
   std::exception_ptr error_;
+  std::function<void(int)> interrupt_;
+  std::vector<bool> interrupted_;  // this region: the workers told to stop
+  bool stall_reported_ = false;    // this region: HomeLink::stalled was called
   std::vector<std::uint64_t> list_;
 };
 

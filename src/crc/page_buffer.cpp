@@ -31,6 +31,13 @@ Geometry geometry(std::size_t local_store, std::size_t page_size, std::size_t se
                     "one page per "
                     "set (a larger local store, a smaller page size or fewer sets)",
                     format_bytes(local_store), g.frames, page_size, g.sets));
+  if (g.sets * 4 < g.frames)
+    throw InvalidArgument(fmt::format(
+        "crc page buffer of {} sets: their {} ways hold fewer pages than the local store's {} frames of {} "
+        "B, "
+        "which would stay unused: at least {} sets (4 x sets > frames keeps conflict misses rare), or 0 for "
+        "the default",
+        g.sets, g.sets * 4, g.frames, page_size, std::bit_ceil((g.frames + 3) / 4)));
   return g;
 }
 

@@ -72,6 +72,11 @@ class PageBuffer {
   /// (false for read-only and single-writer copies, dropped at every acquire).
   [[gnu::always_inline]] void install(const Place& place, std::uintptr_t page, bool write, bool registered,
                                       bool single);
+  /// A localized run now points into `way`'s frame: replacement counts its page among the last to
+  /// come in, as if it came in now (a run handed out on a hit keeps its frame as one from a miss).
+  void keep(int way) {
+    frame_[static_cast<std::size_t>(way_frame_[static_cast<std::size_t>(way)])].stamp = ++clock_;
+  }
   /// Write permission for a page already buffered for reading.
   void grant_write(int way, bool single);
   /// Write permission gone (after the write-back); the page stays readable.
@@ -115,7 +120,7 @@ class PageBuffer {
   enum Flag : std::uint8_t { kRegistered = 1, kSingle = 2 };
   /// What a miss reads and writes of a frame, in one place (one cache line, not four).
   struct Frame {
-    std::uint64_t stamp = 0;  // when its page came in
+    std::uint64_t stamp = 0;  // when its page came in, or a localized run last pointed into it
     std::int32_t way = -1;    // its way, or -1
     std::uint8_t flags = 0;
     std::uint8_t listed = 0;  // in unregistered_ already

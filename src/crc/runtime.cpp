@@ -127,6 +127,7 @@ class ThreadsEngine final : public detail::Engine {
           std::make_unique<detail::Worker>(w, workers_, o.local_store, transport_.worker(w), space));
       workers_state_.back()->serve_in_place(zero_copy_);
     }
+    home_.set_interrupt([this](int w) { workers_state_[static_cast<std::size_t>(w)]->interrupt(); });
     try {
       for (int w = 0; w < workers_; ++w) threads_.emplace_back([this, w] { worker_loop(w); });
       if (o.bind == Bind::compact) bind_threads();
@@ -299,29 +300,44 @@ detail::EngineFactory mpi_engine_factory() {
       why));
 }
 
-std::unique_ptr<detail::Engine> make_engine(const Options& o) {
+std::unique_ptr<detail::Engine> make_engine(const Options& o, std::exception_ptr local_error) {
+  if (o.transport == Transport::threads) {
+    if (local_error) std::rethrow_exception(local_error);
+    return std::make_unique<ThreadsEngine>(o);
+  }
+  // Over MPI each rank checks its own options and environment, and one of them may fail alone: the
+  // engine's setup, which every rank enters, carries the failure.
+  return mpi_engine_factory()(o, std::move(local_error));
+}
+
+// What a rank checks alone: the options' ranges, the page buffer's geometry, and the wait policy the
+// workers and the home wait with, as the rest of hdsm does (HDSM_WAIT_POLICY, HDSM_WAIT_SPIN_US),
+// set before the workers start.
+detail::Geometry checked_locally(const Options& o) {
   if (o.workers < 0 || o.workers > detail::kMaxWorkers)
     throw InvalidArgument(
         fmt::format("crc::Runtime with {} workers: 1 to {} are supported (0: one per usable CPU)", o.workers,
                     detail::kMaxWorkers));
-  if (o.transport == Transport::threads) return std::make_unique<ThreadsEngine>(o);
-  return mpi_engine_factory()(o);
-}
-
-// The workers and the home wait for each other the way the rest of hdsm does (HDSM_WAIT_POLICY,
-// HDSM_WAIT_SPIN_US), set before the workers start.
-Options with_wait_policy(const Options& o) {
+  if (o.timeout < std::chrono::milliseconds(1) || o.timeout > std::chrono::milliseconds(86'400'000))
+    throw InvalidArgument(fmt::format(
+        "crc Options::timeout of {} ms: 1 ms to 24 hours (HDSM_CRC_TIMEOUT's range)", o.timeout.count()));
+  const detail::Geometry g = detail::geometry(o.local_store, o.page_size, o.sets);
   apply_wait_policy(Config::from_environment());
-  return o;
+  return g;
 }
 }  // namespace
 
 class Runtime::Impl {
  public:
-  explicit Impl(const Options& o)
-      : options_(with_wait_policy(o)),
-        geometry_(detail::geometry(o.local_store, o.page_size, o.sets)),
-        engine_(make_engine(o)) {}
+  explicit Impl(const Options& o) : options_(o) {
+    std::exception_ptr local_error;
+    try {
+      geometry_ = checked_locally(o);
+    } catch (...) {
+      local_error = std::current_exception();
+    }
+    engine_ = make_engine(o, std::move(local_error));
+  }
 
   Options options_;
   detail::Geometry geometry_;

@@ -108,6 +108,10 @@ class HomeLink {
   /// reply is still delivered once, at the latest by end_batch.
   virtual void begin_batch() {}
   virtual void end_batch() {}
+  /// The region failed and some workers still did not end their tasks after the timeout (`why`
+  /// says which): by default the home says so and goes on waiting for them; over MPI, where the
+  /// workers are processes it cannot stop, the job ends.
+  virtual void stalled(const std::string& why);
 };
 
 /// A worker's end.

@@ -27,7 +27,7 @@ const Lookup kOutsideTask{.read_tags = kNeverTags,
                           .page_shift = 0,
                           .set_mask = 0,
                           .set_shift = 0};
-constinit thread_local const Lookup* current = &kOutsideTask;
+constinit thread_local std::atomic<const Lookup*> current{&kOutsideTask};
 
 Worker* Worker::current() { return current_worker; }
 
@@ -47,8 +47,20 @@ void Worker::begin(const Geometry& g, int count) {
   single_listed_.resize(((space_.bytes >> g.page_shift) + 63) / 64, 0);
   in_place_listed_.resize(single_listed_.size(), 0);
   barriers_ = 0;
+  interrupted_.store(false, std::memory_order_relaxed);
   current_worker = this;
-  detail::current = &buffer_.lookup();
+  detail::current.store(&buffer_.lookup(), std::memory_order_relaxed);
+  current_slot_.store(&detail::current, std::memory_order_release);
+}
+
+// From the home's thread, once the region failed: the worker's next access takes the slow path
+// (its lookup never hits), which throws RegionAborted, so a worker that only hits its buffer (one
+// spinning on a flag without an acquire, which a data-race-free program never does) still ends its
+// task. The worker asked nothing: nothing is sent to it.
+void Worker::interrupt() {
+  interrupted_.store(true, std::memory_order_relaxed);
+  if (std::atomic<const Lookup*>* slot = current_slot_.load(std::memory_order_acquire))
+    slot->store(&kOutsideTask, std::memory_order_relaxed);  // after the task's end: the same lookup
 }
 
 void Worker::end() {
@@ -57,7 +69,8 @@ void Worker::end() {
   link_.post(r);
   buffer_.clear();
   current_worker = nullptr;
-  detail::current = &kOutsideTask;
+  current_slot_.store(nullptr, std::memory_order_relaxed);
+  detail::current.store(&kOutsideTask, std::memory_order_relaxed);
 }
 
 void Worker::failed(const std::exception_ptr& error) {
@@ -80,7 +93,8 @@ void Worker::failed(const std::exception_ptr& error) {
   link_.post(r);
   buffer_.clear();
   current_worker = nullptr;
-  detail::current = &kOutsideTask;
+  current_slot_.store(nullptr, std::memory_order_relaxed);
+  detail::current.store(&kOutsideTask, std::memory_order_relaxed);
 }
 
 std::exception_ptr Worker::run(const std::function<void()>& task, const Geometry& g, int count) {
@@ -277,6 +291,8 @@ inline void copy_element(std::byte* to, const std::byte* from, std::size_t size)
 }  // namespace
 
 void Worker::access(Access access, const void* address, void* bytes, std::size_t size) {
+  if (interrupted_.load(std::memory_order_relaxed)) [[unlikely]]
+    throw RegionAborted{};
   // A miss, most of the time: one page, inside the space, whose tags the inline access just
   // looked up. (Anything else goes the general way, which also says what is wrong.)
   const auto a = reinterpret_cast<std::uintptr_t>(address);
@@ -320,6 +336,8 @@ void Worker::access(Access access, const void* address, void* bytes, std::size_t
 }
 
 std::pair<std::byte*, std::size_t> Worker::localize(Access access, const void* address, std::size_t element) {
+  if (interrupted_.load(std::memory_order_relaxed)) [[unlikely]]
+    throw RegionAborted{};
   const std::uintptr_t a = check_range(address, element, "localized access");
   const std::uintptr_t mask = buffer_.lookup().offset_mask;
   const std::size_t offset = a & mask;
@@ -342,6 +360,7 @@ std::pair<std::byte*, std::size_t> Worker::localize(Access access, const void* a
     return {reinterpret_cast<std::byte*>(a), count};
   }
   const int way = ensure(page, access, false, access == Access::overwrite ? offset : 0);
+  buffer_.keep(way);  // also on a hit: the run must outlive the next three pages to come in
   return {buffer_.way_bytes(way) + offset, count};
 }
 

@@ -8,6 +8,7 @@
 
 #include <hdsm/crc.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -69,6 +70,9 @@ class Worker {
 
   /// The worker of the calling thread, or nullptr outside a task.
   static Worker* current();
+  /// From another thread (the home's), after the region failed: the worker's next access throws
+  /// RegionAborted, even one that would hit its buffer.
+  void interrupt();
 
  private:
   /// The way holding `page` for `access`, after a miss or write fault where needed. `missed`: the
@@ -143,6 +147,9 @@ class Worker {
   std::size_t in_place_pages_ = 0;              // the bits set in in_place_listed_
   std::uint64_t barriers_ = 0;
   Stats stats_;
+  // interrupt(): set by the home's thread, cleared at the task's start.
+  std::atomic<bool> interrupted_{false};
+  std::atomic<std::atomic<const Lookup*>*> current_slot_{nullptr};  // the task's thread's lookup
 };
 
 }  // namespace hdsm::crc::detail

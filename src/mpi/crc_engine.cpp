@@ -22,6 +22,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -67,6 +69,17 @@ struct WireReply {
   std::uint32_t message;
 };
 
+// A message whose lengths do not add up to its size, or that names another worker than the rank it
+// came from (a corrupted message, another version of the library): nothing in it can be trusted, and
+// the rank it came from waits for an answer, so the job ends.
+[[noreturn]] void malformed(int rank, const std::string& what) {
+  std::fprintf(stderr, "hdsm: crc over MPI: rank %d: a malformed message (%s); the job ends\n", rank,
+               what.c_str());
+  std::fflush(stderr);
+  PMPI_Abort(MPI_COMM_WORLD, 70);
+  std::abort();
+}
+
 template <class T>
 void append(std::vector<std::byte>& out, const T* data, std::size_t count) {
   const auto* b = reinterpret_cast<const std::byte*>(data);
@@ -101,7 +114,7 @@ class MpiHomeLink final : public HomeLink {
         if (flag == 0) continue;
         receive_into(buffer_, w + 1, kRequestTag, comm_);
         sync_window();  // the workers' puts before this request, for the home's loads
-        unpack(r);
+        unpack(r, w);
         last_ = w;
         return true;
       }
@@ -113,6 +126,14 @@ class MpiHomeLink final : public HomeLink {
 
   std::span<const std::byte> written(const Request&) override {
     return {buffer_.data() + sizeof(WireRequest), page_size_};
+  }
+
+  // The late workers are other processes, which nothing here can stop: the job ends rather than
+  // waits for them for good.
+  void stalled(const std::string& why) override {
+    std::fprintf(stderr, "hdsm: %s; the home (rank 0) ends the job\n", why.c_str());
+    std::fflush(stderr);
+    PMPI_Abort(comm_, 70);
   }
 
   void reply(const Caller& r, const Reply& reply, std::span<const std::byte> page,
@@ -140,12 +161,27 @@ class MpiHomeLink final : public HomeLink {
     if (window_ != MPI_WIN_NULL) check(PMPI_Win_sync(window_), "MPI_Win_sync", "the shared space");
   }
 
-  void unpack(Request& r) {
+  void unpack(Request& r, int from) {
     WireRequest h;
+    if (buffer_.size() < sizeof h)
+      malformed(0, fmt::format("a request of {} B from worker {}", buffer_.size(), from));
     std::memcpy(&h, buffer_.data(), sizeof h);
+    const std::size_t expected =
+        sizeof h + std::size_t{h.page_bytes} + h.message + std::size_t{h.pages} * sizeof(std::uint64_t);
+    if (h.worker != from || h.op > static_cast<std::uint8_t>(Op::failed) ||
+        (h.page_bytes != 0 && h.page_bytes != page_size_) || buffer_.size() != expected)
+      malformed(
+          0, fmt::format("request {} of {} B from worker {}, naming worker {}, with a page of {} B ({} B "
+                         "pages), {} B of text and {} page numbers",
+                         h.op, buffer_.size(), from, h.worker, h.page_bytes, page_size_, h.message, h.pages));
+    const Op op = static_cast<Op>(h.op);
+    const bool carries_page = op == Op::write_back || op == Op::flush_fetch || op == Op::direct_put;
+    if (carries_page != (h.page_bytes != 0))
+      malformed(0, fmt::format("a {} request from worker {} {} a page", to_string(op), from,
+                               carries_page ? "without" : "with"));
     r = Request{};
-    r.op = static_cast<Op>(h.op);
-    r.worker = h.worker;
+    r.op = op;
+    r.worker = from;
     r.write = h.write != 0;
     r.page = h.page;
     r.victim = h.victim;
@@ -155,7 +191,7 @@ class MpiHomeLink final : public HomeLink {
     if (h.message != 0)
       r.message.assign(reinterpret_cast<const char*>(buffer_.data() + sizeof h + h.page_bytes), h.message);
     const std::size_t at = sizeof h + h.page_bytes + h.message;
-    if (h.pages != 0 && buffer_.size() >= at + std::size_t{h.pages} * sizeof(std::uint64_t)) {
+    if (h.pages != 0) {  // within the message: its size was checked above
       r.pages.resize(h.pages);
       std::memcpy(r.pages.data(), buffer_.data() + at, r.pages.size() * sizeof(std::uint64_t));
     }
@@ -179,7 +215,19 @@ class MpiWorkerLink final : public WorkerLink {
     send(r);
     receive_into(in_, 0, kReplyTag, comm_);
     WireReply h;
+    if (in_.size() < sizeof h)
+      malformed(worker_ + 1, fmt::format("a reply of {} B from the home", in_.size()));
     std::memcpy(&h, in_.data(), sizeof h);
+    // The lengths must add up to the message, and a page can only land in the frame the call gave.
+    if (in_.size() != sizeof h + std::size_t{h.page_bytes} +
+                          std::size_t{h.invalidations} * sizeof(std::uint64_t) + h.message ||
+        (h.page_bytes != 0 && (r.frame == nullptr || h.page_bytes != page_size_)) ||
+        (h.invalidations != 0 && r.invalidations == nullptr))
+      malformed(
+          worker_ + 1,
+          fmt::format("a reply of {} B from the home to a {} call, with a page of {} B ({} B pages), {} "
+                      "invalidations and {} B of text",
+                      in_.size(), to_string(r.op), h.page_bytes, page_size_, h.invalidations, h.message));
     const std::byte* at = in_.data() + sizeof h;
     Reply reply{.status = static_cast<Status>(h.status), .data = h.data != 0, .message = {}};
     if (h.page_bytes != 0) std::memcpy(r.frame, at, h.page_bytes);
@@ -257,7 +305,7 @@ static_assert(sizeof(Stats) == kStatsFields * sizeof(std::uint64_t), "Stats is a
 
 class MpiEngine final : public Engine {
  public:
-  explicit MpiEngine(const Options& o) : options_(o) {
+  MpiEngine(const Options& o, std::exception_ptr local_error) : options_(o) {
     int initialized = 0, finalized = 0;
     PMPI_Initialized(&initialized);
     PMPI_Finalized(&finalized);
@@ -322,9 +370,9 @@ class MpiEngine final : public Engine {
     // Each rank sets up its part alone (the home its space and directory, a worker its local store)
     // and then the ranks agree on the outcome: a failure on one rank stops all of them, instead of
     // that one alone while the others wait for it in the next collective.
-    std::exception_ptr error;
+    std::exception_ptr error = std::move(local_error);
     std::uint64_t base = 0;
-    if (rank_ == 0) {
+    if (rank_ == 0 && !error) {
       try {
         if (window_base == nullptr) {
           space_ = os::Mapping(bytes + kSpaceAlignment, "crc shared space");
@@ -351,7 +399,7 @@ class MpiEngine final : public Engine {
     window_offset_ = where[1];
     space_base_ = base;
     space_bytes_ = bytes;
-    if (rank_ != 0 && base != 0) {
+    if (rank_ != 0 && base != 0 && !error) {
       try {
         worker_link_ = std::make_unique<MpiWorkerLink>(comm_, window_, rank_ - 1, window_offset_);
         worker_ = std::make_unique<Worker>(rank_ - 1, workers_, o.local_store, *worker_link_,
@@ -538,8 +586,8 @@ class MpiEngine final : public Engine {
   std::unique_ptr<Worker> worker_;
 };
 
-std::unique_ptr<Engine> make_mpi_engine(const Options& options) {
-  return std::make_unique<MpiEngine>(options);
+std::unique_ptr<Engine> make_mpi_engine(const Options& options, std::exception_ptr local_error) {
+  return std::make_unique<MpiEngine>(options, std::move(local_error));
 }
 
 }  // namespace

@@ -606,6 +606,31 @@ TEST(CrcRuntime, WithThreeFramesThreeRunsAtATimeStayValid) {
     for (int i = 0; i < 256; i += 51) ASSERT_EQ(a[p * 256 + i], p * 1000 + i) << "page " << p;
 }
 
+// A run handed out on a hit is kept like one from a miss: a table page read with every output page
+// (a hit each time after the first) stays in its frame while the output pages stream through the
+// buffer (before, its frame kept the stamp of when the page came in, and round-robin replacement
+// took it from under the run: 1280 of 10240 elements were wrong).
+TEST(CrcRuntime, ARunFromABufferHitStaysValidWhileThreePagesComeIn) {
+  crc::Options o = options(1, 1024, 8 << 10);  // 8 frames
+  o.zero_copy = false;                         // in place, runs take no frame
+  crc::Runtime rt(o);
+  int* table = rt.alloc<int>(256);
+  constexpr int kOut = 40 * 256;
+  int* out = rt.alloc<int>(kOut);
+  for (int i = 0; i < 256; ++i) table[i] = 1000 + i;
+  rt.run([&] {
+    for (int i = 0; i < kOut;) {
+      const crc::Local<const int> t = crc::read_local(&table[0]);
+      const crc::Local<int> y = crc::write_local(&out[i]);  // a miss: one other page comes in
+      for (std::size_t k = 0; k < y.count; ++k) y.data[k] = t.data[k];
+      i += static_cast<int>(y.count);
+    }
+  });
+  int wrong = 0;
+  for (int i = 0; i < kOut; ++i) wrong += out[i] != 1000 + i % 256 ? 1 : 0;
+  EXPECT_EQ(wrong, 0);
+}
+
 TEST(CrcErrors, AnAccessOutsideTheSharedSpace) {
   crc::Runtime rt(options(2));
   int local = 0;
@@ -662,6 +687,56 @@ TEST(CrcErrors, ABarrierThatAWorkerReachesTooLateTimesOut) {
   EXPECT_NE(what.find("worker 1 did not come (worker 0 waited) within 100 ms"), std::string::npos) << what;
 }
 
+// A worker that never comes to the barrier and asks the home nothing (it spins on a flag read
+// without an acquire, which a data-race-free program never does, and hits its buffer every time) is
+// stopped once the barrier timed out: its next access ends its task, and the region ends with the
+// timeout's error (before, the home decided the error and then waited for the worker for good).
+TEST(CrcErrors, AWorkerThatOnlyHitsItsBufferIsStoppedWhenTheRegionFails) {
+  crc::Options o = options(2);
+  o.timeout = std::chrono::milliseconds(200);
+  crc::Runtime rt(o);
+  int* flag = rt.alloc<int>(1);
+  const auto start = std::chrono::steady_clock::now();
+  const std::string what = error_of([&] {
+    rt.run([&] {
+      if (crc::worker_id() == 0) {
+        crc::write(flag, 1);
+        crc::barrier();
+      } else {
+        while (crc::read(flag) == 0) {
+        }
+        crc::barrier();
+      }
+    });
+  });
+  EXPECT_NE(what.find("worker 1 did not come (worker 0 waited) within 200 ms"), std::string::npos) << what;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  rt.run([&] {  // the runtime goes on
+    if (crc::worker_id() == 1) crc::write(flag, 7);
+  });
+  EXPECT_EQ(*flag, 7);
+}
+
+// An hdsm error a task throws or causes, not from the worker's own accesses (which name it), reaches
+// the home with the worker's number and its type.
+TEST(CrcErrors, AnHdsmErrorFromATaskNamesTheWorker) {
+  crc::Runtime rt(options(3));
+  try {
+    rt.run([&] {
+      if (crc::worker_id() == 2) throw hdsm::InvalidArgument("input file is empty");
+    });
+    FAIL() << "no error";
+  } catch (const hdsm::InvalidArgument& e) {
+    EXPECT_STREQ(e.what(), "crc worker 2: input file is empty");
+  }
+  const std::string what = error_of([&] {
+    rt.run([&] {
+      if (crc::worker_id() == 1) (void)crc::share(10, 0);
+    });
+  });
+  EXPECT_TRUE(what.starts_with("crc worker 1: crc::share(n, 0)")) << what;
+}
+
 TEST(CrcErrors, AWorkerThatThrowsEndsTheRegionWithItsNumber) {
   crc::Runtime rt(options(3));
   try {
@@ -715,6 +790,13 @@ TEST(CrcErrors, AccessOutsideATaskAndBadOptions) {
   EXPECT_EQ(crc::worker_id(), -1);
   EXPECT_THROW(crc::Runtime(options(1, 4096, 2048)), hdsm::InvalidArgument);  // store below one page
   EXPECT_THROW(crc::Runtime(options(65)), hdsm::InvalidArgument);
+  for (const long ms : {0L, -5L, 86'400'001L}) {  // the knob's range holds for Options too
+    crc::Options o = options(1);
+    o.timeout = std::chrono::milliseconds(ms);
+    EXPECT_THROW(crc::Runtime{o}, hdsm::InvalidArgument) << ms;
+  }
+  // A count whose bytes overflow is as much too large as it is, not a few bytes.
+  EXPECT_THROW((void)rt.alloc<double>(SIZE_MAX / sizeof(double) + 2), hdsm::OutOfDeviceMemory);
   EXPECT_THROW(rt.free(a + 1), hdsm::InvalidPointer);
   std::atomic<bool> refused{false};
   rt.run([&] {

@@ -200,6 +200,31 @@ TEST_F(CrcMpi, OptionsTheRanksMustShareAreComparedFirst) {
   rt.run([] {});
 }
 
+// What a rank checks alone (here the last rank's local store is smaller than a page) fails on that
+// rank with its error and on every other with one naming it, at the setup every rank enters: before,
+// that rank threw before the engine's first collective and the others waited in it.
+TEST_F(CrcMpi, AnOptionOneRankGetsWrongFailsEveryRank) {
+  int rank = 0, ranks = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  crc::Options o = mpi_options();
+  if (rank == ranks - 1) o.local_store = 512;  // below one 1 KiB page
+  try {
+    crc::Runtime rt(o);
+    ADD_FAILURE() << "a runtime was made on rank " << rank;
+  } catch (const hdsm::InvalidArgument& e) {
+    EXPECT_EQ(rank, ranks - 1) << e.what();
+    EXPECT_NE(std::string(e.what()).find("one page per set"), std::string::npos) << e.what();
+  } catch (const hdsm::Error& e) {
+    EXPECT_NE(rank, ranks - 1) << e.what();
+    EXPECT_NE(std::string(e.what()).find(fmt::format("rank {} could not set up", ranks - 1)),
+              std::string::npos)
+        << e.what();
+  }
+  crc::Runtime rt(mpi_options());  // the ranks are in step
+  rt.run([] {});
+}
+
 // A region whose ranks set different page sizes is refused on every rank, before it starts.
 TEST_F(CrcMpi, ARegionWhoseRanksSetDifferentPageSizesIsRefused) {
   int rank = 0;
