@@ -121,7 +121,7 @@ class ThreadsEngine final : public detail::Engine {
         directory_(bytes_ / o.page_size, o.page_size, std::min(workers_ + 1, detail::kMaxWorkers)),
         transport_(workers_, data_, spin_in_region(o.region_spin, workers_)),
         home_(transport_.home(), directory_, data_, workers_, o.timeout) {
-    const detail::Space space{reinterpret_cast<std::uintptr_t>(data_), bytes_};
+    const detail::Space space{reinterpret_cast<std::uintptr_t>(data_), bytes_, &granules_};
     for (int w = 0; w < workers_; ++w) {
       workers_state_.push_back(
           std::make_unique<detail::Worker>(w, workers_, o.local_store, transport_.worker(w), space));
@@ -153,6 +153,7 @@ class ThreadsEngine final : public detail::Engine {
     std::byte* p = data_ + *offset;
     std::memset(p, 0, heap_.rounded(bytes));
     sizes_[p] = bytes;
+    granules_.mark(*offset, bytes, true);
     return p;
   }
 
@@ -162,6 +163,7 @@ class ThreadsEngine final : public detail::Engine {
       throw InvalidPointer(
           fmt::format("crc::Runtime::free({}): not an allocation of this shared space", pointer));
     heap_.release(static_cast<std::size_t>(it->first - data_), it->second);
+    granules_.mark(static_cast<std::size_t>(it->first - data_), it->second, false);
     sizes_.erase(it);
   }
 
@@ -217,7 +219,7 @@ class ThreadsEngine final : public detail::Engine {
       if (!home_worker_)
         home_worker_ = std::make_unique<detail::HomeWorker>(
             directory_, data_, workers_, options_local_store_,
-            detail::Space{reinterpret_cast<std::uintptr_t>(data_), bytes_}, zero_copy_);
+            detail::Space{reinterpret_cast<std::uintptr_t>(data_), bytes_, &granules_}, zero_copy_);
       home_error = home_worker_->run(task, geometry, workers_ + 1, region);
     }
     std::exception_ptr error = home_.serve(geometry.page_size, region);
@@ -257,6 +259,7 @@ class ThreadsEngine final : public detail::Engine {
   std::byte* data_;
   os::OffsetHeap heap_;
   std::map<std::byte*, std::size_t> sizes_;
+  detail::Granules granules_{bytes_};
   detail::Geometry geometry_;
   detail::Directory directory_;
   detail::ThreadsTransport transport_;

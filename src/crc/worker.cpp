@@ -121,6 +121,13 @@ std::uintptr_t Worker::check_range(const void* address, std::size_t size, const 
   return a;
 }
 
+void Worker::refuse_unallocated(std::uintptr_t a, std::size_t size, const char* what) const {
+  throw InvalidPointer(fmt::format(
+      "crc worker {}: {} of {} B at {:#x} (page {:#x}) is in shared memory that is not allocated (freed, or "
+      "never allocated)",
+      id_, what, size, a, a & ~buffer_.lookup().offset_mask));
+}
+
 void Worker::check(const Reply& reply, const char* what, std::uintptr_t page) {
   if (reply.status == Status::ok) return;
   if (reply.status == Status::aborted) throw RegionAborted{};
@@ -303,6 +310,7 @@ void Worker::access(Access access, const void* address, void* bytes, std::size_t
       return;
     }
     const bool reading = access == Access::read || access == Access::read_only;
+    check_allocated(a, size, reading ? "read" : "write");
     assert((reading ? buffer_.find_read(a & ~mask) : buffer_.find_write(a & ~mask)) < 0);
     std::byte* local = buffer_.way_bytes(ensure(a & ~mask, access, /*missed=*/true)) + (a & mask);
     auto* out = static_cast<std::byte*>(bytes);
@@ -320,6 +328,7 @@ void Worker::access(Access access, const void* address, void* bytes, std::size_t
     const std::uintptr_t page = at & ~mask;
     const std::size_t offset = at & mask;
     const std::size_t piece = std::min(size, mask + 1 - offset);
+    check_allocated(at, piece, what);
     if (written_in_place(page)) {
       access_in_place(access, at, out, piece);
     } else {
@@ -347,6 +356,7 @@ std::pair<std::byte*, std::size_t> Worker::localize(Access access, const void* a
                     "localized access needs whole elements (use read or write)",
                     id_, element, address, a & ~mask, (a & ~mask) + mask + 1));
   const std::uintptr_t page = a & ~mask;
+  check_allocated(a, element, "localized access");
   const std::size_t count = (mask + 1 - offset) / element;
   if (written_in_place(page) ||
       (in_place_ && access != Access::read && access != Access::write && buffer_.find_read(page) < 0)) {

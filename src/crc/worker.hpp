@@ -3,6 +3,7 @@
 // (or, for read-only and single-writer pages, a direct copy with no handshake).
 #pragma once
 
+#include "crc/engine.hpp"
 #include "crc/page_buffer.hpp"
 #include "crc/transport.hpp"
 
@@ -22,9 +23,34 @@ HDSM_VISIBLE_BEGIN
 namespace hdsm::crc::detail {
 
 /// Where the shared space is, as the workers see it (under MPI only the numbers exist locally).
+/// Which granules of the shared space (kSpaceAlignment bytes each) hold an allocation: each holds
+/// at most one, allocations being aligned and rounded up to a granule. Changed between regions only
+/// (alloc and free are refused inside one); workers test it on their misses, so that an access to
+/// freed or never allocated shared memory is an error, not a silent read of zeros or a lost write.
+class Granules {
+ public:
+  explicit Granules(std::size_t space_bytes) : bits_((space_bytes / kSpaceAlignment + 63) / 64, 0) {}
+  /// [offset, offset + bytes) of the space is allocated (or not, any more).
+  void mark(std::size_t offset, std::size_t bytes, bool allocated) {
+    for (std::size_t g = offset / kSpaceAlignment;
+         g < (offset + bytes + kSpaceAlignment - 1) / kSpaceAlignment; ++g) {
+      const std::uint64_t bit = std::uint64_t{1} << (g % 64);
+      bits_[g / 64] = allocated ? bits_[g / 64] | bit : bits_[g / 64] & ~bit;
+    }
+  }
+  bool allocated(std::size_t offset) const {
+    const std::size_t g = offset / kSpaceAlignment;
+    return ((bits_[g / 64] >> (g % 64)) & 1) != 0;
+  }
+
+ private:
+  std::vector<std::uint64_t> bits_;
+};
+
 struct Space {
   std::uintptr_t base = 0;
   std::size_t bytes = 0;
+  const Granules* granules = nullptr;  // null: every byte of the space counts as allocated
 };
 
 class Worker {
@@ -128,6 +154,12 @@ class Worker {
     return (page - space_.base) >> buffer_.geometry().page_shift;
   }
   std::uintptr_t check_range(const void* address, std::size_t size, const char* what) const;
+  /// InvalidPointer unless the page of `a` (inside the space) is allocated.
+  void check_allocated(std::uintptr_t a, std::size_t size, const char* what) const {
+    if (space_.granules != nullptr && !space_.granules->allocated(a - space_.base)) [[unlikely]]
+      refuse_unallocated(a, size, what);
+  }
+  [[noreturn]] void refuse_unallocated(std::uintptr_t a, std::size_t size, const char* what) const;
 
   int id_;
   int made_count_;

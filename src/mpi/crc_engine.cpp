@@ -399,11 +399,17 @@ class MpiEngine final : public Engine {
     window_offset_ = where[1];
     space_base_ = base;
     space_bytes_ = bytes;
+    // Every rank keeps which parts of the space are allocated (alloc and free are collective).
+    try {
+      granules_ = std::make_unique<Granules>(bytes);
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
     if (rank_ != 0 && base != 0 && !error) {
       try {
         worker_link_ = std::make_unique<MpiWorkerLink>(comm_, window_, rank_ - 1, window_offset_);
         worker_ = std::make_unique<Worker>(rank_ - 1, workers_, o.local_store, *worker_link_,
-                                           Space{space_base_, space_bytes_});
+                                           Space{space_base_, space_bytes_, granules_.get()});
       } catch (...) {
         error = std::current_exception();
       }
@@ -455,6 +461,7 @@ class MpiEngine final : public Engine {
       throw OutOfDeviceMemory("crc shared space", bytes, message[1], message[2], "HDSM_CRC_SHARED");
     void* p = reinterpret_cast<void*>(space_base_ + message[0]);
     sizes_[p] = bytes;
+    granules_->mark(message[0], bytes, true);
     return p;
   }
 
@@ -464,6 +471,7 @@ class MpiEngine final : public Engine {
       throw InvalidPointer(
           fmt::format("crc::Runtime::free({}): not an allocation of this shared space", pointer));
     if (rank_ == 0) heap_->release(reinterpret_cast<std::uintptr_t>(pointer) - space_base_, it->second);
+    granules_->mark(reinterpret_cast<std::uintptr_t>(pointer) - space_base_, it->second, false);
     sizes_.erase(it);
   }
 
@@ -512,7 +520,8 @@ class MpiEngine final : public Engine {
         // The home's own share first, in place in its memory (nobody waits for it), then it serves.
         if (!home_worker_)
           home_worker_ = std::make_unique<HomeWorker>(*directory_, data_, workers_, options_.local_store,
-                                                      Space{space_base_, space_bytes_}, options_.zero_copy);
+                                                      Space{space_base_, space_bytes_, granules_.get()},
+                                                      options_.zero_copy);
         home_error = home_worker_->run(task, geometry, count, mine);
       }
       error = home_->serve(geometry.page_size, mine);
@@ -572,6 +581,7 @@ class MpiEngine final : public Engine {
   std::uintptr_t space_base_ = 0;
   std::size_t space_bytes_ = 0;
   std::map<void*, std::size_t> sizes_;
+  std::unique_ptr<Granules> granules_;
   // The home's (rank 0): the space is the window's memory, or space_ where there is no window.
   std::byte* data_ = nullptr;
   std::uint64_t window_offset_ = 0;  // where the space starts in the window

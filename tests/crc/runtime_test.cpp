@@ -651,6 +651,34 @@ TEST(CrcErrors, AnAccessOutsideTheSharedSpace) {
   EXPECT_EQ(*a, 3);
 }
 
+// An access to shared memory that was freed (or never allocated) is an error naming the worker, the
+// address and the page, whatever the access: before, a read gave zeros and a write was lost.
+TEST(CrcErrors, AnAccessToFreedSharedMemory) {
+  crc::Runtime rt(options(2));
+  int* a = rt.alloc<int>(1024);
+  int* b = rt.alloc<int>(1024);
+  rt.free(a);
+  const std::string what = error_of([&] {
+    rt.run([&] {
+      if (crc::worker_id() == 1) (void)crc::read(&a[3]);
+    });
+  });
+  EXPECT_NE(what.find("crc worker 1: read of 4 B at"), std::string::npos) << what;
+  EXPECT_NE(what.find("is in shared memory that is not allocated"), std::string::npos) << what;
+  EXPECT_THROW(rt.run([&] {
+    if (crc::worker_id() == 0) crc::write(&a[0], 1);
+  }),
+               hdsm::InvalidPointer);
+  EXPECT_THROW(rt.run([&] {
+    if (crc::worker_id() == 0) (void)crc::read_local(&a[0]);
+  }),
+               hdsm::InvalidPointer);
+  rt.run([&] {
+    if (crc::worker_id() == 0) crc::write(&b[5], 5);
+  });
+  EXPECT_EQ(b[5], 5);
+}
+
 TEST(CrcErrors, AnUnlockOfALockTheWorkerDoesNotHold) {
   crc::Runtime rt(options(2));
   const std::string what = error_of([&] {
@@ -697,14 +725,17 @@ TEST(CrcErrors, AWorkerThatOnlyHitsItsBufferIsStoppedWhenTheRegionFails) {
   crc::Runtime rt(o);
   int* flag = rt.alloc<int>(1);
   const auto start = std::chrono::steady_clock::now();
+  std::atomic<bool> buffered{false};  // worker 1 holds the flag's page (as 0) before worker 0 writes it
   const std::string what = error_of([&] {
     rt.run([&] {
       if (crc::worker_id() == 0) {
+        while (!buffered.load()) std::this_thread::yield();
         crc::write(flag, 1);
         crc::barrier();
       } else {
-        while (crc::read(flag) == 0) {
-        }
+        int seen = crc::read(flag);
+        buffered.store(true);
+        while (seen == 0) seen = crc::read(flag);
         crc::barrier();
       }
     });

@@ -306,6 +306,30 @@ TEST_F(CrcMpi, ErrorsReachEveryRankWithTheWorkersNumber) {
   }
 }
 
+// Every rank knows which parts of the space are allocated (alloc and free are collective): a worker's
+// access to freed memory fails, and the error reaches every rank.
+TEST_F(CrcMpi, AnAccessToFreedMemoryFailsOnEveryRank) {
+  crc::Runtime rt(mpi_options());
+  int* a = rt.alloc<int>(1024);
+  int* b = rt.alloc<int>(1024);
+  rt.free(a);
+  try {
+    rt.run([&] {
+      if (crc::worker_id() == rt.workers() - 1) (void)crc::read(&a[1]);
+    });
+    FAIL() << "no error";
+  } catch (const hdsm::InvalidPointer& e) {
+    EXPECT_NE(std::string(e.what()).find("is in shared memory that is not allocated"), std::string::npos)
+        << e.what();
+  }
+  rt.run([&] {
+    if (crc::worker_id() == 0) crc::write(&b[2], 4);
+  });
+  if (rt.is_home()) {
+    EXPECT_EQ(b[2], 4);
+  }
+}
+
 TEST_F(CrcMpi, DataRaceFreeProgramsReadWhatPlainMemoryWould) {
   for (const std::size_t page : {std::size_t{128}, std::size_t{1024}, std::size_t{16384}}) {
     hdsm::test::ModelRun run(4242 + page, 6);
