@@ -17,6 +17,7 @@
 #pragma once
 
 #include <hdsm/export.h>
+#include <hdsm/config.hpp>
 #include <hdsm/kernel.hpp>
 
 #include <chrono>
@@ -61,7 +62,10 @@ struct Options {
   std::size_t mappings = 0;   // runs of one protection (VMAs) global memory may use; 0: from vm.max_map_count
   std::chrono::milliseconds timeout{300000};
 
-  /// The HDSM_CLUSTER_* knobs (docs/configuration.md); ConfigError when one is malformed.
+  /// The HDSM_CLUSTER_* knobs of `config` (docs/configuration.md): a program's own settings,
+  /// `hdsm::Config::from_environment().set("HDSM_CLUSTER_THREADS", "4")`.
+  static Options from_config(const Config& config);
+  /// from_config(Config::from_environment()); ConfigError when a knob is malformed.
   static Options from_environment();
 };
 

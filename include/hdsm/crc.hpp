@@ -19,6 +19,7 @@
 #pragma once
 
 #include <hdsm/export.h>
+#include <hdsm/config.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -70,7 +71,10 @@ struct Options {
   // wrapping around when there are more threads than CPUs. none leaves them to the scheduler.
   Bind bind = Bind::none;
 
-  /// The HDSM_CRC_* knobs (docs/configuration.md); ConfigError when one is malformed.
+  /// The HDSM_CRC_* knobs of `config` (docs/configuration.md): a program's own settings,
+  /// `hdsm::Config::from_environment().set("HDSM_CRC_WORKERS", "3")`.
+  static Options from_config(const Config& config);
+  /// from_config(Config::from_environment()); ConfigError when a knob is malformed.
   static Options from_environment();
 };
 
@@ -210,9 +214,9 @@ void write_single(T* p, const std::type_identity_t<T>& v) {
 
 /// A run of elements in the local store (or, with Options::zero_copy, in the shared space itself):
 /// data[0 .. count) are p[0 .. count), up to the page's end. Valid until the next lock, unlock,
-/// barrier or flush, and while at most three other pages come into the page buffer after it: up to
-/// four runs of different pages can be used together (as many as the local store has frames, where
-/// that is fewer).
+/// barrier or flush, and while at most three other pages come into the page buffer or are handed
+/// out as runs after it: up to four runs of different pages can be used together (as many as the
+/// local store has frames, where that is fewer).
 template <class T>
 struct Local {
   T* data;
@@ -317,6 +321,8 @@ class Runtime {
   void define(int task_id, std::function<void()> task);
   void run(int task_id);
 
+  /// The regions' counters: on threads and on rank 0 summed over the workers; on an MPI worker rank
+  /// its own.
   Stats stats() const;
   void reset_stats();
 

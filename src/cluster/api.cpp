@@ -10,8 +10,9 @@
 
 namespace hdsm::cluster {
 
-Options Options::from_environment() {
-  const Config config = Config::from_environment();
+Options Options::from_environment() { return from_config(Config::from_environment()); }
+
+Options Options::from_config(const Config& config) {
   Options o;
   o.space_bytes = config.size("HDSM_CLUSTER_SPACE");
   o.page_size = config.size("HDSM_CLUSTER_PAGE_SIZE");

@@ -231,10 +231,12 @@ Node::Node(Transport& transport, Options options)
 Node::~Node() {
   // No rank may still ask rank 0 for a page once its server stops. A rank that ends its session
   // alone (an exception only it threw, caught outside the session) meets ranks that wait in another
-  // collective, which would wait forever: it waits the timeout, then ends the job.
+  // collective, which would wait forever: while an exception is in flight it waits the timeout, then
+  // ends the job. Otherwise it waits as long as the others take (they may have host work left).
+  const bool unwinding = std::uncaught_exceptions() > 0;
   bool met = true;
   try {
-    met = transport_.barrier_within(options_.timeout);
+    met = transport_.barrier_within(unwinding ? options_.timeout : std::chrono::milliseconds::max());
   } catch (const Unsupported& e) {  // the session ends on a thread that may not call MPI
     std::fprintf(stderr, "hdsm cluster: %s\n", e.what());
   } catch (...) {  // NOLINT(bugprone-empty-catch): a failed transport has nothing to wait for
@@ -243,10 +245,10 @@ Node::~Node() {
     std::string why;
     try {
       why = fmt::format(
-          "rank {} ended its cluster session{} and waited {} ms (HDSM_CLUSTER_TIMEOUT) for the other ranks "
-          "to end theirs; they are elsewhere (did one call throw on this rank only?)",
-          rank(), std::uncaught_exceptions() > 0 ? " with an exception in flight" : "",
-          options_.timeout.count());
+          "rank {} ended its cluster session with an exception in flight and waited {} ms "
+          "(HDSM_CLUSTER_TIMEOUT) for the other ranks to end theirs; they are elsewhere (did a call throw "
+          "on this rank only?)",
+          rank(), options_.timeout.count());
     } catch (...) {  // NOLINT(bugprone-empty-catch): out of memory to say more; the text below
     }
     transport_.abandon(why.empty() ? "a rank ended its cluster session alone" : why.c_str());

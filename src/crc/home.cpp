@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <typeinfo>
 
 namespace hdsm::crc::detail {
 
@@ -131,6 +132,8 @@ std::exception_ptr Home::serve(std::size_t page_size, Stats& stats) {
       continue;
     }
     ++stats.messages;
+    handling_ = r.worker;
+    answered_ = false;
     try {
       handle(r);
     } catch (...) {
@@ -144,7 +147,7 @@ std::exception_ptr Home::serve(std::size_t page_size, Stats& stats) {
       fail(std::current_exception());
       const bool call = r.op != Op::single_put && r.op != Op::done && r.op != Op::failed &&
                         (r.op != Op::direct_put || r.write);
-      if (call && !queued) answer(r, Reply{.status = Status::aborted});
+      if (call && !queued && !answered_) answer(r, Reply{.status = Status::aborted});
     }
   }
   return error_;
@@ -170,10 +173,10 @@ void Home::fail(std::exception_ptr error) {
         interrupt_(w);
       }
   // Everyone waiting is told to stop; later requests get the same answer.
-  for (const Caller& w : at_barrier_) link_.reply(w, Reply{.status = Status::aborted}, {}, {});
+  for (const Caller& w : at_barrier_) send(w, Reply{.status = Status::aborted});
   at_barrier_.clear();
   for (auto& [number, lock] : locks_) {
-    for (const Caller& w : lock.waiting) link_.reply(w, Reply{.status = Status::aborted}, {}, {});
+    for (const Caller& w : lock.waiting) send(w, Reply{.status = Status::aborted});
     lock.waiting.clear();
   }
   lock_waiters_ = 0;
@@ -194,14 +197,20 @@ bool Home::direct_in_space(const Request& r, std::size_t bytes) {
 
 void Home::fail(const std::string& message) { fail(std::make_exception_ptr(InvalidArgument(message))); }
 
+void Home::send(const Caller& to, const Reply& reply, std::span<const std::byte> page,
+                std::span<const std::uint64_t> invalidations) {
+  link_.reply(to, reply, page, invalidations);
+  if (to.worker == handling_) answered_ = true;
+}
+
 void Home::answer(const Request& r, const Reply& reply, std::span<const std::byte> bytes) {
-  link_.reply(caller_of(r), reply, bytes, {});
+  send(caller_of(r), reply, bytes);
 }
 
 void Home::acquire_reply(const Caller& to) {
   list_.clear();
   directory_.take_invalidations(to.worker, list_);
-  link_.reply(to, Reply{}, {}, list_);
+  send(to, Reply{}, {}, list_);
 }
 
 void Home::handle(Request& r) {
@@ -214,11 +223,14 @@ void Home::handle(Request& r) {
       if (r.op == Op::failed) {
         std::exception_ptr error = r.error;
         // From another process: the error's type and message (hdsm's own errors name the worker).
-        if (!error && r.errc != 0) error = make_error(static_cast<Errc>(r.errc), r.message);
+        if (!error && r.errc != 0) {
+          error = make_error(static_cast<Errc>(r.errc), r.message);
+          r.exact = true;  // make_error's own
+        }
         if (!error)
           error = std::make_exception_ptr(
               KernelFailure(fmt::format("crc worker {}: the task threw: {}", w, r.message)));
-        fail(task_error(error, w, r.message));
+        fail(task_error(error, w, r));
         return;
       }
       if (error_) return;
@@ -351,9 +363,14 @@ void Home::handle(Request& r) {
         }
       at_barrier_.push_back(caller_of(r));
       if (static_cast<int>(at_barrier_.size()) < workers_) return;
-      {
+      std::size_t released = 0;
+      try {
         const ReplyBatch batch(link_);
-        for (const Caller& waiting : at_barrier_) acquire_reply(waiting);
+        for (; released < at_barrier_.size(); ++released) acquire_reply(at_barrier_[released]);
+      } catch (...) {
+        // The workers released have their replies: only the others are to be told the region failed.
+        at_barrier_.erase(at_barrier_.begin(), at_barrier_.begin() + static_cast<std::ptrdiff_t>(released));
+        throw;
       }
       at_barrier_.clear();
       ++barrier_round_;
@@ -395,19 +412,45 @@ void HomeLink::stalled(const std::string& why) {
   std::fprintf(stderr, "hdsm: %s; the home goes on waiting\n", why.c_str());
 }
 
-std::exception_ptr task_error(std::exception_ptr error, int worker, const std::string& message) {
+bool describe_failure(const std::exception_ptr& error, Request& r) {
   try {
     std::rethrow_exception(error);
+  } catch (const RegionAborted&) {
+    return false;
   } catch (const Error& e) {
-    // hdsm's errors from the worker's own accesses name it already; others (an argument the task
-    // got wrong, the program's own hdsm::Error) get its number, their type kept.
-    const std::string what = e.what(), prefix = fmt::format("crc worker {}", worker);
-    if (what.starts_with(prefix + ":") || what.starts_with(prefix + " ")) return error;
-    return make_error(e.code(), fmt::format("{}: {}", prefix, what));
+    r.message = e.what();
+    r.errc = static_cast<int>(e.code());
+    // make_error's classes: an error of one of them is rebuilt as it was.
+    const std::type_info& t = typeid(e);
+    r.exact =
+        t == typeid(InvalidArgument) || t == typeid(InvalidPointer) || t == typeid(ConfigError) ||
+        t == typeid(Unsupported) || t == typeid(NoDevice) || t == typeid(KernelFailure) ||
+        (t == typeid(Error) && e.code() != Errc::invalid_argument && e.code() != Errc::invalid_pointer &&
+         e.code() != Errc::config && e.code() != Errc::unsupported && e.code() != Errc::no_device &&
+         e.code() != Errc::kernel_failure);
   } catch (const std::exception& e) {
-    return nested_task_error(worker, message.empty() ? e.what() : message);
+    r.message = e.what();
   } catch (...) {
-    return nested_task_error(worker, message.empty() ? "an exception that is not a std::exception" : message);
+    r.message = "an exception that is not a std::exception";
+  }
+  return true;
+}
+
+std::exception_ptr task_error(std::exception_ptr error, int worker, const Request& failure) {
+  // Only the request's description is read here: the worker's thread may still be releasing the error.
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error&) {
+    // hdsm's errors from the worker's own accesses name it already; others (an argument the task
+    // got wrong, the program's own hdsm::Error) get its number, where their class can be rebuilt
+    // with it (a SystemError, an OutOfDeviceMemory or the program's own subclass go as they are).
+    const std::string prefix = fmt::format("crc worker {}", worker);
+    if (failure.message.starts_with(prefix + ":") || failure.message.starts_with(prefix + " ") ||
+        !failure.exact)
+      return error;
+    return make_error(static_cast<Errc>(failure.errc), fmt::format("{}: {}", prefix, failure.message));
+  } catch (...) {
+    return nested_task_error(worker, failure.message);
   }
 }
 
@@ -424,7 +467,11 @@ std::exception_ptr HomeWorker::run(const std::function<void()>& task, const Geom
   std::exception_ptr error = worker_.run(task, g, count);
   // The home's own task fails as the workers' do: a KernelFailure naming it, the original nested
   // (under MPI every rank then gets the same type).
-  if (error) error = task_error(error, worker_.id(), "");
+  if (error) {
+    Request failure;
+    describe_failure(error, failure);  // on this thread, which threw it
+    error = task_error(error, worker_.id(), failure);
+  }
   add_stats(stats, worker_.stats());
   worker_.reset_stats();
   return error;

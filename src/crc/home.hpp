@@ -46,6 +46,9 @@ class Home {
   std::span<std::byte> page(std::uint64_t number) { return {base_ + number * page_size_, page_size_}; }
   void fail(std::exception_ptr error);
   void fail(const std::string& message);
+  /// Every reply goes through here (link_.reply), noting one to the worker whose request is handled.
+  void send(const Caller& to, const Reply& reply, std::span<const std::byte> page = {},
+            std::span<const std::uint64_t> invalidations = {});
   void answer(const Request& r, const Reply& reply, std::span<const std::byte> page = {});
   void acquire_reply(const Caller& to);
   bool direct_in_space(const Request& r, std::size_t bytes);
@@ -74,6 +77,8 @@ class Home {
   std::function<void(int)> interrupt_;
   std::vector<bool> interrupted_;  // this region: the workers told to stop
   bool stall_reported_ = false;    // this region: HomeLink::stalled was called
+  int handling_ = -1;              // the worker whose request handle() serves
+  bool answered_ = false;          // handle() replied to it (the catch in serve() must not again)
   std::vector<std::uint64_t> list_;
 };
 
@@ -94,10 +99,10 @@ class HomeSelfLink final : public WorkerLink {
 };
 
 /// The home as the last of the region's workers (run_with_home), on its own memory.
-/// A task's error as the region reports it: hdsm's own errors as they are (they name the worker),
-/// any other a KernelFailure naming `worker` with the original nested (`message`: its text, where
-/// the original came from another process; empty: its what()).
-std::exception_ptr task_error(std::exception_ptr error, int worker, const std::string& message);
+/// A task's error as the region reports it: hdsm's errors naming the worker (prefixed with it where
+/// their class can be rebuilt), any other a KernelFailure naming `worker` with the original nested.
+/// `failure`: the error as describe_failure() told it.
+std::exception_ptr task_error(std::exception_ptr error, int worker, const Request& failure);
 std::exception_ptr nested_task_error(int worker, const std::string& what);
 
 class HomeWorker {

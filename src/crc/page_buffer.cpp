@@ -31,13 +31,12 @@ Geometry geometry(std::size_t local_store, std::size_t page_size, std::size_t se
                     "one page per "
                     "set (a larger local store, a smaller page size or fewer sets)",
                     format_bytes(local_store), g.frames, page_size, g.sets));
-  if (g.sets * 4 < g.frames)
+  if (g.sets * 4 <= g.frames)
     throw InvalidArgument(fmt::format(
-        "crc page buffer of {} sets: their {} ways hold fewer pages than the local store's {} frames of {} "
-        "B, "
-        "which would stay unused: at least {} sets (4 x sets > frames keeps conflict misses rare), or 0 for "
-        "the default",
-        g.sets, g.sets * 4, g.frames, page_size, std::bit_ceil((g.frames + 3) / 4)));
+        "crc page buffer of {} sets for {} frames of {} B: it needs 4 x sets > frames (4 ways a set; with "
+        "fewer ways, frames stay unused or sets fill while frames are free): at least {} sets, or 0 for the "
+        "default (the largest power of two up to the frames)",
+        g.sets, g.frames, page_size, std::bit_ceil(g.frames / 4 + 1)));
   return g;
 }
 

@@ -74,8 +74,11 @@ class PageBuffer {
                                       bool single);
   /// A localized run now points into `way`'s frame: replacement counts its page among the last to
   /// come in, as if it came in now (a run handed out on a hit keeps its frame as one from a miss).
+  /// The page that came in last is that already: its run takes no second tick, which would age the
+  /// runs before it.
   void keep(int way) {
-    frame_[static_cast<std::size_t>(way_frame_[static_cast<std::size_t>(way)])].stamp = ++clock_;
+    Frame& f = frame_[static_cast<std::size_t>(way_frame_[static_cast<std::size_t>(way)])];
+    if (f.stamp != clock_) f.stamp = ++clock_;
   }
   /// Write permission for a page already buffered for reading.
   void grant_write(int way, bool single);

@@ -43,8 +43,9 @@ constexpr bool kThreadSanitizer = false;
 #endif
 }  // namespace
 
-Options Options::from_environment() {
-  const Config config = Config::from_environment();
+Options Options::from_environment() { return from_config(Config::from_environment()); }
+
+Options Options::from_config(const Config& config) {
   Options o;
   o.workers = static_cast<int>(config.integer(knob_name(Knob::crc_workers)));
   o.local_store = config.size(knob_name(Knob::crc_local_store));
@@ -98,7 +99,8 @@ detail::ThreadsTransport::Spin spin_in_region(std::chrono::microseconds region_s
   const std::uint64_t policy = os::spin_budget();
   if (policy == 0 || policy == std::numeric_limits<std::uint64_t>::max()) return {policy, 0};  // block, spin
   if (static_cast<unsigned>(workers) + 1 > os::usable_cpus()) return {policy, 0};
-  return {std::max(policy, static_cast<std::uint64_t>(region_spin.count()) * 1000), policy};
+  // HDSM_CRC_SPIN_US itself, also below HDSM_WAIT_SPIN_US: 0 sleeps at once inside a region.
+  return {static_cast<std::uint64_t>(region_spin.count()) * 1000, policy};
 }
 
 // Workers on threads of this process; the home is the thread that calls run.
@@ -209,6 +211,7 @@ class ThreadsEngine final : public detail::Engine {
     region_count_ = home_works ? workers_ + 1 : workers_;
     task_ = &task;
     idle_.store(0);
+    for (const auto& w : workers_state_) w->rearm();
     generation_.fetch_add(1, std::memory_order_release);
     generation_.notify_all();
     Stats region;
@@ -317,7 +320,7 @@ std::unique_ptr<detail::Engine> make_engine(const Options& o, std::exception_ptr
 // workers and the home wait with, as the rest of hdsm does (HDSM_WAIT_POLICY, HDSM_WAIT_SPIN_US),
 // set before the workers start.
 detail::Geometry checked_locally(const Options& o) {
-  if (o.workers < 0 || o.workers > detail::kMaxWorkers)
+  if (o.transport == Transport::threads && (o.workers < 0 || o.workers > detail::kMaxWorkers))
     throw InvalidArgument(
         fmt::format("crc::Runtime with {} workers: 1 to {} are supported (0: one per usable CPU)", o.workers,
                     detail::kMaxWorkers));

@@ -59,7 +59,13 @@ struct Request {
   std::exception_ptr error;  // failed (threads)
   std::string message;       // failed (any transport): what() of the error
   int errc = 0;              // failed: the hdsm::Errc of an hdsm error, 0 for any other exception
+  bool exact = false;        // failed: an error of errc's own class (not SystemError, not a subclass)
 };
+
+/// A task's failure as a failed request says it (message, errc, exact), read on the thread that
+/// threw it: the home reads these, never the error object, which that thread may still be releasing.
+/// False for RegionAborted (the home ended the region: nothing to report).
+bool describe_failure(const std::exception_ptr& error, Request& r);
 
 /// Whom a reply goes to: the parts of a call that its reply needs. Workers queued at a barrier or
 /// for a lock wait as these, not as whole requests, which the home would move and destroy.

@@ -47,10 +47,13 @@ void Worker::begin(const Geometry& g, int count) {
   single_listed_.resize(((space_.bytes >> g.page_shift) + 63) / 64, 0);
   in_place_listed_.resize(single_listed_.size(), 0);
   barriers_ = 0;
-  interrupted_.store(false, std::memory_order_relaxed);
   current_worker = this;
   detail::current.store(&buffer_.lookup(), std::memory_order_relaxed);
-  current_slot_.store(&detail::current, std::memory_order_release);
+  // Against interrupt(), which may come before this (another worker failed at once): each stores its
+  // side, then loads the other's, all sequentially consistent, so one of the two sees the other.
+  current_slot_.store(&detail::current, std::memory_order_seq_cst);
+  if (interrupted_.load(std::memory_order_seq_cst))
+    detail::current.store(&kOutsideTask, std::memory_order_relaxed);
 }
 
 // From the home's thread, once the region failed: the worker's next access takes the slow path
@@ -58,8 +61,8 @@ void Worker::begin(const Geometry& g, int count) {
 // spinning on a flag without an acquire, which a data-race-free program never does) still ends its
 // task. The worker asked nothing: nothing is sent to it.
 void Worker::interrupt() {
-  interrupted_.store(true, std::memory_order_relaxed);
-  if (std::atomic<const Lookup*>* slot = current_slot_.load(std::memory_order_acquire))
+  interrupted_.store(true, std::memory_order_seq_cst);
+  if (std::atomic<const Lookup*>* slot = current_slot_.load(std::memory_order_seq_cst))
     slot->store(&kOutsideTask, std::memory_order_relaxed);  // after the task's end: the same lookup
 }
 
@@ -75,18 +78,7 @@ void Worker::end() {
 
 void Worker::failed(const std::exception_ptr& error) {
   Request r{.op = Op::failed, .worker = id_};
-  try {
-    std::rethrow_exception(error);
-  } catch (const RegionAborted&) {
-    r.op = Op::done;  // the home ended the region; nothing to report
-  } catch (const Error& e) {
-    r.message = e.what();
-    r.errc = static_cast<int>(e.code());
-  } catch (const std::exception& e) {
-    r.message = e.what();
-  } catch (...) {
-    r.message = "an exception that is not a std::exception";
-  }
+  if (!describe_failure(error, r)) r.op = Op::done;  // the home ended the region; nothing to report
   r.error = error;
   // What was modified is lost with the region: the buffer empties without write-backs.
   clear_single_writes();

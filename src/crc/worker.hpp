@@ -99,6 +99,8 @@ class Worker {
   /// From another thread (the home's), after the region failed: the worker's next access throws
   /// RegionAborted, even one that would hit its buffer.
   void interrupt();
+  /// Before a region starts (the engine, ahead of waking the worker): no interrupt pending.
+  void rearm() { interrupted_.store(false, std::memory_order_relaxed); }
 
  private:
   /// The way holding `page` for `access`, after a miss or write fault where needed. `missed`: the
@@ -179,7 +181,7 @@ class Worker {
   std::size_t in_place_pages_ = 0;              // the bits set in in_place_listed_
   std::uint64_t barriers_ = 0;
   Stats stats_;
-  // interrupt(): set by the home's thread, cleared at the task's start.
+  // interrupt(): set by the home's thread, cleared by rearm() before the region.
   std::atomic<bool> interrupted_{false};
   std::atomic<std::atomic<const Lookup*>*> current_slot_{nullptr};  // the task's thread's lookup
 };

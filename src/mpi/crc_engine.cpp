@@ -427,8 +427,8 @@ class MpiEngine final : public Engine {
       if (own_mpi_) PMPI_Finalize();  // every rank is here
       if (error) std::rethrow_exception(error);
       throw Error(Errc::system,
-                  fmt::format("crc over MPI: rank {} could not set up its part of the runtime (its "
-                              "error is in its output), so no rank starts",
+                  fmt::format("crc over MPI: rank {} could not set up its part of the runtime (its own "
+                              "exception says why), so no rank starts",
                               failed - 1));
     }
   }
@@ -445,6 +445,17 @@ class MpiEngine final : public Engine {
   bool is_home() const override { return rank_ == 0; }
 
   void* allocate(std::size_t bytes) override {
+    // Collective: every rank must ask for the same size, or its pointers would name other ranks'
+    // bytes (refused on every rank, as cluster::alloc does).
+    std::uint64_t sizes[2] = {bytes, ~std::uint64_t{bytes}};
+    check(PMPI_Allreduce(MPI_IN_PLACE, sizes, 2, MPI_UINT64_T, MPI_MAX, comm_), "MPI_Allreduce",
+          "the allocation's size");
+    if (sizes[0] != ~sizes[1])
+      throw InvalidArgument(
+          fmt::format("crc::Runtime::allocate over MPI: the ranks asked for different sizes (from {} to {} "
+                      "B; rank {} for {} "
+                      "B); allocation is collective and every rank must ask for the same",
+                      ~sizes[1], sizes[0], rank_, bytes));
     std::uint64_t offset = ~std::uint64_t{0};
     std::uint64_t used[2] = {0, 0};
     if (rank_ == 0) {

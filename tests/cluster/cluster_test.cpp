@@ -398,6 +398,18 @@ TEST(ClusterRecords, OverlappingChangesAreFoundInLaneRecords) {
   }
 }
 
+// Knobs a program sets in code reach the cluster runtime through a Config (over the environment's).
+TEST(Cluster, OptionsFromAConfigTakeTheProgramsSettings) {
+  ::setenv("HDSM_CLUSTER_THREADS", "2", 1);
+  const cl::Options o = cl::Options::from_config(
+      hdsm::Config::from_environment().set("HDSM_CLUSTER_THREADS", "3").set("HDSM_CLUSTER_LAZY_PAGES", "7"));
+  ::unsetenv("HDSM_CLUSTER_THREADS");
+  EXPECT_EQ(o.threads, 3u);
+  EXPECT_EQ(o.lazy_pages, 7u);
+  EXPECT_EQ(cl::Options::from_config(hdsm::Config::defaults()).threads,
+            cl::Options::from_environment().threads);
+}
+
 TEST(Cluster, EachRankRunsItsIntervalAndAllSeeAllWrites) {
   for (const int ranks : {1, 2, 3}) {
     run_ranks(ranks, options(), [&](Node& node) {

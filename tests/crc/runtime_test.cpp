@@ -149,6 +149,21 @@ TEST(CrcRuntime, TheRegionSpinComesFromTheEnvironment) {
   ::unsetenv("HDSM_CRC_SPIN_US");
 }
 
+// Knobs a program sets in code reach the crc runtime through a Config (over the environment's).
+TEST(CrcRuntime, OptionsFromAConfigTakeTheProgramsSettings) {
+  ::setenv("HDSM_CRC_WORKERS", "2", 1);
+  const crc::Options o = crc::Options::from_config(
+      hdsm::Config::from_environment().set("HDSM_CRC_WORKERS", "3").set("HDSM_CRC_SPIN_US", "0"));
+  ::unsetenv("HDSM_CRC_WORKERS");
+  EXPECT_EQ(o.workers, 3);
+  EXPECT_EQ(o.region_spin, std::chrono::microseconds(0));
+  crc::Runtime rt(o);
+  EXPECT_EQ(rt.workers(), 3);
+  std::atomic<int> ran{0};
+  rt.run([&] { ++ran; });  // a region whose waits sleep at once
+  EXPECT_EQ(ran.load(), 3);
+}
+
 TEST(CrcRuntime, CompactBindingGivesTheHomeAndEachWorkerACpu) {
   ::setenv("HDSM_CRC_BIND", "compact", 1);
   EXPECT_EQ(crc::Options::from_environment().bind, crc::Bind::compact);
@@ -631,6 +646,27 @@ TEST(CrcRuntime, ARunFromABufferHitStaysValidWhileThreePagesComeIn) {
   EXPECT_EQ(wrong, 0);
 }
 
+// Four runs from four misses stay valid together: a run's page that just came in takes no second
+// tick of the buffer's clock (which aged the first run out after two more misses: its write was lost).
+TEST(CrcRuntime, FourRunsFromMissesStayValidTogether) {
+  crc::Options o = options(1, 1024, 5 << 10);  // 5 frames
+  o.zero_copy = false;
+  crc::Runtime rt(o);
+  int* a = rt.alloc<int>(16 * 256);
+  const auto page = [&](int p) { return &a[p * 256]; };
+  rt.run([&] {
+    for (const int p : {0, 1, 2}) crc::write_single_local(page(p)).data[0] = 1;  // unregistered frames
+    crc::write(page(3), 1);
+    crc::write(page(4), 1);
+    for (const int p : {5, 6}) crc::write_single_local(page(p)).data[0] = 1;  // capacity misses
+    crc::barrier();  // the unregistered frames are free again; round-robin goes on from frame 2
+    const crc::Local<int> runs[4] = {crc::write_single_local(page(10)), crc::write_single_local(page(11)),
+                                     crc::write_single_local(page(12)), crc::write_single_local(page(13))};
+    for (int k = 0; k < 4; ++k) runs[k].data[5] = 10 + k;
+  });
+  for (int p = 10; p < 14; ++p) EXPECT_EQ(a[p * 256 + 5], p) << "page " << p;
+}
+
 TEST(CrcErrors, AnAccessOutsideTheSharedSpace) {
   crc::Runtime rt(options(2));
   int local = 0;
@@ -766,6 +802,11 @@ TEST(CrcErrors, AnHdsmErrorFromATaskNamesTheWorker) {
     });
   });
   EXPECT_TRUE(what.starts_with("crc worker 1: crc::share(n, 0)")) << what;
+  // Types that cannot be rebuilt with the number keep their type.
+  EXPECT_THROW(rt.run([&] {
+    if (crc::worker_id() == 0) throw hdsm::SystemError("open", "input.dat", ENOENT);
+  }),
+               hdsm::SystemError);
 }
 
 TEST(CrcErrors, AWorkerThatThrowsEndsTheRegionWithItsNumber) {

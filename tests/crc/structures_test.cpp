@@ -37,14 +37,17 @@ TEST(CrcGeometry, BadPageSizesAndSmallStoresAreErrors) {
   EXPECT_THROW(hdsm::crc::detail::geometry(256 << 10, 64, 0), hdsm::InvalidArgument);
   EXPECT_THROW(hdsm::crc::detail::geometry(256 << 10, 128 << 10, 0), hdsm::InvalidArgument);
   EXPECT_THROW(hdsm::crc::detail::geometry(256 << 10, 4096, 3), hdsm::InvalidArgument);
-  // Sets whose ways hold fewer pages than the frames would leave frames unused.
-  try {
-    hdsm::crc::detail::geometry(64 * 128, 128, 8);  // 64 frames, 32 ways
-    FAIL() << "a buffer of 8 sets for 64 frames was accepted";
-  } catch (const hdsm::InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("at least 16 sets"), std::string::npos) << e.what();
+  // Sets whose ways are not more than the frames (the seed's 4 S > N) leave frames unused or fill early.
+  for (const std::size_t sets : {8u, 16u}) {  // 64 frames: 32 and 64 ways
+    try {
+      hdsm::crc::detail::geometry(64 * 128, 128, sets);
+      ADD_FAILURE() << "a buffer of " << sets << " sets for 64 frames was accepted";
+    } catch (const hdsm::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("4 x sets > frames"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("at least 32 sets"), std::string::npos) << e.what();
+    }
   }
-  EXPECT_EQ(hdsm::crc::detail::geometry(64 * 128, 128, 16).sets, 16u);
+  EXPECT_EQ(hdsm::crc::detail::geometry(64 * 128, 128, 32).sets, 32u);
   try {
     hdsm::crc::detail::geometry(8192, 4096, 4);  // 2 frames, 4 sets
     FAIL() << "a store of 2 pages for 4 sets was accepted";

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -103,11 +104,18 @@ class ScriptedWorkers final : public HomeLink {
     return true;
   }
   std::span<const std::byte> written(const Request& r) override { return {r.written, kPage}; }
-  void reply(const Caller&, const Reply& reply, std::span<const std::byte>,
+  void reply(const Caller& caller, const Reply& reply, std::span<const std::byte>,
              std::span<const std::uint64_t>) override {
+    if (caller.worker == fail_next_to) {
+      fail_next_to = -1;
+      throw std::runtime_error("the transport failed");
+    }
     replies.push_back(reply);
+    to.push_back(caller.worker);
   }
   std::vector<Reply> replies;
+  std::vector<int> to;    // the worker of each reply
+  int fail_next_to = -1;  // the next reply to this worker throws (a transport that failed)
 
  private:
   std::vector<Request> script_;
@@ -152,6 +160,43 @@ TEST(HomeDirectCopies, OffsetsOutsideTheSharedSpaceFailTheRegion) {
   EXPECT_FALSE(home.serve(kPage, stats));
   EXPECT_EQ(space[3 * kPage], std::byte{1});
   EXPECT_EQ(space[4 * kPage], std::byte{7});
+}
+
+// A request the home cannot serve fails the region and is answered, once: a write-back of a page the
+// worker never had write permission for (the directory refuses it), and an unlock whose waiter's
+// grant fails after the unlocker got its answer (before, the home's error left every worker
+// waiting; a catch that answered the unlocker again would leave a stale reply in its mailbox).
+TEST(HomeFailures, ARequestTheHomeCannotServeFailsTheRegionAndIsAnsweredOnce) {
+  std::array<std::byte, kPage> page{};
+  {
+    std::vector<std::byte> space(kPage * kPages);
+    Directory directory(kPages, kPage, 1);
+    ScriptedWorkers link({Request{.op = Op::write_back, .worker = 0, .page = 1, .written = page.data()},
+                          Request{.op = Op::done, .worker = 0}});
+    Home home(link, directory, space.data(), 1, std::chrono::milliseconds(1000));
+    hdsm::crc::Stats stats;
+    EXPECT_TRUE(home.serve(kPage, stats));
+    ASSERT_EQ(link.replies.size(), 1u);
+    EXPECT_EQ(link.replies[0].status, Status::aborted);
+  }
+  std::vector<std::byte> space(kPage * kPages);
+  Directory directory(kPages, kPage, 2);
+  ScriptedWorkers link({Request{.op = Op::lock, .worker = 0, .number = 1},
+                        Request{.op = Op::lock, .worker = 1, .number = 1},
+                        Request{.op = Op::unlock, .worker = 0, .number = 1},
+                        Request{.op = Op::done, .worker = 0}, Request{.op = Op::done, .worker = 1}});
+  link.fail_next_to = 1;  // worker 1's grant
+  Home home(link, directory, space.data(), 2, std::chrono::milliseconds(1000));
+  hdsm::crc::Stats stats;
+  const std::exception_ptr error = home.serve(kPage, stats);
+  ASSERT_TRUE(error);
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    EXPECT_STREQ(e.what(), "the transport failed");
+  }
+  EXPECT_EQ(link.to, (std::vector<int>{0, 0, 1}));  // lock, unlock, then worker 1 told the region failed
+  EXPECT_EQ(link.replies.back().status, Status::aborted);
 }
 
 }  // namespace

@@ -225,6 +225,28 @@ TEST_F(CrcMpi, AnOptionOneRankGetsWrongFailsEveryRank) {
   rt.run([] {});
 }
 
+// Allocation is collective: ranks that ask for different sizes are refused, every one of them,
+// before any pointer is handed out (before, each got the same pointer to blocks of its own size).
+TEST_F(CrcMpi, AllocationsOfDifferentSizesAreRefusedOnEveryRank) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  crc::Runtime rt(mpi_options());
+  try {
+    (void)rt.alloc<int>(rank == 1 ? 100000 : 1000);
+    ADD_FAILURE() << "allocated on rank " << rank;
+  } catch (const hdsm::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("the ranks asked for different sizes"), std::string::npos)
+        << e.what();
+  }
+  int* a = rt.alloc<int>(1000);  // the ranks are in step
+  rt.run([&] {
+    if (crc::worker_id() == 0) crc::write(&a[7], 7);
+  });
+  if (rt.is_home()) {
+    EXPECT_EQ(a[7], 7);
+  }
+}
+
 // A region whose ranks set different page sizes is refused on every rank, before it starts.
 TEST_F(CrcMpi, ARegionWhoseRanksSetDifferentPageSizesIsRefused) {
   int rank = 0;

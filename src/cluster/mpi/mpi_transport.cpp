@@ -224,12 +224,13 @@ bool MpiTransport::barrier_within(std::chrono::milliseconds limit) {
   check(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier", "the cluster's ranks");
   // Polled as the page server polls (see wait_for_request): yielding first, then sleeping a little
   // longer each time, up to 0.5 ms, so that a rank that waits long leaves its core to the others.
-  const auto deadline = std::chrono::steady_clock::now() + limit;
+  const bool forever = limit == std::chrono::milliseconds::max();
+  const auto deadline = std::chrono::steady_clock::now() + (forever ? std::chrono::milliseconds(0) : limit);
   for (unsigned polls = 0;; ++polls) {
     int done = 0;
     check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", "the cluster's barrier");
     if (done != 0) return true;
-    if (std::chrono::steady_clock::now() >= deadline) return false;  // the caller ends the job
+    if (!forever && std::chrono::steady_clock::now() >= deadline) return false;  // the caller ends the job
     if (polls < 256) {
       ::sched_yield();
     } else {
