@@ -50,7 +50,7 @@ struct Options {
   int workers = 0;                      // threads transport: 0 = one per usable CPU but the home's
   std::size_t local_store = 256 << 10;  // bytes of each worker's private store (its page frames)
   std::size_t page_size = 4096;         // initial page size: a power of two, 128 B .. 64 KiB
-  // Page-buffer sets: a power of two with 4 x sets >= frames; 0 = the largest up to the frames.
+  // Page-buffer sets: a power of two with 4 x sets > frames; 0 = the largest up to the frames.
   std::size_t sets = 0;
   std::size_t shared_bytes = 256 << 20;      // capacity of the shared space
   std::chrono::milliseconds timeout{60000};  // wait for missing workers at a barrier or lock

@@ -236,7 +236,16 @@ Node::~Node() {
   const bool unwinding = std::uncaught_exceptions() > 0;
   bool met = true;
   try {
-    met = transport_.barrier_within(unwinding ? options_.timeout : std::chrono::milliseconds::max());
+    met = transport_.barrier_within(options_.timeout);
+    if (!met && !unwinding) {
+      std::fprintf(
+          stderr,
+          "hdsm cluster: rank %d has waited %lld ms (HDSM_CLUSTER_TIMEOUT) at the end of its session for "
+          "the other ranks to end theirs, and goes on waiting (if they wait in another call, one rank "
+          "left that call alone)\n",
+          rank(), static_cast<long long>(options_.timeout.count()));
+      met = transport_.barrier_within(std::chrono::milliseconds::max());
+    }
   } catch (const Unsupported& e) {  // the session ends on a thread that may not call MPI
     std::fprintf(stderr, "hdsm cluster: %s\n", e.what());
   } catch (...) {  // NOLINT(bugprone-empty-catch): a failed transport has nothing to wait for

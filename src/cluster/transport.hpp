@@ -55,8 +55,7 @@ class Transport {
   virtual void broadcast(int root, std::span<std::byte> data) = 0;
   virtual void barrier() = 0;
   /// A barrier that gives up after `limit` (milliseconds::max(): never): false when some rank did not
-  /// come (it waits in another collective, or left), and the barrier stays unfinished (the caller
-  /// ends the job).
+  /// come (it waits in another collective, or left); the next call goes on with the same barrier.
   virtual bool barrier_within(std::chrono::milliseconds limit) = 0;
   /// This rank cannot follow the others through the collectives it is in (a boundary failed halfway
   /// on it alone, its copy of global memory lost): the job ends (MPI_Abort after printing `why`), or,

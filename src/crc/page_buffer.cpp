@@ -52,6 +52,7 @@ void PageBuffer::configure(const Geometry& g) {
   way_frame_.assign(ways, -1);
   frame_.assign(g.frames, Frame{});
   clock_ = 0;
+  recent_.fill(kNoFrame);
   free_frames_.resize(g.frames);
   // Popped from the back: frame 0 first.
   for (std::size_t f = 0; f < g.frames; ++f) free_frames_[f] = g.frames - 1 - f;

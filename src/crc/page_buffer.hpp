@@ -12,6 +12,7 @@
 
 #include "os/mapping.hpp"
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -74,11 +75,11 @@ class PageBuffer {
                                       bool single);
   /// A localized run now points into `way`'s frame: replacement counts its page among the last to
   /// come in, as if it came in now (a run handed out on a hit keeps its frame as one from a miss).
-  /// The page that came in last is that already: its run takes no second tick, which would age the
-  /// runs before it.
   void keep(int way) {
-    Frame& f = frame_[static_cast<std::size_t>(way_frame_[static_cast<std::size_t>(way)])];
-    if (f.stamp != clock_) f.stamp = ++clock_;
+    const auto frame = static_cast<std::size_t>(way_frame_[static_cast<std::size_t>(way)]);
+    if (recent_[0] == frame) return;  // the last page to come in or be handed out already
+    frame_[frame].stamp = ++clock_;
+    note_recent(frame);
   }
   /// Write permission for a page already buffered for reading.
   void grant_write(int way, bool single);
@@ -129,8 +130,19 @@ class PageBuffer {
     std::uint8_t listed = 0;  // in unregistered_ already
   };
   [[gnu::always_inline]] void evict(int way, Victim& victim);
-  /// One of the last kKeptLocals pages to come in: replacement passes it over.
-  bool recent(std::size_t frame) const { return clock_ - frame_[frame].stamp < kKeptLocals - 1; }
+  /// One of the last kKeptLocals - 1 distinct pages to come in or be handed out as a run (with the
+  /// page coming in now, kKeptLocals runs): replacement passes it over. Distinct pages, not the last
+  /// ticks of the clock: a run handed out again (a table page read with every element) would
+  /// otherwise take two of them and leave an older run unprotected.
+  bool recent(std::size_t frame) const {
+    return recent_[0] == frame || recent_[1] == frame || recent_[2] == frame;
+  }
+  void note_recent(std::size_t frame) {
+    std::size_t i = 0;
+    while (i + 1 < recent_.size() && recent_[i] != frame) ++i;
+    for (; i > 0; --i) recent_[i] = recent_[i - 1];
+    recent_[0] = frame;
+  }
   std::size_t set_of(std::uintptr_t page) const { return detail::set_of(lookup_, page); }
 
   os::Mapping store_;
@@ -142,6 +154,10 @@ class PageBuffer {
   std::vector<Frame> frame_;
   std::vector<std::size_t> free_frames_;
   std::uint64_t clock_ = 0;
+  static constexpr std::size_t kNoFrame = ~std::size_t{0};
+  static_assert(kKeptLocals == 4, "recent() looks at three frames");
+  // The frames of the last distinct pages to come in or be handed out, the latest first.
+  std::array<std::size_t, kKeptLocals - 1> recent_{kNoFrame, kNoFrame, kNoFrame};
   std::size_t next_frame_ = 0;  // round-robin replacement
   std::vector<Modified> modified_;
   std::vector<std::uint8_t> modified_kept_;  // per way, during compact_modified
@@ -231,6 +247,7 @@ inline void PageBuffer::install(const Place& place, std::uintptr_t page, bool wr
   Frame& f = frame_[place.frame];
   f.way = place.way;
   f.stamp = ++clock_;
+  note_recent(place.frame);
   f.flags = static_cast<std::uint8_t>((registered ? kRegistered : 0) | (single ? kSingle : 0));
   if (write) note_modified(place.way, page);
   if (!registered) list_unregistered(place.frame);

@@ -149,6 +149,7 @@ class ThreadsEngine final : public detail::Engine {
   bool is_home() const override { return true; }
 
   void* allocate(std::size_t bytes) override {
+    if (bytes == 0) throw InvalidArgument("crc::Runtime::allocate(0): nothing to allocate");
     const auto offset = heap_.allocate(bytes);
     if (!offset)
       throw OutOfDeviceMemory("crc shared space", bytes, heap_.used(), heap_.capacity(), "HDSM_CRC_SHARED");
@@ -372,7 +373,8 @@ Runtime::Runtime(const Options& options) : impl_(std::make_unique<Impl>(options)
 Runtime::~Runtime() = default;
 
 void* Runtime::allocate(std::size_t bytes) {
-  if (bytes == 0) throw InvalidArgument("crc::Runtime::allocate(0): nothing to allocate");
+  // A size of 0 is refused by the engine: under MPI after the ranks agreed on the size, so that a
+  // rank alone passing 0 does not leave the others in the collective.
   if (impl_->running_)
     throw InvalidArgument("crc::Runtime::allocate inside a region: allocate between regions");
   return impl_->engine_->allocate(bytes);

@@ -447,15 +447,15 @@ class MpiEngine final : public Engine {
   void* allocate(std::size_t bytes) override {
     // Collective: every rank must ask for the same size, or its pointers would name other ranks'
     // bytes (refused on every rank, as cluster::alloc does).
-    std::uint64_t sizes[2] = {bytes, ~std::uint64_t{bytes}};
-    check(PMPI_Allreduce(MPI_IN_PLACE, sizes, 2, MPI_UINT64_T, MPI_MAX, comm_), "MPI_Allreduce",
-          "the allocation's size");
+    std::uint64_t sizes[4] = {bytes, ~std::uint64_t{bytes}};
+    agree_collective(kAllocating, sizes);
     if (sizes[0] != ~sizes[1])
       throw InvalidArgument(
           fmt::format("crc::Runtime::allocate over MPI: the ranks asked for different sizes (from {} to {} "
                       "B; rank {} for {} "
                       "B); allocation is collective and every rank must ask for the same",
                       ~sizes[1], sizes[0], rank_, bytes));
+    if (bytes == 0) throw InvalidArgument("crc::Runtime::allocate(0): nothing to allocate");
     std::uint64_t offset = ~std::uint64_t{0};
     std::uint64_t used[2] = {0, 0};
     if (rank_ == 0) {
@@ -500,14 +500,33 @@ class MpiEngine final : public Engine {
   }
 
  private:
+  // The collectives a rank enters between regions, which each begin with this agreement: a rank in
+  // one while another is in the other (a program that diverged) is refused on both, instead of their
+  // reductions matching and the collectives after them hanging.
+  static constexpr std::uint64_t kAllocating = 1, kRunning = 2;
+  /// Reduces `values` with MPI_MAX: a value and its complement (the caller's), then the collective's
+  /// name and its complement (filled in here); InvalidArgument on every rank when the ranks are in
+  /// different collectives.
+  void agree_collective(std::uint64_t which, std::uint64_t (&values)[4]) {
+    values[2] = which;
+    values[3] = ~which;
+    check(PMPI_Allreduce(MPI_IN_PLACE, values, 4, MPI_UINT64_T, MPI_MAX, comm_), "MPI_Allreduce",
+          which == kAllocating ? "an allocation's size" : "the region's page sizes");
+    const auto name = [](std::uint64_t w) { return w == kAllocating ? "allocate" : "run"; };
+    if (values[2] != ~values[3])
+      throw InvalidArgument(fmt::format(
+          "crc over MPI: the ranks called different collectives (some {}, some {}): every rank calls "
+          "allocate, free, page_size and run in the same order",
+          name(~values[3]), name(values[2])));
+  }
+
   Stats run_region(const std::function<void()>& task, const Geometry& geometry, bool home_works) {
     const int count = home_works ? workers_ + 1 : workers_;
     // Runtime::page_size is each rank's own call: the ranks agree on the region's page before it
     // starts (a worker and the home that number pages differently would move the wrong bytes). The
     // largest page and the largest complement of one: every rank learns the largest and smallest.
-    std::uint64_t pages[2] = {geometry.page_size, ~std::uint64_t{geometry.page_size}};
-    check(PMPI_Allreduce(MPI_IN_PLACE, pages, 2, MPI_UINT64_T, MPI_MAX, comm_), "MPI_Allreduce",
-          "the region's page sizes");
+    std::uint64_t pages[4] = {geometry.page_size, ~std::uint64_t{geometry.page_size}};
+    agree_collective(kRunning, pages);
     if (pages[0] != ~pages[1])
       throw InvalidArgument(fmt::format(
           "crc::Runtime::run under MPI: the ranks set page sizes from {} B to {} B for this region (rank "
@@ -576,7 +595,14 @@ class MpiEngine final : public Engine {
     text.resize(static_cast<std::size_t>(header[1]));
     if (header[1] != 0)
       check(PMPI_Bcast(text.data(), header[1], MPI_CHAR, 0, comm_), "MPI_Bcast", "the region's error");
-    if (rank_ == 0 && error) std::rethrow_exception(error);
+    // Rank 0 keeps its own error object (a nested original with it) where the others rebuild the same
+    // class from the code; otherwise (a SystemError, a program's subclass, a non-hdsm exception) it
+    // throws what they do, so that every rank catches alike.
+    if (rank_ == 0 && error) {
+      Request failure;
+      describe_failure(error, failure);
+      if (failure.exact) std::rethrow_exception(error);
+    }
     if (header[0] != 0) std::rethrow_exception(make_error(static_cast<Errc>(header[0]), text));
     Stats& result = rank_ == 0 ? total : mine;
     result.regions = 1;

@@ -667,6 +667,30 @@ TEST(CrcRuntime, FourRunsFromMissesStayValidTogether) {
   for (int p = 10; p < 14; ++p) EXPECT_EQ(a[p * 256 + 5], p) << "page " << p;
 }
 
+// A run stays valid while three other distinct pages come in or are handed out, however often they
+// are handed out again: a write run on a table page, then input and output pages localized twice
+// each, then a miss (before, each hand-out took a tick of the clock, and the miss took the table's
+// frame: the write through its run was lost).
+TEST(CrcRuntime, ARunOutlivesPagesHandedOutAgain) {
+  crc::Options o = options(1, 4096, 8 * 4096);  // 8 frames
+  o.zero_copy = false;
+  crc::Runtime rt(o);
+  int* a = rt.alloc<int>(1024 * 16);
+  rt.run([&] {
+    for (int p = 0; p < 8; ++p) (void)crc::read(&a[p * 1024]);  // the buffer full
+    const crc::Local<int> table = crc::write_local(&a[0]);      // a hit (an upgrade)
+    for (int i = 0; i < 2; ++i) {
+      (void)crc::read_local(&a[1024 + i]);
+      (void)crc::read_local(&a[2048 + i]);
+    }
+    const crc::Local<const int> next = crc::read_local(&a[8 * 1024]);  // a miss: the third page after
+    table.data[5] = 42;
+    EXPECT_EQ(next.data[5], 0);
+  });
+  EXPECT_EQ(a[5], 42);
+  EXPECT_EQ(a[8 * 1024 + 5], 0);
+}
+
 TEST(CrcErrors, AnAccessOutsideTheSharedSpace) {
   crc::Runtime rt(options(2));
   int local = 0;

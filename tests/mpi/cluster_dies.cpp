@@ -3,33 +3,46 @@
 //    exit non-zero (WILL_FAIL) well within the timeout;
 //  - "alone": rank 1 throws between two launches and catches it outside its session, whose end
 //    then waits for ranks that are in the next launch instead: after HDSM_CLUSTER_TIMEOUT it ends
-//    the job with a message naming it (the test passes on that message).
+//    the job with a message naming it (the test passes on that message);
+//  - "late": rank 0 has host work left after the last launch, longer than HDSM_CLUSTER_TIMEOUT:
+//    rank 1, at its session's end with no exception in flight, says so and goes on waiting, and the
+//    program ends normally (the test passes on rank 1's two messages, in order).
 #include <hdsm/cluster.hpp>
 
 #include <unistd.h>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
+#include <thread>
 
 int main(int argc, char** argv) {
   namespace cl = hdsm::cluster;
   const bool alone = argc > 1 && std::strcmp(argv[1], "alone") == 0;
+  const bool late = argc > 1 && std::strcmp(argv[1], "late") == 0;
   cl::Options o = cl::Options::from_environment();
   o.space_bytes = std::size_t{1} << 30;
   o.threads = 1;
+  int rank = -1;
   try {
     cl::Session session(&argc, &argv, o);
+    rank = session.rank();
     int* a = cl::alloc<int>(1024);
     const auto k = hdsm::per_thread("touch", [](const hdsm::Thread& t, int* p) { p[t.global_x()] = 1; });
     cl::launch(k, hdsm::cover(1024), a);
-    if (session.rank() == 1) {
-      if (alone) throw std::runtime_error("rank 1 gives up");
-      std::fprintf(stderr, "rank 1 dies now\n");
-      _exit(3);
+    if (late) {
+      if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    } else {
+      if (rank == 1) {
+        if (alone) throw std::runtime_error("rank 1 gives up");
+        std::fprintf(stderr, "rank 1 dies now\n");
+        _exit(3);
+      }
+      cl::launch(k, hdsm::cover(1024), a);
     }
-    cl::launch(k, hdsm::cover(1024), a);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "caught: %s\n", e.what());
   }
+  if (late) std::fprintf(stderr, "rank %d ended its session\n", rank);
   return 0;
 }

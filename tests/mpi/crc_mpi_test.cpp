@@ -247,6 +247,27 @@ TEST_F(CrcMpi, AllocationsOfDifferentSizesAreRefusedOnEveryRank) {
   }
 }
 
+// Ranks that diverged (one calls run while the others allocate, one allocates 0 bytes) are refused on
+// every rank instead of their collectives matching one another and hanging later.
+TEST_F(CrcMpi, RanksInDifferentCollectivesAreRefused) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  crc::Runtime rt(mpi_options());
+  try {
+    if (rank == 1)
+      rt.run([] {});
+    else
+      (void)rt.alloc<int>(16);
+    ADD_FAILURE() << "rank " << rank << " went on";
+  } catch (const hdsm::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("the ranks called different collectives (some allocate, some run)"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW((void)rt.allocate(rank == 1 ? 0 : 64), hdsm::InvalidArgument);
+  rt.run([] {});  // the ranks are in step
+}
+
 // A region whose ranks set different page sizes is refused on every rank, before it starts.
 TEST_F(CrcMpi, ARegionWhoseRanksSetDifferentPageSizesIsRefused) {
   int rank = 0;

@@ -220,8 +220,10 @@ void MpiTransport::barrier() {
 
 bool MpiTransport::barrier_within(std::chrono::milliseconds limit) {
   on_mpi_thread("a barrier");
-  MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier", "the cluster's ranks");
+  // A barrier an earlier call gave up on is still the one to finish (a second would not match).
+  MPI_Request& request = pending_barrier_;
+  if (request == MPI_REQUEST_NULL)
+    check(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier", "the cluster's ranks");
   // Polled as the page server polls (see wait_for_request): yielding first, then sleeping a little
   // longer each time, up to 0.5 ms, so that a rank that waits long leaves its core to the others.
   const bool forever = limit == std::chrono::milliseconds::max();

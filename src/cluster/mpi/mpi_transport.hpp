@@ -64,7 +64,8 @@ class MpiTransport final : public Transport {
   bool multiple_;
   std::chrono::milliseconds timeout_;
   std::thread server_;
-  std::atomic<bool> stopping_{false};  // the server's polling loop ends at its next look
+  std::atomic<bool> stopping_{false};               // the server's polling loop ends at its next look
+  MPI_Request pending_barrier_ = MPI_REQUEST_NULL;  // barrier_within's, while not all ranks came
 };
 
 }  // namespace hdsm::cluster::detail
