@@ -71,6 +71,19 @@ void layout(const std::vector<std::uint64_t>& sizes, std::vector<int>& counts, s
   }
 }
 
+// Between two polls of a request that may take long (a page request, the last barrier): yield while
+// it came recently, then sleep a little longer each time, up to 0.5 ms, so that a rank that waits
+// long leaves its core to the others (a blocking MPI call polls the network without pause).
+void pause_after(unsigned polls) {
+  if (polls < 256) {
+    ::sched_yield();
+    return;
+  }
+  const long pause_ns = std::min(500'000L, 20'000L << std::min(5u, (polls - 256) / 16));
+  const timespec pause{0, pause_ns};
+  ::nanosleep(&pause, nullptr);
+}
+
 }  // namespace
 
 const char* thread_level_name(int level) {
@@ -224,8 +237,7 @@ bool MpiTransport::barrier_within(std::chrono::milliseconds limit) {
   MPI_Request& request = pending_barrier_;
   if (request == MPI_REQUEST_NULL)
     check(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier", "the cluster's ranks");
-  // Polled as the page server polls (see wait_for_request): yielding first, then sleeping a little
-  // longer each time, up to 0.5 ms, so that a rank that waits long leaves its core to the others.
+  // Polled as the page server polls (pause_after).
   const bool forever = limit == std::chrono::milliseconds::max();
   const auto deadline = std::chrono::steady_clock::now() + (forever ? std::chrono::milliseconds(0) : limit);
   for (unsigned polls = 0;; ++polls) {
@@ -233,13 +245,7 @@ bool MpiTransport::barrier_within(std::chrono::milliseconds limit) {
     check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", "the cluster's barrier");
     if (done != 0) return true;
     if (!forever && std::chrono::steady_clock::now() >= deadline) return false;  // the caller ends the job
-    if (polls < 256) {
-      ::sched_yield();
-    } else {
-      const long pause_ns = std::min(500'000L, 20'000L << std::min(5u, (polls - 256) / 16));
-      const timespec pause{0, pause_ns};
-      ::nanosleep(&pause, nullptr);
-    }
+    pause_after(polls);
   }
 }
 
@@ -304,13 +310,7 @@ int MpiTransport::wait_for_request(PageRequest& req, MPI_Status& status, bool& s
     int done = 0;
     rc = MPI_Test(&pending, &done, &status);
     if (rc != MPI_SUCCESS || done != 0) return rc;
-    if (idle < 256) {
-      ::sched_yield();
-    } else {
-      const long pause_ns = std::min(500'000L, 20'000L << std::min(5u, (idle - 256) / 16));
-      const timespec pause{0, pause_ns};
-      ::nanosleep(&pause, nullptr);
-    }
+    pause_after(idle);
   }
 }
 
