@@ -328,6 +328,9 @@ detail::Geometry checked_locally(const Options& o) {
   if (o.timeout < std::chrono::milliseconds(1) || o.timeout > std::chrono::milliseconds(86'400'000))
     throw InvalidArgument(fmt::format(
         "crc Options::timeout of {} ms: 1 ms to 24 hours (HDSM_CRC_TIMEOUT's range)", o.timeout.count()));
+  if (o.region_spin < std::chrono::microseconds(0) || o.region_spin > std::chrono::seconds(1))
+    throw InvalidArgument(fmt::format(
+        "crc Options::region_spin of {} us: 0 to 1 s (HDSM_CRC_SPIN_US's range)", o.region_spin.count()));
   const detail::Geometry g = detail::geometry(o.local_store, o.page_size, o.sets);
   apply_wait_policy(Config::from_environment());
   return g;

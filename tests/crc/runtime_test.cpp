@@ -886,10 +886,15 @@ TEST(CrcErrors, AccessOutsideATaskAndBadOptions) {
   EXPECT_EQ(crc::worker_id(), -1);
   EXPECT_THROW(crc::Runtime(options(1, 4096, 2048)), hdsm::InvalidArgument);  // store below one page
   EXPECT_THROW(crc::Runtime(options(65)), hdsm::InvalidArgument);
-  for (const long ms : {0L, -5L, 86'400'001L}) {  // the knob's range holds for Options too
+  for (const long ms : {0L, -5L, 86'400'001L}) {  // the knobs' ranges hold for Options too
     crc::Options o = options(1);
     o.timeout = std::chrono::milliseconds(ms);
     EXPECT_THROW(crc::Runtime{o}, hdsm::InvalidArgument) << ms;
+  }
+  for (const long us : {-1L, 1'000'001L}) {  // a negative spin was a budget that never sleeps
+    crc::Options o = options(1);
+    o.region_spin = std::chrono::microseconds(us);
+    EXPECT_THROW(crc::Runtime{o}, hdsm::InvalidArgument) << us;
   }
   // A count whose bytes overflow is as much too large as it is, not a few bytes.
   EXPECT_THROW((void)rt.alloc<double>(SIZE_MAX / sizeof(double) + 2), hdsm::OutOfDeviceMemory);
