@@ -101,6 +101,18 @@ void check_split(const std::vector<std::uint64_t>& bounds, std::uint64_t blocks,
                     blocks, ranks, fmt::join(bounds, ", ")));
 }
 
+// Ends the job (Transport::abandon) with the text `say()` builds, or `fallback` where building it
+// fails: the caller may be out of memory, and abandon allocates nothing.
+template <class Say>
+void abandon_saying(Transport& transport, const char* fallback, Say&& say) noexcept {
+  std::string why;
+  try {
+    why = say();
+  } catch (...) {  // NOLINT(bugprone-empty-catch): out of memory to say more; the fallback
+  }
+  transport.abandon(why.empty() ? fallback : why.c_str());
+}
+
 thread_local Node* tl_node = nullptr;
 std::atomic<Node*> session_node{nullptr};
 
@@ -251,16 +263,13 @@ Node::~Node() {
   } catch (...) {  // NOLINT(bugprone-empty-catch): a failed transport has nothing to wait for
   }
   if (!met) {
-    std::string why;
-    try {
-      why = fmt::format(
+    abandon_saying(transport_, "a rank ended its cluster session alone", [&] {
+      return fmt::format(
           "rank {} ended its cluster session with an exception in flight and waited {} ms "
           "(HDSM_CLUSTER_TIMEOUT) for the other ranks to end theirs; they are elsewhere (did a call throw "
           "on this rank only?)",
           rank(), options_.timeout.count());
-    } catch (...) {  // NOLINT(bugprone-empty-catch): out of memory to say more; the text below
-    }
-    transport_.abandon(why.empty() ? "a rank ended its cluster session alone" : why.c_str());
+    });
   }
   if (private_pages_ || (lazy_available_ && rank() == 0)) transport_.stop_serving();
   os::unregister_fault_range(fault_range_);
@@ -822,24 +831,18 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
 }
 
 void Node::fail_alone(const std::string& kernel, const char* what) noexcept {
-  std::string why;
-  try {
-    why = fmt::format("rank {} failed halfway through kernel {}'s boundary: {}", rank(), kernel, what);
-  } catch (...) {  // NOLINT(bugprone-empty-catch): out of memory to say more; the text below
-  }
-  transport_.abandon(why.empty() ? "a rank failed halfway through a kernel boundary" : why.c_str());
+  abandon_saying(transport_, "a rank failed halfway through a kernel boundary", [&] {
+    return fmt::format("rank {} failed halfway through kernel {}'s boundary: {}", rank(), kernel, what);
+  });
 }
 
 void Node::fail_alone_in(const char* call, const char* what) noexcept {
-  std::string why;
-  try {
-    why = fmt::format(
-        "rank {} failed in {} after the ranks agreed on the call, so its global memory is no "
-        "longer the others': {}",
+  abandon_saying(transport_, call, [&] {
+    return fmt::format(
+        "rank {} failed in {} after the ranks agreed on the call, so its global memory is no longer the "
+        "others': {}",
         rank(), call, what);
-  } catch (...) {  // NOLINT(bugprone-empty-catch): out of memory to say more; the text below
-  }
-  transport_.abandon(why.empty() ? call : why.c_str());
+  });
 }
 
 Node::Exchanged Node::exchange(const std::string& kernel, const std::exception_ptr& error, bool& moved) {
