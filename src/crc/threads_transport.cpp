@@ -107,7 +107,12 @@ class ThreadsTransport::Home final : public HomeLink {
     to_wake_.push_back(&box);
   }
 
-  void begin_batch() override { batch_ = true; }
+  void begin_batch() override {
+    // Room for one reply to every worker (each has one call in flight at most): a reply that only
+    // says the region failed must not be the one that runs out of memory (HomeLink::reply).
+    to_wake_.reserve(boxes_.size());
+    batch_ = true;
+  }
 
   void end_batch() override {
     batch_ = false;

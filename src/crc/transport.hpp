@@ -107,7 +107,9 @@ class HomeLink {
   /// The page bytes a write_back or flush_fetch request carries.
   virtual std::span<const std::byte> written(const Request& request) = 0;
   /// Answers a call: `page` (when not empty) goes into the worker's frame, `invalidations` to its
-  /// list (empty when the worker calls).
+  /// list (empty when the worker calls). The worker waits for it, so a reply is delivered or the
+  /// link ends the job; it may throw only before anything reached the worker, and a reply of a status
+  /// alone (the home's word that the region failed) never throws.
   virtual void reply(const Caller& to, const Reply& reply, std::span<const std::byte> page,
                      std::span<const std::uint64_t> invalidations) = 0;
   /// The replies between these two calls may be sent together (a barrier's release): each worker's

@@ -21,6 +21,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -72,12 +73,15 @@ struct WireReply {
 // A message whose lengths do not add up to its size, or that names another worker than the rank it
 // came from (a corrupted message, another version of the library): nothing in it can be trusted, and
 // the rank it came from waits for an answer, so the job ends.
-[[noreturn]] void malformed(int rank, const std::string& what) {
-  std::fprintf(stderr, "hdsm: crc over MPI: rank %d: a malformed message (%s); the job ends\n", rank,
-               what.c_str());
+[[noreturn]] void end_job(const char* why) noexcept {
+  std::fprintf(stderr, "hdsm: crc over MPI: %s; the job ends\n", why);
   std::fflush(stderr);
   PMPI_Abort(MPI_COMM_WORLD, 70);
   std::abort();
+}
+
+[[noreturn]] void malformed(int rank, const std::string& what) {
+  end_job(fmt::format("rank {}: a malformed message ({})", rank, what).c_str());
 }
 
 template <class T>
@@ -136,8 +140,23 @@ class MpiHomeLink final : public HomeLink {
     PMPI_Abort(comm_, 70);
   }
 
+  // The worker waits for this reply (its call's answer, or the home's word that the region failed):
+  // one that cannot be sent would leave it waiting for good, so the job ends instead.
   void reply(const Caller& r, const Reply& reply, std::span<const std::byte> page,
-             std::span<const std::uint64_t> invalidations) override {
+             std::span<const std::uint64_t> invalidations) noexcept override {
+    try {
+      send_reply(r, reply, page, invalidations);
+    } catch (const std::exception& e) {
+      std::array<char, 512> why{};
+      std::snprintf(why.data(), why.size(), "the home (rank 0) could not answer worker %d: %s", r.worker,
+                    e.what());
+      end_job(why.data());
+    }
+  }
+
+ private:
+  void send_reply(const Caller& r, const Reply& reply, std::span<const std::byte> page,
+                  std::span<const std::uint64_t> invalidations) {
     const WireReply h{.status = static_cast<std::uint8_t>(reply.status),
                       .data = static_cast<std::uint8_t>(reply.data ? 1 : 0),
                       .page_bytes = static_cast<std::uint32_t>(page.size()),
@@ -153,7 +172,6 @@ class MpiHomeLink final : public HomeLink {
           "MPI_Send", fmt::format("a reply of {} B to worker {}", out_.size(), r.worker));
   }
 
- private:
   // Within a region's passive-target epoch, the home's own loads and stores and the workers'
   // one-sided copies of its window meet only through the messages: MPI_Win_sync at each of them
   // makes the window's copies agree (a memory barrier, with the unified memory model).
