@@ -2,6 +2,7 @@
 
 #include "cluster/records.hpp"
 #include "os/fault_path.hpp"
+#include "os/futex.hpp"
 #include "os/mapping.hpp"
 #include "os/signal_safe_io.hpp"
 #include "os/spin_wait.hpp"
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -1134,16 +1136,24 @@ Node::Exchanged Node::exchange(const std::string& kernel, const std::exception_p
 
 HDSM_FAULT_PATH void Node::await_opened(std::atomic<PageState>& st) const noexcept {
   if (os::spin_until([&] { return st.load(std::memory_order_acquire) != PageState::twinning; })) return;
-  // Sequentially consistent with opened(): either this load sees the new state, or the opener sees
-  // the count and wakes the wait.
+  // Sequentially consistent with opened(): either the state's load sees the new state, or the opener
+  // sees the count and bumps the word after this read of it, so the sleep returns at once or wakes.
+  const std::atomic_ref<std::uint32_t> word(twins_opened_);
   twin_waiters_.fetch_add(1, std::memory_order_seq_cst);
-  while (st.load(std::memory_order_seq_cst) == PageState::twinning) st.wait(PageState::twinning);
+  for (;;) {
+    const std::uint32_t seen = word.load(std::memory_order_seq_cst);
+    if (st.load(std::memory_order_seq_cst) != PageState::twinning) break;
+    os::futex_wait(twins_opened_, seen);
+  }
   twin_waiters_.fetch_sub(1, std::memory_order_release);
 }
 
 HDSM_FAULT_PATH void Node::opened(std::atomic<PageState>& st, PageState now) const noexcept {
   st.store(now, std::memory_order_seq_cst);
-  if (twin_waiters_.load(std::memory_order_seq_cst) != 0) st.notify_all();
+  if (twin_waiters_.load(std::memory_order_seq_cst) != 0) {
+    std::atomic_ref<std::uint32_t>(twins_opened_).fetch_add(1, std::memory_order_seq_cst);
+    os::futex_wake(twins_opened_, INT_MAX);
+  }
 }
 
 bool Node::on_fault(void* self, void* address, os::FaultAccess access) {

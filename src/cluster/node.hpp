@@ -217,11 +217,13 @@ class Node final : public PageServer {
   os::Mapping twin_memory_;
   std::byte* twins_ = nullptr;
   std::unique_ptr<std::atomic<PageState>[]> states_;
-  // Threads in await_opened. A page's state is a byte, so libstdc++ waits on it through a table of
-  // 16 shared futexes: a notify calls futex_wake whenever any waiter hashes to the same entry (the
-  // in-process transport's barrier, the page server), and wakes it for nothing. Every write fault
-  // ends a twinning, so the opener notifies only when this count says someone waits.
+  // Threads in await_opened. Every write fault ends a twinning, so the opener wakes anyone only when
+  // this count says someone waits.
   mutable std::atomic<std::uint32_t> twin_waiters_{0};
+  // What await_opened sleeps on (a futex word, through std::atomic_ref): bumped when a twinning ends
+  // with waiters. A page's state is a byte, which a futex cannot wait on, and std::atomic::wait is
+  // not promised safe in the fault handler.
+  alignas(4) mutable std::uint32_t twins_opened_ = 0;
   std::unique_ptr<std::uint64_t[]> written_;  // pages written in the current kernel, in fault order
   std::atomic<std::uint64_t> written_count_{0};
   std::unique_ptr<std::uint64_t[]> touched_;  // untouched and invalid pages touched since the last boundary

@@ -9,7 +9,10 @@
 // no owner check; std::condition_variable_any waits on it where needed.
 #pragma once
 
+#include "os/futex.hpp"
+
 #include <atomic>
+#include <cstdint>
 
 namespace hdsm::os {
 
@@ -20,27 +23,32 @@ class FaultMutex {
   FaultMutex& operator=(const FaultMutex&) = delete;
 
   bool try_lock() noexcept {
-    int expected = 0;
-    return state_.compare_exchange_strong(expected, 1, std::memory_order_acquire, std::memory_order_relaxed);
+    std::uint32_t expected = 0;
+    return state().compare_exchange_strong(expected, 1, std::memory_order_acquire, std::memory_order_relaxed);
   }
 
   void lock() noexcept {
-    int seen = 0;
-    if (state_.compare_exchange_strong(seen, 1, std::memory_order_acquire, std::memory_order_relaxed)) return;
+    std::uint32_t seen = 0;
+    if (state().compare_exchange_strong(seen, 1, std::memory_order_acquire, std::memory_order_relaxed))
+      return;
     // Announce a waiter (2) with every attempt, so the holder's unlock wakes one.
-    if (seen != 2) seen = state_.exchange(2, std::memory_order_acquire);
+    if (seen != 2) seen = state().exchange(2, std::memory_order_acquire);
     while (seen != 0) {
-      state_.wait(2, std::memory_order_relaxed);
-      seen = state_.exchange(2, std::memory_order_acquire);
+      futex_wait(word_, 2);
+      seen = state().exchange(2, std::memory_order_acquire);
     }
   }
 
   void unlock() noexcept {
-    if (state_.exchange(0, std::memory_order_release) == 2) state_.notify_one();
+    if (state().exchange(0, std::memory_order_release) == 2) futex_wake(word_);
   }
 
  private:
-  std::atomic<int> state_{0};
+  std::atomic_ref<std::uint32_t> state() noexcept { return std::atomic_ref<std::uint32_t>(word_); }
+
+  // The futex word, through std::atomic_ref: the waits and wakes are plain system calls, which a
+  // fault handler may make.
+  alignas(4) std::uint32_t word_ = 0;
 };
 
 }  // namespace hdsm::os

@@ -4,11 +4,9 @@
 
 #include <system_error>
 
+#include "os/futex.hpp"
 #include "os/spin_wait.hpp"
 
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #include <cstdio>
 #include <exception>
 
@@ -17,14 +15,6 @@ namespace hdsm::os {
 namespace {
 
 std::atomic_ref<std::uint32_t> word(std::uint32_t& w) { return std::atomic_ref<std::uint32_t>(w); }
-
-void futex_wait(std::uint32_t& w, std::uint32_t expected) noexcept {
-  ::syscall(SYS_futex, &w, FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr, 0);
-}
-
-void futex_wake(std::uint32_t& w) noexcept {
-  ::syscall(SYS_futex, &w, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
-}
 
 }  // namespace
 
