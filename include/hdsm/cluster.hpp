@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <span>
@@ -164,7 +165,9 @@ void launch(const KernelOf<P...>& kernel, const Launch& shape, A&&... args) {
   launch(static_cast<const Kernel&>(kernel), shape, packed.pack());
 }
 
-/// Collective: rank 0's `bytes` at `data` land at `data` of every rank (Constant's broadcast).
+/// Collective: rank 0's `bytes` at `data` land at `data` of every rank (Constant's broadcast). A
+/// rank that passes no buffer (`data` null, `bytes` not 0: it could not allocate one) fails the call
+/// on every rank.
 void replicate(void* data, std::size_t bytes);
 
 /// Read-only data replicated on every rank (CUDA's constant memory): rank 0's values, broadcast at
@@ -173,9 +176,24 @@ template <class T>
 class Constant {
  public:
   static_assert(std::is_trivially_copyable_v<T>, "constant memory holds trivially copyable types");
-  Constant(const T* rank0_values, std::size_t n) : values_(n) {
-    if (n != 0 && rank() == 0) std::memcpy(values_.data(), rank0_values, n * sizeof(T));
-    replicate(values_.data(), n * sizeof(T));
+  Constant(const T* rank0_values, std::size_t n) {
+    // A rank that cannot hold the values still takes part in the broadcast's agreement, so that
+    // every rank fails rather than the others waiting for it.
+    std::exception_ptr failed;
+    try {
+      values_.resize(n);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    if (!failed && n != 0 && rank() == 0) std::memcpy(values_.data(), rank0_values, n * sizeof(T));
+    const std::size_t bytes = n > SIZE_MAX / sizeof(T) ? SIZE_MAX : n * sizeof(T);
+    try {
+      replicate(failed ? nullptr : values_.data(), bytes);
+    } catch (...) {
+      if (failed) std::rethrow_exception(failed);
+      throw;
+    }
+    if (failed) std::rethrow_exception(failed);
   }
   const T* data() const { return values_.data(); }
   std::size_t size() const { return values_.size(); }

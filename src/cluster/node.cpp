@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <chrono>
 #include <climits>
@@ -20,6 +21,8 @@
 #include <cstring>
 #include <exception>
 #include <numeric>
+#include <span>
+#include <stdexcept>
 
 namespace hdsm::cluster::detail {
 namespace {
@@ -537,9 +540,18 @@ void Node::copy(void* dst, const void* src, std::size_t bytes, Deliver deliver) 
 
 void Node::agree_all(std::initializer_list<std::pair<std::uint64_t, const char*>> values) {
   if (ranks() == 1) return;
-  std::vector<std::uint64_t> v;
-  for (const auto& [value, what] : values) v.push_back(value);
-  for (const auto& [value, what] : values) v.push_back(~value);
+  // Nothing to allocate before the collective: a rank that ran out of memory here would leave the
+  // others in it.
+  constexpr std::size_t kMost = 8;
+  if (values.size() > kMost) throw std::logic_error("cluster: agree_all of more than 8 values");
+  std::array<std::uint64_t, 2 * kMost> all{};
+  const std::span<std::uint64_t> v(all.data(), 2 * values.size());
+  std::size_t at = 0;
+  for (const auto& [value, what] : values) {
+    v[at] = value;
+    v[values.size() + at] = ~value;
+    ++at;
+  }
   transport_.allreduce(v, ReduceOp::max);
   std::size_t i = 0;
   for (const auto& [value, what] : values) {
@@ -643,7 +655,10 @@ bool Node::gather_private(std::uint64_t first, std::uint64_t end, std::byte* int
 }
 
 void Node::replicate(void* data, std::size_t bytes) {
-  agree(bytes, "constant sizes");
+  const bool none = data == nullptr && bytes != 0;
+  agree_all({{bytes, "constant sizes"},
+             {none ? 1 : 0, "buffers for a constant (1: none, as when a rank could not allocate one)"}});
+  if (none) throw InvalidArgument(fmt::format("cluster::replicate of {} B into no buffer", bytes));
   if (bytes != 0 && ranks() > 1) transport_.broadcast(0, {static_cast<std::byte*>(data), bytes});
 }
 

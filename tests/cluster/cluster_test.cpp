@@ -1568,6 +1568,22 @@ TEST(Cluster, ConstantMemoryIsRankZerosValuesOnEveryRank) {
   });
 }
 
+// A rank that could not allocate a constant's values (Constant passes no buffer then) fails the
+// broadcast on every rank instead of leaving the others in it; the next collective works.
+TEST(Cluster, AConstantOneRankCannotHoldFailsOnEveryRank) {
+  run_ranks(3, options(), [&](Node& node) {
+    std::vector<double> mine(100, 1.5);
+    try {
+      cl::replicate(node.rank() == 1 ? nullptr : mine.data(), mine.size() * sizeof(double));
+      ADD_FAILURE() << "rank " << node.rank() << ": a broadcast with no buffer on rank 1 did not fail";
+    } catch (const hdsm::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("buffers for a constant"), std::string::npos) << e.what();
+    }
+    const cl::Constant<double> c = cl::constant(mine.data(), mine.size());
+    EXPECT_EQ(c[99], 1.5);
+  });
+}
+
 TEST(Cluster, WeightedDistributionRunsEveryBlockOnce) {
   cl::Options o = options();
   o.distribution = cl::Distribution::weighted;
