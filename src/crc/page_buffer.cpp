@@ -58,7 +58,7 @@ void PageBuffer::configure(const Geometry& g) {
   for (std::size_t f = 0; f < g.frames; ++f) free_frames_[f] = g.frames - 1 - f;
   next_frame_ = 0;
   modified_.clear();
-  modified_.reserve(2 * ways + 1);
+  modified_.reserve(2 * g.frames + 1);
   modified_kept_.reserve(ways);  // compact_modified's marks: no allocation on a miss either
   unregistered_.clear();
   unregistered_.reserve(g.frames);

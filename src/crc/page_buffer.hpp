@@ -113,7 +113,7 @@ class PageBuffer {
   std::uint64_t conflict_misses = 0;
   /// Frames listed for the next drop_unregistered (each once, so at most `frames`).
   std::size_t unregistered_listed() const { return unregistered_.size(); }
-  /// Entries of the modified list (stale ones included: at most twice the ways).
+  /// Entries of the modified list (stale ones included: at most twice the frames).
   std::size_t modified_listed() const { return modified_.size(); }
 
  private:
@@ -162,10 +162,11 @@ class PageBuffer {
   std::vector<Modified> modified_;
   std::vector<std::uint8_t> modified_kept_;  // per way, during compact_modified
   /// Lists a way given write permission; drops the entries of ways written back or evicted since
-  /// when the list reaches twice the ways, so a region that streams through many pages keeps it
-  /// as bounded as the local store (its capacity, reserved once: no allocation on a miss).
+  /// when the list reaches twice the frames (a modified way holds a frame, so at most half of them
+  /// stay), so a region that streams through many pages keeps it as bounded as the local store (its
+  /// capacity, reserved once: no allocation on a miss).
   void note_modified(int way, std::uintptr_t page) {
-    if (modified_.size() >= 2 * write_tags_.size()) [[unlikely]]
+    if (modified_.size() >= 2 * frame_.size()) [[unlikely]]
       compact_modified();
     modified_.push_back({way, page});
   }

@@ -153,10 +153,10 @@ TEST_F(CrcPageBuffer, APhaseOfReadOnlyMissesListsEachFrameOnce) {
 TEST_F(CrcPageBuffer, AWritePhaseThroughThousandsOfPagesKeepsTheModifiedListBounded) {
   // Every write miss evicts a modified page (written back by the worker): the list of ways to
   // write back at the release must not keep an entry per page ever written.
-  const std::size_t ways = buffer_.geometry().sets * 4;
+  const std::size_t frames = buffer_.geometry().frames;
   for (std::size_t i = 0; i < 5000; ++i) {
     fill(page(i), /*write=*/true);
-    ASSERT_LE(buffer_.modified_listed(), 2 * ways) << i;
+    ASSERT_LE(buffer_.modified_listed(), 2 * frames) << i;
   }
   // The release still sees exactly the pages that hold write permission, each once, oldest first.
   std::vector<std::uintptr_t> seen;
