@@ -98,38 +98,25 @@ std::exception_ptr Home::serve(std::size_t page_size, Stats& stats) {
   at_barrier_.clear();
   barrier_round_ = 0;
   locks_.clear();
-  lock_waiters_ = 0;
   error_ = nullptr;
   interrupted_.assign(static_cast<std::size_t>(workers_), false);
   stall_reported_ = false;
+  lock_since_.clear();
   Request r;
+  std::uint32_t served = 0;
   while (finished_count_ < workers_) {
     // Nobody waits on anybody: wait as long as the workers compute. Someone waits at a barrier or
-    // for a lock, or the region failed: the others have the timeout to come (to end their tasks).
-    const bool waiting = !at_barrier_.empty() || lock_waiters_ != 0 || (error_ && !stall_reported_);
-    if (!link_.receive(r, waiting ? timeout_ : std::chrono::hours(24 * 365))) {
-      if (error_ && at_barrier_.empty() && lock_waiters_ == 0) {
-        // Told to stop (threads: at their next access), some workers still did not end their tasks:
-        // they compute without touching shared data, or the transport cannot reach them (MPI).
-        std::vector<int> late;
-        for (int w = 0; w < workers_; ++w)
-          if (!finished_[static_cast<std::size_t>(w)]) late.push_back(w);
-        stall_reported_ = true;
-        link_.stalled(
-            fmt::format("the crc region failed ({}), and worker{} {} did not end {} task within {} "
-                        "ms of it (HDSM_CRC_TIMEOUT)",
-                        what_of(error_), late.size() == 1 ? "" : "s", fmt::join(late, ", "),
-                        late.size() == 1 ? "its" : "their", timeout_.count()));
-        continue;
-      }
-      if (!at_barrier_.empty())
-        fail(fmt::format("crc barrier {}: {} within {} ms", barrier_round_, waiting_at_barrier(),
-                         timeout_.count()));
-      for (const auto& [number, lock] : locks_)
-        if (!lock.waiting.empty())
-          fail(fmt::format("crc lock {}: worker {} held it for more than {} ms while worker {} waited",
-                           number, lock.holder, timeout_.count(), lock.waiting.front().worker));
+    // for a lock, or the region failed: the others have the timeout to come (to end their tasks),
+    // counted from when the wait began.
+    const Clock::time_point deadline = next_deadline();
+    if (!link_.receive(r, deadline)) {
+      expire(Clock::now());
       continue;
+    }
+    // A worker that keeps asking (one that misses its buffer in a loop) must not hold off the others'
+    // timeout: with a deadline, the clock is read every 64 requests too.
+    if (deadline != Clock::time_point::max() && (++served & 63) == 0) {
+      if (const Clock::time_point now = Clock::now(); now >= deadline) expire(now);
     }
     ++stats.messages;
     handling_ = r.worker;
@@ -143,7 +130,8 @@ std::exception_ptr Home::serve(std::size_t page_size, Stats& stats) {
       const auto is = [&](const Caller& c) { return c.worker == r.worker; };
       bool queued = std::any_of(at_barrier_.begin(), at_barrier_.end(), is);
       for (const auto& [number, lock] : locks_)
-        queued = queued || std::any_of(lock.waiting.begin(), lock.waiting.end(), is);
+        queued = queued || std::any_of(lock.waiting.begin(), lock.waiting.end(),
+                                       [&](const LockWaiter& l) { return is(l.caller); });
       fail(std::current_exception());
       const bool call = r.op != Op::single_put && r.op != Op::done && r.op != Op::failed &&
                         (r.op != Op::direct_put || r.write);
@@ -151,6 +139,45 @@ std::exception_ptr Home::serve(std::size_t page_size, Stats& stats) {
     }
   }
   return error_;
+}
+
+Home::Clock::time_point Home::next_deadline() const {
+  Clock::time_point deadline = Clock::time_point::max();
+  if (!at_barrier_.empty()) deadline = barrier_since_ + timeout_;
+  if (!lock_since_.empty()) deadline = std::min(deadline, *lock_since_.begin() + timeout_);
+  if (error_ && !stall_reported_ && at_barrier_.empty() && lock_since_.empty())
+    deadline = std::min(deadline, failed_at_ + timeout_);
+  return deadline;
+}
+
+void Home::expire(Clock::time_point now) {
+  if (error_) {
+    if (stall_reported_ || !at_barrier_.empty() || !lock_since_.empty() || now < failed_at_ + timeout_)
+      return;
+    // Told to stop (threads: at their next access), some workers still did not end their tasks:
+    // they compute without touching shared data, or the transport cannot reach them (MPI).
+    std::vector<int> late;
+    for (int w = 0; w < workers_; ++w)
+      if (!finished_[static_cast<std::size_t>(w)]) late.push_back(w);
+    stall_reported_ = true;
+    link_.stalled(
+        fmt::format("the crc region failed ({}), and worker{} {} did not end {} task within {} "
+                    "ms of it (HDSM_CRC_TIMEOUT)",
+                    what_of(error_), late.size() == 1 ? "" : "s", fmt::join(late, ", "),
+                    late.size() == 1 ? "its" : "their", timeout_.count()));
+    return;
+  }
+  if (!at_barrier_.empty() && now >= barrier_since_ + timeout_) {
+    fail(fmt::format("crc barrier {}: {} within {} ms", barrier_round_, waiting_at_barrier(),
+                     timeout_.count()));
+    return;
+  }
+  for (const auto& [number, lock] : locks_)
+    if (!lock.waiting.empty() && now >= lock.waiting.front().since + timeout_) {
+      fail(fmt::format("crc lock {}: worker {} held it for more than {} ms while worker {} waited", number,
+                       lock.holder, timeout_.count(), lock.waiting.front().caller.worker));
+      return;
+    }
 }
 
 std::string Home::waiting_at_barrier() const {
@@ -163,7 +190,10 @@ std::string Home::waiting_at_barrier() const {
 }
 
 void Home::fail(std::exception_ptr error) {
-  if (!error_) error_ = std::move(error);
+  if (!error_) {
+    error_ = std::move(error);
+    failed_at_ = Clock::now();
+  }
   // Workers that ask nothing (they only hit their buffers) would never hear of it: the home stops
   // them where the transport lets it.
   if (interrupt_)
@@ -176,10 +206,10 @@ void Home::fail(std::exception_ptr error) {
   for (const Caller& w : at_barrier_) send(w, Reply{.status = Status::aborted});
   at_barrier_.clear();
   for (auto& [number, lock] : locks_) {
-    for (const Caller& w : lock.waiting) send(w, Reply{.status = Status::aborted});
+    for (const LockWaiter& w : lock.waiting) send(w.caller, Reply{.status = Status::aborted});
     lock.waiting.clear();
   }
-  lock_waiters_ = 0;
+  lock_since_.clear();
 }
 
 // A direct copy's offset comes from another process under MPI (where the window is missing):
@@ -327,8 +357,9 @@ void Home::handle(Request& r) {
         lock.holder = w;
         acquire_reply(caller_of(r));
       } else {
-        lock.waiting.push_back(caller_of(r));
-        ++lock_waiters_;
+        const Clock::time_point now = Clock::now();  // a worker that waits reads the clock
+        lock.waiting.push_back(LockWaiter{caller_of(r), now});
+        lock_since_.insert(now);
       }
       return;
     }
@@ -347,10 +378,11 @@ void Home::handle(Request& r) {
         lock.holder = -1;
         return;
       }
-      lock.holder = lock.waiting.front().worker;
-      acquire_reply(lock.waiting.front());
+      const LockWaiter next = lock.waiting.front();
+      lock.holder = next.caller.worker;
+      acquire_reply(next.caller);
       lock.waiting.pop_front();
-      --lock_waiters_;
+      lock_since_.erase(lock_since_.find(next.since));
       return;
     }
     case Op::barrier: {
@@ -361,6 +393,7 @@ void Home::handle(Request& r) {
                            barrier_round_, w, x));
           return;
         }
+      if (at_barrier_.empty()) barrier_since_ = Clock::now();  // once a barrier, at its first arrival
       at_barrier_.push_back(caller_of(r));
       if (static_cast<int>(at_barrier_.size()) < workers_) return;
       std::size_t released = 0;
@@ -434,6 +467,25 @@ bool describe_failure(const std::exception_ptr& error, Request& r) {
     r.message = "an exception that is not a std::exception";
   }
   return true;
+}
+
+bool is_nested_kernel_failure(const std::exception_ptr& error) {
+  // The class std::throw_with_nested makes of a KernelFailure, found once by making one.
+  static const std::type_info& nested = []() -> const std::type_info& {
+    try {
+      std::throw_with_nested(KernelFailure(""));
+    } catch (const KernelFailure& e) {
+      return typeid(e);
+    }
+    return typeid(KernelFailure);  // not reached: throw_with_nested throws
+  }();
+  try {
+    std::rethrow_exception(error);
+  } catch (const KernelFailure& e) {
+    return typeid(e) == nested;
+  } catch (...) {
+    return false;
+  }
 }
 
 std::exception_ptr task_error(std::exception_ptr error, int worker, const Request& failure) {

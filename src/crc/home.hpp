@@ -17,6 +17,7 @@
 #include <exception>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -53,10 +54,20 @@ class Home {
   void acquire_reply(const Caller& to);
   bool direct_in_space(const Request& r, std::size_t bytes);
   std::string waiting_at_barrier() const;
+  using Clock = std::chrono::steady_clock;
+  /// When the longest wait (at the barrier, for a lock, for the workers to end a failed region)
+  /// reaches the timeout; time_point::max() when nobody waits.
+  Clock::time_point next_deadline() const;
+  /// What has waited `timeout_` by `now` fails the region (or, once it failed, is reported stalled).
+  void expire(Clock::time_point now);
 
+  struct LockWaiter {
+    Caller caller;
+    Clock::time_point since;  // when it asked
+  };
   struct LockState {
     int holder = -1;
-    std::deque<Caller> waiting;
+    std::deque<LockWaiter> waiting;
   };
 
   HomeLink& link_;
@@ -70,10 +81,12 @@ class Home {
   std::vector<bool> finished_;
   int finished_count_ = 0;
   std::vector<Caller> at_barrier_;
+  Clock::time_point barrier_since_;  // the barrier's first arrival
   std::uint64_t barrier_round_ = 0;
   std::map<std::int64_t, LockState> locks_;
-  std::size_t lock_waiters_ = 0;  // requests queued for a lock, in all of locks_
+  std::multiset<Clock::time_point> lock_since_;  // when each request queued for a lock asked
   std::exception_ptr error_;
+  Clock::time_point failed_at_;  // when error_ was set
   std::function<void(int)> interrupt_;
   std::vector<bool> interrupted_;  // this region: the workers told to stop
   bool stall_reported_ = false;    // this region: HomeLink::stalled was called
@@ -98,13 +111,13 @@ class HomeSelfLink final : public WorkerLink {
   std::byte* base_;
 };
 
-/// The home as the last of the region's workers (run_with_home), on its own memory.
 /// A task's error as the region reports it: hdsm's errors naming the worker (prefixed with it where
 /// their class can be rebuilt), any other a KernelFailure naming `worker` with the original nested.
 /// `failure`: the error as describe_failure() told it.
 std::exception_ptr task_error(std::exception_ptr error, int worker, const Request& failure);
 std::exception_ptr nested_task_error(int worker, const std::string& what);
 
+/// The home as the last of the region's workers (run_with_home), on its own memory.
 class HomeWorker {
  public:
   /// Worker `id` (the region's count less one) over the shared space at `base` (`space` as the

@@ -3,7 +3,6 @@
 #include "os/spin_wait.hpp"
 
 #include <cstring>
-#include <optional>
 
 namespace hdsm::crc::detail {
 
@@ -61,11 +60,9 @@ class ThreadsTransport::Home final : public HomeLink {
        std::uint64_t quiet_ns)
       : boxes_(boxes), bell_(bell), spin_ns_(spin_ns), quiet_ns_(quiet_ns) {}
 
-  bool receive(Request& request, std::chrono::milliseconds patience) override {
-    std::optional<std::chrono::steady_clock::time_point> deadline;
+  bool receive(Request& request, std::chrono::steady_clock::time_point deadline) override {
     for (;;) {
       if (take(request)) return true;
-      if (!deadline) deadline = std::chrono::steady_clock::now() + patience;
       if (os::spin_until_for(
               spin_ns_, [&] { return any(); }, quiet_ns_))
         continue;
@@ -73,7 +70,11 @@ class ThreadsTransport::Home final : public HomeLink {
       bell_.sleeping.store(true, std::memory_order_seq_cst);
       // Pairs with the worker's push (a packet's ready, then sleeping, both seq_cst): one of the two
       // sees the other.
-      const bool ready = bell_.cv.wait_until(lock, *deadline, [&] { return any(); });
+      bool ready = true;
+      if (deadline == std::chrono::steady_clock::time_point::max())
+        bell_.cv.wait(lock, [&] { return any(); });
+      else
+        ready = bell_.cv.wait_until(lock, deadline, [&] { return any(); });
       bell_.sleeping.store(false, std::memory_order_relaxed);
       if (!ready) return false;
     }

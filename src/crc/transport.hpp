@@ -66,6 +66,10 @@ struct Request {
 /// threw it: the home reads these, never the error object, which that thread may still be releasing.
 /// False for RegionAborted (the home ended the region: nothing to report).
 bool describe_failure(const std::exception_ptr& error, Request& r);
+/// A KernelFailure with the original nested (std::throw_with_nested's, as task_error makes): caught
+/// as the KernelFailure that make_error rebuilds elsewhere, though describe_failure does not call it
+/// exact.
+bool is_nested_kernel_failure(const std::exception_ptr& error);
 
 /// Whom a reply goes to: the parts of a call that its reply needs. Workers queued at a barrier or
 /// for a lock wait as these, not as whole requests, which the home would move and destroy.
@@ -100,10 +104,10 @@ inline void check_direct(const Reply& reply) {
 class HomeLink {
  public:
   virtual ~HomeLink() = default;
-  /// The next request, taking the workers round-robin; false when none came within `patience`.
-  /// (A duration, not a deadline: the clock is read only when no request is there at once, which
-  /// the home's busiest moments, a barrier's arrivals, never pay.)
-  virtual bool receive(Request& request, std::chrono::milliseconds patience) = 0;
+  /// The next request, taking the workers round-robin; false when none came by `deadline`
+  /// (time_point::max(): none). The clock is read only when no request is there at once, which the
+  /// home's busiest moments, a barrier's arrivals, never pay.
+  virtual bool receive(Request& request, std::chrono::steady_clock::time_point deadline) = 0;
   /// The page bytes a write_back or flush_fetch request carries.
   virtual std::span<const std::byte> written(const Request& request) = 0;
   /// Answers a call: `page` (when not empty) goes into the worker's frame, `invalidations` to its

@@ -90,7 +90,26 @@ void Worker::failed(const std::exception_ptr& error) {
 }
 
 std::exception_ptr Worker::run(const std::function<void()>& task, const Geometry& g, int count) {
-  begin(g, count);
+  try {
+    begin(g, count);
+  } catch (...) {
+    // The buffer's tables could not be laid out (out of memory): the task never ran, and the home
+    // waits for this worker's word like any other's. begin() points the task's accesses at the
+    // buffer only once everything is in place, so there is nothing to undo here.
+    std::exception_ptr error = std::current_exception();
+    try {  // named as the worker's (the original nested), unless out of memory for that too
+      std::throw_with_nested(KernelFailure(fmt::format(
+          "crc worker {}: its page buffer for {} B pages could not be set up", id_, g.page_size)));
+    } catch (const KernelFailure&) {
+      error = std::current_exception();
+    } catch (...) {
+    }
+    Request r{.op = Op::failed, .worker = id_};
+    describe_failure(error, r);
+    r.error = error;
+    link_.post(r);
+    return error;
+  }
   try {
     task();
     end();

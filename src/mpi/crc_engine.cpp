@@ -106,8 +106,7 @@ class MpiHomeLink final : public HomeLink {
   MpiHomeLink(MPI_Comm comm, MPI_Win window, int workers) : comm_(comm), window_(window), workers_(workers) {}
   void set_page_size(std::size_t bytes) { page_size_ = bytes; }
 
-  bool receive(Request& r, std::chrono::milliseconds patience) override {
-    std::chrono::steady_clock::time_point deadline{};
+  bool receive(Request& r, std::chrono::steady_clock::time_point deadline) override {
     for (unsigned polls = 0;; ++polls) {
       // Round-robin: the worker after the one served last is asked first.
       for (int k = 1; k <= workers_; ++k) {
@@ -122,7 +121,6 @@ class MpiHomeLink final : public HomeLink {
         last_ = w;
         return true;
       }
-      if (polls == 0) deadline = std::chrono::steady_clock::now() + patience;
       if (polls % 16 == 15) ::sched_yield();  // ranks often outnumber the cores
       if (polls % 64 == 63 && std::chrono::steady_clock::now() >= deadline) return false;
     }
@@ -465,7 +463,7 @@ class MpiEngine final : public Engine {
   void* allocate(std::size_t bytes) override {
     // Collective: every rank must ask for the same size, or its pointers would name other ranks'
     // bytes (refused on every rank, as cluster::alloc does).
-    std::uint64_t sizes[4] = {bytes, ~std::uint64_t{bytes}};
+    std::uint64_t sizes[kAgreed] = {bytes, ~std::uint64_t{bytes}};
     agree_collective(kAllocating, sizes);
     if (sizes[0] != ~sizes[1])
       throw InvalidArgument(
@@ -495,6 +493,15 @@ class MpiEngine final : public Engine {
   }
 
   void free(void* pointer) override {
+    // Collective too: a rank that freed alone would go on using what the home hands out again.
+    const auto offset = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(pointer));
+    std::uint64_t pointers[kAgreed] = {offset, ~offset};
+    agree_collective(kFreeing, pointers);
+    if (pointers[0] != ~pointers[1])
+      throw InvalidArgument(
+          fmt::format("crc::Runtime::free over MPI: the ranks freed different pointers (from {:#x} to {:#x}; "
+                      "rank {} freed {}); free is collective and every rank must free the same",
+                      ~pointers[1], pointers[0], rank_, pointer));
     const auto it = sizes_.find(pointer);
     if (it == sizes_.end())
       throw InvalidPointer(
@@ -521,37 +528,63 @@ class MpiEngine final : public Engine {
   // The collectives a rank enters between regions, which each begin with this agreement: a rank in
   // one while another is in the other (a program that diverged) is refused on both, instead of their
   // reductions matching and the collectives after them hanging.
-  static constexpr std::uint64_t kAllocating = 1, kRunning = 2;
-  /// Reduces `values` with MPI_MAX: a value and its complement (the caller's), then the collective's
-  /// name and its complement (filled in here); InvalidArgument on every rank when the ranks are in
-  /// different collectives.
-  void agree_collective(std::uint64_t which, std::uint64_t (&values)[4]) {
-    values[2] = which;
-    values[3] = ~which;
-    check(PMPI_Allreduce(MPI_IN_PLACE, values, 4, MPI_UINT64_T, MPI_MAX, comm_), "MPI_Allreduce",
-          which == kAllocating ? "an allocation's size" : "the region's page sizes");
-    const auto name = [](std::uint64_t w) { return w == kAllocating ? "allocate" : "run"; };
-    if (values[2] != ~values[3])
+  static constexpr std::uint64_t kAllocating = 1, kFreeing = 2, kRunning = 3;
+  /// Reduces `values` with MPI_MAX: the caller's values, each beside its complement (up to three
+  /// pairs, the rest 0), then the collective's name and its complement (the last two, filled in
+  /// here); InvalidArgument on every rank when the ranks are in different collectives. Every
+  /// collective reduces as many values, so that ranks in different ones still match.
+  static constexpr std::size_t kAgreed = 8;
+  void agree_collective(std::uint64_t which, std::uint64_t (&values)[kAgreed]) {
+    values[kAgreed - 2] = which;
+    values[kAgreed - 1] = ~which;
+    static constexpr std::array<const char*, 4> kNames = {"?", "allocate", "free", "run"};
+    const auto name = [](std::uint64_t w) { return w < kNames.size() ? kNames[w] : "?"; };
+    check(PMPI_Allreduce(MPI_IN_PLACE, values, static_cast<int>(kAgreed), MPI_UINT64_T, MPI_MAX, comm_),
+          "MPI_Allreduce", fmt::format("the agreement to {}", name(which)));
+    if (values[kAgreed - 2] != ~values[kAgreed - 1])
       throw InvalidArgument(fmt::format(
           "crc over MPI: the ranks called different collectives (some {}, some {}): every rank calls "
-          "allocate, free, page_size and run in the same order",
-          name(~values[3]), name(values[2])));
+          "allocate, free and run (or run_with_home) in the same order",
+          name(~values[kAgreed - 1]), name(values[kAgreed - 2])));
   }
 
   Stats run_region(const std::function<void()>& task, const Geometry& geometry, bool home_works) {
     const int count = home_works ? workers_ + 1 : workers_;
+    // The home sets up its side before the ranks agree to start (its directory's table, its own
+    // worker): once they have, the workers wait for its answers, so a failure here rides the
+    // agreement and the region starts nowhere.
+    std::exception_ptr error;
+    if (rank_ == 0) {
+      try {
+        directory_->reset(space_bytes_ / geometry.page_size, geometry.page_size);
+        home_link_->set_page_size(geometry.page_size);
+        if (home_works && !home_worker_)
+          home_worker_ = std::make_unique<HomeWorker>(*directory_, data_, workers_, options_.local_store,
+                                                      Space{space_base_, space_bytes_, granules_.get()},
+                                                      options_.zero_copy);
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
     // Runtime::page_size is each rank's own call: the ranks agree on the region's page before it
-    // starts (a worker and the home that number pages differently would move the wrong bytes). The
-    // largest page and the largest complement of one: every rank learns the largest and smallest.
-    std::uint64_t pages[4] = {geometry.page_size, ~std::uint64_t{geometry.page_size}};
-    agree_collective(kRunning, pages);
-    if (pages[0] != ~pages[1])
+    // starts (a worker and the home that number pages differently would move the wrong bytes), and on
+    // whether the home works in it (run_with_home: the workers count it). The largest value and the
+    // largest complement of one: every rank learns the largest and smallest.
+    const std::uint64_t page = geometry.page_size, with_home = home_works ? 1 : 0, failed = error ? 1 : 0;
+    std::uint64_t agreed[kAgreed] = {page, ~page, with_home, ~with_home, failed, ~failed};
+    agree_collective(kRunning, agreed);
+    if (agreed[0] != ~agreed[1])
       throw InvalidArgument(fmt::format(
           "crc::Runtime::run under MPI: the ranks set page sizes from {} B to {} B for this region (rank "
           "{}: {} B); crc::Runtime::page_size is collective: every rank sets the same",
-          ~pages[1], pages[0], rank_, geometry.page_size));
+          ~agreed[1], agreed[0], rank_, geometry.page_size));
+    if (agreed[2] != ~agreed[3])
+      throw InvalidArgument(fmt::format(
+          "crc over MPI: some ranks called run and others run_with_home (rank {}: {}); every rank calls "
+          "the same",
+          rank_, home_works ? "run_with_home" : "run"));
     Stats mine;
-    std::exception_ptr error;
+    if (agreed[4] != 0) return outcome(error, mine);  // the home could not set up: no rank starts
     // One-sided gets and puts bypass the home, so nothing orders them after what the home stored
     // before the region (its initialization of the shared space) or before what it reads after it,
     // unless the window's copies are synchronized and the ranks meet: at the start and at the end.
@@ -561,17 +594,9 @@ class MpiEngine final : public Engine {
       check(PMPI_Barrier(comm_), "MPI_Barrier", "the start of a region");
     }
     if (rank_ == 0) {
-      directory_->reset(space_bytes_ / geometry.page_size, geometry.page_size);
-      home_link_->set_page_size(geometry.page_size);
       std::exception_ptr home_error;
-      if (home_works) {
-        // The home's own share first, in place in its memory (nobody waits for it), then it serves.
-        if (!home_worker_)
-          home_worker_ = std::make_unique<HomeWorker>(*directory_, data_, workers_, options_.local_store,
-                                                      Space{space_base_, space_bytes_, granules_.get()},
-                                                      options_.zero_copy);
-        home_error = home_worker_->run(task, geometry, count, mine);
-      }
+      // The home's own share first, in place in its memory (nobody waits for it), then it serves.
+      if (home_works) home_error = home_worker_->run(task, geometry, count, mine);
       error = home_->serve(geometry.page_size, mine);
       if (!error) error = home_error;
       mine.twins = directory_->twins_made();
@@ -588,6 +613,12 @@ class MpiEngine final : public Engine {
       mine = worker_->stats();
       worker_->reset_stats();
     }
+    return outcome(error, mine);
+  }
+
+  /// The region's end on every rank: its counters summed on rank 0, and its error (rank 0's `error`)
+  /// thrown on every rank.
+  Stats outcome(const std::exception_ptr& error, Stats& mine) {
     Stats total;
     check(PMPI_Reduce(&mine, &total, kStatsFields, MPI_UINT64_T, MPI_SUM, 0, comm_), "MPI_Reduce",
           "the region's counters");
@@ -619,7 +650,7 @@ class MpiEngine final : public Engine {
     if (rank_ == 0 && error) {
       Request failure;
       describe_failure(error, failure);
-      if (failure.exact) std::rethrow_exception(error);
+      if (failure.exact || is_nested_kernel_failure(error)) std::rethrow_exception(error);
     }
     if (header[0] != 0) std::rethrow_exception(make_error(static_cast<Errc>(header[0]), text));
     Stats& result = rank_ == 0 ? total : mine;

@@ -775,6 +775,53 @@ TEST(CrcErrors, ABarrierThatAWorkerReachesTooLateTimesOut) {
   EXPECT_NE(what.find("worker 1 did not come (worker 0 waited) within 100 ms"), std::string::npos) << what;
 }
 
+// The timeout counts from when a worker began to wait, not from the home's last request: a worker
+// that misses its buffer over and over (it reads more pages than its store holds) kept the home
+// busy, and the others waited at the barrier, or for the lock it held, for as long as it went on.
+TEST(CrcErrors, AWorkerThatKeepsAskingDoesNotHoldOffTheTimeout) {
+  crc::Options o = options(2, 128, 1024);  // 8 frames: every read of 64 pages in turn misses
+  o.timeout = std::chrono::milliseconds(200);
+  crc::Runtime rt(o);
+  constexpr std::size_t kInts = 64 * 128 / sizeof(int);
+  int* data = rt.alloc<int>(kInts);
+  for (const bool at_barrier : {true, false}) {
+    SCOPED_TRACE(at_barrier ? "a barrier" : "a lock");
+    const auto start = std::chrono::steady_clock::now();
+    std::atomic<bool> holding{false};
+    const std::string what = error_of([&] {
+      rt.run([&] {
+        if (crc::worker_id() == 0) {
+          if (at_barrier) {
+            crc::barrier();
+          } else {
+            while (!holding.load()) std::this_thread::yield();
+            crc::lock(1);  // worker 1 holds it
+            crc::unlock(1);
+          }
+          return;
+        }
+        if (!at_barrier) crc::lock(1);
+        holding.store(true);
+        long sum = 0;
+        for (auto t0 = std::chrono::steady_clock::now();
+             std::chrono::steady_clock::now() - t0 < std::chrono::seconds(3);)
+          for (std::size_t i = 0; i < kInts; i += 128 / sizeof(int)) sum += crc::read(data + i);
+        EXPECT_EQ(sum, 0);
+        if (at_barrier)
+          crc::barrier();
+        else
+          crc::unlock(1);
+      });
+    });
+    EXPECT_NE(
+        what.find(at_barrier ? "worker 1 did not come (worker 0 waited) within 200 ms"
+                             : "crc lock 1: worker 1 held it for more than 200 ms while worker 0 waited"),
+        std::string::npos)
+        << what;
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(2500));  // not 3 s
+  }
+}
+
 // A worker that never comes to the barrier and asks the home nothing (it spins on a flag read
 // without an acquire, which a data-race-free program never does, and hits its buffer every time) is
 // stopped once the barrier timed out: its next access ends its task, and the region ends with the

@@ -93,12 +93,52 @@ TEST_F(CopyingMiss, CopiesAgainWhenAChangeCameBetweenItsCopyAndTheCount) {
   EXPECT_EQ(home.gets, 2);
 }
 
+// A worker whose page buffer cannot be laid out (no memory for its tables) tells the home, as a
+// failed task does: before, the exception left Worker::run without a word, so the home waited for
+// the worker for good (MPI) or the worker's thread ended the process (threads).
+class PostsOnly final : public WorkerLink {
+ public:
+  Reply call(Request& r) override {
+    ADD_FAILURE() << "a call: " << to_string(r.op);
+    return {};
+  }
+  void post(Request& r) override {
+    posted.push_back(r.op);
+    messages.push_back(r.message);
+  }
+  void get(std::uint64_t, std::byte*, std::size_t) override {}
+  void put(std::uint64_t, const std::byte*, std::size_t) override {}
+  std::vector<Op> posted;
+  std::vector<std::string> messages;
+};
+
+TEST(WorkerFailures, ABufferThatCannotBeLaidOutIsReportedToTheHome) {
+  alignas(4096) std::array<std::byte, kPage * kPages> space{};
+  PostsOnly link;
+  Worker worker{0, 1, 16 << 10, link, Space{reinterpret_cast<std::uintptr_t>(space.data()), space.size()}};
+  bool ran = false;
+  // More ways than a vector can hold: the tables' allocation throws before it takes any memory.
+  const Geometry huge{
+      .page_size = kPage, .page_shift = 10, .frames = std::size_t{1} << 60, .sets = std::size_t{1} << 60};
+  const std::exception_ptr error = worker.run([&] { ran = true; }, huge, 1);
+  EXPECT_FALSE(ran);
+  ASSERT_TRUE(error);
+  ASSERT_EQ(link.posted, std::vector<Op>{Op::failed});
+  EXPECT_NE(link.messages[0].find("crc worker 0: its page buffer for 1024 B pages could not be set up"),
+            std::string::npos)
+      << link.messages[0];
+  // The next region lays it out again and runs.
+  EXPECT_FALSE(worker.run([&] { ran = true; }, geometry(16 << 10, kPage, 0), 1));
+  EXPECT_TRUE(ran);
+  EXPECT_EQ(link.posted.back(), Op::done);
+}
+
 // The home's end of direct copies: under MPI without a window their offsets come from another
 // process, and one outside the shared space must not address anything.
 class ScriptedWorkers final : public HomeLink {
  public:
   explicit ScriptedWorkers(std::vector<Request> script) : script_(std::move(script)) {}
-  bool receive(Request& request, std::chrono::milliseconds) override {
+  bool receive(Request& request, std::chrono::steady_clock::time_point) override {
     if (next_ == script_.size()) return false;
     request = script_[next_++];
     return true;

@@ -16,6 +16,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -268,6 +270,62 @@ TEST_F(CrcMpi, RanksInDifferentCollectivesAreRefused) {
   rt.run([] {});  // the ranks are in step
 }
 
+// run on some ranks and run_with_home on others: the workers would count the home as one of them
+// where it does not work, and shares would overlap. Refused on every rank before the region starts.
+TEST_F(CrcMpi, RanksThatMixRunAndRunWithHomeAreRefused) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  crc::Runtime rt(mpi_options());
+  bool ran = false;
+  try {
+    if (rank == 0)
+      rt.run_with_home([&] { ran = true; });
+    else
+      rt.run([&] { ran = true; });
+    ADD_FAILURE() << "the region ran on rank " << rank;
+  } catch (const hdsm::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("some ranks called run and others run_with_home"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(ran);
+  rt.run([] {});  // the ranks are in step
+}
+
+// free is collective: a rank that freed alone would go on using what the home hands out again.
+TEST_F(CrcMpi, RanksThatFreeDifferentPointersAreRefused) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  crc::Runtime rt(mpi_options());
+  int* a = rt.alloc<int>(1024);
+  int* b = rt.alloc<int>(1024);
+  try {
+    rt.free(rank == 1 ? b : a);
+    ADD_FAILURE() << "rank " << rank << " freed alone";
+  } catch (const hdsm::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("the ranks freed different pointers"), std::string::npos)
+        << e.what();
+  }
+  try {
+    if (rank == 1)
+      rt.free(a);
+    else
+      rt.run([] {});
+    ADD_FAILURE() << "rank " << rank << " went on";
+  } catch (const hdsm::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("the ranks called different collectives"), std::string::npos)
+        << e.what();
+  }
+  // Both are still allocated everywhere: used, then freed together.
+  rt.run([&] {
+    if (crc::worker_id() == 0) crc::write(a + 5, 7);
+  });
+  if (rt.is_home()) {
+    EXPECT_EQ(a[5], 7);
+  }
+  rt.free(a);
+  rt.free(b);
+}
+
 // A region whose ranks set different page sizes is refused on every rank, before it starts.
 TEST_F(CrcMpi, ARegionWhoseRanksSetDifferentPageSizesIsRefused) {
   int rank = 0;
@@ -301,6 +359,18 @@ TEST_F(CrcMpi, TheHomesTaskErrorReachesEveryRankAsTheSameKernelFailure) {
                                               : "the task threw: an exception that is not a std::exception"),
           std::string::npos)
           << e.what();
+      // The home's own error keeps the original nested (the others rebuild the class from its code).
+      if (rt.is_home()) {
+        const auto* nested = dynamic_cast<const std::nested_exception*>(&e);
+        ASSERT_NE(nested, nullptr) << "rank 0 lost the original";
+        if (standard) {
+          try {
+            nested->rethrow_nested();
+          } catch (const std::runtime_error& original) {
+            EXPECT_STREQ(original.what(), "home says no");
+          }
+        }
+      }
     }
   }
   rt.run([] {});  // the ranks are in step
