@@ -62,6 +62,9 @@ struct Options {
   unsigned open_ahead = 16;   // a write fault also opens the next pages this rank wrote in the last kernel
   std::size_t mappings = 0;   // runs of one protection (VMAs) global memory may use; 0: from vm.max_map_count
   std::chrono::milliseconds timeout{300000};
+  // Stack of each thread of a cooperative kernel's block (a fiber); a page fault's handler runs on it
+  // too, and takes up to 8 KiB of it.
+  std::size_t fiber_stack = std::size_t{64} << 10;
 
   /// The HDSM_CLUSTER_* knobs of `config` (docs/configuration.md): a program's own settings,
   /// `hdsm::Config::from_environment().set("HDSM_CLUSTER_THREADS", "4")`.
@@ -108,7 +111,8 @@ class Session {
 
   int rank() const;
   int ranks() const;
-  /// Whether lazy update is possible (the MPI library gave MPI_THREAD_MULTIPLE).
+  /// Whether lazy update is possible: the MPI library gave MPI_THREAD_MULTIPLE, and the job has two
+  /// ranks or more (one rank has nobody to update).
   bool lazy_available() const;
 
   struct Impl;

@@ -30,6 +30,7 @@ Options Options::from_config(const Config& config) {
   o.private_pages = config.boolean("HDSM_CLUSTER_PRIVATE_PAGES");
   o.open_ahead = static_cast<unsigned>(config.integer("HDSM_CLUSTER_OPEN_AHEAD"));
   o.mappings = static_cast<std::size_t>(config.integer("HDSM_CLUSTER_MAPPINGS"));
+  o.fiber_stack = config.size("HDSM_FIBER_STACK");
   return o;
 }
 

@@ -35,8 +35,9 @@ constexpr std::size_t kKeepBytes = std::size_t{1} << 30;
 std::size_t checked_page(std::size_t page) {
   if (!std::has_single_bit(page) || page < os::page_size() || page > (std::size_t{1} << 20))
     throw InvalidArgument(
-        fmt::format("cluster page size {} must be a power of two from the system page ({}) to 1 MiB", page,
-                    os::page_size()));
+        fmt::format("cluster page size {} (page_size, HDSM_CLUSTER_PAGE_SIZE) must be a power of two from "
+                    "the system page ({}) to 1 MiB",
+                    page, os::page_size()));
   return page;
 }
 
@@ -44,7 +45,9 @@ std::size_t checked_space(std::size_t space, std::size_t page) {
   if (!std::has_single_bit(space) || space < (std::size_t{16} << 20) || space > (std::size_t{1} << 40) ||
       space < page)
     throw InvalidArgument(
-        fmt::format("cluster space {} must be a power of two from 16 MiB to 1 TiB", format_bytes(space)));
+        fmt::format("cluster space {} (space_bytes, HDSM_CLUSTER_SPACE) must be a power of two from 16 MiB "
+                    "to 1 TiB",
+                    format_bytes(space)));
   return space;
 }
 
@@ -55,6 +58,10 @@ Options agreed(Transport& transport, Options o) {
   std::string error;
   try {
     checked_space(o.space_bytes, checked_page(o.page_size));
+    if (o.fiber_stack < exec::kMinFiberStack)  // the executor's own check, before it is made
+      throw InvalidArgument(
+          fmt::format("cluster fiber_stack (HDSM_FIBER_STACK) of {} is below the minimum of {}",
+                      format_bytes(o.fiber_stack), format_bytes(exec::kMinFiberStack)));
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -192,7 +199,7 @@ Node::Node(Transport& transport, Options options)
       private_pages_(options_.private_pages && transport.concurrent_requests() && transport.ranks() > 1 &&
                      transport.ranks() <= static_cast<int>(kCountMask)),
       heap_(space_, page_),
-      executor_(exec::ExecutorOptions{options_.threads}) {
+      executor_(exec::ExecutorOptions{options_.threads, options_.fiber_stack}) {
   place_space();
   base_ = reinterpret_cast<std::byte*>(arenas_.back()->user_begin());
   shadow_ = arenas_.back()->shadow(0, 0);
@@ -381,19 +388,38 @@ std::vector<std::uint64_t> Node::agreed_split(const std::string& kernel, std::ui
   std::uint64_t hash = 0xcbf29ce484222325;
   for (const std::uint64_t b : bounds)
     for (int i = 0; i < 8; ++i) hash = (hash ^ ((b >> (8 * i)) & 0xff)) * 0x100000001b3;
-  const std::string
-      failures = fmt::format("outcomes of the distribution policy for kernel '{}' (1: it threw)", kernel),
-      intervals = fmt::format(
-          "block intervals from the distribution policy for kernel '{}' (a hash; the policy must "
-          "return the same on every rank)",
-          kernel);
-  try {
-    agree_all({{error ? 1 : 0, failures.c_str()}, {error ? 0 : hash, intervals.c_str()}});
-  } catch (const InvalidArgument&) {
-    if (error) std::rethrow_exception(error);
-    throw;
+  // One collective: the highest rank whose policy threw (plus one), and the hash beside its
+  // complement (every rank learns the largest and the smallest).
+  std::array<std::uint64_t, 3> v = {error ? static_cast<std::uint64_t>(rank()) + 1 : 0, error ? 0 : hash,
+                                    error ? 0 : ~hash};
+  transport_.allreduce(v, ReduceOp::max);
+  if (v[0] != 0) {
+    // Every rank throws an hdsm error naming the rank; the one whose policy threw nests its exception.
+    if (!error)
+      throw InvalidArgument(
+          fmt::format("cluster::launch of kernel '{}': the distribution policy threw on rank {} (its own "
+                      "exception says why); no block ran",
+                      kernel, v[0] - 1));
+    std::string what = "an exception that is not a std::exception";
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    try {
+      std::rethrow_exception(error);
+    } catch (...) {
+      std::throw_with_nested(InvalidArgument(fmt::format(
+          "cluster::launch of kernel '{}': the distribution policy threw on rank {}: {}; no block ran",
+          kernel, rank(), what)));
+    }
   }
-  if (error) std::rethrow_exception(error);
+  if (v[1] != ~v[2])
+    throw InvalidArgument(
+        fmt::format("cluster::launch of kernel '{}': the distribution policy returned different block "
+                    "intervals on different ranks (it must return the same on every rank); no block ran",
+                    kernel));
   return bounds;
 }
 
@@ -404,12 +430,14 @@ std::uint64_t Node::agree(std::uint64_t value, const char* what) {
 }
 
 // Allocation and free change the states and protections a kernel's faults rely on (a fault that is
-// opening a page would store its state over a free's): between launches only.
+// opening a page would store its state over a free's), and every call of the session is collective:
+// one made from a block, which runs on one rank, would leave the others in the kernel's boundary
+// while it waits for them in its own collective. Between launches only, from host code.
 void Node::check_between_launches(const char* call) const {
   if (in_kernel_.load(std::memory_order_acquire))
     throw InvalidArgument(
-        fmt::format("{} while a kernel runs on rank {}: allocate and free global memory "
-                    "between launches, from host code",
+        fmt::format("{} while a kernel runs on rank {}: the cluster's calls (alloc, free, memcpy, constant, "
+                    "launch, sync) are collective, made between launches from host code",
                     call, rank()));
 }
 
@@ -452,9 +480,13 @@ void* Node::open_allocation(std::size_t offset, std::size_t rounded, std::size_t
 
 void Node::free(void* p) {
   check_between_launches("cluster::free");
-  const std::size_t offset =
-      contains(p) ? static_cast<std::size_t>(static_cast<std::byte*>(p) - base_) : space_;
+  // Null (nothing to free, as with cudaFree and std::free) and host pointers agree as values of their
+  // own, past the offsets of global memory.
+  const std::size_t offset = p == nullptr  ? space_ + 1
+                             : contains(p) ? static_cast<std::size_t>(static_cast<std::byte*>(p) - base_)
+                                           : space_;
   agree(offset, "pointers to free (as offsets in global memory)");
+  if (p == nullptr) return;
   const auto it = allocations_.find(offset);
   if (it == allocations_.end())
     throw InvalidPointer(fmt::format("cluster::free({}): not an allocation of cluster::alloc", p));
@@ -506,6 +538,7 @@ std::uint64_t Node::allocated_pages(const void* p, std::size_t bytes, const char
 // Every check a rank makes alone feeds the values the ranks agree on first, so that a call one rank
 // gets wrong ends with an error on every rank, never with that rank gone ahead to its next collective.
 void Node::copy(void* dst, const void* src, std::size_t bytes, Deliver deliver) {
+  check_between_launches("cluster::memcpy");
   const bool to = contains(dst), from = contains(src);
   // A null host buffer where this rank uses it (rank 0's source of a copy in, every destination of a
   // copy out that delivers to it) is agreed as a direction of its own: every rank refuses the copy
@@ -655,6 +688,7 @@ bool Node::gather_private(std::uint64_t first, std::uint64_t end, std::byte* int
 }
 
 void Node::replicate(void* data, std::size_t bytes) {
+  check_between_launches("cluster::constant");
   const bool none = data == nullptr && bytes != 0;
   agree_all({{bytes, "constant sizes"},
              {none ? 1 : 0, "buffers for a constant (1: none, as when a rank could not allocate one)"}});
@@ -663,6 +697,7 @@ void Node::replicate(void* data, std::size_t bytes) {
 }
 
 void Node::launch(const Kernel& kernel, const Launch& launch, const ArgPack& args) {
+  check_between_launches("cluster::launch");
   const Dim3 g = launch.grid;
   const std::uint64_t blocks = std::uint64_t{g.x} * g.y * g.z;
   if (ranks() > 1) {

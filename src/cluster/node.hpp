@@ -74,7 +74,10 @@ class Node final : public PageServer {
   /// cluster::memcpy: into global memory or out of it, as `dst` and `src` say.
   void copy(void* dst, const void* src, std::size_t bytes, Deliver deliver);
   void replicate(void* data, std::size_t bytes);
-  void barrier() { transport_.barrier(); }
+  void barrier() {
+    check_between_launches("cluster::sync");
+    transport_.barrier();
+  }
   void launch(const Kernel& kernel, const Launch& launch, const ArgPack& args);
 
   Stats stats() const;

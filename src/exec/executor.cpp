@@ -19,7 +19,6 @@ namespace {
 constexpr std::uint64_t kMaxBlockThreads = 1024;
 constexpr std::size_t kMaxDynamicShared = std::size_t{1} << 30;
 constexpr unsigned kMaxWorkers = 4096;
-constexpr std::size_t kMinFiberStack = std::size_t{16} * 1024;
 // Chunks per worker: enough for load balance across uneven blocks, few enough that the shared
 // counter is not contended.
 constexpr std::uint64_t kChunksPerWorker = 16;

@@ -13,6 +13,9 @@
 HDSM_VISIBLE_BEGIN
 namespace hdsm::exec {
 
+/// The smallest stack a cooperative kernel's thread may have.
+inline constexpr std::size_t kMinFiberStack = std::size_t{16} * 1024;
+
 struct ExecutorOptions {
   unsigned threads = 0;  // total workers including the caller; 0 = usable CPUs
   std::size_t fiber_stack_bytes = std::size_t{64} * 1024;  // stack of one cooperative-kernel thread

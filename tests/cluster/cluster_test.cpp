@@ -401,11 +401,14 @@ TEST(ClusterRecords, OverlappingChangesAreFoundInLaneRecords) {
 // Knobs a program sets in code reach the cluster runtime through a Config (over the environment's).
 TEST(Cluster, OptionsFromAConfigTakeTheProgramsSettings) {
   ::setenv("HDSM_CLUSTER_THREADS", "2", 1);
-  const cl::Options o = cl::Options::from_config(
-      hdsm::Config::from_environment().set("HDSM_CLUSTER_THREADS", "3").set("HDSM_CLUSTER_LAZY_PAGES", "7"));
+  const cl::Options o = cl::Options::from_config(hdsm::Config::from_environment()
+                                                     .set("HDSM_CLUSTER_THREADS", "3")
+                                                     .set("HDSM_CLUSTER_LAZY_PAGES", "7")
+                                                     .set("HDSM_FIBER_STACK", "256KiB"));
   ::unsetenv("HDSM_CLUSTER_THREADS");
   EXPECT_EQ(o.threads, 3u);
   EXPECT_EQ(o.lazy_pages, 7u);
+  EXPECT_EQ(o.fiber_stack, std::size_t{256} << 10);  // cooperative kernels' stacks, as the executor's
   EXPECT_EQ(cl::Options::from_config(hdsm::Config::defaults()).threads,
             cl::Options::from_environment().threads);
 }
@@ -1067,8 +1070,9 @@ TEST(Cluster, ThePageServerRefusesRequestsItCouldNeverAnswer) {
 }
 
 // A program's distribution policy that throws on one rank only, or splits the blocks differently on
-// each, fails the launch on every rank before any block runs (the rank whose policy threw gets its
-// error, the others one naming the policy): the ranks stay together, and the next launch runs.
+// each, fails the launch on every rank before any block runs, with an hdsm error naming the rank
+// (the one whose policy threw nests its exception): the ranks stay together, and the next launch
+// runs.
 TEST(Cluster, APolicyThatFailsOrDiffersOnOneRankFailsTheLaunchOnEveryRank) {
   std::array<std::string, 2> failed3, failed5;
   std::array<int, 2> last{};
@@ -1087,8 +1091,12 @@ TEST(Cluster, APolicyThatFailsOrDiffersOnOneRankFailsTheLaunchOnEveryRank) {
     for (auto [blocks, message] : {std::pair{3u, &failed3}, std::pair{5u, &failed5}}) {
       try {
         cl::launch(fill_kernel(), Launch{Dim3{blocks}, Dim3{32}, 0}, a, 1024, 1);
-      } catch (const std::exception& e) {
+      } catch (const hdsm::InvalidArgument& e) {
         (*message)[r] = e.what();
+        if (blocks == 3 && r == 1) {
+          const auto* nested = dynamic_cast<const std::nested_exception*>(&e);
+          EXPECT_NE(nested, nullptr) << "the policy's own exception is not nested";
+        }
       }
     }
     EXPECT_EQ(read_all(a, 5 * 1024)[0], 0);  // no block ran
@@ -1096,12 +1104,15 @@ TEST(Cluster, APolicyThatFailsOrDiffersOnOneRankFailsTheLaunchOnEveryRank) {
     last[r] = read_all(a, 4 * 1024)[4095];
   });
   EXPECT_EQ(what, (std::vector<std::string>{"", ""}));
-  EXPECT_EQ(failed3[1], "rank 1's policy cannot split 3 blocks");
-  EXPECT_NE(failed3[0].find("outcomes of the distribution policy for kernel 'fill_blocks'"),
+  EXPECT_EQ(
+      failed3[1],
+      "cluster::launch of kernel 'fill_blocks': the distribution policy threw on rank 1: rank 1's policy "
+      "cannot split 3 blocks; no block ran");
+  EXPECT_NE(failed3[0].find("kernel 'fill_blocks': the distribution policy threw on rank 1 (its own"),
             std::string::npos)
       << failed3[0];
   for (const std::string& m : failed5)
-    EXPECT_NE(m.find("block intervals from the distribution policy for kernel 'fill_blocks'"),
+    EXPECT_NE(m.find("kernel 'fill_blocks': the distribution policy returned different block intervals"),
               std::string::npos)
         << m;
   EXPECT_EQ(last, (std::array<int, 2>{3, 3}));
@@ -1163,8 +1174,21 @@ TEST(Cluster, OptionsTheRanksMustShareAreCheckedOnEveryRank) {
         return o;
       },
       [](Node&) {});
-  EXPECT_NE(what[1].find("must be a power of two"), std::string::npos) << what[1];
+  EXPECT_NE(what[1].find("page_size, HDSM_CLUSTER_PAGE_SIZE) must be a power of two"), std::string::npos)
+      << what[1];
   EXPECT_NE(what[0].find("rank 1 refused its options"), std::string::npos) << what[0];
+  // A fiber stack the executor would refuse, after the agreement, on that rank alone.
+  what = outcomes(
+      2,
+      [](int rank) {
+        cl::Options o = options();
+        if (rank == 0) o.fiber_stack = 4096;
+        return o;
+      },
+      [](Node&) {});
+  EXPECT_NE(what[0].find("fiber_stack (HDSM_FIBER_STACK) of 4 KiB is below the minimum"), std::string::npos)
+      << what[0];
+  EXPECT_NE(what[1].find("rank 0 refused its options"), std::string::npos) << what[1];
   for (const bool lazy : {true, false}) {
     what = outcomes(
         2,
@@ -1440,6 +1464,10 @@ TEST(Cluster, BadInputFailsOnEveryRank) {
     } catch (const hdsm::InvalidPointer&) {
       ++free_errors;
     }
+    cl::free(nullptr);  // nothing to free, as with cudaFree and std::free
+    // A host pointer on one rank and null on another are different pointers, refused on both.
+    int on_host = 0;
+    EXPECT_THROW(cl::free(node.rank() == 1 ? nullptr : &on_host), hdsm::InvalidArgument);
     cl::free(a);
   });
   EXPECT_EQ(size_errors, 3);
@@ -1519,7 +1547,8 @@ TEST(ClusterDeathTest, HostThreadsTouchingGlobalMemoryDuringAKernelEndTheProgram
                "a host thread touched global memory while a kernel runs");
 }
 
-TEST(Cluster, AllocAndFreeInsideAKernelFailTheLaunchByName) {
+TEST(Cluster, CollectivesInsideAKernelFailTheLaunchByName) {
+  std::atomic<int> named{0};
   run_ranks(2, options(), [&](Node&) {
     int* a = cl::alloc<int>(1024);
     const auto frees = hdsm::per_thread("frees", [](const Thread& t, int* p) {
@@ -1542,11 +1571,47 @@ TEST(Cluster, AllocAndFreeInsideAKernelFailTheLaunchByName) {
       EXPECT_NE(std::string(e.what()).find("cluster::alloc while a kernel runs"), std::string::npos)
           << e.what();
     }
+    // The other calls are collective too: one made from a block, on one rank, left the others in
+    // the kernel's boundary while it waited in its own collective (a hang, or MPI's truncation).
+    const auto collective = hdsm::per_thread("collective", [](const Thread& t, int* p, int which) {
+      if (t.idx.x != 0) return;
+      int host[4] = {};
+      switch (which) {
+        case 0:
+          cl::memcpy(host, p, sizeof host);
+          break;
+        case 1:
+          cl::sync();
+          break;
+        case 2:
+          (void)cl::constant(host, 4);
+          break;
+        default:
+          cl::launch(fill_kernel(), Launch{Dim3{1}, Dim3{32}, 0}, p, 32u, 1);
+      }
+    });
+    for (const auto& [which, call] : std::vector<std::pair<int, std::string>>{{0, "cluster::memcpy"},
+                                                                              {1, "cluster::sync"},
+                                                                              {2, "cluster::constant"},
+                                                                              {3, "cluster::launch"}}) {
+      try {
+        cl::launch(collective, Launch{Dim3{1}, Dim3{1}, 0}, a, which);  // block 0: rank 0 alone
+        ADD_FAILURE() << call << " inside a kernel did not fail";
+      } catch (const hdsm::Error& e) {
+        // The rank that ran the block names the call; the other names the kernel and that rank.
+        const std::string m = e.what();
+        if (m.find(call + " while a kernel runs") != std::string::npos)
+          ++named;
+        else
+          EXPECT_NE(m.find("kernel 'collective' failed on rank"), std::string::npos) << m;
+      }
+    }
     // The allocation is whole: written and freed between launches as usual.
     cl::launch(fill_kernel(), Launch{Dim3{1}, Dim3{32}, 0}, a, 1024u, 3);
     EXPECT_EQ(read_all(a, 1024)[5], 3);
     cl::free(a);
   });
+  EXPECT_EQ(named.load(), 4);  // each call, named by the rank that made it
 }
 
 TEST(Cluster, ConstantMemoryIsRankZerosValuesOnEveryRank) {
