@@ -545,12 +545,32 @@ std::uint64_t RaceCheck::report(const std::string& kernel, const std::byte* base
         who.erase(std::unique(who.begin(), who.end()), who.end());
         const std::uint32_t last = who.back();
         who.pop_back();
+        // All of the page's bytes that several ranks wrote (a rank's own runs never overlap): a sweep
+        // over the runs' ends, counting how many cover each stretch.
+        std::vector<std::pair<std::uint32_t, int>> ends;
+        for (std::size_t q = i; q < runs_.size() && runs_[q].page == a.page; ++q) {
+          ends.emplace_back(runs_[q].begin, 1);
+          ends.emplace_back(runs_[q].end, -1);
+        }
+        std::sort(ends.begin(), ends.end());
+        std::uint64_t bytes = 0, stretches = 0;
+        int covering = 0;
+        for (std::size_t e = 0; e < ends.size(); ++e) {
+          const int before = covering;
+          covering += ends[e].second;
+          if (covering >= 2 && before < 2) ++stretches;
+          if (covering >= 2 && e + 1 < ends.size()) bytes += ends[e + 1].first - ends[e].first;
+        }
+        const std::string more = stretches > 1 || bytes > to - from
+                                     ? fmt::format(" ({} B in {} range{} of the page in all)", bytes,
+                                                   stretches, stretches == 1 ? "" : "s")
+                                     : std::string();
         fmt::print(
             stderr,
             "hdsm cluster: warning: kernel '{}' is racy: ranks {} and {} wrote bytes [{}, {}) of page {} "
-            "(address {}); its result there is undefined\n",
+            "(address {}){}; its result there is undefined\n",
             kernel, fmt::join(who, ", "), last, from, to, a.page,
-            static_cast<const void*>(base + a.page * pages_.bytes + from));
+            static_cast<const void*>(base + a.page * pages_.bytes + from), more);
         reported = true;
       }
       j = k;

@@ -555,6 +555,7 @@ TEST(Cluster, OverlappingWritesAreReportedAsARaceAndEveryRankKeepsTheSameWinner)
       const auto racy = hdsm::per_thread("racy", [](const Thread& t, int* p) {
         p[t.idx.x] = static_cast<int>(0x01010101u * (t.block.x + 1));
         p[100 + t.block.x] = 1;  // and bytes of its own: the page has several writers either way
+        if (t.idx.x == 0) p[300] = static_cast<int>(0x01010101u * (t.block.x + 1));  // a second range
       });
       cl::reset_stats();
       cl::launch(racy, Launch{Dim3{static_cast<std::uint32_t>(ranks)}, Dim3{16}, 0}, a);
@@ -580,6 +581,7 @@ TEST(Cluster, OverlappingWritesAreReportedAsARaceAndEveryRankKeepsTheSameWinner)
     const std::string who = ranks == 2 ? "ranks 0 and 1" : "ranks 0, 1 and 2";
     EXPECT_NE(err.find("kernel 'racy' is racy: " + who + " wrote bytes [0, 64) of page"), std::string::npos)
         << err;
+    EXPECT_NE(err.find("(68 B in 2 ranges of the page in all)"), std::string::npos) << err;
     EXPECT_EQ(seen, std::vector<int>(static_cast<std::size_t>(ranks), static_cast<int>(0x01010101u * ranks)));
   }
 }
