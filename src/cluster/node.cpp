@@ -58,9 +58,11 @@ Options agreed(Transport& transport, Options o) {
   std::string error;
   try {
     checked_space(o.space_bytes, checked_page(o.page_size));
-    if (o.fiber_stack < exec::kMinFiberStack)  // the executor's own check, before it is made
+    // The executor's own check, before it is made; a rank's own resource, like its threads, so not
+    // compared between ranks. At most the knob's 16 MiB.
+    if (o.fiber_stack < exec::kMinFiberStack || o.fiber_stack > (std::size_t{16} << 20))
       throw InvalidArgument(
-          fmt::format("cluster fiber_stack (HDSM_FIBER_STACK) of {} is below the minimum of {}",
+          fmt::format("cluster fiber_stack (HDSM_FIBER_STACK) of {} is outside {} .. 16 MiB",
                       format_bytes(o.fiber_stack), format_bytes(exec::kMinFiberStack)));
   } catch (const std::exception& e) {
     error = e.what();
@@ -374,7 +376,7 @@ std::vector<std::uint64_t> Node::split(std::uint64_t blocks) const {
 // the program's may not be: it throws on one rank only, or its intervals differ (it read the rank, a
 // clock), and the ranks would leave the launch apart or run blocks twice or never. So its outcome is
 // agreed (one more collective a launch, with a policy only): the same intervals everywhere, or an
-// error on every rank (the rank whose policy threw gets its own).
+// error on every rank naming the rank where it failed (that rank's nests its own exception).
 std::vector<std::uint64_t> Node::agreed_split(const std::string& kernel, std::uint64_t blocks) {
   if (!options_.policy || ranks() == 1) return split(blocks);
   std::vector<std::uint64_t> bounds;
@@ -397,8 +399,8 @@ std::vector<std::uint64_t> Node::agreed_split(const std::string& kernel, std::ui
     // Every rank throws an hdsm error naming the rank; the one whose policy threw nests its exception.
     if (!error)
       throw InvalidArgument(
-          fmt::format("cluster::launch of kernel '{}': the distribution policy threw on rank {} (its own "
-                      "exception says why); no block ran",
+          fmt::format("cluster::launch of kernel '{}': the distribution policy failed on rank {} (it threw, "
+                      "or split the blocks wrongly; that rank's exception says why); no block ran",
                       kernel, v[0] - 1));
     std::string what = "an exception that is not a std::exception";
     try {
@@ -411,7 +413,7 @@ std::vector<std::uint64_t> Node::agreed_split(const std::string& kernel, std::ui
       std::rethrow_exception(error);
     } catch (...) {
       std::throw_with_nested(InvalidArgument(fmt::format(
-          "cluster::launch of kernel '{}': the distribution policy threw on rank {}: {}; no block ran",
+          "cluster::launch of kernel '{}': the distribution policy failed on rank {}: {}; no block ran",
           kernel, rank(), what)));
     }
   }

@@ -174,8 +174,8 @@ void Home::expire(Clock::time_point now) {
   }
   for (const auto& [number, lock] : locks_)
     if (!lock.waiting.empty() && now >= lock.waiting.front().since + timeout_) {
-      fail(fmt::format("crc lock {}: worker {} held it for more than {} ms while worker {} waited", number,
-                       lock.holder, timeout_.count(), lock.waiting.front().caller.worker));
+      fail(fmt::format("crc lock {}: worker {} waited for it for more than {} ms (worker {} holds it)",
+                       number, lock.waiting.front().caller.worker, timeout_.count(), lock.holder));
       return;
     }
 }
@@ -507,8 +507,23 @@ std::exception_ptr task_error(std::exception_ptr error, int worker, const Reques
 }
 
 std::exception_ptr nested_task_error(int worker, const std::string& what) {
+  return nested_failure(fmt::format("crc worker {}: the task threw: {}", worker, what));
+}
+
+std::exception_ptr nested_failure(const std::string& message) noexcept {
+  const std::exception_ptr cause = std::current_exception();
   try {
-    std::throw_with_nested(KernelFailure(fmt::format("crc worker {}: the task threw: {}", worker, what)));
+    std::throw_with_nested(KernelFailure(message));
+  } catch (const KernelFailure&) {
+    return std::current_exception();
+  } catch (...) {
+    return cause;  // out of memory for the wrapper
+  }
+}
+
+std::exception_ptr nested_failure_of(const std::string& what_failed) noexcept {
+  try {
+    return nested_failure(fmt::format("{}: {}", what_failed, what_of(std::current_exception())));
   } catch (...) {
     return std::current_exception();
   }

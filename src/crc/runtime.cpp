@@ -210,6 +210,12 @@ class ThreadsEngine final : public detail::Engine {
     transport_.set_versions(directory_.versions());
     geometry_ = geometry;
     region_count_ = home_works ? workers_ + 1 : workers_;
+    // The home's own worker is made before the workers start: once they have, a failure here would
+    // leave them waiting for answers nobody gives.
+    if (home_works && !home_worker_)
+      home_worker_ = std::make_unique<detail::HomeWorker>(
+          directory_, data_, workers_, options_local_store_,
+          detail::Space{reinterpret_cast<std::uintptr_t>(data_), bytes_, &granules_}, zero_copy_);
     task_ = &task;
     idle_.store(0);
     for (const auto& w : workers_state_) w->rearm();
@@ -217,15 +223,9 @@ class ThreadsEngine final : public detail::Engine {
     generation_.notify_all();
     Stats region;
     std::exception_ptr home_error;
-    if (home_works) {
-      // The home's own share first (it needs no servicing, so nobody waits for it), then it serves
-      // whatever the workers ask.
-      if (!home_worker_)
-        home_worker_ = std::make_unique<detail::HomeWorker>(
-            directory_, data_, workers_, options_local_store_,
-            detail::Space{reinterpret_cast<std::uintptr_t>(data_), bytes_, &granules_}, zero_copy_);
-      home_error = home_worker_->run(task, geometry, workers_ + 1, region);
-    }
+    // The home's own share first (it needs no servicing, so nobody waits for it), then it serves
+    // whatever the workers ask.
+    if (home_works) home_error = home_worker_->run(task, geometry, workers_ + 1, region);
     std::exception_ptr error = home_.serve(geometry.page_size, region);
     if (!error) error = home_error;
     // The workers are back to waiting once they posted done; wait for them to get there.

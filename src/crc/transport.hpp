@@ -70,6 +70,11 @@ bool describe_failure(const std::exception_ptr& error, Request& r);
 /// as the KernelFailure that make_error rebuilds elsewhere, though describe_failure does not call it
 /// exact.
 bool is_nested_kernel_failure(const std::exception_ptr& error);
+/// In a catch handler: a KernelFailure saying `message`, the exception being handled nested in it
+/// (that exception itself where there is no memory for the wrapper).
+std::exception_ptr nested_failure(const std::string& message) noexcept;
+/// nested_failure of "`what_failed`: " and the handled exception's what().
+std::exception_ptr nested_failure_of(const std::string& what_failed) noexcept;
 
 /// Whom a reply goes to: the parts of a call that its reply needs. Workers queued at a barrier or
 /// for a lock wait as these, not as whole requests, which the home would move and destroy.

@@ -76,10 +76,22 @@ void Worker::end() {
   detail::current.store(&kOutsideTask, std::memory_order_relaxed);
 }
 
-void Worker::failed(const std::exception_ptr& error) {
+Request Worker::failure(const std::exception_ptr& error) const noexcept {
   Request r{.op = Op::failed, .worker = id_};
-  if (!describe_failure(error, r)) r.op = Op::done;  // the home ended the region; nothing to report
+  try {
+    if (!describe_failure(error, r)) r.op = Op::done;  // the home ended the region; nothing to report
+  } catch (...) {
+    // No memory to describe it: the home still learns that this worker failed, without the words.
+    r.message = std::string();
+    r.errc = 0;
+    r.exact = false;
+  }
   r.error = error;
+  return r;
+}
+
+void Worker::failed(const std::exception_ptr& error) {
+  Request r = failure(error);
   // What was modified is lost with the region: the buffer empties without write-backs.
   clear_single_writes();
   link_.post(r);
@@ -96,17 +108,14 @@ std::exception_ptr Worker::run(const std::function<void()>& task, const Geometry
     // The buffer's tables could not be laid out (out of memory): the task never ran, and the home
     // waits for this worker's word like any other's. begin() points the task's accesses at the
     // buffer only once everything is in place, so there is nothing to undo here.
-    std::exception_ptr error = std::current_exception();
-    try {  // named as the worker's (the original nested), unless out of memory for that too
-      std::throw_with_nested(KernelFailure(fmt::format(
-          "crc worker {}: its page buffer for {} B pages could not be set up", id_, g.page_size)));
-    } catch (const KernelFailure&) {
+    std::exception_ptr error;
+    try {  // named as the worker's, the original nested
+      error = nested_failure(
+          fmt::format("crc worker {}: its page buffer for {} B pages could not be set up", id_, g.page_size));
+    } catch (...) {  // out of memory for the words too
       error = std::current_exception();
-    } catch (...) {
     }
-    Request r{.op = Op::failed, .worker = id_};
-    describe_failure(error, r);
-    r.error = error;
+    Request r = failure(error);
     link_.post(r);
     return error;
   }

@@ -64,6 +64,9 @@ class Worker {
   void end();
   /// The task threw `error` (a RegionAborted counts as done).
   void failed(const std::exception_ptr& error);
+  /// The request that tells the home this worker failed with `error` (or ended, where the home ended
+  /// the region); out of memory to describe it, one without the words.
+  Request failure(const std::exception_ptr& error) const noexcept;
   /// This worker's part of a region: begin, the task, then end, or failed with what it threw (which
   /// is returned; null when the task returned).
   std::exception_ptr run(const std::function<void()>& task, const Geometry& g, int count = 0);

@@ -138,36 +138,38 @@ class MpiHomeLink final : public HomeLink {
     PMPI_Abort(comm_, 70);
   }
 
-  // The worker waits for this reply (its call's answer, or the home's word that the region failed):
-  // one that cannot be sent would leave it waiting for good, so the job ends instead.
+  // The worker waits for this reply (its call's answer, or the home's word that the region failed).
+  // Out of memory to pack it, nothing reached the worker yet: the home fails the region and tells it
+  // so in a reply of a status alone, which fits in what out_ reserved. A reply that cannot be sent
+  // would leave the worker waiting for good, so the job ends instead.
   void reply(const Caller& r, const Reply& reply, std::span<const std::byte> page,
-             std::span<const std::uint64_t> invalidations) noexcept override {
+             std::span<const std::uint64_t> invalidations) override {
+    pack_reply(reply, page, invalidations);
     try {
-      send_reply(r, reply, page, invalidations);
+      sync_window();  // the home's stores before this reply, for the worker's gets after it
+      check(PMPI_Send(out_.data(), static_cast<int>(out_.size()), MPI_BYTE, r.worker + 1, kReplyTag, comm_),
+            "MPI_Send", "a reply");
     } catch (const std::exception& e) {
       std::array<char, 512> why{};
-      std::snprintf(why.data(), why.size(), "the home (rank 0) could not answer worker %d: %s", r.worker,
-                    e.what());
+      std::snprintf(why.data(), why.size(), "the home (rank 0) could not answer worker %d (%zu B): %s",
+                    r.worker, out_.size(), e.what());
       end_job(why.data());
     }
   }
 
  private:
-  void send_reply(const Caller& r, const Reply& reply, std::span<const std::byte> page,
+  void pack_reply(const Reply& reply, std::span<const std::byte> page,
                   std::span<const std::uint64_t> invalidations) {
     const WireReply h{.status = static_cast<std::uint8_t>(reply.status),
                       .data = static_cast<std::uint8_t>(reply.data ? 1 : 0),
                       .page_bytes = static_cast<std::uint32_t>(page.size()),
                       .invalidations = static_cast<std::uint32_t>(invalidations.size()),
                       .message = static_cast<std::uint32_t>(reply.message.size())};
-    sync_window();  // the home's stores before this reply, for the worker's gets after it
     out_.clear();
     append(out_, &h, 1);
     append(out_, page.data(), page.size());
     append(out_, invalidations.data(), invalidations.size());
     append(out_, reply.message.data(), reply.message.size());
-    check(PMPI_Send(out_.data(), static_cast<int>(out_.size()), MPI_BYTE, r.worker + 1, kReplyTag, comm_),
-          "MPI_Send", fmt::format("a reply of {} B to worker {}", out_.size(), r.worker));
   }
 
   // Within a region's passive-target epoch, the home's own loads and stores and the workers'
@@ -258,7 +260,22 @@ class MpiWorkerLink final : public WorkerLink {
     return reply;
   }
 
-  void post(Request& r) override { send(r); }
+  void post(Request& r) override {
+    if (r.op != Op::done && r.op != Op::failed) {
+      send(r);
+      return;
+    }
+    // The worker's last word in the region: the home waits for it, so one that cannot be sent ends the
+    // job rather than leaves the home waiting.
+    try {
+      send(r);
+    } catch (const std::exception& e) {
+      std::array<char, 512> why{};
+      std::snprintf(why.data(), why.size(), "worker %d could not tell the home that it %s: %s", worker_,
+                    r.op == Op::done ? "ended its task" : "failed", e.what());
+      end_job(why.data());
+    }
+  }
 
   void get(std::uint64_t offset, std::byte* into, std::size_t bytes) override {
     if (window_ == MPI_WIN_NULL) {
@@ -563,7 +580,8 @@ class MpiEngine final : public Engine {
                                                       Space{space_base_, space_bytes_, granules_.get()},
                                                       options_.zero_copy);
       } catch (...) {
-        error = std::current_exception();
+        error = nested_failure_of(
+            fmt::format("crc home (rank 0): a region of {} B pages could not be set up", geometry.page_size));
       }
     }
     // Runtime::page_size is each rank's own call: the ranks agree on the region's page before it
