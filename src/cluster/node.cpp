@@ -426,8 +426,8 @@ std::vector<std::uint64_t> Node::agreed_split(const std::string& kernel, std::ui
 }
 
 // The same value on every rank, or InvalidArgument on every rank.
-std::uint64_t Node::agree(std::uint64_t value, const char* what) {
-  agree_all({{value, what}});
+std::uint64_t Node::agree(Call call, std::uint64_t value, const char* what) {
+  agree_all(call, {{value, what}});
   return value;
 }
 
@@ -445,7 +445,7 @@ void Node::check_between_launches(const char* call) const {
 
 void* Node::alloc(std::size_t bytes) {
   check_between_launches("cluster::alloc");
-  agree(bytes, "allocation sizes");
+  agree(Call::alloc, bytes, "allocation sizes");
   if (bytes == 0) throw InvalidArgument("cluster::alloc of 0 bytes");
   const std::size_t rounded = bytes > space_ ? 0 : heap_.rounded(bytes);
   const auto offset = rounded == 0 ? std::nullopt : heap_.allocate(rounded);
@@ -487,7 +487,7 @@ void Node::free(void* p) {
   const std::size_t offset = p == nullptr  ? space_ + 1
                              : contains(p) ? static_cast<std::size_t>(static_cast<std::byte*>(p) - base_)
                                            : space_;
-  agree(offset, "pointers to free (as offsets in global memory)");
+  agree(Call::free, offset, "pointers to free (as offsets in global memory)");
   if (p == nullptr) return;
   const auto it = allocations_.find(offset);
   if (it == allocations_.end())
@@ -551,7 +551,8 @@ void Node::copy(void* dst, const void* src, std::size_t bytes, Deliver deliver) 
   const std::uint64_t offset = to     ? static_cast<std::uint64_t>(static_cast<std::byte*>(dst) - base_)
                                : from ? static_cast<std::uint64_t>(static_cast<const std::byte*>(src) - base_)
                                       : 0;
-  agree_all({{kind,
+  agree_all(Call::memcpy,
+            {{kind,
               "directions (0: into global memory, 1: out of it, 2: both global, 3: neither, 4: a null "
               "host buffer)"},
              {offset, "offsets in global memory"},
@@ -573,24 +574,30 @@ void Node::copy(void* dst, const void* src, std::size_t bytes, Deliver deliver) 
     copy_out(dst, src, bytes, deliver);
 }
 
-void Node::agree_all(std::initializer_list<std::pair<std::uint64_t, const char*>> values) {
+void Node::agree_all(Call call, std::initializer_list<std::pair<std::uint64_t, const char*>> values) {
   if (ranks() == 1) return;
   // Nothing to allocate before the collective: a rank that ran out of memory here would leave the
-  // others in it.
-  constexpr std::size_t kMost = 8;
+  // others in it. The call, then its values (0 past the last), then the complements of all.
+  constexpr std::size_t kMost = 8, kSlots = kMost + 1;
   if (values.size() > kMost) throw std::logic_error("cluster: agree_all of more than 8 values");
-  std::array<std::uint64_t, 2 * kMost> all{};
-  const std::span<std::uint64_t> v(all.data(), 2 * values.size());
-  std::size_t at = 0;
-  for (const auto& [value, what] : values) {
-    v[at] = value;
-    v[values.size() + at] = ~value;
-    ++at;
-  }
+  std::array<std::uint64_t, 2 * kSlots> v{};
+  v[0] = static_cast<std::uint64_t>(call);
+  std::size_t at = 1;
+  for (const auto& [value, what] : values) v[at++] = value;
+  for (std::size_t s = 0; s < kSlots; ++s) v[kSlots + s] = ~v[s];
   transport_.allreduce(v, ReduceOp::max);
-  std::size_t i = 0;
+  if (v[0] != ~v[kSlots]) {
+    static constexpr std::array<const char*, 8> kNames = {
+        "?", "alloc", "free", "memcpy", "constant", "launch", "sync", "set_write_vector_steps"};
+    const auto name = [](std::uint64_t c) { return c < kNames.size() ? kNames[c] : "?"; };
+    throw InvalidArgument(fmt::format(
+        "cluster: the ranks called different collectives (some {}, some {}; rank {} {}): every rank makes "
+        "the same calls in the same order",
+        name(~v[kSlots]), name(v[0]), rank(), name(static_cast<std::uint64_t>(call))));
+  }
+  std::size_t i = 1;
   for (const auto& [value, what] : values) {
-    const std::uint64_t high = v[i], low = ~v[values.size() + i];
+    const std::uint64_t high = v[i], low = ~v[kSlots + i];
     ++i;
     if (high != low)
       throw InvalidArgument(
@@ -692,7 +699,8 @@ bool Node::gather_private(std::uint64_t first, std::uint64_t end, std::byte* int
 void Node::replicate(void* data, std::size_t bytes) {
   check_between_launches("cluster::constant");
   const bool none = data == nullptr && bytes != 0;
-  agree_all({{bytes, "constant sizes"},
+  agree_all(Call::constant,
+            {{bytes, "constant sizes"},
              {none ? 1 : 0, "buffers for a constant (1: none, as when a rank could not allocate one)"}});
   if (none) throw InvalidArgument(fmt::format("cluster::replicate of {} B into no buffer", bytes));
   if (bytes != 0 && ranks() > 1) transport_.broadcast(0, {static_cast<std::byte*>(data), bytes});
@@ -706,18 +714,19 @@ void Node::launch(const Kernel& kernel, const Launch& launch, const ArgPack& arg
     // The whole shape: ranks that split the same blocks differently (a grid of 4 x 2 against 2 x 4)
     // would number them differently.
     const Dim3 b = launch.block;
-    const std::string grids = fmt::format("grids to kernel '{}' (in blocks)", kernel.name),
-                      shapes = fmt::format("grid or block dimensions to kernel '{}'", kernel.name),
-                      shared =
-                          fmt::format("dynamic shared memory to kernel '{}' (bytes a block)", kernel.name);
-    agree_all({{blocks, grids.c_str()},
-               {g.x, shapes.c_str()},
-               {g.y, shapes.c_str()},
-               {g.z, shapes.c_str()},
-               {b.x, shapes.c_str()},
-               {b.y, shapes.c_str()},
-               {b.z, shapes.c_str()},
-               {launch.shared_bytes, shared.c_str()}});
+    // The kernel's name joins the words only on a mismatch: nothing to allocate before the collective.
+    try {
+      agree_all(Call::launch, {{blocks, "grids (in blocks)"},
+                               {g.x, "grid or block dimensions"},
+                               {g.y, "grid or block dimensions"},
+                               {g.z, "grid or block dimensions"},
+                               {b.x, "grid or block dimensions"},
+                               {b.y, "grid or block dimensions"},
+                               {b.z, "grid or block dimensions"},
+                               {launch.shared_bytes, "dynamic shared memory (bytes a block)"}});
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(fmt::format("cluster::launch of kernel '{}': {}", kernel.name, e.what()));
+    }
   }
   if (blocks == 0)
     throw InvalidArgument(
@@ -758,7 +767,8 @@ void Node::launch(const Kernel& kernel, const Launch& launch, const ArgPack& arg
 }
 
 void Node::set_write_vector_steps(std::uint64_t from_pages, std::uint64_t block_pages) {
-  agree_all({{from_pages, "writeVector steps (from pages)"}, {block_pages, "writeVector blocks (pages)"}});
+  agree_all(Call::write_vector_steps,
+            {{from_pages, "writeVector steps (from pages)"}, {block_pages, "writeVector blocks (pages)"}});
   vector_steps_from_ = from_pages;
   vector_block_ = std::max<std::uint64_t>(block_pages, 1);
 }

@@ -74,9 +74,10 @@ class Node final : public PageServer {
   /// cluster::memcpy: into global memory or out of it, as `dst` and `src` say.
   void copy(void* dst, const void* src, std::size_t bytes, Deliver deliver);
   void replicate(void* data, std::size_t bytes);
+  /// cluster::sync: the agreement alone, which no rank leaves before every rank came.
   void barrier() {
     check_between_launches("cluster::sync");
-    transport_.barrier();
+    agree_all(Call::sync, {});
   }
   void launch(const Kernel& kernel, const Launch& launch, const ArgPack& args);
 
@@ -166,9 +167,13 @@ class Node final : public PageServer {
   /// sent for it.
   std::uint64_t sum_write_vector(std::vector<std::uint32_t>& words);
   void set_protection(std::vector<std::pair<std::uint64_t, os::Protection>>& changes);
-  std::uint64_t agree(std::uint64_t value, const char* what);
-  /// agree() of several values in one collective.
-  void agree_all(std::initializer_list<std::pair<std::uint64_t, const char*>> values);
+  /// The session's collectives between launches. Each begins with agree_all naming itself, so that
+  /// ranks that diverged (one in alloc, another in launch) are refused on every rank instead of
+  /// their reductions mismatching or a barrier waiting for good.
+  enum class Call : std::uint64_t { alloc = 1, free, memcpy, constant, launch, sync, write_vector_steps };
+  std::uint64_t agree(Call call, std::uint64_t value, const char* what);
+  /// agree() of up to 8 values in one collective of a fixed size (every call reduces as many).
+  void agree_all(Call call, std::initializer_list<std::pair<std::uint64_t, const char*>> values);
   void copy_in(void* dst, const void* src, std::size_t bytes);
   void copy_out(void* dst, const void* src, std::size_t bytes, Deliver deliver);
   std::uint64_t page_of(const void* p) const {

@@ -1071,6 +1071,29 @@ TEST(Cluster, ThePageServerRefusesRequestsItCouldNeverAnswer) {
   });
 }
 
+// Ranks in different calls are refused on every rank, naming the calls, and stay in step.
+TEST(Cluster, RanksInDifferentCallsAreRefusedOnEveryRank) {
+  run_ranks(3, options(), [&](Node& node) {
+    int* a = cl::alloc<int>(64);
+    int host[4] = {};
+    try {
+      if (node.rank() == 2)
+        cl::sync();
+      else if (node.rank() == 1)
+        cl::launch(fill_kernel(), Launch{Dim3{1}, Dim3{32}, 0}, a, 32u, 1);
+      else
+        cl::memcpy(host, a, sizeof host);
+      ADD_FAILURE() << "rank " << node.rank() << " went on";
+    } catch (const hdsm::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("the ranks called different collectives (some memcpy, some sync"),
+                std::string::npos)
+          << e.what();
+    }
+    cl::sync();
+    cl::free(a);
+  });
+}
+
 // A program's distribution policy that throws on one rank only, or splits the blocks differently on
 // each, fails the launch on every rank before any block runs, with an hdsm error naming the rank
 // (the one whose policy threw nests its exception): the ranks stay together, and the next launch
@@ -1446,8 +1469,11 @@ TEST(Cluster, BadInputFailsOnEveryRank) {
                  0);
       ADD_FAILURE() << "launched";
     } catch (const hdsm::InvalidArgument& e) {
-      EXPECT_NE(std::string(e.what()).find("grid or block dimensions to kernel 'fill_blocks'"),
-                std::string::npos)
+      EXPECT_NE(
+          std::string(e.what()).find(
+              "cluster::launch of kernel 'fill_blocks': cluster: the ranks passed different grid or block "
+              "dimensions"),
+          std::string::npos)
           << e.what();
     }
     const auto failing = hdsm::per_thread("fails_on_rank_1", [](const Thread& t, int* p, int rank) {

@@ -176,6 +176,24 @@ TEST(ClusterMpi, BadInputFailsOnEveryRankWithoutHanging) {
   std::vector<int> host(4, session.rank());
   if (session.ranks() > 1) {
     EXPECT_THROW(cl::memcpy(a, host.data(), (session.rank() + 1) * sizeof(int)), hdsm::InvalidArgument);
+    // Ranks in different calls: before, their reductions differed in size (MPI's truncation error on
+    // some ranks) or a sync's barrier met an allreduce (a hang).
+    for (const bool to_sync : {true, false}) {
+      try {
+        if (session.rank() == 0)
+          to_sync ? cl::sync() : cl::memcpy(a, host.data(), sizeof(int));
+        else
+          (void)cl::alloc<int>(16);
+        ADD_FAILURE() << "rank " << session.rank() << " went on";
+      } catch (const hdsm::InvalidArgument& e) {
+        EXPECT_NE(
+            std::string(e.what()).find(to_sync ? "called different collectives (some alloc, some sync"
+                                               : "called different collectives (some alloc, some memcpy"),
+            std::string::npos)
+            << e.what();
+      }
+    }
+    cl::sync();  // in step again
   }
   cl::free(a);
 }
