@@ -317,7 +317,9 @@ class Runtime {
   /// workers() + 1, and serves afterwards. An access of the home's that needs the home is
   /// Unsupported. Under MPI it is collective, like run: rank 0 works on its own memory.
   void run_with_home(const std::function<void()>& task);
-  /// The seed's style: tasks registered under numbers, run by number.
+  /// The seed's style: tasks registered under numbers, run by number. A number with no task is
+  /// InvalidArgument; under MPI, where the others are in the region already, a worker rank's missing
+  /// task fails the region on every rank (rank 0, the home, runs no task in `run`).
   void define(int task_id, std::function<void()> task);
   void run(int task_id);
 

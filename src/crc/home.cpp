@@ -511,7 +511,7 @@ std::exception_ptr nested_task_error(int worker, const std::string& what) {
 }
 
 std::exception_ptr nested_failure(const std::string& message) noexcept {
-  const std::exception_ptr cause = std::current_exception();
+  std::exception_ptr cause = std::current_exception();
   try {
     std::throw_with_nested(KernelFailure(message));
   } catch (const KernelFailure&) {

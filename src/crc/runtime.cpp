@@ -401,9 +401,15 @@ void Runtime::run_with_home(const std::function<void()>& task) { impl_->run(task
 void Runtime::define(int task_id, std::function<void()> task) { impl_->tasks_[task_id] = std::move(task); }
 void Runtime::run(int task_id) {
   const auto it = impl_->tasks_.find(task_id);
-  if (it == impl_->tasks_.end())
-    throw InvalidArgument(fmt::format("crc::Runtime::run({}): no task defined under that number", task_id));
-  impl_->run(it->second, false);
+  if (it != impl_->tasks_.end()) {
+    impl_->run(it->second, false);
+    return;
+  }
+  std::string message = fmt::format("crc::Runtime::run({}): no task defined under that number", task_id);
+  if (impl_->options_.transport != Transport::mpi) throw InvalidArgument(message);
+  // Under MPI the other ranks are in the region's collective already: the region runs, and this
+  // rank's worker fails it, on every rank (the home, rank 0, runs no task in a region).
+  impl_->run([message = std::move(message)] { throw InvalidArgument(message); }, false);
 }
 Stats Runtime::stats() const { return impl_->stats_; }
 void Runtime::reset_stats() { impl_->stats_ = Stats{}; }

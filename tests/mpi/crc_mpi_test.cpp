@@ -270,6 +270,24 @@ TEST_F(CrcMpi, RanksInDifferentCollectivesAreRefused) {
   rt.run([] {});  // the ranks are in step
 }
 
+// A task number one worker rank did not define fails the region on every rank (before, that rank
+// threw before the region's collective and the others waited in it).
+TEST_F(CrcMpi, ATaskNumberOneRankDidNotDefineFailsEveryRank) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  crc::Runtime rt(mpi_options());
+  if (rank != 1) rt.define(7, [] {});
+  try {
+    rt.run(7);
+    ADD_FAILURE() << "the region ran on rank " << rank;
+  } catch (const hdsm::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("crc worker 0: crc::Runtime::run(7): no task defined"),
+              std::string::npos)
+        << e.what();
+  }
+  rt.run([] {});  // the ranks are in step
+}
+
 // run on some ranks and run_with_home on others: the workers would count the home as one of them
 // where it does not work, and shares would overlap. Refused on every rank before the region starts.
 TEST_F(CrcMpi, RanksThatMixRunAndRunWithHomeAreRefused) {
