@@ -262,15 +262,25 @@ Node::~Node() {
   const bool unwinding = std::uncaught_exceptions() > 0;
   bool met = true;
   try {
-    met = transport_.barrier_within(options_.timeout);
-    if (!met && !unwinding) {
-      std::fprintf(
-          stderr,
-          "hdsm cluster: rank %d has waited %lld ms (HDSM_CLUSTER_TIMEOUT) at the end of its session for "
-          "the other ranks to end theirs, and goes on waiting (if they wait in another call, one rank "
-          "left that call alone)\n",
-          rank(), static_cast<long long>(options_.timeout.count()));
-      met = transport_.barrier_within(std::chrono::milliseconds::max());
+    // The end is an agreement too: a rank still in another call gets InvalidArgument there (it made a
+    // call this rank did not), and this rank agrees again, until every rank is at its end.
+    for (;;) {
+      ending_ = agreement(Call::end, {});
+      met = transport_.agree_within(ending_, options_.timeout);
+      if (!met && !unwinding) {
+        std::fprintf(
+            stderr,
+            "hdsm cluster: rank %d has waited %lld ms (HDSM_CLUSTER_TIMEOUT) at the end of its session for "
+            "the other ranks to end theirs, and goes on waiting (if they wait in another call, one rank "
+            "left that call alone)\n",
+            rank(), static_cast<long long>(options_.timeout.count()));
+        met = transport_.agree_within(ending_, std::chrono::milliseconds::max());
+      }
+      if (!met || ending_[0] == ~ending_[kAgreedSlots]) break;
+      std::fprintf(stderr,
+                   "hdsm cluster: rank %d ended its cluster session while another rank was in cluster::%s, "
+                   "which fails there; rank %d waits for the others to end theirs\n",
+                   rank(), name_of(~ending_[kAgreedSlots]), rank());
     }
   } catch (const Unsupported& e) {  // the session ends on a thread that may not call MPI
     std::fprintf(stderr, "hdsm cluster: %s\n", e.what());
@@ -381,11 +391,13 @@ std::vector<std::uint64_t> Node::agreed_split(const std::string& kernel, std::ui
   if (!options_.policy || ranks() == 1) return split(blocks);
   std::vector<std::uint64_t> bounds;
   std::exception_ptr error;
+  in_policy_.store(true, std::memory_order_relaxed);
   try {
     bounds = split(blocks);
   } catch (...) {
     error = std::current_exception();
   }
+  in_policy_.store(false, std::memory_order_relaxed);
   // FNV-1a over the intervals' ends.
   std::uint64_t hash = 0xcbf29ce484222325;
   for (const std::uint64_t b : bounds)
@@ -436,6 +448,11 @@ std::uint64_t Node::agree(Call call, std::uint64_t value, const char* what) {
 // one made from a block, which runs on one rank, would leave the others in the kernel's boundary
 // while it waits for them in its own collective. Between launches only, from host code.
 void Node::check_between_launches(const char* call) const {
+  if (in_policy_.load(std::memory_order_relaxed))
+    throw InvalidArgument(
+        fmt::format("{} from the distribution policy on rank {}: the cluster's calls are collective, made "
+                    "between launches from host code",
+                    call, rank()));
   if (in_kernel_.load(std::memory_order_acquire))
     throw InvalidArgument(
         fmt::format("{} while a kernel runs on rank {}: the cluster's calls (alloc, free, memcpy, constant, "
@@ -448,7 +465,9 @@ void* Node::alloc(std::size_t bytes) {
   agree(Call::alloc, bytes, "allocation sizes");
   if (bytes == 0) throw InvalidArgument("cluster::alloc of 0 bytes");
   const std::size_t rounded = bytes > space_ ? 0 : heap_.rounded(bytes);
-  const auto offset = rounded == 0 ? std::nullopt : heap_.allocate(rounded);
+  // The heap's answer is the same on every rank; only its own bookkeeping's memory may fail on one.
+  const auto offset =
+      rounded == 0 ? std::nullopt : alone("cluster::alloc", [&] { return heap_.allocate(rounded); });
   if (!offset)
     throw OutOfDeviceMemory("cluster's global memory", bytes, heap_.used(), space_, "HDSM_CLUSTER_SPACE");
   // Every rank has the same heap, so the checks above fail on all alike. What follows may fail on
@@ -574,27 +593,42 @@ void Node::copy(void* dst, const void* src, std::size_t bytes, Deliver deliver) 
     copy_out(dst, src, bytes, deliver);
 }
 
-void Node::agree_all(Call call, std::initializer_list<std::pair<std::uint64_t, const char*>> values) {
-  if (ranks() == 1) return;
-  // Nothing to allocate before the collective: a rank that ran out of memory here would leave the
-  // others in it. The call, then its values (0 past the last), then the complements of all.
-  constexpr std::size_t kMost = 8, kSlots = kMost + 1;
-  if (values.size() > kMost) throw std::logic_error("cluster: agree_all of more than 8 values");
-  std::array<std::uint64_t, 2 * kSlots> v{};
+// Nothing to allocate before the collective: a rank that ran out of memory here would leave the others
+// in it. The call, then its values (0 past the last), then the complements of all.
+Node::Agreement Node::agreement(Call call,
+                                std::initializer_list<std::pair<std::uint64_t, const char*>> values) {
+  if (values.size() > kAgreedSlots - 1) throw std::logic_error("cluster: an agreement of more than 8 values");
+  Agreement v{};
   v[0] = static_cast<std::uint64_t>(call);
   std::size_t at = 1;
   for (const auto& [value, what] : values) v[at++] = value;
-  for (std::size_t s = 0; s < kSlots; ++s) v[kSlots + s] = ~v[s];
-  transport_.allreduce(v, ReduceOp::max);
-  if (v[0] != ~v[kSlots]) {
-    static constexpr std::array<const char*, 8> kNames = {
-        "?", "alloc", "free", "memcpy", "constant", "launch", "sync", "set_write_vector_steps"};
-    const auto name = [](std::uint64_t c) { return c < kNames.size() ? kNames[c] : "?"; };
+  for (std::size_t s = 0; s < kAgreedSlots; ++s) v[kAgreedSlots + s] = ~v[s];
+  return v;
+}
+
+const char* Node::name_of(std::uint64_t call) {
+  static constexpr std::array<const char*, 9> kNames = {"?",
+                                                        "alloc",
+                                                        "free",
+                                                        "memcpy",
+                                                        "constant",
+                                                        "launch",
+                                                        "sync",
+                                                        "set_write_vector_steps",
+                                                        "the session's end"};
+  return call < kNames.size() ? kNames[call] : "?";
+}
+
+void Node::agree_all(Call call, std::initializer_list<std::pair<std::uint64_t, const char*>> values) {
+  if (ranks() == 1) return;
+  constexpr std::size_t kSlots = kAgreedSlots;
+  Agreement v = agreement(call, values);
+  transport_.agree(v);
+  if (v[0] != ~v[kSlots])
     throw InvalidArgument(fmt::format(
         "cluster: the ranks called different collectives (some {}, some {}; rank {} {}): every rank makes "
         "the same calls in the same order",
-        name(~v[kSlots]), name(v[0]), rank(), name(static_cast<std::uint64_t>(call))));
-  }
+        name_of(~v[kSlots]), name_of(v[0]), rank(), name_of(static_cast<std::uint64_t>(call))));
   std::size_t i = 1;
   for (const auto& [value, what] : values) {
     const std::uint64_t high = v[i], low = ~v[kSlots + i];
@@ -714,9 +748,14 @@ void Node::launch(const Kernel& kernel, const Launch& launch, const ArgPack& arg
     // The whole shape: ranks that split the same blocks differently (a grid of 4 x 2 against 2 x 4)
     // would number them differently.
     const Dim3 b = launch.block;
+    // Which kernel: an FNV-1a hash of its name, the top bit set where it has no host body (refused
+    // below, then on every rank alike). Ranks launching different kernels would each run its own.
+    std::uint64_t which = 0xcbf29ce484222325;
+    for (const char c : kernel.name) which = (which ^ static_cast<unsigned char>(c)) * 0x100000001b3;
+    which = (which >> 1) | (kernel.host ? 0 : std::uint64_t{1} << 63);
     // The kernel's name joins the words only on a mismatch: nothing to allocate before the collective.
     try {
-      agree_all(Call::launch, {{blocks, "grids (in blocks)"},
+      agree_all(Call::launch, {{which, "kernels (a hash of the name; its top bit: no host body)"},
                                {g.x, "grid or block dimensions"},
                                {g.y, "grid or block dimensions"},
                                {g.z, "grid or block dimensions"},

@@ -17,6 +17,7 @@
 #include <hdsm/cluster.hpp>
 #include <hdsm/error.hpp>
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -170,7 +171,21 @@ class Node final : public PageServer {
   /// The session's collectives between launches. Each begins with agree_all naming itself, so that
   /// ranks that diverged (one in alloc, another in launch) are refused on every rank instead of
   /// their reductions mismatching or a barrier waiting for good.
-  enum class Call : std::uint64_t { alloc = 1, free, memcpy, constant, launch, sync, write_vector_steps };
+  enum class Call : std::uint64_t {
+    alloc = 1,
+    free,
+    memcpy,
+    constant,
+    launch,
+    sync,
+    write_vector_steps,
+    end
+  };
+  /// agree_all's vector: the call, up to 8 values, then the complements of all.
+  static constexpr std::size_t kAgreedSlots = 9;
+  using Agreement = std::array<std::uint64_t, 2 * kAgreedSlots>;
+  static Agreement agreement(Call call, std::initializer_list<std::pair<std::uint64_t, const char*>> values);
+  static const char* name_of(std::uint64_t call);
   std::uint64_t agree(Call call, std::uint64_t value, const char* what);
   /// agree() of up to 8 values in one collective of a fixed size (every call reduces as many).
   void agree_all(Call call, std::initializer_list<std::pair<std::uint64_t, const char*>> values);
@@ -259,6 +274,9 @@ class Node final : public PageServer {
 
   exec::Executor executor_;
   std::atomic<bool> in_kernel_{false};
+  Agreement ending_{};  // the session's last agreement (~Node), kept while it is pending
+  // The program's distribution policy runs (agreed_split): no collective from it.
+  std::atomic<bool> in_policy_{false};
   std::atomic<std::uint64_t> epoch_{0};
   std::mutex serve_mutex_;  // rank 0: host copies into global memory against the page server
   std::vector<double> speeds_;

@@ -994,7 +994,10 @@ class TapTransport final : public cl::detail::Transport {
   }
   void broadcast(int root, std::span<std::byte> data) override { inner_.broadcast(root, data); }
   void barrier() override { inner_.barrier(); }
-  bool barrier_within(std::chrono::milliseconds limit) override { return inner_.barrier_within(limit); }
+  void agree(std::span<std::uint64_t> values) override { inner_.agree(values); }
+  bool agree_within(std::span<std::uint64_t> values, std::chrono::milliseconds limit) override {
+    return inner_.agree_within(values, limit);
+  }
   void abandon(const char* why) noexcept override { inner_.abandon(why); }
   void serve_pages(cl::detail::PageServer* server) override { inner_.serve_pages(server); }
   void stop_serving() override { inner_.stop_serving(); }
@@ -1090,6 +1093,19 @@ TEST(Cluster, RanksInDifferentCallsAreRefusedOnEveryRank) {
           << e.what();
     }
     cl::sync();
+    // Different kernels of the same shape: each rank would run its own kernel's blocks.
+    const auto other = hdsm::per_thread("other", [](const Thread&, int*, std::uint32_t, int) {});
+    try {
+      if (node.rank() == 1)
+        cl::launch(other, Launch{Dim3{3}, Dim3{32}, 0}, a, 1u, 1);
+      else
+        cl::launch(fill_kernel(), Launch{Dim3{3}, Dim3{32}, 0}, a, 1u, 1);
+      ADD_FAILURE() << "rank " << node.rank() << " ran";
+    } catch (const hdsm::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("the ranks passed different kernels"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_EQ(read_all(a, 64)[0], 0);  // no block ran
     cl::free(a);
   });
 }
@@ -1099,12 +1115,13 @@ TEST(Cluster, RanksInDifferentCallsAreRefusedOnEveryRank) {
 // (the one whose policy threw nests its exception): the ranks stay together, and the next launch
 // runs.
 TEST(Cluster, APolicyThatFailsOrDiffersOnOneRankFailsTheLaunchOnEveryRank) {
-  std::array<std::string, 2> failed3, failed5;
+  std::array<std::string, 2> failed3, failed5, failed7;
   std::array<int, 2> last{};
   const auto options_of = [](int rank) {
     cl::Options o = options();
     o.policy = [rank](std::uint64_t blocks, std::span<const double>) {
       if (blocks == 3 && rank == 1) throw std::runtime_error("rank 1's policy cannot split 3 blocks");
+      if (blocks == 7 && rank == 1) cl::sync();  // a collective from the policy: refused, not a hang
       const std::uint64_t middle = blocks == 5 ? 2 + static_cast<std::uint64_t>(rank) : blocks / 2;
       return std::vector<std::uint64_t>{0, middle, blocks};
     };
@@ -1112,8 +1129,9 @@ TEST(Cluster, APolicyThatFailsOrDiffersOnOneRankFailsTheLaunchOnEveryRank) {
   };
   const std::vector<std::string> what = outcomes(2, options_of, [&](Node& node) {
     const auto r = static_cast<std::size_t>(node.rank());
-    int* a = cl::alloc<int>(5 * 1024);
-    for (auto [blocks, message] : {std::pair{3u, &failed3}, std::pair{5u, &failed5}}) {
+    int* a = cl::alloc<int>(7 * 1024);
+    for (auto [blocks, message] :
+         {std::pair{3u, &failed3}, std::pair{5u, &failed5}, std::pair{7u, &failed7}}) {
       try {
         cl::launch(fill_kernel(), Launch{Dim3{blocks}, Dim3{32}, 0}, a, 1024, 1);
       } catch (const hdsm::InvalidArgument& e) {
@@ -1136,6 +1154,9 @@ TEST(Cluster, APolicyThatFailsOrDiffersOnOneRankFailsTheLaunchOnEveryRank) {
   EXPECT_NE(failed3[0].find("kernel 'fill_blocks': the distribution policy failed on rank 1 (it threw"),
             std::string::npos)
       << failed3[0];
+  EXPECT_NE(failed7[1].find("cluster::sync from the distribution policy on rank 1"), std::string::npos)
+      << failed7[1];
+  EXPECT_NE(failed7[0].find("the distribution policy failed on rank 1"), std::string::npos) << failed7[0];
   for (const std::string& m : failed5)
     EXPECT_NE(m.find("kernel 'fill_blocks': the distribution policy returned different block intervals"),
               std::string::npos)

@@ -2,8 +2,11 @@
 //  - no argument: rank 1 dies between two launches while rank 0 waits in the next one; mpirun must
 //    exit non-zero (WILL_FAIL) well within the timeout;
 //  - "alone": rank 1 throws between two launches and catches it outside its session, whose end
-//    then waits for ranks that are in the next launch instead: after HDSM_CLUSTER_TIMEOUT it ends
-//    the job with a message naming it (the test passes on that message);
+//    then waits for rank 0, which has host work longer than HDSM_CLUSTER_TIMEOUT before its next
+//    launch: after the timeout rank 1 ends the job with a message naming it (the test passes on that
+//    message);
+//  - "apart": the same, but rank 0 launches at once: its launch meets rank 1's end and fails with
+//    an error naming both calls, and the program ends normally (the test passes on rank 0's error);
 //  - "late": rank 0 has host work left after the last launch, longer than HDSM_CLUSTER_TIMEOUT:
 //    rank 1, at its session's end with no exception in flight, says so and goes on waiting, and the
 //    program ends normally (the test passes on rank 1's two messages, in order).
@@ -18,7 +21,8 @@
 
 int main(int argc, char** argv) {
   namespace cl = hdsm::cluster;
-  const bool alone = argc > 1 && std::strcmp(argv[1], "alone") == 0;
+  const bool apart = argc > 1 && std::strcmp(argv[1], "apart") == 0;
+  const bool alone = apart || (argc > 1 && std::strcmp(argv[1], "alone") == 0);
   const bool late = argc > 1 && std::strcmp(argv[1], "late") == 0;
   cl::Options o = cl::Options::from_environment();
   o.space_bytes = std::size_t{1} << 30;
@@ -38,6 +42,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "rank 1 dies now\n");
         _exit(3);
       }
+      if (alone && !apart) std::this_thread::sleep_for(std::chrono::milliseconds(5000));
       cl::launch(k, hdsm::cover(1024), a);
     }
   } catch (const std::exception& e) {

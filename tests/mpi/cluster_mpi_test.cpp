@@ -15,6 +15,7 @@
 #include <sys/resource.h>
 #include <algorithm>
 #include <numeric>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -196,6 +197,33 @@ TEST(ClusterMpi, BadInputFailsOnEveryRankWithoutHanging) {
     cl::sync();  // in step again
   }
   cl::free(a);
+}
+
+// A rank that ends its session while another is in a call (rank 0 prints a result that only it
+// copies out): before, the end's barrier met the call's allreduce and both waited for good.
+TEST(ClusterMpi, ARankThatEndsItsSessionWhileAnotherIsInACallFailsThatCall) {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size < 2) GTEST_SKIP() << "needs two ranks";
+  std::string what;
+  {
+    cl::Session session(options());
+    int* a = cl::alloc<int>(64);
+    std::vector<int> host(64);
+    if (rank == 0) {
+      try {
+        cl::memcpy(host.data(), a, host.size() * sizeof(int), cl::Deliver::rank0);
+      } catch (const hdsm::InvalidArgument& e) {
+        what = e.what();
+      }
+    }
+  }
+  if (rank == 0) {
+    EXPECT_NE(what.find("called different collectives (some memcpy, some the session's end"),
+              std::string::npos)
+        << what;
+  }
 }
 
 // Every application of the seed's Table 2 against its reference, eager and lazy.

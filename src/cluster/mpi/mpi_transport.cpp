@@ -231,18 +231,30 @@ void MpiTransport::barrier() {
   check(MPI_Barrier(comm_), "MPI_Barrier", "the cluster's ranks");
 }
 
-bool MpiTransport::barrier_within(std::chrono::milliseconds limit) {
-  on_mpi_thread("a barrier");
-  // A barrier an earlier call gave up on is still the one to finish (a second would not match).
-  MPI_Request& request = pending_barrier_;
+void MpiTransport::agree(std::span<std::uint64_t> values) {
+  on_mpi_thread("an agreement");
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Iallreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_UINT64_T, MPI_MAX,
+                       comm_, &request),
+        "MPI_Iallreduce", "the cluster's ranks");
+  check(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait", "the cluster's agreement");
+  count_sent(values.size_bytes());
+}
+
+bool MpiTransport::agree_within(std::span<std::uint64_t> values, std::chrono::milliseconds limit) {
+  on_mpi_thread("an agreement");
+  // A reduction an earlier call gave up on is still the one to finish (a second would not match).
+  MPI_Request& request = pending_agreement_;
   if (request == MPI_REQUEST_NULL)
-    check(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier", "the cluster's ranks");
+    check(MPI_Iallreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_UINT64_T, MPI_MAX,
+                         comm_, &request),
+          "MPI_Iallreduce", "the cluster's ranks");
   // Polled as the page server polls (pause_after).
   const bool forever = limit == std::chrono::milliseconds::max();
   const auto deadline = std::chrono::steady_clock::now() + (forever ? std::chrono::milliseconds(0) : limit);
   for (unsigned polls = 0;; ++polls) {
     int done = 0;
-    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", "the cluster's barrier");
+    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", "the cluster's agreement");
     if (done != 0) return true;
     if (!forever && std::chrono::steady_clock::now() >= deadline) return false;  // the caller ends the job
     pause_after(polls);

@@ -42,7 +42,8 @@ class MpiTransport final : public Transport {
   void scatter(const std::vector<std::span<const std::byte>>& each, std::vector<std::byte>& mine) override;
   void broadcast(int root, std::span<std::byte> data) override;
   void barrier() override;
-  bool barrier_within(std::chrono::milliseconds limit) override;
+  void agree(std::span<std::uint64_t> values) override;
+  bool agree_within(std::span<std::uint64_t> values, std::chrono::milliseconds limit) override;
   void abandon(const char* why) noexcept override;
   void serve_pages(PageServer* server) override;
   void stop_serving() override;
@@ -64,8 +65,8 @@ class MpiTransport final : public Transport {
   bool multiple_;
   std::chrono::milliseconds timeout_;
   std::thread server_;
-  std::atomic<bool> stopping_{false};               // the server's polling loop ends at its next look
-  MPI_Request pending_barrier_ = MPI_REQUEST_NULL;  // barrier_within's, while not all ranks came
+  std::atomic<bool> stopping_{false};                 // the server's polling loop ends at its next look
+  MPI_Request pending_agreement_ = MPI_REQUEST_NULL;  // agree_within's, while not all ranks came
 };
 
 }  // namespace hdsm::cluster::detail
