@@ -109,14 +109,25 @@ std::exception_ptr Home::serve(std::size_t page_size, Stats& stats) {
     // for a lock, or the region failed: the others have the timeout to come (to end their tasks),
     // counted from when the wait began.
     const Clock::time_point deadline = next_deadline();
-    if (!link_.receive(r, deadline)) {
-      expire(Clock::now());
+    // Out of memory to take a request in (MPI) or to word a timeout: the region fails, and the
+    // workers are told so as they wait or ask (a reply of a status alone never throws).
+    try {
+      if (!link_.receive(r, deadline)) {
+        expire(Clock::now());
+        continue;
+      }
+    } catch (...) {
+      fail(std::current_exception());
       continue;
     }
-    // A worker that keeps asking (one that misses its buffer in a loop) must not hold off the others'
-    // timeout: with a deadline, the clock is read every 64 requests too.
+    // A worker that keeps asking (one that misses its buffer in a loop) must not hold off the
+    // others' timeout: with a deadline, the clock is read every 64 requests too.
     if (deadline != Clock::time_point::max() && (++served & 63) == 0) {
-      if (const Clock::time_point now = Clock::now(); now >= deadline) expire(now);
+      try {
+        if (const Clock::time_point now = Clock::now(); now >= deadline) expire(now);
+      } catch (...) {
+        fail(std::current_exception());
+      }
     }
     ++stats.messages;
     handling_ = r.worker;
@@ -533,11 +544,14 @@ std::exception_ptr HomeWorker::run(const std::function<void()>& task, const Geom
                                    Stats& stats) {
   std::exception_ptr error = worker_.run(task, g, count);
   // The home's own task fails as the workers' do: a KernelFailure naming it, the original nested
-  // (under MPI every rank then gets the same type).
+  // (under MPI every rank then gets the same type). The workers run meanwhile and the home serves
+  // them next, so nothing here may throw: out of memory for the words, the error stays as it is.
   if (error) {
-    Request failure;
-    describe_failure(error, failure);  // on this thread, which threw it
-    error = task_error(error, worker_.id(), failure);
+    try {
+      const Request failure = worker_.failure(error);  // on this thread, which threw it
+      error = task_error(error, worker_.id(), failure);
+    } catch (...) {  // NOLINT(bugprone-empty-catch): the error as it was thrown
+    }
   }
   add_stats(stats, worker_.stats());
   worker_.reset_stats();

@@ -28,7 +28,9 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <string_view>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <sched.h>
@@ -39,13 +41,23 @@ namespace {
 constexpr int kRequestTag = 7101;
 constexpr int kReplyTag = 7102;
 
-void check(int rc, const char* call, const std::string& what) {
-  if (rc == MPI_SUCCESS) return;
+[[noreturn]] void fail_mpi(int rc, const char* call, std::string_view what) {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
   PMPI_Error_string(rc, text, &length);
   throw Error(Errc::system,
-              fmt::format("crc over MPI: {} ({}) failed: {}", call, what, std::string(text, length)));
+              fmt::format("crc over MPI: {} ({}) failed: {}", call, what, std::string_view(text, length)));
+}
+
+// The words only on a failure: nothing allocated before a call (a rank out of memory there would
+// leave the others in a collective), nor on every poll.
+void check(int rc, const char* call, std::string_view what) {
+  if (rc != MPI_SUCCESS) fail_mpi(rc, call, what);
+}
+template <class Describe>
+requires std::is_invocable_r_v<std::string, Describe&>
+void check(int rc, const char* call, Describe&& describe) {
+  if (rc != MPI_SUCCESS) fail_mpi(rc, call, describe());
 }
 
 struct WireRequest {
@@ -92,18 +104,21 @@ void append(std::vector<std::byte>& out, const T* data, std::size_t count) {
 
 int receive_into(std::vector<std::byte>& buffer, int source, int tag, MPI_Comm comm) {
   MPI_Status status;
-  check(PMPI_Probe(source, tag, comm, &status), "MPI_Probe", fmt::format("a message from rank {}", source));
+  check(PMPI_Probe(source, tag, comm, &status), "MPI_Probe",
+        [&] { return fmt::format("a message from rank {}", source); });
   int count = 0;
   PMPI_Get_count(&status, MPI_BYTE, &count);
   buffer.resize(static_cast<std::size_t>(count));
   check(PMPI_Recv(buffer.data(), count, MPI_BYTE, status.MPI_SOURCE, tag, comm, MPI_STATUS_IGNORE),
-        "MPI_Recv", fmt::format("{} B from rank {}", count, status.MPI_SOURCE));
+        "MPI_Recv", [&] { return fmt::format("{} B from rank {}", count, status.MPI_SOURCE); });
   return status.MPI_SOURCE;
 }
 
 class MpiHomeLink final : public HomeLink {
  public:
-  MpiHomeLink(MPI_Comm comm, MPI_Win window, int workers) : comm_(comm), window_(window), workers_(workers) {}
+  MpiHomeLink(MPI_Comm comm, MPI_Win window, int workers) : comm_(comm), window_(window), workers_(workers) {
+    out_.reserve(sizeof(WireReply));  // a reply of a status alone never allocates (reply())
+  }
   void set_page_size(std::size_t bytes) { page_size_ = bytes; }
 
   bool receive(Request& r, std::chrono::steady_clock::time_point deadline) override {
@@ -113,7 +128,7 @@ class MpiHomeLink final : public HomeLink {
         const int w = (last_ + k) % workers_;
         int flag = 0;
         check(PMPI_Iprobe(w + 1, kRequestTag, comm_, &flag, MPI_STATUS_IGNORE), "MPI_Iprobe",
-              fmt::format("requests of worker {}", w));
+              [&] { return fmt::format("requests of worker {}", w); });
         if (flag == 0) continue;
         receive_into(buffer_, w + 1, kRequestTag, comm_);
         sync_window();  // the workers' puts before this request, for the home's loads
@@ -286,7 +301,7 @@ class MpiWorkerLink final : public WorkerLink {
     }
     check(PMPI_Get(into, static_cast<int>(bytes), MPI_BYTE, 0, static_cast<MPI_Aint>(window_offset_ + offset),
                    static_cast<int>(bytes), MPI_BYTE, window_),
-          "MPI_Get", fmt::format("{} B at offset {} of the shared space", bytes, offset));
+          "MPI_Get", [&] { return fmt::format("{} B at offset {} of the shared space", bytes, offset); });
     check(PMPI_Win_flush(0, window_), "MPI_Win_flush", "a get from the shared space");
   }
 
@@ -298,7 +313,7 @@ class MpiWorkerLink final : public WorkerLink {
     }
     check(PMPI_Put(from, static_cast<int>(bytes), MPI_BYTE, 0, static_cast<MPI_Aint>(window_offset_ + offset),
                    static_cast<int>(bytes), MPI_BYTE, window_),
-          "MPI_Put", fmt::format("{} B at offset {} of the shared space", bytes, offset));
+          "MPI_Put", [&] { return fmt::format("{} B at offset {} of the shared space", bytes, offset); });
     check(PMPI_Win_flush(0, window_), "MPI_Win_flush", "a put into the shared space");
   }
 
@@ -322,7 +337,7 @@ class MpiWorkerLink final : public WorkerLink {
     append(out_, r.message.data(), r.message.size());
     append(out_, r.pages.data(), r.pages.size());
     check(PMPI_Send(out_.data(), static_cast<int>(out_.size()), MPI_BYTE, 0, kRequestTag, comm_), "MPI_Send",
-          fmt::format("a {} request of {} B to the home", to_string(r.op), out_.size()));
+          [&] { return fmt::format("a {} request of {} B to the home", to_string(r.op), out_.size()); });
   }
 
   MPI_Comm comm_;
@@ -467,6 +482,22 @@ class MpiEngine final : public Engine {
   }
 
   ~MpiEngine() override {
+    // The end is a collective too (the window's and the communicator's frees): a rank still in
+    // another call (allocate, free, run) fails there, since this is not the call it made, and this
+    // rank agrees again until every rank is at its end.
+    for (;;) {
+      std::uint64_t values[kAgreed] = {};
+      values[kAgreed - 2] = kEnding;
+      values[kAgreed - 1] = ~kEnding;
+      if (PMPI_Allreduce(MPI_IN_PLACE, values, static_cast<int>(kAgreed), MPI_UINT64_T, MPI_MAX, comm_) !=
+              MPI_SUCCESS ||
+          values[kAgreed - 2] == ~values[kAgreed - 1])
+        break;
+      std::fprintf(stderr,
+                   "hdsm: crc over MPI: rank %d ended its runtime while another rank was in %s, which fails "
+                   "there; rank %d waits for the others to end theirs\n",
+                   rank_, collective_name(~values[kAgreed - 1]), rank_);
+    }
     if (window_ != MPI_WIN_NULL) PMPI_Win_free(&window_);
     PMPI_Comm_free(&comm_);
     int finalized = 0;
@@ -545,7 +576,12 @@ class MpiEngine final : public Engine {
   // The collectives a rank enters between regions, which each begin with this agreement: a rank in
   // one while another is in the other (a program that diverged) is refused on both, instead of their
   // reductions matching and the collectives after them hanging.
-  static constexpr std::uint64_t kAllocating = 1, kFreeing = 2, kRunning = 3;
+  static constexpr std::uint64_t kAllocating = 1, kFreeing = 2, kRunning = 3, kEnding = 4;
+  static const char* collective_name(std::uint64_t which) {
+    static constexpr std::array<const char*, 5> kNames = {"?", "allocate", "free", "run",
+                                                          "the runtime's end"};
+    return which < kNames.size() ? kNames[which] : "?";
+  }
   /// Reduces `values` with MPI_MAX: the caller's values, each beside its complement (up to three
   /// pairs, the rest 0), then the collective's name and its complement (the last two, filled in
   /// here); InvalidArgument on every rank when the ranks are in different collectives. Every
@@ -554,10 +590,9 @@ class MpiEngine final : public Engine {
   void agree_collective(std::uint64_t which, std::uint64_t (&values)[kAgreed]) {
     values[kAgreed - 2] = which;
     values[kAgreed - 1] = ~which;
-    static constexpr std::array<const char*, 4> kNames = {"?", "allocate", "free", "run"};
-    const auto name = [](std::uint64_t w) { return w < kNames.size() ? kNames[w] : "?"; };
+    const auto name = [](std::uint64_t w) { return collective_name(w); };
     check(PMPI_Allreduce(MPI_IN_PLACE, values, static_cast<int>(kAgreed), MPI_UINT64_T, MPI_MAX, comm_),
-          "MPI_Allreduce", fmt::format("the agreement to {}", name(which)));
+          "MPI_Allreduce", [&] { return fmt::format("the agreement to {}", name(which)); });
     if (values[kAgreed - 2] != ~values[kAgreed - 1])
       throw InvalidArgument(fmt::format(
           "crc over MPI: the ranks called different collectives (some {}, some {}): every rank calls "
@@ -648,13 +683,22 @@ class MpiEngine final : public Engine {
         std::rethrow_exception(error);
       } catch (const Error& e) {
         code = static_cast<std::int32_t>(e.code());
-        text = e.what();
+      } catch (...) {
+        code = static_cast<std::int32_t>(Errc::kernel_failure);
+      }
+      // The other ranks wait for the outcome below: out of memory for the words, the code goes alone.
+      try {
+        std::rethrow_exception(error);
       } catch (const std::exception& e) {
-        code = static_cast<std::int32_t>(Errc::kernel_failure);
-        text = e.what();
-      } catch (...) {  // the other ranks wait for the outcome below
-        code = static_cast<std::int32_t>(Errc::kernel_failure);
-        text = "an exception that is not a std::exception";
+        try {
+          text = e.what();
+        } catch (...) {  // NOLINT(bugprone-empty-catch)
+        }
+      } catch (...) {
+        try {
+          text = "an exception that is not a std::exception";
+        } catch (...) {  // NOLINT(bugprone-empty-catch)
+        }
       }
     }
     std::int32_t header[2] = {code, static_cast<std::int32_t>(text.size())};

@@ -270,6 +270,29 @@ TEST_F(CrcMpi, RanksInDifferentCollectivesAreRefused) {
   rt.run([] {});  // the ranks are in step
 }
 
+// A rank that destroys its runtime while another is in a call: before, the window's free met the
+// call's allreduce.
+TEST_F(CrcMpi, ARankThatEndsItsRuntimeWhileAnotherIsInACallFailsThatCall) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::string what;
+  {
+    crc::Runtime rt(mpi_options());
+    if (rank == 0) {
+      try {
+        (void)rt.alloc<int>(16);
+      } catch (const hdsm::InvalidArgument& e) {
+        what = e.what();
+      }
+    }
+  }
+  if (rank == 0) {
+    EXPECT_NE(what.find("called different collectives (some allocate, some the runtime's end)"),
+              std::string::npos)
+        << what;
+  }
+}
+
 // A task number one worker rank did not define fails the region on every rank (before, that rank
 // threw before the region's collective and the others waited in it).
 TEST_F(CrcMpi, ATaskNumberOneRankDidNotDefineFailsEveryRank) {
