@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -82,18 +83,24 @@ struct WireReply {
   std::uint32_t message;
 };
 
-// A message whose lengths do not add up to its size, or that names another worker than the rank it
-// came from (a corrupted message, another version of the library): nothing in it can be trusted, and
-// the rank it came from waits for an answer, so the job ends.
-[[noreturn]] void end_job(const char* why) noexcept {
-  std::fprintf(stderr, "hdsm: crc over MPI: %s; the job ends\n", why);
+// Ends the job saying why (printf's `format`), allocating nothing: what ends it may be out of memory.
+[[noreturn]] __attribute__((format(printf, 1, 2))) void end_job(const char* format, ...) noexcept {
+  std::fputs("hdsm: crc over MPI: ", stderr);
+  std::va_list args;
+  va_start(args, format);
+  std::vfprintf(stderr, format, args);
+  va_end(args);
+  std::fputs("; the job ends\n", stderr);
   std::fflush(stderr);
   PMPI_Abort(MPI_COMM_WORLD, 70);
   std::abort();
 }
 
+// A message whose lengths do not add up to its size, or that names another worker than the rank it
+// came from (a corrupted message, another version of the library): nothing in it can be trusted, and
+// the rank it came from waits for an answer, so the job ends.
 [[noreturn]] void malformed(int rank, const std::string& what) {
-  end_job(fmt::format("rank {}: a malformed message ({})", rank, what).c_str());
+  end_job("rank %d: a malformed message (%s)", rank, what.c_str());
 }
 
 template <class T>
@@ -165,10 +172,7 @@ class MpiHomeLink final : public HomeLink {
       check(PMPI_Send(out_.data(), static_cast<int>(out_.size()), MPI_BYTE, r.worker + 1, kReplyTag, comm_),
             "MPI_Send", "a reply");
     } catch (const std::exception& e) {
-      std::array<char, 512> why{};
-      std::snprintf(why.data(), why.size(), "the home (rank 0) could not answer worker %d (%zu B): %s",
-                    r.worker, out_.size(), e.what());
-      end_job(why.data());
+      end_job("the home (rank 0) could not answer worker %d (%zu B): %s", r.worker, out_.size(), e.what());
     }
   }
 
@@ -285,10 +289,8 @@ class MpiWorkerLink final : public WorkerLink {
     try {
       send(r);
     } catch (const std::exception& e) {
-      std::array<char, 512> why{};
-      std::snprintf(why.data(), why.size(), "worker %d could not tell the home that it %s: %s", worker_,
-                    r.op == Op::done ? "ended its task" : "failed", e.what());
-      end_job(why.data());
+      end_job("worker %d could not tell the home that it %s: %s", worker_,
+              r.op == Op::done ? "ended its task" : "failed", e.what());
     }
   }
 
