@@ -397,13 +397,18 @@ void Home::handle(Request& r) {
       return;
     }
     case Op::barrier: {
-      for (int x = 0; finished_count_ != 0 && x < workers_; ++x)
-        if (finished_[static_cast<std::size_t>(x)]) {
-          answer(r, Reply{.status = Status::aborted});
-          fail(fmt::format("crc barrier {}: worker {} came, but worker {} ended its task without coming",
-                           barrier_round_, w, x));
-          return;
-        }
+      if (finished_count_ != 0) {
+        // Every worker that ended without coming, not only the first: each one's task skips it.
+        std::vector<int> gone;
+        for (int x = 0; x < workers_; ++x)
+          if (finished_[static_cast<std::size_t>(x)]) gone.push_back(x);
+        answer(r, Reply{.status = Status::aborted});
+        fail(fmt::format("crc barrier {}: worker {} came, but {} without coming", barrier_round_, w,
+                         gone.size() == 1
+                             ? fmt::format("worker {} ended its task", gone[0])
+                             : fmt::format("workers {} ended their tasks", fmt::join(gone, ", "))));
+        return;
+      }
       if (at_barrier_.empty()) barrier_since_ = Clock::now();  // once a barrier, at its first arrival
       at_barrier_.push_back(caller_of(r));
       if (static_cast<int>(at_barrier_.size()) < workers_) return;

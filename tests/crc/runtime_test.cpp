@@ -762,6 +762,19 @@ TEST(CrcErrors, ABarrierThatAWorkerSkipsEndsTheRegionAtOnce) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1500));  // not the timeout
 }
 
+TEST(CrcErrors, ABarrierThatSeveralWorkersSkipNamesThemAll) {
+  crc::Runtime rt(options(4));
+  const std::string what = error_of([&] {
+    rt.run([&] {
+      if (crc::worker_id() >= 2) return;
+      // Workers 2 and 3 have ended by the time the first of 0 and 1 comes.
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      crc::barrier();
+    });
+  });
+  EXPECT_NE(what.find("workers 2, 3 ended their tasks without coming"), std::string::npos) << what;
+}
+
 TEST(CrcErrors, ABarrierThatAWorkerReachesTooLateTimesOut) {
   crc::Options o = options(2);
   o.timeout = std::chrono::milliseconds(100);
