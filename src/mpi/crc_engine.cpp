@@ -10,6 +10,7 @@
 #include "crc/home.hpp"
 #include "crc/transport.hpp"
 #include "crc/worker.hpp"
+#include "mpi/check.hpp"
 #include "os/mapping.hpp"
 #include "os/offset_heap.hpp"
 
@@ -42,24 +43,7 @@ namespace {
 constexpr int kRequestTag = 7101;
 constexpr int kReplyTag = 7102;
 
-[[noreturn]] void fail_mpi(int rc, const char* call, std::string_view what) {
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  PMPI_Error_string(rc, text, &length);
-  throw Error(Errc::system,
-              fmt::format("crc over MPI: {} ({}) failed: {}", call, what, std::string_view(text, length)));
-}
-
-// The words only on a failure: nothing allocated before a call (a rank out of memory there would
-// leave the others in a collective), nor on every poll.
-void check(int rc, const char* call, std::string_view what) {
-  if (rc != MPI_SUCCESS) fail_mpi(rc, call, what);
-}
-template <class Describe>
-requires std::is_invocable_r_v<std::string, Describe&>
-void check(int rc, const char* call, Describe&& describe) {
-  if (rc != MPI_SUCCESS) fail_mpi(rc, call, describe());
-}
+constexpr mpi_detail::CallCheck check{"crc over MPI"};
 
 struct WireRequest {
   std::uint8_t op;

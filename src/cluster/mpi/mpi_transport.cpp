@@ -2,6 +2,7 @@
 // requests to rank 0's server thread on a second duplicate (so they never match a collective's
 // messages). The session (session.cpp) initializes MPI and makes one of these.
 #include "cluster/mpi/mpi_transport.hpp"
+#include "mpi/check.hpp"
 
 #include <hdsm/error.hpp>
 
@@ -22,14 +23,7 @@ constexpr int kRequestTag = 7201;
 constexpr int kReplyTag = 7202;
 constexpr std::size_t kChunk = std::size_t{1} << 30;  // MPI counts are ints: broadcast in chunks
 
-void check(int rc, const char* call, const std::string& what) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(rc, text, &length);
-  throw Error(Errc::system,
-              fmt::format("cluster over MPI: {} ({}) failed: {}", call, what, std::string(text, length)));
-}
+constexpr mpi_detail::CallCheck check{"cluster over MPI"};
 
 MPI_Op mpi_op(ReduceOp op) {
   switch (op) {
@@ -151,7 +145,7 @@ void MpiTransport::allreduce(std::span<std::uint32_t> values, ReduceOp op) {
   on_mpi_thread("an allreduce");
   check(MPI_Allreduce(MPI_IN_PLACE, values.data(), checked_count(values.size(), "an allreduce"), MPI_UINT32_T,
                       mpi_op(op), comm_),
-        "MPI_Allreduce", fmt::format("{} page counters", values.size()));
+        "MPI_Allreduce", [&] { return fmt::format("{} page counters", values.size()); });
   count_sent(values.size_bytes());
 }
 
@@ -159,7 +153,7 @@ void MpiTransport::allreduce(std::span<std::uint64_t> values, ReduceOp op) {
   on_mpi_thread("an allreduce");
   check(MPI_Allreduce(MPI_IN_PLACE, values.data(), checked_count(values.size(), "an allreduce"), MPI_UINT64_T,
                       mpi_op(op), comm_),
-        "MPI_Allreduce", fmt::format("{} values", values.size()));
+        "MPI_Allreduce", [&] { return fmt::format("{} values", values.size()); });
   count_sent(values.size_bytes());
 }
 
@@ -186,7 +180,7 @@ void MpiTransport::gather(std::span<const std::byte> mine, std::vector<std::byte
     all.resize(static_cast<std::size_t>(displs.back()) + static_cast<std::size_t>(counts.back()));
   check(MPI_Gatherv(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(), counts.data(),
                     displs.data(), MPI_BYTE, 0, comm_),
-        "MPI_Gatherv", fmt::format("{} B of page records from rank {}", mine.size(), rank_));
+        "MPI_Gatherv", [&] { return fmt::format("{} B of page records from rank {}", mine.size(), rank_); });
   count_sent(sizeof size + (rank_ != 0 ? mine.size() : 0));
 }
 
@@ -213,7 +207,7 @@ void MpiTransport::scatter(const std::vector<std::span<const std::byte>>& each,
   mine.resize(size);
   check(MPI_Scatterv(packed.data(), counts.data(), displs.data(), MPI_BYTE, mine.data(),
                      static_cast<int>(size), MPI_BYTE, 0, comm_),
-        "MPI_Scatterv", fmt::format("{} B of merged pages to rank {}", size, rank_));
+        "MPI_Scatterv", [&] { return fmt::format("{} B of merged pages to rank {}", size, rank_); });
 }
 
 void MpiTransport::broadcast(int root, std::span<std::byte> data) {
@@ -221,7 +215,7 @@ void MpiTransport::broadcast(int root, std::span<std::byte> data) {
   for (std::size_t at = 0; at < data.size(); at += kChunk) {
     const std::size_t n = std::min(kChunk, data.size() - at);
     check(MPI_Bcast(data.data() + at, static_cast<int>(n), MPI_BYTE, root, comm_), "MPI_Bcast",
-          fmt::format("{} B from rank {}", n, root));
+          [&] { return fmt::format("{} B from rank {}", n, root); });
   }
   if (rank_ == root) count_sent(data.size() * static_cast<std::uint64_t>(ranks_ - 1));
 }
@@ -292,7 +286,7 @@ void MpiTransport::serve_pages(PageServer* server) {
         server->serve(req.page, req.epoch, page);
         check(MPI_Send(page.data(), checked_count(page.size(), "a page"), MPI_BYTE, status.MPI_SOURCE,
                        kReplyTag, server_comm_),
-              "MPI_Send", fmt::format("page {} to rank {}", req.page, status.MPI_SOURCE));
+              "MPI_Send", [&] { return fmt::format("page {} to rank {}", req.page, status.MPI_SOURCE); });
         count_sent(page.size());
       } catch (const std::exception& e) {
         // A rank waits for this page: end the job rather than leave it waiting.
@@ -337,15 +331,16 @@ void MpiTransport::fetch(int holder, std::uint64_t page, std::uint64_t epoch, st
   MPI_Request reply = MPI_REQUEST_NULL;
   check(MPI_Irecv(into.data(), checked_count(into.size(), "a page"), MPI_BYTE, holder, kReplyTag,
                   server_comm_, &reply),
-        "MPI_Irecv", fmt::format("page {} from rank {}", page, holder));
+        "MPI_Irecv", [&] { return fmt::format("page {} from rank {}", page, holder); });
   check(MPI_Send(&req, sizeof req, MPI_BYTE, holder, kRequestTag, server_comm_), "MPI_Send",
-        fmt::format("the request for page {} to rank {}", page, holder));
+        [&] { return fmt::format("the request for page {} to rank {}", page, holder); });
   count_sent(sizeof req);
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   for (unsigned polls = 0;; ++polls) {
     int done = 0;
     MPI_Status status;
-    check(MPI_Test(&reply, &done, &status), "MPI_Test", fmt::format("page {} from rank {}", page, holder));
+    check(MPI_Test(&reply, &done, &status), "MPI_Test",
+          [&] { return fmt::format("page {} from rank {}", page, holder); });
     if (done != 0) {
       // A shorter reply would leave the rest of the page stale, and the page counted current.
       int received = 0;
