@@ -200,6 +200,7 @@ Node::Node(Transport& transport, Options options)
       check_races_(options_.check_races),
       private_pages_(options_.private_pages && transport.concurrent_requests() && transport.ranks() > 1 &&
                      transport.ranks() <= static_cast<int>(kCountMask)),
+      watch_private_(private_pages_ && check_races_),
       heap_(space_, page_),
       executor_(exec::ExecutorOptions{options_.threads, options_.fiber_stack}) {
   place_space();
@@ -956,8 +957,15 @@ Node::Exchanged Node::exchange(const std::string& kernel, const std::exception_p
   // Pages opened ahead: written ones are like any other; the rest had no writer here and stay
   // ahead until the states below make them valid and read-only again.
   std::vector<std::uint64_t> unwritten;
+  // Watched private pages this rank wrote: no writers in the writeVector (their holder sends them
+  // whole if they stop being private), only the race check's runs.
+  std::vector<std::uint64_t> private_written;
   std::erase_if(written, [&](std::uint64_t p) {
     std::atomic<PageState>& st = state_of(p);
+    if (st.load(std::memory_order_relaxed) == PageState::private_written) {
+      private_written.push_back(p);
+      return true;
+    }
     if (st.load(std::memory_order_relaxed) != PageState::ahead) return false;
     if (std::memcmp(shadow(p), twin(p), page_) != 0) {
       st.store(PageState::written, std::memory_order_relaxed);
@@ -1058,6 +1066,13 @@ Node::Exchanged Node::exchange(const std::string& kernel, const std::exception_p
       for (const std::uint64_t p : promoted_pages)
         if (holder_[p].load(std::memory_order_relaxed) == rank())
           root_out.add_whole(p, rank(), {shadow(p), page_});
+    // The race check's view of the holder's own changes to a page that stops being private (rank 0
+    // applies them over the whole page, which holds them already). Not counted as modified bytes:
+    // the page goes whole.
+    RecordWriter own_private;
+    for (const std::uint64_t p : private_written)
+      if (p < used && fate[p] == Fate::promoted)
+        (rank() == 0 ? own_private : root_out).add(p, rank(), {shadow(p), page_}, {twin(p), page_}, true);
 
     if (to_root) {
       std::vector<std::byte> gathered;
@@ -1071,6 +1086,7 @@ Node::Exchanged Node::exchange(const std::string& kernel, const std::exception_p
         if (check_races_) {
           races.add(own_multi.bytes());
           races.add(own_promoted.bytes());  // rank 0's changes to pages that stop being private
+          races.add(own_private.bytes());   // and to its own such pages, watched
           races.add(gathered);
         }
         stats_.race_warnings += races.report(kernel, base_);
@@ -1173,7 +1189,8 @@ Node::Exchanged Node::exchange(const std::string& kernel, const std::exception_p
                 fmt::format("cluster: the writeVector names rank {} as page {}'s one toucher", who, p));
           holder_[p].store(who, std::memory_order_relaxed);
           if (who == rank())
-            become(p, PageState::private_page, os::Protection::read_write);
+            become(p, PageState::private_page,
+                   watch_private_ ? os::Protection::read : os::Protection::read_write);
           else
             become(p, PageState::invalid, os::Protection::none);
           break;
@@ -1201,6 +1218,9 @@ Node::Exchanged Node::exchange(const std::string& kernel, const std::exception_p
     }
     for (const std::uint64_t p : unwritten)
       if (fate[p] == Fate::none) become(p, PageState::valid, os::Protection::read);
+    // Watched private pages that stay private: read-only again for the next kernel's first write.
+    for (const std::uint64_t p : private_written)
+      if (p < used && fate[p] == Fate::none) become(p, PageState::private_page, os::Protection::read);
     set_protection(changes);
     // The next kernel's predictions: the pages this rank wrote that stay valid, and those it opened
     // ahead without changing them (a kernel may store the values a page already holds; a page that
@@ -1305,8 +1325,33 @@ HDSM_FAULT_PATH bool Node::resolve(void* address, os::FaultAccess access) noexce
         return fault_service_->submit(address, access);
       case PageState::written:
       case PageState::ahead:
-      case PageState::private_page:
+      case PageState::private_written:
         return reopen(page, access, address);  // another thread of this rank opened it
+      case PageState::private_page: {
+        // Writable unless the race check watches it (read-only then, and the first write of a kernel
+        // makes its twin); a read fault on it, or one of unknown kind on a page a merged group closed,
+        // only needs it open again.
+        if (!watch_private_ || access == os::FaultAccess::read ||
+            (access == os::FaultAccess::unknown && closed(page)))
+          return reopen(page, access, address);
+        if (!kernel)
+          return refuse("host code wrote global memory: write it with cluster::memcpy, or from a kernel",
+                        address);
+        if (!st.compare_exchange_strong(s, PageState::twinning, std::memory_order_acq_rel)) continue;
+        std::memcpy(twin(page), shadow(page), page_);
+        bool writable = false;
+        {
+          std::lock_guard lock(protection_mutex_);
+          writable = protection_->try_set_making_room(page, os::Protection::read_write);
+        }
+        if (!writable) {
+          opened(st, PageState::private_page);
+          return refuse(kNoMappings, address);
+        }
+        written_[written_count_.fetch_add(1, std::memory_order_acq_rel)] = page;
+        opened(st, PageState::private_written);
+        return true;
+      }
       case PageState::untouched: {
         // The rank's first touch: readable now (the content is the same everywhere), and recorded so
         // the boundary knows who touched it; a write goes on to make the twin.

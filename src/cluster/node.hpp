@@ -35,18 +35,21 @@ namespace hdsm::cluster::detail {
 /// A page's state on this rank (the seed's page table: its number is the index, its address
 /// base + index * page, "written" is kWritten, and the twin sits at twins + index * page).
 enum class PageState : std::uint8_t {
-  unused,        // not allocated: no access
-  untouched,     // allocated, the same on every rank, and no rank has touched it: no access, so the
-                 // first touch is seen (a page only one rank touches becomes private to it)
-  valid,         // current: read-only (writes fault and make a twin)
-  twinning,      // a thread is opening the page (making its twin, or its first read access): others wait
-  written,       // twin made, writable until the kernel's end
-  ahead,         // opened with a write fault on a page before it (predicted from the last kernel, or a
-                 // sequential writer's next): twin made, writable; the boundary compares it with its twin
-                 // to know if it was written
-  private_page,  // only this rank has touched it: writable, no twin, nothing sent
-  invalid,       // stale here: no access, fetched from its holder (rank 0, or the rank it is private
-                 // to) on a fault
+  unused,           // not allocated: no access
+  untouched,        // allocated, the same on every rank, and no rank has touched it: no access, so the
+                    // first touch is seen (a page only one rank touches becomes private to it)
+  valid,            // current: read-only (writes fault and make a twin)
+  twinning,         // a thread is opening the page (making its twin, or its first read access): others wait
+  written,          // twin made, writable until the kernel's end
+  ahead,            // opened with a write fault on a page before it (predicted from the last kernel, or a
+                    // sequential writer's next): twin made, writable; the boundary compares it with its twin
+                    // to know if it was written
+  private_page,     // only this rank has touched it: writable, no twin, nothing sent (read-only when the
+                    // race check watches private pages: a kernel's first write makes a twin)
+  private_written,  // a watched private page a kernel of this rank wrote: twin made, writable; its changes
+                    // feed the race check if the page stops being private at this boundary
+  invalid,          // stale here: no access, fetched from its holder (rank 0, or the rank it is private
+                    // to) on a fault
 };
 
 /// Split of `blocks` into `ranks` intervals: the first block of every rank and the end.
@@ -266,6 +269,11 @@ class Node final : public PageServer {
   /// Per page, the same on every rank: kShared, kUntouched, or the rank the page is private to.
   std::unique_ptr<std::atomic<std::int32_t>[]> holder_;
   bool private_pages_;
+  // The race check with private pages: each rank's private pages are read-only at kernel start, so
+  // that a rank's changes to a page another rank touches in the same kernel can be compared with
+  // that rank's (the holder otherwise sends the page whole, its changes unknown). A host write to
+  // such a page faults, and is refused as on a shared page.
+  bool watch_private_;
   mutable os::FaultMutex protection_mutex_;
   std::unique_ptr<os::ProtectionMap> protection_;
   os::OffsetHeap heap_;

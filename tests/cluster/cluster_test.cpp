@@ -884,6 +884,73 @@ TEST(Cluster, RacesOnAPageThatStopsBeingPrivateAreReportedWhoeverHoldsIt) {
   }
 }
 
+// The holder of a private page and another rank write the same bytes of it in one kernel: with the
+// race check on, the holder's private pages are read-only at kernel start, so its changes are known
+// and compared with the other rank's (before, the holder sent the page whole and the race went
+// unreported). Different bytes of the page are no race, and both ranks' bytes survive.
+TEST(Cluster, RacesBetweenAPrivatePagesHolderAndAnotherRankAreReported) {
+  for (const int holder : {0, 1}) {
+    for (const bool same_bytes : {true, false}) {
+      SCOPED_TRACE(
+          fmt::format("private to rank {}, {} bytes", holder, same_bytes ? "the same" : "different"));
+      std::atomic<std::uint64_t> warnings{0};
+      testing::internal::CaptureStderr();
+      run_ranks(2, options(), [&](Node& node) {
+        int* a = cl::alloc<int>(1024);
+        const auto own = hdsm::per_thread("own", [](const Thread& t, int* p, std::uint32_t who) {
+          if (t.block.x == who) p[5] = 1;
+        });
+        cl::launch(own, Launch{Dim3{2}, Dim3{1}, 0}, a, static_cast<std::uint32_t>(holder));
+        ASSERT_EQ(node.state(a), node.rank() == holder ? PageState::private_page : PageState::invalid);
+        // Block b runs on rank b: the holder writes a[0] or a[1], the other rank a[0].
+        const auto both = hdsm::per_thread("both", [](const Thread& t, int* p, std::uint32_t who, int same) {
+          p[t.block.x == who && same == 0 ? 1 : 0] = 10 + static_cast<int>(t.block.x);
+        });
+        cl::reset_stats();
+        cl::launch(both, Launch{Dim3{2}, Dim3{1}, 0}, a, static_cast<std::uint32_t>(holder),
+                   same_bytes ? 1 : 0);
+        EXPECT_EQ(cl::stats().pages_promoted, 1u);
+        warnings += cl::stats().race_warnings;
+        const std::vector<int> got = read_all(a, 8);
+        EXPECT_EQ(got[5], 1);
+        if (!same_bytes) {
+          EXPECT_EQ(got[static_cast<std::size_t>(1)], 10 + holder);
+          EXPECT_EQ(got[static_cast<std::size_t>(0)], 10 + (1 - holder));
+        }
+        // The page is shared now, and a third kernel's disjoint writes of both ranks raise nothing.
+        const auto apart = hdsm::per_thread("apart", [](const Thread& t, int* p) { p[8 + t.block.x] = 1; });
+        cl::reset_stats();
+        cl::launch(apart, Launch{Dim3{2}, Dim3{1}, 0}, a);
+        EXPECT_EQ(cl::stats().pages_multi_writer, 1u);
+        warnings += cl::stats().race_warnings;
+        cl::free(a);
+      });
+      const std::string err = testing::internal::GetCapturedStderr();
+      EXPECT_EQ(warnings.load(), same_bytes ? 1u : 0u) << err;
+      if (same_bytes) {
+        EXPECT_NE(err.find("kernel 'both'"), std::string::npos) << err;
+      }
+    }
+  }
+}
+
+// With the race check on, a rank's private pages are read-only between kernels too: a host write to
+// one is caught as on a shared page (without it, it goes through unnoticed; see the guide).
+TEST(ClusterDeathTest, HostWritesToAWatchedPrivatePageEndTheProgramWithAMessage) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(run_ranks(2, options(),
+                         [](Node& node) {
+                           int* a = cl::alloc<int>(16);
+                           const auto own = hdsm::per_thread("own", [](const Thread& t, int* p) {
+                             if (t.block.x == 0) p[5] = 1;
+                           });
+                           cl::launch(own, Launch{Dim3{2}, Dim3{1}, 0}, a);
+                           if (node.rank() == 0 && node.state(a) == PageState::private_page) a[0] = 1;
+                           cl::sync();
+                         }),
+               "host code wrote global memory");
+}
+
 // Where the hardware does not tell reads from writes (every architecture but x86-64), a fault
 // reaches the handler as of unknown kind: a page is made readable first, and a write faults again.
 // Reads must not count as writes there either (before, a host read of a fresh page was refused as a
