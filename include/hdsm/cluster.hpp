@@ -62,8 +62,8 @@ struct Options {
   unsigned open_ahead = 16;   // a write fault also opens the next pages this rank wrote in the last kernel
   std::size_t mappings = 0;   // runs of one protection (VMAs) global memory may use; 0: from vm.max_map_count
   std::chrono::milliseconds timeout{300000};
-  // Stack of each thread of a cooperative kernel's block (a fiber); a page fault's handler runs on it
-  // too, and takes up to 8 KiB of it.
+  // Stack of each thread of a cooperative kernel's block (a fiber). Page faults are handled on the
+  // kernel thread's own signal stack, not on it.
   std::size_t fiber_stack = std::size_t{64} << 10;
 
   /// The HDSM_CLUSTER_* knobs of `config` (docs/configuration.md): a program's own settings,

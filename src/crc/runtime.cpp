@@ -8,6 +8,7 @@
 #include "os/cpu_binding.hpp"
 #include "os/mapping.hpp"
 #include "os/offset_heap.hpp"
+#include "os/process.hpp"
 #include "os/spin_wait.hpp"
 #include "runtime/knobs.hpp"
 
@@ -243,6 +244,7 @@ class ThreadsEngine final : public detail::Engine {
   }
 
   void worker_loop(int w) {
+    os::prepare_thread_for_faults();  // a task's stack overflow is reported, not a silent death
     detail::Worker& worker = *workers_state_[static_cast<std::size_t>(w)];
     std::uint64_t seen = 0;
     for (;;) {
@@ -340,6 +342,7 @@ detail::Geometry checked_locally(const Options& o) {
 class Runtime::Impl {
  public:
   explicit Impl(const Options& o) : options_(o) {
+    os::watch_forks();
     std::exception_ptr local_error;
     try {
       geometry_ = checked_locally(o);
@@ -350,6 +353,7 @@ class Runtime::Impl {
   }
 
   Options options_;
+  std::uint32_t forks_ = os::fork_generation();  // a child of fork() may not stop the parent's workers
   detail::Geometry geometry_;
   std::unique_ptr<detail::Engine> engine_;
   bool running_ = false;
@@ -373,7 +377,11 @@ class Runtime::Impl {
 };
 
 Runtime::Runtime(const Options& options) : impl_(std::make_unique<Impl>(options)) {}
-Runtime::~Runtime() = default;
+Runtime::~Runtime() {
+  // In a child of fork() the workers are the parent's; from an exit() in a task, one of them runs
+  // this. Stopping them would wait forever: the process's end takes it all.
+  if (!os::may_tear_down(impl_->forks_)) (void)impl_.release();  // NOLINT(bugprone-unused-return-value)
+}
 
 void* Runtime::allocate(std::size_t bytes) {
   // A size of 0 is refused by the engine: under MPI after the ranks agreed on the size, so that a

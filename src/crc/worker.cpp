@@ -1,8 +1,12 @@
 #include "crc/worker.hpp"
 
+#include "os/process.hpp"
+
 #include <hdsm/error.hpp>
 
 #include <fmt/format.h>
+
+#include <cxxabi.h>
 
 #include <algorithm>
 #include <cassert>
@@ -120,9 +124,14 @@ std::exception_ptr Worker::run(const std::function<void()>& task, const Geometry
     return error;
   }
   try {
-    task();
+    {
+      const os::RunningUserCode user_code;
+      task();
+    }
     end();
     return nullptr;
+  } catch (abi::__forced_unwind&) {
+    os::user_code_ended_its_thread("a crc task");
   } catch (...) {
     std::exception_ptr error = std::current_exception();
     failed(error);

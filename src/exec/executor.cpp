@@ -1,11 +1,14 @@
 #include "exec/executor_impl.hpp"
 
 #include "os/cpu_binding.hpp"
+#include "os/process.hpp"
 #include "os/spin_wait.hpp"
 
 #include <hdsm/error.hpp>
 
 #include <fmt/format.h>
+
+#include <cxxabi.h>
 
 #include <algorithm>
 #include <cstring>
@@ -103,6 +106,7 @@ void Executor::Impl::stop_threads() {
 }
 
 void Executor::Impl::worker_main(unsigned index) {
+  os::prepare_thread_for_faults();
   std::uint64_t seen = 0;
   for (;;) {
     seen = wait_for_job(seen);
@@ -156,6 +160,8 @@ void Executor::Impl::run_blocks(unsigned worker) {
     ~Running() { tl_running = previous; }
     const Impl* previous;
   } running(this);
+  const os::RunningUserCode user_code;
+  if (worker == 0) os::prepare_thread_for_faults();  // the launching thread: once per thread
 
   WorkerState& state = *workers[worker];
   const Launch& launch = *job_launch;
@@ -188,6 +194,8 @@ void Executor::Impl::run_blocks(unsigned worker) {
         }
       }
     }
+  } catch (abi::__forced_unwind&) {
+    os::user_code_ended_its_thread("a kernel's block");
   } catch (...) {
     fail(std::current_exception());
   }

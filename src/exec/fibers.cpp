@@ -20,13 +20,17 @@
 // until the resumer is back).
 #include "exec/executor_impl.hpp"
 
+#include "os/process.hpp"
+
 #include <hdsm/error.hpp>
 
 #include <fmt/format.h>
 
+#include <cxxabi.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <exception>
@@ -47,8 +51,13 @@ namespace hdsm::exec {
 StackPool::StackPool(unsigned worker, std::size_t stack_bytes)
     : worker_(worker), page_(static_cast<std::size_t>(::sysconf(_SC_PAGESIZE))) {
   stack_bytes_ = (stack_bytes + page_ - 1) / page_ * page_;
+  // The guard below each stack is as large as the stack (64 KiB to 1 MiB): a frame larger than a page
+  // (a local array; GCC probes frames only with -fstack-clash-protection) would step over a one-page
+  // guard into the stack of the fiber below and overwrite its frames without a fault. Address space
+  // only.
+  guard_ = std::clamp(stack_bytes_, std::size_t{64} << 10, std::size_t{1} << 20) / page_ * page_;
   // With an odd page count consecutive stacks also differ in the address bits above the page.
-  std::size_t pages = 1 + stack_bytes_ / page_ + 1;
+  std::size_t pages = guard_ / page_ + stack_bytes_ / page_ + 1;
   if (pages % 2 == 0) ++pages;
   stride_ = pages * page_;
 }
@@ -75,14 +84,14 @@ void StackPool::reserve(std::size_t count) {
   if (base == MAP_FAILED) throw SystemError("mmap", object, errno);
   auto* bytes = static_cast<std::byte*>(base);
   for (std::size_t i = 0; i < add; ++i) {
-    if (::mprotect(bytes + i * stride_, page_, PROT_NONE) != 0) {
+    if (::mprotect(bytes + i * stride_, guard_, PROT_NONE) != 0) {
       const int err = errno;
       ::munmap(base, add * stride_);
       throw SystemError("mprotect", object, err);
     }
   }
   regions_.push_back(Region{base, add * stride_});
-  for (std::size_t i = 0; i < add; ++i) bottoms_.push_back(bytes + i * stride_ + page_);
+  for (std::size_t i = 0; i < add; ++i) bottoms_.push_back(bytes + i * stride_ + guard_);
 }
 
 namespace {
@@ -211,6 +220,8 @@ void run_thread(CoopBlock& b, std::uint32_t index) noexcept {
   try {
     b.fn(ctx);
   } catch (const BlockAbort&) {
+  } catch (abi::__forced_unwind&) {
+    os::user_code_ended_its_thread("a cooperative kernel's thread");
   } catch (...) {
     if (!b.error) b.error = std::current_exception();
     b.aborting = true;

@@ -1,4 +1,4 @@
-// Per-worker state of cooperative kernels: a pool of fiber stacks (mapped once with a guard page
+// Per-worker state of cooperative kernels: a pool of fiber stacks (mapped once with a guard region
 // below each, reused by every block and launch the worker runs), the fibers parked on them between
 // blocks, and the round-robin ring of the block being run.
 #pragma once
@@ -24,7 +24,7 @@ class StackPool {
   /// Makes at least `count` stacks available; throws SystemError when mmap/mprotect fail.
   void reserve(std::size_t count);
   std::size_t size() const { return bottoms_.size(); }
-  /// Lowest usable address of stack i (its guard page lies just below).
+  /// Lowest usable address of stack i (its guard region lies just below).
   std::byte* bottom(std::size_t i) const { return bottoms_[i]; }
   /// Usable bytes of stack i: at least the requested stack size, plus its colour.
   std::size_t size(std::size_t i) const { return stack_bytes_ + ((i + i / 16) % 16) * 256; }
@@ -37,7 +37,8 @@ class StackPool {
   unsigned worker_;
   std::size_t page_;
   std::size_t stack_bytes_;  // requested size rounded up to pages
-  std::size_t stride_;       // guard page + stack + colour slack, an odd number of pages
+  std::size_t guard_;        // inaccessible bytes below each stack
+  std::size_t stride_;       // guard + stack + colour slack, an odd number of pages
   std::vector<Region> regions_;
   std::vector<std::byte*> bottoms_;
 };

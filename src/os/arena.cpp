@@ -88,6 +88,12 @@ Arena::Arena(unsigned segments, std::size_t segment_bytes, std::size_t keep_byte
                  fd, 0) == MAP_FAILED)
         throw SystemError("mmap", "shadow view of " + what, errno);
     }
+    // A child of fork() gets neither view: the memfd is shared, so its stores would land in the
+    // parent's objects, behind the parent's protocol. It faults instead, and the dispatcher says why.
+    if (::madvise(reinterpret_cast<void*>(user_begin_), user_bytes_, MADV_DONTFORK) != 0)
+      throw SystemError("madvise(MADV_DONTFORK)", "user view of the shared-object arena", errno);
+    if (::madvise(reinterpret_cast<void*>(shadow_begin_), user_bytes_, MADV_DONTFORK) != 0)
+      throw SystemError("madvise(MADV_DONTFORK)", "shadow view of the shared-object arena", errno);
   } catch (...) {
     teardown();
     throw;

@@ -1,6 +1,7 @@
 #include "os/fault.hpp"
 #include "os/fault_path.hpp"
 
+#include "os/process.hpp"
 #include "os/signal_safe_io.hpp"
 
 #include <hdsm/error.hpp>
@@ -30,6 +31,9 @@ struct FaultRangeSlot {
   std::atomic<FaultResolver> resolver{nullptr};
   std::atomic<void*> context{nullptr};
   std::atomic<unsigned> inflight{0};
+  // os::fork_generation() when registered: in a child of fork() the range is its parent's, whose
+  // resolver and threads are not there (and hdsm's shared views are not inherited: MADV_DONTFORK).
+  std::atomic<std::uint32_t> forks{0};
   int generation = 0;  // only under registry_mutex
 };
 
@@ -58,12 +62,17 @@ FaultAccess decode_access([[maybe_unused]] const void* ucontext) noexcept {
 #endif
 }
 
-// Returns true when a registered range owned the address and its resolver made the access legal.
-bool dispatch(void* address, FaultAccess access) noexcept {
+// Returns true when a registered range owned the address and its resolver made the access legal;
+// `inherited` when the range is a parent's, in a child of fork() (no resolver runs then).
+bool dispatch(void* address, FaultAccess access, bool& inherited) noexcept {
   const auto a = reinterpret_cast<std::uintptr_t>(address);
   for (FaultRangeSlot& s : slots) {
     if (!s.active.load(std::memory_order_acquire)) continue;
     if (a < s.begin.load(std::memory_order_relaxed) || a >= s.end.load(std::memory_order_relaxed)) continue;
+    if (s.forks.load(std::memory_order_relaxed) != fork_generation()) {
+      inherited = true;
+      return false;
+    }
     s.inflight.fetch_add(1, std::memory_order_seq_cst);
     bool resolved = false;
     // Re-read under the inflight announcement: the slot may have been unregistered (and even reused)
@@ -83,27 +92,69 @@ bool dispatch(void* address, FaultAccess access) noexcept {
 using signal_safe::write_hex;
 using signal_safe::write_str;
 
+// Where a fault no range resolved happened, for its message.
+enum class Where : std::uint8_t { outside, refused, inherited };
+
+// The interrupted code's stack pointer, or 0 where it is not known.
+std::uintptr_t stack_pointer([[maybe_unused]] const void* ucontext) noexcept {
+#if defined(__x86_64__)
+  return static_cast<std::uintptr_t>(static_cast<const ucontext_t*>(ucontext)->uc_mcontext.gregs[REG_RSP]);
+#else
+  return 0;
+#endif
+}
+
 // A fault no range resolved: hand it to whatever handled the signal before hdsm, and with no such
 // handler die of the signal, as the process would have without hdsm.
-void forward(int sig, siginfo_t* info, void* ucontext, bool in_range) noexcept {
+void forward(int sig, siginfo_t* info, void* ucontext, Where where) noexcept {
   const struct sigaction& prev = sig == SIGBUS ? previous.bus : previous.segv;
   // SIG_DFL and SIG_IGN first, whatever the flags: {SIG_IGN, SA_SIGINFO} reads back with
   // sa_sigaction == (void*)1, which is no function. SIG_IGN is treated as SIG_DFL: ignoring a fault
   // would re-run the faulting instruction forever (and the kernel kills with the signal anyway).
   const bool no_handler = prev.sa_handler == SIG_DFL || prev.sa_handler == SIG_IGN;
-  if (!no_handler && (prev.sa_flags & SA_SIGINFO) != 0 && prev.sa_sigaction != nullptr) {
-    prev.sa_sigaction(sig, info, ucontext);
-    return;
+  if (!no_handler) {
+    // The mask the previous handler would have run with, not hdsm's (every signal): the interrupted
+    // code's, its own sa_mask, and the signal unless SA_NODEFER. A handler that leaves by longjmp
+    // keeps it, as it would without hdsm.
+    sigset_t mask = static_cast<const ucontext_t*>(ucontext)->uc_sigmask;
+    sigorset(&mask, &mask, &prev.sa_mask);
+    if ((prev.sa_flags & SA_NODEFER) == 0) sigaddset(&mask, sig);
+    ::pthread_sigmask(SIG_SETMASK, &mask, nullptr);
+    if ((prev.sa_flags & SA_SIGINFO) != 0 && prev.sa_sigaction != nullptr) {
+      prev.sa_sigaction(sig, info, ucontext);
+      return;
+    }
+    if ((prev.sa_flags & SA_SIGINFO) == 0) {
+      prev.sa_handler(sig);
+      return;
+    }
   }
-  if (!no_handler && (prev.sa_flags & SA_SIGINFO) == 0) {
-    prev.sa_handler(sig);
-    return;
+  const auto address = reinterpret_cast<std::uintptr_t>(info->si_addr);
+  if (info->si_code <= 0) {
+    // Sent by kill, raise or sigqueue: si_addr is no address then (it holds the sender's pid).
+    write_str(sig == SIGBUS ? "hdsm: SIGBUS sent by process " : "hdsm: SIGSEGV sent by process ");
+    signal_safe::write_decimal(static_cast<std::uint64_t>(info->si_pid));
+    write_str(" (kill, raise or sigqueue), not raised by a memory access\n");
+  } else {
+    write_str(sig == SIGBUS ? "hdsm: bus error at " : "hdsm: segmentation fault at ");
+    write_hex(address);
+    const std::uintptr_t sp = stack_pointer(ucontext);
+    constexpr std::uintptr_t kNear = std::uintptr_t{64} << 10;
+    if (where == Where::inherited)
+      write_str(
+          " (memory hdsm shares in the parent of this child of fork(), which has none of it: copy what the "
+          "child needs to ordinary memory before fork(), or exec)\n");
+    else if (where == Where::refused)
+      write_str(sig == SIGBUS
+                    ? " (in shared memory: its backing is gone, or the kernel could not supply it)\n"
+                    : " (refused by the resolver of its registered range)\n");
+    else if (sp != 0 && address + kNear >= sp && address <= sp + kNear)
+      write_str(
+          " (next to the stack pointer: a stack overflow? A cooperative kernel's threads have "
+          "HDSM_FIBER_STACK bytes of stack, 64 KiB by default)\n");
+    else
+      write_str(" (not in shared memory)\n");
   }
-  write_str(sig == SIGBUS ? "hdsm: bus error at " : "hdsm: segmentation fault at ");
-  write_hex(reinterpret_cast<std::uintptr_t>(info->si_addr));
-  write_str(!in_range       ? " (not in shared memory)\n"
-            : sig == SIGBUS ? " (in shared memory: its backing is gone, or the kernel could not supply it)\n"
-                            : " (refused by the resolver of its registered range)\n");
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
@@ -116,14 +167,15 @@ void forward(int sig, siginfo_t* info, void* ucontext, bool in_range) noexcept {
 
 HDSM_FAULT_PATH void on_fault(int sig, siginfo_t* info, void* ucontext) {
   const int saved_errno = errno;
-  bool in_range = false;
+  Where where = Where::outside;
   // si_code <= 0: sent by kill/raise/tgkill, not raised by an access, so there is nothing to resolve.
   // SIGBUS never reaches a resolver: it is no protection fault (a truncated memfd, a page the kernel
   // could not charge, poisoned memory), which a resolver would take for a spurious one and retry
   // forever.
   if (info->si_code > 0 && installed.load(std::memory_order_acquire)) {
     const FaultAccess access = decode_access(ucontext);
-    if (sig == SIGSEGV && dispatch(info->si_addr, access)) {
+    bool inherited = false;
+    if (sig == SIGSEGV && dispatch(info->si_addr, access, inherited)) {
       auto& counter = access == FaultAccess::read    ? resolved_reads
                       : access == FaultAccess::write ? resolved_writes
                                                      : resolved_unknown;
@@ -136,10 +188,12 @@ HDSM_FAULT_PATH void on_fault(int sig, siginfo_t* info, void* ucontext) {
     for (const FaultRangeSlot& s : slots)
       if (s.active.load(std::memory_order_acquire) && a >= s.begin.load(std::memory_order_relaxed) &&
           a < s.end.load(std::memory_order_relaxed))
-        in_range = true;
+        where =
+            s.forks.load(std::memory_order_relaxed) != fork_generation() ? Where::inherited : Where::refused;
+    if (inherited) where = Where::inherited;
   }
   errno = saved_errno;
-  forward(sig, info, ucontext, in_range);
+  forward(sig, info, ucontext, where);
   errno = saved_errno;
 }
 
@@ -163,6 +217,7 @@ void install_fault_handler() {
   if (installed.load(std::memory_order_acquire)) return;
   const std::lock_guard lock(registry_mutex);
   if (installed.load(std::memory_order_relaxed)) return;
+  watch_forks();  // the ranges' fork generations
   struct sigaction action {};
   action.sa_sigaction = on_fault;
   // SA_ONSTACK: a thread that set up an alternate stack (sigaltstack) gets its faults handled there,
@@ -220,6 +275,7 @@ int register_fault_range(void* begin, std::size_t bytes, FaultResolver resolver,
   s.end.store(e, std::memory_order_relaxed);
   s.resolver.store(resolver, std::memory_order_relaxed);
   s.context.store(context, std::memory_order_relaxed);
+  s.forks.store(fork_generation(), std::memory_order_relaxed);
   s.generation = (s.generation + 1) % (INT32_MAX / kMaxFaultRanges);
   s.active.store(true, std::memory_order_release);
   return s.generation * kMaxFaultRanges + free_index;

@@ -2,6 +2,7 @@
 #include <hdsm/error.hpp>
 #include <hdsm/hdsm.hpp>
 
+#include "os/process.hpp"
 #include "runtime/adsm_model.hpp"
 #include "runtime/internal.hpp"
 #include "runtime/knobs.hpp"
@@ -69,6 +70,8 @@ RuntimeImpl::RuntimeImpl(Config c)
       executor(exec::ExecutorOptions{static_cast<unsigned>(config.integer(name(Knob::threads))),
                                      config.size(name(Knob::fiber_stack))}) {
   counters.time_faults = config.boolean(name(Knob::stats));
+  os::watch_forks();
+  forks = os::fork_generation();
   const DeviceServices services{counters, tracer, executor};
   // Every registered backend the configuration asks for, in the registry's order (sim first).
   for (const BackendRegistration& b : registered_backends()) {
@@ -133,7 +136,11 @@ obs::LockWaitSink RuntimeImpl::lock_sink() {
 Runtime::Runtime(Config config) : impl_(std::make_unique<detail::RuntimeImpl>(std::move(config))) {
   impl_->self = this;
 }
-Runtime::~Runtime() = default;
+Runtime::~Runtime() {
+  // In a child of fork() the runtime's threads are the parent's; from an exit() in a kernel, one of
+  // them runs this destructor. Stopping them would wait forever: the process's end takes it all.
+  if (!os::may_tear_down(impl_->forks)) (void)impl_.release();  // NOLINT(bugprone-unused-return-value)
+}
 
 namespace {
 
@@ -166,7 +173,13 @@ void detail::set_default_knob(std::string_view knob, std::string_view value) {
 Runtime& Runtime::instance() {
   auto& d = default_runtime();
   // Every call, sync and memcpy of the default runtime comes here: one acquire load once it exists.
-  if (Runtime* rt = d.published.load(std::memory_order_acquire)) return *rt;
+  if (Runtime* rt = d.published.load(std::memory_order_acquire)) {
+    if (rt->impl_->forks != os::fork_generation()) [[unlikely]]
+      throw Unsupported(
+          "hdsm's runtime was made before this process was forked: a child of fork() has neither its threads "
+          "nor its shared memory (use it in the parent, or exec)");
+    return *rt;
+  }
   std::lock_guard lock(d.mutex);
   if (!d.runtime) {
     Config config = Config::from_environment();

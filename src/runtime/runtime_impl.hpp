@@ -35,6 +35,7 @@ struct RuntimeImpl {
   ~RuntimeImpl();
 
   Runtime* self = nullptr;  // the Runtime this is the state of (its owner in shared_ranges)
+  std::uint32_t forks = 0;  // os::fork_generation() when made: a child of fork() may not use or stop it
   Config config;
   obs::Tracer tracer;
   obs::Counters counters;

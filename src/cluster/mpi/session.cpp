@@ -1,6 +1,7 @@
 // hdsm::cluster::Session: MPI's start and end around one node of the cluster runtime.
 #include "cluster/mpi/mpi_transport.hpp"
 #include "cluster/node.hpp"
+#include "os/process.hpp"
 
 #include <hdsm/error.hpp>
 
@@ -16,6 +17,7 @@ std::atomic<bool> session_open{false};
 }  // namespace
 
 struct Session::Impl {
+  std::uint32_t forks = os::fork_generation();  // a child of fork() may not end the parent's session
   bool owns_mpi = false;
   int level = MPI_THREAD_SINGLE;  // what MPI provides
   std::unique_ptr<detail::MpiTransport> transport;
@@ -60,6 +62,14 @@ Session::Session(int* argc, char*** argv, Options options) : impl_(std::make_uni
 
 Session::~Session() {
   detail::set_session_node(nullptr);
+  // In a child of fork() the rank's threads and MPI are the parent's; from an exit() in a kernel,
+  // one of the rank's threads runs this. Ending the session would wait forever (or for the other
+  // ranks): the process's end takes it all, and mpirun sees the rank go.
+  if (!os::may_tear_down(impl_->forks)) {
+    (void)impl_.release();  // NOLINT(bugprone-unused-return-value)
+    session_open.store(false);
+    return;
+  }
   impl_->node.reset();
   impl_->transport.reset();
   if (impl_->owns_mpi) {

@@ -6,6 +6,7 @@
 #include "device/sim/sim_device.hpp"
 #include "obs/counters.hpp"
 #include "obs/trace.hpp"
+#include "os/process.hpp"
 #include "os/spin_wait.hpp"
 
 #include <fmt/format.h>
@@ -72,6 +73,7 @@ void SimQueue::enqueue(std::function<void()> run) {
 
 void SimQueue::serve() {
   precise_timers_for_this_thread();
+  os::prepare_thread_for_faults();
   std::unique_lock lock(mutex_);
   for (;;) {
     if (ops_.empty() && !stop_.load(std::memory_order_relaxed)) {

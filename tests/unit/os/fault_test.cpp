@@ -398,4 +398,45 @@ TEST_F(FaultDeathTest, PreviousHandlerGetsForeignFaults) {
       ::testing::ExitedWithCode(44), "");
 }
 
+// The previous handler runs with the mask it would have had without hdsm (the interrupted code's,
+// its own sa_mask, and the signal), not hdsm's, which blocks every signal: a handler that leaves by
+// longjmp (a probe of an address) would otherwise leave the program with SIGINT and SIGTERM
+// blocked for good.
+void exit_by_mask(int, siginfo_t*, void*) {
+  sigset_t now;
+  ::pthread_sigmask(SIG_BLOCK, nullptr, &now);
+  const bool sigint = sigismember(&now, SIGINT) == 1, sigsegv = sigismember(&now, SIGSEGV) == 1;
+  ::_exit(!sigint && sigsegv ? 45 : 46);
+}
+
+TEST_F(FaultDeathTest, PreviousHandlerRunsWithItsOwnSignalMask) {
+  ProtectedRegion foreign(1);
+  foreign.protect(PROT_NONE);
+  EXPECT_EXIT(
+      {
+        struct sigaction action {};
+        action.sa_sigaction = exit_by_mask;
+        action.sa_flags = SA_SIGINFO;
+        sigemptyset(&action.sa_mask);
+        ::sigaction(SIGSEGV, &action, nullptr);
+        hdsm::os::install_fault_handler();
+        read_int(foreign.page(0));
+        ::_exit(0);
+      },
+      ::testing::ExitedWithCode(45), "");
+}
+
+// A SIGSEGV that kill or raise sent has no address (si_addr holds the sender's pid): the message
+// says who sent it instead of naming a bogus address.
+TEST_F(FaultDeathTest, ASentSigsegvIsNotReportedAsAnAddress) {
+  EXPECT_EXIT(
+      {
+        start_from_default_disposition();
+        ::raise(SIGSEGV);
+        ::_exit(0);
+      },
+      ::testing::KilledBySignal(SIGSEGV),
+      "hdsm: SIGSEGV sent by process [0-9]+ \\(kill, raise or sigqueue\\)");
+}
+
 }  // namespace

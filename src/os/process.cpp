@@ -1,0 +1,122 @@
+#include "os/process.hpp"
+
+#include "os/errno_text.hpp"
+
+#include <hdsm/error.hpp>
+
+#include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+namespace hdsm::os {
+namespace {
+
+std::atomic<std::uint32_t> forks{0};
+thread_local unsigned tl_user_code = 0;
+
+// In the child, which has one thread: nothing else runs.
+void count_fork() noexcept { forks.fetch_add(1, std::memory_order_relaxed); }
+
+// The handler's own frame and the signal frame (up to about 11 KiB with AMX state) take little,
+// but a resolver may do real work; address space only (pages are committed when touched), with a
+// guard page below so that an overflow of this stack too ends in a fault, not in another mapping.
+constexpr std::size_t kSignalStack = std::size_t{1} << 20;
+
+struct SignalStack {
+  void* mapping = nullptr;
+  std::size_t bytes = 0;
+  ~SignalStack() {
+    if (mapping == nullptr) return;
+    stack_t off{};
+    off.ss_flags = SS_DISABLE;
+    ::sigaltstack(&off, nullptr);
+    ::munmap(mapping, bytes);
+  }
+};
+thread_local SignalStack tl_signal_stack;
+thread_local bool tl_prepared = false;
+std::once_flag warned;
+
+void warn_once(const char* call, int error) {
+  std::call_once(warned, [&] {
+    std::fprintf(stderr,
+                 "hdsm: warning: %s for a kernel thread's signal stack failed (%s): a stack overflow in a "
+                 "kernel may end the process without a message\n",
+                 call, errno_text(error).c_str());
+  });
+}
+
+}  // namespace
+
+std::uint32_t fork_generation() noexcept { return forks.load(std::memory_order_relaxed); }
+
+void watch_forks() {
+  static const int rc = ::pthread_atfork(nullptr, nullptr, count_fork);
+  if (rc != 0) throw SystemError("pthread_atfork", "hdsm's fork counter", rc);
+}
+
+RunningUserCode::RunningUserCode() noexcept { ++tl_user_code; }
+RunningUserCode::~RunningUserCode() { --tl_user_code; }
+bool running_user_code() noexcept { return tl_user_code != 0; }
+
+void user_code_ended_its_thread(const char* what) noexcept {
+  std::fprintf(
+      stderr,
+      "hdsm: %s ended its thread (pthread_exit or pthread_cancel), which hdsm waits for: the process "
+      "cannot go on\n",
+      what);
+  std::fflush(stderr);
+  std::abort();
+}
+
+bool may_tear_down(std::uint32_t made_at) noexcept {
+  return made_at == fork_generation() && tl_user_code == 0;
+}
+
+void prepare_thread_for_faults() noexcept {
+  if (tl_prepared) return;
+  tl_prepared = true;
+  sigset_t faults;
+  sigemptyset(&faults);
+  sigaddset(&faults, SIGSEGV);
+  sigaddset(&faults, SIGBUS);
+  if (const int rc = ::pthread_sigmask(SIG_UNBLOCK, &faults, nullptr); rc != 0)
+    warn_once("pthread_sigmask", rc);
+  stack_t current{};
+  if (::sigaltstack(nullptr, &current) != 0) {
+    warn_once("sigaltstack", errno);
+    return;
+  }
+  if ((current.ss_flags & SS_DISABLE) == 0) return;  // the program's (or a sanitizer's) own
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  const std::size_t bytes = kSignalStack + page;
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+  if (p == MAP_FAILED) {
+    warn_once("mmap", errno);
+    return;
+  }
+  if (::mprotect(p, page, PROT_NONE) != 0) {
+    warn_once("mprotect", errno);
+    ::munmap(p, bytes);
+    return;
+  }
+  stack_t stack{};
+  stack.ss_sp = static_cast<char*>(p) + page;
+  stack.ss_size = kSignalStack;
+  if (::sigaltstack(&stack, nullptr) != 0) {
+    warn_once("sigaltstack", errno);
+    ::munmap(p, bytes);
+    return;
+  }
+  tl_signal_stack.mapping = p;
+  tl_signal_stack.bytes = bytes;
+}
+
+}  // namespace hdsm::os

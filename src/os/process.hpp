@@ -1,0 +1,55 @@
+// What hdsm's threads and objects need to know about the process around them: that it may be a
+// child of fork() (where the threads of objects made before the fork do not exist), that a thread
+// may be running a program's code for hdsm (a kernel's block, a crc task: an exit() there must not
+// wait for that thread), and that a thread which runs kernels needs somewhere to handle faults when
+// its own stack overflowed.
+#pragma once
+
+#include <hdsm/export.h>
+
+#include <cstdint>
+
+HDSM_VISIBLE_BEGIN
+namespace hdsm::os {
+
+/// How many forks separate this process from the one hdsm started in: 0 there, one more in each
+/// child of fork() (counted by a pthread_atfork handler that watch_forks installs). An object that
+/// owns threads or shared mappings notes it when it is made; where the count differs later, the
+/// object is its parent's copy, whose threads are not in this process.
+std::uint32_t fork_generation() noexcept;
+/// Installs the fork counter once per process; SystemError naming pthread_atfork when it fails.
+void watch_forks();
+
+/// While one lives, the calling thread runs a program's code for hdsm (a block of a kernel, a crc
+/// task). Nests.
+class RunningUserCode {
+ public:
+  RunningUserCode() noexcept;
+  ~RunningUserCode();
+  RunningUserCode(const RunningUserCode&) = delete;
+  RunningUserCode& operator=(const RunningUserCode&) = delete;
+};
+bool running_user_code() noexcept;
+
+/// Whether an object made at fork generation `forks` may stop its threads and free its memory now.
+/// Not in a child of fork() (the threads are the parent's: joining them would wait forever), nor
+/// from a program's code on one of hdsm's threads (exit() in a kernel runs the static destructors
+/// there, and a teardown would wait for the very thread that runs it). The process is ending or
+/// was forked: what is not torn down is left to the kernel.
+bool may_tear_down(std::uint32_t forks) noexcept;
+
+/// Prepares the calling thread to run kernels: an alternate signal stack, so that a fault (a stack
+/// overflow included, which leaves no room on the thread's own stack for the handler) is handled
+/// there; and SIGSEGV and SIGBUS unblocked, so that hdsm's own faults reach its handler in a
+/// program that blocked every signal before it made threads. Once per thread; an alternate stack
+/// the program set up is kept. Where the stack cannot be mapped, it says so once and goes on.
+void prepare_thread_for_faults() noexcept;
+
+/// For a `catch (abi::__forced_unwind&)` before a `catch (...)` around a program's code on a thread
+/// hdsm waits for: pthread_exit or pthread_cancel there unwinds with a forced unwind, which may not
+/// be swallowed (glibc aborts with "exception not rethrown"), and which, let go, would end a thread
+/// that hdsm then waits for forever. Says so, naming `what` ("a kernel's block"), and aborts.
+[[noreturn]] void user_code_ended_its_thread(const char* what) noexcept;
+
+}  // namespace hdsm::os
+HDSM_VISIBLE_END

@@ -1,0 +1,97 @@
+// The ADSM runtime and the process around it: a child of fork(), and exit() from a kernel.
+#include "support/test_support.hpp"
+
+#include <hdsm/hdsm.hpp>
+
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+
+namespace {
+
+const hdsm::Kernel& fill() {
+  static const hdsm::Kernel k =
+      hdsm::per_thread("fill", [](const hdsm::Thread& t, int* x, std::uint64_t n, int v) {
+        if (t.global_x() < n) x[t.global_x()] = v;
+      });
+  return k;
+}
+
+bool died(int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+// A sanitizer's SIGSEGV handler, installed before hdsm's, reports the fault in its own words.
+constexpr const char* kChildFaultMessage = "";
+#else
+constexpr const char* kChildFaultMessage = "child of fork\\(\\), which has none of it";
+#endif
+
+// The shared objects are memfd views, shared with a child of fork(): the child's stores landed in
+// the parent's objects, behind the parent's protocol. The child has none of them now (a fault that
+// says why), and cannot use the parent's runtime, whose threads it lacks: its calls are refused, and
+// its exit does not wait for them (before, it hung in the runtime's destructor).
+TEST(RuntimeForkDeathTest, AChildOfForkHasNeitherTheObjectsNorTheRuntime) {
+  GTEST_FLAG_SET(death_test_style, "fast");  // a plain fork() of this process, runtime and all
+  int* x = hdsm::alloc<int>(1024);
+  hdsm::call(fill(), hdsm::cover(1024), x, std::uint64_t{1024}, 5);
+  hdsm::sync();
+  ASSERT_EQ(x[7], 5);
+  EXPECT_EXIT(
+      {
+        x[7] = -1;
+        std::_Exit(0);
+      },
+      died, kChildFaultMessage);
+  EXPECT_EQ(x[7], 5);
+  EXPECT_EXIT(
+      {
+        try {
+          (void)hdsm::alloc<int>(16);
+        } catch (const hdsm::Unsupported& e) {
+          std::fputs(e.what(), stderr);
+          std::exit(0);  // the static destructors run: the default runtime's must not wait
+        }
+        std::_Exit(1);
+      },
+      ::testing::ExitedWithCode(0), "hdsm's runtime was made before this process was forked");
+  hdsm::free(x);
+}
+
+// An explicit runtime the child destroys: its threads are the parent's, and joining them waited
+// forever.
+TEST(RuntimeForkDeathTest, AChildOfForkDestroysItsParentsRuntimeWithoutWaiting) {
+  GTEST_FLAG_SET(death_test_style, "fast");
+  auto rt = std::make_unique<hdsm::Runtime>(hdsm::test::fast_sim_config());
+  int* x = rt->alloc<int>(1024);
+  rt->call(fill(), hdsm::cover(1024), x, std::uint64_t{1024}, 5);
+  rt->sync();
+  EXPECT_EXIT(
+      {
+        rt.reset();
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+  EXPECT_EQ(x[3], 5);
+  rt->free(x);
+}
+
+// exit() in a kernel runs the static destructors on the thread that runs the kernel: the default
+// runtime's teardown waited for its device queue, which that very thread was busy with, forever.
+TEST(RuntimeExitDeathTest, ExitFromAKernelEndsTheProcessWithItsCode) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto run = [] {
+    static const hdsm::Kernel exits = hdsm::per_thread("exits", [](const hdsm::Thread& t, int*) {
+      if (t.global_x() == 0) std::exit(3);
+    });
+    int* x = hdsm::alloc<int>(64);
+    hdsm::call(exits, hdsm::cover(64), x);
+    hdsm::sync();
+    std::_Exit(0);
+  };
+  EXPECT_EXIT(run(), ::testing::ExitedWithCode(3), "");
+}
+
+}  // namespace
