@@ -1,6 +1,8 @@
-// Argument checks the OpenCL and CUDA backends make before they enqueue anything, with one wording.
-// Header-only and free of device APIs, so that unit tests check them without a device.
+// Argument checks the backends make before they enqueue anything, with one wording. Header-only and
+// free of device APIs, so that unit tests check them without a device.
 #pragma once
+
+#include "exec/executor.hpp"
 
 #include <hdsm/error.hpp>
 #include <hdsm/kernel.hpp>
@@ -25,6 +27,17 @@ inline void require_range(const std::string& what, const std::string& device, st
   if (offset > size || bytes > size - offset)
     throw InvalidArgument(fmt::format("{} on {}: bytes [{}, {}) are past the end of a {}-byte buffer", what,
                                       device, offset, offset + bytes, size));
+}
+
+/// InvalidArgument naming the kernel and `where` ("on sim0", "in a call") for a launch shape no
+/// backend runs (a zero dimension, a block above 1024 threads, too much dynamic shared memory), at
+/// the launch or call, not at the synchronize after it.
+inline void require_launch(const Kernel& kernel, const Launch& launch, const std::string& where) {
+  try {
+    exec::validate(launch);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(fmt::format("kernel '{}' {}: {}", kernel.name, where, e.what()));
+  }
 }
 
 /// The __global__ function (cudaKernel_t) the cuda backend launches `kernel` with:

@@ -3,6 +3,7 @@
 #include <hdsm/adsm.hpp>
 #include <hdsm/error.hpp>
 
+#include "device/checks.hpp"
 #include "runtime/memory_model.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "transfer/copy_engine.hpp"
@@ -46,6 +47,7 @@ void* Runtime::safe_alloc(std::size_t bytes, int device) { return alloc(bytes, d
 void* Runtime::safe(const void* p) const { return impl_->model->device_address(p); }
 
 void Runtime::call_args(const Kernel& kernel, const Launch& launch, std::span<const detail::CallArg> args) {
+  require_launch(kernel, launch, "in a call");  // before any object moves
   impl_->model->call(kernel, launch, args);
 }
 

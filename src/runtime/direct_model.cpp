@@ -250,7 +250,15 @@ void DirectModel::sync_device(unsigned device) {
     // quicker than the event, whose completion comes through a callback; other threads that find
     // the device idle wait for the event.
     lock.unlock();
-    q.synchronize();
+    try {
+      q.synchronize();
+    } catch (...) {
+      // Reported here, once: a later sync that finds the device idle has no failure to wait for
+      // (the event recorded above carries it, and would throw it again).
+      lock.lock();
+      if (!busy_[device]) settled_[device] = Event{};
+      throw;
+    }
     return;
   }
   const Event settled = settled_[device];

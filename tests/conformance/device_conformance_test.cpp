@@ -196,6 +196,29 @@ TEST_P(DeviceConformance, CopiesPastTheEndAreRejectedAndEnqueueNothing) {
   EXPECT_NO_THROW(queue_->synchronize());
 }
 
+// A launch shape no backend runs is refused by the launch, naming the kernel and the device, and
+// enqueues nothing: the next synchronize has nothing to report (before, it threw the error there).
+TEST_P(DeviceConformance, LaunchShapesNoDeviceRunsAreRefusedAtTheLaunch) {
+  auto a = device_->alloc(4096);
+  auto noop = hdsm::per_thread("noop_shape", [](const hdsm::Thread&, int*) {});
+  noop.opencl_source = "__kernel void noop_shape(__global int* x) {}";
+  const hdsm::KernelArg args[] = {hdsm::KernelArg::buffer(a)};
+  for (const hdsm::Launch& bad :
+       {hdsm::Launch{hdsm::Dim3{1}, hdsm::Dim3{2048}, 0}, hdsm::Launch{hdsm::Dim3{0}, hdsm::Dim3{32}, 0},
+        hdsm::Launch{hdsm::Dim3{1}, hdsm::Dim3{32}, std::size_t{2} << 30}}) {
+    try {
+      queue_->launch(noop, bad, args);
+      ADD_FAILURE() << "a launch no device runs was accepted";
+    } catch (const hdsm::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("kernel 'noop_shape' on " + device_->name()), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_NO_THROW(queue_->synchronize());
+  EXPECT_EQ(runtime_->stats().kernel_launches, 0u);
+  device_->free(a);
+}
+
 TEST_P(DeviceConformance, PeerCopiesWhereCapable) {
   hdsm::Device* other = other_device();
   if (other == nullptr) GTEST_SKIP() << "only one " << GetParam() << " device";

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -390,6 +391,48 @@ TEST_P(AdsmApi, SafeOfAPointerOutsideSharedObjectsIsInvalidArgument) {
       << foreign;
   other.free(theirs);
   rt.free(x);
+}
+
+// A kernel that throws fails its sync once; the objects come back (the ones it wrote with whatever
+// it left) and the runtime goes on. Before, the device queue kept the failure for every event
+// recorded after it: every later sync threw it again, and a host read of an object faulted into a
+// fetch that failed with it, which ended the process.
+TEST_P(AdsmApi, AFailedKernelFailsItsSyncOnceAndTheRuntimeGoesOn) {
+  static const hdsm::Kernel boom = hdsm::per_thread("boom", [](const hdsm::Thread& t, int* x) {
+    if (t.global_x() == 3) throw std::runtime_error("bad thread");
+    x[t.global_x()] = 1;
+  });
+  const std::size_t n = 1024;
+  int* a = rt.alloc<int>(n);
+  rt.call(boom, hdsm::cover(n), hdsm::inout(a));
+  EXPECT_THROW(rt.sync(), hdsm::KernelFailure);
+  EXPECT_NO_THROW(rt.sync());
+  (void)*static_cast<volatile int*>(a);  // readable, whatever it holds
+  int* b = rt.alloc<int>(n);
+  rt.call(fill(), hdsm::cover(n), hdsm::out(b), std::uint64_t{n}, 7);
+  EXPECT_NO_THROW(rt.sync());
+  EXPECT_EQ(b[n - 1], 7);
+  rt.call(fill(), hdsm::cover(n), hdsm::out(a), std::uint64_t{n}, 9);
+  EXPECT_NO_THROW(rt.sync());
+  EXPECT_EQ(a[0], 9);
+  EXPECT_EQ(a[n - 1], 9);
+  rt.free(a);
+  rt.free(b);
+}
+
+// A launch shape no device runs is refused by the call, before any object moves, not by the sync.
+TEST_P(AdsmApi, ABlockTooLargeIsRefusedByTheCall) {
+  int* a = rt.alloc<int>(64);
+  a[0] = 3;
+  try {
+    rt.call(fill(), hdsm::Launch{hdsm::Dim3{1}, hdsm::Dim3{2048}, 0}, hdsm::out(a), std::uint64_t{64}, 1);
+    ADD_FAILURE() << "a block of 2048 threads was accepted";
+  } catch (const hdsm::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("kernel 'fill' in a call"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(rt.sync());
+  EXPECT_EQ(a[0], 3);
+  rt.free(a);
 }
 
 INSTANTIATE_TEST_SUITE_P(Protocols, AdsmApi, ::testing::Values("batch", "lazy", "rolling", "host-mapped"),

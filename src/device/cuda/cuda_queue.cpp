@@ -164,6 +164,7 @@ void CudaQueue::fill(DeviceBuffer dst, std::size_t offset, std::size_t bytes, st
 }
 
 void CudaQueue::launch(const Kernel& kernel, const Launch& launch, std::span<const KernelArg> args) {
+  require_launch(kernel, launch, "on " + device_.name());
   const void* function = require_cuda_body(kernel);
   // Arguments first, so that a bad one throws before anything is enqueued. cudaLaunchKernel takes
   // a pointer to each argument's value: a buffer's value is its device address.

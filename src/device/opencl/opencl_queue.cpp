@@ -108,6 +108,7 @@ void OpenclQueue::fill(DeviceBuffer dst, std::size_t offset, std::size_t bytes, 
 }
 
 void OpenclQueue::launch(const Kernel& kernel, const Launch& launch, std::span<const KernelArg> args) {
+  require_launch(kernel, launch, "on " + device_.name());
   if (kernel.opencl_source.empty())
     throw Unsupported(
         fmt::format("kernel '{}' has no body for backend opencl (it needs OpenCL C source)", kernel.name));

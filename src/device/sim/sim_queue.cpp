@@ -2,6 +2,7 @@
 
 #include <hdsm/error.hpp>
 
+#include "device/checks.hpp"
 #include "device/event_state.hpp"
 #include "device/sim/sim_device.hpp"
 #include "obs/counters.hpp"
@@ -18,12 +19,6 @@
 
 namespace hdsm::sim {
 namespace {
-
-void require_host(const void* p, std::size_t bytes, const char* what, const std::string& device) {
-  if (p == nullptr && bytes > 0)
-    throw InvalidArgument(
-        fmt::format("{} on {}: null host pointer for {}", what, device, format_bytes(bytes)));
-}
 
 // Names the kernel in the device's guard-page fault message while its body runs.
 class RunningKernel {
@@ -197,6 +192,7 @@ void SimQueue::fill(DeviceBuffer dst, std::size_t offset, std::size_t bytes, std
 }
 
 void SimQueue::launch(const Kernel& kernel, const Launch& launch, std::span<const KernelArg> args) {
+  require_launch(kernel, launch, "on " + device_.name());
   if (!kernel.host)
     throw Unsupported(
         fmt::format("kernel '{}' has no body for backend sim (it needs a host body)", kernel.name));
