@@ -352,8 +352,8 @@ void ContainerCore::refresh_flags() {
 
 void ContainerCore::check_range(std::size_t first, std::size_t n, const char* what) const {
   if (first > elements_ || n > elements_ - first)
-    throw InvalidArgument(fmt::format("{}: elements [{}, {}) outside the {} of {} elements", what, first,
-                                      first + n, name(), elements_));
+    throw InvalidArgument(  // name() says how many elements there are
+        fmt::format("{}: elements [{}, {}) outside the {}", what, first, first + n, name()));
 }
 
 void ContainerCore::check_extent(const Extent& e, const char* what) const {

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <string_view>
+
 namespace hdsm {
 
 const char* to_string(Route route) noexcept {
@@ -51,13 +54,19 @@ const char* to_string(CopyRoute route) noexcept {
 }
 
 std::string Stats::to_string() const {
-  std::string out = fmt::format("hdsm statistics\n  {:<10} {:>16} {:>12} {:>12}\n", "route", "bytes",
+  // The first column as wide as its longest label ("opencl0 H2D"), so that the numbers line up.
+  std::size_t width = 10;
+  for (const auto& d : devices)
+    for (int r = 0; r < kRouteCount; ++r)
+      width = std::max(width,
+                       d.name.size() + 1 + std::string_view(hdsm::to_string(static_cast<Route>(r))).size());
+  std::string out = fmt::format("hdsm statistics\n  {:<{}} {:>16} {:>12} {:>12}\n", "route", width, "bytes",
                                 "transfers", "kernels");
   auto row = [&](const std::string& who, const RouteStats* routes, std::uint64_t kernels) {
     for (int r = 0; r < kRouteCount; ++r)
       out +=
-          fmt::format("  {:<10} {:>16} {:>12} {:>12}\n", who + " " + hdsm::to_string(static_cast<Route>(r)),
-                      routes[r].bytes, routes[r].transfers, r == 0 ? fmt::format("{}", kernels) : "");
+          fmt::format("  {:<{}} {:>16} {:>12} {:>12}\n", who + " " + hdsm::to_string(static_cast<Route>(r)),
+                      width, routes[r].bytes, routes[r].transfers, r == 0 ? fmt::format("{}", kernels) : "");
   };
   for (const auto& d : devices) row(d.name, d.routes, d.kernel_launches);
   row("total", routes, kernel_launches);

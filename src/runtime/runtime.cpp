@@ -14,6 +14,7 @@
 #include <atomic>
 #include <charconv>
 #include <cstdio>
+#include <map>
 #include <mutex>
 
 namespace hdsm {
@@ -42,11 +43,12 @@ std::size_t pick_default(const Config& config, const std::vector<Device*>& devic
   }
   std::size_t seen = 0;
   std::string available;
+  std::map<std::string, std::size_t> per_backend;  // each device's index among its backend's
   for (std::size_t i = 0; i < devices.size(); ++i) {
     const auto& p = devices[i]->properties();
-    available +=
-        fmt::format("{}{} ({}:{})", available.empty() ? "" : ", ", p.name, to_string(p.backend), seen);
-    if (to_string(p.backend) == backend && seen++ == index) return i;
+    const std::string b(to_string(p.backend));
+    available += fmt::format("{}{} ({}:{})", available.empty() ? "" : ", ", p.name, b, per_backend[b]++);
+    if (b == backend && seen++ == index) return i;
   }
   throw NoDevice(fmt::format("HDSM_DEVICE={}: no such device; available: {}", spec,
                              available.empty() ? "none" : available));

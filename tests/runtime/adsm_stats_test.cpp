@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 
 namespace {
@@ -271,6 +272,35 @@ TEST(AdsmStatsDeathTest, TouchingFreedMemoryNamesTheObject) {
       ::testing::KilledBySignal(SIGSEGV),
       "invalid (read|unknown) access: 0x[0-9a-f]+ is inside freed object #2 \\(11\\.7 KiB, freed\\) at "
       "offset 8000");
+}
+
+}  // namespace
+
+namespace {
+
+// The route table lines up whatever the devices' names: its first column is as wide as the longest
+// label (before, "a_long_device_name7 H2D" pushed its row's numbers out of their columns).
+TEST(StatsText, TheRouteTableLinesUpForLongDeviceNames) {
+  hdsm::Stats s;
+  s.devices.resize(2);
+  s.devices[0].name = "sim0";
+  s.devices[1].name = "a_long_device_name7";
+  const std::string text = s.to_string();
+  std::istringstream lines(text);
+  std::string line;
+  std::size_t transfers_end = std::string::npos, rows = 0;
+  while (std::getline(lines, line)) {
+    if (line.rfind("  route", 0) == 0)
+      transfers_end = line.find("transfers") + std::string("transfers").size();
+    if (line.find(" H2D ") == std::string::npos && line.find(" D2H ") == std::string::npos) continue;
+    ++rows;
+    // Under the heading "transfers", each row's transfer count (0), right-aligned.
+    ASSERT_NE(transfers_end, std::string::npos) << text;
+    ASSERT_LT(transfers_end, line.size()) << text;
+    EXPECT_EQ(line[transfers_end - 1], '0') << text;
+    EXPECT_EQ(line[transfers_end], ' ') << text;
+  }
+  EXPECT_EQ(rows, 6u) << text;  // H2D and D2H of both devices and the total
 }
 
 }  // namespace
