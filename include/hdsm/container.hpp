@@ -73,7 +73,8 @@ struct Extent {
 struct ContainerOptions {
   Runtime* runtime = nullptr;
   bool pinned = false;
-  std::optional<Mechanism> mechanism;
+  std::optional<Mechanism>
+      mechanism{};  // (an initializer: ContainerOptions{&rt} then draws no -Wextra warning)
 };
 
 namespace detail {
