@@ -184,9 +184,17 @@ void set_session_node(Node* node) { session_node.store(node, std::memory_order_r
 constexpr std::size_t kMinMappings = 5;
 
 Node& current() {
-  if (Node* n = tl_node) return *n;
-  if (Node* n = session_node.load(std::memory_order_acquire)) return *n;
-  throw InvalidArgument("no cluster session: create an hdsm::cluster::Session on every rank first");
+  Node* n = tl_node;
+  if (n == nullptr) n = session_node.load(std::memory_order_acquire);
+  if (n == nullptr)
+    throw InvalidArgument("no cluster session: create an hdsm::cluster::Session on every rank first");
+  // A child of fork() has the rank's memory map but neither its threads nor its place in MPI: its
+  // collectives would wait for ranks that never come.
+  if (n->forks() != os::fork_generation()) [[unlikely]]
+    throw Unsupported(
+        "the cluster session was opened before this process was forked: a child of fork() is no rank (use "
+        "the session in the parent, or exec)");
+  return *n;
 }
 
 Node::Node(Transport& transport, Options options)

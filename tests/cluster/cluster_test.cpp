@@ -1641,6 +1641,29 @@ TEST(ClusterDeathTest, HostWritesToGlobalMemoryEndTheProgramWithAMessage) {
                "host code wrote global memory");
 }
 
+// A child of fork() has the rank's memory map but neither its threads nor its place among the ranks:
+// its calls are refused (before, a launch in the child waited for ranks that never came).
+TEST(ClusterDeathTest, AChildOfForkIsNoRank) {
+  GTEST_FLAG_SET(death_test_style, "fast");  // a plain fork() of the rank's thread
+  run_ranks(2, options(), [](Node& node) {
+    int* a = cl::alloc<int>(16);
+    if (node.rank() == 0) {
+      EXPECT_EXIT(
+          {
+            try {
+              cl::launch(fill_kernel(), Launch{Dim3{1}, Dim3{16}, 0}, a, 16u, 0);
+            } catch (const hdsm::Unsupported& e) {
+              std::fputs(e.what(), stderr);
+              std::_Exit(0);
+            }
+            std::_Exit(1);
+          },
+          ::testing::ExitedWithCode(0), "a child of fork\\(\\) is no rank");
+    }
+    cl::free(a);
+  });
+}
+
 TEST(ClusterDeathTest, HostThreadsTouchingGlobalMemoryDuringAKernelEndTheProgram) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(run_ranks(2, options(),
