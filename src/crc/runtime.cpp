@@ -6,6 +6,7 @@
 #include "crc/worker.hpp"
 
 #include "os/cpu_binding.hpp"
+#include "os/fault.hpp"
 #include "os/mapping.hpp"
 #include "os/offset_heap.hpp"
 #include "os/process.hpp"
@@ -244,7 +245,6 @@ class ThreadsEngine final : public detail::Engine {
   }
 
   void worker_loop(int w) {
-    os::prepare_thread_for_faults();  // a task's stack overflow is reported, not a silent death
     detail::Worker& worker = *workers_state_[static_cast<std::size_t>(w)];
     std::uint64_t seen = 0;
     for (;;) {
@@ -342,9 +342,12 @@ detail::Geometry checked_locally(const Options& o) {
 class Runtime::Impl {
  public:
   explicit Impl(const Options& o) : options_(o) {
-    os::watch_forks();
     std::exception_ptr local_error;
     try {
+      // crc moves pages by calls, not faults; the dispatcher only gives a task's crash (a stack
+      // overflow, a null pointer) a message, and passes it on to any handler the program had.
+      // Installing it also starts the fork counter (forks_ below).
+      os::install_fault_handler();
       geometry_ = checked_locally(o);
     } catch (...) {
       local_error = std::current_exception();

@@ -123,6 +123,9 @@ std::exception_ptr Worker::run(const std::function<void()>& task, const Geometry
     link_.post(r);
     return error;
   }
+  // On the threads transport's workers and on an MPI rank's main thread alike: a task's stack
+  // overflow is reported, not a silent death.
+  os::prepare_thread_for_faults();
   try {
     {
       const os::RunningUserCode user_code;

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -1055,6 +1056,39 @@ TEST(CrcHomeWorks, AnAccessOfTheHomesThatNeedsServingIsUnsupported) {
   }
   rt.run([&] { crc::write(&a[1], 2); });  // the runtime goes on
   EXPECT_EQ(a[1], 2);
+}
+
+}  // namespace
+
+namespace {
+
+// Deep enough to overflow any thread's stack (1 KiB a level, up to 1 GiB).
+int recurse_deeply(int depth) {
+  volatile char frame[1024];
+  frame[0] = static_cast<char>(depth);
+  if (depth > (1 << 20)) return frame[0];
+  return recurse_deeply(depth + 1) + frame[0];
+}
+
+void overflow_in_a_task() {
+  struct sigaction dfl {};  // a sanitizer's SIGSEGV handler would report it its own way
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(SIGSEGV, &dfl, nullptr);
+  crc::Runtime rt(options(2));
+  rt.run([] {
+    if (crc::worker_id() == 1) std::printf("%d\n", recurse_deeply(0));
+  });
+}
+
+// A task that overflows its worker's stack: handled on the worker's signal stack, with a message
+// (before, the process died of SIGSEGV with nothing said: no stack was left to handle it on).
+TEST(CrcDeathTest, ATaskThatOverflowsItsStackEndsWithAMessage) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "stack overflows are checked in plain builds";
+#endif
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(overflow_in_a_task(), "stack overflow");
 }
 
 }  // namespace
