@@ -190,7 +190,7 @@ Node& current() {
     throw InvalidArgument("no cluster session: create an hdsm::cluster::Session on every rank first");
   // A child of fork() has the rank's memory map but neither its threads nor its place in MPI: its
   // collectives would wait for ranks that never come.
-  if (n->forks() != os::fork_generation()) [[unlikely]]
+  if (!n->origin().same_process()) [[unlikely]]
     throw Unsupported(
         "the cluster session was opened before this process was forked: a child of fork() is no rank (use "
         "the session in the parent, or exec)");

@@ -65,8 +65,8 @@ class Node final : public PageServer {
   Node& operator=(const Node&) = delete;
 
   int rank() const { return transport_.rank(); }
-  /// os::fork_generation() when made: a child of fork() may not use the node.
-  std::uint32_t forks() const { return forks_; }
+  /// Where and when it was made: a child of fork() may not use the node.
+  const os::Origin& origin() const { return origin_; }
   int ranks() const { return transport_.ranks(); }
   bool lazy_available() const { return lazy_available_; }
   std::size_t page_size() const { return page_; }
@@ -277,7 +277,7 @@ class Node final : public PageServer {
   // that rank's (the holder otherwise sends the page whole, its changes unknown). A host write to
   // such a page faults, and is refused as on a shared page.
   bool watch_private_;
-  std::uint32_t forks_ = os::fork_generation();
+  os::Origin origin_;
   mutable os::FaultMutex protection_mutex_;
   std::unique_ptr<os::ProtectionMap> protection_;
   os::OffsetHeap heap_;

@@ -344,17 +344,23 @@ void SharedSpace::acquire(unsigned device, std::span<const ObjectUse> uses, cons
   const auto begin = obs::Clock::now();
   std::size_t bytes = 0;
   for (auto& [e, use, offset, range] : selected) {
-    std::lock_guard lock(e->mutex);
-    const CoherencePlan plan = plan_acquire(kind_, e->object->states, use);
-    for (const CopyStep& step : plan.copies)
-      bytes += copy_blocks(*e, step.direction, step.first_block, step.blocks, Action::acquire);
-    if (!plan.copies.empty()) queues_[device]->record().wait();
-    for (const ProtectionRun& run : plan.protections)
-      e->protection->set(run.first_block, run.blocks, run.protection);
-    bytes += sync_prefetch(*e);
-    if (e->kept_view) restore_view(*e);
-    e->protection->regain_granularity();
-    forget_clean(*e, 0, e->object->blocks);
+    try {
+      std::lock_guard lock(e->mutex);
+      const CoherencePlan plan = plan_acquire(kind_, e->object->states, use);
+      for (const CopyStep& step : plan.copies)
+        bytes += copy_blocks(*e, step.direction, step.first_block, step.blocks, Action::acquire);
+      if (!plan.copies.empty()) queues_[device]->record().wait();
+      for (const ProtectionRun& run : plan.protections)
+        e->protection->set(run.first_block, run.blocks, run.protection);
+      bytes += sync_prefetch(*e);
+      if (e->kept_view) restore_view(*e);
+      e->protection->regain_granularity();
+      forget_clean(*e, 0, e->object->blocks);
+    } catch (...) {
+      // After a failure, a copy may fail of it too (a device whose errors stick): the first failure,
+      // which names the kernel, is the one thrown, and the other objects are still acquired.
+      if (!failed) throw;
+    }
   }
   if (tracer_ != nullptr) trace(fmt::format("acquire on device {}", device), begin, bytes);
   if (failed) std::rethrow_exception(failed);

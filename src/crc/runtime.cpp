@@ -346,7 +346,7 @@ class Runtime::Impl {
     try {
       // crc moves pages by calls, not faults; the dispatcher only gives a task's crash (a stack
       // overflow, a null pointer) a message, and passes it on to any handler the program had.
-      // Installing it also starts the fork counter (forks_ below).
+      // Installing it also starts the fork counter (origin_ below).
       os::install_fault_handler();
       geometry_ = checked_locally(o);
     } catch (...) {
@@ -356,7 +356,7 @@ class Runtime::Impl {
   }
 
   Options options_;
-  std::uint32_t forks_ = os::fork_generation();  // a child of fork() may not stop the parent's workers
+  os::Origin origin_;  // a child of fork() may not stop the parent's workers
   detail::Geometry geometry_;
   std::unique_ptr<detail::Engine> engine_;
   bool running_ = false;
@@ -383,7 +383,7 @@ Runtime::Runtime(const Options& options) : impl_(std::make_unique<Impl>(options)
 Runtime::~Runtime() {
   // In a child of fork() the workers are the parent's; from an exit() in a task, one of them runs
   // this. Stopping them would wait forever: the process's end takes it all.
-  if (!os::may_tear_down(impl_->forks_)) (void)impl_.release();  // NOLINT(bugprone-unused-return-value)
+  if (!impl_->origin_.may_tear_down()) (void)impl_.release();  // NOLINT(bugprone-unused-return-value)
 }
 
 void* Runtime::allocate(std::size_t bytes) {

@@ -79,12 +79,14 @@ void StackPool::reserve(std::size_t count) {
   bottoms_.reserve(count);
   regions_.reserve(regions_.size() + 1);
   const std::string object = fmt::format("fiber stacks of worker {}", worker_);
-  void* base = ::mmap(nullptr, add * stride_, PROT_READ | PROT_WRITE,
+  // Inaccessible first, then each stack opened: the guards are never writable, so they are not
+  // charged as committed memory where the kernel ignores MAP_NORESERVE (vm.overcommit_memory=2).
+  void* base = ::mmap(nullptr, add * stride_, PROT_NONE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
   if (base == MAP_FAILED) throw SystemError("mmap", object, errno);
   auto* bytes = static_cast<std::byte*>(base);
   for (std::size_t i = 0; i < add; ++i) {
-    if (::mprotect(bytes + i * stride_, guard_, PROT_NONE) != 0) {
+    if (::mprotect(bytes + i * stride_ + guard_, stride_ - guard_, PROT_READ | PROT_WRITE) != 0) {
       const int err = errno;
       ::munmap(base, add * stride_);
       throw SystemError("mprotect", object, err);

@@ -6,6 +6,7 @@
 
 #include <hdsm/error.hpp>
 
+#include <pthread.h>
 #include <sched.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -31,14 +32,39 @@ struct FaultRangeSlot {
   std::atomic<FaultResolver> resolver{nullptr};
   std::atomic<void*> context{nullptr};
   std::atomic<unsigned> inflight{0};
-  // os::fork_generation() when registered: in a child of fork() the range is its parent's, whose
-  // resolver and threads are not there (and hdsm's shared views are not inherited: MADV_DONTFORK).
-  std::atomic<std::uint32_t> forks{0};
   int generation = 0;  // only under registry_mutex
 };
 
 FaultRangeSlot slots[kMaxFaultRanges];
 std::mutex registry_mutex;
+
+// A child of fork() starts with no range: the parent's resolvers and threads are not there, nor
+// hdsm's shared views (MADV_DONTFORK), and the child's own mappings may land where they were. The
+// parent's ranges are kept apart, for the message of a fault there only.
+struct InheritedRange {
+  std::uintptr_t begin = 0, end = 0;
+};
+InheritedRange inherited_ranges[kMaxFaultRanges];
+
+void before_fork() noexcept { registry_mutex.lock(); }
+void after_fork_in_parent() noexcept { registry_mutex.unlock(); }
+void after_fork_in_child() noexcept {
+  for (int i = 0; i < kMaxFaultRanges; ++i) {
+    FaultRangeSlot& s = slots[i];
+    // Ranges of a parent's parent stay listed unless a range of the parent replaced them.
+    if (s.active.load(std::memory_order_relaxed))
+      inherited_ranges[i] = {s.begin.load(std::memory_order_relaxed), s.end.load(std::memory_order_relaxed)};
+    s.active.store(false, std::memory_order_relaxed);
+    s.inflight.store(0, std::memory_order_relaxed);  // a thread that was in a resolver is not here
+  }
+  registry_mutex.unlock();
+}
+
+bool in_inherited_range(std::uintptr_t a) noexcept {
+  for (const InheritedRange& r : inherited_ranges)
+    if (a >= r.begin && a < r.end) return true;
+  return false;
+}
 
 struct Previous {
   struct sigaction segv {};
@@ -62,17 +88,12 @@ FaultAccess decode_access([[maybe_unused]] const void* ucontext) noexcept {
 #endif
 }
 
-// Returns true when a registered range owned the address and its resolver made the access legal;
-// `inherited` when the range is a parent's, in a child of fork() (no resolver runs then).
-bool dispatch(void* address, FaultAccess access, bool& inherited) noexcept {
+// Returns true when a registered range owned the address and its resolver made the access legal.
+bool dispatch(void* address, FaultAccess access) noexcept {
   const auto a = reinterpret_cast<std::uintptr_t>(address);
   for (FaultRangeSlot& s : slots) {
     if (!s.active.load(std::memory_order_acquire)) continue;
     if (a < s.begin.load(std::memory_order_relaxed) || a >= s.end.load(std::memory_order_relaxed)) continue;
-    if (s.forks.load(std::memory_order_relaxed) != fork_generation()) {
-      inherited = true;
-      return false;
-    }
     s.inflight.fetch_add(1, std::memory_order_seq_cst);
     bool resolved = false;
     // Re-read under the inflight announcement: the slot may have been unregistered (and even reused)
@@ -119,6 +140,15 @@ void forward(int sig, siginfo_t* info, void* ucontext, Where where) noexcept {
     sigset_t mask = static_cast<const ucontext_t*>(ucontext)->uc_sigmask;
     sigorset(&mask, &mask, &prev.sa_mask);
     if ((prev.sa_flags & SA_NODEFER) == 0) sigaddset(&mask, sig);
+    // SA_RESETHAND, as the kernel would have done on delivery: the default action from now on, so
+    // that a handler which raises the signal again (a crash reporter's way to end with it) dies of
+    // it instead of coming back here.
+    if ((prev.sa_flags & SA_RESETHAND) != 0) {
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      sigemptyset(&dfl.sa_mask);
+      ::sigaction(sig, &dfl, nullptr);
+    }
     ::pthread_sigmask(SIG_SETMASK, &mask, nullptr);
     if ((prev.sa_flags & SA_SIGINFO) != 0 && prev.sa_sigaction != nullptr) {
       prev.sa_sigaction(sig, info, ucontext);
@@ -130,16 +160,23 @@ void forward(int sig, siginfo_t* info, void* ucontext, Where where) noexcept {
     }
   }
   const auto address = reinterpret_cast<std::uintptr_t>(info->si_addr);
-  if (info->si_code <= 0) {
+  if (info->si_code == SI_USER || info->si_code == SI_TKILL || info->si_code == SI_QUEUE) {
     // Sent by kill, raise or sigqueue: si_addr is no address then (it holds the sender's pid).
     write_str(sig == SIGBUS ? "hdsm: SIGBUS sent by process " : "hdsm: SIGSEGV sent by process ");
     signal_safe::write_decimal(static_cast<std::uint64_t>(info->si_pid));
     write_str(" (kill, raise or sigqueue), not raised by a memory access\n");
+  } else if (info->si_code <= 0) {
+    // A timer, asynchronous I/O or SIGIO (si_pid means nothing there).
+    write_str(sig == SIGBUS ? "hdsm: SIGBUS sent with si_code -" : "hdsm: SIGSEGV sent with si_code -");
+    signal_safe::write_decimal(static_cast<std::uint64_t>(-static_cast<std::int64_t>(info->si_code)));
+    write_str(", not raised by a memory access\n");
   } else {
     write_str(sig == SIGBUS ? "hdsm: bus error at " : "hdsm: segmentation fault at ");
     write_hex(address);
     const std::uintptr_t sp = stack_pointer(ucontext);
-    constexpr std::uintptr_t kNear = std::uintptr_t{64} << 10;
+    // As far as the largest fiber guard (1 MiB): a frame larger than its stack faults where its
+    // first touched byte lies, which may be that far from the stack pointer.
+    constexpr std::uintptr_t kNear = std::uintptr_t{1} << 20;
     if (where == Where::inherited)
       write_str(
           " (memory hdsm shares in the parent of this child of fork(), which has none of it: copy what the "
@@ -174,8 +211,7 @@ HDSM_FAULT_PATH void on_fault(int sig, siginfo_t* info, void* ucontext) {
   // forever.
   if (info->si_code > 0 && installed.load(std::memory_order_acquire)) {
     const FaultAccess access = decode_access(ucontext);
-    bool inherited = false;
-    if (sig == SIGSEGV && dispatch(info->si_addr, access, inherited)) {
+    if (sig == SIGSEGV && dispatch(info->si_addr, access)) {
       auto& counter = access == FaultAccess::read    ? resolved_reads
                       : access == FaultAccess::write ? resolved_writes
                                                      : resolved_unknown;
@@ -188,9 +224,8 @@ HDSM_FAULT_PATH void on_fault(int sig, siginfo_t* info, void* ucontext) {
     for (const FaultRangeSlot& s : slots)
       if (s.active.load(std::memory_order_acquire) && a >= s.begin.load(std::memory_order_relaxed) &&
           a < s.end.load(std::memory_order_relaxed))
-        where =
-            s.forks.load(std::memory_order_relaxed) != fork_generation() ? Where::inherited : Where::refused;
-    if (inherited) where = Where::inherited;
+        where = Where::refused;
+    if (where == Where::outside && in_inherited_range(a)) where = Where::inherited;
   }
   errno = saved_errno;
   forward(sig, info, ucontext, where);
@@ -217,7 +252,10 @@ void install_fault_handler() {
   if (installed.load(std::memory_order_acquire)) return;
   const std::lock_guard lock(registry_mutex);
   if (installed.load(std::memory_order_relaxed)) return;
-  watch_forks();  // the ranges' fork generations
+  // The registry's mutex is held across fork(), and a child starts with no range.
+  if (const int rc = ::pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child); rc != 0)
+    throw SystemError("pthread_atfork", "the fault dispatcher's ranges", rc);
+  watch_forks();  // for the objects that note their fork generation
   struct sigaction action {};
   action.sa_sigaction = on_fault;
   // SA_ONSTACK: a thread that set up an alternate stack (sigaltstack) gets its faults handled there,
@@ -275,7 +313,6 @@ int register_fault_range(void* begin, std::size_t bytes, FaultResolver resolver,
   s.end.store(e, std::memory_order_relaxed);
   s.resolver.store(resolver, std::memory_order_relaxed);
   s.context.store(context, std::memory_order_relaxed);
-  s.forks.store(fork_generation(), std::memory_order_relaxed);
   s.generation = (s.generation + 1) % (INT32_MAX / kMaxFaultRanges);
   s.active.store(true, std::memory_order_release);
   return s.generation * kMaxFaultRanges + free_index;

@@ -31,12 +31,21 @@ constexpr std::size_t kSignalStack = std::size_t{1} << 20;
 struct SignalStack {
   void* mapping = nullptr;
   std::size_t bytes = 0;
+  // At the thread's end, or at exit() on the main thread, which may run on this very stack (a
+  // handler that calls exit()): unmapped only once it is no longer the thread's, never under a
+  // thread that runs on it, and never switching off a stack the program put in its place.
   ~SignalStack() {
     if (mapping == nullptr) return;
+    stack_t current{};
+    if (::sigaltstack(nullptr, &current) != 0) return;  // left to the process's end
+    if (current.ss_sp != static_cast<char*>(mapping) + (bytes - kSignalStack)) {
+      ::munmap(mapping, bytes);  // replaced by the program's own: this one is unused
+      return;
+    }
+    if ((current.ss_flags & SS_ONSTACK) != 0) return;  // running on it: left to the process's end
     stack_t off{};
     off.ss_flags = SS_DISABLE;
-    ::sigaltstack(&off, nullptr);
-    ::munmap(mapping, bytes);
+    if (::sigaltstack(&off, nullptr) == 0) ::munmap(mapping, bytes);
   }
 };
 thread_local SignalStack tl_signal_stack;
@@ -75,9 +84,9 @@ void user_code_ended_its_thread(const char* what) noexcept {
   std::abort();
 }
 
-bool may_tear_down(std::uint32_t made_at) noexcept {
-  return made_at == fork_generation() && tl_user_code == 0;
-}
+Origin::Origin() noexcept : forks_(fork_generation()), in_user_code_(tl_user_code != 0) {}
+bool Origin::same_process() const noexcept { return forks_ == fork_generation(); }
+bool Origin::may_tear_down() const noexcept { return same_process() && (tl_user_code == 0 || in_user_code_); }
 
 void prepare_thread_for_faults() noexcept {
   if (tl_prepared) return;

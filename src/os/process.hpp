@@ -31,12 +31,25 @@ class RunningUserCode {
 };
 bool running_user_code() noexcept;
 
-/// Whether an object made at fork generation `forks` may stop its threads and free its memory now.
-/// Not in a child of fork() (the threads are the parent's: joining them would wait forever), nor
-/// from a program's code on one of hdsm's threads (exit() in a kernel runs the static destructors
-/// there, and a teardown would wait for the very thread that runs it). The process is ending or
-/// was forked: what is not torn down is left to the kernel.
-bool may_tear_down(std::uint32_t forks) noexcept;
+/// What an object that owns threads notes when it is made (a runtime, a crc runtime, a cluster
+/// session), to know later whether it may use and stop them.
+class Origin {
+ public:
+  Origin() noexcept;
+  /// Not in a child of fork(), where the object is its parent's copy, without its threads.
+  bool same_process() const noexcept;
+  /// Whether the object may stop its threads and free its memory now. Not in a child of fork()
+  /// (joining the parent's threads would wait forever), nor from a program's code on one of hdsm's
+  /// threads when the object was made outside it (exit() in a kernel runs the static destructors
+  /// there, and the default runtime's teardown would wait for the very thread that runs it). An
+  /// object made by a kernel or task is its own, and is torn down there as anywhere. What is not
+  /// torn down is left to the process's end.
+  bool may_tear_down() const noexcept;
+
+ private:
+  std::uint32_t forks_;
+  bool in_user_code_;
+};
 
 /// Prepares the calling thread to run kernels: an alternate signal stack, so that a fault (a stack
 /// overflow included, which leaves no room on the thread's own stack for the handler) is handled

@@ -246,6 +246,7 @@ void DirectModel::sync_device(unsigned device) {
       if (it != objects_.end()) after_calls(device, it->second, q);
     }
     settled_[device] = q.record();
+    const std::shared_ptr<detail::EventState> recorded = settled_[device].state();
     // The syncing thread waits in the queue itself (the platform's wait: clWaitForEvents on OpenCL),
     // quicker than the event, whose completion comes through a callback; other threads that find
     // the device idle wait for the event.
@@ -254,9 +255,10 @@ void DirectModel::sync_device(unsigned device) {
       q.synchronize();
     } catch (...) {
       // Reported here, once: a later sync that finds the device idle has no failure to wait for
-      // (the event recorded above carries it, and would throw it again).
+      // (the event recorded above carries it, and would throw it again). Only that event: another
+      // thread may have synced newer work since, whose event still counts.
       lock.lock();
-      if (!busy_[device]) settled_[device] = Event{};
+      if (settled_[device].state() == recorded) settled_[device] = Event{};
       throw;
     }
     return;

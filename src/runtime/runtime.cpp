@@ -73,7 +73,7 @@ RuntimeImpl::RuntimeImpl(Config c)
                                      config.size(name(Knob::fiber_stack))}) {
   counters.time_faults = config.boolean(name(Knob::stats));
   os::watch_forks();
-  forks = os::fork_generation();
+  origin = os::Origin();
   const DeviceServices services{counters, tracer, executor};
   // Every registered backend the configuration asks for, in the registry's order (sim first).
   for (const BackendRegistration& b : registered_backends()) {
@@ -141,7 +141,7 @@ Runtime::Runtime(Config config) : impl_(std::make_unique<detail::RuntimeImpl>(st
 Runtime::~Runtime() {
   // In a child of fork() the runtime's threads are the parent's; from an exit() in a kernel, one of
   // them runs this destructor. Stopping them would wait forever: the process's end takes it all.
-  if (!os::may_tear_down(impl_->forks)) (void)impl_.release();  // NOLINT(bugprone-unused-return-value)
+  if (!impl_->origin.may_tear_down()) (void)impl_.release();  // NOLINT(bugprone-unused-return-value)
 }
 
 namespace {
@@ -176,7 +176,7 @@ Runtime& Runtime::instance() {
   auto& d = default_runtime();
   // Every call, sync and memcpy of the default runtime comes here: one acquire load once it exists.
   if (Runtime* rt = d.published.load(std::memory_order_acquire)) {
-    if (rt->impl_->forks != os::fork_generation()) [[unlikely]]
+    if (!rt->impl_->origin.same_process()) [[unlikely]]
       throw Unsupported(
           "hdsm's runtime was made before this process was forked: a child of fork() has neither its threads "
           "nor its shared memory (use it in the parent, or exec)");

@@ -13,6 +13,7 @@
 #include "obs/counters.hpp"
 #include "obs/lock_wait.hpp"
 #include "obs/trace.hpp"
+#include "os/process.hpp"
 #include "runtime/memory_model.hpp"
 #include "runtime/routed_model.hpp"
 
@@ -35,7 +36,7 @@ struct RuntimeImpl {
   ~RuntimeImpl();
 
   Runtime* self = nullptr;  // the Runtime this is the state of (its owner in shared_ranges)
-  std::uint32_t forks = 0;  // os::fork_generation() when made: a child of fork() may not use or stop it
+  os::Origin origin;        // set once the fork counter runs: a child of fork() may not use or stop it
   Config config;
   obs::Tracer tracer;
   obs::Counters counters;

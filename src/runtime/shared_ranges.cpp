@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <pthread.h>
+
 namespace hdsm::detail {
 
 constinit SharedRanges shared_ranges;
@@ -21,7 +23,19 @@ Runtime* SharedRanges::owner_at(std::uintptr_t a) const noexcept {
   return nullptr;
 }
 
+void SharedRanges::before_fork() noexcept { shared_ranges.mutex_.lock(); }
+void SharedRanges::after_fork_in_parent() noexcept { shared_ranges.mutex_.unlock(); }
+void SharedRanges::after_fork_in_child() noexcept {
+  SharedRanges& t = shared_ranges;
+  for (ArenaSlot& s : t.slots_) s.owner.store(nullptr, std::memory_order_relaxed);
+  t.used_.store(0, std::memory_order_relaxed);
+  t.recompute_bounds();
+  t.mutex_.unlock();
+}
+
 void SharedRanges::add(std::uintptr_t begin, std::uintptr_t bytes, Runtime* owner) {
+  static const int atfork = ::pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
+  if (atfork != 0) throw SystemError("pthread_atfork", "the shared-memory range table", atfork);
   std::lock_guard lock(mutex_);
   unsigned i = 0;
   while (i < kSlots && slots_[i].owner.load(std::memory_order_relaxed) != nullptr) ++i;

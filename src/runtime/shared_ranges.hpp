@@ -58,6 +58,12 @@ class SharedRanges {
   void remove(const Runtime* owner) noexcept;
 
  private:
+  // pthread_atfork, installed by the first add(): the table's mutex is held across fork(), and a
+  // child starts with no arena (the parent's views are not inherited, and its own buffers may
+  // land where they were: they must not be taken for a parent runtime's).
+  static void before_fork() noexcept;
+  static void after_fork_in_parent() noexcept;
+  static void after_fork_in_child() noexcept;
   struct ArenaSlot {
     std::atomic<std::uintptr_t> begin{0}, bytes{0};
     std::atomic<Runtime*> owner{nullptr};

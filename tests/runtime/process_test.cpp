@@ -1,6 +1,7 @@
 // The ADSM runtime and the process around it: a child of fork(), and exit() from a kernel.
 #include "support/test_support.hpp"
 
+#include <hdsm/crc.hpp>
 #include <hdsm/hdsm.hpp>
 
 #include <gtest/gtest.h>
@@ -60,6 +61,29 @@ TEST(RuntimeForkDeathTest, AChildOfForkHasNeitherTheObjectsNorTheRuntime) {
   hdsm::free(x);
 }
 
+// A runtime the child makes itself works as in any process: the parent's fault ranges and arenas are
+// not the child's (before, its arena could land where the parent's was, and its registration then
+// found the parent's range there).
+TEST(RuntimeForkDeathTest, AChildOfForkMakesARuntimeOfItsOwn) {
+  GTEST_FLAG_SET(death_test_style, "fast");
+  auto parent = std::make_unique<hdsm::Runtime>(hdsm::test::fast_sim_config());
+  int* x = parent->alloc<int>(1024);
+  EXPECT_EXIT(
+      {
+        for (int round = 0; round < 20; ++round) {  // more runtimes than the 16 fault ranges
+          hdsm::Runtime own(hdsm::test::fast_sim_config());
+          int* y = own.alloc<int>(1024);
+          own.call(fill(), hdsm::cover(1024), y, std::uint64_t{1024}, round);
+          own.sync();
+          if (y[1023] != round) std::_Exit(1);
+          own.free(y);
+        }
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+  parent->free(x);
+}
+
 // An explicit runtime the child destroys: its threads are the parent's, and joining them waited
 // forever.
 TEST(RuntimeForkDeathTest, AChildOfForkDestroysItsParentsRuntimeWithoutWaiting) {
@@ -76,6 +100,24 @@ TEST(RuntimeForkDeathTest, AChildOfForkDestroysItsParentsRuntimeWithoutWaiting) 
       ::testing::ExitedWithCode(0), "");
   EXPECT_EQ(x[3], 5);
   rt->free(x);
+}
+
+// A runtime that a task makes and destroys is its own: it is torn down there as anywhere (only what
+// was made outside the program's code is left alone from inside it, for exit() in a kernel).
+// Leaked, each would keep its fault range, and the 17th would find none free.
+TEST(RuntimeInUserCode, ARuntimeMadeAndDestroyedInATaskIsTornDown) {
+  hdsm::crc::Options o;
+  o.workers = 1;
+  o.shared_bytes = 16 << 20;
+  hdsm::crc::Runtime crc(o);
+  crc.run([] {
+    for (int round = 0; round < 20; ++round) {
+      hdsm::Runtime own(hdsm::test::fast_sim_config());
+      int* y = own.alloc<int>(1024);
+      y[0] = round;
+      own.free(y);
+    }
+  });
 }
 
 // exit() in a kernel runs the static destructors on the thread that runs the kernel: the default

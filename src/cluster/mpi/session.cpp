@@ -17,7 +17,7 @@ std::atomic<bool> session_open{false};
 }  // namespace
 
 struct Session::Impl {
-  std::uint32_t forks = os::fork_generation();  // a child of fork() may not end the parent's session
+  os::Origin origin;  // a child of fork() may not end the parent's session
   bool owns_mpi = false;
   int level = MPI_THREAD_SINGLE;  // what MPI provides
   std::unique_ptr<detail::MpiTransport> transport;
@@ -65,7 +65,7 @@ Session::~Session() {
   // In a child of fork() the rank's threads and MPI are the parent's; from an exit() in a kernel,
   // one of the rank's threads runs this. Ending the session would wait forever (or for the other
   // ranks): the process's end takes it all, and mpirun sees the rank go.
-  if (!os::may_tear_down(impl_->forks)) {
+  if (!impl_->origin.may_tear_down()) {
     (void)impl_.release();  // NOLINT(bugprone-unused-return-value)
     session_open.store(false);
     return;

@@ -426,6 +426,32 @@ TEST_F(FaultDeathTest, PreviousHandlerRunsWithItsOwnSignalMask) {
       ::testing::ExitedWithCode(45), "");
 }
 
+// A previous handler with SA_RESETHAND (a crash reporter that raises the signal again to end with it)
+// finds the default action in place, as the kernel would have left it: it runs once, and the process
+// dies of the signal (before, with SIGSEGV unblocked for it, its raise came back to hdsm and to it).
+std::atomic<int> reset_hand_calls{0};
+void report_and_raise(int sig) {
+  if (reset_hand_calls.fetch_add(1) > 0) ::_exit(3);  // called again: SA_RESETHAND was ignored
+  ::raise(sig);
+}
+
+TEST_F(FaultDeathTest, PreviousHandlerWithResetHandRunsOnce) {
+  ProtectedRegion foreign(1);
+  foreign.protect(PROT_NONE);
+  EXPECT_EXIT(
+      {
+        struct sigaction action {};
+        action.sa_handler = report_and_raise;
+        action.sa_flags = SA_RESETHAND | SA_NODEFER;
+        sigemptyset(&action.sa_mask);
+        ::sigaction(SIGSEGV, &action, nullptr);
+        hdsm::os::install_fault_handler();
+        read_int(foreign.page(0));
+        ::_exit(0);
+      },
+      ::testing::KilledBySignal(SIGSEGV), "");
+}
+
 // A SIGSEGV that kill or raise sent has no address (si_addr holds the sender's pid): the message
 // says who sent it instead of naming a bogus address.
 TEST_F(FaultDeathTest, ASentSigsegvIsNotReportedAsAnAddress) {
