@@ -1335,31 +1335,6 @@ HDSM_FAULT_PATH bool Node::resolve(void* address, os::FaultAccess access) noexce
       case PageState::ahead:
       case PageState::private_written:
         return reopen(page, access, address);  // another thread of this rank opened it
-      case PageState::private_page: {
-        // Writable unless the race check watches it (read-only then, and the first write of a kernel
-        // makes its twin); a read fault on it, or one of unknown kind on a page a merged group closed,
-        // only needs it open again.
-        if (!watch_private_ || access == os::FaultAccess::read ||
-            (access == os::FaultAccess::unknown && closed(page)))
-          return reopen(page, access, address);
-        if (!kernel)
-          return refuse("host code wrote global memory: write it with cluster::memcpy, or from a kernel",
-                        address);
-        if (!st.compare_exchange_strong(s, PageState::twinning, std::memory_order_acq_rel)) continue;
-        std::memcpy(twin(page), shadow(page), page_);
-        bool writable = false;
-        {
-          std::lock_guard lock(protection_mutex_);
-          writable = protection_->try_set_making_room(page, os::Protection::read_write);
-        }
-        if (!writable) {
-          opened(st, PageState::private_page);
-          return refuse(kNoMappings, address);
-        }
-        written_[written_count_.fetch_add(1, std::memory_order_acq_rel)] = page;
-        opened(st, PageState::private_written);
-        return true;
-      }
       case PageState::untouched: {
         // The rank's first touch: readable now (the content is the same everywhere), and recorded so
         // the boundary knows who touched it; a write goes on to make the twin.
@@ -1383,37 +1358,53 @@ HDSM_FAULT_PATH bool Node::resolve(void* address, os::FaultAccess access) noexce
         await_opened(st);
         continue;
       case PageState::valid:
+      case PageState::private_page: {
         // Read: a fetch made it readable meanwhile, or a merged group closed it. With one rank every
-        // page is writable, so a write fault is the merged group's too.
+        // page is writable, so a write fault is the merged group's too; so is a private page's, unless
+        // the race check watches it (read-only then, and the first write of a kernel makes its twin).
         // An access of unknown kind on a page a merged group closed is taken as a read: a write
         // faults once more, on a readable page (and only then makes a twin).
-        if (access == os::FaultAccess::read || ranks() == 1 ||
+        const bool is_private = s == PageState::private_page;
+        if (access == os::FaultAccess::read || (is_private ? !watch_private_ : ranks() == 1) ||
             (access == os::FaultAccess::unknown && closed(page)))
           return reopen(page, access, address);
         if (!kernel)
           return refuse("host code wrote global memory: write it with cluster::memcpy, or from a kernel",
                         address);
         if (!st.compare_exchange_strong(s, PageState::twinning, std::memory_order_acq_rel)) continue;
-        std::memcpy(twin(page), shadow(page), page_);
-        bool writable = false;
-        {
-          std::lock_guard lock(protection_mutex_);
-          writable = protection_->try_set_making_room(page, os::Protection::read_write);
-        }
-        if (!writable) {
-          opened(st, PageState::valid);
+        if (!twin_and_open(page, st, is_private ? PageState::private_page : PageState::valid,
+                           is_private ? PageState::private_written : PageState::written))
           return refuse(kNoMappings, address);
-        }
-        written_[written_count_.fetch_add(1, std::memory_order_acq_rel)] = page;
+        if (is_private) return true;  // its changes feed the race check only
         write_faults_.fetch_add(1, std::memory_order_relaxed);
-        opened(st, PageState::written);
         if (options_.open_ahead > 0) {
           const bool sequential = next_fault_.load(std::memory_order_relaxed) == page;
           next_fault_.store(open_ahead(page + 1, sequential), std::memory_order_relaxed);
         }
         return true;
+      }
     }
   }
+}
+
+// A kernel's first write to a read-only page, by the thread that set it twinning: the page's twin,
+// then write access, and the page in the kernel's written list. False, the page back in state
+// `back`, where the process has no mapping left for the change.
+HDSM_FAULT_PATH bool Node::twin_and_open(std::uint64_t page, std::atomic<PageState>& st, PageState back,
+                                         PageState now) noexcept {
+  std::memcpy(twin(page), shadow(page), page_);
+  bool writable = false;
+  {
+    std::lock_guard lock(protection_mutex_);
+    writable = protection_->try_set_making_room(page, os::Protection::read_write);
+  }
+  if (!writable) {
+    opened(st, back);
+    return false;
+  }
+  written_[written_count_.fetch_add(1, std::memory_order_acq_rel)] = page;
+  opened(st, now);
+  return true;
 }
 
 HDSM_FAULT_PATH bool Node::closed(std::uint64_t page) const noexcept {

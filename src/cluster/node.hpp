@@ -207,6 +207,7 @@ class Node final : public PageServer {
   void await_opened(std::atomic<PageState>& st) const noexcept;
   /// Ends a twinning: the page's new state, and a wake-up only where a thread waits for one.
   void opened(std::atomic<PageState>& st, PageState now) const noexcept;
+  bool twin_and_open(std::uint64_t page, std::atomic<PageState>& st, PageState back, PageState now) noexcept;
   std::uint64_t allocated_pages(const void* p, std::size_t bytes, const char* call) const;
   /// Collective: the pages of [first, end) private to ranks other than 0 go whole to rank 0; rank 0
   /// applies them at `into` (the span's first page at into[0]); false (nothing moved) when none is.

@@ -1,6 +1,7 @@
 // The CRC runtime on the threads transport: regions, the access functions, locks, barriers, the
 // variants, and every misuse the API names.
 #include "os/cpu_binding.hpp"
+#include "support/test_support.hpp"
 
 #include <hdsm/crc.hpp>
 #include <hdsm/error.hpp>
@@ -1071,10 +1072,7 @@ int recurse_deeply(int depth) {
 }
 
 void overflow_in_a_task() {
-  struct sigaction dfl {};  // a sanitizer's SIGSEGV handler would report it its own way
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
-  ::sigaction(SIGSEGV, &dfl, nullptr);
+  hdsm::test::default_fault_disposition();  // a sanitizer's handler would report it its own way
   crc::Runtime rt(options(2));
   rt.run([] {
     if (crc::worker_id() == 1) std::printf("%d\n", recurse_deeply(0));

@@ -5,6 +5,7 @@
 #include "os/mapping.hpp"
 
 #include "exec_test_kernels.hpp"
+#include "support/test_support.hpp"
 
 #include <hdsm/kernel.hpp>
 
@@ -43,11 +44,7 @@ class ProcessEdgesDeathTest : public ::testing::Test {
 // Sanitizers install their own SIGSEGV handler at start-up, which hdsm would chain to: start the
 // child from the default disposition, as a plain process does.
 void from_default_disposition() {
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
-  ::sigaction(SIGSEGV, &dfl, nullptr);
-  ::sigaction(SIGBUS, &dfl, nullptr);
+  hdsm::test::default_fault_disposition();
   hdsm::os::install_fault_handler();
 }
 

@@ -45,16 +45,22 @@ inline Config fast_sim_config(const std::string& protocol = "rolling", const std
   return c;
 }
 
-/// The sanitizer runtimes install a SIGSEGV handler at start-up, which hdsm would chain foreign
-/// faults to (reporting and exiting their own way); a death test's child starts from the default
-/// disposition instead, so it dies of the signal as a plain build does.
-inline void default_disposition_under_sanitizers() {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+/// SIGSEGV and SIGBUS back to their default action (a death test's child, before hdsm installs its
+/// handler, which then saves no handler to pass foreign faults to).
+inline void default_fault_disposition() {
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
   ::sigaction(SIGSEGV, &dfl, nullptr);
   ::sigaction(SIGBUS, &dfl, nullptr);
+}
+
+/// The sanitizer runtimes install a SIGSEGV handler at start-up, which hdsm would chain foreign
+/// faults to (reporting and exiting their own way); a death test's child starts from the default
+/// disposition instead, so it dies of the signal as a plain build does.
+inline void default_disposition_under_sanitizers() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  default_fault_disposition();
 #endif
 }
 

@@ -2,6 +2,7 @@
 // foreign faults (death and chaining) and errno.
 #include "os/fault.hpp"
 #include "os/mapping.hpp"
+#include "support/test_support.hpp"
 
 #include <hdsm/error.hpp>
 
@@ -90,11 +91,7 @@ bool map_read_write(void* context, void* address, FaultAccess) {
 // at start-up: it would be the handler hdsm chains to (and report and exit in its own way). Reset the
 // child to the default disposition so that the tests see what a plain process does.
 void start_from_default_disposition() {
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
-  ::sigaction(SIGSEGV, &dfl, nullptr);
-  ::sigaction(SIGBUS, &dfl, nullptr);
+  hdsm::test::default_fault_disposition();
   hdsm::os::install_fault_handler();
 }
 
@@ -362,18 +359,28 @@ void exit_42(int, siginfo_t* info, void*) {
 }
 void exit_44(int) { ::_exit(44); }
 
+// The program's own SIGSEGV handler, installed before hdsm's (which then passes foreign faults to it).
+void install_previous(void (*info_handler)(int, siginfo_t*, void*), void (*plain_handler)(int), int flags) {
+  struct sigaction action {};
+  if (info_handler != nullptr) {
+    action.sa_sigaction = info_handler;
+    flags |= SA_SIGINFO;
+  } else {
+    action.sa_handler = plain_handler;
+  }
+  action.sa_flags = flags;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGSEGV, &action, nullptr);
+  hdsm::os::install_fault_handler();
+}
+
 TEST_F(FaultDeathTest, PreviousHandlerGetsForeignFaults) {
   ProtectedRegion foreign(1), shared(1);
   foreign.protect(PROT_NONE);
   shared.protect(PROT_NONE);
   EXPECT_EXIT(
       {
-        struct sigaction action {};
-        action.sa_sigaction = exit_42;
-        action.sa_flags = SA_SIGINFO;
-        sigemptyset(&action.sa_mask);
-        ::sigaction(SIGSEGV, &action, nullptr);
-        hdsm::os::install_fault_handler();
+        install_previous(exit_42, nullptr, 0);
         hdsm::os::install_fault_handler();  // idempotent: must not save itself as the previous handler
         std::atomic<int> calls{0};
         hdsm::os::register_fault_range(shared.page(0), shared.bytes(), map_read_write, &calls);
@@ -387,11 +394,7 @@ TEST_F(FaultDeathTest, PreviousHandlerGetsForeignFaults) {
   // A plain (non-SA_SIGINFO) handler is called too.
   EXPECT_EXIT(
       {
-        struct sigaction action {};
-        action.sa_handler = exit_44;
-        sigemptyset(&action.sa_mask);
-        ::sigaction(SIGSEGV, &action, nullptr);
-        hdsm::os::install_fault_handler();
+        install_previous(nullptr, exit_44, 0);
         read_int(foreign.page(0));
         ::_exit(0);
       },
@@ -414,12 +417,7 @@ TEST_F(FaultDeathTest, PreviousHandlerRunsWithItsOwnSignalMask) {
   foreign.protect(PROT_NONE);
   EXPECT_EXIT(
       {
-        struct sigaction action {};
-        action.sa_sigaction = exit_by_mask;
-        action.sa_flags = SA_SIGINFO;
-        sigemptyset(&action.sa_mask);
-        ::sigaction(SIGSEGV, &action, nullptr);
-        hdsm::os::install_fault_handler();
+        install_previous(exit_by_mask, nullptr, 0);
         read_int(foreign.page(0));
         ::_exit(0);
       },
@@ -440,12 +438,7 @@ TEST_F(FaultDeathTest, PreviousHandlerWithResetHandRunsOnce) {
   foreign.protect(PROT_NONE);
   EXPECT_EXIT(
       {
-        struct sigaction action {};
-        action.sa_handler = report_and_raise;
-        action.sa_flags = SA_RESETHAND | SA_NODEFER;
-        sigemptyset(&action.sa_mask);
-        ::sigaction(SIGSEGV, &action, nullptr);
-        hdsm::os::install_fault_handler();
+        install_previous(nullptr, report_and_raise, SA_RESETHAND | SA_NODEFER);
         read_int(foreign.page(0));
         ::_exit(0);
       },
