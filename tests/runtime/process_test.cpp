@@ -123,6 +123,11 @@ TEST(RuntimeInUserCode, ARuntimeMadeAndDestroyedInATaskIsTornDown) {
 // exit() in a kernel runs the static destructors on the thread that runs the kernel: the default
 // runtime's teardown waited for its device queue, which that very thread was busy with, forever.
 TEST(RuntimeExitDeathTest, ExitFromAKernelEndsTheProcessWithItsCode) {
+#if defined(__SANITIZE_THREAD__)
+  // exit() on one thread while others still run the kernel races by nature (the static destructors
+  // against the running blocks): ThreadSanitizer says so and exits with its own code.
+  GTEST_SKIP() << "exit() from a running kernel races with its other threads by nature";
+#endif
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const auto run = [] {
     static const hdsm::Kernel exits = hdsm::per_thread("exits", [](const hdsm::Thread& t, int*) {
