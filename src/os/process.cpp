@@ -15,10 +15,15 @@
 #include <mutex>
 
 namespace hdsm::os {
+
+namespace thread_state {
+constinit thread_local unsigned user_code_depth HDSM_FAST_TLS = 0;
+constinit thread_local bool prepared_for_faults HDSM_FAST_TLS = false;
+}  // namespace thread_state
+
 namespace {
 
 std::atomic<std::uint32_t> forks{0};
-thread_local unsigned tl_user_code = 0;
 
 // In the child, which has one thread: nothing else runs.
 void count_fork() noexcept { forks.fetch_add(1, std::memory_order_relaxed); }
@@ -49,7 +54,6 @@ struct SignalStack {
   }
 };
 thread_local SignalStack tl_signal_stack;
-thread_local bool tl_prepared = false;
 std::once_flag warned;
 
 void warn_once(const char* call, int error) {
@@ -70,10 +74,6 @@ void watch_forks() {
   if (rc != 0) throw SystemError("pthread_atfork", "hdsm's fork counter", rc);
 }
 
-RunningUserCode::RunningUserCode() noexcept { ++tl_user_code; }
-RunningUserCode::~RunningUserCode() { --tl_user_code; }
-bool running_user_code() noexcept { return tl_user_code != 0; }
-
 void user_code_ended_its_thread(const char* what) noexcept {
   std::fprintf(
       stderr,
@@ -84,13 +84,14 @@ void user_code_ended_its_thread(const char* what) noexcept {
   std::abort();
 }
 
-Origin::Origin() noexcept : forks_(fork_generation()), in_user_code_(tl_user_code != 0) {}
+Origin::Origin() noexcept : forks_(fork_generation()), in_user_code_(running_user_code()) {}
 bool Origin::same_process() const noexcept { return forks_ == fork_generation(); }
-bool Origin::may_tear_down() const noexcept { return same_process() && (tl_user_code == 0 || in_user_code_); }
+bool Origin::may_tear_down() const noexcept {
+  return same_process() && (!running_user_code() || in_user_code_);
+}
 
-void prepare_thread_for_faults() noexcept {
-  if (tl_prepared) return;
-  tl_prepared = true;
+void prepare_thread_for_faults_once() noexcept {
+  thread_state::prepared_for_faults = true;
   sigset_t faults;
   sigemptyset(&faults);
   sigaddset(&faults, SIGSEGV);

@@ -20,16 +20,24 @@ std::uint32_t fork_generation() noexcept;
 /// Installs the fork counter once per process; SystemError naming pthread_atfork when it fails.
 void watch_forks();
 
+// The calling thread's state, read and written inline on every launch: initial-exec TLS (one
+// instruction, no __tls_get_addr), constinit (no initialisation wrapper call).
+#define HDSM_FAST_TLS __attribute__((tls_model("initial-exec")))
+namespace thread_state {
+extern constinit thread_local unsigned user_code_depth HDSM_FAST_TLS;
+extern constinit thread_local bool prepared_for_faults HDSM_FAST_TLS;
+}  // namespace thread_state
+
 /// While one lives, the calling thread runs a program's code for hdsm (a block of a kernel, a crc
 /// task). Nests.
 class RunningUserCode {
  public:
-  RunningUserCode() noexcept;
-  ~RunningUserCode();
+  RunningUserCode() noexcept { ++thread_state::user_code_depth; }
+  ~RunningUserCode() { --thread_state::user_code_depth; }
   RunningUserCode(const RunningUserCode&) = delete;
   RunningUserCode& operator=(const RunningUserCode&) = delete;
 };
-bool running_user_code() noexcept;
+inline bool running_user_code() noexcept { return thread_state::user_code_depth != 0; }
 
 /// What an object that owns threads notes when it is made (a runtime, a crc runtime, a cluster
 /// session), to know later whether it may use and stop them.
@@ -56,7 +64,10 @@ class Origin {
 /// there; and SIGSEGV and SIGBUS unblocked, so that hdsm's own faults reach its handler in a
 /// program that blocked every signal before it made threads. Once per thread; an alternate stack
 /// the program set up is kept. Where the stack cannot be mapped, it says so once and goes on.
-void prepare_thread_for_faults() noexcept;
+void prepare_thread_for_faults_once() noexcept;
+inline void prepare_thread_for_faults() noexcept {
+  if (!thread_state::prepared_for_faults) prepare_thread_for_faults_once();
+}
 
 /// For a `catch (abi::__forced_unwind&)` before a `catch (...)` around a program's code on a thread
 /// hdsm waits for: pthread_exit or pthread_cancel there unwinds with a forced unwind, which may not
