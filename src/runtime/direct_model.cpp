@@ -253,6 +253,8 @@ void DirectModel::sync_device(unsigned device) {
     lock.unlock();
     try {
       q.synchronize();
+      // A failure of the work is reported once, here by the event recorded above.
+      Event(recorded).wait();
     } catch (...) {
       // Reported here, once: a later sync that finds the device idle has no failure to wait for
       // (the event recorded above carries it, and would throw it again). Only that event: another

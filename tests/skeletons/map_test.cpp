@@ -196,3 +196,35 @@ TEST(MapIndexOnDevices, opencl) {
 }
 
 }  // namespace
+
+namespace {
+
+// A host-only user function (the sim runs its C++ body) that throws on one element.
+struct ThrowsOn13 {
+  static constexpr const char* name = "throws_on_13";
+  static constexpr const char* opencl_source = "long throws_on_13(long a) { return a; }";
+  static long call(long a) {
+    if (a == 13) throw std::runtime_error("user function saw 13");
+    return a + 1;
+  }
+};
+HDSM_USER_FUNCTION(plus_one, long, (long a), { return a + 1; })
+
+// A user function that throws fails the access that waits for its call, once; the device and the
+// containers go on (before, the device queue reported the failure in every later call's event, so
+// every Map and Reduce on that device failed with it until the runtime ended).
+TEST(MapErrors, AUserFunctionThatThrowsFailsItsCallOnceAndTheDeviceGoesOn) {
+  hdsm::Runtime rt(sim(1));
+  const hdsm::ContainerOptions o{&rt};
+  hdsm::Vector<long> x(100, o), y(100, o);
+  for (std::size_t i = 0; i < 100; ++i) x[i] = static_cast<long>(i);
+  hdsm::Map<ThrowsOn13>{}.devices({0})(y, x);
+  EXPECT_THROW((void)static_cast<long>(y[0]), hdsm::KernelFailure);
+  hdsm::Vector<long> a(10, 1L, o), b(10, o);
+  hdsm::Map<plus_one>{}.devices({0})(b, a);
+  EXPECT_EQ(static_cast<long>(b[9]), 2);
+  hdsm::Map<plus_one>{}.devices({0})(y, x);
+  EXPECT_EQ(static_cast<long>(y[13]), 14);
+}
+
+}  // namespace

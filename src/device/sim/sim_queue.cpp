@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 namespace hdsm::sim {
@@ -95,7 +96,7 @@ void SimQueue::serve() {
     }
     op.run = nullptr;  // release captured state outside the lock
     lock.lock();
-    if (failure && !error_) error_ = failure;
+    if (failure && !unreported_) unreported_ = failure;
     busy_ = false;
     outstanding_.fetch_sub(1, std::memory_order_release);
     if (ops_.empty()) idle_cv_.notify_all();
@@ -243,10 +244,13 @@ void SimQueue::launch(const Kernel& kernel, const Launch& launch, std::span<cons
 Event SimQueue::record() {
   auto state = std::make_shared<SimEventState>();
   enqueue([this, state] {
+    // Each failure is reported once, as CUDA reports an error once: by the first event recorded
+    // after it, or by synchronize() if that comes first. Later events and synchronizes do not fail
+    // with a kernel long reported.
     std::exception_ptr error;
     {
       std::lock_guard lock(mutex_);
-      error = error_;
+      error = std::exchange(unreported_, nullptr);
     }
     state->modelled = ready_;
     state->complete(error);
@@ -281,7 +285,7 @@ void SimQueue::synchronize() {
   std::exception_ptr error;
   {
     std::unique_lock lock = idle_lock();
-    error = std::exchange(error_, nullptr);
+    error = std::exchange(unreported_, nullptr);
   }
   if (tracer.enabled())
     tracer.span(tracer.host_thread_lane(), "synchronize " + device_.name(), begin, Clock::now());

@@ -72,7 +72,7 @@ class SimQueue final : public Queue {
   bool busy_ = false;
   std::atomic<bool> stop_{false};
   std::atomic<std::size_t> outstanding_{0};  // operations enqueued and not finished (read while spinning)
-  std::exception_ptr error_;                 // first failure since the last synchronize()
+  std::exception_ptr unreported_;            // first failure no event or synchronize() reported yet
   Clock::time_point ready_{};  // the worker's only: when the previous operation ended (see above)
   os::Mapping bounce_;         // pinned staging for pageable memory, made on first use
   std::thread worker_;

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
 namespace {
@@ -131,6 +132,28 @@ TEST(SimDevice, FreeWaitsForQueuedWork) {
   d.free(buf);  // must not return while the copy still writes into the freed range
   EXPECT_EQ(d.memory_used(), 0u);
   EXPECT_NO_THROW(q->synchronize());
+}
+
+// A failed kernel is reported once: by the first event after it (or synchronize(), had that come
+// first). Before, every later event and the next synchronize() reported it again, so a layer that
+// waits on events (the containers, the ADSM sync) failed with it forever.
+TEST(SimDevice, AQueueReportsAFailureOnce) {
+  hdsm::Runtime rt(sim_config());
+  auto& d = rt.default_device();
+  auto q = d.create_queue();
+  const auto fails =
+      hdsm::per_thread("fails_once", [](const hdsm::Thread&) { throw std::runtime_error("boom"); });
+  const auto noop = hdsm::per_thread("noop_after", [](const hdsm::Thread&) {});
+  q->launch(fails, hdsm::cover(1), {});
+  const hdsm::Event after_failure = q->record();
+  q->launch(noop, hdsm::cover(1), {});
+  const hdsm::Event later = q->record();
+  EXPECT_THROW(after_failure.wait(), hdsm::KernelFailure);
+  EXPECT_NO_THROW(later.wait());
+  EXPECT_NO_THROW(q->synchronize());
+  q->launch(fails, hdsm::cover(1), {});
+  EXPECT_THROW(q->synchronize(), hdsm::KernelFailure);  // no event in between: synchronize reports it
+  EXPECT_NO_THROW(q->record().wait());
 }
 
 }  // namespace

@@ -65,7 +65,7 @@ TEST_F(Staging, SettleWaitsForTheDeviceWorkAndReportsItsError) {
   queue->launch(fails, hdsm::cover(1), {});
   chunk.pending().push_back(queue->record());
   EXPECT_ANY_THROW(chunk.settle());
-  EXPECT_ANY_THROW(queue->synchronize());
+  EXPECT_NO_THROW(queue->synchronize());  // reported once, by the event
   device_.free(buffer);
 }
 
