@@ -75,6 +75,9 @@ namespace hdsm {
 
 namespace detail {
 
+/// n / d rounded up, with no overflow whatever d (chunks(SIZE_MAX) wrapped n + d - 1 to a zero chunk).
+constexpr std::size_t ceil_div(std::size_t n, std::size_t d) { return n / d + (n % d != 0 ? 1 : 0); }
+
 #define HDSM_DETAIL_MATH1(F)                                                  \
   HDSM_HOST_DEVICE static float F(float x) { return ::F##f(x); } /* NOLINT */ \
   HDSM_HOST_DEVICE static double F(double x) { return ::F(x); }
@@ -860,7 +863,7 @@ class Reduce : public detail::SkeletonOptions<Reduce<F>> {
       const std::size_t first = split_parts.first(part);
       const std::size_t last = split_parts.last(part);
       if (first == last) continue;
-      const std::size_t chunk = (last - first + chunks_ - 1) / chunks_;
+      const std::size_t chunk = detail::ceil_div(last - first, chunks_);  // no wrap for a huge chunks()
       const std::size_t count = (last - first + chunk - 1) / chunk;
       partials->emplace_back(count, ContainerOptions{&rt});
       launch(devices[part], detail::ReduceKernel<F, T>::get(), cover(count),
@@ -1744,7 +1747,7 @@ class MapReduce : public detail::SkeletonOptions<MapReduce<M, R>> {
       const std::size_t first = split_parts.first(part);
       const std::size_t last = split_parts.last(part);
       if (first == last) continue;
-      const std::size_t chunk = (last - first + chunks_ - 1) / chunks_;
+      const std::size_t chunk = detail::ceil_div(last - first, chunks_);  // no wrap for a huge chunks()
       const std::size_t count = (last - first + chunk - 1) / chunk;
       partials->emplace_back(count, ContainerOptions{&rt});
       auto args = std::tuple_cat(std::make_tuple(hdsm::out(partials->back())),
@@ -1955,7 +1958,7 @@ class Scan : public detail::SkeletonOptions<Scan<F>> {
       const std::size_t first = split_parts.first(p);
       const std::size_t last = split_parts.last(p);
       if (first == last) continue;
-      const std::size_t chunk = (last - first + chunks_ - 1) / chunks_;
+      const std::size_t chunk = detail::ceil_div(last - first, chunks_);  // no wrap for a huge chunks()
       const std::size_t count = (last - first + chunk - 1) / chunk;
       parts.push_back({devices[p], first, last, chunk, count, Vector<T>(count, ContainerOptions{&rt})});
       Part& part = parts.back();

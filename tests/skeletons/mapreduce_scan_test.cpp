@@ -50,6 +50,8 @@ TEST(MapReduce, DotProductIsTheSameOnEveryBackendAndDeviceCount) {
   EXPECT_EQ(dot(v[0], v[1], 3L), expect);
   EXPECT_EQ(dot.devices({0, 1})(v[0], v[1], 3L), expect);
   EXPECT_EQ(dot.devices({0, 1, 2}).chunks(5)(v[0], v[1], 3L), expect);
+  EXPECT_EQ(dot.chunks(SIZE_MAX)(v[0], v[1], 3L), expect);  // a chunk size that wrapped to 0 before
+  dot.chunks(5);
   EXPECT_EQ(dot.start_value(100)(v[0], v[1], 3L), expect + 100);
   long biggest = v[0](0) * v[1](0) + 3;
   for (std::size_t i = 0; i < n; ++i) biggest = std::max(biggest, v[0](i) * v[1](i) + 3);
@@ -117,7 +119,8 @@ TEST(Scan, InclusiveAndExclusiveAreTheSameOnEveryBackendAndDeviceCount) {
     for (const auto backend : {hdsm::SkeletonBackend::host, hdsm::SkeletonBackend::devices}) {
       for (const std::initializer_list<unsigned> devices :
            {std::initializer_list<unsigned>{0}, {0, 1}, {2, 0, 1}}) {
-        for (const std::size_t chunks : {std::size_t{256}, std::size_t{3}}) {
+        for (const std::size_t chunks :
+             {std::size_t{256}, std::size_t{3}, SIZE_MAX}) {  // SIZE_MAX: a chunk size that wrapped to 0
           scan.backend(backend).devices(devices).chunks(chunks).mode(hdsm::ScanMode::inclusive);
           scan(out, in);
           ASSERT_EQ(contents(out), inclusive(in, nullptr));

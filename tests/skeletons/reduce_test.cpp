@@ -37,6 +37,10 @@ TEST(Reduce, IntegerSumsAreTheSameOnEveryBackendAndDeviceCount) {
   EXPECT_EQ(sum.devices({0, 1})(v), expect);
   EXPECT_EQ(sum.devices({0, 1, 2}).chunks(7)(v), expect);
   EXPECT_EQ(sum(v, 10L), expect + 10);
+  // More chunks than elements, up to SIZE_MAX: one element a chunk (the chunk size wrapped to 0 and
+  // divided by it before).
+  EXPECT_EQ(sum.chunks(n + 1)(v), expect);
+  EXPECT_EQ(sum.chunks(SIZE_MAX)(v), expect);
 }
 
 TEST(Reduce, MinimumAndFloatingPointSums) {
