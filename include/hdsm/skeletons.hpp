@@ -451,6 +451,16 @@ Slice<T> slice_of(const ContainerPart<T>& part, const char* prefix, const char* 
   return {*part.core, e.offset, e.cols};
 }
 
+/// slice_of for an output, which may not be a const container (as out() of one does not compile for a
+/// typed kernel).
+template <class O>
+auto output_slice_of(O& out, const char* prefix, const char* function) {
+  // A const part (a handle into a container) still writes the container; a const container does not.
+  static_assert(!(std::is_const_v<O> && WholeContainer<std::remove_const_t<O>>),
+                "hdsm: a skeleton's output cannot be a const container");
+  return slice_of(out, prefix, function);
+}
+
 /// InvalidArgument (naming skeleton `prefix` + `function` + ">") unless the outputs are apart and each
 /// input is apart from each output or the same elements of it: an element may be updated in place,
 /// not read at another index.
@@ -662,7 +672,7 @@ class MapBase : public SkeletonOptions<Derived> {
                   "hdsm::Map: a uniform does not convert to the user function's parameter");
     const char* prefix = Indexed ? "hdsm::MapIndex<" : "hdsm::Map<";
     run_map<F, Indexed>(this->backend_, this->devices_, this->split_,
-                        std::make_tuple(slice_of(std::get<O>(all), prefix, F::name)...),
+                        std::make_tuple(output_slice_of(std::get<O>(all), prefix, F::name)...),
                         std::make_tuple(slice_of(std::get<Outputs + I>(all), prefix, F::name)...),
                         std::tuple<std::tuple_element_t<First + Inputs + J, Params>...>(
                             std::get<Outputs + Inputs + J>(all)...));
@@ -1094,7 +1104,7 @@ class MapArray : public detail::SkeletonOptions<MapArray<F, Indexed>> {
     const std::tuple<std::tuple_element_t<kFirst + 1 + Inputs + J, Params>...> u(
         std::get<Inputs + J>(all)...);
     const char* prefix = Indexed ? "hdsm::MapArrayIndex<" : "hdsm::MapArray<";
-    run(detail::slice_of(out, prefix, F::name), detail::slice_of(array, prefix, F::name), u,
+    run(detail::output_slice_of(out, prefix, F::name), detail::slice_of(array, prefix, F::name), u,
         detail::slice_of(std::get<I>(all), prefix, F::name)...);
   }
 
@@ -1496,7 +1506,7 @@ class MapOverlap : public detail::EdgeOptions<MapOverlap<F>> {
     static_assert(
         std::is_same_v<std::tuple_element_t<0, Params>, const T*>,
         "hdsm::MapOverlap: the user function's first parameter is const T*, T the vector's element type");
-    call(detail::slice_of(out, "hdsm::MapOverlap<", F::name),
+    call(detail::output_slice_of(out, "hdsm::MapOverlap<", F::name),
          detail::slice_of(in, "hdsm::MapOverlap<", F::name), std::make_index_sequence<sizeof...(Args)>{},
          std::forward<Args>(uniforms)...);
   }
@@ -1893,7 +1903,7 @@ class Scan : public detail::SkeletonOptions<Scan<F>> {
     if (mode_ == ScanMode::exclusive)
       throw InvalidArgument(std::string("hdsm::Scan<") + F::name +
                             ">: an exclusive scan starts from a value: give one, scan(out, in, start)");
-    run(detail::slice_of(out, "hdsm::Scan<", F::name), detail::slice_of(in, "hdsm::Scan<", F::name),
+    run(detail::output_slice_of(out, "hdsm::Scan<", F::name), detail::slice_of(in, "hdsm::Scan<", F::name),
         static_cast<const T*>(nullptr));
   }
   /// The scan starting from `start`: out[i] = F(start, in[0], ..., in[i]) inclusive, or the exclusive
@@ -1901,7 +1911,8 @@ class Scan : public detail::SkeletonOptions<Scan<F>> {
   template <class O, class V>
   requires(detail::is_operand<O>&& detail::is_operand<V>) void operator()(
       O&& out, V&& in, const detail::operand_element_t<V>& start) {
-    run(detail::slice_of(out, "hdsm::Scan<", F::name), detail::slice_of(in, "hdsm::Scan<", F::name), &start);
+    run(detail::output_slice_of(out, "hdsm::Scan<", F::name), detail::slice_of(in, "hdsm::Scan<", F::name),
+        &start);
   }
 
  private:
