@@ -191,7 +191,8 @@ struct Parts {
 Parts skeleton_parts(Runtime& runtime, std::vector<unsigned> devices, const SplitChoice& split,
                      std::size_t n);
 /// The measured speed of each device (bytes per second of a copy within its memory), measured on
-/// first use and kept by the runtime.
+/// first use and kept by the runtime; empty when a device's free memory holds not even two 64 KiB
+/// buffers to measure with (the split is then equal, and the device measured at a later call).
 std::vector<double> device_speeds(Runtime& runtime, const std::vector<unsigned>& devices);
 
 /// The devices a skeleton call runs on: its own choice (checked), else HDSM_SKELETON_DEVICES (the

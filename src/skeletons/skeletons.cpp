@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -107,31 +108,42 @@ struct Speeds {
 
 // A copy within the device's memory, 8 MiB, best of 3 after a first one: its bandwidth bounds what
 // skeleton kernels (which stream their operands) get, and needs no kernel body of any backend.
-double measure_speed(Device& device) {
-  constexpr std::size_t kBytes = std::size_t{8} << 20;
-  const DeviceBuffer a = device.alloc(kBytes);
-  DeviceBuffer b{};
-  try {
-    b = device.alloc(kBytes);
-    const std::unique_ptr<Queue> queue = device.create_queue();
-    queue->fill(a, 0, kBytes, 1);
-    queue->synchronize();
-    double best = 0;
-    for (int round = 0; round < 4; ++round) {
-      const auto begin = std::chrono::steady_clock::now();
-      queue->copy_on_device(b, 0, a, 0, kBytes);
-      queue->synchronize();
-      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - begin;
-      if (round > 0 && took.count() > 0) best = std::max(best, static_cast<double>(kBytes) / took.count());
+// Bytes a second of a copy on `device`, with the largest buffers up to 8 MiB that its free memory
+// holds (the containers' copies may fill it: the measurement does not evict them); nothing when not
+// even two 64 KiB buffers fit.
+std::optional<double> measure_speed(Device& device) {
+  constexpr std::size_t kMost = std::size_t{8} << 20, kLeast = std::size_t{64} << 10;
+  for (std::size_t bytes = kMost; bytes >= kLeast; bytes /= 2) {
+    DeviceBuffer a{}, b{};
+    try {
+      a = device.alloc(bytes);
+      b = device.alloc(bytes);
+    } catch (const OutOfDeviceMemory&) {
+      if (a) device.free(a);
+      continue;
     }
-    device.free(b);
-    device.free(a);
-    return best > 0 ? best : 1;
-  } catch (...) {
-    if (b) device.free(b);
-    device.free(a);
-    throw;
+    try {
+      const std::unique_ptr<Queue> queue = device.create_queue();
+      queue->fill(a, 0, bytes, 1);
+      queue->synchronize();
+      double best = 0;
+      for (int round = 0; round < 4; ++round) {
+        const auto begin = std::chrono::steady_clock::now();
+        queue->copy_on_device(b, 0, a, 0, bytes);
+        queue->synchronize();
+        const std::chrono::duration<double> took = std::chrono::steady_clock::now() - begin;
+        if (round > 0 && took.count() > 0) best = std::max(best, static_cast<double>(bytes) / took.count());
+      }
+      device.free(b);
+      device.free(a);
+      return best > 0 ? best : 1;
+    } catch (...) {
+      device.free(b);
+      device.free(a);
+      throw;
+    }
   }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -142,7 +154,11 @@ std::vector<double> device_speeds(Runtime& runtime, const std::vector<unsigned>&
   std::vector<double> out;
   for (unsigned d : devices) {
     auto it = speeds.of.find(d);
-    if (it == speeds.of.end()) it = speeds.of.emplace(d, measure_speed(*runtime.devices()[d])).first;
+    if (it == speeds.of.end()) {
+      const std::optional<double> speed = measure_speed(*runtime.devices()[d]);
+      if (!speed) return {};  // a device too full to measure now: an equal split this time
+      it = speeds.of.emplace(d, *speed).first;
+    }
     out.push_back(it->second);
   }
   return out;

@@ -54,6 +54,21 @@ TEST(SkeletonSplit, MeasuredSpeedsAreMeasuredOnceAndSplitByThem) {
             (std::vector<std::size_t>{0, 5, 10}));
 }
 
+// A device whose memory the containers' copies fill is measured with what fits, or not at all (an
+// equal split): before, the measurement's two 8 MiB buffers, which evict nothing, made the call fail
+// with OutOfDeviceMemory.
+TEST(SkeletonSplit, AMeasuredSplitOnFullDevicesStillRuns) {
+  hdsm::Runtime rt(sim(2).set("HDSM_SKELETON_SPLIT", "measured").set("HDSM_SIM_MEMORY", "8MiB"));
+  hdsm::DeviceBuffer held[2] = {rt.device(0).alloc(8 << 20), rt.device(1).alloc((8 << 20) - (256 << 10))};
+  EXPECT_TRUE(hdsm::detail::device_speeds(rt, {0, 1}).empty()) << "sim0 has no room to measure";
+  EXPECT_EQ(hdsm::detail::skeleton_parts(rt, {0, 1}, {}, 10).bounds, (std::vector<std::size_t>{0, 5, 10}));
+  rt.device(0).free(held[0]);
+  const std::vector<double> speeds = hdsm::detail::device_speeds(rt, {0, 1});  // sim1 with 64 KiB buffers
+  ASSERT_EQ(speeds.size(), 2U);
+  EXPECT_GT(speeds[1], 0);
+  rt.device(1).free(held[1]);
+}
+
 TEST(SkeletonSplit, EverySkeletonComputesTheSameOnUnequalParts) {
   hdsm::Runtime rt(sim(3));
   const hdsm::ContainerOptions o{&rt};
