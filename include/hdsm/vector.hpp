@@ -10,11 +10,13 @@
 
 #include <hdsm/export.h>
 #include <hdsm/container.hpp>
+#include <hdsm/error.hpp>
 
 #include <algorithm>
 #include <cstring>
 #include <initializer_list>
 #include <iterator>
+#include <string>
 
 HDSM_VISIBLE_BEGIN
 namespace hdsm {
@@ -176,13 +178,19 @@ class Vector : public detail::TypedContainer<T> {
     this->resize_core(n + 1, n + 1);
     this->host()[n] = value;
   }
-  void pop_back() { resize(this->size() - 1); }
+  void pop_back() {
+    if (this->size() == 0) throw InvalidArgument("pop_back of an empty " + this->core().name());
+    resize(this->size() - 1);
+  }
   void clear() { resize(0); }
   /// Removes elements [first, last); returns an iterator to the element after them.
   iterator erase(iterator first, iterator last) {
     const std::size_t a = first.index();
     const std::size_t b = last.index();
-    this->core().check_range(a, b >= a ? b - a : this->size() + 1, "erase");
+    if (b < a)
+      throw InvalidArgument("erase of elements [" + std::to_string(a) + ", " + std::to_string(b) +
+                            ") of the " + this->core().name() + ": the last comes before the first");
+    this->core().check_range(a, b - a, "erase");
     T* p = this->host_range(0, this->size(), Access::read_write);
     std::memmove(p + a, p + b, (this->size() - b) * sizeof(T));
     this->resize_core(this->size() - (b - a), this->size() - (b - a));

@@ -352,8 +352,10 @@ void ContainerCore::refresh_flags() {
 
 void ContainerCore::check_range(std::size_t first, std::size_t n, const char* what) const {
   if (first > elements_ || n > elements_ - first)
-    throw InvalidArgument(  // name() says how many elements there are
-        fmt::format("{}: elements [{}, {}) outside the {}", what, first, first + n, name()));
+    throw InvalidArgument(  // name() says how many elements there are; first + n may wrap
+        n > SIZE_MAX - first
+            ? fmt::format("{}: {} elements from element {} outside the {}", what, n, first, name())
+            : fmt::format("{}: elements [{}, {}) outside the {}", what, first, first + n, name()));
 }
 
 void ContainerCore::check_extent(const Extent& e, const char* what) const {
@@ -497,6 +499,10 @@ void ContainerCore::wait() {
 }
 
 void ContainerCore::resize(std::size_t elements, std::size_t row_length) {
+  // As a host access waits for the calls it conflicts with, a change of size waits for every call
+  // on the container (it frees the device copies they use): before, it threw while one was in flight,
+  // so whether a push_back after an asynchronous call worked depended on timing.
+  wait();
   Shared& shared = state_->shared;
   std::lock_guard lock(shared.mutex);
   State& s = *state_;
