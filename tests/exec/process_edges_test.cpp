@@ -125,8 +125,9 @@ void crash_into_an_exiting_handler() {
   std::vector<int> out(1);
   run(testing::vector_add(), ex, Launch{Dim3{1}, Dim3{1}, 0}, out.data(), out.data(), out.data(),
       std::uint64_t{0});  // this thread now has hdsm's signal stack
-  volatile int* wild = nullptr;
-  *wild = 1;
+  // Not null itself, which UBSan would catch before the hardware does.
+  volatile std::uintptr_t wild = 0x10;
+  *reinterpret_cast<volatile int*>(wild) = 1;
 }
 
 // A program's crash handler that calls exit() runs on the signal stack hdsm gave the thread; exit()
