@@ -113,9 +113,23 @@ struct ContainerCore::State {
   ContainerStats stats;
 
   std::size_t prune_at = 16;  // in_flight's size at which prune_sometimes() prunes
+  /// Forgets the work that completed, except work that failed: the next access that waits for it
+  /// reports the failure (a device reports each failure once, in the event after it).
   void prune() {
-    std::erase_if(in_flight, [](const InFlight& f) { return f.done.query(); });
+    std::erase_if(in_flight, [](const InFlight& f) { return f.done.query() && !failed(f.done); });
     prune_at = std::max<std::size_t>(16, 2 * in_flight.size());
+  }
+  /// After a wait reported a failure: forgets every completed entry, the failed ones included.
+  void forget_completed() {
+    std::erase_if(in_flight, [](const InFlight& f) { return f.done.query(); });
+  }
+  static bool failed(const Event& done) {
+    try {
+      done.wait();  // complete: returns at once, or throws its failure
+      return false;
+    } catch (...) {
+      return true;
+    }
   }
   /// prune() once in_flight has doubled since the last: O(1) amortized per device access, where a
   /// prune on each would scan every call still queued. Entries of completed work left meanwhile are
@@ -383,7 +397,14 @@ void ContainerCore::host_access(std::size_t first, std::size_t n, Access mode) {
     s.prune();
     conflicts = s.conflicting(range, mode);
   }
-  for (const Event& e : conflicts) e.wait();
+  try {
+    for (const Event& e : conflicts) e.wait();
+  } catch (...) {
+    std::lock_guard lock(s.shared.mutex);
+    s.forget_completed();  // reported here, once
+    refresh_flags();
+    throw;
+  }
   std::lock_guard lock(s.shared.mutex);
   s.prune();
   if (mode != Access::read && s.set.mechanism() == Mechanism::initial) s.check_no_views("host write");
@@ -492,7 +513,14 @@ void ContainerCore::wait() {
     std::lock_guard lock(state_->shared.mutex);
     for (const InFlight& f : state_->in_flight) events.push_back(f.done);
   }
-  for (const Event& e : events) e.wait();
+  try {
+    for (const Event& e : events) e.wait();
+  } catch (...) {
+    std::lock_guard lock(state_->shared.mutex);
+    state_->forget_completed();  // reported here, once
+    refresh_flags();
+    throw;
+  }
   std::lock_guard lock(state_->shared.mutex);
   state_->prune();
   refresh_flags();

@@ -157,6 +157,20 @@ TEST_F(Async, AFailureReachesTheNextAccessOfWhatTheCallWrote) {
   EXPECT_THROW(map.backend(hdsm::SkeletonBackend::host)(b, a), std::runtime_error) << "host: at the call";
 }
 
+// The same after the failed call completed and another access pruned the container's finished work:
+// the failed work is kept until an access reports it (before, the prune dropped it, and the read of
+// b went unreported, since a device reports a failure once).
+TEST_F(Async, AFailureSurvivesThePruneOfFinishedWork) {
+  hdsm::Vector<long> a(100, o), b(100, o);
+  for (std::size_t i = 0; i < 100; ++i) a(i) = static_cast<long>(i);
+  hdsm::Map<as_boom> map;
+  map.devices({0, 1})(b, a);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));           // the kernels have finished
+  EXPECT_EQ(static_cast<long>(b[99]), 99) << "device 1's part is fine";  // prunes b's finished work
+  EXPECT_THROW((void)static_cast<long>(b[3]), hdsm::KernelFailure);
+  EXPECT_NO_THROW((void)static_cast<long>(b[3])) << "reported once";
+}
+
 TEST_F(Async, AFailedReductionThrowsFromGet) {
   hdsm::Vector<long> a(10, 7L, o);
   hdsm::MapReduce<as_boom, as_gated_add> mr;
