@@ -323,9 +323,8 @@ void SharedSpace::release(unsigned device, std::span<const ObjectUse> uses) {
 void SharedSpace::acquire(unsigned device, std::span<const ObjectUse> uses, const Event* after) {
   auto selected = select(device, uses, "SharedSpace::acquire");
   // A failed kernel (or copy) before the acquire: the objects come back all the same, with whatever
-  // content the failed work left, and the error is thrown once they have. A queue reports its first
-  // failure in every event recorded after it until it is synchronized: synchronizing it here lets the
-  // copies below and later calls, syncs and faults work, instead of failing with this error forever.
+  // content the failed work left, and the error is thrown once they have (the queue reported it
+  // once, to this wait, and goes on).
   std::exception_ptr failed;
   try {
     if (after != nullptr)
@@ -334,12 +333,6 @@ void SharedSpace::acquire(unsigned device, std::span<const ObjectUse> uses, cons
       queues_[device]->synchronize();
   } catch (...) {
     failed = std::current_exception();
-  }
-  if (failed && after != nullptr) {
-    try {
-      queues_[device]->synchronize();
-    } catch (...) {  // NOLINT(bugprone-empty-catch): the failure already caught, or one after it
-    }
   }
   const auto begin = obs::Clock::now();
   std::size_t bytes = 0;

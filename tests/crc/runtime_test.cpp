@@ -1063,19 +1063,11 @@ TEST(CrcHomeWorks, AnAccessOfTheHomesThatNeedsServingIsUnsupported) {
 
 namespace {
 
-// Deep enough to overflow any thread's stack (1 KiB a level, up to 1 GiB).
-int recurse_deeply(int depth) {
-  volatile char frame[1024];
-  frame[0] = static_cast<char>(depth);
-  if (depth > (1 << 20)) return frame[0];
-  return recurse_deeply(depth + 1) + frame[0];
-}
-
 void overflow_in_a_task() {
   hdsm::test::default_fault_disposition();  // a sanitizer's handler would report it its own way
   crc::Runtime rt(options(2));
   rt.run([] {
-    if (crc::worker_id() == 1) std::printf("%d\n", recurse_deeply(0));
+    if (crc::worker_id() == 1) std::printf("%d\n", hdsm::test::recurse_deeply(0));
   });
 }
 

@@ -70,19 +70,12 @@ TEST_F(ProcessEdgesDeathTest, AFrameLargerThanItsFiberStackFaultsWithAMessage) {
   EXPECT_DEATH(run_big_frame(), "stack overflow");
 }
 
-// Deep enough to overflow any thread's stack (an 8 MiB default; 1 KiB a level, up to 1 GiB).
-int recurse(int depth) {
-  volatile char frame[1024];
-  frame[0] = static_cast<char>(depth);
-  if (depth > (1 << 20)) return frame[0];
-  return recurse(depth + 1) + frame[0];
-}
-
 void run_deep_recursion() {
   from_default_disposition();
   Executor ex{ExecutorOptions{2}};
   const Kernel deep = per_block("deep", [](Block& b, int* out) {
-    if (b.index().x == 1) out[0] = recurse(0);  // block 1: on the second worker, or the first
+    if (b.index().x == 1)
+      out[0] = hdsm::test::recurse_deeply(0);  // block 1: on the second worker, or the first
   });
   std::vector<int> out(1);
   run(deep, ex, Launch{Dim3{2}, Dim3{1}, 0}, out.data());

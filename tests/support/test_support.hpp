@@ -55,6 +55,14 @@ inline void default_fault_disposition() {
   ::sigaction(SIGBUS, &dfl, nullptr);
 }
 
+/// Recursion deep enough to overflow any thread's stack (1 KiB a level, up to 1 GiB).
+inline int recurse_deeply(int depth) {
+  volatile char frame[1024];
+  frame[0] = static_cast<char>(depth);
+  if (depth > (1 << 20)) return frame[0];
+  return recurse_deeply(depth + 1) + frame[0];
+}
+
 /// The sanitizer runtimes install a SIGSEGV handler at start-up, which hdsm would chain foreign
 /// faults to (reporting and exiting their own way); a death test's child starts from the default
 /// disposition instead, so it dies of the signal as a plain build does.
