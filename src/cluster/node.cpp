@@ -1375,8 +1375,8 @@ HDSM_FAULT_PATH bool Node::resolve(void* address, os::FaultAccess access) noexce
         if (!twin_and_open(page, st, is_private ? PageState::private_page : PageState::valid,
                            is_private ? PageState::private_written : PageState::written))
           return refuse(kNoMappings, address);
-        if (is_private) return true;  // its changes feed the race check only
         write_faults_.fetch_add(1, std::memory_order_relaxed);
+        if (is_private) return true;  // its changes feed the race check only
         if (options_.open_ahead > 0) {
           const bool sequential = next_fault_.load(std::memory_order_relaxed) == page;
           next_fault_.store(open_ahead(page + 1, sequential), std::memory_order_relaxed);
