@@ -9,7 +9,10 @@ namespace {
 
 std::chrono::nanoseconds wire_time(std::size_t bytes, double bytes_per_ns) {
   if (bytes_per_ns <= 0) return std::chrono::nanoseconds{0};
-  return std::chrono::nanoseconds(static_cast<std::int64_t>(static_cast<double>(bytes) / bytes_per_ns));
+  // Saturated: a time past the int64 range is no conversion (undefined), and a year is forever here.
+  constexpr double kLongest = 365.0 * 24 * 3600 * 1e9;
+  return std::chrono::nanoseconds(
+      static_cast<std::int64_t>(std::min(static_cast<double>(bytes) / bytes_per_ns, kLongest)));
 }
 
 }  // namespace

@@ -61,6 +61,10 @@ TEST(Config, InvalidValuesNameVariableValueAndRange) {
   EXPECT_NE(config_error("HDSM_SIM_MEMORY", "1KiB"), "");  // below the 1 MiB minimum
   EXPECT_NE(config_error("HDSM_SIM_LINK_GBPS", "-1"), "");
   EXPECT_NE(config_error("HDSM_SIM_LINK_GBPS", "nan"), "");
+  // A rate that small would overflow a copy's modelled time; 0 (off) and 1e-6 are fine.
+  EXPECT_NE(config_error("HDSM_SIM_LINK_GBPS", "1e-300").find("too small"), std::string::npos);
+  EXPECT_EQ(config_error("HDSM_SIM_LINK_GBPS", "1e-6"), "");
+  EXPECT_EQ(config_error("HDSM_SIM_LINK_GBPS", "0"), "");
   EXPECT_NE(config_error("HDSM_SIM_POISON", "maybe"), "");
   EXPECT_NE(config_error("HDSM_SIM_PEER", "0-x"), "");
   EXPECT_NE(config_error("HDSM_NO_SUCH_KNOB", "1"), "");
