@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <memory>
 #include <regex>
 
 #include <unistd.h>
@@ -49,14 +50,21 @@ bool names_a_backend(const std::string& wanted) {
   return std::regex_match(wanted, spec);
 }
 
+/// The device of `runtime` named `wanted` or with that index (as `hdsm info` lists them); null if none.
+Device* find_device(const Runtime& runtime, const std::string& wanted) {
+  const bool is_index =
+      !wanted.empty() && wanted.size() < 6 &&
+      std::all_of(wanted.begin(), wanted.end(), [](unsigned char c) { return std::isdigit(c); });
+  for (Device* device : runtime.devices())
+    if (device->name() == wanted || (is_index && device->properties().index == std::stoul(wanted)))
+      return device;
+  return nullptr;
+}
+
 Device& select_device(const Runtime& runtime, const std::string& wanted) {
   if (wanted.empty()) return runtime.default_device();
+  if (Device* device = find_device(runtime, wanted)) return *device;
   const auto devices = runtime.devices();
-  const bool is_index = wanted.size() < 6 && std::all_of(wanted.begin(), wanted.end(),
-                                                         [](unsigned char c) { return std::isdigit(c); });
-  for (Device* device : devices)
-    if (device->name() == wanted || (is_index && device->properties().index == std::stoul(wanted)))
-      return *device;
   std::vector<std::string> listed;
   for (const Device* device : devices)
     listed.push_back(fmt::format("{} ({})", device->properties().index, device->name()));
@@ -115,11 +123,11 @@ void remove_stale_outputs(const fs::path& out, const SuiteOutcome& outcome) {
 }  // namespace
 
 int run_bench(const BenchOptions& options) {
+  const std::vector<const Suite*> selected = select_suites(options.suites);  // a misspelt one: exit 2
   if (options.list) {
     print_suite_list();
     return 0;
   }
-  const std::vector<const Suite*> selected = select_suites(options.suites);
   Config config = Config::from_environment();
   const bool backend_named = names_a_backend(options.device);
   // A device of a backend the runtime opens only on request (opencl, cuda): ask for it, so the
@@ -127,7 +135,20 @@ int run_bench(const BenchOptions& options) {
   if (backend_named) config.set("HDSM_DEVICE", options.device);
   if (options.device.starts_with("opencl")) config.set("HDSM_OPENCL", "on");
   if (options.device.starts_with("cuda")) config.set("HDSM_CUDA", "on");
-  Runtime runtime(config);
+  std::unique_ptr<Runtime> owned;
+  try {
+    owned = std::make_unique<Runtime>(config);
+  } catch (const NoDevice& e) {
+    if (!backend_named) throw;
+    throw UsageError(fmt::format("--device {}: {}", options.device, e.what()));  // exit status 2
+  }
+  // An index or name that `hdsm info` lists may be a device of a backend opened on request only
+  // (info opens them all): look for it there too, and measure with that runtime.
+  if (!backend_named && !options.device.empty() && find_device(*owned, options.device) == nullptr) {
+    std::unique_ptr<Runtime> every = runtime_with_every_backend();
+    if (find_device(*every, options.device) != nullptr) owned = std::move(every);
+  }
+  Runtime& runtime = *owned;
   Device& device = backend_named ? runtime.default_device() : select_device(runtime, options.device);
 
   const fs::path out = options.out.empty() ? fs::path(".") : fs::path(options.out);
@@ -136,6 +157,16 @@ int run_bench(const BenchOptions& options) {
   if (error || !fs::is_directory(out))
     throw std::runtime_error(fmt::format("cannot create the output folder {}: {}", out.string(),
                                          error ? error.message() : "a file of that name exists"));
+  // Before any suite runs: a folder that takes no files would lose every result at the end.
+  const fs::path report = out / "report.md";
+  try {
+    write_file(out / ".hdsm-bench-write-check", "");
+  } catch (const std::exception& e) {
+    throw std::runtime_error(fmt::format("the output folder {} takes no files ({})", out.string(), e.what()));
+  }
+  fs::remove(out / ".hdsm-bench-write-check", error);
+  // An earlier run's report would describe this run's files if this one is interrupted.
+  fs::remove(report, error);
 
   const bool draw_plots = gnuplot_available();
   if (!draw_plots)
@@ -171,21 +202,32 @@ int run_bench(const BenchOptions& options) {
     }
     outcome.seconds = watch.seconds();
     outcome.share_after = core_share();
+    if (!outcome.failed()) {
+      try {
+        ok = write_suite_outputs(out, run, outcome, draw_plots) && ok;
+      } catch (const std::exception& e) {  // the next suites still run, and the report says so
+        outcome.error = fmt::format("its results could not be written: {}", e.what());
+      }
+    }
     if (outcome.failed()) {
       fmt::print(stderr, "hdsm: error: suite '{}' failed: {}\n", suite->name, outcome.error);
       remove_stale_outputs(out, outcome);
       ok = false;
     } else {
-      ok = write_suite_outputs(out, run, outcome, draw_plots) && ok;
       fmt::print(stderr, "[{}] done in {:.1f} s\n", suite->name, outcome.seconds);
     }
     outcomes.push_back(std::move(outcome));
   }
 
-  const fs::path report = out / "report.md";
-  write_file(report, report_markdown(run, outcomes));
-  fmt::print(stderr, "hdsm bench: wrote {}\n", report.string());
   fmt::print("{}", summary_text(outcomes));
+  if (options.quick) fmt::print("{}.\n", kQuickNote);
+  try {
+    write_file(report, report_markdown(run, outcomes));
+    fmt::print(stderr, "hdsm bench: wrote {}\n", report.string());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "hdsm: error: {}\n", e.what());
+    return kExitFailure;
+  }
   return ok ? 0 : kExitFailure;
 }
 

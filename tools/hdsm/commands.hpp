@@ -2,6 +2,9 @@
 // itself propagate (UsageError: exit 2, anything else: exit 1, see main.cpp).
 #pragma once
 
+#include <hdsm/runtime.hpp>
+
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,6 +24,9 @@ struct BenchOptions {
 };
 
 int run_info(const InfoOptions& options);
+/// A runtime of the environment's configuration with the OpenCL and CUDA devices opened too where
+/// their knobs are at auto: every device `hdsm info` lists.
+std::unique_ptr<Runtime> runtime_with_every_backend();
 int run_config(bool markdown);
 int run_bench(const BenchOptions& options);
 

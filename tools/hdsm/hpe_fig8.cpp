@@ -168,7 +168,6 @@ void lock_wait_figure(SuiteContext& ctx, Runtime& rt, unsigned a, unsigned b) {
                           .x_format = ValueFormat::bytes,
                           .where = {{"figure", "fig8"}, {"workload", direction}}});
   const std::vector<std::size_t> all = sizes(ctx.quick);
-  ctx.progress.set_total(ctx.progress.total() + all.size() * 4);
   const std::size_t first_row = ctx.results.rows().size();
   for (std::size_t bytes : all)
     for (const std::string& direction : {kOneWay, kTwoWay}) {

@@ -7,8 +7,13 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 namespace {
 
@@ -74,11 +79,33 @@ int run(int argc, char** argv) {
   return kExitUsage;
 }
 
+// A standard descriptor the caller closed (`2>&-`) would be taken by the next file opened, and
+// messages meant for stderr would land in a CSV file: put /dev/null there instead.
+void open_standard_descriptors() {
+  for (int fd = 0; fd <= 2; ++fd)
+    if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+      const int null = open("/dev/null", O_RDWR);
+      if (null >= 0 && null != fd) {
+        dup2(null, fd);
+        close(null);
+      }
+    }
+}
+
+// What went to stdout must have reached it: a summary lost to a full disk or a closed pipe is an
+// error, as for any command whose output is the point.
+int checked_stdout(int code) {
+  if (std::fflush(stdout) == 0 && std::ferror(stdout) == 0) return code;
+  std::fprintf(stderr, "hdsm: error: writing the standard output failed: %s\n", std::strerror(errno));
+  return code == 0 ? 1 : code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  open_standard_descriptors();
   try {
-    return run(argc, argv);
+    return checked_stdout(run(argc, argv));
   } catch (const std::exception& e) {  // setting the command line up failed
     std::fprintf(stderr, "hdsm: error: %s\n", e.what());
   } catch (...) {

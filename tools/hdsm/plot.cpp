@@ -1,6 +1,7 @@
 #include "plot.hpp"
 
 #include "common.hpp"
+#include "report.hpp"
 
 #include "os/errno_text.hpp"
 
@@ -8,17 +9,20 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <variant>
 #include <vector>
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,12 +34,13 @@ namespace {
 constexpr std::string_view kGnuplot = "gnuplot";
 constexpr std::size_t kMaxTicLabels = 9;
 
-/// A gnuplot single-quoted string literal (a quote inside is doubled).
+/// A gnuplot single-quoted string literal (a quote inside is doubled, a control character is a
+/// space: a newline would end the command, and the rest of the text would run as gnuplot's own).
 std::string gnuplot_string(std::string_view text) {
   std::string out = "'";
   for (char c : text) {
     if (c == '\'') out += '\'';
-    out += c;
+    out += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? ' ' : c;
   }
   out += '\'';
   return out;
@@ -100,16 +105,16 @@ class IgnoreSigpipe {
   struct sigaction previous_ {};
 };
 
-/// Start gnuplot with its stdin on a pipe and its stdout on our stderr; returns its pid and the
-/// write end of the pipe.
-std::pair<pid_t, int> spawn_gnuplot(const Plot& plot) {
+/// Start gnuplot with its stdin on a pipe and its stdout on `output` (where the SVG goes); returns
+/// its pid and the write end of the pipe.
+std::pair<pid_t, int> spawn_gnuplot(const Plot& plot, int output) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0)
     throw std::runtime_error(fmt::format("plot '{}': pipe failed: {}", plot.id, os::errno_text(errno)));
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[0], STDIN_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, output, STDOUT_FILENO);
   char arg0[] = "gnuplot";
   char* argv[] = {arg0, nullptr};
   pid_t pid = 0;
@@ -134,6 +139,61 @@ bool write_all(int fd, std::string_view data) {
     data.remove_prefix(static_cast<std::size_t>(n));
   }
   return true;
+}
+
+/// gnuplot's exit status; one that has not exited after kPlotSeconds is killed (a plot takes well
+/// under a second), so a hung gnuplot cannot hold the benchmark's results back forever.
+constexpr int kPlotSeconds = 120;
+int wait_for(pid_t pid, const Plot& plot) {
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kPlotSeconds);
+  for (;;) {
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) return status;
+    if (done < 0 && errno != EINTR)
+      throw std::runtime_error(
+          fmt::format("plot '{}': waitpid on {} failed: {}", plot.id, kGnuplot, os::errno_text(errno)));
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      throw std::runtime_error(
+          fmt::format("plot '{}': {} did not finish within {} s", plot.id, kGnuplot, kPlotSeconds));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+/// The whole content of the memory file `fd`, from its start.
+std::string read_all(int fd, const Plot& plot) {
+  std::string text;
+  char buffer[65536];
+  for (off_t offset = 0;;) {
+    const ssize_t n = pread(fd, buffer, sizeof buffer, offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      throw std::runtime_error(
+          fmt::format("plot '{}': reading {}'s output failed: {}", plot.id, kGnuplot, os::errno_text(errno)));
+    if (n == 0) return text;
+    text.append(buffer, static_cast<std::size_t>(n));
+    offset += n;
+  }
+}
+
+/// `text` as XML character data.
+std::string xml_text(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '&')
+      out += "&amp;";
+    else if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else
+      out += c;
+  }
+  return out;
 }
 
 }  // namespace
@@ -172,13 +232,13 @@ PlotData plot_data(const Results& results, const Plot& plot) {
 
 bool gnuplot_available() { return !find_in_path(kGnuplot).empty(); }
 
-std::string gnuplot_script(const Results& results, const Plot& plot, const std::filesystem::path& svg) {
+std::string gnuplot_script(const Results& results, const Plot& plot) {
   const PlotData data = plot_data(results, plot);
   const std::vector<PlotSeries>& series = data.series;
   const std::vector<std::string>& categories = data.categories;
   std::string script;
   script += "set terminal svg size 900,560 dynamic noenhanced font 'sans,12' background rgb 'white'\n";
-  script += fmt::format("set output {}\n", gnuplot_string(svg.string()));
+  script += "set output\n";  // stdout, which render_svg reads: no file name reaches the script
   script += fmt::format("set title {}\n", gnuplot_string(plot.title));
   script += fmt::format("set xlabel {}\n", gnuplot_string(plot.x_label.empty() ? plot.x : plot.x_label));
   script += fmt::format("set ylabel {}\n", gnuplot_string(plot.y_label.empty() ? plot.y : plot.y_label));
@@ -228,18 +288,25 @@ std::string gnuplot_script(const Results& results, const Plot& plot, const std::
 }
 
 void render_svg(const Results& results, const Plot& plot, const std::filesystem::path& svg) {
-  const std::string script = gnuplot_script(results, plot, svg);
-  std::error_code error;
-  std::filesystem::remove(svg, error);
+  const std::string script = gnuplot_script(results, plot);
+  // gnuplot's output goes to a memory file, checked before it is written out under its name.
+  struct Descriptor {
+    int fd;
+    ~Descriptor() { close(fd); }
+    int get() const { return fd; }
+  };
+  const int memory = memfd_create("hdsm bench plot", MFD_CLOEXEC);
+  if (memory < 0)
+    throw std::runtime_error(
+        fmt::format("plot '{}': memfd_create failed: {}", plot.id, os::errno_text(errno)));
+  const Descriptor output{memory};
 
   IgnoreSigpipe guard;
-  const auto [pid, fd] = spawn_gnuplot(plot);
+  const auto [pid, fd] = spawn_gnuplot(plot, output.get());
   const bool written = write_all(fd, script);
   const int write_errno = errno;
   close(fd);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  const int status = wait_for(pid, plot);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     throw std::runtime_error(fmt::format("plot '{}': {} failed ({}) drawing {}", plot.id, kGnuplot,
                                          WIFEXITED(status)
@@ -249,9 +316,17 @@ void render_svg(const Results& results, const Plot& plot, const std::filesystem:
   if (!written)
     throw std::runtime_error(fmt::format("plot '{}': writing the script to {} failed: {}", plot.id, kGnuplot,
                                          os::errno_text(write_errno)));
-  const auto size = std::filesystem::file_size(svg, error);
-  if (error || size == 0)
-    throw std::runtime_error(fmt::format("plot '{}': {} wrote no {}", plot.id, kGnuplot, svg.string()));
+  std::string text = read_all(output.get(), plot);
+  // gnuplot exits 0 whatever happened to its output: only a whole document counts as drawn.
+  const std::size_t end = text.find_last_not_of(" \n\r\t");
+  if (end == std::string::npos || end < 5 || text.compare(end - 5, 6, "</svg>") != 0)
+    throw std::runtime_error(fmt::format("plot '{}': {} wrote no complete SVG document ({} bytes) for {}",
+                                         plot.id, kGnuplot, text.size(), svg.string()));
+  // Its <title> says "Gnuplot": the plot's own is the one a viewer should show.
+  constexpr std::string_view kDefaultTitle = "<title>Gnuplot</title>";
+  if (const std::size_t at = text.find(kDefaultTitle); at != std::string::npos)
+    text.replace(at, kDefaultTitle.size(), fmt::format("<title>{}</title>", xml_text(plot.title)));
+  write_file(svg, text);
 }
 
 }  // namespace hdsm::tool

@@ -25,11 +25,11 @@ PlotData plot_data(const Results& results, const Plot& plot);
 /// True when a `gnuplot` executable is on the PATH.
 bool gnuplot_available();
 
-/// The gnuplot script that draws `plot` from `results` into `svg`.
-std::string gnuplot_script(const Results& results, const Plot& plot, const std::filesystem::path& svg);
+/// The gnuplot script that draws `plot` from `results` as SVG on gnuplot's standard output.
+std::string gnuplot_script(const Results& results, const Plot& plot);
 
-/// Draw one plot with gnuplot; throws std::runtime_error naming the plot when gnuplot cannot be
-/// started, fails, or leaves no file behind.
+/// Draw one plot with gnuplot into `svg` (written whole or not at all); throws std::runtime_error
+/// naming the plot when gnuplot cannot be started, fails, hangs, or writes no complete document.
 void render_svg(const Results& results, const Plot& plot, const std::filesystem::path& svg);
 
 }  // namespace hdsm::tool

@@ -16,10 +16,12 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <map>
 #include <stdexcept>
 #include <thread>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 namespace hdsm::tool {
 namespace {
@@ -194,9 +196,9 @@ nlohmann::ordered_json suite_json(const RunInfo& run, const SuiteOutcome& outcom
 
 std::string report_markdown(const RunInfo& run, std::span<const SuiteOutcome> outcomes) {
   std::string md = "# hdsm bench report\n\n";
-  md +=
-      fmt::format("- date: {}\n- hdsm version: {}\n- host: {}\n- device: {}\n- mode: {}\n", run.date,
-                  run.version, run.host, describe_device(run.device), run.quick ? "quick (--quick)" : "full");
+  md += fmt::format("- date: {}\n- hdsm version: {}\n- host: {}\n- device: {}\n- mode: {}\n", run.date,
+                    run.version, run.host, describe_device(run.device),
+                    run.quick ? fmt::format("quick (--quick). {}", kQuickNote) : "full");
   if (run.knobs.empty()) {
     md += "- configuration: every knob at its default\n";
   } else {
@@ -258,11 +260,43 @@ std::string summary_text(std::span<const SuiteOutcome> outcomes) {
 }
 
 void write_file(const std::filesystem::path& path, std::string_view content) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  if (file) file.write(content.data(), static_cast<std::streamsize>(content.size()));
-  if (file) file.close();
-  if (!file)
-    throw std::runtime_error(fmt::format("cannot write {}: {}", path.string(), os::errno_text(errno)));
+  // A new file of the same folder (O_EXCL), then renamed over the name: a reader never sees a
+  // half-written file (a full disk, an interrupt), and a symbolic link planted at the name is
+  // replaced, not followed.
+  const std::filesystem::path folder = path.has_parent_path() ? path.parent_path() : ".";
+  std::string temporary;
+  int fd = -1;
+  for (unsigned attempt = 0; fd < 0; ++attempt) {
+    temporary = (folder / fmt::format(".{}.{}.{}", path.filename().string(), getpid(), attempt)).string();
+    fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
+    if (fd < 0 && (errno != EEXIST || attempt == 100))
+      throw std::runtime_error(fmt::format("cannot write {}: open of {} failed: {}", path.string(), temporary,
+                                           os::errno_text(errno)));
+  }
+  const auto fail = [&](const char* call, int error) {
+    close(fd);
+    unlink(temporary.c_str());
+    return std::runtime_error(
+        fmt::format("cannot write {}: {} failed: {}", path.string(), call, os::errno_text(error)));
+  };
+  for (std::string_view rest = content; !rest.empty();) {
+    const ssize_t n = write(fd, rest.data(), rest.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw fail("write", errno);
+    rest.remove_prefix(static_cast<std::size_t>(n));
+  }
+  if (close(fd) != 0) {
+    const int error = errno;
+    unlink(temporary.c_str());
+    throw std::runtime_error(
+        fmt::format("cannot write {}: close failed: {}", path.string(), os::errno_text(error)));
+  }
+  if (rename(temporary.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    unlink(temporary.c_str());
+    throw std::runtime_error(
+        fmt::format("cannot write {}: rename failed: {}", path.string(), os::errno_text(error)));
+  }
 }
 
 }  // namespace hdsm::tool

@@ -53,6 +53,11 @@ std::string report_markdown(const RunInfo& run, std::span<const SuiteOutcome> ou
 /// The table printed on stdout at the end: suite, metric, value, detail.
 std::string summary_text(std::span<const SuiteOutcome> outcomes);
 
+/// What a quick run's figures are, in the report and under the summary.
+inline constexpr std::string_view kQuickNote =
+    "A quick run checks that every experiment works: one run of each at small sizes, so its ratios, and "
+    "the targets they meet or miss, are not measurements";
+
 /// Write a whole file; throws std::runtime_error naming the path.
 void write_file(const std::filesystem::path& path, std::string_view content);
 

@@ -433,12 +433,14 @@ class IoSuite {
   /// Seconds per call of `once`, a short measurement (the rounds repeat it).
   double micro(const std::string& what, const std::function<void()>& once) {
     ctx_.progress.start(what);
-    return measure(
-               [&](std::size_t reps) {
-                 for (std::size_t r = 0; r < reps; ++r) once();
-               },
-               MeasureOptions{0.02, 3})
-        .seconds_per_rep;
+    const double seconds = measure(
+                               [&](std::size_t reps) {
+                                 for (std::size_t r = 0; r < reps; ++r) once();
+                               },
+                               MeasureOptions{0.02, 3})
+                               .seconds_per_rep;
+    ctx_.progress.finish(fmt::format("{:.2f} us", seconds * 1e6));
+    return seconds;
   }
 
   // What libhdsm_preload.so adds to memcpy and memset on host memory: both definitions are called
