@@ -27,6 +27,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -103,8 +104,12 @@ struct Stats {
 /// below act on it. One session at a time per process.
 class Session {
  public:
-  explicit Session(Options options = Options::from_environment());
-  Session(int* argc, char*** argv, Options options = Options::from_environment());
+  /// Options::from_environment(), read once MPI runs: a knob that one rank finds malformed stops
+  /// every rank (with a message on that rank), instead of that rank alone.
+  Session();
+  Session(int* argc, char*** argv);
+  explicit Session(Options options);
+  Session(int* argc, char*** argv, Options options);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -118,6 +123,7 @@ class Session {
   struct Impl;
 
  private:
+  void open(int* argc, char*** argv, std::optional<Options> options);
   std::unique_ptr<Impl> impl_;
 };
 
@@ -155,10 +161,42 @@ void sync();
 
 /// Collective launch of an untyped kernel: each rank runs its interval of the grid's blocks, then
 /// global memory is made coherent. A grid of zero blocks is InvalidArgument on every rank; a block
-/// that throws on any rank makes the launch throw KernelFailure on every rank.
+/// that throws on any rank makes the launch throw KernelFailure on every rank. The ranks compare the
+/// arguments' count and sizes, and the 8-byte values that point into global memory.
 void launch(const Kernel& kernel, const Launch& launch, const ArgPack& args);
 
-/// The same for a typed kernel: arguments are checked and converted at compile time.
+namespace detail {
+/// Which arguments of a typed launch (the first 64) the ranks compare by value: scalars (numbers,
+/// enums), and pointers where they point into global memory (a host pointer, such as a Constant's
+/// data(), differs between ranks by nature). Other types are compared by size only: their padding
+/// bytes may differ.
+struct ArgKinds {
+  std::uint64_t scalars = 0;
+  std::uint64_t pointers = 0;
+};
+template <class... P>
+constexpr ArgKinds arg_kinds() {
+  ArgKinds kinds;
+  std::size_t i = 0;
+  (
+      [&] {
+        if (i < 64) {
+          if constexpr (std::is_pointer_v<P>)
+            kinds.pointers |= std::uint64_t{1} << i;
+          else if constexpr (std::is_arithmetic_v<P> || std::is_enum_v<P>)
+            kinds.scalars |= std::uint64_t{1} << i;
+        }
+        ++i;
+      }(),
+      ...);
+  return kinds;
+}
+void launch(const Kernel& kernel, const Launch& launch, const ArgPack& args, ArgKinds kinds);
+}  // namespace detail
+
+/// The same for a typed kernel: arguments are checked and converted at compile time, and compared
+/// between the ranks (a scalar or a global-memory pointer that differs between ranks fails the
+/// launch on every rank: each rank would run its blocks on other data).
 template <class... P, class... A>
 void launch(const KernelOf<P...>& kernel, const Launch& shape, A&&... args) {
   static_assert(sizeof...(P) == sizeof...(A),
@@ -166,7 +204,7 @@ void launch(const KernelOf<P...>& kernel, const Launch& shape, A&&... args) {
   static_assert((std::is_convertible_v<A, P> && ...),
                 "an argument does not convert to the kernel's parameter type");
   const HostArgs<P...> packed(static_cast<P>(std::forward<A>(args))...);
-  launch(static_cast<const Kernel&>(kernel), shape, packed.pack());
+  detail::launch(static_cast<const Kernel&>(kernel), shape, packed.pack(), detail::arg_kinds<P...>());
 }
 
 /// Collective: rank 0's `bytes` at `data` land at `data` of every rank (Constant's broadcast). A

@@ -48,7 +48,11 @@ void memcpy(void* dst, const void* src, std::size_t bytes, Deliver deliver) {
 void sync() { detail::current().barrier(); }
 
 void launch(const Kernel& kernel, const Launch& shape, const ArgPack& args) {
-  detail::current().launch(kernel, shape, args);
+  detail::current().launch(kernel, shape, args, std::nullopt);
+}
+
+void detail::launch(const Kernel& kernel, const Launch& shape, const ArgPack& args, ArgKinds kinds) {
+  detail::current().launch(kernel, shape, args, kinds);
 }
 
 void replicate(void* data, std::size_t bytes) { detail::current().replicate(data, bytes); }

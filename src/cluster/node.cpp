@@ -68,7 +68,7 @@ Options agreed(Transport& transport, Options o) {
     error = e.what();
   }
   if (transport.ranks() > 1) {
-    constexpr std::size_t kShared = 6;
+    constexpr std::size_t kShared = 7;
     const std::uint64_t mine[kShared + 1] = {
         o.page_size,
         o.space_bytes,
@@ -76,6 +76,7 @@ Options agreed(Transport& transport, Options o) {
         o.private_pages ? 1u : 0u,
         static_cast<std::uint64_t>(o.distribution),
         o.policy ? 1u : 0u,
+        o.check_races ? 1u : 0u,  // the check compares every writer's diffs: on one rank, it sees none
         error.empty() ? 0 : static_cast<std::uint64_t>(transport.rank()) + 1};
     std::uint64_t v[2 * (kShared + 1)];
     for (std::size_t i = 0; i <= kShared; ++i) {
@@ -92,7 +93,8 @@ Options agreed(Transport& transport, Options o) {
                                                     "lazy_pages (HDSM_CLUSTER_LAZY_PAGES)",
                                                     "private_pages (HDSM_CLUSTER_PRIVATE_PAGES)",
                                                     "distribution",
-                                                    "policy (set or not)"};
+                                                    "policy (set or not)",
+                                                    "check_races (HDSM_CLUSTER_CHECK_RACES)"};
     for (std::size_t i = 0; error.empty() && i < kShared; ++i)
       if (v[i] != ~v[kShared + 1 + i])
         throw InvalidArgument(
@@ -749,7 +751,34 @@ void Node::replicate(void* data, std::size_t bytes) {
   if (bytes != 0 && ranks() > 1) transport_.broadcast(0, {static_cast<std::byte*>(data), bytes});
 }
 
-void Node::launch(const Kernel& kernel, const Launch& launch, const ArgPack& args) {
+// What the ranks compare of a launch's arguments, as one FNV-1a hash: the count and each size; the
+// value of each scalar; of each pointer (and, in an untyped launch, of each 8-byte value) whether
+// and where it points into global memory.
+std::uint64_t Node::arguments_hash(const ArgPack& args, std::optional<ArgKinds> kinds) const {
+  std::uint64_t h = 0xcbf29ce484222325;
+  const auto fold = [&h](const void* data, std::size_t bytes) {
+    for (std::size_t i = 0; i < bytes; ++i)
+      h = (h ^ static_cast<const unsigned char*>(data)[i]) * 0x100000001b3;
+  };
+  fold(&args.count, sizeof args.count);
+  for (std::size_t i = 0; i < args.count; ++i) {
+    fold(&args.sizes[i], sizeof args.sizes[i]);
+    const std::uint64_t bit = i < 64 ? std::uint64_t{1} << i : 0;
+    if (kinds && (kinds->scalars & bit) != 0) {
+      fold(args.values[i], args.sizes[i]);
+    } else if ((kinds && (kinds->pointers & bit) != 0) || (!kinds && args.sizes[i] == sizeof(void*))) {
+      const void* p = nullptr;
+      std::memcpy(&p, args.values[i], sizeof p);
+      const std::uint64_t where =
+          contains(p) ? static_cast<std::uint64_t>(static_cast<const std::byte*>(p) - base_) + 1 : 0;
+      fold(&where, sizeof where);
+    }
+  }
+  return h;
+}
+
+void Node::launch(const Kernel& kernel, const Launch& launch, const ArgPack& args,
+                  std::optional<ArgKinds> kinds) {
   check_between_launches("cluster::launch");
   const Dim3 g = launch.grid;
   const std::uint64_t blocks = std::uint64_t{g.x} * g.y * g.z;
@@ -764,14 +793,15 @@ void Node::launch(const Kernel& kernel, const Launch& launch, const ArgPack& arg
     which = (which >> 1) | (kernel.host ? 0 : std::uint64_t{1} << 63);
     // The kernel's name joins the words only on a mismatch: nothing to allocate before the collective.
     try {
-      agree_all(Call::launch, {{which, "kernels (a hash of the name; its top bit: no host body)"},
-                               {g.x, "grid or block dimensions"},
-                               {g.y, "grid or block dimensions"},
-                               {g.z, "grid or block dimensions"},
-                               {b.x, "grid or block dimensions"},
-                               {b.y, "grid or block dimensions"},
-                               {b.z, "grid or block dimensions"},
-                               {launch.shared_bytes, "dynamic shared memory (bytes a block)"}});
+      agree_all(Call::launch,
+                {{which, "kernels (a hash of the name; its top bit: no host body)"},
+                 {(std::uint64_t{g.x} << 32) | g.y, "grid or block dimensions"},
+                 {(std::uint64_t{g.z} << 32) | b.x, "grid or block dimensions"},
+                 {(std::uint64_t{b.y} << 32) | b.z, "grid or block dimensions"},
+                 {launch.shared_bytes, "dynamic shared memory (bytes a block)"},
+                 {arguments_hash(args, kinds),
+                  "arguments (a hash of their count and sizes, the values of scalars, and where pointers "
+                  "point into global memory)"}});
     } catch (const InvalidArgument& e) {
       throw InvalidArgument(fmt::format("cluster::launch of kernel '{}': {}", kernel.name, e.what()));
     }

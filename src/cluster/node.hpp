@@ -27,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,7 +87,9 @@ class Node final : public PageServer {
     check_between_launches("cluster::sync");
     agree_all(Call::sync, {});
   }
-  void launch(const Kernel& kernel, const Launch& launch, const ArgPack& args);
+  /// `kinds`: which arguments are scalars and pointers (a typed launch); none for an untyped one.
+  void launch(const Kernel& kernel, const Launch& launch, const ArgPack& args,
+              std::optional<ArgKinds> kinds = std::nullopt);
 
   Stats stats() const;
   void reset_stats();
@@ -195,6 +198,7 @@ class Node final : public PageServer {
   std::uint64_t agree(Call call, std::uint64_t value, const char* what);
   /// agree() of up to 8 values in one collective of a fixed size (every call reduces as many).
   void agree_all(Call call, std::initializer_list<std::pair<std::uint64_t, const char*>> values);
+  std::uint64_t arguments_hash(const ArgPack& args, std::optional<ArgKinds> kinds) const;
   void copy_in(void* dst, const void* src, std::size_t bytes);
   void copy_out(void* dst, const void* src, std::size_t bytes, Deliver deliver);
   std::uint64_t page_of(const void* p) const {

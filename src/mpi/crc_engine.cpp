@@ -11,6 +11,7 @@
 #include "crc/transport.hpp"
 #include "crc/worker.hpp"
 #include "mpi/check.hpp"
+#include "mpi/finalize_hook.hpp"
 #include "os/mapping.hpp"
 #include "os/offset_heap.hpp"
 
@@ -465,9 +466,17 @@ class MpiEngine final : public Engine {
                               "exception says why), so no rank starts",
                               failed - 1));
     }
+    hook_ = std::make_unique<mpi::FinalizeHook>([this] { end_mpi(); });
   }
 
   ~MpiEngine() override {
+    hook_.reset();  // without ending anything; after the program's MPI_Finalize, that ended it
+    if (!ended_) end_mpi();
+  }
+
+  // The runtime's MPI part: at its end, or at the program's MPI_Finalize if that comes first.
+  void end_mpi() {
+    ended_ = true;
     // The end is a collective too (the window's and the communicator's frees): a rank still in
     // another call (allocate, free, run) fails there, since this is not the call it made, and this
     // rank agrees again until every rank is at its end.
@@ -488,13 +497,22 @@ class MpiEngine final : public Engine {
     PMPI_Comm_free(&comm_);
     int finalized = 0;
     PMPI_Finalized(&finalized);
-    if (own_mpi_ && finalized == 0) PMPI_Finalize();
+    if (own_mpi_ && finalized == 0 && !(hook_ && hook_->fired())) PMPI_Finalize();
+  }
+
+  /// InvalidArgument once the program's MPI_Finalize ended the runtime's MPI part.
+  void require_running(const char* call) const {
+    if (ended_)
+      throw InvalidArgument(fmt::format(
+          "crc over MPI: {} after MPI_Finalize, which ended the runtime's part (end the runtime first)",
+          call));
   }
 
   int workers() const override { return workers_; }
   bool is_home() const override { return rank_ == 0; }
 
   void* allocate(std::size_t bytes) override {
+    require_running("crc::Runtime::alloc");
     // Collective: every rank must ask for the same size, or its pointers would name other ranks'
     // bytes (refused on every rank, as cluster::alloc does).
     std::uint64_t sizes[kAgreed] = {bytes, ~std::uint64_t{bytes}};
@@ -527,6 +545,7 @@ class MpiEngine final : public Engine {
   }
 
   void free(void* pointer) override {
+    require_running("crc::Runtime::free");
     // Collective too: a rank that freed alone would go on using what the home hands out again.
     const auto offset = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(pointer));
     std::uint64_t pointers[kAgreed] = {offset, ~offset};
@@ -546,6 +565,7 @@ class MpiEngine final : public Engine {
   }
 
   Stats run_with_home(const std::function<void()>& task, const Geometry& geometry) override {
+    require_running("crc::Runtime::run_with_home");
     if (workers_ + 1 > kMaxWorkers)  // the same answer on every rank
       throw InvalidArgument(
           fmt::format("crc::Runtime::run_with_home with {} workers: the home would be worker {}, "
@@ -555,6 +575,7 @@ class MpiEngine final : public Engine {
   }
 
   Stats run(const std::function<void()>& task, const Geometry& geometry) override {
+    require_running("crc::Runtime::run");
     return run_region(task, geometry, false);
   }
 
@@ -708,6 +729,8 @@ class MpiEngine final : public Engine {
 
   Options options_;
   bool own_mpi_ = false;
+  bool ended_ = false;                       // end_mpi ran
+  std::unique_ptr<mpi::FinalizeHook> hook_;  // runs end_mpi at the program's MPI_Finalize
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Win window_ = MPI_WIN_NULL;
   int rank_ = 0;

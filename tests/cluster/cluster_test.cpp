@@ -1180,6 +1180,67 @@ TEST(Cluster, RanksInDifferentCallsAreRefusedOnEveryRank) {
   });
 }
 
+// Ranks that launch one kernel with different arguments would each run its blocks on other data:
+// a scalar or a global-memory pointer that differs fails the launch on every rank, before any block
+// runs (before, only the kernel and the shape were compared, and the result was silently mixed).
+// Host pointers differ between ranks by nature (a Constant's data()) and are not compared.
+TEST(Cluster, ALaunchWhoseArgumentsDifferBetweenRanksFailsOnEveryRank) {
+  run_ranks(2, options(), [](Node& node) {
+    int* a = cl::alloc<int>(256);
+    int* b = cl::alloc<int>(256);
+    const auto expect_refused = [&](const auto& launch, const char* what) {
+      try {
+        launch();
+        ADD_FAILURE() << what << ": rank " << node.rank() << " ran";
+      } catch (const hdsm::InvalidArgument& e) {
+        EXPECT_NE(std::string(e.what()).find("the ranks passed different arguments"), std::string::npos)
+            << what << ": " << e.what();
+      }
+    };
+    const int value = node.rank() == 0 ? 2 : 5;
+    expect_refused(
+        [&] {
+          cl::launch(fill_kernel(), Launch{Dim3{2}, Dim3{32}, 0}, a, 128u, value);
+        },
+        "a scalar");
+    expect_refused(
+        [&] {
+          cl::launch(fill_kernel(), Launch{Dim3{2}, Dim3{32}, 0}, node.rank() == 0 ? a : b, 128u, 1);
+        },
+        "a global pointer");
+    expect_refused(
+        [&] {
+          cl::launch(fill_kernel(), Launch{Dim3{2}, Dim3{32}, 0}, a + node.rank(), 64u, 1);
+        },
+        "an offset into one allocation");
+    // The untyped launch compares 8-byte values that point into global memory.
+    std::uint32_t per_block = 128;
+    int v = 1;
+    int* where = node.rank() == 0 ? a : b;
+    void* values[] = {&where, &per_block, &v};
+    const std::size_t sizes[] = {sizeof where, sizeof per_block, sizeof v};
+    expect_refused(
+        [&] {
+          cl::launch(static_cast<const hdsm::Kernel&>(fill_kernel()), Launch{Dim3{2}, Dim3{32}, 0},
+                     hdsm::ArgPack{values, sizes, 3});
+        },
+        "an untyped global pointer");
+    EXPECT_EQ(read_all(a, 256), std::vector<int>(256, 0)) << "a block ran";
+    EXPECT_EQ(read_all(b, 256), std::vector<int>(256, 0)) << "a block ran";
+    // Host pointers: each rank's own buffer, read by its blocks.
+    const std::vector<int> mine(64, 3);
+    const auto add = hdsm::per_thread("add_host", [](const Thread& t, int* p, const int* host) {
+      p[t.global_x()] = host[t.idx.x] + static_cast<int>(t.block.x);
+    });
+    cl::launch(add, Launch{Dim3{2}, Dim3{64}, 0}, a, mine.data());
+    const std::vector<int> got = read_all(a, 128);
+    EXPECT_EQ(got[0], 3);
+    EXPECT_EQ(got[127], 4);
+    cl::free(b);
+    cl::free(a);
+  });
+}
+
 // A program's distribution policy that throws on one rank only, or splits the blocks differently on
 // each, fails the launch on every rank before any block runs, with an hdsm error naming the rank
 // (the one whose policy threw nests its exception): the ranks stay together, and the next launch
@@ -1306,22 +1367,24 @@ TEST(Cluster, OptionsTheRanksMustShareAreCheckedOnEveryRank) {
             std::string::npos)
       << what[0];
   EXPECT_NE(what[1].find("rank 0 refused its options"), std::string::npos) << what[1];
-  for (const bool lazy : {true, false}) {
+  // The race check on one rank only would see no other rank's diffs (before, it said nothing).
+  for (const std::string field : {"lazy_pages", "private_pages", "check_races"}) {
     what = outcomes(
         2,
         [&](int rank) {
           cl::Options o = options();
           if (rank == 1) {
-            if (lazy)
+            if (field == "lazy_pages")
               o.lazy_pages = 7;
-            else
+            else if (field == "private_pages")
               o.private_pages = !o.private_pages;
+            else
+              o.check_races = !o.check_races;
           }
           return o;
         },
         [](Node&) {});
-    for (const std::string& w : what)
-      EXPECT_NE(w.find(lazy ? "Options::lazy_pages" : "Options::private_pages"), std::string::npos) << w;
+    for (const std::string& w : what) EXPECT_NE(w.find("Options::" + field), std::string::npos) << w;
   }
 }
 
@@ -1422,7 +1485,9 @@ TEST(Cluster, PrivatePagesStayHomeUntilAnotherRankTouchesThem) {
     cl::launch(fill_kernel(), Launch{Dim3{blocks}, Dim3{32}, 0}, a, per_block, 1);
     cl::launch(fill_kernel(), Launch{Dim3{blocks}, Dim3{32}, 0}, a, per_block, 2);
     cl::Stats s = cl::stats();
-    EXPECT_EQ(s.write_faults, 2u) << "a private page faults once, when it is still untouched";
+    // Once when still untouched, and, as the race check watches private pages, once in the second
+    // kernel (its twin, which the check compares).
+    EXPECT_EQ(s.write_faults, 4u) << "a private page faults once a kernel";
     EXPECT_EQ(s.payload_bytes, 0u) << "nothing sent for private pages";
     for (std::uint32_t blk = 0; blk < blocks; ++blk) {
       const bool mine = blk / 2 == static_cast<std::uint32_t>(node.rank());
@@ -1567,12 +1632,15 @@ TEST(Cluster, BadInputFailsOnEveryRank) {
           std::string::npos)
           << e.what();
     }
-    const auto failing = hdsm::per_thread("fails_on_rank_1", [](const Thread& t, int* p, int rank) {
+    // The rank through a host pointer: the ranks compare scalar arguments, not what host pointers
+    // point to.
+    const auto failing = hdsm::per_thread("fails_on_rank_1", [](const Thread& t, int* p, const int* rank) {
       p[t.global_x()] = 1;
-      if (rank == 1) throw std::runtime_error("bad block");
+      if (*rank == 1) throw std::runtime_error("bad block");
     });
+    const int me = node.rank();
     try {
-      cl::launch(failing, Launch{Dim3{3}, Dim3{4}, 0}, a, node.rank());
+      cl::launch(failing, Launch{Dim3{3}, Dim3{4}, 0}, a, &me);
     } catch (const hdsm::KernelFailure& e) {
       const std::string want = node.rank() == 1 ? "failed on rank 1: bad block" : "failed on rank 1";
       EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();

@@ -163,11 +163,14 @@ TEST(ClusterMpi, BadInputFailsOnEveryRankWithoutHanging) {
   int* a = cl::alloc<int>(64);
   EXPECT_THROW(cl::launch(interleave_kernel(), Launch{Dim3{1, 0}, Dim3{1}, 0}, a, 64u, 0),
                hdsm::InvalidArgument);
-  const auto failing = hdsm::per_thread("fails_on_the_last_rank", [](const Thread&, int rank, int last) {
-    if (rank == last) throw std::runtime_error("bad block");
-  });
+  // The rank through a host pointer: scalar arguments must be the same on every rank.
+  const auto failing =
+      hdsm::per_thread("fails_on_the_last_rank", [](const Thread&, const int* rank, int last) {
+        if (*rank == last) throw std::runtime_error("bad block");
+      });
+  const int me = session.rank();
   try {
-    cl::launch(failing, Launch{Dim3{4}, Dim3{1}, 0}, session.rank(), session.ranks() - 1);
+    cl::launch(failing, Launch{Dim3{4}, Dim3{1}, 0}, &me, session.ranks() - 1);
     ADD_FAILURE() << "no KernelFailure";
   } catch (const hdsm::KernelFailure& e) {
     EXPECT_NE(std::string(e.what()).find("failed on rank " + std::to_string(session.ranks() - 1)),

@@ -1,6 +1,7 @@
 // hdsm::cluster::Session: MPI's start and end around one node of the cluster runtime.
 #include "cluster/mpi/mpi_transport.hpp"
 #include "cluster/node.hpp"
+#include "mpi/finalize_hook.hpp"
 #include "os/process.hpp"
 
 #include <hdsm/error.hpp>
@@ -22,12 +23,33 @@ struct Session::Impl {
   int level = MPI_THREAD_SINGLE;  // what MPI provides
   std::unique_ptr<detail::MpiTransport> transport;
   std::unique_ptr<detail::Node> node;
+  std::unique_ptr<mpi::FinalizeHook> hook;  // ends the session at the program's MPI_Finalize
 };
 
-Session::Session(Options options) : Session(nullptr, nullptr, std::move(options)) {}
-
+Session::Session() : impl_(std::make_unique<Impl>()) { open(nullptr, nullptr, std::nullopt); }
+Session::Session(int* argc, char*** argv) : impl_(std::make_unique<Impl>()) {
+  open(argc, argv, std::nullopt);
+}
+Session::Session(Options options) : impl_(std::make_unique<Impl>()) {
+  open(nullptr, nullptr, std::move(options));
+}
 Session::Session(int* argc, char*** argv, Options options) : impl_(std::make_unique<Impl>()) {
+  open(argc, argv, std::move(options));
+}
+
+void Session::open(int* argc, char*** argv, std::optional<Options> given) {
   if (session_open.exchange(true)) throw InvalidArgument("a cluster session is open already: one at a time");
+  std::exception_ptr malformed;
+  Options options;
+  if (given) {
+    options = std::move(*given);
+  } else {
+    try {
+      options = Options::from_environment();
+    } catch (...) {
+      malformed = std::current_exception();
+    }
+  }
   try {
     int initialized = 0, finalized = 0, provided = MPI_THREAD_SINGLE;
     MPI_Initialized(&initialized);
@@ -49,8 +71,25 @@ Session::Session(int* argc, char*** argv, Options options) : impl_(std::make_uni
           "hdsm cluster: the MPI library gives %s, not MPI_THREAD_MULTIPLE: all MPI calls stay on the main "
           "thread and lazy update is off (every kernel boundary is eager)\n",
           detail::thread_level_name(provided));
+    // A malformed knob joins a collective before it is thrown: every rank of the job takes part in
+    // it, whichever constructor it used, so that one rank's bad value stops all of them.
+    if (impl_->transport->ranks() > 1) {
+      std::uint64_t failed[1] = {malformed ? static_cast<std::uint64_t>(impl_->transport->rank()) + 1 : 0};
+      impl_->transport->allreduce(failed, detail::ReduceOp::max);
+      if (!malformed && failed[0] != 0)
+        throw InvalidArgument(fmt::format(
+            "cluster: rank {} found a malformed HDSM_* knob (its message is in its output), so no "
+            "rank starts",
+            failed[0] - 1));
+    }
+    if (malformed) std::rethrow_exception(malformed);
     impl_->node = std::make_unique<detail::Node>(*impl_->transport, std::move(options));
     detail::set_session_node(impl_->node.get());
+    impl_->hook = std::make_unique<mpi::FinalizeHook>([impl = impl_.get()] {
+      detail::set_session_node(nullptr);
+      impl->node.reset();  // the end's collective, with every rank in MPI_Finalize
+      impl->transport.reset();
+    });
   } catch (...) {
     impl_->node.reset();
     impl_->transport.reset();
@@ -70,9 +109,12 @@ Session::~Session() {
     session_open.store(false);
     return;
   }
+  impl_->hook.reset();  // without ending anything; after the program's MPI_Finalize, that ended it all
   impl_->node.reset();
   impl_->transport.reset();
-  if (impl_->owns_mpi) {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (impl_->owns_mpi && finalized == 0) {
     int main = 0;
     MPI_Is_thread_main(&main);
     // MPI_Finalize belongs on the thread that initialized MPI, whatever the thread level.

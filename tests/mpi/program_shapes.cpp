@@ -1,0 +1,119 @@
+// Shapes of whole MPI programs that a test inside one gtest process cannot take (they end MPI, or
+// set a knob on one rank only). Built twice, for the cluster (HDSM_SHAPES_CLUSTER) and for crc over
+// MPI (with libhdsm_mpi); run by ctest on two ranks, passing on the output:
+//  - "cluster_finalize_first": MPI_Init; a cluster::Session in a local scope; MPI_Finalize inside
+//    that scope, so the session's end comes after it (before, Open MPI aborted the job there);
+//  - "crc_finalize_first": the same with a crc::Runtime over MPI;
+//  - "bad_knob_on_rank_1": rank 1 alone has a malformed HDSM_CLUSTER_PAGE_SIZE and catches the
+//    error; every rank must throw, none wait (before, rank 0 waited in MPI_Init forever).
+// Each rank prints "rank <r>: ok" or "rank <r>: caught: <message>".
+#if defined(HDSM_SHAPES_CLUSTER)
+#include <hdsm/cluster.hpp>
+#else
+#include <hdsm/crc.hpp>
+#endif
+#include <hdsm/error.hpp>
+
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <vector>
+
+namespace {
+
+#if defined(HDSM_SHAPES_CLUSTER)
+int cluster_finalize_first() {
+  namespace cl = hdsm::cluster;
+  int rank = -1;
+  {
+    cl::Session session;
+    rank = session.rank();
+    int* a = cl::alloc<int>(4096);
+    const auto k = hdsm::per_thread("fill", [](const hdsm::Thread& t, int* p) { p[t.global_x()] = 7; });
+    cl::launch(k, hdsm::cover(4096), a);
+    std::vector<int> host(4096);
+    cl::memcpy(host.data(), a, host.size() * sizeof(int));
+    for (const int v : host)
+      if (v != 7) return std::fprintf(stderr, "rank %d: wrong data\n", rank), 1;
+    MPI_Finalize();
+    // Ended with MPI: a call now is an error naming the session, not an abort of the job.
+    try {
+      cl::sync();
+      std::fprintf(stderr, "rank %d: a call after MPI_Finalize went through\n", rank);
+      return 1;
+    } catch (const hdsm::Error&) {
+    }
+  }
+  std::fprintf(stderr, "rank %d: ok\n", rank);
+  return 0;
+}
+
+#else
+int crc_finalize_first() {
+  namespace crc = hdsm::crc;
+  int rank = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  {
+    crc::Options o;
+    o.transport = crc::Transport::mpi;
+    o.shared_bytes = 1 << 20;
+    crc::Runtime rt(o);
+    int* a = rt.alloc<int>(1024);
+    rt.run([&] {
+      const auto [lo, hi] = crc::share(1024);
+      for (std::size_t i = lo; i < hi; ++i) crc::write(&a[i], 5);
+    });
+    if (rt.is_home())
+      for (int i = 0; i < 1024; ++i)
+        if (a[i] != 5) return std::fprintf(stderr, "rank %d: wrong data\n", rank), 1;
+    MPI_Finalize();
+    try {
+      rt.run([] {});
+      std::fprintf(stderr, "rank %d: a region after MPI_Finalize ran\n", rank);
+      return 1;
+    } catch (const hdsm::InvalidArgument& e) {
+      if (std::strstr(e.what(), "MPI_Finalize") == nullptr)
+        return std::fprintf(stderr, "rank %d: %s\n", rank, e.what()), 1;
+    }
+  }
+  std::fprintf(stderr, "rank %d: ok\n", rank);
+  return 0;
+}
+
+#endif
+
+#if defined(HDSM_SHAPES_CLUSTER)
+int bad_knob_on_rank_1() {
+  int rank = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 1) setenv("HDSM_CLUSTER_PAGE_SIZE", "banana", 1);
+  try {
+    hdsm::cluster::Session session;
+    std::fprintf(stderr, "rank %d: the session opened\n", rank);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank %d: caught: %s\n", rank, e.what());
+  }
+  MPI_Finalize();
+  return 0;
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  const char* mode = argc > 1 ? argv[1] : "";
+#if defined(HDSM_SHAPES_CLUSTER)
+  if (std::strcmp(mode, "cluster_finalize_first") == 0) return cluster_finalize_first();
+  if (std::strcmp(mode, "bad_knob_on_rank_1") == 0) return bad_knob_on_rank_1();
+#else
+  if (std::strcmp(mode, "crc_finalize_first") == 0) return crc_finalize_first();
+#endif
+  std::fprintf(stderr, "usage: %s cluster_finalize_first|crc_finalize_first|bad_knob_on_rank_1\n", argv[0]);
+  MPI_Finalize();
+  return 2;
+}
