@@ -69,6 +69,10 @@ bool in_inherited_range(std::uintptr_t a) noexcept {
 struct Previous {
   struct sigaction segv {};
   struct sigaction bus {};
+  // A previous handler with SA_RESETHAND that ran once: its slot has the default action from then on
+  // (hdsm's handler stays installed for the shared ranges).
+  std::atomic<bool> segv_reset{false};
+  std::atomic<bool> bus_reset{false};
 };
 Previous previous;
 std::atomic<bool> installed{false};
@@ -129,10 +133,12 @@ std::uintptr_t stack_pointer([[maybe_unused]] const void* ucontext) noexcept {
 // handler die of the signal, as the process would have without hdsm.
 void forward(int sig, siginfo_t* info, void* ucontext, Where where) noexcept {
   const struct sigaction& prev = sig == SIGBUS ? previous.bus : previous.segv;
+  std::atomic<bool>& reset = sig == SIGBUS ? previous.bus_reset : previous.segv_reset;
   // SIG_DFL and SIG_IGN first, whatever the flags: {SIG_IGN, SA_SIGINFO} reads back with
   // sa_sigaction == (void*)1, which is no function. SIG_IGN is treated as SIG_DFL: ignoring a fault
   // would re-run the faulting instruction forever (and the kernel kills with the signal anyway).
-  const bool no_handler = prev.sa_handler == SIG_DFL || prev.sa_handler == SIG_IGN;
+  const bool no_handler =
+      prev.sa_handler == SIG_DFL || prev.sa_handler == SIG_IGN || reset.load(std::memory_order_acquire);
   if (!no_handler) {
     // The mask the previous handler would have run with, not hdsm's (every signal): the interrupted
     // code's, its own sa_mask, and the signal unless SA_NODEFER. A handler that leaves by longjmp
@@ -140,15 +146,12 @@ void forward(int sig, siginfo_t* info, void* ucontext, Where where) noexcept {
     sigset_t mask = static_cast<const ucontext_t*>(ucontext)->uc_sigmask;
     sigorset(&mask, &mask, &prev.sa_mask);
     if ((prev.sa_flags & SA_NODEFER) == 0) sigaddset(&mask, sig);
-    // SA_RESETHAND, as the kernel would have done on delivery: the default action from now on, so
-    // that a handler which raises the signal again (a crash reporter's way to end with it) dies of
-    // it instead of coming back here.
-    if ((prev.sa_flags & SA_RESETHAND) != 0) {
-      struct sigaction dfl {};
-      dfl.sa_handler = SIG_DFL;
-      sigemptyset(&dfl.sa_mask);
-      ::sigaction(sig, &dfl, nullptr);
-    }
+    // SA_RESETHAND, as the kernel would have done on delivery: that handler's slot has the default
+    // action from now on, so that a handler which raises the signal again (a crash reporter's way to
+    // end with it) dies of it instead of running again. Only its slot: the process's action stays
+    // hdsm's, whose shared memory goes on faulting (before, the whole action was reset, and the next
+    // touch of shared memory killed the process).
+    if ((prev.sa_flags & SA_RESETHAND) != 0) reset.store(true, std::memory_order_release);
     ::pthread_sigmask(SIG_SETMASK, &mask, nullptr);
     if ((prev.sa_flags & SA_SIGINFO) != 0 && prev.sa_sigaction != nullptr) {
       prev.sa_sigaction(sig, info, ucontext);

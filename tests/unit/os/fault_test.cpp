@@ -445,6 +445,29 @@ TEST_F(FaultDeathTest, PreviousHandlerWithResetHandRunsOnce) {
       ::testing::KilledBySignal(SIGSEGV), "");
 }
 
+// Only the previous handler's slot is reset: hdsm's handler stays the process's, and shared memory
+// goes on faulting into it (before, SA_RESETHAND reset the process's action, and the next touch of
+// shared memory killed the process without a word).
+char* reset_hand_page = nullptr;
+void open_foreign_page(int) { ::mprotect(reset_hand_page, page_size(), PROT_READ | PROT_WRITE); }
+
+TEST_F(FaultDeathTest, PreviousHandlerWithResetHandLeavesHdsmsHandlerInPlace) {
+  ProtectedRegion foreign(1), shared(1);
+  foreign.protect(PROT_NONE);
+  shared.protect(PROT_NONE);
+  EXPECT_EXIT(
+      {
+        reset_hand_page = foreign.page(0);
+        install_previous(nullptr, open_foreign_page, SA_RESETHAND);
+        std::atomic<int> calls{0};
+        hdsm::os::register_fault_range(shared.page(0), shared.bytes(), map_read_write, &calls);
+        read_int(foreign.page(0));  // the previous handler opens it, once
+        write_int(shared.page(0), 1);
+        ::_exit(calls.load() == 1 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 // A SIGSEGV that kill or raise sent has no address (si_addr holds the sender's pid): the message
 // says who sent it instead of naming a bogus address.
 TEST_F(FaultDeathTest, ASentSigsegvIsNotReportedAsAnAddress) {
