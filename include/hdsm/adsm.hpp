@@ -160,7 +160,8 @@ void Runtime::call(const KernelOf<P...>& kernel, const Launch& launch, A&&... ar
 template <class T>
 T* Runtime::alloc(std::size_t n, int device) {
   static_assert(std::is_trivially_copyable_v<T>, "shared objects hold trivially copyable elements");
-  return static_cast<T*>(alloc(n * sizeof(T), device));
+  // A count whose bytes overflow asks for SIZE_MAX, which no device has (not for n * sizeof(T) mod 2^64).
+  return static_cast<T*>(alloc(n > SIZE_MAX / sizeof(T) ? SIZE_MAX : n * sizeof(T), device));
 }
 
 template <class T>
@@ -191,7 +192,7 @@ template <class T>
 T* alloc(std::size_t n, int device = -1) {
   return Runtime::instance().alloc<T>(n, device);
 }
-inline void free(void* p) { Runtime::instance().free(p); }
+inline void free(void* p) { detail::free_in_default_runtime(p); }
 inline void* safe_alloc(std::size_t bytes, int device = -1) {
   return Runtime::instance().safe_alloc(bytes, device);
 }
@@ -228,7 +229,10 @@ inline void* memset(void* dst, int value, std::size_t n) { return Runtime::insta
 struct SharedDeleter {
   Runtime* runtime = nullptr;
   void operator()(const void* p) const {
-    (runtime != nullptr ? *runtime : Runtime::instance()).free(const_cast<void*>(p));
+    if (runtime != nullptr)
+      runtime->free(const_cast<void*>(p));
+    else
+      detail::free_in_default_runtime(const_cast<void*>(p));
   }
 };
 

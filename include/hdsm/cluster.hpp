@@ -143,7 +143,7 @@ template <class T>
 T* alloc(std::size_t n) {
   static_assert(std::is_trivially_copyable_v<T>, "global memory holds trivially copyable types");
   if (n > SIZE_MAX / sizeof(T)) return static_cast<T*>(alloc_bytes(SIZE_MAX));
-  return static_cast<T*>(alloc_bytes(n * sizeof(T)));
+  return static_cast<T*>(alloc_bytes(n > SIZE_MAX / sizeof(T) ? SIZE_MAX : n * sizeof(T)));
 }
 /// Collective: gives back what alloc returned.
 void free(void* p);

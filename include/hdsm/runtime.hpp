@@ -50,6 +50,10 @@ struct CallArg {
   std::size_t offset = 0;
   std::size_t bytes = kWholeObject;
 };
+
+/// free(p) on the default runtime, or nothing once it has ended (static destruction at exit: a
+/// global smart pointer's memory went with it).
+void free_in_default_runtime(void* p);
 }  // namespace detail
 
 class Runtime {

@@ -146,12 +146,22 @@ Runtime::~Runtime() {
 
 namespace {
 
+// Set when the default runtime ends with the program's static objects: a global that outlives it
+// (declared before its first use) then finds it gone instead of reading a destroyed one. Constant
+// initialized and trivially destructible, so it is valid throughout static destruction.
+constinit std::atomic<bool> default_runtime_ended{false};
+
 struct DefaultRuntime {
   std::mutex mutex;  // creation and the settings; never taken once the runtime is published
   std::vector<std::pair<std::string, std::string>> settings;  // programmatic, applied over the environment
   std::unique_ptr<Runtime> runtime;
   std::atomic<Runtime*> published{nullptr};  // runtime.get() once it is made: what every call reads
+  ~DefaultRuntime() {
+    published.store(nullptr, std::memory_order_release);
+    default_runtime_ended.store(true, std::memory_order_release);
+  }
 };
+
 
 DefaultRuntime& default_runtime() {
   static DefaultRuntime instance;
@@ -172,6 +182,11 @@ void detail::set_default_knob(std::string_view knob, std::string_view value) {
   d.settings.emplace_back(knob, value);
 }
 
+void detail::free_in_default_runtime(void* p) {
+  if (default_runtime_ended.load(std::memory_order_acquire)) return;
+  Runtime::instance().free(p);
+}
+
 Runtime& Runtime::instance() {
   auto& d = default_runtime();
   // Every call, sync and memcpy of the default runtime comes here: one acquire load once it exists.
@@ -182,6 +197,11 @@ Runtime& Runtime::instance() {
           "nor its shared memory (use it in the parent, or exec)");
     return *rt;
   }
+  // Not published: not made yet, or ended (then the object `d` itself is destroyed: not touched).
+  if (default_runtime_ended.load(std::memory_order_acquire))
+    throw Unsupported(
+        "hdsm's default runtime has ended with the program's static objects: a global or static object "
+        "that outlives it cannot use it (hdsm::free is a no-op then)");
   std::lock_guard lock(d.mutex);
   if (!d.runtime) {
     Config config = Config::from_environment();

@@ -192,6 +192,8 @@ TEST_P(AdsmApi, TypedAllocAndSmartPointers) {
   }
   // Both were freed: their memory is back (the 64 MiB device memory would not hold this otherwise).
   for (int i = 0; i < 8; ++i) rt.free(rt.alloc(32 << 20));
+  // A count whose bytes overflow is refused, not taken modulo 2^64 (2^61 + 1 doubles were 8 bytes).
+  EXPECT_THROW(rt.alloc<double>((std::size_t{1} << 61) + 1), hdsm::Error);
 }
 
 // A freed object's memory is kept for the next object (HDSM_ARENA_KEEP): the new object still

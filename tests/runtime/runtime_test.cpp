@@ -71,6 +71,21 @@ TEST(Runtime, StatsArePrintedAtExitWhenAsked) {
       ::testing::ExitedWithCode(0), "hdsm statistics(.|\n)*sim0 H2D +4096 +1");
 }
 
+// A static smart pointer made before the default runtime's first use outlives it at exit: its free
+// finds the runtime ended and does nothing (before, it read the destroyed runtime and crashed).
+TEST(Runtime, AStaticObjectThatOutlivesTheDefaultRuntimeFreesNothingAtExit) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process, whose default runtime is unmade
+  EXPECT_EXIT(
+      {
+        static hdsm::unique_ptr<int> early;  // constructed first, so destroyed after the runtime
+        early = hdsm::make_unique<int>(100);
+        early[5] = 5;
+        if (early[5] != 5) std::_Exit(1);
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 TEST(Runtime, TraceHasOneLanePerEngineQueueAndHostThread) {
   char path[] = "hdsm-trace-XXXXXX.json";
   const int fd = ::mkstemps(path, 5);
