@@ -127,9 +127,13 @@ bool StagingChunk::settled(std::exception_ptr& error) {
 }
 
 StagingRing::StagingRing(StagingPool& pool, std::size_t depth) : bytes_(pool.chunk_bytes()) {
-  for (StagingPool::Lease& l : pool.lease(depth, StagingPool::Wait::for_first)) {
+  for (StagingPool::Lease& l : pool.lease(depth, StagingPool::Wait::never)) {
     chunks_.push_back(std::make_unique<StagingChunk>());
     chunks_.back()->adopt(std::move(l));
+  }
+  if (chunks_.empty()) {  // none free: pageable memory of its own, not a wait
+    chunks_.push_back(std::make_unique<StagingChunk>());
+    chunks_.back()->acquire(nullptr, bytes_, StagingPool::Wait::never, nullptr);
   }
 }
 

@@ -128,7 +128,10 @@ class StagingChunk {
 };
 
 /// N-buffered staging for a blocking transfer (file I/O): chunk i of the transfer uses memory
-/// i % count(). Waits for the first chunk (back-pressure), takes up to `depth` in all.
+/// i % count(). Takes up to `depth` chunks of the pool, those free now; with none free, one chunk of
+/// pageable memory of its own. It never waits for the pool: its holder keeps its chunks across system
+/// calls that may wait for another thread (a pipe's writer for its reader), and a reader waiting for
+/// a chunk that such a writer holds would wait forever.
 class StagingRing {
  public:
   StagingRing(StagingPool& pool, std::size_t depth);

@@ -18,6 +18,8 @@
 #include <cstring>
 #include <vector>
 
+#include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace hdsm {
@@ -55,16 +57,32 @@ bool range_ok(detail::MemoryModel& model, const void* p, std::size_t n, const ch
   }
 }
 
+/// Whether a read of `fd` after one that returned data may go on: always for a regular file or a
+/// block device, which never make a read wait; for a pipe, a socket or a terminal only while data is
+/// there now. read(2) returns what is there: the next chunk's read must not wait for more (it would
+/// wait forever where the writer waits for this reader's answer).
+bool more_now(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode))) return true;
+  struct pollfd p {
+    fd, POLLIN, 0
+  };
+  return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
+}
+
 /// File to shared memory. `transfer(chunk, bytes, done)` reads up to `bytes` of the file into the
 /// chunk (`done` bytes are already in) and returns the count, 0 at the end or -1 with errno.
+/// `read_fd`: the descriptor of a read(2), whose later chunks are read only while more_now says so
+/// (-1: pread and fread, which wait for every byte as they would without hdsm).
 template <class Transfer>
 ssize_t into_shared(detail::RuntimeImpl& impl, detail::MemoryModel& space, void* dst, std::size_t n,
-                    Transfer&& transfer) {
+                    Transfer&& transfer, int read_fd = -1) {
   StagingRing buffers(impl.staging(), kIoDepth);
   auto* out = static_cast<std::byte*>(dst);
   std::size_t done = 0;
   int error = 0;
   for (std::size_t i = 0; done < n; ++i) {
+    if (done != 0 && read_fd >= 0 && !more_now(read_fd)) break;
     buffers.settle(i);  // the device no longer reads this chunk
     const std::size_t want = std::min(n - done, buffers.chunk());
     const ssize_t got = transfer(buffers.data(i), want, done);
@@ -130,9 +148,9 @@ ssize_t Runtime::read(int fd, void* buf, std::size_t n) {
   detail::MemoryModel* space = shared(*impl_, buf);
   if (space == nullptr || n == 0) return ::read(fd, buf, n);
   if (!range_ok(*space, buf, n, "read")) return -1;
-  return into_shared(*impl_, *space, buf, n, [fd](std::byte* chunk, std::size_t bytes, std::size_t) {
-    return ::read(fd, chunk, bytes);
-  });
+  return into_shared(
+      *impl_, *space, buf, n,
+      [fd](std::byte* chunk, std::size_t bytes, std::size_t) { return ::read(fd, chunk, bytes); }, fd);
 }
 
 ssize_t Runtime::pread(int fd, void* buf, std::size_t n, off_t offset) {
@@ -167,10 +185,11 @@ ssize_t Runtime::pwrite(int fd, const void* buf, std::size_t n, off_t offset) {
 namespace {
 
 /// readv/writev with at least one shared vector: the vectors in order, each through `one` (a read or
-/// write of the runtime), stopping at the first short one. `plain` is libc's call for host memory.
+/// write of the runtime), stopping at the first short one, and for readv (`read_fd` >= 0) where the
+/// next vector's read would wait (more_now). `plain` is libc's call for host memory.
 template <class Plain, class One>
 ssize_t vectored(detail::RuntimeImpl& impl, const struct iovec* iov, int count, const char* call,
-                 Plain&& plain, One&& one) {
+                 Plain&& plain, One&& one, int read_fd = -1) {
   bool any_shared = false;
   for (int i = 0; i < count && iov != nullptr; ++i) any_shared |= shared(impl, iov[i].iov_base) != nullptr;
   if (!any_shared) return plain();
@@ -181,6 +200,7 @@ ssize_t vectored(detail::RuntimeImpl& impl, const struct iovec* iov, int count, 
   }
   std::size_t done = 0;
   for (int i = 0; i < count; ++i) {
+    if (done != 0 && read_fd >= 0 && iov[i].iov_len != 0 && !more_now(read_fd)) break;
     const ssize_t moved = one(iov[i]);
     if (moved < 0) return done == 0 ? -1 : static_cast<ssize_t>(done);
     done += static_cast<std::size_t>(moved);
@@ -194,7 +214,7 @@ ssize_t vectored(detail::RuntimeImpl& impl, const struct iovec* iov, int count, 
 ssize_t Runtime::readv(int fd, const struct iovec* iov, int count) {
   return vectored(
       *impl_, iov, count, "readv", [&] { return ::readv(fd, iov, count); },
-      [&](const struct iovec& v) { return read(fd, v.iov_base, v.iov_len); });
+      [&](const struct iovec& v) { return read(fd, v.iov_base, v.iov_len); }, fd);
 }
 
 ssize_t Runtime::writev(int fd, const struct iovec* iov, int count) {

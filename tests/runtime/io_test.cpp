@@ -8,8 +8,10 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -173,6 +175,38 @@ TEST_P(Io, ShortReadsFromAPipeReturnWhatArrived) {
   rt_.free(p);
 }
 
+// read(2) returns what a pipe has: exactly one staging chunk (16 KiB here) in the pipe, or a full
+// host vector before a shared one, and the call returns at once with it, as libc's does. Before, the
+// next chunk's (or vector's) read waited for more, forever where the writer waits for an answer. A
+// late writer unblocks a regression, which then fails on the count instead of hanging.
+TEST_P(Io, AReadReturnsWhatAPipeHasWithoutWaitingForMore) {
+  constexpr std::size_t kChunk = 16 << 10;
+  auto* p = static_cast<unsigned char*>(rt_.alloc(4 * kChunk));
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  std::atomic<bool> done{false};
+  std::thread late([&] {
+    for (int i = 0; i < 300 && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (!done.load()) {
+      static const std::vector<unsigned char> more(4 * kChunk, 9);
+      (void)::write(fds[1], more.data(), more.size());
+    }
+  });
+  const std::vector<unsigned char> data = pattern(kChunk, 3);
+  ASSERT_EQ(::write(fds[1], data.data(), kChunk), static_cast<ssize_t>(kChunk));
+  EXPECT_EQ(rt_.read(fds[0], p, 4 * kChunk), static_cast<ssize_t>(kChunk)) << "one chunk in the pipe";
+  EXPECT_EQ(std::memcmp(p, data.data(), kChunk), 0);
+  unsigned char head[16];
+  ASSERT_EQ(::write(fds[1], data.data(), sizeof head), static_cast<ssize_t>(sizeof head));
+  const struct iovec v[2] = {{head, sizeof head}, {p, 100}};
+  EXPECT_EQ(rt_.readv(fds[0], v, 2), static_cast<ssize_t>(sizeof head)) << "a full host vector, then nothing";
+  done = true;
+  late.join();
+  ::close(fds[0]);
+  ::close(fds[1]);
+  rt_.free(p);
+}
+
 TEST_P(Io, ErrorsAreLibcs) {
   auto* p = static_cast<unsigned char*>(rt_.alloc(kBlock + 10));
   std::memset(p, 6, kBlock + 10);
@@ -258,6 +292,59 @@ TEST(IoStaging, APoolWithoutAChunkOrAboveMemoryIsAConfigError) {
     }
     ::close(fd);
     rt.free(p);
+  }
+}
+
+// Writers that block on full pipes hold their staging chunks (the pool's four here) while their
+// readers need chunks to read: the readers stage through memory of their own instead of waiting for
+// the pool, and every byte arrives (before, they waited forever). A watchdog ends a regression.
+TEST_P(Io, PipeWritersHoldingThePoolDoNotStarveTheirReaders) {
+  constexpr int kPairs = 2;
+  constexpr std::size_t kBytes = 512 << 10;  // well above a pipe's 64 KiB
+  std::atomic<bool> finished{false};
+  std::thread watchdog([&] {
+    for (int i = 0; i < 2000 && !finished.load(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (!finished.load()) {
+      std::fprintf(stderr, "pipe readers still waiting after 20 s: the staging pool starved them\n");
+      std::_Exit(1);
+    }
+  });
+  const std::vector<unsigned char> ref = pattern(kBytes, 4);
+  std::vector<std::thread> threads;
+  std::vector<unsigned char*> in(kPairs), out(kPairs);
+  std::vector<std::array<int, 2>> pipes(kPairs);
+  for (int i = 0; i < kPairs; ++i) {
+    in[i] = static_cast<unsigned char*>(rt_.alloc(kBytes));
+    out[i] = static_cast<unsigned char*>(rt_.alloc(kBytes));
+    std::memcpy(in[i], ref.data(), kBytes);
+    ASSERT_EQ(::pipe(pipes[i].data()), 0);
+  }
+  for (int i = 0; i < kPairs; ++i) {
+    threads.emplace_back([&, i] {
+      for (std::size_t done = 0; done < kBytes;) {
+        const ssize_t n = rt_.write(pipes[i][1], in[i] + done, kBytes - done);
+        if (n <= 0) break;
+        done += static_cast<std::size_t>(n);
+      }
+    });
+    threads.emplace_back([&, i] {
+      for (std::size_t done = 0; done < kBytes;) {
+        const ssize_t n = rt_.read(pipes[i][0], out[i] + done, kBytes - done);
+        if (n <= 0) break;
+        done += static_cast<std::size_t>(n);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  finished = true;
+  watchdog.join();
+  for (int i = 0; i < kPairs; ++i) {
+    EXPECT_EQ(std::memcmp(out[i], ref.data(), kBytes), 0) << "pair " << i;
+    ::close(pipes[i][0]);
+    ::close(pipes[i][1]);
+    rt_.free(in[i]);
+    rt_.free(out[i]);
   }
 }
 
