@@ -1,4 +1,6 @@
 #include "os/fault_service.hpp"
+#include "os/process.hpp"
+#include "os/signal_safe_io.hpp"
 
 #include <hdsm/error.hpp>
 
@@ -14,12 +16,15 @@ namespace hdsm::os {
 
 namespace {
 
+constexpr long kPatienceSeconds = 20;
+
 std::atomic_ref<std::uint32_t> word(std::uint32_t& w) { return std::atomic_ref<std::uint32_t>(w); }
 
 }  // namespace
 
 FaultService::FaultService(FaultResolver resolver, void* context) : resolver_(resolver), context_(context) {
   try {
+    const SignalsBlockedForNewThreads quiet;  // the program's handlers never run on this thread
     thread_ = std::thread([this] { run(); });
   } catch (const std::system_error& e) {
     throw SystemError("pthread_create", "the fault service's thread", e.code().value());
@@ -48,8 +53,25 @@ bool FaultService::submit(void* address, FaultAccess access) noexcept {
   auto done = word(request.done);
   if (!spin_until([&] { return done.load(std::memory_order_acquire) == kDone; })) {
     std::uint32_t expected = 0;
-    if (done.compare_exchange_strong(expected, kWaiting, std::memory_order_acq_rel))
-      while (done.load(std::memory_order_acquire) != kDone) futex_wait(request.done, kWaiting);
+    if (done.compare_exchange_strong(expected, kWaiting, std::memory_order_acq_rel)) {
+      bool said = false;
+      while (done.load(std::memory_order_acquire) != kDone)
+        if (!futex_wait_for(request.done, kWaiting, kPatienceSeconds) && !said) {
+          // A fault is resolved in microseconds, a page fetched from another rank in milliseconds:
+          // the likely cause is a signal handler that touched shared memory on a thread interrupted
+          // inside hdsm, holding the lock the service waits for. Said once; the wait goes on.
+          said = true;
+          const int saved = errno;
+          signal_safe::write_str("hdsm: a fault at ");
+          signal_safe::write_hex(reinterpret_cast<std::uintptr_t>(address));
+          signal_safe::write_str(
+              " has waited 20 s for hdsm's fault service. If a signal handler touched shared memory, the "
+              "thread it interrupted may hold the lock the service needs: hdsm is not async-signal-safe "
+              "(take such signals on a thread that makes no hdsm calls: block them in the others, and "
+              "sigwait or unblock them there)\n");
+          errno = saved;
+        }
+    }
   }
   return request.result;
 }

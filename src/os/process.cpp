@@ -90,6 +90,17 @@ bool Origin::may_tear_down() const noexcept {
   return same_process() && (!running_user_code() || in_user_code_);
 }
 
+SignalsBlockedForNewThreads::SignalsBlockedForNewThreads() noexcept {
+  sigset_t asynchronous;
+  sigfillset(&asynchronous);
+  for (const int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS}) sigdelset(&asynchronous, sig);
+  restore_ = ::pthread_sigmask(SIG_BLOCK, &asynchronous, &previous_) == 0;
+}
+
+SignalsBlockedForNewThreads::~SignalsBlockedForNewThreads() {
+  if (restore_) ::pthread_sigmask(SIG_SETMASK, &previous_, nullptr);
+}
+
 void prepare_thread_for_faults_once() noexcept {
   thread_state::prepared_for_faults = true;
   sigset_t faults;

@@ -5,6 +5,8 @@
 // its own stack overflowed.
 #pragma once
 
+#include <signal.h>
+
 #include <hdsm/export.h>
 
 #include <cstdint>
@@ -68,6 +70,24 @@ void prepare_thread_for_faults_once() noexcept;
 inline void prepare_thread_for_faults() noexcept {
   if (!thread_state::prepared_for_faults) prepare_thread_for_faults_once();
 }
+
+/// Blocks the program's asynchronous signals (everything but the ones a thread's own instruction
+/// raises: SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS) in the calling thread while alive, so
+/// that the threads it starts inherit that mask: hdsm's own threads (the fault service, device
+/// queues, the executor's workers, page servers) never run the program's handlers. A handler that
+/// touches shared memory would otherwise fault on the very thread that must resolve the fault, and
+/// wait for itself with every signal blocked (a process no SIGTERM ends).
+class SignalsBlockedForNewThreads {
+ public:
+  SignalsBlockedForNewThreads() noexcept;
+  ~SignalsBlockedForNewThreads();
+  SignalsBlockedForNewThreads(const SignalsBlockedForNewThreads&) = delete;
+  SignalsBlockedForNewThreads& operator=(const SignalsBlockedForNewThreads&) = delete;
+
+ private:
+  sigset_t previous_;
+  bool restore_ = false;
+};
 
 /// For a `catch (abi::__forced_unwind&)` before a `catch (...)` around a program's code on a thread
 /// hdsm waits for: pthread_exit or pthread_cancel there unwinds with a forced unwind, which may not

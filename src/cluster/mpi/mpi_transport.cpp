@@ -3,6 +3,7 @@
 // messages). The session (session.cpp) initializes MPI and makes one of these.
 #include "cluster/mpi/mpi_transport.hpp"
 #include "mpi/check.hpp"
+#include "os/process.hpp"
 
 #include <hdsm/error.hpp>
 
@@ -266,6 +267,7 @@ void MpiTransport::abandon(const char* why) noexcept {
 
 void MpiTransport::serve_pages(PageServer* server) {
   if (!multiple_) throw Unsupported("cluster over MPI: a page server needs MPI_THREAD_MULTIPLE");
+  const os::SignalsBlockedForNewThreads quiet;  // the program's handlers never run on this thread
   server_ = std::thread([this, server] {
     std::vector<std::byte> page;
     for (;;) {
