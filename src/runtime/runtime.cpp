@@ -162,7 +162,6 @@ struct DefaultRuntime {
   }
 };
 
-
 DefaultRuntime& default_runtime() {
   static DefaultRuntime instance;
   return instance;
