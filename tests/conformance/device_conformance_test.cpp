@@ -408,6 +408,26 @@ TEST_P(DeviceConformance, KernelArgumentsInsideBuffers) {
     queue_->synchronize();
     for (int i = 0; i < n; ++i) ASSERT_EQ(out[i], 2 * in[1 + i]) << i;
   }
+  if (device_->properties().backend == hdsm::Backend::opencl) {
+    // A host pointer where the kernel takes a __global one, and a pointer to a buffer's end (no
+    // sub-buffer of 0 bytes): typed errors, where PoCL asserted or crashed.
+    const auto refused = [&](std::span<const hdsm::KernelArg> bad, const char* want) {
+      try {
+        queue_->launch(twice, hdsm::cover(n, 64), bad);
+        ADD_FAILURE() << "launched: " << want;
+      } catch (const hdsm::InvalidArgument& e) {
+        EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+      }
+    };
+    const float* host = in.data();
+    const hdsm::KernelArg raw[] = {hdsm::KernelArg::value(host), hdsm::KernelArg::buffer(c, 0),
+                                   hdsm::KernelArg::value(n)};
+    refused(raw, "in no shared object or device buffer");
+    const hdsm::KernelArg end[] = {hdsm::KernelArg::buffer(a, at + n * sizeof(float)),
+                                   hdsm::KernelArg::buffer(c, 0), hdsm::KernelArg::value(n)};
+    refused(end, "a pointer to the end of");
+    queue_->synchronize();
+  }
   device_->free(a);
   device_->free(c);
 }

@@ -441,6 +441,10 @@ std::vector<unsigned char> program_binary(cl_program program, cl_device_id id, c
 
 }  // namespace
 
+// What every program is built with: the arguments' address qualifiers, which a launch checks a
+// host pointer against (a raw pointer where the kernel takes a __global one).
+constexpr const char* kBuildOptions = "-cl-kernel-arg-info";
+
 Program OpenclDevice::load_cached(const std::string& key) {
   const auto binary = cache_->load(key);
   if (!binary) return {};
@@ -450,15 +454,16 @@ Program OpenclDevice::load_cached(const std::string& key) {
   Program program(clCreateProgramWithBinary(context(), 1, &id_, &size, &data, &status, &err));
   // A binary the driver no longer accepts is rebuilt from source (and the entry replaced).
   if (err != CL_SUCCESS || status != CL_SUCCESS) return {};
-  if (clBuildProgram(program.get(), 1, &id_, "", nullptr, nullptr) != CL_SUCCESS) return {};
+  if (clBuildProgram(program.get(), 1, &id_, kBuildOptions, nullptr, nullptr) != CL_SUCCESS) return {};
   return program;
 }
 
 cl_program OpenclDevice::program(const std::string& kernel, const std::string& source) {
   std::lock_guard lock(programs_mutex_);
   if (const auto it = programs_.find(source); it != programs_.end()) return it->second.get();
-  const std::string key =
-      cache_->enabled() ? cache_identity_ + "options: \nsource:\n" + source : std::string();
+  const std::string key = cache_->enabled()
+                              ? cache_identity_ + "options: " + kBuildOptions + "\nsource:\n" + source
+                              : std::string();
   if (Program cached = cache_->enabled() ? load_cached(key) : Program(); cached.get() != nullptr) {
     counters_.program_cache_loads.fetch_add(1, std::memory_order_relaxed);
     return programs_.emplace(source, std::move(cached)).first->second.get();
@@ -468,7 +473,7 @@ cl_program OpenclDevice::program(const std::string& kernel, const std::string& s
   cl_int err = CL_SUCCESS;
   Program program(clCreateProgramWithSource(context(), 1, &text, &length, &err));
   check(err, "clCreateProgramWithSource", fmt::format("kernel '{}'", kernel));
-  const cl_int built = clBuildProgram(program.get(), 1, &id_, "", nullptr, nullptr);
+  const cl_int built = clBuildProgram(program.get(), 1, &id_, kBuildOptions, nullptr, nullptr);
   if (built != CL_SUCCESS)
     throw KernelFailure(fmt::format("kernel '{}': the OpenCL C source does not build for {} ({}):\n{}",
                                     kernel, name(), error_name(built), build_log(program.get(), id_)));

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <atomic>
 #include <cstring>
 
@@ -131,11 +133,33 @@ void OpenclQueue::launch(const Kernel& kernel, const Launch& launch, std::span<c
     const KernelArg& a = args[i];
     const std::string what = fmt::format("argument {} of kernel '{}'", i, kernel.name);
     if (!a.is_buffer()) {
+      // A host pointer where the kernel takes a __global or __constant one: OpenCL would read its
+      // bytes as a buffer handle (PoCL asserts; others crash). A null pointer is a null buffer.
+      if (a.size() == sizeof(void*) && std::any_of(static_cast<const std::byte*>(a.data()),
+                                                   static_cast<const std::byte*>(a.data()) + a.size(),
+                                                   [](std::byte b) { return b != std::byte{0}; })) {
+        cl_kernel_arg_address_qualifier where = CL_KERNEL_ARG_ADDRESS_PRIVATE;
+        if (clGetKernelArgInfo(k.get(), static_cast<cl_uint>(i), CL_KERNEL_ARG_ADDRESS_QUALIFIER,
+                               sizeof where, &where, nullptr) == CL_SUCCESS &&
+            (where == CL_KERNEL_ARG_ADDRESS_GLOBAL || where == CL_KERNEL_ARG_ADDRESS_CONSTANT)) {
+          void* p = nullptr;
+          std::memcpy(&p, a.data(), sizeof p);
+          throw InvalidArgument(fmt::format(
+              "{} on {}: the kernel takes a {} pointer, and the call passes {}, which is in no "
+              "shared object or device buffer (an OpenCL kernel reaches device buffers only)",
+              what, device_.name(), where == CL_KERNEL_ARG_ADDRESS_GLOBAL ? "__global" : "__constant", p));
+        }
+      }
       check(clSetKernelArg(k.get(), static_cast<cl_uint>(i), a.size(), a.data()), "clSetKernelArg", what);
       continue;
     }
     cl_mem m = device_.resolve(a.buffer(), a.offset(), 0, what);
     if (a.offset() != 0) {
+      if (a.offset() >= a.buffer().bytes)
+        throw InvalidArgument(
+            fmt::format("{} on {}: a pointer to the end of a {}-byte buffer; OpenCL passes a pointer into a "
+                        "buffer as a sub-buffer, and has none of 0 bytes (pass the buffer and a count)",
+                        what, device_.name(), a.buffer().bytes));
       if (a.offset() % device_.base_align() != 0)
         throw InvalidArgument(
             fmt::format("{} on {}: a pointer {} bytes into a buffer; OpenCL passes it as a "
