@@ -828,6 +828,7 @@ void Node::launch(const Kernel& kernel, const Launch& launch, const ArgPack& arg
     last = bounds[static_cast<std::size_t>(rank()) + 1];
   }
   std::exception_ptr error;
+  kernel_name_.store(kernel.name.c_str(), std::memory_order_relaxed);  // for a refused fault's message
   in_kernel_.store(true, std::memory_order_release);
   try {
     const exec::BlockInterval interval(first, last);
@@ -835,6 +836,7 @@ void Node::launch(const Kernel& kernel, const Launch& launch, const ArgPack& arg
   } catch (...) {
     error = std::current_exception();
   }
+  kernel_name_.store(nullptr, std::memory_order_relaxed);
   // The boundary is part of the launch: a host thread that touches global memory during it is
   // refused as during the kernel (its touch would land in the lists the boundary reads and resets).
   struct KernelEnds {
@@ -1335,6 +1337,13 @@ bool Node::refuse(const char* why, void* address) const noexcept {
   io::write_str(why);
   io::write_str(" (address ");
   io::write_hex(reinterpret_cast<std::uintptr_t>(address));
+  // In a block of a kernel: which one.
+  if (const char* kernel = kernel_name_.load(std::memory_order_relaxed);
+      kernel != nullptr && executor_.running_here()) {
+    io::write_str(", in kernel '");
+    io::write_str(kernel);
+    io::write_str("'");
+  }
   io::write_str(")\n");
   return false;
 }

@@ -291,6 +291,7 @@ class Node final : public PageServer {
 
   exec::Executor executor_;
   std::atomic<bool> in_kernel_{false};
+  std::atomic<const char*> kernel_name_{nullptr};  // the running kernel's, while its blocks run
   Agreement ending_{};  // the session's last agreement (~Node), kept while it is pending
   // The program's distribution policy runs (agreed_split): no collective from it.
   std::atomic<bool> in_policy_{false};

@@ -12,8 +12,10 @@
 #include "crc/worker.hpp"
 #include "mpi/check.hpp"
 #include "mpi/finalize_hook.hpp"
+#include "os/fault.hpp"
 #include "os/mapping.hpp"
 #include "os/offset_heap.hpp"
+#include "os/signal_safe_io.hpp"
 
 #include <hdsm/export.h>
 #include <hdsm/crc.hpp>
@@ -467,6 +469,29 @@ class MpiEngine final : public Engine {
                               failed - 1));
     }
     hook_ = std::make_unique<mpi::FinalizeHook>([this] { end_mpi(); });
+    // On a worker, the space's addresses (rank 0's) hold nothing: a task that dereferences a shared
+    // pointer instead of crc::read gets a message saying so, not "not in shared memory". Where the
+    // range is taken by another runtime's, the plain message stays.
+    if (rank_ != 0) {
+      try {
+        direct_access_range_ = os::register_fault_range(reinterpret_cast<void*>(space_base_), space_bytes_,
+                                                        &MpiEngine::refuse_direct_access, this);
+      } catch (const std::exception&) {
+      }
+    }
+  }
+
+  // A worker's plain load or store in the shared space (rank 0's addresses, unmapped here).
+  static bool refuse_direct_access(void* self, void* address, os::FaultAccess) noexcept {
+    namespace io = os::signal_safe;
+    io::write_str("hdsm crc: worker ");
+    io::write_decimal(static_cast<std::uint64_t>(static_cast<MpiEngine*>(self)->rank_ - 1));
+    io::write_str(" touched the shared space directly (address ");
+    io::write_hex(reinterpret_cast<std::uintptr_t>(address));
+    io::write_str(
+        "): under MPI it lives on rank 0, and a task reaches it with crc::read and crc::write "
+        "(or read_local and write_local)\n");
+    return false;
   }
 
   ~MpiEngine() override {
@@ -477,6 +502,7 @@ class MpiEngine final : public Engine {
   // The runtime's MPI part: at its end, or at the program's MPI_Finalize if that comes first.
   void end_mpi() {
     ended_ = true;
+    if (direct_access_range_ >= 0) os::unregister_fault_range(std::exchange(direct_access_range_, -1));
     // The end is a collective too (the window's and the communicator's frees): a rank still in
     // another call (allocate, free, run) fails there, since this is not the call it made, and this
     // rank agrees again until every rank is at its end.
@@ -730,6 +756,7 @@ class MpiEngine final : public Engine {
   Options options_;
   bool own_mpi_ = false;
   bool ended_ = false;                       // end_mpi ran
+  int direct_access_range_ = -1;             // a worker's fault range over the space, for its message
   std::unique_ptr<mpi::FinalizeHook> hook_;  // runs end_mpi at the program's MPI_Finalize
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Win window_ = MPI_WIN_NULL;

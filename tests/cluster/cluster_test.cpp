@@ -1712,6 +1712,22 @@ TEST(ClusterDeathTest, HostWritesToGlobalMemoryEndTheProgramWithAMessage) {
                "host code wrote global memory");
 }
 
+// A kernel that reads past its allocation into memory no allocation holds: the message names the
+// kernel as well as the address (before, the address alone).
+TEST(ClusterDeathTest, AKernelsStrayAccessNamesTheKernel) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(run_ranks(2, options(),
+                         [](Node&) {
+                           int* a = cl::alloc<int>(16);
+                           const auto stray = hdsm::per_thread("stray", [](const Thread&, int* p) {
+                             volatile int* far = p + (std::size_t{8} << 20);  // 32 MiB on: not allocated
+                             (void)*far;
+                           });
+                           cl::launch(stray, Launch{Dim3{1}, Dim3{1}, 0}, a);
+                         }),
+               "access to global memory that is not allocated \\(address 0x[0-9a-f]+, in kernel 'stray'\\)");
+}
+
 // A child of fork() has the rank's memory map but neither its threads nor its place among the ranks:
 // its calls are refused (before, a launch in the child waited for ranks that never came).
 TEST(ClusterDeathTest, AChildOfForkIsNoRank) {

@@ -4,6 +4,8 @@
 //  - "cluster_finalize_first": MPI_Init; a cluster::Session in a local scope; MPI_Finalize inside
 //    that scope, so the session's end comes after it (before, Open MPI aborted the job there);
 //  - "crc_finalize_first": the same with a crc::Runtime over MPI;
+//  - "crc_direct_access": a worker's task stores through a shared pointer, which ends the job with a
+//    message naming crc::read and crc::write;
 //  - "bad_knob_on_rank_1": rank 1 alone has a malformed HDSM_CLUSTER_PAGE_SIZE and catches the
 //    error; every rank must throw, none wait (before, rank 0 waited in MPI_Init forever).
 // Each rank prints "rank <r>: ok" or "rank <r>: caught: <message>".
@@ -83,6 +85,23 @@ int crc_finalize_first() {
   return 0;
 }
 
+
+// A task on a worker that dereferences a shared pointer (rank 0's address, nothing there) ends with
+// a message saying to use crc::read and crc::write (before: "not in shared memory").
+int crc_direct_access() {
+  namespace crc = hdsm::crc;
+  crc::Options o;
+  o.transport = crc::Transport::mpi;
+  o.shared_bytes = 1 << 20;
+  crc::Runtime rt(o);
+  int* a = rt.alloc<int>(1024);
+  rt.run([&] {
+    volatile int* direct = a;
+    direct[crc::worker_id()] = 1;
+  });
+  std::fprintf(stderr, "the direct store went through\n");
+  return 1;
+}
 #endif
 
 #if defined(HDSM_SHAPES_CLUSTER)
@@ -112,6 +131,7 @@ int main(int argc, char** argv) {
   if (std::strcmp(mode, "bad_knob_on_rank_1") == 0) return bad_knob_on_rank_1();
 #else
   if (std::strcmp(mode, "crc_finalize_first") == 0) return crc_finalize_first();
+  if (std::strcmp(mode, "crc_direct_access") == 0) return crc_direct_access();
 #endif
   std::fprintf(stderr, "usage: %s cluster_finalize_first|crc_finalize_first|bad_knob_on_rank_1\n", argv[0]);
   MPI_Finalize();
