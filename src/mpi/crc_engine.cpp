@@ -381,10 +381,15 @@ class MpiEngine final : public Engine {
     if (shared[0] != ~shared[1] || shared[2] != ~shared[3]) {
       PMPI_Comm_free(&comm_);
       if (own_mpi_) PMPI_Finalize();  // every rank is here
-      throw InvalidArgument(fmt::format(
-          "crc over MPI: the ranks' Options::shared_bytes (from {} to {} B) or page_size (from {} to {} B) "
-          "differ: every rank must use the same",
-          ~shared[1], shared[0], ~shared[3], shared[2]));
+      throw InvalidArgument(
+          fmt::format("crc over MPI: the ranks' {} differ: every rank must use the same",
+                      shared[0] != ~shared[1]
+                          ? fmt::format("Options::shared_bytes (HDSM_CRC_SHARED, rounded up to {} B: "
+                                        "from {} to {} B; this rank has {} B)",
+                                        kSpaceAlignment, ~shared[1], shared[0], bytes)
+                          : fmt::format("Options::page_size (HDSM_CRC_PAGE_SIZE: from {} to {} B; this "
+                                        "rank has {} B)",
+                                        ~shared[3], shared[2], o.page_size)));
     }
     // The shared space is a window on rank 0, so read-only and single-writer pages move by one-sided
     // gets and puts. Where this MPI cannot make one (Open MPI's pt2pt one-sided component needs
@@ -573,14 +578,18 @@ class MpiEngine final : public Engine {
   void free(void* pointer) override {
     require_running("crc::Runtime::free");
     // Collective too: a rank that freed alone would go on using what the home hands out again.
-    const auto offset = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(pointer));
+    // A pointer that is no allocation (a host pointer differs between ranks by nature) is compared
+    // as one value, so that ranks that all pass one agree, and each says so.
+    const bool known = sizes_.contains(pointer);
+    const auto offset =
+        known ? static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(pointer)) : ~std::uint64_t{0};
     std::uint64_t pointers[kAgreed] = {offset, ~offset};
     agree_collective(kFreeing, pointers);
     if (pointers[0] != ~pointers[1])
-      throw InvalidArgument(
-          fmt::format("crc::Runtime::free over MPI: the ranks freed different pointers (from {:#x} to {:#x}; "
-                      "rank {} freed {}); free is collective and every rank must free the same",
-                      ~pointers[1], pointers[0], rank_, pointer));
+      throw InvalidArgument(fmt::format(
+          "crc::Runtime::free over MPI: the ranks freed different pointers (rank {} freed {}{}); free is "
+          "collective and every rank must free the same allocation",
+          rank_, pointer, known ? "" : ", which is no allocation of the shared space"));
     const auto it = sizes_.find(pointer);
     if (it == sizes_.end())
       throw InvalidPointer(

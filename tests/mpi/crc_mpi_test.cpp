@@ -190,13 +190,19 @@ TEST_F(CrcMpi, OptionsTheRanksMustShareAreComparedFirst) {
   int rank = 0, ranks = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  crc::Options o = mpi_options();
-  if (rank == ranks - 1) o.shared_bytes *= 2;
-  try {
-    crc::Runtime rt(o);
-    ADD_FAILURE() << "a runtime was made on rank " << rank;
-  } catch (const hdsm::InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("shared_bytes"), std::string::npos) << e.what();
+  // The message names the option that differs and its knob (before: "shared_bytes or page_size").
+  for (const bool space : {true, false}) {
+    crc::Options o = mpi_options();
+    if (rank == ranks - 1) (space ? o.shared_bytes : o.page_size) *= 2;
+    try {
+      crc::Runtime rt(o);
+      ADD_FAILURE() << "a runtime was made on rank " << rank;
+    } catch (const hdsm::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(space ? "Options::shared_bytes (HDSM_CRC_SHARED"
+                                                 : "Options::page_size (HDSM_CRC_PAGE_SIZE"),
+                std::string::npos)
+          << e.what();
+    }
   }
   crc::Runtime rt(mpi_options());  // the ranks are in step
   rt.run([] {});
@@ -354,6 +360,16 @@ TEST_F(CrcMpi, RanksThatFreeDifferentPointersAreRefused) {
     ADD_FAILURE() << "rank " << rank << " went on";
   } catch (const hdsm::InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("the ranks called different collectives"), std::string::npos)
+        << e.what();
+  }
+  // Every rank frees a host pointer of its own (at a different address on each): no allocation,
+  // said on every rank (before, "the ranks freed different pointers").
+  int local = 0;
+  try {
+    rt.free(&local);
+    ADD_FAILURE() << "rank " << rank << " freed a host pointer";
+  } catch (const hdsm::InvalidPointer& e) {
+    EXPECT_NE(std::string(e.what()).find("not an allocation of this shared space"), std::string::npos)
         << e.what();
   }
   // Both are still allocated everywhere: used, then freed together.
