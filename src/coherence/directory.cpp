@@ -90,8 +90,10 @@ ObjectId Directory::insert(unsigned segment, std::size_t bytes) {
     std::lock_guard lock(mutex_);
     offset = bytes <= seg.heap.capacity() ? seg.heap.allocate(bytes) : std::nullopt;
     if (!offset)
-      throw OutOfDeviceMemory(fmt::format("arena segment {}", segment), bytes, seg.heap.used(),
-                              seg.heap.capacity());
+      throw OutOfDeviceMemory(fmt::format("arena segment {} (the host address range of one device's shared "
+                                          "objects)",
+                                          segment),
+                              bytes, seg.heap.used(), seg.heap.capacity(), "HDSM_ARENA_SEGMENT");
     blocks = seg.heap.rounded(bytes) >> shift_;
   }
   // The range is this thread's from here on; zeroing what a freed object left in it can take long,

@@ -13,8 +13,8 @@
 namespace hdsm {
 
 void* Runtime::alloc(std::size_t bytes, int device) {
-  const std::size_t index = device < 0 ? impl_->default_device : static_cast<std::size_t>(device);
-  if (index >= impl_->devices.size())
+  const std::size_t index = device == -1 ? impl_->default_device : static_cast<std::size_t>(device);
+  if (device < -1 || index >= impl_->devices.size())  // -1: the default device; -2 is no device
     throw InvalidArgument(fmt::format("alloc({}, device {}): this runtime has {} devices",
                                       format_bytes(bytes), device, impl_->devices.size()));
   return impl_->model->alloc(bytes, static_cast<unsigned>(index));

@@ -194,6 +194,9 @@ TEST_P(AdsmApi, TypedAllocAndSmartPointers) {
   for (int i = 0; i < 8; ++i) rt.free(rt.alloc(32 << 20));
   // A count whose bytes overflow is refused, not taken modulo 2^64 (2^61 + 1 doubles were 8 bytes).
   EXPECT_THROW(rt.alloc<double>((std::size_t{1} << 61) + 1), hdsm::Error);
+  // -1 is the default device; another negative index is no device (it was taken for the default).
+  EXPECT_THROW(rt.alloc(100, -2), hdsm::InvalidArgument);
+  EXPECT_THROW(rt.alloc(100, 99), hdsm::InvalidArgument);
 }
 
 // A freed object's memory is kept for the next object (HDSM_ARENA_KEEP): the new object still

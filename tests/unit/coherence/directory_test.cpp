@@ -230,6 +230,8 @@ TEST(Directory, NoRoomIsATypedError) {
     EXPECT_EQ(e.used(), 10 * MiB);
     EXPECT_EQ(e.capacity(), 16 * MiB);
     EXPECT_NE(std::string(e.what()).find("arena segment 1"), std::string::npos) << e.what();
+    // The knob that raises it (before: HDSM_SIM_MEMORY, which does not).
+    EXPECT_NE(std::string(e.what()).find("raise HDSM_ARENA_SEGMENT"), std::string::npos) << e.what();
   }
   EXPECT_THROW(dir.insert(0, 17 * MiB), hdsm::OutOfDeviceMemory);
   EXPECT_THROW(dir.insert(0, ~std::size_t{0}), hdsm::OutOfDeviceMemory);
