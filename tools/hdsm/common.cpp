@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <sys/wait.h>
+
 #include <cmath>
 #include <ctime>
 
@@ -101,6 +103,12 @@ std::string utc_timestamp() {
   char text[32];
   std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
   return text;
+}
+
+std::string wait_status_text(int status) {
+  if (WIFEXITED(status)) return fmt::format("exit code {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return fmt::format("signal {}", WTERMSIG(status));
+  return fmt::format("wait status {}", status);
 }
 
 }  // namespace hdsm::tool

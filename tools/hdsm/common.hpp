@@ -51,6 +51,8 @@ std::string format_gbps(double gbps);
 std::string format_number(double value);
 /// "met" or "missed": how a summary line's detail says whether its figure reached its target.
 inline std::string verdict(bool met) { return met ? "met" : "missed"; }
+/// A child's wait status (pclose, waitpid) in words: "exit code 1", "signal 9".
+std::string wait_status_text(int status);
 
 /// Current UTC time as ISO 8601 ("2024-05-01T12:34:56Z").
 std::string utc_timestamp();

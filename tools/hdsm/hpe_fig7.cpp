@@ -110,12 +110,13 @@ void HpeSuite::summarize() {
   const std::string sizes_text = fmt::format("sizes >= {}", format_bytes(kTargetMinBytes));
   if (link > 0) {
     if (const auto w = worst_ratio(kOneWay, kStaged, "", link))
-      r.add_summary(
-          {"one-way hdsm staged / modelled link (>= 8 MiB, worst)", w->first, "x",
-           fmt::format("target >= 0.85; worst at {}, modelled link {} GB/s", format_bytes(w->second), link)});
+      r.add_summary({"one-way hdsm staged / modelled link (>= 8 MiB, worst)", w->first, "x",
+                     fmt::format("{}: target >= 0.85 (a rate ratio); worst at {}, modelled link {} GB/s",
+                                 verdict(w->first >= 0.85), format_bytes(w->second), link)});
     if (const auto m = mean_ratio(kOneWay, kPeer, "", link))
       r.add_summary({"one-way hdsm peer / modelled link (>= 8 MiB)", *m, "x",
-                     fmt::format("target ~1; mean over {}", sizes_text)});
+                     fmt::format("{}: target ~1 (a rate ratio); mean over {}",
+                                 verdict(*m >= 0.9 && *m <= 1.1), sizes_text)});
   } else {
     r.add_note(
         fmt::format("{} has no modelled link rate (unthrottled or unknown): the link ratios are omitted",
@@ -123,16 +124,17 @@ void HpeSuite::summarize() {
   }
   if (const auto w = worst_ratio(kOneWay, kStaged, kNaive))
     r.add_summary({"one-way hdsm staged / naive (>= 8 MiB, worst)", w->first, "x",
-                   fmt::format("target >= 1.3; worst at {}", format_bytes(w->second))});
+                   fmt::format("{}: target >= 1.3 (a rate ratio); worst at {}", verdict(w->first >= 1.3),
+                               format_bytes(w->second))});
   if (const auto m = mean_ratio(kTwoWay, kPeer, kStaged))
     r.add_summary({"two-way hdsm peer / two-way hdsm staged (>= 8 MiB)", *m, "x",
-                   fmt::format("seed Fig. 7: ~2; mean over {}", sizes_text)});
+                   fmt::format("a rate ratio; seed Fig. 7: ~2; mean over {}", sizes_text)});
   if (const auto m = mean_ratio(kOneWay, kStaged, kDouble))
     r.add_summary({"one-way hdsm staged / hand-written double-buffered (>= 8 MiB)", *m, "x",
-                   fmt::format("mean over {}", sizes_text)});
+                   fmt::format("a rate ratio; mean over {}", sizes_text)});
   if (const auto m = mean_ratio(kTwoWay, kStaged, kDouble))
     r.add_summary({"two-way hdsm staged / hand-written double-buffered (>= 8 MiB)", *m, "x",
-                   fmt::format("mean over {}", sizes_text)});
+                   fmt::format("a rate ratio; mean over {}", sizes_text)});
 }
 
 }  // namespace hdsm::tool::hpe

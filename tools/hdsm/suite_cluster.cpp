@@ -100,7 +100,7 @@ std::vector<Line> run_program(SuiteContext& ctx, const std::string& label, int r
   const int status = ::pclose(pipe);
   if (status != 0 || lines.empty())
     throw std::runtime_error(
-        fmt::format("cluster suite: '{}' failed (status {}):\n{}", command, status, output));
+        fmt::format("cluster suite: '{}' failed ({}):\n{}", command, wait_status_text(status), output));
   std::vector<std::string> times;
   times.reserve(lines.size());
   for (const Line& l : lines) times.push_back(fmt::format("{} {:.3f} s", l.app, l.seconds));
@@ -111,30 +111,31 @@ std::vector<Line> run_program(SuiteContext& ctx, const std::string& label, int r
 // `figure`: "fig3" for the runs Fig. 3 draws (the baselines and the eager configurations).
 void add_rows(SuiteContext& ctx, const std::vector<Line>& lines, const std::string& figure = "") {
   for (const Line& l : lines)
-    ctx.results.add_row({{"app", l.app},
-                         {"figure", figure},
-                         {"mode", l.mode},
-                         {"config", l.ranks == 0 ? fmt::format("baseline x{}", l.threads)
-                                                 : fmt::format("{} ranks x {}{}", l.ranks, l.threads,
-                                                               l.mode == "eager" ? "" : " " + l.mode)},
-                         {"ranks", static_cast<std::int64_t>(l.ranks)},
-                         {"threads", static_cast<std::int64_t>(l.threads)},
-                         {"seconds", l.seconds},
-                         {"global_pages", static_cast<std::int64_t>(l.global_pages)},
-                         {"modified_pages", static_cast<std::int64_t>(l.modified_pages)},
-                         {"kernels", static_cast<std::int64_t>(l.kernels)},
-                         {"lazy_kernels", static_cast<std::int64_t>(l.lazy_kernels)},
-                         {"modified_bytes", static_cast<std::int64_t>(l.modified_bytes)},
-                         {"wire_bytes", static_cast<std::int64_t>(l.wire)},
-                         {"payload_bytes", static_cast<std::int64_t>(l.payload)},
-                         {"header_bytes", static_cast<std::int64_t>(l.headers)},
-                         {"vector_bytes", static_cast<std::int64_t>(l.vector)},
-                         {"multi_writer_pages", static_cast<std::int64_t>(l.multi)},
-                         {"write_faults", static_cast<std::int64_t>(l.faults)},
-                         {"fetches", static_cast<std::int64_t>(l.fetches)},
-                         {"kernel_seconds", l.kernel_seconds()},
-                         {"call_seconds", l.call_seconds()},
-                         {"host_seconds", l.host_seconds()}});
+    ctx.results.add_row(
+        {{"app", l.app},
+         {"figure", figure},
+         {"mode", l.mode},
+         {"config", l.ranks == 0 ? fmt::format("baseline x{}", l.threads)
+                                 : fmt::format("{} rank{} x {}{}", l.ranks, l.ranks == 1 ? "" : "s",
+                                               l.threads, l.mode == "eager" ? "" : " " + l.mode)},
+         {"ranks", static_cast<std::int64_t>(l.ranks)},
+         {"threads", static_cast<std::int64_t>(l.threads)},
+         {"seconds", l.seconds},
+         {"global_pages", static_cast<std::int64_t>(l.global_pages)},
+         {"modified_pages", static_cast<std::int64_t>(l.modified_pages)},
+         {"kernels", static_cast<std::int64_t>(l.kernels)},
+         {"lazy_kernels", static_cast<std::int64_t>(l.lazy_kernels)},
+         {"modified_bytes", static_cast<std::int64_t>(l.modified_bytes)},
+         {"wire_bytes", static_cast<std::int64_t>(l.wire)},
+         {"payload_bytes", static_cast<std::int64_t>(l.payload)},
+         {"header_bytes", static_cast<std::int64_t>(l.headers)},
+         {"vector_bytes", static_cast<std::int64_t>(l.vector)},
+         {"multi_writer_pages", static_cast<std::int64_t>(l.multi)},
+         {"write_faults", static_cast<std::int64_t>(l.faults)},
+         {"fetches", static_cast<std::int64_t>(l.fetches)},
+         {"kernel_seconds", l.kernel_seconds()},
+         {"call_seconds", l.call_seconds()},
+         {"host_seconds", l.host_seconds()}});
 }
 
 const Line& find(const std::vector<Line>& lines, const std::string& app) {

@@ -324,17 +324,28 @@ class IoSuite {
     add(out, "hdsm", bytes, 1, t["hdsm"]);
     rt->free(shared);
 
+    // Both targets in both directions (docs/benchmarks.md); the speed-up's from 32 MiB, below which
+    // the user buffer stays in the CPU caches.
     const std::string size = format_bytes(bytes);
-    ctx_.results.add_summary({fmt::format("{} {}: hdsm / double-buffered", in, size), s["hdsm"] / s["double"],
-                              "x", "time ratio; target <= 1.1"});
+    const auto against_double = [&](double ratio) {
+      return fmt::format("{}: target <= 1.1 (a time ratio)", verdict(ratio <= 1.1));
+    };
+    const auto speed_up = [&](double ratio) {
+      return bytes >= 32 * MiB ? fmt::format("{}: target >= 2", verdict(ratio >= 2))
+                               : std::string("target >= 2 from 32 MiB");
+    };
+    const double in_double = s["hdsm"] / s["double"], in_speed_up = s["user"] / s["hdsm"];
+    const double out_double = t["hdsm"] / t["double"], out_speed_up = t["user"] / t["hdsm"];
     ctx_.results.add_summary(
-        {fmt::format("{} {}: speed-up of hdsm over the user buffer", in, size), s["user"] / s["hdsm"], "x",
-         fmt::format("target >= 2; no version can exceed {:.2f} (user buffer / link only)",
-                     s["user"] / s["link"])});
-    ctx_.results.add_summary({fmt::format("{} {}: hdsm / double-buffered", out, size),
-                              t["hdsm"] / t["double"], "x", "time ratio"});
+        {fmt::format("{} {}: hdsm / double-buffered", in, size), in_double, "x", against_double(in_double)});
+    ctx_.results.add_summary({fmt::format("{} {}: speed-up of hdsm over the user buffer", in, size),
+                              in_speed_up, "x",
+                              fmt::format("{}; the link alone, without the file: {:.2f}",
+                                          speed_up(in_speed_up), s["user"] / s["link"])});
+    ctx_.results.add_summary({fmt::format("{} {}: hdsm / double-buffered", out, size), out_double, "x",
+                              against_double(out_double)});
     ctx_.results.add_summary({fmt::format("{} {}: speed-up of hdsm over the user buffer", out, size),
-                              t["user"] / t["hdsm"], "x", ""});
+                              out_speed_up, "x", speed_up(out_speed_up)});
   }
 
   // memset and memcpy on shared objects whose host copy is invalid, against the device calls.
@@ -487,7 +498,8 @@ class IoSuite {
         ctx_.results.add_summary(
             {fmt::format("interposed {} of {} B on host memory: added time", call, bytes),
              (preload - libc) * 1e9, "ns",
-             fmt::format("{:.2f} vs {:.2f} ns per call; target <= 2", preload * 1e9, libc * 1e9)});
+             fmt::format("{}: target <= 2; {:.2f} vs {:.2f} ns per call",
+                         verdict((preload - libc) * 1e9 <= 2), preload * 1e9, libc * 1e9)});
       }
     }
   }
