@@ -124,6 +124,10 @@ void remove_stale_outputs(const fs::path& out, const SuiteOutcome& outcome) {
 
 int run_bench(const BenchOptions& options) {
   const std::vector<const Suite*> selected = select_suites(options.suites);  // a misspelt one: exit 2
+  if (options.out.empty()) throw UsageError("--out: an empty folder name (the default is report)");
+  if (options.um && std::none_of(selected.begin(), selected.end(),
+                                 [](const Suite* suite) { return suite->name == "adsm"; }))
+    throw UsageError("--um applies to the adsm suite, which this run does not include");
   if (options.list) {
     print_suite_list();
     return 0;
@@ -151,7 +155,7 @@ int run_bench(const BenchOptions& options) {
   Runtime& runtime = *owned;
   Device& device = backend_named ? runtime.default_device() : select_device(runtime, options.device);
 
-  const fs::path out = options.out.empty() ? fs::path(".") : fs::path(options.out);
+  const fs::path out(options.out);
   std::error_code error;
   fs::create_directories(out, error);
   if (error || !fs::is_directory(out))
