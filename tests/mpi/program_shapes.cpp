@@ -54,15 +54,20 @@ int cluster_finalize_first() {
 }
 
 #else
+// crc over MPI with a 1 MiB shared space.
+hdsm::crc::Options crc_on_mpi() {
+  hdsm::crc::Options o;
+  o.transport = hdsm::crc::Transport::mpi;
+  o.shared_bytes = 1 << 20;
+  return o;
+}
+
 int crc_finalize_first() {
   namespace crc = hdsm::crc;
   int rank = -1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   {
-    crc::Options o;
-    o.transport = crc::Transport::mpi;
-    o.shared_bytes = 1 << 20;
-    crc::Runtime rt(o);
+    crc::Runtime rt(crc_on_mpi());
     int* a = rt.alloc<int>(1024);
     rt.run([&] {
       const auto [lo, hi] = crc::share(1024);
@@ -85,15 +90,11 @@ int crc_finalize_first() {
   return 0;
 }
 
-
 // A task on a worker that dereferences a shared pointer (rank 0's address, nothing there) ends with
 // a message saying to use crc::read and crc::write (before: "not in shared memory").
 int crc_direct_access() {
   namespace crc = hdsm::crc;
-  crc::Options o;
-  o.transport = crc::Transport::mpi;
-  o.shared_bytes = 1 << 20;
-  crc::Runtime rt(o);
+  crc::Runtime rt(crc_on_mpi());
   int* a = rt.alloc<int>(1024);
   rt.run([&] {
     volatile int* direct = a;
