@@ -2,6 +2,8 @@
 #include "commands.hpp"
 #include "common.hpp"
 
+#include "os/errno_text.hpp"
+
 #include <hdsm/hdsm.hpp>
 
 #include <fmt/format.h>
@@ -9,7 +11,6 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <exception>
 
 #include <fcntl.h>
@@ -96,7 +97,8 @@ void open_standard_descriptors() {
 // error, as for any command whose output is the point.
 int checked_stdout(int code) {
   if (std::fflush(stdout) == 0 && std::ferror(stdout) == 0) return code;
-  std::fprintf(stderr, "hdsm: error: writing the standard output failed: %s\n", std::strerror(errno));
+  const std::string why = hdsm::os::errno_text(errno);
+  std::fprintf(stderr, "hdsm: error: writing the standard output failed: %s\n", why.c_str());
   return code == 0 ? 1 : code;
 }
 
