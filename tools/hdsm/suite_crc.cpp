@@ -220,7 +220,7 @@ void sync(SuiteContext& ctx) {
                            {"page", std::int64_t{0}},
                            {"workers", static_cast<std::int64_t>(workers)},
                            {"seconds", each},
-                           {"ratio", 0.0},
+                           {"ratio", std::string()},  // none applies: empty, as elsewhere
                            {"conflict_misses", std::int64_t{0}}});
       ctx.progress.finish(fmt::format("{:.2f} us{}", each * 1e6, fits ? "" : " (workers + home > cores)"));
       if (workers == 1 || workers + 1 == cores)

@@ -201,7 +201,7 @@ class IoSuite {
                           {"bytes", static_cast<std::int64_t>(bytes)},
                           {"threads", static_cast<std::int64_t>(threads)},
                           {"seconds", seconds},
-                          {"GBps", gbps}});
+                          {"GBps", bytes == 0 ? Cell(std::string()) : Cell(gbps)}});  // a rate only of bytes
     ctx_.progress.finish(bytes == 0 ? fmt::format("{:.2f} us", seconds * 1e6) : format_gbps(gbps));
   }
 
