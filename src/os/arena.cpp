@@ -76,8 +76,18 @@ Arena::Arena(unsigned segments, std::size_t segment_bytes, std::size_t keep_byte
     shadow_begin_ = reserve_aligned(user_bytes_, segment_bytes, "shadow view of the shared-object arena");
     for (unsigned s = 0; s < segments; ++s) {
       const std::string what = fmt::format("arena segment {}", s);
-      const int fd = ::memfd_create(fmt::format("hdsm segment {}", s).c_str(), MFD_CLOEXEC);
+      int fd = ::memfd_create(fmt::format("hdsm segment {}", s).c_str(), MFD_CLOEXEC);
       if (fd < 0) throw SystemError("memfd_create", what, errno);
+      // In a process started with a standard descriptor closed (a daemon's 2>&-), the memfd would be
+      // that descriptor, and every message to stderr (hdsm's or the program's) would be written into
+      // the segment: into the first shared objects. Above 2 it stays out of their way.
+      if (fd <= STDERR_FILENO) {
+        const int moved = ::fcntl(fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+        const int error = errno;
+        ::close(fd);
+        if (moved < 0) throw SystemError("fcntl(F_DUPFD_CLOEXEC)", what, error);
+        fd = moved;
+      }
       memfds_.push_back(fd);
       if (::ftruncate(fd, static_cast<off_t>(segment_bytes)) != 0)
         throw SystemError("ftruncate", what, errno);
