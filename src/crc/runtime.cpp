@@ -133,7 +133,6 @@ class ThreadsEngine final : public detail::Engine {
     }
     home_.set_interrupt([this](int w) { workers_state_[static_cast<std::size_t>(w)]->interrupt(); });
     try {
-      const os::SignalsBlockedForNewThreads quiet;  // the program's handlers never run on these threads
       for (int w = 0; w < workers_; ++w) threads_.emplace_back([this, w] { worker_loop(w); });
       if (o.bind == Bind::compact) bind_threads();
     } catch (...) {

@@ -86,7 +86,6 @@ Executor::Impl::Impl(Executor* owner_, ExecutorOptions options_) : owner(owner_)
     workers.push_back(std::make_unique<WorkerState>(w, options.fiber_stack_bytes));
   threads.reserve(options.threads - 1);
   try {
-    const os::SignalsBlockedForNewThreads quiet;  // the program's handlers never run on these threads
     for (unsigned w = 1; w < options.threads; ++w) threads.emplace_back([this, w] { worker_main(w); });
   } catch (...) {
     stop_threads();

@@ -16,7 +16,7 @@ namespace hdsm::os {
 
 namespace {
 
-constexpr long kPatienceSeconds = 20;
+constexpr long kPatienceSeconds = 60;
 
 std::atomic_ref<std::uint32_t> word(std::uint32_t& w) { return std::atomic_ref<std::uint32_t>(w); }
 
@@ -24,8 +24,7 @@ std::atomic_ref<std::uint32_t> word(std::uint32_t& w) { return std::atomic_ref<s
 
 FaultService::FaultService(FaultResolver resolver, void* context) : resolver_(resolver), context_(context) {
   try {
-    const SignalsBlockedForNewThreads quiet;  // the program's handlers never run on this thread
-    thread_ = std::thread([this] { run(); });
+    thread_ = service_thread([this] { run(); });  // the program's handlers never run on it
   } catch (const std::system_error& e) {
     throw SystemError("pthread_create", "the fault service's thread", e.code().value());
   }
@@ -57,19 +56,19 @@ bool FaultService::submit(void* address, FaultAccess access) noexcept {
       bool said = false;
       while (done.load(std::memory_order_acquire) != kDone)
         if (!futex_wait_for(request.done, kWaiting, kPatienceSeconds) && !said) {
-          // A fault is resolved in microseconds, a page fetched from another rank in milliseconds:
-          // the likely cause is a signal handler that touched shared memory on a thread interrupted
-          // inside hdsm, holding the lock the service waits for. Said once; the wait goes on.
+          // A fault is resolved in microseconds; a minute is a fault waiting for the device work on
+          // its object (a long kernel), a page from another rank that does not answer, or one that
+          // will never be resolved: a signal handler that touched shared memory on a thread
+          // interrupted inside hdsm, which holds the lock the service waits for. Said once (with the
+          // usual causes first); the wait goes on.
           said = true;
-          const int saved = errno;
           signal_safe::write_str("hdsm: a fault at ");
           signal_safe::write_hex(reinterpret_cast<std::uintptr_t>(address));
           signal_safe::write_str(
-              " has waited 20 s for hdsm's fault service. If a signal handler touched shared memory, the "
-              "thread it interrupted may hold the lock the service needs: hdsm is not async-signal-safe "
-              "(take such signals on a thread that makes no hdsm calls: block them in the others, and "
-              "sigwait or unblock them there)\n");
-          errno = saved;
+              " has waited 60 s for hdsm's fault service: for the device work on its object (a long kernel), "
+              "or a page another rank holds; or, if a signal handler touched shared memory, forever: the "
+              "thread it interrupted may hold the lock the service needs (hdsm is not async-signal-safe; "
+              "take such signals on a thread that makes no hdsm calls)\n");
         }
     }
   }

@@ -10,6 +10,8 @@
 #include <hdsm/export.h>
 
 #include <cstdint>
+#include <thread>
+#include <utility>
 
 HDSM_VISIBLE_BEGIN
 namespace hdsm::os {
@@ -73,10 +75,11 @@ inline void prepare_thread_for_faults() noexcept {
 
 /// Blocks the program's asynchronous signals (everything but the ones a thread's own instruction
 /// raises: SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS) in the calling thread while alive, so
-/// that the threads it starts inherit that mask: hdsm's own threads (the fault service, device
-/// queues, the executor's workers, page servers) never run the program's handlers. A handler that
-/// touches shared memory would otherwise fault on the very thread that must resolve the fault, and
-/// wait for itself with every signal blocked (a process no SIGTERM ends).
+/// that the threads it starts inherit that mask: hdsm's service threads (the fault service, device
+/// queues, page servers) never run the program's handlers. A handler that touches shared memory would
+/// otherwise fault on the very thread that must resolve the fault, and wait for itself. Not for
+/// threads that run the program's code (kernels, tasks): profilers' SIGPROF and the program's own
+/// signals reach them, and a SIGTERM with its default action ends the process through them.
 class SignalsBlockedForNewThreads {
  public:
   SignalsBlockedForNewThreads() noexcept;
@@ -88,6 +91,13 @@ class SignalsBlockedForNewThreads {
   sigset_t previous_;
   bool restore_ = false;
 };
+
+/// std::thread(f) started with the program's asynchronous signals blocked (a service thread).
+template <class F>
+std::thread service_thread(F&& f) {
+  const SignalsBlockedForNewThreads quiet;
+  return std::thread(std::forward<F>(f));
+}
 
 /// For a `catch (abi::__forced_unwind&)` before a `catch (...)` around a program's code on a thread
 /// hdsm waits for: pthread_exit or pthread_cancel there unwinds with a forced unwind, which may not

@@ -4,7 +4,6 @@
 #include <hdsm/skeletons.hpp>
 
 #include "exec/executor.hpp"
-#include "os/process.hpp"
 #include "runtime/internal.hpp"
 #include "runtime/runtime_impl.hpp"
 
@@ -234,7 +233,6 @@ std::vector<std::size_t> Farm::operator()(Runtime& runtime, const std::vector<Ta
   std::vector<std::thread> workers;
   workers.reserve(places.size() - 1);
   try {
-    const os::SignalsBlockedForNewThreads quiet;  // the program's handlers never run on these threads
     for (std::size_t w = 0; w + 1 < places.size(); ++w) workers.emplace_back(work, w);
   } catch (const std::system_error& e) {
     next.store(tasks.size());  // the started workers stop after their current task

@@ -267,8 +267,7 @@ void MpiTransport::abandon(const char* why) noexcept {
 
 void MpiTransport::serve_pages(PageServer* server) {
   if (!multiple_) throw Unsupported("cluster over MPI: a page server needs MPI_THREAD_MULTIPLE");
-  const os::SignalsBlockedForNewThreads quiet;  // the program's handlers never run on this thread
-  server_ = std::thread([this, server] {
+  server_ = os::service_thread([this, server] {  // the program's handlers never run on it
     std::vector<std::byte> page;
     for (;;) {
       PageRequest req{};

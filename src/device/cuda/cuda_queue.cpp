@@ -1,6 +1,7 @@
 // CUDA queues: asynchronous copies, fills and kernel launches on a non-blocking stream.
 #include "device/checks.hpp"
 #include "device/cuda/cuda.hpp"
+#include "os/process.hpp"
 
 #include <hdsm/error.hpp>
 
@@ -27,7 +28,7 @@ class NvtxRange {
 }  // namespace
 
 EventWatcher::EventWatcher(std::string device, int ordinal)
-    : device_(std::move(device)), ordinal_(ordinal), thread_([this] { run(); }) {}
+    : device_(std::move(device)), ordinal_(ordinal), thread_(os::service_thread([this] { run(); })) {}
 
 EventWatcher::~EventWatcher() {
   {

@@ -43,8 +43,7 @@ class RunningKernel {
 SimQueue::SimQueue(SimDevice& device, unsigned id)
     : device_(device), lane_(device.services().tracer.lane(fmt::format("{} queue {}", device.name(), id))) {
   device_.register_queue(this);
-  const os::SignalsBlockedForNewThreads quiet;  // the program's handlers never run on this thread
-  worker_ = std::thread([this] { serve(); });
+  worker_ = os::service_thread([this] { serve(); });  // the program's handlers never run on it
 }
 
 SimQueue::~SimQueue() {
