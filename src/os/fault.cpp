@@ -137,8 +137,12 @@ void forward(int sig, siginfo_t* info, void* ucontext, Where where) noexcept {
   // SIG_DFL and SIG_IGN first, whatever the flags: {SIG_IGN, SA_SIGINFO} reads back with
   // sa_sigaction == (void*)1, which is no function. SIG_IGN is treated as SIG_DFL: ignoring a fault
   // would re-run the faulting instruction forever (and the kernel kills with the signal anyway).
+  // SA_RESETHAND: the first thread here takes the handler's one run (an exchange: two threads
+  // faulting at once must not both run it); later ones find the default action.
   const bool no_handler =
-      prev.sa_handler == SIG_DFL || prev.sa_handler == SIG_IGN || reset.load(std::memory_order_acquire);
+      prev.sa_handler == SIG_DFL || prev.sa_handler == SIG_IGN ||
+      ((prev.sa_flags & SA_RESETHAND) != 0 ? reset.exchange(true, std::memory_order_acq_rel)
+                                           : reset.load(std::memory_order_acquire));
   if (!no_handler) {
     // The mask the previous handler would have run with, not hdsm's (every signal): the interrupted
     // code's, its own sa_mask, and the signal unless SA_NODEFER. A handler that leaves by longjmp
@@ -146,12 +150,11 @@ void forward(int sig, siginfo_t* info, void* ucontext, Where where) noexcept {
     sigset_t mask = static_cast<const ucontext_t*>(ucontext)->uc_sigmask;
     sigorset(&mask, &mask, &prev.sa_mask);
     if ((prev.sa_flags & SA_NODEFER) == 0) sigaddset(&mask, sig);
-    // SA_RESETHAND, as the kernel would have done on delivery: that handler's slot has the default
-    // action from now on, so that a handler which raises the signal again (a crash reporter's way to
-    // end with it) dies of it instead of running again. Only its slot: the process's action stays
-    // hdsm's, whose shared memory goes on faulting (before, the whole action was reset, and the next
-    // touch of shared memory killed the process).
-    if ((prev.sa_flags & SA_RESETHAND) != 0) reset.store(true, std::memory_order_release);
+    // SA_RESETHAND, as the kernel would have done on delivery (the exchange above): that handler's
+    // slot has the default action from now on, so that a handler which raises the signal again (a
+    // crash reporter's way to end with it) dies of it instead of running again. Only its slot: the
+    // process's action stays hdsm's, whose shared memory goes on faulting (before, the whole action
+    // was reset, and the next touch of shared memory killed the process).
     ::pthread_sigmask(SIG_SETMASK, &mask, nullptr);
     if ((prev.sa_flags & SA_SIGINFO) != 0 && prev.sa_sigaction != nullptr) {
       prev.sa_sigaction(sig, info, ucontext);
