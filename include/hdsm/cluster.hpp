@@ -104,8 +104,9 @@ struct Stats {
 /// below act on it. One session at a time per process.
 class Session {
  public:
-  /// Options::from_environment(), read once MPI runs: a knob that one rank finds malformed stops
-  /// every rank (with a message on that rank), instead of that rank alone.
+  /// Options::from_environment(), whose error (a knob that one rank finds malformed) is thrown only
+  /// after a collective once MPI runs: it stops every rank (with its message on that rank), instead
+  /// of that rank alone.
   Session();
   Session(int* argc, char*** argv);
   explicit Session(Options options);
@@ -166,10 +167,10 @@ void sync();
 void launch(const Kernel& kernel, const Launch& launch, const ArgPack& args);
 
 namespace detail {
-/// Which arguments of a typed launch (the first 64) the ranks compare by value: scalars (numbers,
-/// enums), and pointers where they point into global memory (a host pointer, such as a Constant's
-/// data(), differs between ranks by nature). Other types are compared by size only: their padding
-/// bytes may differ.
+/// Which arguments of a typed launch (the first 64) the ranks compare by value: scalars (numbers but
+/// long double, enums), and pointers where they point into global memory (a host pointer, such as a
+/// Constant's data(), differs between ranks by nature). Other types are compared by size only: their
+/// padding bytes may differ.
 struct ArgKinds {
   std::uint64_t scalars = 0;
   std::uint64_t pointers = 0;
@@ -183,8 +184,9 @@ constexpr ArgKinds arg_kinds() {
         if (i < 64) {
           if constexpr (std::is_pointer_v<P>)
             kinds.pointers |= std::uint64_t{1} << i;
-          else if constexpr (std::is_arithmetic_v<P> || std::is_enum_v<P>)
-            kinds.scalars |= std::uint64_t{1} << i;
+          else if constexpr ((std::is_arithmetic_v<P> && !std::is_same_v<std::remove_cv_t<P>, long double>) ||
+                             std::is_enum_v<P>)
+            kinds.scalars |= std::uint64_t{1} << i;  // long double: padding bytes in its 16
         }
         ++i;
       }(),

@@ -608,7 +608,7 @@ void Node::copy(void* dst, const void* src, std::size_t bytes, Deliver deliver) 
 // in it. The call, then its values (0 past the last), then the complements of all.
 Node::Agreement Node::agreement(Call call,
                                 std::initializer_list<std::pair<std::uint64_t, const char*>> values) {
-  if (values.size() > kAgreedSlots - 1) throw std::logic_error("cluster: an agreement of more than 8 values");
+  if (values.size() > kAgreedSlots - 1) throw std::logic_error("cluster: an agreement of more than 9 values");
   Agreement v{};
   v[0] = static_cast<std::uint64_t>(call);
   std::size_t at = 1;
@@ -795,9 +795,12 @@ void Node::launch(const Kernel& kernel, const Launch& launch, const ArgPack& arg
     try {
       agree_all(Call::launch,
                 {{which, "kernels (a hash of the name; its top bit: no host body)"},
-                 {(std::uint64_t{g.x} << 32) | g.y, "grid or block dimensions"},
-                 {(std::uint64_t{g.z} << 32) | b.x, "grid or block dimensions"},
-                 {(std::uint64_t{b.y} << 32) | b.z, "grid or block dimensions"},
+                 {g.x, "grid or block dimensions"},
+                 {g.y, "grid or block dimensions"},
+                 {g.z, "grid or block dimensions"},
+                 {b.x, "grid or block dimensions"},
+                 {b.y, "grid or block dimensions"},
+                 {b.z, "grid or block dimensions"},
                  {launch.shared_bytes, "dynamic shared memory (bytes a block)"},
                  {arguments_hash(args, kinds),
                   "arguments (a hash of their count and sizes, the values of scalars, and where pointers "

@@ -190,13 +190,13 @@ class Node final : public PageServer {
     write_vector_steps,
     end
   };
-  /// agree_all's vector: the call, up to 8 values, then the complements of all.
-  static constexpr std::size_t kAgreedSlots = 9;
+  /// agree_all's vector: the call, up to 9 values, then the complements of all.
+  static constexpr std::size_t kAgreedSlots = 10;
   using Agreement = std::array<std::uint64_t, 2 * kAgreedSlots>;
   static Agreement agreement(Call call, std::initializer_list<std::pair<std::uint64_t, const char*>> values);
   static const char* name_of(std::uint64_t call);
   std::uint64_t agree(Call call, std::uint64_t value, const char* what);
-  /// agree() of up to 8 values in one collective of a fixed size (every call reduces as many).
+  /// agree() of up to 9 values in one collective of a fixed size (every call reduces as many).
   void agree_all(Call call, std::initializer_list<std::pair<std::uint64_t, const char*>> values);
   std::uint64_t arguments_hash(const ArgPack& args, std::optional<ArgKinds> kinds) const;
   void copy_in(void* dst, const void* src, std::size_t bytes);

@@ -1184,6 +1184,11 @@ TEST(Cluster, RanksInDifferentCallsAreRefusedOnEveryRank) {
 // a scalar or a global-memory pointer that differs fails the launch on every rank, before any block
 // runs (before, only the kernel and the shape were compared, and the result was silently mixed).
 // Host pointers differ between ranks by nature (a Constant's data()) and are not compared.
+// A long double has padding bytes (6 of its 16 on x86-64) of indeterminate content: compared by
+// size only, or a correct program could fail by its ranks' stack histories.
+static_assert(cl::detail::arg_kinds<long double, double, int*>().scalars == 0b010);
+static_assert(cl::detail::arg_kinds<long double, double, int*>().pointers == 0b100);
+
 TEST(Cluster, ALaunchWhoseArgumentsDifferBetweenRanksFailsOnEveryRank) {
   run_ranks(2, options(), [](Node& node) {
     int* a = cl::alloc<int>(256);
