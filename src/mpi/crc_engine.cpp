@@ -23,6 +23,7 @@
 
 #include <fmt/format.h>
 #include <mpi.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <array>
@@ -477,11 +478,21 @@ class MpiEngine final : public Engine {
     // On a worker, the space's addresses (rank 0's) hold nothing: a task that dereferences a shared
     // pointer instead of crc::read gets a message saying so, not "not in shared memory". Where the
     // range is taken by another runtime's, the plain message stays.
+    // The range is reserved first (inaccessible, no memory): only where nothing of this worker's is
+    // mapped there, and so that nothing is mapped there later and taken for the shared space.
     if (rank_ != 0) {
-      try {
-        direct_access_range_ = os::register_fault_range(reinterpret_cast<void*>(space_base_), space_bytes_,
-                                                        &MpiEngine::refuse_direct_access, this);
-      } catch (const std::exception&) {
+      void* want = reinterpret_cast<void*>(space_base_);
+      void* got = ::mmap(want, space_bytes_, PROT_NONE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+      if (got == want) {
+        reserved_ = got;
+        try {
+          direct_access_range_ =
+              os::register_fault_range(want, space_bytes_, &MpiEngine::refuse_direct_access, this);
+        } catch (const std::exception&) {
+        }
+      } else if (got != MAP_FAILED) {
+        ::munmap(got, space_bytes_);  // a kernel without MAP_FIXED_NOREPLACE placed it elsewhere
       }
     }
   }
@@ -508,6 +519,7 @@ class MpiEngine final : public Engine {
   void end_mpi() {
     ended_ = true;
     if (direct_access_range_ >= 0) os::unregister_fault_range(std::exchange(direct_access_range_, -1));
+    if (reserved_ != nullptr) ::munmap(std::exchange(reserved_, nullptr), space_bytes_);
     // The end is a collective too (the window's and the communicator's frees): a rank still in
     // another call (allocate, free, run) fails there, since this is not the call it made, and this
     // rank agrees again until every rank is at its end.
@@ -766,6 +778,7 @@ class MpiEngine final : public Engine {
   bool own_mpi_ = false;
   bool ended_ = false;                       // end_mpi ran
   int direct_access_range_ = -1;             // a worker's fault range over the space, for its message
+  void* reserved_ = nullptr;                 // a worker's reservation of the space's addresses
   std::unique_ptr<mpi::FinalizeHook> hook_;  // runs end_mpi at the program's MPI_Finalize
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Win window_ = MPI_WIN_NULL;

@@ -22,7 +22,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
+#include <cstdio>
 #include <exception>
 #include <list>
 #include <memory>
@@ -271,7 +273,19 @@ int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
 }
 
 int MPI_Finalize(void) {
-  while (!drive()) sched_yield();  // requests nobody waited for still finish their transfers
+  // Requests nobody waited for still finish their transfers; but a receive no rank ever sends to
+  // would keep this loop going forever, so after 10 s they are abandoned, with a message.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!drive()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::fprintf(stderr,
+                   "hdsm MPI: MPI_Finalize: requests on shared objects still pending after 10 s (a receive "
+                   "that no rank sends to, or a send that no rank receives, or a cluster session still "
+                   "open: end it before MPI_Finalize); abandoned\n");
+      break;
+    }
+    sched_yield();
+  }
   Wire& w = wire();
   if (w.comm != MPI_COMM_NULL) PMPI_Comm_free(&w.comm);
   if (w.tokens != MPI_COMM_NULL) PMPI_Comm_free(&w.tokens);

@@ -6,6 +6,8 @@
 //  - "crc_finalize_first": the same with a crc::Runtime over MPI;
 //  - "crc_direct_access": a worker's task stores through a shared pointer, which ends the job with a
 //    message naming crc::read and crc::write;
+//  - "pending_receive_at_finalize": a receive nobody sends to, pending at MPI_Finalize, which
+//    libhdsm_mpi's MPI_Finalize abandons after 10 s (before, it waited forever);
 //  - "bad_knob_on_rank_1": rank 1 alone has a malformed HDSM_CLUSTER_PAGE_SIZE and catches the
 //    error; every rank must throw, none wait (before, rank 0 waited in MPI_Init forever).
 // Each rank prints "rank <r>: ok" or "rank <r>: caught: <message>".
@@ -41,7 +43,10 @@ int cluster_finalize_first() {
     for (const int v : host)
       if (v != 7) return std::fprintf(stderr, "rank %d: wrong data\n", rank), 1;
     MPI_Finalize();
-    // Ended with MPI: a call now is an error naming the session, not an abort of the job.
+    // The session still knows its rank; a call now is an error naming the session, not an abort of
+    // the job (nor a null dereference).
+    if (session.rank() != rank || session.ranks() != 2 || session.lazy_available())
+      return std::fprintf(stderr, "rank %d: the session lost its rank\n", rank), 1;
     try {
       cl::sync();
       std::fprintf(stderr, "rank %d: a call after MPI_Finalize went through\n", rank);
@@ -103,6 +108,20 @@ int crc_direct_access() {
   std::fprintf(stderr, "the direct store went through\n");
   return 1;
 }
+
+// A receive that no rank sends to, left pending at MPI_Finalize (an erroneous program): libhdsm_mpi's
+// MPI_Finalize gives up on it after 10 s with a message, instead of waiting forever.
+int pending_receive_at_finalize() {
+  int rank = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int value = 0;
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Irecv(&value, 1, MPI_INT, 1 - rank, 99, MPI_COMM_WORLD, &request);
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Finalize();
+  std::fprintf(stderr, "rank %d: ok\n", rank);
+  return 0;
+}
 #endif
 
 #if defined(HDSM_SHAPES_CLUSTER)
@@ -133,6 +152,7 @@ int main(int argc, char** argv) {
 #else
   if (std::strcmp(mode, "crc_finalize_first") == 0) return crc_finalize_first();
   if (std::strcmp(mode, "crc_direct_access") == 0) return crc_direct_access();
+  if (std::strcmp(mode, "pending_receive_at_finalize") == 0) return pending_receive_at_finalize();
 #endif
   std::fprintf(stderr, "usage: %s cluster_finalize_first|crc_finalize_first|bad_knob_on_rank_1\n", argv[0]);
   MPI_Finalize();

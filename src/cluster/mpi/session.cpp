@@ -24,6 +24,9 @@ struct Session::Impl {
   std::unique_ptr<detail::MpiTransport> transport;
   std::unique_ptr<detail::Node> node;
   std::unique_ptr<mpi::FinalizeHook> hook;  // ends the session at the program's MPI_Finalize
+  // Kept from the start: the session's node is gone after the program's MPI_Finalize.
+  int rank = 0, ranks = 1;
+  bool lazy = false;
 };
 
 Session::Session() : impl_(std::make_unique<Impl>()) { open(nullptr, nullptr, std::nullopt); }
@@ -85,6 +88,9 @@ void Session::open(int* argc, char*** argv, std::optional<Options> given) {
     if (malformed) std::rethrow_exception(malformed);
     impl_->node = std::make_unique<detail::Node>(*impl_->transport, std::move(options));
     detail::set_session_node(impl_->node.get());
+    impl_->rank = impl_->node->rank();
+    impl_->ranks = impl_->node->ranks();
+    impl_->lazy = impl_->node->lazy_available();
     impl_->hook = std::make_unique<mpi::FinalizeHook>([impl = impl_.get()] {
       detail::set_session_node(nullptr);
       impl->node.reset();  // the end's collective, with every rank in MPI_Finalize
@@ -129,8 +135,8 @@ Session::~Session() {
   session_open.store(false);
 }
 
-int Session::rank() const { return impl_->node->rank(); }
-int Session::ranks() const { return impl_->node->ranks(); }
-bool Session::lazy_available() const { return impl_->node->lazy_available(); }
+int Session::rank() const { return impl_->rank; }
+int Session::ranks() const { return impl_->ranks; }
+bool Session::lazy_available() const { return impl_->node != nullptr && impl_->lazy; }
 
 }  // namespace hdsm::cluster
