@@ -7,10 +7,13 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <cstdio>
 #include <exception>
 #include <functional>
 #include <utility>
+
+#include <sched.h>
 
 namespace hdsm::mpi {
 
@@ -18,46 +21,66 @@ class FinalizeHook {
  public:
   /// `end` runs at most once: at MPI_Finalize, if this is still alive then.
   explicit FinalizeHook(std::function<void()> end) : end_(std::move(end)) {
-    if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &on_delete, &keyval_, this) != MPI_SUCCESS) {
+    if (const int rc = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &on_delete, &keyval_, this);
+        rc != MPI_SUCCESS) {
       keyval_ = MPI_KEYVAL_INVALID;
+      std::fprintf(stderr,
+                   "hdsm: MPI_Comm_create_keyval failed (%d): a runtime alive at MPI_Finalize will not be "
+                   "ended by it (end it before MPI_Finalize)\n",
+                   rc);
       return;
     }
-    if (PMPI_Comm_set_attr(MPI_COMM_SELF, keyval_, this) != MPI_SUCCESS) PMPI_Comm_free_keyval(&keyval_);
+    if (const int rc = PMPI_Comm_set_attr(MPI_COMM_SELF, keyval_, this); rc != MPI_SUCCESS) {
+      PMPI_Comm_free_keyval(&keyval_);
+      std::fprintf(
+          stderr,
+          "hdsm: MPI_Comm_set_attr on MPI_COMM_SELF failed (%d): a runtime alive at MPI_Finalize will "
+          "not be ended by it (end it before MPI_Finalize)\n",
+          rc);
+    }
   }
-  /// Removes the attribute without running `end` (unless MPI is finalized: then it ran).
+  /// Removes the attribute without running `end`; where MPI_Finalize is running it on another thread
+  /// (a program that ends its runtime there meanwhile), waits for it to finish.
   ~FinalizeHook() {
+    State armed = State::armed;
+    if (!state_.compare_exchange_strong(armed, State::disarmed, std::memory_order_acq_rel)) {
+      while (state_.load(std::memory_order_acquire) == State::firing) sched_yield();
+      return;  // MPI_Finalize ran `end`: the attribute and the key are gone with MPI
+    }
     int finalized = 0;
     PMPI_Finalized(&finalized);
     if (keyval_ == MPI_KEYVAL_INVALID || finalized != 0) return;
-    end_ = nullptr;
-    PMPI_Comm_delete_attr(MPI_COMM_SELF, keyval_);
+    PMPI_Comm_delete_attr(MPI_COMM_SELF, keyval_);  // on_delete finds it disarmed
     PMPI_Comm_free_keyval(&keyval_);
   }
   FinalizeHook(const FinalizeHook&) = delete;
   FinalizeHook& operator=(const FinalizeHook&) = delete;
 
-  /// Whether MPI_Finalize ran `end`.
-  bool fired() const { return fired_; }
+  /// Whether MPI_Finalize ran (or is running) `end`.
+  bool fired() const { return state_.load(std::memory_order_acquire) >= State::firing; }
 
  private:
+  enum class State : int { armed, disarmed, firing, fired };
+
   static int on_delete(MPI_Comm, int, void*, void* extra) {
     auto* self = static_cast<FinalizeHook*>(extra);
-    if (!self->end_) return MPI_SUCCESS;
-    self->fired_ = true;
-    const std::function<void()> end = std::exchange(self->end_, nullptr);
+    State armed = State::armed;
+    if (!self->state_.compare_exchange_strong(armed, State::firing, std::memory_order_acq_rel))
+      return MPI_SUCCESS;  // disarmed: the runtime ended first
     try {
-      end();
+      self->end_();
     } catch (const std::exception& e) {
       std::fprintf(stderr, "hdsm: ending a runtime at MPI_Finalize failed: %s\n", e.what());
     } catch (...) {
       std::fprintf(stderr, "hdsm: ending a runtime at MPI_Finalize failed\n");
     }
+    self->state_.store(State::fired, std::memory_order_release);
     return MPI_SUCCESS;
   }
 
   std::function<void()> end_;
   int keyval_ = MPI_KEYVAL_INVALID;
-  bool fired_ = false;
+  std::atomic<State> state_{State::armed};
 };
 
 }  // namespace hdsm::mpi
