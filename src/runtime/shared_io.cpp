@@ -14,11 +14,15 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -68,6 +72,47 @@ bool more_now(int fd) {
     fd, POLLIN, 0
   };
   return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
+}
+
+/// Whether `fd` is a socket that keeps message boundaries (datagram, sequenced packets): one read
+/// takes one message whole and discards what does not fit, so a message must never be read in chunks.
+bool keeps_messages(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return false;
+  int type = 0;
+  socklen_t length = sizeof type;
+  return ::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &length) == 0 && type != SOCK_STREAM;
+}
+
+/// One read of a message socket into `parts` (shared memory or host memory, in order): through one
+/// pageable buffer of their whole size, then copied out, as readv would scatter it.
+ssize_t read_message(detail::RuntimeImpl& impl, int fd, std::span<const struct iovec> parts) {
+  std::size_t total = 0;
+  for (const struct iovec& v : parts) {
+    if (v.iov_len > SIZE_MAX - total) {
+      errno = EINVAL;
+      return -1;
+    }
+    total += v.iov_len;
+  }
+  // No message is larger than a socket's buffer (net.core.rmem_max, a few MiB): a larger read
+  // buffer would only be memory.
+  constexpr std::size_t kLargestMessage = std::size_t{64} << 20;
+  const std::size_t take = std::min(total, kLargestMessage);
+  const auto buffer = std::make_unique_for_overwrite<std::byte[]>(take);
+  const ssize_t got = ::read(fd, buffer.get(), take);
+  if (got <= 0) return got;
+  std::size_t at = 0;
+  for (const struct iovec& v : parts) {
+    const std::size_t n = std::min(v.iov_len, static_cast<std::size_t>(got) - at);
+    if (n == 0) break;
+    if (detail::MemoryModel* space = shared(impl, v.iov_base))
+      space->copy(v.iov_base, buffer.get() + at, n, nullptr);
+    else
+      std::memcpy(v.iov_base, buffer.get() + at, n);
+    at += n;
+  }
+  return got;
 }
 
 /// File to shared memory. `transfer(chunk, bytes, done)` reads up to `bytes` of the file into the
@@ -148,6 +193,10 @@ ssize_t Runtime::read(int fd, void* buf, std::size_t n) {
   detail::MemoryModel* space = shared(*impl_, buf);
   if (space == nullptr || n == 0) return ::read(fd, buf, n);
   if (!range_ok(*space, buf, n, "read")) return -1;
+  if (keeps_messages(fd)) {
+    const struct iovec whole { buf, n };
+    return read_message(*impl_, fd, {&whole, 1});
+  }
   return into_shared(
       *impl_, *space, buf, n,
       [fd](std::byte* chunk, std::size_t bytes, std::size_t) { return ::read(fd, chunk, bytes); }, fd);
@@ -212,6 +261,19 @@ ssize_t vectored(detail::RuntimeImpl& impl, const struct iovec* iov, int count, 
 }  // namespace
 
 ssize_t Runtime::readv(int fd, const struct iovec* iov, int count) {
+  // A message socket's message goes whole into the vectors, by one read (per vector, all but the
+  // first vector's part of it would be lost).
+  if (iov != nullptr && count > 0 && keeps_messages(fd)) {
+    bool any_shared = false;
+    for (int i = 0; i < count; ++i) {
+      detail::MemoryModel* space = shared(*impl_, iov[i].iov_base);
+      if (space != nullptr && iov[i].iov_len != 0 &&
+          !range_ok(*space, iov[i].iov_base, iov[i].iov_len, "readv"))
+        return -1;
+      any_shared |= space != nullptr;
+    }
+    if (any_shared) return read_message(*impl_, fd, {iov, static_cast<std::size_t>(count)});
+  }
   return vectored(
       *impl_, iov, count, "readv", [&] { return ::readv(fd, iov, count); },
       [&](const struct iovec& v) { return read(fd, v.iov_base, v.iov_len); }, fd);

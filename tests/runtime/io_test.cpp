@@ -22,6 +22,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -202,6 +203,32 @@ TEST_P(Io, AReadReturnsWhatAPipeHasWithoutWaitingForMore) {
   EXPECT_EQ(rt_.readv(fds[0], v, 2), static_cast<ssize_t>(sizeof head)) << "a full host vector, then nothing";
   done = true;
   late.join();
+  ::close(fds[0]);
+  ::close(fds[1]);
+  rt_.free(p);
+}
+
+// A datagram larger than a staging chunk (16 KiB here) arrives whole: a message socket's read takes
+// one message and discards what does not fit, so it is read at once, not chunk by chunk (before, the
+// first chunk's read truncated it, and the next chunk's read took the next message); readv scatters
+// one message over host and shared vectors as libc's does.
+TEST_P(Io, ADatagramLargerThanAChunkArrivesWhole) {
+  constexpr std::size_t kMessage = 40 << 10;
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_DGRAM, 0, fds), 0);
+  const struct timeval patience {2, 0};  // a regression's read of an empty socket fails, not waits
+  ASSERT_EQ(::setsockopt(fds[0], SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof patience), 0);
+  auto* p = static_cast<unsigned char*>(rt_.alloc(64 << 10));
+  const std::vector<unsigned char> one = pattern(kMessage, 6), two = pattern(100, 8);
+  ASSERT_EQ(::send(fds[1], one.data(), one.size(), 0), static_cast<ssize_t>(kMessage));
+  ASSERT_EQ(::send(fds[1], two.data(), two.size(), 0), 100);
+  EXPECT_EQ(rt_.read(fds[0], p, 64 << 10), static_cast<ssize_t>(kMessage));
+  EXPECT_EQ(std::memcmp(p, one.data(), kMessage), 0);
+  unsigned char head[8];
+  const struct iovec v[2] = {{head, sizeof head}, {p, 64 << 10}};
+  EXPECT_EQ(rt_.readv(fds[0], v, 2), 100) << "the second message, whole";
+  EXPECT_EQ(std::memcmp(head, two.data(), sizeof head), 0);
+  EXPECT_EQ(std::memcmp(p, two.data() + sizeof head, 100 - sizeof head), 0);
   ::close(fds[0]);
   ::close(fds[1]);
   rt_.free(p);
