@@ -216,7 +216,7 @@ TEST_P(Io, ADatagramLargerThanAChunkArrivesWhole) {
   constexpr std::size_t kMessage = 40 << 10;
   int fds[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_DGRAM, 0, fds), 0);
-  const struct timeval patience {2, 0};  // a regression's read of an empty socket fails, not waits
+  const struct timeval patience { 2, 0 };  // a regression's read of an empty socket fails, not waits
   ASSERT_EQ(::setsockopt(fds[0], SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof patience), 0);
   auto* p = static_cast<unsigned char*>(rt_.alloc(64 << 10));
   const std::vector<unsigned char> one = pattern(kMessage, 6), two = pattern(100, 8);
