@@ -12,6 +12,13 @@ namespace hdsm::coherence {
 
 static_assert(std::atomic_ref<Object*>::is_always_lock_free);
 
+namespace {
+// The heap range of an object of `bytes` (< the segment size): one byte more, so that the next
+// object starts after its end pointer. It costs address space only, one block for an object whose
+// size is a whole number of blocks: the blocks past the object's own are never backed.
+std::size_t reserved(std::size_t bytes) { return bytes + 1; }
+}  // namespace
+
 Directory::Directory(os::Arena& arena, std::size_t block_bytes)
     : arena_(arena),
       user_begin_(reinterpret_cast<std::uintptr_t>(arena.user(0, 0))),
@@ -88,12 +95,16 @@ ObjectId Directory::insert(unsigned segment, std::size_t bytes) {
   std::size_t blocks = 0;
   {
     std::lock_guard lock(mutex_);
-    offset = bytes <= seg.heap.capacity() ? seg.heap.allocate(bytes) : std::nullopt;
+    offset = bytes < seg.heap.capacity() ? seg.heap.allocate(reserved(bytes)) : std::nullopt;
     if (!offset)
-      throw OutOfDeviceMemory(fmt::format("arena segment {} (the host address range of one device's shared "
-                                          "objects)",
-                                          segment),
-                              bytes, seg.heap.used(), seg.heap.capacity(), "HDSM_ARENA_SEGMENT");
+      throw OutOfDeviceMemory(
+          fmt::format("arena segment {} (the host address range of one device's shared "
+                      "objects{})",
+                      segment,
+                      bytes < seg.heap.capacity() ? ""
+                                                  : ", which holds objects smaller than itself: each one's "
+                                                    "end must lie inside it"),
+          bytes, seg.heap.used(), seg.heap.capacity(), "HDSM_ARENA_SEGMENT");
     blocks = seg.heap.rounded(bytes) >> shift_;
   }
   // The range is this thread's from here on; zeroing what a freed object left in it can take long,
@@ -102,7 +113,7 @@ ObjectId Directory::insert(unsigned segment, std::size_t bytes) {
     arena_.reuse(segment, *offset, blocks << shift_);
   } catch (...) {
     std::lock_guard lock(mutex_);
-    seg.heap.release(*offset, bytes);
+    seg.heap.release(*offset, reserved(bytes));
     throw;
   }
   std::lock_guard lock(mutex_);
@@ -123,7 +134,7 @@ ObjectId Directory::insert(unsigned segment, std::size_t bytes) {
       slot_at(slot).next_free = free_slot_;
       free_slot_ = slot;
     }
-    seg.heap.release(*offset, bytes);
+    seg.heap.release(*offset, reserved(bytes));
     throw;
   }
   const std::size_t first = *offset >> shift_;
@@ -168,7 +179,7 @@ void Directory::erase(ObjectId id) {
     live(arena_block(object.segment, b)).store(nullptr, std::memory_order_release);
     freed_entry(seg.freed, b) = tomb;
   }
-  seg.heap.release(object.offset, object.bytes);
+  seg.heap.release(object.offset, reserved(object.bytes));
   slots_by_id_.erase(it);
   object.reset();
   slot_at(slot).next_free = free_slot_;

@@ -6,7 +6,9 @@
 //
 // Objects start at block boundaries (an OffsetHeap per segment aligned to the block size), so one
 // table entry never holds two objects. A pointer past an object's last byte but inside its last block
-// belongs to no object.
+// belongs to no object. Each object reserves one byte more than it holds, so no object starts where
+// another ends: the pointer one past an object's last byte (a range's end, which kernels take as
+// arguments) names that object alone, even when its size is a whole number of blocks.
 //
 // Freed objects leave tombstones: the table entries they covered remember them until another object
 // takes those blocks, so describe() can say which freed object a stray pointer hits.
@@ -96,6 +98,14 @@ class Directory {
     const std::size_t in_object = (in_arena & segment_mask_) - object->offset;
     if (in_object >= object->bytes) return {};
     return {object, in_object >> shift_, in_object};
+  }
+  /// lookup(), or for the pointer one past a live object's last byte (the end of a range), that object
+  /// with offset_in_object == bytes and block == blocks: what a kernel argument may point at.
+  Hit lookup_argument(const void* user_pointer) const {
+    if (const Hit hit = lookup(user_pointer); hit.object != nullptr) return hit;
+    const Hit last = lookup(static_cast<const std::byte*>(user_pointer) - 1);
+    if (last.object == nullptr || last.offset_in_object + 1 != last.object->bytes) return {};
+    return {last.object, last.object->blocks, last.object->bytes};
   }
   /// The live object that starts exactly at `user_pointer`; nullptr for an interior pointer or none.
   Object* object_at_start(const void* user_pointer) const {

@@ -180,16 +180,12 @@ void SharedSpace::free(void* p) {
 }
 
 KernelArg SharedSpace::argument(const void* p) const {
-  const Directory::Hit hit = directory_.lookup(p);
-  const std::shared_ptr<Entry> e = hit.object != nullptr ? entry_of(hit.object->id) : nullptr;
-  if (e == nullptr)
-    throw InvalidArgument(
-        fmt::format("kernel argument {} is not in a live shared object: {}", p, directory_.describe(p)));
-  return KernelArg::buffer(e->buffer, hit.offset_in_object);
+  const auto [e, offset] = live_entry(p, "kernel argument");
+  return KernelArg::buffer(e->buffer, offset);
 }
 
 std::uint64_t SharedSpace::device_address(const void* p) const {
-  const Directory::Hit hit = directory_.lookup(p);
+  const Directory::Hit hit = directory_.lookup_argument(p);
   const std::shared_ptr<Entry> e = hit.object != nullptr ? entry_of(hit.object->id) : nullptr;
   if (e == nullptr)
     throw InvalidArgument(
@@ -372,7 +368,7 @@ void SharedSpace::order(unsigned device, unsigned before) {
 
 std::pair<std::shared_ptr<SharedSpace::Entry>, std::size_t> SharedSpace::live_entry(const void* p,
                                                                                     const char* call) const {
-  const Directory::Hit hit = directory_.lookup(p);
+  const Directory::Hit hit = directory_.lookup_argument(p);
   std::shared_ptr<Entry> e = hit.object != nullptr ? entry_of(hit.object->id) : nullptr;
   if (e == nullptr)
     throw InvalidArgument(

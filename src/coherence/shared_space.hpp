@@ -115,7 +115,8 @@ class SharedSpace {
   /// KernelUse::unknown when `uses` is empty, are released (the CPU's newer blocks are uploaded), and
   /// the device's queue waits for the asynchronous copies of them that the call's ranges conflict with.
   void release(unsigned device, std::span<const ObjectUse> uses);
-  /// The device-side argument for a pointer into a live shared object (hdsm::InvalidArgument otherwise).
+  /// The device-side argument for a pointer into a live shared object, or one past its last byte
+  /// (hdsm::InvalidArgument otherwise).
   KernelArg argument(const void* p) const;
   /// The address kernels of the hosting device see for `p` (hdsm::InvalidArgument as argument()).
   std::uint64_t device_address(const void* p) const;
@@ -273,7 +274,8 @@ class SharedSpace {
   static bool resolve_on_service(void* context, void* address, os::FaultAccess access);
   bool on_fault(void* address, os::FaultAccess access);
   std::shared_ptr<Entry> entry_of(ObjectId id) const;
-  /// The live entry `p` lies in and the offset in it (hdsm::InvalidArgument naming `call` otherwise).
+  /// The live entry `p` lies in, or ends at (a range's end), and the offset in it
+  /// (hdsm::InvalidArgument naming `call` otherwise).
   std::pair<std::shared_ptr<Entry>, std::size_t> live_entry(const void* p, const char* call) const;
   /// The entries `uses` names (all of the device as unknown when empty), each validated.
   /// One object a kernel call uses, and the bytes of it the call touches.

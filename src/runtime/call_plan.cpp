@@ -31,13 +31,14 @@ KernelUse kernel_use(Use use) {
   return KernelUse::inout;
 }
 
-// How call `kernel` uses the object its argument `index` points into; a range annotation must lie
-// within that object and not be empty.
+// How call `kernel` uses the object its argument `index` points into (or ends at); a range
+// annotation must lie within that object and not be empty.
 coherence::ObjectUse object_use(const CallArg& a, KernelUse use, const coherence::Directory& directory,
                                 std::string_view kernel, std::size_t index) {
-  if (a.kind != CallArg::Kind::annotated || a.bytes == CallArg::kWholeObject) return {a.pointer, use};
-  const coherence::Directory::Hit hit = directory.lookup(a.pointer);
+  const coherence::Directory::Hit hit = directory.lookup_argument(a.pointer);
   if (hit.object == nullptr) return {a.pointer, use};  // freed meanwhile: the release names it
+  if (a.kind != CallArg::Kind::annotated || a.bytes == CallArg::kWholeObject)
+    return {directory.user(*hit.object), use};
   const std::size_t start = hit.offset_in_object;
   const std::size_t size = hit.object->bytes;
   if (a.bytes == 0 || a.offset > size - start || a.bytes > size - start - a.offset)
@@ -111,12 +112,14 @@ CallPlan AdsmModel::plan(const Kernel& kernel, std::span<const CallArg> args) {
           "there for the call",
           kernel.name, i, a.pointer, d, rt_.devices[d]->name(), target, rt_.devices[target]->name(), d,
           target));
-    const coherence::Object* object = directory.lookup(a.pointer).object;
+    // Live: peer_argument() would have thrown. Remote objects are named by their start, as a
+    // range's end (one past the last byte) points at no byte of its object.
+    const coherence::Object* object = directory.lookup_argument(a.pointer).object;
     auto same = std::find_if(plan.remote.begin(), plan.remote.end(), [&](const RemoteObject& r) {
       return directory.lookup(r.pointer).object == object;
     });
     if (same == plan.remote.end()) {
-      plan.remote.push_back({a.pointer, d, use, std::nullopt});
+      plan.remote.push_back({directory.user(*object), d, use, std::nullopt});
       same = std::prev(plan.remote.end());
     } else {
       same->use = combine(same->use, use);

@@ -41,6 +41,7 @@ Queue& DirectModel::queue(unsigned device) {
 
 void* DirectModel::alloc(std::size_t bytes, unsigned device) {
   if (bytes == 0) throw InvalidArgument("alloc(0): a shared object needs at least one byte");
+  if (bytes == SIZE_MAX) throw InvalidArgument(fmt::format("alloc({}): larger than any memory", bytes));
   if (device >= devices_.size())
     throw InvalidArgument(
         fmt::format("alloc on device {}: this runtime has {} devices", device, devices_.size()));
@@ -57,18 +58,18 @@ void* DirectModel::alloc(std::size_t bytes, unsigned device) {
   return start;
 }
 
-DirectModel::Object* DirectModel::object_at(const void* p) {
+DirectModel::Object* DirectModel::object_at(const void* p, bool or_end) {
   const auto at = reinterpret_cast<std::uintptr_t>(p);
   auto it = objects_.upper_bound(at);
   if (it == objects_.begin()) return nullptr;
   --it;
-  if (at - it->first >= it->second.bytes) return nullptr;
-  return &it->second;
+  const std::uintptr_t in = at - it->first;
+  return in < it->second.bytes || (or_end && in == it->second.bytes) ? &it->second : nullptr;
 }
 
 std::optional<DirectModel::Found> DirectModel::find(const void* p) const {
   std::lock_guard lock(mutex_);
-  const Object* o = const_cast<DirectModel*>(this)->object_at(p);
+  const Object* o = const_cast<DirectModel*>(this)->object_at(p, true);
   if (o == nullptr) return std::nullopt;
   return Found{o->start, o->bytes, o->device};
 }
@@ -109,7 +110,7 @@ void DirectModel::call(const Kernel& kernel, const Launch& launch, std::span<con
   std::optional<unsigned> device;
   for (const CallArg& a : args)
     if (a.kind != Kind::value)
-      if (const Object* o = object_at(a.pointer)) {
+      if (const Object* o = object_at(a.pointer, true)) {
         device = o->device;
         break;
       }
@@ -123,7 +124,7 @@ void DirectModel::call(const Kernel& kernel, const Launch& launch, std::span<con
       kernel_args.push_back(a.value);
       continue;
     }
-    Object* o = object_at(a.pointer);
+    Object* o = object_at(a.pointer, true);  // a range's end too: the gap place() leaves makes it one
     if (o == nullptr) {
       if (a.kind == Kind::annotated)
         throw InvalidArgument(fmt::format("call({}): annotated argument {} ({}) is not a shared object",

@@ -48,7 +48,7 @@ class DirectModel : public MemoryModel {
   void copy(void* dst, const void* src, std::size_t n, std::vector<Event>* pending) final;
   void fill(void* dst, std::uint8_t value, std::size_t n) final;
 
-  /// The object holding p: its start, size and device.
+  /// The object holding p, or ending at p (one past its last byte): its start, size and device.
   struct Found {
     std::byte* start;
     std::size_t bytes;
@@ -96,7 +96,8 @@ class DirectModel : public MemoryModel {
   void release_all() noexcept;
 
   /// The memory of a new zero-filled object for `device` (start and bytes set, and what the model
-  /// keeps with it).
+  /// keeps with it). It reserves address space for one byte more (`bytes` < SIZE_MAX), so that no
+  /// other object starts at its end: a range's end, passed to a kernel, names this object alone.
   virtual Object place(std::size_t bytes, unsigned device) = 0;
   /// Frees an object's memory; no call uses it any more.
   virtual void release(Object& object) = 0;
@@ -113,8 +114,9 @@ class DirectModel : public MemoryModel {
   std::string protocol_;
 
  private:
-  Queue& queue(unsigned device);     // caller holds mutex_
-  Object* object_at(const void* p);  // caller holds mutex_
+  Queue& queue(unsigned device);  // caller holds mutex_
+  /// The object holding p, or also (`or_end`) the one p is the end of; caller holds mutex_.
+  Object* object_at(const void* p, bool or_end = false);
 
   mutable std::mutex mutex_;
   std::map<std::uintptr_t, Object> objects_;        // by start address

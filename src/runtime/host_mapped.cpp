@@ -25,7 +25,7 @@ HostMapping& HostMappedModel::mapping(unsigned device) const {
 DirectModel::Object HostMappedModel::place(std::size_t bytes, unsigned device) {
   HostMapping& m = mapping(device);
   Object o;
-  o.host = os::Mapping(bytes, fmt::format("a host-mapped object of {} bytes", bytes), true);
+  o.host = os::Mapping(bytes + 1, fmt::format("a host-mapped object of {} bytes", bytes), true);
   o.start = o.host.data();
   o.bytes = bytes;
   o.mapping.assign(devices_.size(), 0);

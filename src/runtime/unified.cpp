@@ -27,7 +27,7 @@ ManagedMemory& UnifiedModel::managed(unsigned device) const {
 DirectModel::Object UnifiedModel::place(std::size_t bytes, unsigned device) {
   ManagedMemory& m = managed(device);
   Object o;
-  o.start = static_cast<std::byte*>(m.alloc_managed(bytes));
+  o.start = static_cast<std::byte*>(m.alloc_managed(bytes + 1));  // the gap place() promises
   o.bytes = bytes;
   try {
     m.advise(o.start, bytes, advice_);

@@ -440,6 +440,50 @@ TEST_P(AdsmApi, ABlockTooLargeIsRefusedByTheCall) {
   rt.free(a);
 }
 
+// out = {end - begin, the sum of [begin, end)}: a kernel that takes a range as two pointers.
+const hdsm::Kernel& span_sum() {
+  static const hdsm::Kernel k = hdsm::per_thread(
+      "span_sum", [](const hdsm::Thread& t, const int* begin, const int* end, std::int64_t* out) {
+        if (t.global_x() != 0) return;
+        out[0] = end - begin;
+        out[1] = 0;
+        for (const int* p = begin; p != end; ++p) out[1] += *p;
+      });
+  return k;
+}
+
+// A pointer one past an object's last byte is that object's end, as a C++ range's end is, also when
+// the object's size is a whole number of blocks and another object follows it: a kernel gets the
+// end of the first object's buffer, never the start of the next one's (which on a device is
+// another buffer, nowhere near). Before, the end of a block-multiple object was translated to the
+// next object's buffer, and otherwise refused as "not in a live shared object".
+TEST_P(AdsmApi, APointerPastAnObjectsEndIsItsEnd) {
+  for (const std::size_t n : {std::size_t{1024}, std::size_t{1000}}) {  // 4 KiB blocks: one whole, one not
+    SCOPED_TRACE(n);
+    int* x = rt.alloc<int>(n);
+    int* y = rt.alloc<int>(n);  // allocated next, where x's end may be
+    auto* out = rt.alloc<std::int64_t>(2);
+    for (std::size_t i = 0; i < n; ++i) x[i] = 1, y[i] = 1000;
+    rt.call(span_sum(), hdsm::cover(1), x, x + n, out);
+    rt.sync();
+    EXPECT_EQ(out[0], static_cast<std::int64_t>(n));
+    EXPECT_EQ(out[1], static_cast<std::int64_t>(n));
+    // Annotated: the end is read as the object it ends, and it does not make y part of the call.
+    rt.call(span_sum(), hdsm::cover(1), hdsm::in(x), x + n, hdsm::out(out));
+    rt.sync();
+    EXPECT_EQ(out[0], static_cast<std::int64_t>(n));
+    EXPECT_EQ(out[1], static_cast<std::int64_t>(n));
+    rt.call(span_sum(), hdsm::cover(1), y + n / 2, y + n, out);  // an interior begin, then y's end
+    rt.sync();
+    EXPECT_EQ(out[1], static_cast<std::int64_t>(n - n / 2) * 1000);
+    auto* device = static_cast<char*>(rt.safe(static_cast<void*>(x)));
+    EXPECT_EQ(static_cast<char*>(rt.safe(static_cast<void*>(x + n))), device + n * sizeof(int));
+    rt.free(out);
+    rt.free(y);
+    rt.free(x);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Protocols, AdsmApi, ::testing::Values("batch", "lazy", "rolling", "host-mapped"),
                          [](const auto& info) {
                            return info.param == "host-mapped" ? std::string("host_mapped") : info.param;

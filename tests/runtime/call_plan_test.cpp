@@ -139,6 +139,32 @@ TEST_F(CallPlans, ABadRangeFailsAtThePlanWithNothingEnqueued) {
   expect_nothing_ran();
 }
 
+// A range's end (one past an object's last byte) is passed as the end of its object's buffer, and
+// stands for that object in the plan, also when the object's size is a whole number of blocks (4 KiB
+// here) and the next object was allocated after it. Before, the end was the next object's start:
+// the kernel got that object's buffer, and the call used that object.
+TEST_F(CallPlans, ARangesEndIsTheEndOfItsObjectsBuffer) {
+  make("all");
+  float* a = rt_->alloc<float>(1024, 0);
+  float* b = rt_->alloc<float>(1024, 0);
+  const CallPlan p = plan(hdsm::in(a), a + 1024);
+  ASSERT_EQ(p.arguments.size(), 2u);
+  ASSERT_TRUE(p.arguments[1].is_buffer());
+  EXPECT_EQ(p.arguments[1].buffer(), p.arguments[0].buffer()) << "not b's buffer";
+  EXPECT_EQ(p.arguments[1].offset(), 1024 * sizeof(float));
+  ASSERT_EQ(p.uses.size(), 1u) << "the end stands for a, not for b";
+  EXPECT_EQ(p.uses[0].pointer, a);
+  EXPECT_TRUE(same(argument(b), plan(b, a).arguments[0])) << "b is still b";
+  // On another device, a peer: the remote object is a, named by its start.
+  float* c = rt_->alloc<float>(16, 1);
+  const CallPlan q = plan(hdsm::inout(c), a + 1024);
+  ASSERT_EQ(q.remote.size(), 1u);
+  EXPECT_EQ(q.remote[0].pointer, a);
+  // A range annotated from an end holds no byte of the object.
+  EXPECT_THROW(plan(hdsm::in(a + 1024, 0, 4), c), hdsm::InvalidArgument);
+  expect_nothing_ran();
+}
+
 TEST_F(CallPlans, ATypedConstParameterPlansAsIn) {
   make("all");
   float* a = rt_->alloc<float>(64, 0);

@@ -174,20 +174,6 @@ TEST_P(CopyEngine, OverlappingCopiesKeepMemmoveSemantics) {
     EXPECT_EQ(first_difference(p, ref), -1) << "device " << device;
     rt_.free(p);
   }
-  // Ranges over two neighbouring objects of one device overlap too.
-  auto* a = static_cast<unsigned char*>(rt_.alloc(MiB, 2));
-  auto* b = static_cast<unsigned char*>(rt_.alloc(MiB, 2));
-  ASSERT_EQ(b, a + MiB) << "the test needs neighbouring objects";
-  std::vector<unsigned char> ref = pattern(2 * MiB, 10);
-  rt_.memcpy(a, ref.data(), MiB);
-  rt_.memcpy(b, ref.data() + MiB, MiB);
-  hdsm::Event e = rt_.memcpy_async(a + MiB / 2, a + 1, MiB);
-  e.wait();
-  std::memmove(ref.data() + MiB / 2, ref.data() + 1, MiB);
-  EXPECT_EQ(first_difference(a, std::vector<unsigned char>(ref.begin(), ref.begin() + MiB)), -1);
-  EXPECT_EQ(first_difference(b, std::vector<unsigned char>(ref.begin() + MiB, ref.end())), -1);
-  rt_.free(a);
-  rt_.free(b);
 }
 
 TEST_P(CopyEngine, CopiesPastTheEndOfAnObjectWriteNothing) {

@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <vector>
 
 namespace {
 
@@ -113,6 +114,20 @@ TEST_P(Direct, BadPointersAreErrors) {
   rt_->free(x);
   EXPECT_THROW(rt_->free(x), hdsm::InvalidPointer);
   EXPECT_THROW(rt_->alloc(0), hdsm::InvalidArgument);
+}
+
+// No object starts where another ends, so a range's end passed to a kernel names one object: the
+// one it ends (safe() says so). Before, page-multiple objects could be adjacent mappings.
+TEST_P(Direct, NoObjectStartsWhereAnotherEnds) {
+  std::vector<float*> objects;
+  for (int i = 0; i < 16; ++i) objects.push_back(rt_->alloc<float>(1024));  // 4 KiB: a page each
+  for (float* x : objects) {
+    for (float* y : objects) EXPECT_NE(x + 1024, y) << "an object starts at another's end";
+  }
+  if (!opencl()) {  // OpenCL kernels take buffers: safe() is refused there
+    for (float* x : objects) EXPECT_EQ(rt_->safe(x + 1024), rt_->safe(x) + 1024);
+  }
+  for (float* x : objects) rt_->free(x);
 }
 
 TEST_P(Direct, BulkMemoryAndIoArePlainMemoryOperations) {

@@ -144,16 +144,42 @@ TEST(Directory, ErasedObjectsAreGoneButDescribedAsFreed) {
   EXPECT_NE(dir.describe(base + 100).find("inside shared object #" + std::to_string(reuse)),
             std::string::npos);
   EXPECT_NE(dir.describe(base + 3 * MiB).find("freed object #" + std::to_string(gone)), std::string::npos);
-  // Once the whole range is taken again, the tombstone is gone.
-  const ObjectId rest = dir.insert(0, 3 * MiB);
-  EXPECT_EQ(dir.user(*dir.find(rest)), base + MiB);
+  // Once the whole range is taken again, the tombstone is gone. (Each object also holds the block
+  // after its end, where nothing else starts: the hole is 4 MiB + 64 KiB.)
+  const ObjectId rest = dir.insert(0, 3 * MiB - 64 * KiB);
+  EXPECT_EQ(dir.user(*dir.find(rest)), base + MiB + 64 * KiB);
   EXPECT_NE(dir.describe(base + 3 * MiB).find("inside shared object #" + std::to_string(rest)),
             std::string::npos);
   dir.erase(rest);
-  EXPECT_NE(dir.describe(base + 3 * MiB).find("freed object #" + std::to_string(rest) + " (3 MiB, freed)"),
+  EXPECT_NE(dir.describe(base + 3 * MiB).find("freed object #" + std::to_string(rest) + " (2.9 MiB, freed)"),
             std::string::npos);
   EXPECT_NE(dir.describe(base + 100).find("inside shared object #" + std::to_string(reuse)),
             std::string::npos);
+}
+
+// The pointer one past an object's last byte (a range's end) names that object for lookup_argument()
+// and no object for lookup(); no other object starts there, whatever the sizes.
+TEST(Directory, ARangesEndNamesTheObjectItEnds) {
+  Arena arena(1, GiB);
+  Directory dir(arena, 4 * KiB);
+  for (const std::size_t bytes : {std::size_t{4 * KiB}, std::size_t{8 * KiB}, std::size_t{100}}) {
+    SCOPED_TRACE(bytes);
+    const ObjectId a = dir.insert(0, bytes);
+    const ObjectId b = dir.insert(0, bytes);
+    const Object* o = dir.find(a);
+    std::byte* end = dir.user(*o) + bytes;
+    EXPECT_EQ(dir.lookup(end).object, nullptr);
+    const Directory::Hit hit = dir.lookup_argument(end);
+    EXPECT_EQ(hit.object, o);
+    EXPECT_EQ(hit.offset_in_object, bytes);
+    EXPECT_EQ(hit.block, o->blocks);
+    EXPECT_NE(dir.user(*dir.find(b)), end) << "the next object starts at the end";
+    EXPECT_EQ(dir.lookup_argument(end + 1).object, nullptr);
+    EXPECT_EQ(dir.lookup_argument(dir.user(*o) + 1).offset_in_object, 1u) << "interior: as lookup()";
+    dir.erase(a);
+    EXPECT_EQ(dir.lookup_argument(end).object, nullptr) << "freed";
+    dir.erase(b);
+  }
 }
 
 TEST(Directory, DoubleEraseAndUnknownIdsAreInvalidPointers) {
@@ -227,7 +253,7 @@ TEST(Directory, NoRoomIsATypedError) {
     FAIL() << "an object larger than the free range was inserted";
   } catch (const hdsm::OutOfDeviceMemory& e) {
     EXPECT_EQ(e.requested(), 8 * MiB);
-    EXPECT_EQ(e.used(), 10 * MiB);
+    EXPECT_EQ(e.used(), 11 * MiB);  // and the block after it, where its end is
     EXPECT_EQ(e.capacity(), 16 * MiB);
     EXPECT_NE(std::string(e.what()).find("arena segment 1"), std::string::npos) << e.what();
     // The knob that raises it (before: HDSM_SIM_MEMORY, which does not).
@@ -235,7 +261,14 @@ TEST(Directory, NoRoomIsATypedError) {
   }
   EXPECT_THROW(dir.insert(0, 17 * MiB), hdsm::OutOfDeviceMemory);
   EXPECT_THROW(dir.insert(0, ~std::size_t{0}), hdsm::OutOfDeviceMemory);
-  EXPECT_NO_THROW(dir.insert(0, 16 * MiB));  // the other segment is untouched
+  // An object's end lies in its segment, so it is smaller than the segment: the other one is untouched.
+  try {
+    dir.insert(0, 16 * MiB);
+    FAIL() << "an object as large as the segment was inserted";
+  } catch (const hdsm::OutOfDeviceMemory& e) {
+    EXPECT_NE(std::string(e.what()).find("objects smaller than itself"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(dir.insert(0, 16 * MiB - 1));
   EXPECT_THROW(dir.insert(0, 0), hdsm::InvalidArgument);
   EXPECT_THROW(dir.insert(2, 100), hdsm::InvalidArgument);
   EXPECT_THROW(Directory(arena, 3 * 4 * KiB), hdsm::InvalidArgument);
