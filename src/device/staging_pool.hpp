@@ -128,10 +128,11 @@ class StagingChunk {
 };
 
 /// N-buffered staging for a blocking transfer (file I/O): chunk i of the transfer uses memory
-/// i % count(). Takes up to `depth` chunks of the pool, those free now; with none free, one chunk of
-/// pageable memory of its own. It never waits for the pool: its holder keeps its chunks across system
-/// calls that may wait for another thread (a pipe's writer for its reader), and a reader waiting for
-/// a chunk that such a writer holds would wait forever.
+/// i % count(). Takes up to `depth` chunks of the pool, those free now; with none free (or `depth`
+/// 0), one chunk of pageable memory of its own. It never waits for the pool, as its holder keeps its
+/// chunks across system calls. A transfer whose calls may wait for another thread (a pipe's writer for
+/// its reader) asks for depth 0: a chunk it held there would hold up every user of the pool that waits
+/// for one (the copy engine does), and that may be the thread it waits for.
 class StagingRing {
  public:
   StagingRing(StagingPool& pool, std::size_t depth);

@@ -60,7 +60,7 @@ struct RuntimeImpl {
   /// libhdsm_mpi "mpi").
   std::unique_ptr<PinnedPools> pools;
   /// The pinned staging pool of the copy engine and I/O (HDSM_STAGING_BYTES, HDSM_STAGING_CHUNK).
-  StagingPool& staging();
+  HDSM_API StagingPool& staging();  // exported: tests reach the pool
   /// Where waits on the call locks are counted.
   obs::LockWaitSink lock_sink();
 

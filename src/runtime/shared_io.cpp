@@ -5,7 +5,8 @@
 // chunk (the ADSM model: by block state, straight into the device copy where the host copy is
 // invalid). Memory the model does not mediate (host memory, unified memory) goes straight to libc. Two
 // chunks, when the pool has them free, overlap the device transfer of one chunk with the file transfer of the
-// other.
+// other. Pipes, sockets and terminals, whose calls may wait for another thread, stage through pageable
+// memory instead, and a message socket's message moves whole, by one call.
 #include <hdsm/error.hpp>
 #include <hdsm/runtime.hpp>
 
@@ -18,6 +19,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -61,44 +63,58 @@ bool range_ok(detail::MemoryModel& model, const void* p, std::size_t n, const ch
   }
 }
 
-/// Whether a read of `fd` after one that returned data may go on: always for a regular file or a
-/// block device, which never make a read wait; for a pipe, a socket or a terminal only while data is
-/// there now. read(2) returns what is there: the next chunk's read must not wait for more (it would
-/// wait forever where the writer waits for this reader's answer).
-bool more_now(int fd) {
+/// What the system calls on a descriptor may do, found once per call with a shared buffer.
+enum class Descriptor {
+  file,      // a regular file or a block device: never waits for another thread
+  stream,    // a pipe, a stream socket, a terminal...: may wait for its peer, another thread perhaps
+  messages,  // a socket that keeps message boundaries (datagram, sequenced packets): one call, one message
+};
+
+Descriptor classify(int fd) {
   struct stat st {};
-  if (::fstat(fd, &st) == 0 && (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode))) return true;
+  if (::fstat(fd, &st) != 0 || S_ISREG(st.st_mode) || S_ISBLK(st.st_mode))
+    return Descriptor::file;  // a bad descriptor: the call itself fails with libc's errno
+  int type = 0;
+  socklen_t length = sizeof type;
+  if (S_ISSOCK(st.st_mode) && ::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &length) == 0 &&
+      type != SOCK_STREAM)
+    return Descriptor::messages;
+  return Descriptor::stream;
+}
+
+/// Whether a stream's read after one that returned data may go on: only while data is there now.
+/// read(2) returns what is there: the next chunk's read must not wait for more (it would wait
+/// forever where the writer waits for this reader's answer).
+bool has_data(int fd) {
   struct pollfd p {
     fd, POLLIN, 0
   };
   return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
 }
 
-/// Whether `fd` is a socket that keeps message boundaries (datagram, sequenced packets): one read
-/// takes one message whole and discards what does not fit, so a message must never be read in chunks.
-bool keeps_messages(int fd) {
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return false;
-  int type = 0;
-  socklen_t length = sizeof type;
-  return ::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &length) == 0 && type != SOCK_STREAM;
-}
-
-/// One read of a message socket into `parts` (shared memory or host memory, in order): through one
-/// pageable buffer of their whole size, then copied out, as readv would scatter it.
-ssize_t read_message(detail::RuntimeImpl& impl, int fd, std::span<const struct iovec> parts) {
+/// The bytes of `parts`, or nullopt (errno EINVAL, as readv's) when their sum overflows.
+std::optional<std::size_t> total_of(std::span<const struct iovec> parts) {
   std::size_t total = 0;
   for (const struct iovec& v : parts) {
     if (v.iov_len > SIZE_MAX - total) {
       errno = EINVAL;
-      return -1;
+      return std::nullopt;
     }
     total += v.iov_len;
   }
-  // No message is larger than a socket's buffer (net.core.rmem_max, a few MiB): a larger read
-  // buffer would only be memory.
-  constexpr std::size_t kLargestMessage = std::size_t{64} << 20;
-  const std::size_t take = std::min(total, kLargestMessage);
+  return total;
+}
+
+/// One read of a message socket into `parts` (shared memory or host memory, in order): through one
+/// pageable buffer, then copied out, as readv would scatter it. The buffer is the size of the next
+/// message (a peek), and at least 64 KiB, which holds any UDP datagram should another reader take
+/// that message first.
+ssize_t read_message(detail::RuntimeImpl& impl, int fd, std::span<const struct iovec> parts) {
+  const std::optional<std::size_t> total = total_of(parts);
+  if (!total) return -1;
+  const ssize_t next = ::recv(fd, nullptr, 0, MSG_PEEK | MSG_TRUNC);  // waits as the read would
+  if (next < 0) return -1;
+  const std::size_t take = std::min(*total, std::max(static_cast<std::size_t>(next), std::size_t{64} << 10));
   const auto buffer = std::make_unique_for_overwrite<std::byte[]>(take);
   const ssize_t got = ::read(fd, buffer.get(), take);
   if (got <= 0) return got;
@@ -115,19 +131,46 @@ ssize_t read_message(detail::RuntimeImpl& impl, int fd, std::span<const struct i
   return got;
 }
 
+/// One write of `parts` to a message socket, as one message: gathered into one pageable buffer.
+/// A message larger than the socket's send buffer is EMSGSIZE, as the kernel says, before anything
+/// is allocated.
+ssize_t write_message(detail::RuntimeImpl& impl, int fd, std::span<const struct iovec> parts) {
+  const std::optional<std::size_t> total = total_of(parts);
+  if (!total) return -1;
+  int limit = 0;
+  socklen_t length = sizeof limit;
+  if (::getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &limit, &length) == 0 &&
+      *total > static_cast<unsigned>(limit)) {
+    errno = EMSGSIZE;
+    return -1;
+  }
+  const auto buffer = std::make_unique_for_overwrite<std::byte[]>(*total);
+  std::size_t at = 0;
+  for (const struct iovec& v : parts) {
+    if (detail::MemoryModel* space = shared(impl, v.iov_base))
+      space->copy(buffer.get() + at, v.iov_base, v.iov_len, nullptr);
+    else if (v.iov_len != 0)
+      std::memcpy(buffer.get() + at, v.iov_base, v.iov_len);
+    at += v.iov_len;
+  }
+  return ::write(fd, buffer.get(), *total);
+}
+
 /// File to shared memory. `transfer(chunk, bytes, done)` reads up to `bytes` of the file into the
 /// chunk (`done` bytes are already in) and returns the count, 0 at the end or -1 with errno.
-/// `read_fd`: the descriptor of a read(2), whose later chunks are read only while more_now says so
-/// (-1: pread and fread, which wait for every byte as they would without hdsm).
+/// `may_wait`: the reads may wait for another thread (a pipe, a socket), so they stage through
+/// pageable memory, never holding chunks of the pool that other users of it may wait for.
+/// `poll_fd`: a stream's read(2), whose later chunks are read only while it has data (-1: pread and
+/// fread, which wait for every byte as they would without hdsm).
 template <class Transfer>
 ssize_t into_shared(detail::RuntimeImpl& impl, detail::MemoryModel& space, void* dst, std::size_t n,
-                    Transfer&& transfer, int read_fd = -1) {
-  StagingRing buffers(impl.staging(), kIoDepth);
+                    bool may_wait, Transfer&& transfer, int poll_fd = -1) {
+  StagingRing buffers(impl.staging(), may_wait ? 0 : kIoDepth);
   auto* out = static_cast<std::byte*>(dst);
   std::size_t done = 0;
   int error = 0;
   for (std::size_t i = 0; done < n; ++i) {
-    if (done != 0 && read_fd >= 0 && !more_now(read_fd)) break;
+    if (done != 0 && poll_fd >= 0 && !has_data(poll_fd)) break;
     buffers.settle(i);  // the device no longer reads this chunk
     const std::size_t want = std::min(n - done, buffers.chunk());
     const ssize_t got = transfer(buffers.data(i), want, done);
@@ -146,11 +189,12 @@ ssize_t into_shared(detail::RuntimeImpl& impl, detail::MemoryModel& space, void*
 }
 
 /// Shared memory to a file. `transfer(chunk, bytes, done)` writes the chunk and returns the count
-/// written or -1 with errno. Chunk i + 1 is staged while chunk i is written.
+/// written or -1 with errno. Chunk i + 1 is staged while chunk i is written. `may_wait` as
+/// into_shared's.
 template <class Transfer>
 ssize_t from_shared(detail::RuntimeImpl& impl, detail::MemoryModel& space, const void* src, std::size_t n,
-                    Transfer&& transfer) {
-  StagingRing buffers(impl.staging(), kIoDepth);
+                    bool may_wait, Transfer&& transfer) {
+  StagingRing buffers(impl.staging(), may_wait ? 0 : kIoDepth);
   const auto* in = static_cast<const std::byte*>(src);
   const auto stage = [&](std::size_t i, std::size_t at) {
     space.copy(buffers.data(i), in + at, std::min(n - at, buffers.chunk()), &buffers.pending(i));
@@ -189,100 +233,115 @@ bool item_bytes(std::size_t size, std::size_t count, std::size_t& bytes) {
 
 }  // namespace
 
-ssize_t Runtime::read(int fd, void* buf, std::size_t n) {
-  detail::MemoryModel* space = shared(*impl_, buf);
+namespace {
+
+/// read(2) of `kind` into `buf`, in shared memory or not.
+ssize_t read_into(detail::RuntimeImpl& impl, int fd, Descriptor kind, void* buf, std::size_t n) {
+  detail::MemoryModel* space = shared(impl, buf);
   if (space == nullptr || n == 0) return ::read(fd, buf, n);
   if (!range_ok(*space, buf, n, "read")) return -1;
-  if (keeps_messages(fd)) {
+  if (kind == Descriptor::messages) {
     const struct iovec whole { buf, n };
-    return read_message(*impl_, fd, {&whole, 1});
+    return read_message(impl, fd, {&whole, 1});
   }
+  const bool stream = kind == Descriptor::stream;
   return into_shared(
-      *impl_, *space, buf, n,
-      [fd](std::byte* chunk, std::size_t bytes, std::size_t) { return ::read(fd, chunk, bytes); }, fd);
+      impl, *space, buf, n, stream,
+      [fd](std::byte* chunk, std::size_t bytes, std::size_t) { return ::read(fd, chunk, bytes); },
+      stream ? fd : -1);
+}
+
+/// write(2) of `buf`, in shared memory or not, to `kind`.
+ssize_t write_from(detail::RuntimeImpl& impl, int fd, Descriptor kind, const void* buf, std::size_t n) {
+  detail::MemoryModel* space = shared(impl, buf);
+  if (space == nullptr || n == 0) return ::write(fd, buf, n);
+  if (!range_ok(*space, buf, n, "write")) return -1;
+  if (kind == Descriptor::messages) {
+    const struct iovec whole { const_cast<void*>(buf), n };
+    return write_message(impl, fd, {&whole, 1});
+  }
+  return from_shared(
+      impl, *space, buf, n, kind == Descriptor::stream,
+      [fd](const std::byte* chunk, std::size_t bytes, std::size_t) { return ::write(fd, chunk, bytes); });
+}
+
+enum class Way { in, out };
+
+/// readv or writev (`way`): libc's when no vector is shared memory; else a message socket's message
+/// whole, by one read or write of all the vectors; else the vectors in order, stopping at the first
+/// short one, and for a stream's readv where the next vector's read would wait.
+ssize_t vectored(detail::RuntimeImpl& impl, int fd, const struct iovec* iov, int count, Way way) {
+  bool any_shared = false;
+  for (int i = 0; i < count && iov != nullptr; ++i) {
+    detail::MemoryModel* space = shared(impl, iov[i].iov_base);
+    if (space != nullptr && iov[i].iov_len != 0 &&
+        !range_ok(*space, iov[i].iov_base, iov[i].iov_len, way == Way::in ? "readv" : "writev"))
+      return -1;
+    any_shared |= space != nullptr;
+  }
+  if (!any_shared) return way == Way::in ? ::readv(fd, iov, count) : ::writev(fd, iov, count);
+  const Descriptor kind = classify(fd);
+  const std::span<const struct iovec> parts(iov, static_cast<std::size_t>(count));
+  if (kind == Descriptor::messages)
+    return way == Way::in ? read_message(impl, fd, parts) : write_message(impl, fd, parts);
+  std::size_t done = 0;
+  for (const struct iovec& v : parts) {
+    if (done != 0 && way == Way::in && kind == Descriptor::stream && v.iov_len != 0 && !has_data(fd)) break;
+    const ssize_t moved = way == Way::in ? read_into(impl, fd, kind, v.iov_base, v.iov_len)
+                                         : write_from(impl, fd, kind, v.iov_base, v.iov_len);
+    if (moved < 0) return done == 0 ? -1 : static_cast<ssize_t>(done);
+    done += static_cast<std::size_t>(moved);
+    if (static_cast<std::size_t>(moved) < v.iov_len) break;
+  }
+  return static_cast<ssize_t>(done);
+}
+
+/// The descriptor of a stdio stream, for classify(); a stream with none (fmemopen) is memory.
+Descriptor classify(std::FILE* stream) {
+  const int fd = ::fileno(stream);
+  return fd < 0 ? Descriptor::file : classify(fd);
+}
+
+}  // namespace
+
+// The descriptor is classified only for a shared buffer: host buffers (every interposed call of the
+// program) cost one range check.
+ssize_t Runtime::read(int fd, void* buf, std::size_t n) {
+  if (shared(*impl_, buf) == nullptr || n == 0) return ::read(fd, buf, n);
+  return read_into(*impl_, fd, classify(fd), buf, n);
 }
 
 ssize_t Runtime::pread(int fd, void* buf, std::size_t n, off_t offset) {
   detail::MemoryModel* space = shared(*impl_, buf);
   if (space == nullptr || n == 0) return ::pread(fd, buf, n, offset);
   if (!range_ok(*space, buf, n, "pread")) return -1;
-  return into_shared(*impl_, *space, buf, n,
+  return into_shared(*impl_, *space, buf, n, classify(fd) != Descriptor::file,
                      [fd, offset](std::byte* chunk, std::size_t bytes, std::size_t done) {
                        return ::pread(fd, chunk, bytes, offset + static_cast<off_t>(done));
                      });
 }
 
 ssize_t Runtime::write(int fd, const void* buf, std::size_t n) {
-  detail::MemoryModel* space = shared(*impl_, buf);
-  if (space == nullptr || n == 0) return ::write(fd, buf, n);
-  if (!range_ok(*space, buf, n, "write")) return -1;
-  return from_shared(*impl_, *space, buf, n, [fd](const std::byte* chunk, std::size_t bytes, std::size_t) {
-    return ::write(fd, chunk, bytes);
-  });
+  if (shared(*impl_, buf) == nullptr || n == 0) return ::write(fd, buf, n);
+  return write_from(*impl_, fd, classify(fd), buf, n);
 }
 
 ssize_t Runtime::pwrite(int fd, const void* buf, std::size_t n, off_t offset) {
   detail::MemoryModel* space = shared(*impl_, buf);
   if (space == nullptr || n == 0) return ::pwrite(fd, buf, n, offset);
   if (!range_ok(*space, buf, n, "pwrite")) return -1;
-  return from_shared(*impl_, *space, buf, n,
+  return from_shared(*impl_, *space, buf, n, classify(fd) != Descriptor::file,
                      [fd, offset](const std::byte* chunk, std::size_t bytes, std::size_t done) {
                        return ::pwrite(fd, chunk, bytes, offset + static_cast<off_t>(done));
                      });
 }
 
-namespace {
-
-/// readv/writev with at least one shared vector: the vectors in order, each through `one` (a read or
-/// write of the runtime), stopping at the first short one, and for readv (`read_fd` >= 0) where the
-/// next vector's read would wait (more_now). `plain` is libc's call for host memory.
-template <class Plain, class One>
-ssize_t vectored(detail::RuntimeImpl& impl, const struct iovec* iov, int count, const char* call,
-                 Plain&& plain, One&& one, int read_fd = -1) {
-  bool any_shared = false;
-  for (int i = 0; i < count && iov != nullptr; ++i) any_shared |= shared(impl, iov[i].iov_base) != nullptr;
-  if (!any_shared) return plain();
-  for (int i = 0; i < count; ++i) {
-    detail::MemoryModel* space = shared(impl, iov[i].iov_base);
-    if (space != nullptr && iov[i].iov_len != 0 && !range_ok(*space, iov[i].iov_base, iov[i].iov_len, call))
-      return -1;
-  }
-  std::size_t done = 0;
-  for (int i = 0; i < count; ++i) {
-    if (done != 0 && read_fd >= 0 && iov[i].iov_len != 0 && !more_now(read_fd)) break;
-    const ssize_t moved = one(iov[i]);
-    if (moved < 0) return done == 0 ? -1 : static_cast<ssize_t>(done);
-    done += static_cast<std::size_t>(moved);
-    if (static_cast<std::size_t>(moved) < iov[i].iov_len) break;
-  }
-  return static_cast<ssize_t>(done);
-}
-
-}  // namespace
-
 ssize_t Runtime::readv(int fd, const struct iovec* iov, int count) {
-  // A message socket's message goes whole into the vectors, by one read (per vector, all but the
-  // first vector's part of it would be lost).
-  if (iov != nullptr && count > 0 && keeps_messages(fd)) {
-    bool any_shared = false;
-    for (int i = 0; i < count; ++i) {
-      detail::MemoryModel* space = shared(*impl_, iov[i].iov_base);
-      if (space != nullptr && iov[i].iov_len != 0 &&
-          !range_ok(*space, iov[i].iov_base, iov[i].iov_len, "readv"))
-        return -1;
-      any_shared |= space != nullptr;
-    }
-    if (any_shared) return read_message(*impl_, fd, {iov, static_cast<std::size_t>(count)});
-  }
-  return vectored(
-      *impl_, iov, count, "readv", [&] { return ::readv(fd, iov, count); },
-      [&](const struct iovec& v) { return read(fd, v.iov_base, v.iov_len); }, fd);
+  return vectored(*impl_, fd, iov, count, Way::in);
 }
 
 ssize_t Runtime::writev(int fd, const struct iovec* iov, int count) {
-  return vectored(
-      *impl_, iov, count, "writev", [&] { return ::writev(fd, iov, count); },
-      [&](const struct iovec& v) { return write(fd, v.iov_base, v.iov_len); });
+  return vectored(*impl_, fd, iov, count, Way::out);
 }
 
 std::size_t Runtime::fread(void* buf, std::size_t size, std::size_t count, std::FILE* stream) {
@@ -291,7 +350,7 @@ std::size_t Runtime::fread(void* buf, std::size_t size, std::size_t count, std::
   std::size_t n = 0;
   if (!item_bytes(size, count, n) || n == 0) return 0;
   if (!range_ok(*space, buf, n, "fread")) return 0;
-  const ssize_t done = into_shared(*impl_, *space, buf, n,
+  const ssize_t done = into_shared(*impl_, *space, buf, n, classify(stream) != Descriptor::file,
                                    [stream](std::byte* chunk, std::size_t bytes, std::size_t) -> ssize_t {
                                      const std::size_t got = std::fread(chunk, 1, bytes, stream);
                                      return got == 0 && std::ferror(stream) ? -1 : static_cast<ssize_t>(got);
@@ -305,11 +364,12 @@ std::size_t Runtime::fwrite(const void* buf, std::size_t size, std::size_t count
   std::size_t n = 0;
   if (!item_bytes(size, count, n) || n == 0) return 0;
   if (!range_ok(*space, buf, n, "fwrite")) return 0;
-  const ssize_t done = from_shared(
-      *impl_, *space, buf, n, [stream](const std::byte* chunk, std::size_t bytes, std::size_t) -> ssize_t {
-        const std::size_t put = std::fwrite(chunk, 1, bytes, stream);
-        return put == 0 && std::ferror(stream) ? -1 : static_cast<ssize_t>(put);
-      });
+  const ssize_t done =
+      from_shared(*impl_, *space, buf, n, classify(stream) != Descriptor::file,
+                  [stream](const std::byte* chunk, std::size_t bytes, std::size_t) -> ssize_t {
+                    const std::size_t put = std::fwrite(chunk, 1, bytes, stream);
+                    return put == 0 && std::ferror(stream) ? -1 : static_cast<ssize_t>(put);
+                  });
   return done <= 0 ? 0 : static_cast<std::size_t>(done) / size;
 }
 

@@ -6,6 +6,8 @@
 
 #include "support/test_support.hpp"
 
+#include "runtime/runtime_impl.hpp"
+
 #include <gtest/gtest.h>
 
 #include <array>
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -228,6 +231,76 @@ TEST_P(Io, ADatagramLargerThanAChunkArrivesWhole) {
   EXPECT_EQ(rt_.readv(fds[0], v, 2), 100) << "the second message, whole";
   EXPECT_EQ(std::memcmp(head, two.data(), sizeof head), 0);
   EXPECT_EQ(std::memcmp(p, two.data() + sizeof head, 100 - sizeof head), 0);
+  ::close(fds[0]);
+  ::close(fds[1]);
+  rt_.free(p);
+}
+
+// The write side: a message written from shared memory (or gathered by writev from shared and host
+// vectors) leaves as one datagram. Before, each staging chunk, and each vector, was a message of its own.
+TEST_P(Io, ADatagramWrittenFromSharedMemoryLeavesWhole) {
+  constexpr std::size_t kMessage = 40 << 10;
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_DGRAM, 0, fds), 0);
+  auto* p = static_cast<unsigned char*>(rt_.alloc(kMessage));
+  const std::vector<unsigned char> ref = pattern(kMessage, 3);
+  std::memcpy(p, ref.data(), kMessage);
+  EXPECT_EQ(rt_.write(fds[1], p, kMessage), static_cast<ssize_t>(kMessage));
+  unsigned char head[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  const struct iovec v[2] = {{head, sizeof head}, {p, kMessage}};
+  EXPECT_EQ(rt_.writev(fds[1], v, 2), static_cast<ssize_t>(kMessage + sizeof head));
+  std::vector<unsigned char> got(2 * kMessage);
+  EXPECT_EQ(::recv(fds[0], got.data(), got.size(), MSG_DONTWAIT), static_cast<ssize_t>(kMessage));
+  EXPECT_EQ(std::memcmp(got.data(), ref.data(), kMessage), 0);
+  EXPECT_EQ(::recv(fds[0], got.data(), got.size(), MSG_DONTWAIT),
+            static_cast<ssize_t>(kMessage + sizeof head));
+  EXPECT_EQ(std::memcmp(got.data(), head, sizeof head), 0);
+  EXPECT_EQ(std::memcmp(got.data() + sizeof head, ref.data(), kMessage), 0);
+  EXPECT_EQ(::recv(fds[0], got.data(), got.size(), MSG_DONTWAIT), -1) << "no third message";
+  // Larger than the send buffer: EMSGSIZE, as libc's write would say.
+  const int small = 4096;
+  ASSERT_EQ(::setsockopt(fds[1], SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
+  errno = 0;
+  EXPECT_EQ(rt_.write(fds[1], p, kMessage), -1);
+  EXPECT_EQ(errno, EMSGSIZE);
+  ::close(fds[0]);
+  ::close(fds[1]);
+  rt_.free(p);
+}
+
+// A write to a pipe may wait for the reader, another thread perhaps; a writer blocked there holds no
+// chunk of the staging pool, which the copy engine waits for and that reader may need. Before, a
+// blocked writer held two chunks for as long as its reader took.
+TEST_P(Io, APipeWriterWaitingForItsReaderHoldsNoChunkOfThePool) {
+  constexpr std::size_t kBytes = 512 << 10;  // well above a pipe's 64 KiB
+  auto* p = static_cast<unsigned char*>(rt_.alloc(kBytes));
+  const std::vector<unsigned char> ref = pattern(kBytes, 9);
+  std::memcpy(p, ref.data(), kBytes);
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  std::thread writer([&] {
+    for (std::size_t done = 0; done < kBytes;) {
+      const ssize_t n = rt_.write(fds[1], p + done, kBytes - done);
+      if (n <= 0) break;
+      done += static_cast<std::size_t>(n);
+    }
+  });
+  // Wait until the pipe is full: the writer is then inside a write that waits for this thread.
+  for (int i = 0, queued = 0; i < 2000 && queued < 64 << 10; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_EQ(::ioctl(fds[0], FIONREAD, &queued), 0);
+  }
+  hdsm::StagingPool& pool = hdsm::detail::impl_of(rt_).staging();
+  EXPECT_EQ(pool.lease(pool.chunks(), hdsm::StagingPool::Wait::never).size(), pool.chunks())
+      << "the blocked writer holds chunks of the pool";
+  std::vector<unsigned char> got(kBytes);
+  for (std::size_t done = 0; done < kBytes;) {
+    const ssize_t n = ::read(fds[0], got.data() + done, kBytes - done);
+    ASSERT_GT(n, 0);
+    done += static_cast<std::size_t>(n);
+  }
+  writer.join();
+  EXPECT_EQ(got, ref);
   ::close(fds[0]);
   ::close(fds[1]);
   rt_.free(p);
