@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <initializer_list>
 #include <memory>
@@ -102,6 +103,11 @@ struct UserMath {
   HDSM_DETAIL_MATH2(fmax)
   HDSM_DETAIL_MATH2(fmod)
   HDSM_DETAIL_MATH2(atan2)
+  // abs of integers keeps their width, as OpenCL C's does (C's ::abs takes an int: a long's high bits
+  // were lost on the host and the sim). abs of a float is an error here, as in OpenCL C: use fabs.
+  HDSM_HOST_DEVICE static int abs(int x) { return x < 0 ? -x : x; }
+  HDSM_HOST_DEVICE static long abs(long x) { return x < 0 ? -x : x; }            // NOLINT(google-runtime-int)
+  HDSM_HOST_DEVICE static long long abs(long long x) { return x < 0 ? -x : x; }  // NOLINT(google-runtime-int)
 };
 
 #undef HDSM_DETAIL_MATH1
@@ -127,9 +133,18 @@ class Future {
   /// A result that `finish` computes when it is first asked for.
   explicit Future(std::function<T()> finish) : finish_(std::move(finish)) {}
 
+  /// The value; a failure of the call is thrown by this get() and by every later one.
   T get() {
     if (!value_) {
-      value_ = finish_();
+      if (error_) std::rethrow_exception(error_);
+      try {
+        value_ = finish_();
+      } catch (...) {
+        // Once more would combine partial results the failed call left: a wrong value, no error.
+        error_ = std::current_exception();
+        finish_ = nullptr;
+        throw;
+      }
       finish_ = nullptr;
     }
     return *value_;
@@ -140,6 +155,7 @@ class Future {
  private:
   std::optional<T> value_;
   std::function<T()> finish_;
+  std::exception_ptr error_;
 };
 
 namespace detail {
@@ -979,7 +995,12 @@ struct MapReduceKernel {
   static std::string opencl() {
     const std::string type = opencl_type<T>();
     std::string s = opencl_prelude<T, Ins..., U...>() + M::opencl_source + "\n";
-    if (std::string(M::name) != Rd::name) s += std::string(Rd::opencl_source) + "\n";
+    // OpenCL C has one namespace for functions: two of one name cannot be in one program.
+    if (!std::is_same_v<M, Rd> && std::string(M::name) == Rd::name)
+      s += std::string("#error \"hdsm::MapReduce: its map and reduce functions are both named '") + M::name +
+           "', and OpenCL C has no namespaces: give one of them another name\"\n";
+    else if (!std::is_same_v<M, Rd>)
+      s += std::string(Rd::opencl_source) + "\n";
     s += std::string("__kernel void hdsm_mapreduce_") + M::name + "_" + Rd::name + "(__global " + type +
          "* partial";
     int k = 0;

@@ -113,11 +113,29 @@ struct ContainerCore::State {
   ContainerStats stats;
 
   std::size_t prune_at = 16;  // in_flight's size at which prune_sometimes() prunes
-  /// Forgets the work that completed, except work that failed: the next access that waits for it
-  /// reports the failure (a device reports each failure once, in the event after it).
+  /// Forgets the work that completed, except work that failed writing the container: the next access
+  /// that waits for it reports the failure (a device reports each failure once, in the event after
+  /// it). A failed call that only read the container is the business of the containers it wrote: an
+  /// input reporting it too would report one failure twice, and lose the access it threw from.
   void prune() {
-    std::erase_if(in_flight, [](const InFlight& f) { return f.done.query() && !failed(f.done); });
+    std::erase_if(in_flight,
+                  [](const InFlight& f) { return f.done.query() && !(f.writes && failed(f.done)); });
     prune_at = std::max<std::size_t>(16, 2 * in_flight.size());
+  }
+  /// Work an access waits for, and whether its failure is this container's to report (it wrote).
+  struct Pending {
+    Event done;
+    bool report;
+  };
+  static Pending pending(const InFlight& f) { return {f.done, f.writes}; }
+  /// Waits for each; throws the first failure of one to report (the caller forgets it then).
+  static void wait_for(const std::vector<Pending>& work) {
+    for (const Pending& p : work) {
+      if (p.report)
+        p.done.wait();
+      else
+        (void)failed(p.done);
+    }
   }
   /// After a wait reported a failure: forgets every completed entry, the failed ones included.
   void forget_completed() {
@@ -143,14 +161,14 @@ struct ContainerCore::State {
   bool pinned(CopyId id) const { return id < pins.size() && pins[id] > 0; }
 
   /// The work a host access waits for: what writes what it reads, or reads or writes what it writes.
-  std::vector<Event> conflicting(ElementRange range, Access mode) const {
-    std::vector<Event> events;
+  std::vector<Pending> conflicting(ElementRange range, Access mode) const {
+    std::vector<Pending> work;
     for (const InFlight& f : in_flight) {
       const bool overlap = f.range.first < range.last && range.first < f.range.last;
       if (overlap && (f.writes || (mode != Access::read && (f.reads || f.reads_main))))
-        events.push_back(f.done);
+        work.push_back(pending(f));
     }
-    return events;
+    return work;
   }
   bool pinned_any() const {
     return std::any_of(pins.begin(), pins.end(), [](std::uint32_t p) { return p > 0; });
@@ -391,14 +409,14 @@ void ContainerCore::host_access(std::size_t first, std::size_t n, Access mode) {
   State& s = *state_;
   const ElementRange range{first, first + n};
   // Wait for the conflicting work without holding the runtime's lock: other containers go on.
-  std::vector<Event> conflicts;
+  std::vector<State::Pending> conflicts;
   {
     std::lock_guard lock(s.shared.mutex);
     s.prune();
     conflicts = s.conflicting(range, mode);
   }
   try {
-    for (const Event& e : conflicts) e.wait();
+    State::wait_for(conflicts);
   } catch (...) {
     std::lock_guard lock(s.shared.mutex);
     s.forget_completed();  // reported here, once
@@ -508,13 +526,13 @@ void ContainerCore::discard(std::size_t first, std::size_t n) {
 }
 
 void ContainerCore::wait() {
-  std::vector<Event> events;
+  std::vector<State::Pending> work;
   {
     std::lock_guard lock(state_->shared.mutex);
-    for (const InFlight& f : state_->in_flight) events.push_back(f.done);
+    for (const InFlight& f : state_->in_flight) work.push_back(State::pending(f));
   }
   try {
-    for (const Event& e : events) e.wait();
+    State::wait_for(work);
   } catch (...) {
     std::lock_guard lock(state_->shared.mutex);
     state_->forget_completed();  // reported here, once

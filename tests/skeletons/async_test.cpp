@@ -171,12 +171,34 @@ TEST_F(Async, AFailureSurvivesThePruneOfFinishedWork) {
   EXPECT_NO_THROW((void)static_cast<long>(b[3])) << "reported once";
 }
 
+// A failure is reported by what the call wrote, not also by what it only read: an input's next
+// access neither throws it again nor is lost. Before, a host write of the input after the caught
+// failure threw the same KernelFailure, and the write did not happen.
+TEST_F(Async, AFailureIsNotReportedAgainByTheCallsInputs) {
+  hdsm::Vector<long> a(100, o), b(100, o);
+  for (std::size_t i = 0; i < 100; ++i) a(i) = static_cast<long>(i);
+  hdsm::Map<as_boom> map;
+  map.devices({0, 1})(b, a);
+  EXPECT_THROW((void)static_cast<long>(b[3]), hdsm::KernelFailure);
+  EXPECT_NO_THROW(a[7] = 70);  // a write waits for the call's reads of a
+  EXPECT_EQ(static_cast<long>(a[7]), 70);
+  g_open = true;
+  a[7] = 7;
+  EXPECT_THROW((void)(hdsm::MapReduce<as_boom, as_gated_add>{}.devices({1})(a)), hdsm::KernelFailure);
+  EXPECT_NO_THROW(a[5] = 1);
+  EXPECT_EQ(static_cast<long>(a[5]), 1);
+  EXPECT_NO_THROW(a.wait());
+}
+
 TEST_F(Async, AFailedReductionThrowsFromGet) {
   hdsm::Vector<long> a(10, 7L, o);
   hdsm::MapReduce<as_boom, as_gated_add> mr;
   g_open = true;
   hdsm::Future<long> result = mr.devices({1}).async(a);
   EXPECT_THROW(result.get(), hdsm::KernelFailure);
+  // Every later get() too: before, the second combined what the failed call left and returned it.
+  EXPECT_THROW(result.get(), hdsm::KernelFailure);
+  EXPECT_FALSE(result.ready());
 }
 
 }  // namespace

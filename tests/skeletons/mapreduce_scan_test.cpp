@@ -23,6 +23,16 @@ HDSM_USER_FUNCTION(mr_square, double, (double x), { return x * x; })
 HDSM_USER_FUNCTION(mr_addf, double, (double a, double b), { return a + b; })
 HDSM_USER_FUNCTION(mr_addi, int, (int a, int b), { return a + b; })
 
+// Two user functions of one name, in two namespaces: a dot product.
+namespace mr_times {
+HDSM_USER_FUNCTION(f, long, (long a, long b), { return a * b; })
+}
+namespace mr_plus {
+HDSM_USER_FUNCTION(f, long, (long a, long b), { return a + b; })
+}
+// abs of a long keeps its width (C's ::abs took an int).
+HDSM_USER_FUNCTION(mr_abs, long, (long x), { return abs(x); })
+
 hdsm::Config sim(unsigned devices) {
   return hdsm::test::fast_sim_config().set("HDSM_SIM_DEVICES", std::to_string(devices));
 }
@@ -162,6 +172,25 @@ TEST(Scan, Errors) {
   EXPECT_NO_THROW(scan(e0, e1, 5L));
 }
 
+TEST(MapReduce, AbsOfALongKeepsItsWidth) {
+  hdsm::Runtime rt(sim(2));
+  hdsm::Vector<long> v(3, hdsm::ContainerOptions{&rt});
+  v[0] = -5'000'000'000L;
+  v[1] = 3'000'000'000L;
+  v[2] = -7;
+  hdsm::MapReduce<mr_abs, mr_add> sum;
+  EXPECT_EQ(sum.backend(hdsm::SkeletonBackend::host)(v), 8'000'000'007L);
+  EXPECT_EQ(sum.backend(hdsm::SkeletonBackend::devices)(v), 8'000'000'007L);
+}
+
+TEST(MapReduce, MapAndReduceFunctionsOfOneNameInTwoNamespaces) {
+  hdsm::Runtime rt(sim(2));
+  hdsm::Vector<long> v(1000, 2L, hdsm::ContainerOptions{&rt}), w(1000, 3L, hdsm::ContainerOptions{&rt});
+  hdsm::MapReduce<mr_times::f, mr_plus::f> dot;
+  EXPECT_EQ(dot.backend(hdsm::SkeletonBackend::host)(v, w), 6000);
+  EXPECT_EQ(dot.backend(hdsm::SkeletonBackend::devices)(v, w), 6000);
+}
+
 TEST(MapReduceAndScanOnDevices, opencl) {
   std::string why;
   const std::unique_ptr<hdsm::Runtime> rt = hdsm::test::opencl_runtime(why);
@@ -179,6 +208,18 @@ TEST(MapReduceAndScanOnDevices, opencl) {
       sums(1000, hdsm::ContainerOptions{rt.get()});
   hdsm::Scan<mr_addi>{}(sums, small);
   EXPECT_EQ(sums[999], 1000);
+  // One name for two functions cannot be one OpenCL program: an error that says so, not the map
+  // function reducing (before, the dot product of 2s and 3s came out 324000, not 6000).
+  hdsm::Vector<long> w(1000, 3L, hdsm::ContainerOptions{rt.get()}),
+      x(1000, 2L, hdsm::ContainerOptions{rt.get()});
+  try {
+    const long dot = hdsm::MapReduce<mr_times::f, mr_plus::f>{}(x, w);
+    ADD_FAILURE() << "a MapReduce of two functions named f gave " << dot;
+  } catch (const hdsm::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("both named 'f'"), std::string::npos) << e.what();
+  }
+  hdsm::Vector<long> one(1, -5'000'000'000L, hdsm::ContainerOptions{rt.get()});
+  EXPECT_EQ((hdsm::MapReduce<mr_abs, mr_add>{}(one)), 5'000'000'000L);
 }
 
 }  // namespace
