@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 
 namespace hdsm {
@@ -105,16 +106,24 @@ void CopySet::set_peers(unsigned devices, std::vector<std::uint8_t> peer) {
 template <class F>
 void CopySet::for_each_near(unsigned device, ElementRange range, F&& f) const {
   if (device >= index_.size()) return;
-  const DeviceIndex& index = index_[device];
-  const std::size_t from = range.first >= index.longest ? range.first - index.longest + 1 : 0;
-  for (auto it = index.by_first.lower_bound(from); it != index.by_first.end() && it->first < range.last; ++it)
-    if (!f(it->second)) return;
+  for (const auto& [size_class, copies] : index_[device].by_class) {
+    // The longest a copy of this class can be: one that starts further before the range ends before it.
+    const std::size_t longest = size_class >= std::numeric_limits<std::size_t>::digits
+                                    ? SIZE_MAX
+                                    : (std::size_t{1} << size_class) - 1;
+    const std::size_t from = range.first > longest ? range.first - longest : 0;
+    for (auto it = copies.lower_bound(from); it != copies.end() && it->first < range.last; ++it)
+      if (!f(it->second)) return;
+  }
 }
 
 CopyId CopySet::find(unsigned device, const Extent& extent) const {
   const Extent e = extent.normalized();
   if (device >= index_.size()) return kMainCopy;
-  const auto [begin, end] = index_[device].by_first.equal_range(e.offset);
+  const auto& by_class = index_[device].by_class;
+  const auto copies = by_class.find(size_class(bounds(e)));
+  if (copies == by_class.end()) return kMainCopy;
+  const auto [begin, end] = copies->second.equal_range(e.offset);
   for (auto it = begin; it != end; ++it)
     if (copies_[it->second].extent == e) return it->second;
   return kMainCopy;
@@ -137,8 +146,7 @@ CopyId CopySet::add(unsigned device, const Extent& extent) {
     live_.push_back(true);
   }
   if (device >= index_.size()) index_.resize(device + 1);
-  index_[device].by_first.emplace(e.offset, id);
-  index_[device].longest = std::max(index_[device].longest, bounds(e).size());
+  index_[device].by_class[size_class(bounds(e))].emplace(e.offset, id);
   return id;
 }
 
@@ -147,13 +155,15 @@ void CopySet::remove(CopyId id) {
   DeviceCopy& c = copies_[id];
   if (c.modified) throw std::logic_error("CopySet::remove: a modified copy must be written back first");
   set_valid(id, false);
-  auto& by_first = index_[c.device].by_first;
-  const auto [begin, end] = by_first.equal_range(c.extent.offset);
+  auto& by_class = index_[c.device].by_class;
+  const auto copies = by_class.find(size_class(bounds(c.extent)));
+  const auto [begin, end] = copies->second.equal_range(c.extent.offset);
   for (auto it = begin; it != end; ++it)
     if (it->second == id) {
-      by_first.erase(it);
+      copies->second.erase(it);
       break;
     }
+  if (copies->second.empty()) by_class.erase(copies);
   live_[id] = false;
   free_ids_.push_back(id);
 }

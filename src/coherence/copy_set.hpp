@@ -15,6 +15,7 @@
 #include <hdsm/export.h>
 #include <hdsm/container.hpp>
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -156,12 +157,17 @@ class CopySet {
   std::vector<DeviceCopy> copies_;
   std::vector<bool> live_;
   std::vector<CopyId> free_ids_;
-  /// Per device: the copies by the first element of their bounds, and the longest bounds, so that
-  /// the copies overlapping a range are found without visiting the others.
+  /// Per device: the copies by the first element of their bounds, in classes by the bit width of
+  /// their bounds' size. A copy of class k spans fewer than 2^k elements, so only the copies of class
+  /// k that start less than 2^k before a range can reach it: the copies overlapping a range are found
+  /// without visiting the others, and one long copy does not make every scan of the short ones long
+  /// (with one bound for all, a whole-container copy made a scan visit every copy before the range).
   struct DeviceIndex {
-    std::multimap<std::size_t, CopyId> by_first;
-    std::size_t longest = 0;
+    std::map<unsigned, std::multimap<std::size_t, CopyId>> by_class;
   };
+  static unsigned size_class(ElementRange bounds) {
+    return static_cast<unsigned>(std::bit_width(bounds.size()));
+  }
   std::vector<DeviceIndex> index_;
   std::size_t valid_ = 0;  // valid device copies
   unsigned devices_ = 0;
