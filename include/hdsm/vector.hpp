@@ -108,7 +108,13 @@ class Vector : public detail::TypedContainer<T> {
   }
   template <std::input_iterator It>
   Vector(It first, It last, const ContainerOptions& options = {}) : Base("vector", options, 0, 0) {
-    for (; first != last; ++first) push_back(static_cast<T>(*first));
+    if constexpr (std::forward_iterator<It>) {  // one allocation, not one resize per element
+      const auto n = static_cast<std::size_t>(std::distance(first, last));
+      this->resize_core(n, n);
+      std::transform(first, last, this->host(), [](const auto& x) { return static_cast<T>(x); });
+    } else {
+      for (; first != last; ++first) push_back(static_cast<T>(*first));
+    }
   }
   /// A copy of `other`'s current contents (in host memory; no device copies).
   Vector(const Vector& other)

@@ -117,6 +117,12 @@ void CopySet::for_each_near(unsigned device, ElementRange range, F&& f) const {
   }
 }
 
+void CopySet::resize(std::size_t elements, std::size_t row_length) {
+  if (has_device_copies()) throw std::logic_error("CopySet::resize: the set has device copies");
+  elements_ = elements;
+  row_length_ = row_length == 0 ? 1 : row_length;
+}
+
 CopyId CopySet::find(unsigned device, const Extent& extent) const {
   const Extent e = extent.normalized();
   if (device >= index_.size()) return kMainCopy;

@@ -101,6 +101,10 @@ class CopySet {
   bool exists(CopyId id) const { return id < copies_.size() && live_[id]; }
   /// The device copies, oldest first.
   std::vector<CopyId> device_copies() const;
+  bool has_device_copies() const { return copies_.size() != free_ids_.size(); }
+  /// A new size for a set with no device copy (std::logic_error otherwise): nothing to write back or
+  /// free, so a push_back costs no new set.
+  void resize(std::size_t elements, std::size_t row_length);
 
   /// A kernel on the copy's device is about to access the copy in `mode`; `now` orders the uses of all
   /// copies (least recently used first). The same as prepare_device_access() and then

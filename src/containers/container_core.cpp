@@ -545,13 +545,24 @@ void ContainerCore::wait() {
 }
 
 void ContainerCore::resize(std::size_t elements, std::size_t row_length) {
+  State& s = *state_;
+  Shared& shared = s.shared;
+  {
+    // push_back's common case, one lock: no device copy or work to wait for, and room.
+    std::lock_guard lock(shared.mutex);
+    if (elements <= capacity_ && s.in_flight.empty() && !s.set.has_device_copies() && !s.pinned_any()) {
+      elements_ = elements;
+      row_length_ = row_length;
+      s.set.resize(elements, row_length);
+      refresh_flags();
+      return;
+    }
+  }
   // As a host access waits for the calls it conflicts with, a change of size waits for every call
   // on the container (it frees the device copies they use): before, it threw while one was in flight,
   // so whether a push_back after an asynchronous call worked depended on timing.
   wait();
-  Shared& shared = state_->shared;
   std::lock_guard lock(shared.mutex);
-  State& s = *state_;
   s.prune();
   if (!s.in_flight.empty())
     throw InvalidArgument(

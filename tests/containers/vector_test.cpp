@@ -9,7 +9,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <iterator>
+#include <list>
 #include <numeric>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -99,6 +102,21 @@ TEST(Vector, HasTheInterfaceOfStdVector) {
   Vector<int> e = c;
   e[0] = 100;
   EXPECT_EQ(c[0], 5) << "a copy is deep";
+  // From input iterators (one pass, element by element) and converting ones.
+  std::istringstream words("3 1 4 1 5");
+  Vector<int> f(std::istream_iterator<int>(words), std::istream_iterator<int>(), on(rt));
+  EXPECT_EQ(std::vector<int>(f.data(), f.data() + f.size()), (std::vector<int>{3, 1, 4, 1, 5}));
+  const std::list<double> halves{0.5, 1.5, 2.5};
+  Vector<int> g(halves.begin(), halves.end(), on(rt));
+  EXPECT_EQ(std::vector<int>(g.data(), g.data() + g.size()), (std::vector<int>{0, 1, 2}));
+  // push_back after a kernel used the vector (its copy is written back), and again once none is left.
+  Vector<float> h(3, 1.0f, on(rt));
+  hdsm::launch(0, axpb(), hdsm::cover(h.size()), hdsm::inout(h), std::uint64_t{h.size()}, 2.0f, 1.0f);
+  h.push_back(7.0f);
+  EXPECT_EQ(std::vector<float>(h.data(), h.data() + h.size()), (std::vector<float>{3, 3, 3, 7}));
+  for (int i = 0; i < 1000; ++i) h.push_back(static_cast<float>(i));
+  EXPECT_EQ(h.size(), 1004u);
+  EXPECT_EQ(h[1003], 999.0f);
 }
 
 TEST(Vector, ProxiesTellReadsWritesAndReadWrites) {
