@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <limits>
@@ -60,7 +61,8 @@ struct Shared {
         impl.devices, transfer::stated_topology(impl.devices), options,
         [this]() -> StagingPool& { return impl.staging(); }, &impl.counters, &impl.tracer);
   }
-  ~Shared() {
+  ~Shared();
+  void synchronize_queues() noexcept {
     // A queue keeps the failure of its work (an access that waited for the work reported it too):
     // in a destructor it is said on stderr, not thrown.
     for (auto& q : queues) {
@@ -308,6 +310,21 @@ struct ContainerCore::State {
 };
 
 namespace {
+
+// The runtime ends (its attachments go). A container still alive holds device copies, queue work and
+// host memory of this runtime, and its destructor would use them after they are gone: a crash with no
+// word, later. Said now, by name, and ended here instead.
+Shared::~Shared() {
+  if (!containers.empty()) {
+    fmt::print(stderr,
+               "hdsm: an hdsm::Runtime ends while {} container(s) made on it still live (the {}{}); a "
+               "container (or a skeleton's Future) must not outlive its runtime: destroy it first\n",
+               containers.size(), containers.front()->core.name(), containers.size() > 1 ? ", ..." : "");
+    std::abort();
+  }
+  synchronize_queues();
+}
+
 std::byte* alloc_host(Shared& shared, std::size_t bytes, bool pinned) {
   return pinned ? static_cast<std::byte*>(shared.impl.devices.front()->alloc_pinned(bytes))
                 : static_cast<std::byte*>(::operator new (bytes, std::align_val_t{64}));

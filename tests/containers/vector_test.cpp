@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <iterator>
 #include <list>
+#include <memory>
 #include <numeric>
 #include <sstream>
 #include <thread>
@@ -117,6 +118,20 @@ TEST(Vector, HasTheInterfaceOfStdVector) {
   for (int i = 0; i < 1000; ++i) h.push_back(static_cast<float>(i));
   EXPECT_EQ(h.size(), 1004u);
   EXPECT_EQ(h[1003], 999.0f);
+}
+
+// A container alive when its runtime ends would use the runtime's queues and memory in its destructor:
+// the runtime's end says so by name and aborts, where the container's destructor crashed with no word.
+TEST(VectorDeathTest, AContainerOutlivingItsRuntimeIsNamedWhenTheRuntimeEnds) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        auto rt = std::make_unique<hdsm::Runtime>(sim());
+        Vector<float> v(1000, 1.0f, on(*rt));
+        hdsm::launch(0, axpb(), hdsm::cover(v.size()), hdsm::inout(v), std::uint64_t{v.size()}, 2.0f, 1.0f);
+        rt.reset();
+      },
+      "ends while 1 container\\(s\\) made on it still live \\(the vector of 1000 elements of 4 B\\)");
 }
 
 TEST(Vector, ProxiesTellReadsWritesAndReadWrites) {
