@@ -1,8 +1,10 @@
 // Shapes of whole MPI programs that a test inside one gtest process cannot take (they end MPI, or
-// set a knob on one rank only). Built twice, for the cluster (HDSM_SHAPES_CLUSTER) and for crc over
-// MPI (with libhdsm_mpi); run by ctest on two ranks, passing on the output:
+// set a knob on one rank only), in one program that links the cluster, crc and libhdsm_mpi's
+// interposition of MPI; run by ctest on two ranks, passing on the output:
 //  - "cluster_finalize_first": MPI_Init; a cluster::Session in a local scope; MPI_Finalize inside
-//    that scope, so the session's end comes after it (before, Open MPI aborted the job there);
+//    that scope, so the session's end comes after it (before, Open MPI aborted the job there; and
+//    with libhdsm_mpi, whose MPI_Finalize took the page server's receive for the program's, it
+//    waited 10 s and abandoned it);
 //  - "crc_finalize_first": the same with a crc::Runtime over MPI;
 //  - "crc_direct_access": a worker's task stores through a shared pointer, which ends the job with a
 //    message naming crc::read and crc::write;
@@ -11,11 +13,8 @@
 //  - "bad_knob_on_rank_1": rank 1 alone has a malformed HDSM_CLUSTER_PAGE_SIZE and catches the
 //    error; every rank must throw, none wait (before, rank 0 waited in MPI_Init forever).
 // Each rank prints "rank <r>: ok" or "rank <r>: caught: <message>".
-#if defined(HDSM_SHAPES_CLUSTER)
 #include <hdsm/cluster.hpp>
-#else
 #include <hdsm/crc.hpp>
-#endif
 #include <hdsm/error.hpp>
 
 #include <mpi.h>
@@ -28,7 +27,6 @@
 
 namespace {
 
-#if defined(HDSM_SHAPES_CLUSTER)
 int cluster_finalize_first() {
   namespace cl = hdsm::cluster;
   int rank = -1;
@@ -58,7 +56,6 @@ int cluster_finalize_first() {
   return 0;
 }
 
-#else
 // crc over MPI with a 1 MiB shared space.
 hdsm::crc::Options crc_on_mpi() {
   hdsm::crc::Options o;
@@ -122,9 +119,7 @@ int pending_receive_at_finalize() {
   std::fprintf(stderr, "rank %d: ok\n", rank);
   return 0;
 }
-#endif
 
-#if defined(HDSM_SHAPES_CLUSTER)
 int bad_knob_on_rank_1() {
   int rank = -1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -138,7 +133,6 @@ int bad_knob_on_rank_1() {
   MPI_Finalize();
   return 0;
 }
-#endif
 
 }  // namespace
 
@@ -146,15 +140,15 @@ int main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   const char* mode = argc > 1 ? argv[1] : "";
-#if defined(HDSM_SHAPES_CLUSTER)
   if (std::strcmp(mode, "cluster_finalize_first") == 0) return cluster_finalize_first();
   if (std::strcmp(mode, "bad_knob_on_rank_1") == 0) return bad_knob_on_rank_1();
-#else
   if (std::strcmp(mode, "crc_finalize_first") == 0) return crc_finalize_first();
   if (std::strcmp(mode, "crc_direct_access") == 0) return crc_direct_access();
   if (std::strcmp(mode, "pending_receive_at_finalize") == 0) return pending_receive_at_finalize();
-#endif
-  std::fprintf(stderr, "usage: %s cluster_finalize_first|crc_finalize_first|bad_knob_on_rank_1\n", argv[0]);
+  std::fprintf(stderr,
+               "usage: %s cluster_finalize_first|bad_knob_on_rank_1|crc_finalize_first|crc_direct_access|"
+               "pending_receive_at_finalize\n",
+               argv[0]);
   MPI_Finalize();
   return 2;
 }

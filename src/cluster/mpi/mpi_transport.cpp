@@ -1,6 +1,9 @@
 // The cluster's transport between MPI ranks: collectives on a duplicate of MPI_COMM_WORLD, and page
 // requests to rank 0's server thread on a second duplicate (so they never match a collective's
-// messages). The session (session.cpp) initializes MPI and makes one of these.
+// messages). The session (session.cpp) initializes MPI and makes one of these. Every call is a PMPI_
+// one, as the crc engine's: libhdsm_mpi's interposed MPI_ functions, in the same program, must not take
+// the transport's own traffic for the program's (its MPI_Finalize would wait for the page server's
+// pending receive), and an MPI profiler sees the program's calls, not the runtime's.
 #include "cluster/mpi/mpi_transport.hpp"
 #include "mpi/check.hpp"
 #include "os/process.hpp"
@@ -97,7 +100,7 @@ const char* thread_level_name(int level) {
 bool MpiTransport::may_call_mpi() const {
   if (level_ >= MPI_THREAD_SERIALIZED) return true;
   int main = 0;
-  MPI_Is_thread_main(&main);
+  PMPI_Is_thread_main(&main);
   return main != 0;
 }
 
@@ -113,13 +116,13 @@ void MpiTransport::on_mpi_thread(const char* call) const {
 MpiTransport::MpiTransport(MPI_Comm world, int thread_level, std::chrono::milliseconds timeout)
     : level_(thread_level), multiple_(thread_level >= MPI_THREAD_MULTIPLE), timeout_(timeout) {
   on_mpi_thread("a session");
-  check(MPI_Comm_dup(world, &comm_), "MPI_Comm_dup", "the cluster's collectives");
-  check(MPI_Comm_dup(world, &server_comm_), "MPI_Comm_dup", "the cluster's page requests");
+  check(PMPI_Comm_dup(world, &comm_), "MPI_Comm_dup", "the cluster's collectives");
+  check(PMPI_Comm_dup(world, &server_comm_), "MPI_Comm_dup", "the cluster's page requests");
   // Errors come back as codes, which become exceptions naming the call, instead of aborting.
-  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
-  MPI_Comm_set_errhandler(server_comm_, MPI_ERRORS_RETURN);
-  MPI_Comm_rank(comm_, &rank_);
-  MPI_Comm_size(comm_, &ranks_);
+  PMPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  PMPI_Comm_set_errhandler(server_comm_, MPI_ERRORS_RETURN);
+  PMPI_Comm_rank(comm_, &rank_);
+  PMPI_Comm_size(comm_, &ranks_);
 }
 
 MpiTransport::~MpiTransport() {
@@ -138,22 +141,22 @@ MpiTransport::~MpiTransport() {
         thread_level_name(level_));
     return;
   }
-  MPI_Comm_free(&server_comm_);
-  MPI_Comm_free(&comm_);
+  PMPI_Comm_free(&server_comm_);
+  PMPI_Comm_free(&comm_);
 }
 
 void MpiTransport::allreduce(std::span<std::uint32_t> values, ReduceOp op) {
   on_mpi_thread("an allreduce");
-  check(MPI_Allreduce(MPI_IN_PLACE, values.data(), checked_count(values.size(), "an allreduce"), MPI_UINT32_T,
-                      mpi_op(op), comm_),
+  check(PMPI_Allreduce(MPI_IN_PLACE, values.data(), checked_count(values.size(), "an allreduce"),
+                       MPI_UINT32_T, mpi_op(op), comm_),
         "MPI_Allreduce", [&] { return fmt::format("{} page counters", values.size()); });
   count_sent(values.size_bytes());
 }
 
 void MpiTransport::allreduce(std::span<std::uint64_t> values, ReduceOp op) {
   on_mpi_thread("an allreduce");
-  check(MPI_Allreduce(MPI_IN_PLACE, values.data(), checked_count(values.size(), "an allreduce"), MPI_UINT64_T,
-                      mpi_op(op), comm_),
+  check(PMPI_Allreduce(MPI_IN_PLACE, values.data(), checked_count(values.size(), "an allreduce"),
+                       MPI_UINT64_T, mpi_op(op), comm_),
         "MPI_Allreduce", [&] { return fmt::format("{} values", values.size()); });
   count_sent(values.size_bytes());
 }
@@ -161,7 +164,7 @@ void MpiTransport::allreduce(std::span<std::uint64_t> values, ReduceOp op) {
 std::vector<std::uint64_t> MpiTransport::allgather(std::uint64_t value) {
   on_mpi_thread("an allgather");
   std::vector<std::uint64_t> all(static_cast<std::size_t>(ranks_));
-  check(MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm_), "MPI_Allgather",
+  check(PMPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm_), "MPI_Allgather",
         "one value a rank");
   count_sent(sizeof value);
   return all;
@@ -173,14 +176,14 @@ void MpiTransport::gather(std::span<const std::byte> mine, std::vector<std::byte
   std::uint64_t size = mine.size();
   sizes.assign(static_cast<std::size_t>(ranks_), 0);
   // Every rank learns every size, so all of them check the total (see layout).
-  check(MPI_Allgather(&size, 1, MPI_UINT64_T, sizes.data(), 1, MPI_UINT64_T, comm_), "MPI_Allgather",
+  check(PMPI_Allgather(&size, 1, MPI_UINT64_T, sizes.data(), 1, MPI_UINT64_T, comm_), "MPI_Allgather",
         "record sizes");
   std::vector<int> counts, displs;
   layout(sizes, counts, displs, "a gather to rank 0");
   if (rank_ == 0)
     all.resize(static_cast<std::size_t>(displs.back()) + static_cast<std::size_t>(counts.back()));
-  check(MPI_Gatherv(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(), counts.data(),
-                    displs.data(), MPI_BYTE, 0, comm_),
+  check(PMPI_Gatherv(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(), counts.data(),
+                     displs.data(), MPI_BYTE, 0, comm_),
         "MPI_Gatherv", [&] { return fmt::format("{} B of page records from rank {}", mine.size(), rank_); });
   count_sent(sizeof size + (rank_ != 0 ? mine.size() : 0));
 }
@@ -193,7 +196,7 @@ void MpiTransport::scatter(const std::vector<std::span<const std::byte>>& each,
     for (int r = 1; r < ranks_; ++r)
       sizes[static_cast<std::size_t>(r)] = each[static_cast<std::size_t>(r)].size();
   // Every rank learns every size, so all of them check the total (see layout).
-  check(MPI_Bcast(sizes.data(), ranks_, MPI_UINT64_T, 0, comm_), "MPI_Bcast", "record sizes");
+  check(PMPI_Bcast(sizes.data(), ranks_, MPI_UINT64_T, 0, comm_), "MPI_Bcast", "record sizes");
   if (rank_ == 0) count_sent(sizes.size() * sizeof(std::uint64_t) * static_cast<std::uint64_t>(ranks_ - 1));
   std::vector<int> counts, displs;
   layout(sizes, counts, displs, "a scatter from rank 0");
@@ -206,8 +209,8 @@ void MpiTransport::scatter(const std::vector<std::span<const std::byte>>& each,
     }
   const std::uint64_t size = sizes[static_cast<std::size_t>(rank_)];
   mine.resize(size);
-  check(MPI_Scatterv(packed.data(), counts.data(), displs.data(), MPI_BYTE, mine.data(),
-                     static_cast<int>(size), MPI_BYTE, 0, comm_),
+  check(PMPI_Scatterv(packed.data(), counts.data(), displs.data(), MPI_BYTE, mine.data(),
+                      static_cast<int>(size), MPI_BYTE, 0, comm_),
         "MPI_Scatterv", [&] { return fmt::format("{} B of merged pages to rank {}", size, rank_); });
 }
 
@@ -215,7 +218,7 @@ void MpiTransport::broadcast(int root, std::span<std::byte> data) {
   on_mpi_thread("a broadcast");
   for (std::size_t at = 0; at < data.size(); at += kChunk) {
     const std::size_t n = std::min(kChunk, data.size() - at);
-    check(MPI_Bcast(data.data() + at, static_cast<int>(n), MPI_BYTE, root, comm_), "MPI_Bcast",
+    check(PMPI_Bcast(data.data() + at, static_cast<int>(n), MPI_BYTE, root, comm_), "MPI_Bcast",
           [&] { return fmt::format("{} B from rank {}", n, root); });
   }
   if (rank_ == root) count_sent(data.size() * static_cast<std::uint64_t>(ranks_ - 1));
@@ -223,16 +226,16 @@ void MpiTransport::broadcast(int root, std::span<std::byte> data) {
 
 void MpiTransport::barrier() {
   on_mpi_thread("a barrier");
-  check(MPI_Barrier(comm_), "MPI_Barrier", "the cluster's ranks");
+  check(PMPI_Barrier(comm_), "MPI_Barrier", "the cluster's ranks");
 }
 
 void MpiTransport::agree(std::span<std::uint64_t> values) {
   on_mpi_thread("an agreement");
   MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Iallreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_UINT64_T, MPI_MAX,
-                       comm_, &request),
+  check(PMPI_Iallreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_UINT64_T, MPI_MAX,
+                        comm_, &request),
         "MPI_Iallreduce", "the cluster's ranks");
-  check(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait", "the cluster's agreement");
+  check(PMPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait", "the cluster's agreement");
   count_sent(values.size_bytes());
 }
 
@@ -241,15 +244,15 @@ bool MpiTransport::agree_within(std::span<std::uint64_t> values, std::chrono::mi
   // A reduction an earlier call gave up on is still the one to finish (a second would not match).
   MPI_Request& request = pending_agreement_;
   if (request == MPI_REQUEST_NULL)
-    check(MPI_Iallreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_UINT64_T, MPI_MAX,
-                         comm_, &request),
+    check(PMPI_Iallreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_UINT64_T, MPI_MAX,
+                          comm_, &request),
           "MPI_Iallreduce", "the cluster's ranks");
   // Polled as the page server polls (pause_after).
   const bool forever = limit == std::chrono::milliseconds::max();
   const auto deadline = std::chrono::steady_clock::now() + (forever ? std::chrono::milliseconds(0) : limit);
   for (unsigned polls = 0;; ++polls) {
     int done = 0;
-    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", "the cluster's agreement");
+    check(PMPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", "the cluster's agreement");
     if (done != 0) return true;
     if (!forever && std::chrono::steady_clock::now() >= deadline) return false;  // the caller ends the job
     pause_after(polls);
@@ -261,7 +264,7 @@ void MpiTransport::abandon(const char* why) noexcept {
   std::fflush(stderr);
   // The other ranks wait in a collective this rank will not finish. A thread that may not call MPI
   // ends its process instead, which mpirun turns into the end of the job too.
-  if (may_call_mpi()) MPI_Abort(comm_, 70);
+  if (may_call_mpi()) PMPI_Abort(comm_, 70);
   std::abort();
 }
 
@@ -285,14 +288,14 @@ void MpiTransport::serve_pages(PageServer* server) {
                                   status.MPI_SOURCE, req.page, req.bytes, server->page_bytes()));
         page.resize(req.bytes);
         server->serve(req.page, req.epoch, page);
-        check(MPI_Send(page.data(), checked_count(page.size(), "a page"), MPI_BYTE, status.MPI_SOURCE,
-                       kReplyTag, server_comm_),
+        check(PMPI_Send(page.data(), checked_count(page.size(), "a page"), MPI_BYTE, status.MPI_SOURCE,
+                        kReplyTag, server_comm_),
               "MPI_Send", [&] { return fmt::format("page {} to rank {}", req.page, status.MPI_SOURCE); });
         count_sent(page.size());
       } catch (const std::exception& e) {
         // A rank waits for this page: end the job rather than leave it waiting.
         std::fprintf(stderr, "hdsm cluster: rank 0's page server failed: %s\n", e.what());
-        MPI_Abort(MPI_COMM_WORLD, 70);
+        PMPI_Abort(MPI_COMM_WORLD, 70);
         return;
       }
     }
@@ -305,17 +308,17 @@ void MpiTransport::serve_pages(PageServer* server) {
 // when stop_serving() raises the flag: the pending receive is cancelled (no rank asks any more).
 int MpiTransport::wait_for_request(PageRequest& req, MPI_Status& status, bool& stopped) {
   MPI_Request pending = MPI_REQUEST_NULL;
-  int rc = MPI_Irecv(&req, sizeof req, MPI_BYTE, MPI_ANY_SOURCE, kRequestTag, server_comm_, &pending);
+  int rc = PMPI_Irecv(&req, sizeof req, MPI_BYTE, MPI_ANY_SOURCE, kRequestTag, server_comm_, &pending);
   if (rc != MPI_SUCCESS) return rc;
   for (unsigned idle = 0;; ++idle) {
     if (stopping_.load(std::memory_order_acquire)) {
-      rc = MPI_Cancel(&pending);
-      if (rc == MPI_SUCCESS) rc = MPI_Wait(&pending, MPI_STATUS_IGNORE);
+      rc = PMPI_Cancel(&pending);
+      if (rc == MPI_SUCCESS) rc = PMPI_Wait(&pending, MPI_STATUS_IGNORE);
       stopped = true;
       return rc;
     }
     int done = 0;
-    rc = MPI_Test(&pending, &done, &status);
+    rc = PMPI_Test(&pending, &done, &status);
     if (rc != MPI_SUCCESS || done != 0) return rc;
     pause_after(idle);
   }
@@ -330,22 +333,22 @@ void MpiTransport::stop_serving() {
 void MpiTransport::fetch(int holder, std::uint64_t page, std::uint64_t epoch, std::span<std::byte> into) {
   const PageRequest req{page, epoch, into.size()};
   MPI_Request reply = MPI_REQUEST_NULL;
-  check(MPI_Irecv(into.data(), checked_count(into.size(), "a page"), MPI_BYTE, holder, kReplyTag,
-                  server_comm_, &reply),
+  check(PMPI_Irecv(into.data(), checked_count(into.size(), "a page"), MPI_BYTE, holder, kReplyTag,
+                   server_comm_, &reply),
         "MPI_Irecv", [&] { return fmt::format("page {} from rank {}", page, holder); });
-  check(MPI_Send(&req, sizeof req, MPI_BYTE, holder, kRequestTag, server_comm_), "MPI_Send",
+  check(PMPI_Send(&req, sizeof req, MPI_BYTE, holder, kRequestTag, server_comm_), "MPI_Send",
         [&] { return fmt::format("the request for page {} to rank {}", page, holder); });
   count_sent(sizeof req);
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   for (unsigned polls = 0;; ++polls) {
     int done = 0;
     MPI_Status status;
-    check(MPI_Test(&reply, &done, &status), "MPI_Test",
+    check(PMPI_Test(&reply, &done, &status), "MPI_Test",
           [&] { return fmt::format("page {} from rank {}", page, holder); });
     if (done != 0) {
       // A shorter reply would leave the rest of the page stale, and the page counted current.
       int received = 0;
-      MPI_Get_count(&status, MPI_BYTE, &received);
+      PMPI_Get_count(&status, MPI_BYTE, &received);
       if (static_cast<std::size_t>(received) != into.size())
         throw Error(Errc::system, fmt::format("cluster over MPI: rank {} sent {} B for page {}, not {} B",
                                               holder, received, page, into.size()));
@@ -354,7 +357,7 @@ void MpiTransport::fetch(int holder, std::uint64_t page, std::uint64_t epoch, st
     if (polls % 64 == 63) {
       if (std::chrono::steady_clock::now() >= deadline) {
         // No receive left posted into the page (nor at MPI_Finalize).
-        if (MPI_Cancel(&reply) == MPI_SUCCESS) MPI_Wait(&reply, MPI_STATUS_IGNORE);
+        if (PMPI_Cancel(&reply) == MPI_SUCCESS) PMPI_Wait(&reply, MPI_STATUS_IGNORE);
         throw Error(Errc::system,
                     fmt::format("cluster over MPI: rank {} waited {} ms for page {} from rank {} "
                                 "(HDSM_CLUSTER_TIMEOUT)",
