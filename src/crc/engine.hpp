@@ -30,6 +30,9 @@ class Engine {
   virtual Stats run(const std::function<void()>& task, const Geometry& geometry) = 0;
   /// The same with the home running the task too, as the last of workers() + 1 workers.
   virtual Stats run_with_home(const std::function<void()>& task, const Geometry& geometry) = 0;
+  /// The runtime is left to the process's end, never destroyed (a child of fork(), an exit() from a
+  /// task): nothing may end the engine later (MPI's: its MPI_Finalize hook).
+  virtual void abandon() noexcept {}
 };
 
 /// The engine factory libhdsm_mpi provides as the C symbol hdsm_crc_mpi_engine (found at run time,

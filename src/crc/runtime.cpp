@@ -383,7 +383,10 @@ Runtime::Runtime(const Options& options) : impl_(std::make_unique<Impl>(options)
 Runtime::~Runtime() {
   // In a child of fork() the workers are the parent's; from an exit() in a task, one of them runs
   // this. Stopping them would wait forever: the process's end takes it all.
-  if (!impl_->origin_.may_tear_down()) (void)impl_.release();  // NOLINT(bugprone-unused-return-value)
+  if (!impl_->origin_.may_tear_down()) {
+    if (impl_->engine_) impl_->engine_->abandon();
+    (void)impl_.release();  // NOLINT(bugprone-unused-return-value)
+  }
 }
 
 void* Runtime::allocate(std::size_t bytes) {

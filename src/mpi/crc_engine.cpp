@@ -15,6 +15,7 @@
 #include "os/fault.hpp"
 #include "os/mapping.hpp"
 #include "os/offset_heap.hpp"
+#include "os/process.hpp"
 #include "os/signal_safe_io.hpp"
 
 #include <hdsm/export.h>
@@ -474,7 +475,11 @@ class MpiEngine final : public Engine {
                               "exception says why), so no rank starts",
                               failed - 1));
     }
-    hook_ = std::make_unique<mpi::FinalizeHook>([this] { end_mpi(); });
+    // An MPI_Finalize at exit() from a task, on one of this rank's threads: left to the process's end,
+    // as the runtime's own end would leave it.
+    hook_ = std::make_unique<mpi::FinalizeHook>([this] {
+      if (origin_.may_tear_down()) end_mpi();
+    });
     // On a worker, the space's addresses (rank 0's) hold nothing: a task that dereferences a shared
     // pointer instead of crc::read gets a message saying so, not "not in shared memory". Where the
     // range is taken by another runtime's, the plain message stays.
@@ -609,6 +614,10 @@ class MpiEngine final : public Engine {
     if (rank_ == 0) heap_->release(reinterpret_cast<std::uintptr_t>(pointer) - space_base_, it->second);
     granules_->mark(reinterpret_cast<std::uintptr_t>(pointer) - space_base_, it->second, false);
     sizes_.erase(it);
+  }
+
+  void abandon() noexcept override {
+    if (hook_) hook_->disarm();
   }
 
   Stats run_with_home(const std::function<void()>& task, const Geometry& geometry) override {
@@ -775,6 +784,7 @@ class MpiEngine final : public Engine {
   }
 
   Options options_;
+  os::Origin origin_;  // where the engine was made: whether its MPI may be ended from here
   bool own_mpi_ = false;
   bool ended_ = false;                       // end_mpi ran
   int direct_access_range_ = -1;             // a worker's fault range over the space, for its message

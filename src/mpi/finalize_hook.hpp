@@ -56,6 +56,12 @@ class FinalizeHook {
   FinalizeHook(const FinalizeHook&) = delete;
   FinalizeHook& operator=(const FinalizeHook&) = delete;
 
+  /// `end` will not run, and nothing is called (no MPI either): for a runtime left to the process's end
+  /// (a child of fork(), an exit() from a task), whose teardown a later MPI_Finalize must not start.
+  void disarm() noexcept {
+    State armed = State::armed;
+    state_.compare_exchange_strong(armed, State::disarmed, std::memory_order_acq_rel);
+  }
   /// Whether MPI_Finalize ran (or is running) `end`.
   bool fired() const { return state_.load(std::memory_order_acquire) >= State::firing; }
 

@@ -92,6 +92,9 @@ void Session::open(int* argc, char*** argv, std::optional<Options> given) {
     impl_->ranks = impl_->node->ranks();
     impl_->lazy = impl_->node->lazy_available();
     impl_->hook = std::make_unique<mpi::FinalizeHook>([impl = impl_.get()] {
+      // An MPI_Finalize at exit() from a kernel, on one of the rank's threads: left to the process's
+      // end, as the session's own end would leave it.
+      if (!impl->origin.may_tear_down()) return;
       detail::set_session_node(nullptr);
       impl->node.reset();  // the end's collective, with every rank in MPI_Finalize
       impl->transport.reset();
@@ -111,7 +114,8 @@ Session::~Session() {
   // one of the rank's threads runs this. Ending the session would wait forever (or for the other
   // ranks): the process's end takes it all, and mpirun sees the rank go.
   if (!impl_->origin.may_tear_down()) {
-    (void)impl_.release();  // NOLINT(bugprone-unused-return-value)
+    if (impl_->hook) impl_->hook->disarm();  // an MPI_Finalize at exit must not end it either
+    (void)impl_.release();                   // NOLINT(bugprone-unused-return-value)
     session_open.store(false);
     return;
   }
