@@ -1,5 +1,7 @@
 #include "device/staging_pool.hpp"
 
+#include "os/mapping.hpp"
+
 #include <hdsm/error.hpp>
 
 #include <fmt/format.h>
@@ -14,9 +16,7 @@ StagingPool::StagingPool(Device& device, std::size_t total_bytes, std::size_t ch
     throw ConfigError(fmt::format("{}={} holds no chunk of {}={}: the staging pool needs at least one",
                                   knobs.total, format_bytes(total_bytes), knobs.chunk,
                                   format_bytes(chunk_bytes)));
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  const std::size_t physical =
-      pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) : 0;
+  const std::size_t physical = os::physical_memory_bytes();
   const std::size_t bytes = chunks_ * chunk_bytes_;
   if (physical != 0 && bytes > physical)
     throw ConfigError(

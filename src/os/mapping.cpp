@@ -14,6 +14,11 @@ std::size_t page_size() noexcept {
   return size;
 }
 
+std::size_t physical_memory_bytes() noexcept {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  return pages > 0 ? static_cast<std::size_t>(pages) * page_size() : 0;
+}
+
 Mapping::Mapping(std::size_t bytes, std::string what, bool populate) : size_(bytes), what_(std::move(what)) {
   int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
   if (populate) flags |= MAP_POPULATE;

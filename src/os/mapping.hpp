@@ -10,6 +10,8 @@ HDSM_VISIBLE_BEGIN
 namespace hdsm::os {
 
 std::size_t page_size() noexcept;
+/// The machine's memory in bytes (sysconf), 0 where it is not known.
+std::size_t physical_memory_bytes() noexcept;
 
 /// A private anonymous read/write mapping, reserved without committing swap (MAP_NORESERVE).
 class Mapping {

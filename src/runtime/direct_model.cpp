@@ -18,7 +18,9 @@ DirectModel::DirectModel(std::vector<Device*> devices, std::size_t default_devic
       queues_(devices_.size()),
       in_flight_(devices_.size()),
       busy_(devices_.size(), false),
-      settled_(devices_.size()) {}
+      every_object_(devices_.size(), false),
+      settled_(devices_.size()),
+      unreported_(devices_.size()) {}
 
 void DirectModel::release_all() noexcept {
   try {
@@ -65,6 +67,31 @@ DirectModel::Object* DirectModel::object_at(const void* p, bool or_end) {
   --it;
   const std::uintptr_t in = at - it->first;
   return in < it->second.bytes || (or_end && in == it->second.bytes) ? &it->second : nullptr;
+}
+
+void DirectModel::check(const void* p, std::size_t n, const char* call) const {
+  if (n == 0) return;
+  const auto first = reinterpret_cast<std::uintptr_t>(p);
+  std::lock_guard lock(mutex_);
+  auto it = objects_.upper_bound(first);
+  if (it != objects_.begin()) --it;
+  for (; it != objects_.end(); ++it) {  // the objects from the one before p, to the end of the range
+    const std::uintptr_t begin = it->first;
+    if (begin >= first && begin - first >= n) return;
+    const std::uintptr_t end = begin + it->second.bytes;
+    if (end <= first) continue;
+    if (begin > first)  // host memory, then the object
+      throw InvalidArgument(
+          fmt::format("{}: byte {} of the {}-byte range at {} is the start of the object at {} "
+                      "({} bytes), the bytes before it are not",
+                      call, begin - first, n, p, reinterpret_cast<void*>(begin), it->second.bytes));
+    if (end - first < n)
+      throw InvalidArgument(
+          fmt::format("{}: byte {} of the {}-byte range at {} is past the end of the object at "
+                      "{} ({} bytes)",
+                      call, end - first, n, p, reinterpret_cast<void*>(begin), it->second.bytes));
+    return;
+  }
 }
 
 std::optional<DirectModel::Found> DirectModel::find(const void* p) const {
@@ -118,6 +145,8 @@ void DirectModel::call(const Kernel& kernel, const Launch& launch, std::span<con
   std::vector<KernelArg> kernel_args;
   kernel_args.reserve(args.size());
   std::vector<Object*> used;
+  const bool annotated =
+      std::any_of(args.begin(), args.end(), [](const CallArg& a) { return a.kind == Kind::annotated; });
   for (std::size_t i = 0; i < args.size(); ++i) {
     const CallArg& a = args[i];
     if (a.kind == Kind::value) {
@@ -150,6 +179,7 @@ void DirectModel::call(const Kernel& kernel, const Launch& launch, std::span<con
   for (Object* o : used) before_launch(d, *o, q);
   q.launch(kernel, launch, kernel_args);
   busy_[d] = true;
+  if (!annotated) every_object_[d] = true;
   for (Object* o : used) in_flight_[d].push_back(o->start);
 }
 
@@ -158,37 +188,49 @@ void DirectModel::settle(std::initializer_list<std::pair<const void*, std::size_
   std::vector<Event> earlier;  // syncs of other threads may have taken such calls over: wait for them too
   {
     std::lock_guard lock(mutex_);
+    const auto touches = [&](std::uintptr_t begin, std::size_t bytes) {
+      return std::any_of(ranges.begin(), ranges.end(), [&](const auto& r) {
+        const auto at = reinterpret_cast<std::uintptr_t>(r.first);
+        return at < begin + bytes && begin < at + r.second;
+      });
+    };
     for (unsigned d = 0; d < devices_.size(); ++d) {
       if (!busy_[d]) continue;
-      const bool overlaps = std::any_of(in_flight_[d].begin(), in_flight_[d].end(), [&](std::byte* start) {
-        const auto it = objects_.find(reinterpret_cast<std::uintptr_t>(start));
-        if (it == objects_.end()) return false;
-        const auto begin = reinterpret_cast<std::uintptr_t>(start);
-        const std::uintptr_t end = begin + it->second.bytes;
-        return std::any_of(ranges.begin(), ranges.end(), [&](const auto& r) {
-          const auto at = reinterpret_cast<std::uintptr_t>(r.first);
-          return at < end && begin < at + r.second;
-        });
-      });
+      // An unannotated call may reach any object: the ranges wait for it if they touch one.
+      const bool overlaps =
+          every_object_[d] ? std::any_of(objects_.begin(), objects_.end(),
+                                         [&](const auto& o) { return touches(o.first, o.second.bytes); })
+                           : std::any_of(in_flight_[d].begin(), in_flight_[d].end(), [&](std::byte* start) {
+                               const auto it = objects_.find(reinterpret_cast<std::uintptr_t>(start));
+                               return it != objects_.end() && touches(it->first, it->second.bytes);
+                             });
       if (overlaps) devices.push_back(d);
     }
     for (unsigned d = 0; d < devices_.size(); ++d)
       if (std::find(devices.begin(), devices.end(), d) == devices.end() && !settled_[d].query())
         earlier.push_back(settled_[d]);
   }
-  for (const Event& e : earlier) e.wait();
-  for (const unsigned d : devices) sync_device(d);
+  for (const Event& e : earlier) {
+    try {
+      e.wait();
+    } catch (const std::exception&) {  // the sync that recorded it reports it
+    }
+  }
+  for (const unsigned d : devices) sync_device(d, false);
 }
 
 // Bulk memory is ordered after the calls before it, as cudaMemcpy is after earlier kernels: a copy
 // that touches an object a device's calls use waits for those calls (and the hand-over back) first.
 void DirectModel::copy(void* dst, const void* src, std::size_t n, std::vector<Event>*) {
+  check(dst, n, "memcpy");
+  check(src, n, "memcpy");
   settle({{dst, n}, {src, n}});
   const BulkGuard guard = guard_bulk(dst, src, n);
   std::memmove(dst, src, n);
 }
 
 void DirectModel::fill(void* dst, std::uint8_t value, std::size_t n) {
+  check(dst, n, "memset");
   settle({{dst, n}});
   const BulkGuard guard = guard_bulk(dst, nullptr, n);
   std::memset(dst, value, n);
@@ -233,13 +275,14 @@ DirectModel::BulkGuard DirectModel::guard_bulk(const void* dst, const void* src,
   return guard;
 }
 
-void DirectModel::sync_device(unsigned device) {
+void DirectModel::sync_device(unsigned device, bool report) {
   std::unique_lock lock(mutex_);
   if (busy_[device]) {
     Queue& q = *queues_[device];
     std::vector<std::byte*> used;
     used.swap(in_flight_[device]);
     busy_[device] = false;
+    every_object_[device] = false;
     std::sort(used.begin(), used.end());
     used.erase(std::unique(used.begin(), used.end()), used.end());
     for (std::byte* start : used) {
@@ -262,18 +305,27 @@ void DirectModel::sync_device(unsigned device) {
       // thread may have synced newer work since, whose event still counts.
       lock.lock();
       if (settled_[device].state() == recorded) settled_[device] = Event{};
-      throw;
+      if (report) throw;
+      if (!unreported_[device]) unreported_[device] = std::current_exception();
     }
     return;
   }
   const Event settled = settled_[device];
   lock.unlock();
-  settled.wait();
+  try {
+    settled.wait();
+  } catch (const std::exception&) {
+    if (report) throw;  // else the sync that recorded it reports it
+  }
 }
 
 void DirectModel::sync() {
   std::exception_ptr first;
   for (unsigned d = 0; d < devices_.size(); ++d) {
+    {
+      std::lock_guard lock(mutex_);
+      if (std::exception_ptr kept = std::exchange(unreported_[d], nullptr); kept && !first) first = kept;
+    }
     try {
       sync_device(d);
     } catch (...) {

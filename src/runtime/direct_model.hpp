@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -42,11 +43,17 @@ class DirectModel : public MemoryModel {
   /// Waits for every call, rethrowing the first error.
   void sync() final;
   bool mediates(const void*) const final { return false; }
-  void check(const void*, std::size_t, const char*) const final {}
+  /// InvalidArgument, naming `call` and the first byte out, when [p, p + n) reaches into an object and
+  /// out of it (past its end into a neighbour, or from host memory into it); nothing for host memory.
+  void check(const void* p, std::size_t n, const char* call) const final;
   /// memmove and memset, once the calls in flight that use the memory are done (`pending` is
   /// left alone: the copy is complete when this returns).
   void copy(void* dst, const void* src, std::size_t n, std::vector<Event>* pending) final;
   void fill(void* dst, std::uint8_t value, std::size_t n) final;
+  void before_direct_io(const void* p, std::size_t n, const char* call) final {
+    check(p, n, call);
+    settle({{p, n}});
+  }
 
   /// The object holding p, or ending at p (one past its last byte): its start, size and device.
   struct Found {
@@ -55,8 +62,10 @@ class DirectModel : public MemoryModel {
     unsigned device;
   };
   std::optional<Found> find(const void* p) const;
-  /// Waits for the calls in flight on one device.
-  void sync_device(unsigned device);
+  /// Waits for the calls in flight on one device; a failure of theirs is thrown (`report`) or kept for
+  /// the next sync() (a free, a copy: their caller did not make the call that failed, and a free may
+  /// run in a destructor).
+  void sync_device(unsigned device, bool report = true);
   /// Waits for the calls in flight on every device whose calls use an object overlapping one of
   /// `ranges` (address, bytes).
   void settle(std::initializer_list<std::pair<const void*, std::size_t>> ranges);
@@ -123,7 +132,11 @@ class DirectModel : public MemoryModel {
   std::vector<std::unique_ptr<Queue>> queues_;      // by device, created on first call
   std::vector<std::vector<std::byte*>> in_flight_;  // by device: objects of calls since the sync
   std::vector<bool> busy_;                          // by device: calls since the sync
+  // By device: an unannotated call since the sync, which may reach every object (through safe()
+  // pointers stored in them) as it does under the ADSM model.
+  std::vector<bool> every_object_;
   std::vector<Event> settled_;  // by device: completes with the calls and hand-overs of the last sync
+  std::vector<std::exception_ptr> unreported_;  // by device: a failure a free or a copy waited for
 };
 
 }  // namespace hdsm::detail

@@ -24,6 +24,12 @@ HostMapping& HostMappedModel::mapping(unsigned device) const {
 
 DirectModel::Object HostMappedModel::place(std::size_t bytes, unsigned device) {
   HostMapping& m = mapping(device);
+  // The object is host memory, populated at once: one larger than the machine's memory would only
+  // meet the OOM killer.
+  if (const std::size_t ram = os::physical_memory_bytes(); ram != 0 && bytes >= ram)
+    throw OutOfDeviceMemory(
+        fmt::format("host memory, where {}'s host-mapped objects live", devices_[device]->name()), bytes, 0,
+        ram);
   Object o;
   o.host = os::Mapping(bytes + 1, fmt::format("a host-mapped object of {} bytes", bytes), true);
   o.start = o.host.data();
@@ -32,6 +38,8 @@ DirectModel::Object HostMappedModel::place(std::size_t bytes, unsigned device) {
   try {
     o.mapping[device] = m.map_host(o.start, bytes);
   } catch (const Error& e) {
+    // This object is too large, or the device full: the next one may map (and auto maps on).
+    if (e.code() == Errc::out_of_device_memory) throw;
     throw MappingRefused(fmt::format("{} refused to map {} bytes of host memory: {}",
                                      devices_[device]->name(), bytes, e.what()));
   }

@@ -59,6 +59,9 @@ class MemoryModel {
   virtual void copy(void* dst, const void* src, std::size_t n, std::vector<Event>* pending) = 0;
   /// memset of host memory or of this model's objects.
   virtual void fill(void* dst, std::uint8_t value, std::size_t n) = 0;
+  /// Before libc does I/O on memory the host touches directly (not mediated): check() it, and wait for
+  /// the calls in flight that use it, as copy() would (the models of such objects); nothing otherwise.
+  virtual void before_direct_io(const void* /*p*/, std::size_t /*n*/, const char* /*call*/) {}
 
   /// The ADSM shared space, for what works on it directly (MPI, tools); nullptr where the model has
   /// none (yet).

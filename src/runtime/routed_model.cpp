@@ -186,11 +186,17 @@ void RoutedModel::sync() {
 // Host-mapped and unified objects are memory the host touches directly: plain memory to the ADSM
 // model's copy and fill, once the calls that use them are done.
 bool RoutedModel::mediates(const void* p) const { return adsm_->mediates(p); }
-void RoutedModel::check(const void* p, std::size_t n, const char* call) const { adsm_->check(p, n, call); }
+void RoutedModel::check(const void* p, std::size_t n, const char* call) const {
+  adsm_->check(p, n, call);
+  if (mapped_) mapped_->check(p, n, call);
+  if (um_) um_->check(p, n, call);
+}
 void RoutedModel::copy(void* dst, const void* src, std::size_t n, std::vector<Event>* pending) {
   std::vector<DirectModel::BulkGuard> guards;
   for (DirectModel* m : {static_cast<DirectModel*>(mapped_.get()), static_cast<DirectModel*>(um_.get())})
     if (m != nullptr) {
+      m->check(dst, n, "memcpy");
+      m->check(src, n, "memcpy");
       m->settle({{dst, n}, {src, n}});
       guards.push_back(m->guard_bulk(dst, src, n));
     }
@@ -200,10 +206,15 @@ void RoutedModel::fill(void* dst, std::uint8_t value, std::size_t n) {
   std::vector<DirectModel::BulkGuard> guards;
   for (DirectModel* m : {static_cast<DirectModel*>(mapped_.get()), static_cast<DirectModel*>(um_.get())})
     if (m != nullptr) {
+      m->check(dst, n, "memset");
       m->settle({{dst, n}});
       guards.push_back(m->guard_bulk(dst, nullptr, n));
     }
   adsm_->fill(dst, value, n);
+}
+void RoutedModel::before_direct_io(const void* p, std::size_t n, const char* call) {
+  for (DirectModel* m : {static_cast<DirectModel*>(mapped_.get()), static_cast<DirectModel*>(um_.get())})
+    if (m != nullptr) m->before_direct_io(p, n, call);
 }
 coherence::SharedSpace* RoutedModel::space() noexcept { return adsm_->space(); }
 

@@ -55,6 +55,7 @@ class RoutedModel final : public MemoryModel {
   void check(const void* p, std::size_t n, const char* call) const override;
   void copy(void* dst, const void* src, std::size_t n, std::vector<Event>* pending) override;
   void fill(void* dst, std::uint8_t value, std::size_t n) override;
+  void before_direct_io(const void* p, std::size_t n, const char* call) override;
   coherence::SharedSpace* space() noexcept override;
   AdsmModel* adsm() noexcept override { return adsm_.get(); }
 

@@ -51,6 +51,20 @@ detail::MemoryModel* shared(detail::RuntimeImpl& impl, const void* p) {
   return impl.model->mediates(p) ? impl.model.get() : nullptr;
 }
 
+/// Before libc's call on memory no model mediates: where it is a host-mapped or unified object, the
+/// calls in flight that use it are waited for, as a copy waits (EFAULT for a range that leaves the
+/// object, as for a mediated one).
+bool direct_ready(detail::RuntimeImpl& impl, const void* p, std::size_t n, const char* call) {
+  if (n == 0) return true;
+  try {
+    impl.model->before_direct_io(p, n, call);
+    return true;
+  } catch (const InvalidArgument&) {
+    errno = EFAULT;
+    return false;
+  }
+}
+
 /// EFAULT, as the kernel gives for a buffer outside the process's memory, unless the range lies in
 /// live shared objects.
 bool range_ok(detail::MemoryModel& model, const void* p, std::size_t n, const char* call) {
@@ -238,7 +252,7 @@ namespace {
 /// read(2) of `kind` into `buf`, in shared memory or not.
 ssize_t read_into(detail::RuntimeImpl& impl, int fd, Descriptor kind, void* buf, std::size_t n) {
   detail::MemoryModel* space = shared(impl, buf);
-  if (space == nullptr || n == 0) return ::read(fd, buf, n);
+  if (space == nullptr || n == 0) return direct_ready(impl, buf, n, "read") ? ::read(fd, buf, n) : -1;
   if (!range_ok(*space, buf, n, "read")) return -1;
   if (kind == Descriptor::messages) {
     const struct iovec whole { buf, n };
@@ -254,7 +268,7 @@ ssize_t read_into(detail::RuntimeImpl& impl, int fd, Descriptor kind, void* buf,
 /// write(2) of `buf`, in shared memory or not, to `kind`.
 ssize_t write_from(detail::RuntimeImpl& impl, int fd, Descriptor kind, const void* buf, std::size_t n) {
   detail::MemoryModel* space = shared(impl, buf);
-  if (space == nullptr || n == 0) return ::write(fd, buf, n);
+  if (space == nullptr || n == 0) return direct_ready(impl, buf, n, "write") ? ::write(fd, buf, n) : -1;
   if (!range_ok(*space, buf, n, "write")) return -1;
   if (kind == Descriptor::messages) {
     const struct iovec whole { const_cast<void*>(buf), n };
@@ -272,10 +286,11 @@ enum class Way { in, out };
 /// short one, and for a stream's readv where the next vector's read would wait.
 ssize_t vectored(detail::RuntimeImpl& impl, int fd, const struct iovec* iov, int count, Way way) {
   bool any_shared = false;
+  const char* call = way == Way::in ? "readv" : "writev";
   for (int i = 0; i < count && iov != nullptr; ++i) {
     detail::MemoryModel* space = shared(impl, iov[i].iov_base);
-    if (space != nullptr && iov[i].iov_len != 0 &&
-        !range_ok(*space, iov[i].iov_base, iov[i].iov_len, way == Way::in ? "readv" : "writev"))
+    if (space != nullptr ? iov[i].iov_len != 0 && !range_ok(*space, iov[i].iov_base, iov[i].iov_len, call)
+                         : !direct_ready(impl, iov[i].iov_base, iov[i].iov_len, call))
       return -1;
     any_shared |= space != nullptr;
   }
@@ -307,13 +322,14 @@ Descriptor classify(std::FILE* stream) {
 // The descriptor is classified only for a shared buffer: host buffers (every interposed call of the
 // program) cost one range check.
 ssize_t Runtime::read(int fd, void* buf, std::size_t n) {
-  if (shared(*impl_, buf) == nullptr || n == 0) return ::read(fd, buf, n);
+  if (shared(*impl_, buf) == nullptr || n == 0) return read_into(*impl_, fd, Descriptor::file, buf, n);
   return read_into(*impl_, fd, classify(fd), buf, n);
 }
 
 ssize_t Runtime::pread(int fd, void* buf, std::size_t n, off_t offset) {
   detail::MemoryModel* space = shared(*impl_, buf);
-  if (space == nullptr || n == 0) return ::pread(fd, buf, n, offset);
+  if (space == nullptr || n == 0)
+    return direct_ready(*impl_, buf, n, "pread") ? ::pread(fd, buf, n, offset) : -1;
   if (!range_ok(*space, buf, n, "pread")) return -1;
   return into_shared(*impl_, *space, buf, n, classify(fd) != Descriptor::file,
                      [fd, offset](std::byte* chunk, std::size_t bytes, std::size_t done) {
@@ -322,13 +338,14 @@ ssize_t Runtime::pread(int fd, void* buf, std::size_t n, off_t offset) {
 }
 
 ssize_t Runtime::write(int fd, const void* buf, std::size_t n) {
-  if (shared(*impl_, buf) == nullptr || n == 0) return ::write(fd, buf, n);
+  if (shared(*impl_, buf) == nullptr || n == 0) return write_from(*impl_, fd, Descriptor::file, buf, n);
   return write_from(*impl_, fd, classify(fd), buf, n);
 }
 
 ssize_t Runtime::pwrite(int fd, const void* buf, std::size_t n, off_t offset) {
   detail::MemoryModel* space = shared(*impl_, buf);
-  if (space == nullptr || n == 0) return ::pwrite(fd, buf, n, offset);
+  if (space == nullptr || n == 0)
+    return direct_ready(*impl_, buf, n, "pwrite") ? ::pwrite(fd, buf, n, offset) : -1;
   if (!range_ok(*space, buf, n, "pwrite")) return -1;
   return from_shared(*impl_, *space, buf, n, classify(fd) != Descriptor::file,
                      [fd, offset](const std::byte* chunk, std::size_t bytes, std::size_t done) {
@@ -346,8 +363,11 @@ ssize_t Runtime::writev(int fd, const struct iovec* iov, int count) {
 
 std::size_t Runtime::fread(void* buf, std::size_t size, std::size_t count, std::FILE* stream) {
   detail::MemoryModel* space = shared(*impl_, buf);
-  if (space == nullptr) return std::fread(buf, size, count, stream);
   std::size_t n = 0;
+  if (space == nullptr)
+    return !item_bytes(size, count, n) || direct_ready(*impl_, buf, n, "fread")
+               ? std::fread(buf, size, count, stream)
+               : 0;
   if (!item_bytes(size, count, n) || n == 0) return 0;
   if (!range_ok(*space, buf, n, "fread")) return 0;
   const ssize_t done = into_shared(*impl_, *space, buf, n, classify(stream) != Descriptor::file,
@@ -360,8 +380,11 @@ std::size_t Runtime::fread(void* buf, std::size_t size, std::size_t count, std::
 
 std::size_t Runtime::fwrite(const void* buf, std::size_t size, std::size_t count, std::FILE* stream) {
   detail::MemoryModel* space = shared(*impl_, buf);
-  if (space == nullptr) return std::fwrite(buf, size, count, stream);
   std::size_t n = 0;
+  if (space == nullptr)
+    return !item_bytes(size, count, n) || direct_ready(*impl_, buf, n, "fwrite")
+               ? std::fwrite(buf, size, count, stream)
+               : 0;
   if (!item_bytes(size, count, n) || n == 0) return 0;
   if (!range_ok(*space, buf, n, "fwrite")) return 0;
   const ssize_t done =

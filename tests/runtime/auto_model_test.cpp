@@ -132,6 +132,22 @@ TEST(AutoModel, ADeviceThatCannotMapFallsBackToCopyingWithOneNotice) {
   EXPECT_GT(bytes_moved(rt.stats()), 0u) << "its objects are copied now";
 }
 
+// An object too large for the device (here: for the host memory it would live in) is that object's
+// OutOfDeviceMemory: the device still maps host memory, and auto goes on mapping. Before, any error of
+// the mapping counted as a platform that refuses to map, and one oversized allocation switched the
+// device to copying for good (its next objects could not share a call with the earlier ones).
+TEST(AutoModel, AnObjectTooLargeIsOutOfMemoryAndTheDeviceStaysHostMapped) {
+  auto config = hdsm::test::fast_sim_config("auto");
+  config.set("HDSM_SIM_KIND", "integrated").set("HDSM_SIM_DEVICES", "1");
+  hdsm::Runtime rt(config);
+  testing::internal::CaptureStderr();
+  EXPECT_THROW((void)rt.alloc(std::size_t{1} << 62), hdsm::OutOfDeviceMemory);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "") << "no fallback notice";
+  EXPECT_EQ(model_choices(rt)[0].model, "host-mapped");
+  add_twice(rt, 0);
+  EXPECT_EQ(bytes_moved(rt.stats()), 0u) << "still mapped, not copied";
+}
+
 TEST(AutoModel, ExplicitHostMappedOnADeviceThatCannotMapIsAnError) {
   auto config = hdsm::test::fast_sim_config("host-mapped");
   config.set("HDSM_SIM_KIND", "integrated-unmappable");

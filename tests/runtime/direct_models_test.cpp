@@ -12,11 +12,18 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 namespace {
 
@@ -137,6 +144,107 @@ TEST_P(Direct, BulkMemoryAndIoArePlainMemoryOperations) {
   rt_->memcpy(back, p, sizeof back);
   for (unsigned char b : back) ASSERT_EQ(b, 7);
   rt_->free(p);
+}
+
+// A bulk range that runs out of an object (into the next one, which may start a byte after its end)
+// is refused naming the byte, and nothing is written, as under the copying protocols. Before, the
+// memset went on into the neighbour.
+TEST_P(Direct, BulkRangesLeavingAnObjectAreRefused) {
+  auto* a = static_cast<unsigned char*>(rt_->alloc(4095));
+  auto* b = static_cast<unsigned char*>(rt_->alloc(4095));
+  rt_->memset(a, 1, 4095);
+  rt_->memset(b, 2, 4095);
+  try {
+    rt_->memset(a + 4090, 9, 16);
+    ADD_FAILURE() << "a memset past the end of an object was done";
+  } catch (const hdsm::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("byte 5 of the 16-byte range"), std::string::npos) << e.what();
+  }
+  unsigned char host[16] = {};
+  EXPECT_THROW(rt_->memcpy(host, b + 4090, sizeof host), hdsm::InvalidArgument);
+  EXPECT_THROW(rt_->memcpy(a + 4000, host, sizeof host * 8), hdsm::InvalidArgument);
+  for (int i = 0; i < 4095; ++i) ASSERT_EQ(a[i] * 10 + b[i], 12) << "byte " << i;
+  rt_->memcpy(host, a + 4079, 16);  // to its last byte: fine
+  rt_->free(a);
+  rt_->free(b);
+}
+
+// The failure of a kernel is reported by a sync, not by a free or a copy that waited for the call
+// (a free may run in a destructor: before, hdsm::unique_ptr's ended the program in std::terminate,
+// and the sync then said nothing).
+TEST_P(Direct, AKernelsFailureIsReportedBySyncNotByFreeOrCopy) {
+  if (std::get<1>(GetParam()) != "sim") GTEST_SKIP() << "a kernel that throws: sim only";
+  const auto boom = hdsm::per_thread("direct_boom", [](const hdsm::Thread& t, float*) {
+    if (t.global_x() == 0) throw std::runtime_error("direct_boom failed");
+  });
+  float* x = rt_->alloc<float>(64);
+  float* y = rt_->alloc<float>(64);
+  rt_->call(boom, hdsm::cover(64), x);
+  float back[64];
+  EXPECT_NO_THROW(rt_->memcpy(back, x, sizeof back));
+  EXPECT_NO_THROW(rt_->free(x));
+  try {
+    rt_->sync();
+    ADD_FAILURE() << "the failure was not reported";
+  } catch (const hdsm::KernelFailure& e) {
+    EXPECT_NE(std::string(e.what()).find("direct_boom failed"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(rt_->sync()) << "once";
+  rt_->free(y);
+}
+
+// An unannotated call may reach any object through safe() pointers stored in shared data: freeing
+// such an object waits for it, as under the copying protocols. Before, only the objects passed
+// were waited for, and the kernel read a freed object.
+TEST_P(Direct, FreeWaitsForAnUnannotatedCallThatReachesTheObjectThroughSafe) {
+  if (opencl()) GTEST_SKIP() << "OpenCL kernels take buffers: safe() is refused there";
+  if (std::get<1>(GetParam()) != "sim") GTEST_SKIP() << "a host kernel body: sim only";
+  const auto follow =
+      hdsm::per_thread("direct_follow", [](const hdsm::Thread& t, float* const* table, float* out) {
+        if (t.global_x() != 0) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        out[0] = table[0][5];
+      });
+  float* row = rt_->alloc<float>(1024);
+  auto** table = rt_->alloc<float*>(1);
+  float* out = rt_->alloc<float>(1);
+  row[5] = 64.0f;
+  table[0] = rt_->safe(row);
+  rt_->call(follow, hdsm::cover(1), table, out);
+  rt_->free(row);  // must wait for the call, which reads it
+  rt_->sync();
+  EXPECT_EQ(out[0], 64.0f);
+  rt_->free(table);
+  rt_->free(out);
+}
+
+// hdsm's I/O on an object waits for the calls in flight that use it, as its bulk memory does: a write
+// to a file takes the kernel's results, a read into the object is not overwritten by the kernel
+// after it. Before, both went straight to libc, the file got the values from before the kernel.
+TEST_P(Direct, IoWaitsForTheCallsInFlightOnTheObject) {
+  if (std::get<1>(GetParam()) != "sim") GTEST_SKIP() << "a host kernel body: sim only";
+  const auto slow_fill = hdsm::per_thread("direct_slow_fill", [](const hdsm::Thread& t, int* x, int v) {
+    if (t.global_x() != 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (int i = 0; i < 1024; ++i) x[i] = v;
+  });
+  int* x = rt_->alloc<int>(1024);
+  const int fd = ::memfd_create("hdsm direct io", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  rt_->call(slow_fill, hdsm::cover(1), hdsm::out(x), 7);
+  ASSERT_EQ(rt_->write(fd, x, 1024 * sizeof(int)), static_cast<ssize_t>(1024 * sizeof(int)));
+  std::vector<int> file(1024);
+  ASSERT_EQ(::pread(fd, file.data(), 1024 * sizeof(int), 0), static_cast<ssize_t>(1024 * sizeof(int)));
+  EXPECT_EQ(file, std::vector<int>(1024, 7)) << "the file has what the kernel wrote";
+  rt_->call(slow_fill, hdsm::cover(1), hdsm::out(x), 9);
+  ASSERT_EQ(rt_->pread(fd, x, 1024 * sizeof(int), 0), static_cast<ssize_t>(1024 * sizeof(int)));
+  rt_->sync();
+  EXPECT_EQ(std::vector<int>(x, x + 1024), std::vector<int>(1024, 7)) << "the read came after the kernel";
+  errno = 0;
+  EXPECT_EQ(rt_->read(fd, x + 1000, 100 * sizeof(int)), -1) << "a range leaving the object";
+  EXPECT_EQ(errno, EFAULT);
+  ::close(fd);
+  rt_->free(x);
 }
 
 std::string direct_name(const ::testing::TestParamInfo<Direct::ParamType>& info) {

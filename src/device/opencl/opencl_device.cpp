@@ -284,6 +284,9 @@ bool OpenclDevice::is_pinned(const void* pointer, std::size_t bytes) const {
 std::uint64_t OpenclDevice::map_host(void* pointer, std::size_t bytes) {
   if (bytes == 0)
     throw InvalidArgument(fmt::format("map_host({}, 0) on {}: nothing to map", pointer, name()));
+  // Larger than one buffer may be (CL_DEVICE_MAX_MEM_ALLOC_SIZE): the size's fault, not a platform
+  // that will not map (whose refusal makes the auto model copy from then on).
+  if (bytes > max_alloc_) throw OutOfDeviceMemory(name(), bytes, 0, max_alloc_);
   const std::string what = fmt::format("{} bytes of host memory at {} for {}", bytes, pointer, name());
   const bool in_place = host_memory_in_place();
   cl_int err = CL_SUCCESS;
