@@ -160,8 +160,7 @@ void Runtime::call(const KernelOf<P...>& kernel, const Launch& launch, A&&... ar
 template <class T>
 T* Runtime::alloc(std::size_t n, int device) {
   static_assert(std::is_trivially_copyable_v<T>, "shared objects hold trivially copyable elements");
-  // A count whose bytes overflow asks for SIZE_MAX, which no device has (not for n * sizeof(T) mod 2^64).
-  return static_cast<T*>(alloc(n > SIZE_MAX / sizeof(T) ? SIZE_MAX : n * sizeof(T), device));
+  return static_cast<T*>(alloc(detail::bytes_of<T>(n), device));
 }
 
 template <class T>

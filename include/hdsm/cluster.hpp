@@ -143,8 +143,7 @@ void* alloc_bytes(std::size_t bytes);
 template <class T>
 T* alloc(std::size_t n) {
   static_assert(std::is_trivially_copyable_v<T>, "global memory holds trivially copyable types");
-  if (n > SIZE_MAX / sizeof(T)) return static_cast<T*>(alloc_bytes(SIZE_MAX));
-  return static_cast<T*>(alloc_bytes(n > SIZE_MAX / sizeof(T) ? SIZE_MAX : n * sizeof(T)));
+  return static_cast<T*>(alloc_bytes(hdsm::detail::bytes_of<T>(n)));
 }
 /// Collective: gives back what alloc returned.
 void free(void* p);
@@ -230,7 +229,7 @@ class Constant {
       failed = std::current_exception();
     }
     if (!failed && n != 0 && rank() == 0) std::memcpy(values_.data(), rank0_values, n * sizeof(T));
-    const std::size_t bytes = n > SIZE_MAX / sizeof(T) ? SIZE_MAX : n * sizeof(T);
+    const std::size_t bytes = hdsm::detail::bytes_of<T>(n);
     try {
       replicate(failed ? nullptr : values_.data(), bytes);
     } catch (...) {

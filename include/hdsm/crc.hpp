@@ -291,8 +291,7 @@ class Runtime {
   template <class T>
   T* alloc(std::size_t count) {
     static_assert(std::is_trivially_copyable_v<T>, "the shared space holds trivially copyable types");
-    // A count whose bytes overflow would allocate a few bytes: the same error as a space too small.
-    return static_cast<T*>(allocate(count > SIZE_MAX / sizeof(T) ? SIZE_MAX : count * sizeof(T)));
+    return static_cast<T*>(allocate(hdsm::detail::bytes_of<T>(count)));
   }
   void free(void* pointer);
 

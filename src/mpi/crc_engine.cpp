@@ -12,6 +12,7 @@
 #include "crc/worker.hpp"
 #include "mpi/check.hpp"
 #include "mpi/finalize_hook.hpp"
+#include "os/errno_text.hpp"
 #include "os/fault.hpp"
 #include "os/mapping.hpp"
 #include "os/offset_heap.hpp"
@@ -28,6 +29,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
@@ -489,15 +491,26 @@ class MpiEngine final : public Engine {
       void* want = reinterpret_cast<void*>(space_base_);
       void* got = ::mmap(want, space_bytes_, PROT_NONE,
                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+      // Best effort: without it, a direct access gets the plain message. Said once, with why.
+      const auto without = [&](const std::string& why) {
+        fmt::print(stderr,
+                   "hdsm crc: worker {}: {}; a task's direct access to the shared space will not be named "
+                   "as such\n",
+                   rank_ - 1, why);
+      };
       if (got == want) {
         reserved_ = got;
         try {
           direct_access_range_ =
               os::register_fault_range(want, space_bytes_, &MpiEngine::refuse_direct_access, this);
-        } catch (const std::exception&) {
+        } catch (const std::exception& e) {
+          without(e.what());
         }
       } else if (got != MAP_FAILED) {
         ::munmap(got, space_bytes_);  // a kernel without MAP_FIXED_NOREPLACE placed it elsewhere
+      } else if (errno != EEXIST) {   // EEXIST: this worker maps something there (the plain message)
+        without(fmt::format("mmap of the shared space's {} bytes at {} failed: {}", space_bytes_, want,
+                            os::errno_text(errno)));
       }
     }
   }
@@ -524,7 +537,9 @@ class MpiEngine final : public Engine {
   void end_mpi() {
     ended_ = true;
     if (direct_access_range_ >= 0) os::unregister_fault_range(std::exchange(direct_access_range_, -1));
-    if (reserved_ != nullptr) ::munmap(std::exchange(reserved_, nullptr), space_bytes_);
+    if (reserved_ != nullptr && ::munmap(std::exchange(reserved_, nullptr), space_bytes_) != 0)
+      fmt::print(stderr, "hdsm crc: munmap of the reserved shared space ({} bytes) failed: {}\n",
+                 space_bytes_, os::errno_text(errno));
     // The end is a collective too (the window's and the communicator's frees): a rank still in
     // another call (allocate, free, run) fails there, since this is not the call it made, and this
     // rank agrees again until every rank is at its end.

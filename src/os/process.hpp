@@ -79,7 +79,10 @@ inline void prepare_thread_for_faults() noexcept {
 /// queues, page servers) never run the program's handlers. A handler that touches shared memory would
 /// otherwise fault on the very thread that must resolve the fault, and wait for itself. Not for
 /// threads that run the program's code (kernels, tasks): profilers' SIGPROF and the program's own
-/// signals reach them, and a SIGTERM with its default action ends the process through them.
+/// signals reach them, and a SIGTERM with its default action ends the process through them. One
+/// thread is both: a sim device's queue runs its kernels' first worker's share of blocks itself, with
+/// the queue's mask, since a handler there would wait for that queue as well (the executor's other
+/// workers keep the program's mask).
 class SignalsBlockedForNewThreads {
  public:
   SignalsBlockedForNewThreads() noexcept;

@@ -105,7 +105,7 @@ std::string validate(const KnobSpec& k, std::string_view value) {
       check_range(k, value, v);
       // No knob means anything by a rate or time that small, and a rate divides: 1e-300 GB/s would
       // make a copy's modelled time overflow.
-      if (v != 0 && std::abs(v) < 1e-6) invalid(k, value, "too small (0, or at least 1e-6)");
+      if (v != 0 && std::abs(v) < 1e-6) invalid(k, value, "too small: 0, or at least 1e-6");
       return std::string(trim(value));
     }
     case KnobType::boolean: {

@@ -96,8 +96,10 @@ void open_standard_descriptors() {
 // What went to stdout must have reached it: a summary lost to a full disk or a closed pipe is an
 // error, as for any command whose output is the point.
 int checked_stdout(int code) {
+  errno = 0;
   if (std::fflush(stdout) == 0 && std::ferror(stdout) == 0) return code;
-  const std::string why = hdsm::os::errno_text(errno);
+  // An earlier write's failure (ferror) leaves errno as it was then, or unknown: 0 says so.
+  const std::string why = errno != 0 ? hdsm::os::errno_text(errno) : std::string("an earlier write failed");
   std::fprintf(stderr, "hdsm: error: writing the standard output failed: %s\n", why.c_str());
   return code == 0 ? 1 : code;
 }

@@ -441,8 +441,9 @@ class IoSuite {
   static constexpr std::array<std::size_t, 4> kInterposeSizes{8, 64, 512, 4096};
   int rounds() const { return ctx_.quick ? 3 : 7; }
 
-  /// Seconds per call of `once`, a short measurement (the rounds repeat it).
-  double micro(const std::string& what, const std::function<void()>& once) {
+  /// Seconds per call of `once`, a short measurement (the rounds repeat it); `calls`: the calls one
+  /// `once` makes, for the progress line's time per call.
+  double micro(const std::string& what, const std::function<void()>& once, std::size_t calls = 1) {
     ctx_.progress.start(what);
     const double seconds = measure(
                                [&](std::size_t reps) {
@@ -450,7 +451,7 @@ class IoSuite {
                                },
                                MeasureOptions{0.02, 3})
                                .seconds_per_rep;
-    ctx_.progress.finish(fmt::format("{:.2f} us", seconds * 1e6));
+    ctx_.progress.finish(fmt::format("{:.3f} us a call", seconds * 1e6 / static_cast<double>(calls)));
     return seconds;
   }
 
@@ -466,7 +467,7 @@ class IoSuite {
     for (std::size_t bytes : kInterposeSizes) {
       std::map<std::string, double> best;  // "memcpy libc" -> seconds per kCalls calls
       const auto keep_best = [&](const std::string& key, const std::function<void()>& calls) {
-        const double t = micro(fmt::format("{} B: {}", bytes, key), calls);
+        const double t = micro(fmt::format("{} B: {}", bytes, key), calls, kCalls);
         auto [it, fresh] = best.try_emplace(key, t);
         if (!fresh) it->second = std::min(it->second, t);
       };

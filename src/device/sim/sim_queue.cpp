@@ -43,7 +43,9 @@ class RunningKernel {
 SimQueue::SimQueue(SimDevice& device, unsigned id)
     : device_(device), lane_(device.services().tracer.lane(fmt::format("{} queue {}", device.name(), id))) {
   device_.register_queue(this);
-  worker_ = os::service_thread([this] { serve(); });  // the program's handlers never run on it
+  // The program's handlers never run on it, not even in the share of a kernel's blocks it runs itself
+  // (os::SignalsBlockedForNewThreads says why).
+  worker_ = os::service_thread([this] { serve(); });
 }
 
 SimQueue::~SimQueue() {
