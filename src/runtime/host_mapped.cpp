@@ -8,8 +8,8 @@
 
 namespace hdsm::detail {
 
-HostMappedModel::HostMappedModel(std::vector<Device*> devices, std::size_t default_device)
-    : DirectModel(std::move(devices), default_device, "HDSM_PROTOCOL=host-mapped") {}
+HostMappedModel::HostMappedModel(std::vector<Device*> devices, std::size_t default_device, bool fallback)
+    : DirectModel(std::move(devices), default_device, "HDSM_PROTOCOL=host-mapped"), fallback_(fallback) {}
 
 HostMappedModel::~HostMappedModel() { release_all(); }
 
@@ -40,8 +40,10 @@ DirectModel::Object HostMappedModel::place(std::size_t bytes, unsigned device) {
   } catch (const Error& e) {
     // This object is too large, or the device full: the next one may map (and auto maps on).
     if (e.code() == Errc::out_of_device_memory) throw;
-    throw MappingRefused(fmt::format("{} refused to map {} bytes of host memory: {}",
-                                     devices_[device]->name(), bytes, e.what()));
+    std::string what = fmt::format("{} refused to map {} bytes of host memory: {}", devices_[device]->name(),
+                                   bytes, e.what());
+    if (fallback_) throw MappingRefused(what);
+    throw Unsupported(what);
   }
   return o;
 }

@@ -17,7 +17,8 @@
 
 namespace hdsm::detail {
 
-/// A device refused to map an object's host memory (the platform's error in the message).
+/// A device refused to map an object's host memory (the platform's error in the message): what auto's
+/// fallback to copying catches (a program gets a plain Unsupported).
 class MappingRefused : public Unsupported {
  public:
   using Unsupported::Unsupported;
@@ -25,8 +26,9 @@ class MappingRefused : public Unsupported {
 
 class HostMappedModel final : public DirectModel {
  public:
-  /// Calls without a shared-pointer argument run on `default_device`.
-  HostMappedModel(std::vector<Device*> devices, std::size_t default_device);
+  /// Calls without a shared-pointer argument run on `default_device`. `fallback`: a refused mapping
+  /// is a MappingRefused, for the caller to copy instead (auto); else an Unsupported.
+  HostMappedModel(std::vector<Device*> devices, std::size_t default_device, bool fallback = false);
   ~HostMappedModel() override;
   HostMappedModel(const HostMappedModel&) = delete;
   HostMappedModel& operator=(const HostMappedModel&) = delete;
@@ -39,13 +41,15 @@ class HostMappedModel final : public DirectModel {
   HostMapping& mapping(unsigned device) const;
 
  private:
-  /// Zero-filled host memory mapped on `device`; MappingRefused, with the device's error, when it
-  /// refuses to map it.
+  /// Zero-filled host memory mapped on `device`; MappingRefused (with fallback_) or Unsupported, with
+  /// the device's error, when it refuses to map it.
   Object place(std::size_t bytes, unsigned device) override;
   void release(Object& object) override;
   KernelArg argument(unsigned device, Object& object, std::size_t offset) override;
   void before_launch(unsigned device, Object& object, Queue& queue) override;
   void after_calls(unsigned device, Object& object, Queue& queue) override;
+
+  bool fallback_;
 };
 
 }  // namespace hdsm::detail

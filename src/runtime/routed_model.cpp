@@ -85,7 +85,7 @@ RoutedModel::RoutedModel(RuntimeImpl& rt, bool fallback)
                                              um_advice(rt.config));
       m = um_.get();
     } else if (model == "host-mapped") {
-      if (!mapped_) mapped_ = std::make_unique<HostMappedModel>(rt.devices, rt.default_device);
+      if (!mapped_) mapped_ = std::make_unique<HostMappedModel>(rt.devices, rt.default_device, fallback);
       m = mapped_.get();
     }
     routes_[d].store(m, std::memory_order_relaxed);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <typeinfo>
 
 namespace {
 
@@ -159,6 +160,7 @@ TEST(AutoModel, ExplicitHostMappedOnADeviceThatCannotMapIsAnError) {
     const std::string what = e.what();
     EXPECT_NE(what.find("sim0"), std::string::npos) << what;
     EXPECT_NE(what.find("map_host"), std::string::npos) << what;
+    EXPECT_EQ(typeid(e), typeid(hdsm::Unsupported)) << "the public type, not an internal one";
   }
 }
 
