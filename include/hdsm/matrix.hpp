@@ -31,6 +31,20 @@ class Matrix : public detail::TypedContainer<T> {
       : Base("matrix", options, checked_count(rows, cols), cols), rows_(rows), cols_(cols) {
     std::fill_n(this->host(), rows * cols, value);
   }
+  /// A copy of `other`'s current contents (in host memory; no device copies), as Vector's.
+  Matrix(const Matrix& other)
+      : Matrix(other.rows(), other.cols(),
+               ContainerOptions{&other.core().runtime(), other.core().pinned(), other.core().mechanism()}) {
+    if (other.rows() * other.cols() != 0)
+      std::memcpy(this->host(), other.data(), other.rows() * other.cols() * sizeof(T));
+  }
+  Matrix& operator=(const Matrix& other) {
+    if (this != &other) {
+      Matrix copy(other);
+      *this = std::move(copy);
+    }
+    return *this;
+  }
   Matrix(Matrix&&) noexcept = default;
   Matrix& operator=(Matrix&&) noexcept = default;
   ~Matrix() = default;

@@ -148,6 +148,13 @@ class Vector : public detail::TypedContainer<T> {
 
   iterator begin() { return iterator(this, 0); }
   iterator end() { return iterator(this, this->size()); }
+  /// Read-only iteration, as over a std::vector: the main copy made current once (a read of every
+  /// element), then plain pointers, valid until the vector is next written or resized.
+  using const_iterator = const T*;
+  const_iterator begin() const { return this->data(); }
+  const_iterator end() const { return this->data() + this->size(); }
+  const_iterator cbegin() const { return begin(); }
+  const_iterator cend() const { return end(); }
 
   /// The whole vector and parts of it, for in(), out() and inout().
   Extent whole() const { return Extent::range(0, this->size()); }

@@ -103,6 +103,14 @@ TEST(Vector, HasTheInterfaceOfStdVector) {
   Vector<int> e = c;
   e[0] = 100;
   EXPECT_EQ(c[0], 5) << "a copy is deep";
+  // Read-only iteration over a const vector, as over a std::vector, after a kernel wrote it.
+  Vector<float> k(5, 1.0f, on(rt));
+  hdsm::launch(0, axpb(), hdsm::cover(k.size()), hdsm::inout(k), std::uint64_t{k.size()}, 3.0f, 0.0f);
+  const Vector<float>& ck = k;
+  float total = 0;
+  for (const float x : ck) total += x;
+  EXPECT_EQ(total, 15.0f);
+  EXPECT_EQ(std::accumulate(ck.cbegin(), ck.cend(), 0.0f), 15.0f);
   // From input iterators (one pass, element by element) and converting ones.
   std::istringstream words("3 1 4 1 5");
   Vector<int> f(std::istream_iterator<int>(words), std::istream_iterator<int>(), on(rt));
@@ -533,6 +541,23 @@ TEST(VectorDeviceView, AKernelEnqueuedByHandSeesTheRange) {
   EXPECT_EQ(v[16], 2.0f);
   EXPECT_EQ(v[47], 2.0f);
   EXPECT_EQ(v[48], 1.0f);
+}
+
+// A copy of a matrix is deep and has its current contents, as a Vector's.
+TEST(Matrix, ACopyIsDeepAndCurrent) {
+  hdsm::Runtime rt(sim());
+  hdsm::Matrix<float> m(3, 4, 1.0f, on(rt));
+  hdsm::launch(0, axpb(), hdsm::cover(12), hdsm::inout(m), std::uint64_t{12}, 2.0f, 1.0f);
+  hdsm::Matrix<float> c = m;  // waits for the kernel
+  EXPECT_EQ(c.rows(), 3u);
+  EXPECT_EQ(c.cols(), 4u);
+  EXPECT_EQ(c.at(2, 3), 3.0f);
+  c.at(0, 0) = 9.0f;
+  EXPECT_EQ(m.at(0, 0), 3.0f);
+  hdsm::Matrix<float> d(1, 1, on(rt));
+  d = m;
+  EXPECT_EQ(d.rows(), 3u);
+  EXPECT_EQ(d.at(1, 1), 3.0f);
 }
 
 TEST(Matrix, SubmatrixCopiesHoldNonContiguousElements) {
