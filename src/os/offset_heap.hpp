@@ -26,6 +26,8 @@ class OffsetHeap {
 
   std::size_t capacity() const { return capacity_; }
   std::size_t used() const { return used_; }
+  /// The largest free range: where it is less than capacity() - used(), the free bytes are scattered.
+  std::size_t largest_free() const { return free_by_size_.empty() ? 0 : free_by_size_.rbegin()->first; }
   std::size_t alignment() const { return alignment_; }
   /// `bytes` rounded up to the alignment (0 when that overflows).
   std::size_t rounded(std::size_t bytes) const { return (bytes + alignment_ - 1) & ~(alignment_ - 1); }

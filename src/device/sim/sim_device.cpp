@@ -124,7 +124,15 @@ DeviceBuffer SimDevice::alloc(std::size_t bytes) {
   {
     std::lock_guard lock(alloc_mutex_);
     const auto offset = bytes <= heap_.capacity() ? heap_.allocate(bytes) : std::nullopt;
-    if (!offset) throw OutOfDeviceMemory(props_.name, bytes, heap_.used(), heap_.capacity());
+    if (!offset) {
+      // Room in all but not in one piece: say so, or "X of Y in use" reads as if it fitted.
+      const bool scattered = bytes <= heap_.capacity() - heap_.used();
+      throw OutOfDeviceMemory(
+          scattered ? fmt::format("{} (its free memory is scattered: the largest free range is {})",
+                                  props_.name, format_bytes(heap_.largest_free()))
+                    : props_.name,
+          bytes, heap_.used(), heap_.capacity());
+    }
     b = DeviceBuffer{next_id_++, bytes};
     allocations_.emplace(b.handle, Allocation{*offset, bytes, *offset, bytes});
     p = memory_.data() + *offset;

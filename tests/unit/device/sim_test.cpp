@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace {
@@ -100,6 +101,34 @@ TEST(SimDevice, WithoutPoisonDiscardKeepsData) {
   q->synchronize();
   EXPECT_EQ(out, in);
   d.free(buf);
+}
+
+// Out of memory with room in all but none in one piece says so, with the largest free range: "X of Y
+// in use" alone read as if the buffer fitted.
+TEST(SimDevice, OutOfMemoryWithScatteredFreeMemorySaysSo) {
+  auto config = sim_config();
+  config.set("HDSM_SIM_MEMORY", "1MiB").set("HDSM_SIM_BOUNDS_CHECK", "0");
+  hdsm::Runtime rt(config);
+  auto& d = rt.default_device();
+  std::vector<hdsm::DeviceBuffer> quarters;
+  for (int i = 0; i < 4; ++i) quarters.push_back(d.alloc(256 << 10));
+  d.free(quarters[0]);
+  d.free(quarters[2]);
+  try {
+    d.alloc(384 << 10);
+    ADD_FAILURE() << "384 KiB fitted in two free 256 KiB ranges";
+  } catch (const hdsm::OutOfDeviceMemory& e) {
+    EXPECT_NE(std::string(e.what()).find("scattered: the largest free range is 256 KiB"), std::string::npos)
+        << e.what();
+  }
+  try {
+    d.alloc(768 << 10);
+    ADD_FAILURE() << "768 KiB fitted in 512 KiB";
+  } catch (const hdsm::OutOfDeviceMemory& e) {
+    EXPECT_EQ(std::string(e.what()).find("scattered"), std::string::npos) << "it does not fit at all";
+  }
+  d.free(quarters[1]);
+  d.free(quarters[3]);
 }
 
 // Pageable memory is staged through the bounce buffer: correct data at every chunk boundary.

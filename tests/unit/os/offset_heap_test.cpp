@@ -27,6 +27,22 @@ TEST(OffsetHeap, BestFitSplitAndCoalesce) {
   EXPECT_FALSE(heap.allocate(0));
 }
 
+// The largest free range, which an out-of-memory message gives when the free bytes are scattered.
+TEST(OffsetHeap, TheLargestFreeRange) {
+  hdsm::os::OffsetHeap heap(4096);
+  EXPECT_EQ(heap.largest_free(), 4096u);
+  const auto a = heap.allocate(1024), b = heap.allocate(1024), c = heap.allocate(1024),
+             d = heap.allocate(1024);
+  ASSERT_TRUE(a && b && c && d);
+  EXPECT_EQ(heap.largest_free(), 0u);
+  heap.release(*a, 1024);
+  heap.release(*c, 1024);
+  EXPECT_EQ(heap.largest_free(), 1024u) << "2 KiB free, in two pieces";
+  EXPECT_FALSE(heap.allocate(2048));
+  heap.release(*b, 1024);
+  EXPECT_EQ(heap.largest_free(), 3072u);
+}
+
 TEST(OffsetHeap, AlignmentIsAParameter) {
   constexpr std::size_t kBlock = std::size_t{64} << 10;
   hdsm::os::OffsetHeap heap(10 * kBlock + 123, kBlock);
