@@ -1405,10 +1405,15 @@ void run_overlap_matrix(const std::string& name, std::optional<SkeletonBackend> 
                           std::to_string(in.cols()));
   const std::size_t rows = in.rows(), cols = in.cols();
   if (rows == 0 || cols == 0) return;
-  if (rr > rows || cr > cols)
-    throw InvalidArgument(name + ": an overlap of " + std::to_string(rr) + " rows and " + std::to_string(cr) +
-                          " columns is larger than the " + std::to_string(rows) + " x " +
-                          std::to_string(cols) + " matrix");
+  if (rr > rows || cr > cols) {
+    // Rows-wise and column-wise forms have one radius: name only that one.
+    const std::string radius = rr == 0 ? std::to_string(cr) + " columns"
+                               : cr == 0
+                                   ? std::to_string(rr) + " rows"
+                                   : std::to_string(rr) + " rows and " + std::to_string(cr) + " columns";
+    throw InvalidArgument(name + ": a radius of " + radius + " is larger than the " + std::to_string(rows) +
+                          " x " + std::to_string(cols) + " matrix (a matrix's radius is at most its size)");
+  }
   using Kernel_ = MapOverlapMatrixKernel<F, T, TwoD>;
   using Body = typename Kernel_::template Body<U...>;
   const auto e = static_cast<std::uint64_t>(edge);

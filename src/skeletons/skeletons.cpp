@@ -70,7 +70,8 @@ std::vector<unsigned> skeleton_devices(Runtime& runtime, const std::vector<unsig
   const std::size_t count = runtime.devices().size();
   for (unsigned d : chosen)
     if (d >= count)
-      throw InvalidArgument(fmt::format("skeleton: device {} does not exist ({} devices)", d, count));
+      throw InvalidArgument(fmt::format("skeleton call on device {}: the runtime has {} device{} (0 to {})",
+                                        d, count, count == 1 ? "" : "s", count - 1));
   if (!chosen.empty()) return chosen;
   const std::string& spec = runtime.config().get("HDSM_SKELETON_DEVICES");
   const Device& home = runtime.default_device();
@@ -172,10 +173,11 @@ Parts skeleton_parts(Runtime& runtime, std::vector<unsigned> devices, const Spli
   if (!weights.empty()) {
     if (weights.size() != count)
       throw InvalidArgument(
-          fmt::format("skeleton: {} split weights for a call on {} devices", weights.size(), count));
+          fmt::format("skeleton call: {} split weight{} for {} device{} (one weight per device of the call)",
+                      weights.size(), weights.size() == 1 ? "" : "s", count, count == 1 ? "" : "s"));
     for (double w : weights)
       if (!(w > 0) || !std::isfinite(w))
-        throw InvalidArgument(fmt::format("skeleton: split weight {} is not a positive number", w));
+        throw InvalidArgument(fmt::format("skeleton call: split weight {} is not a positive number", w));
   } else if (split.split.value_or(runtime.config().get("HDSM_SKELETON_SPLIT") == "measured"
                                       ? Split::measured
                                       : Split::equal) == Split::measured &&

@@ -108,7 +108,21 @@ TEST(Map, BadInputIsATypedErrorBeforeAnyWork) {
     EXPECT_NE(std::string(e.what()).find("10"), std::string::npos) << e.what();
   }
   hdsm::Vector<double> ok(10, o);
-  EXPECT_THROW(map.devices({0, 7})(ok, x), hdsm::InvalidArgument);
+  try {
+    map.devices({0, 7})(ok, x);
+    ADD_FAILURE() << "device 7 of 2";
+  } catch (const hdsm::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("device 7: the runtime has 2 devices (0 to 1)"), std::string::npos)
+        << e.what();
+  }
+  try {
+    map.devices({0}).weights({1, 2})(ok, x);
+    ADD_FAILURE() << "two weights for one device";
+  } catch (const hdsm::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("2 split weights for 1 device (one weight per device"),
+              std::string::npos)
+        << e.what();
+  }
   EXPECT_EQ(ok.stats().device_allocations, 0u);
 }
 

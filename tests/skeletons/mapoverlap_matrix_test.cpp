@@ -201,7 +201,10 @@ TEST(MapOverlapMatrix, ErrorsNameTheSkeletonAndTheSizes) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(message([&] { mo.overlap(5).cols(b, a, 5L, 0L); }).find("4 x 6"), std::string::npos);
+  EXPECT_NE(
+      message([&] { mo.overlap(5).cols(b, a, 5L, 0L); }).find("a radius of 5 rows is larger than the 4 x 6"),
+      std::string::npos)
+      << "column-wise: one radius, of rows";
   EXPECT_NE(
       message([&] { mo.overlap(1).rows(c, a, 1L, 0L); }).find("MapOverlap<mm_weigh>::rows: out is 5 x 6"),
       std::string::npos);
@@ -209,7 +212,9 @@ TEST(MapOverlapMatrix, ErrorsNameTheSkeletonAndTheSizes) {
   hdsm::MapOverlap2D<mm_weigh2d> mo2;
   EXPECT_NE(message([&] { mo2.overlap(9, 1); }).find("MapOverlap2D<mm_weigh2d>: overlap 9 x 1"),
             std::string::npos);
-  EXPECT_NE(message([&] { mo2.overlap(2, 7)(b, a, 2L, 7L); }).find("larger than the 4 x 6 matrix"),
+  EXPECT_NE(message([&] {
+              mo2.overlap(2, 7)(b, a, 2L, 7L);
+            }).find("a radius of 2 rows and 7 columns is larger than the 4 x 6 matrix"),
             std::string::npos);
 }
 
