@@ -1,6 +1,7 @@
 #include "device/program_cache.hpp"
 
 #include "os/errno_text.hpp"
+#include "os/files.hpp"
 
 #include <fmt/format.h>
 
@@ -9,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -46,18 +46,6 @@ std::uint64_t get_u64(const unsigned char* p) {
   std::uint64_t v = 0;
   for (int i = 0; i < 8; ++i) v |= std::uint64_t{p[i]} << (8 * i);
   return v;
-}
-
-/// Write all of [p, p + n) to fd; false with errno set on failure.
-bool write_all(int fd, const unsigned char* p, std::size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return true;
 }
 
 }  // namespace
@@ -159,24 +147,9 @@ void ProgramCache::store(std::string_view key, std::span<const unsigned char> bi
   put_u64(file, binary.size());
   file.insert(file.end(), binary.begin(), binary.end());
 
-  const std::string path = path_for(key);
-  const std::string temp = fmt::format("{}.{}.{:x}", path, ::getpid(), std::random_device{}());
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) {
-    warn(fmt::format("open({}): {}", temp, errno_text(errno)));
-    return;
-  }
-  const bool written = write_all(fd, file.data(), file.size());
-  const int write_errno = errno;
-  if (::close(fd) != 0 || !written) {
-    warn(fmt::format("write({}): {}", temp, errno_text(written ? errno : write_errno)));
-    ::unlink(temp.c_str());
-    return;
-  }
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    warn(fmt::format("rename({}, {}): {}", temp, path, errno_text(errno)));
-    ::unlink(temp.c_str());
-  }
+  const std::string failure = os::replace_file(
+      path_for(key), std::string_view(reinterpret_cast<const char*>(file.data()), file.size()), 0600);
+  if (!failure.empty()) warn(failure);
 }
 
 }  // namespace hdsm

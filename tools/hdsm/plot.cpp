@@ -4,6 +4,7 @@
 #include "report.hpp"
 
 #include "os/errno_text.hpp"
+#include "os/files.hpp"
 
 #include <fmt/format.h>
 
@@ -127,18 +128,6 @@ std::pair<pid_t, int> spawn_gnuplot(const Plot& plot, int output) {
         fmt::format("plot '{}': cannot start {}: {}", plot.id, kGnuplot, os::errno_text(err)));
   }
   return {pid, fds[1]};
-}
-
-bool write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    const ssize_t n = write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    data.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return true;
 }
 
 /// gnuplot's exit status; one that has not exited after kPlotSeconds is killed (a plot takes well
@@ -303,7 +292,7 @@ void render_svg(const Results& results, const Plot& plot, const std::filesystem:
 
   IgnoreSigpipe guard;
   const auto [pid, fd] = spawn_gnuplot(plot, output.get());
-  const bool written = write_all(fd, script);
+  const bool written = os::write_all(fd, script);
   const int write_errno = errno;
   close(fd);
   const int status = wait_for(pid, plot);

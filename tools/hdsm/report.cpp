@@ -8,6 +8,7 @@
 
 #include "os/cpu_binding.hpp"
 #include "os/errno_text.hpp"
+#include "os/files.hpp"
 
 #include <fmt/format.h>
 
@@ -260,43 +261,8 @@ std::string summary_text(std::span<const SuiteOutcome> outcomes) {
 }
 
 void write_file(const std::filesystem::path& path, std::string_view content) {
-  // A new file of the same folder (O_EXCL), then renamed over the name: a reader never sees a
-  // half-written file (a full disk, an interrupt), and a symbolic link planted at the name is
-  // replaced, not followed.
-  const std::filesystem::path folder = path.has_parent_path() ? path.parent_path() : ".";
-  std::string temporary;
-  int fd = -1;
-  for (unsigned attempt = 0; fd < 0; ++attempt) {
-    temporary = (folder / fmt::format(".{}.{}.{}", path.filename().string(), getpid(), attempt)).string();
-    fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
-    if (fd < 0 && (errno != EEXIST || attempt == 100))
-      throw std::runtime_error(fmt::format("cannot write {}: open of {} failed: {}", path.string(), temporary,
-                                           os::errno_text(errno)));
-  }
-  const auto fail = [&](const char* call, int error) {
-    close(fd);
-    unlink(temporary.c_str());
-    return std::runtime_error(
-        fmt::format("cannot write {}: {} failed: {}", path.string(), call, os::errno_text(error)));
-  };
-  for (std::string_view rest = content; !rest.empty();) {
-    const ssize_t n = write(fd, rest.data(), rest.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw fail("write", errno);
-    rest.remove_prefix(static_cast<std::size_t>(n));
-  }
-  if (close(fd) != 0) {
-    const int error = errno;
-    unlink(temporary.c_str());
-    throw std::runtime_error(
-        fmt::format("cannot write {}: close failed: {}", path.string(), os::errno_text(error)));
-  }
-  if (rename(temporary.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    unlink(temporary.c_str());
-    throw std::runtime_error(
-        fmt::format("cannot write {}: rename failed: {}", path.string(), os::errno_text(error)));
-  }
+  if (const std::string failure = os::replace_file(path.string(), content, 0666); !failure.empty())
+    throw std::runtime_error(fmt::format("cannot write {}: {}", path.string(), failure));
 }
 
 }  // namespace hdsm::tool

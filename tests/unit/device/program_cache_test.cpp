@@ -113,8 +113,8 @@ TEST(ProgramCache, FailedStoreWarnsOnceAndLeavesNoTemporary) {
   cache.store("key", kBinary);
   cache.store("key", kBinary);
   const std::string warning = testing::internal::GetCapturedStderr();
-  EXPECT_NE(warning.find("rename("), std::string::npos) << warning;
-  EXPECT_EQ(warning.find("rename(", warning.find("rename(") + 1), std::string::npos)
+  EXPECT_NE(warning.find("rename of "), std::string::npos) << warning;
+  EXPECT_EQ(warning.find("rename of ", warning.find("rename of ") + 1), std::string::npos)
       << "warned twice: " << warning;
   EXPECT_TRUE(dir.files().empty()) << "a temporary file was left behind";
   EXPECT_FALSE(cache.load("key").has_value());
