@@ -271,7 +271,10 @@ class TypedContainer {
   /// Elements [first, first + n) of the main copy, made current for the access; valid until the next
   /// device access of the container.
   T* host_range(std::size_t first, std::size_t n, Access mode) const {
-    core().host_access(first, n, mode);
+    // One compare where no coherence work is due, as for a checked element (a loop over a const
+    // vector asks for its end() each time round).
+    if (first > size() || n > size() - first || !core().host_access_is_free(mode))
+      core().host_access(first, n, mode);
     return host() + first;
   }
 

@@ -113,15 +113,17 @@ struct ContainerCore::State {
   std::vector<InFlight> in_flight;
   std::vector<std::uint32_t> pins;  // by copy id: device accesses begun and not ended
   ContainerStats stats;
+  bool orphaned = false;  // its runtime ended first: `shared` and the devices are gone
 
   std::size_t prune_at = 16;  // in_flight's size at which prune_sometimes() prunes
-  /// Forgets the work that completed, except work that failed writing the container: the next access
-  /// that waits for it reports the failure (a device reports each failure once, in the event after
-  /// it). A failed call that only read the container is the business of the containers it wrote: an
-  /// input reporting it too would report one failure twice, and lose the access it threw from.
+  /// Forgets the work that completed, except failed work whose failure is this container's to report
+  /// (reports()): the next access that waits for it reports the failure (a device reports each
+  /// failure once, in the event after it). A failed call that only read the container is the business
+  /// of the containers it wrote: an input reporting it too would report one failure twice, and lose
+  /// the access it threw from.
   void prune() {
     std::erase_if(in_flight,
-                  [](const InFlight& f) { return f.done.query() && !(f.writes && failed(f.done)); });
+                  [](const InFlight& f) { return f.done.query() && !(reports(f) && failed(f.done)); });
     prune_at = std::max<std::size_t>(16, 2 * in_flight.size());
   }
   /// Work an access waits for, and whether its failure is this container's to report (it wrote).
@@ -129,7 +131,11 @@ struct ContainerCore::State {
     Event done;
     bool report;
   };
-  static Pending pending(const InFlight& f) { return {f.done, f.writes}; }
+  /// A kernel that only read the container does not report its failure here; a kernel that wrote it,
+  /// and a transfer into a copy of it (neither reads nor writes: a kernel would run on what it left),
+  /// do.
+  static bool reports(const InFlight& f) { return f.writes || !f.reads; }
+  static Pending pending(const InFlight& f) { return {f.done, reports(f)}; }
   /// Waits for each; throws the first failure of one to report (the caller forgets it then).
   static void wait_for(const std::vector<Pending>& work) {
     for (const Pending& p : work) {
@@ -312,16 +318,11 @@ struct ContainerCore::State {
 namespace {
 
 // The runtime ends (its attachments go). A container still alive holds device copies, queue work and
-// host memory of this runtime, and its destructor would use them after they are gone: a crash with no
-// word, later. Said now, by name, and ended here instead.
+// host memory of this runtime: it is orphaned, so that its destructor, if it ever runs, touches none
+// of them (before, it crashed with no word). Often it never runs: exit() ends the runtime under the
+// live containers of main's frames, and a program that leaks a container on purpose is fine.
 Shared::~Shared() {
-  if (!containers.empty()) {
-    fmt::print(stderr,
-               "hdsm: an hdsm::Runtime ends while {} container(s) made on it still live (the {}{}); a "
-               "container (or a skeleton's Future) must not outlive its runtime: destroy it first\n",
-               containers.size(), containers.front()->core.name(), containers.size() > 1 ? ", ..." : "");
-    std::abort();
-  }
+  for (ContainerCore::State* s : containers) s->orphaned = true;
   synchronize_queues();
 }
 
@@ -363,6 +364,15 @@ ContainerCore::ContainerCore(const ContainerOptions& options, std::size_t elemen
 }
 
 ContainerCore::~ContainerCore() {
+  if (state_->orphaned) {
+    // Its device copies went with their devices; only plain host memory is still its own to free.
+    fmt::print(stderr,
+               "hdsm: the {} outlived its hdsm::Runtime (a container, or a skeleton's Future, must not): "
+               "its contents were lost with the runtime\n",
+               name());
+    if (!pinned_) ::operator delete (host_, std::align_val_t{64});
+    return;
+  }
   Shared& shared = state_->shared;
   std::lock_guard lock(shared.mutex);
   // Errors of work in flight were the program's to collect; the container goes away either way.
