@@ -93,8 +93,8 @@ class Runtime {
   void* safe(const void* p) const;
   template <class T>
   T* safe(T* p) const;
-  /// Bulk memory for any mix of host memory and shared objects of this runtime, ranges
-  /// spanning several objects included. Each block of a shared range is handled where its data is:
+  /// Bulk memory for any mix of host memory and shared objects of this runtime (a range lies in one
+  /// object: no object starts where another ends). Each block of a shared range is handled where its data is:
   /// the device fills or copies blocks whose host copy is invalid (or that the call overwrites
   /// entirely while they are read-only) without fetching them; the host view is written otherwise,
   /// through the runtime's shadow mapping, so no page fault is raised. They return `dst` once the
@@ -117,13 +117,16 @@ class Runtime {
   /// complete.
   Event memcpy_async(void* dst, const void* src, std::size_t n);
 
-  /// I/O on shared objects with the libc calls' arguments, results and errno. A buffer
-  /// in shared memory is moved in chunks of the pinned staging pool, double-buffered, straight
-  /// between the file and the device copy where the host copy is invalid, through the host view
-  /// otherwise; no page fault is raised, so no system call is interrupted halfway and restarted. A
-  /// buffer range that leaves the live shared objects gives -1 with EFAULT (fread/fwrite: 0) before
-  /// any byte moves. Host-memory buffers go straight to libc. readv/writev handle their vectors in
-  /// order, each as one read/write, and so are not atomic when a vector is shared.
+  /// I/O on shared objects with the libc calls' arguments, results and errno. A buffer in shared
+  /// memory is moved in chunks of the pinned staging pool, double-buffered (for a pipe, a socket or a
+  /// terminal, whose calls may wait for another thread: of pageable memory), straight between the file
+  /// and the device copy where the host copy is invalid, through the host view otherwise; no page
+  /// fault is raised, so no system call is interrupted halfway and restarted. A buffer range that
+  /// leaves the live shared objects gives -1 with EFAULT (fread/fwrite: 0) before any byte moves.
+  /// Host-mapped and unified objects go to libc once the calls in flight that use them are done;
+  /// other host memory goes straight to libc. readv/writev handle their vectors in order, each as one
+  /// read/write, and so are not atomic when a vector is shared; on a socket that keeps message
+  /// boundaries, one message is one call, whole.
   ssize_t read(int fd, void* buf, std::size_t n);
   ssize_t write(int fd, const void* buf, std::size_t n);
   ssize_t pread(int fd, void* buf, std::size_t n, off_t offset);

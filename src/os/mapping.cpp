@@ -4,6 +4,7 @@
 
 #include <sys/mman.h>
 #include <unistd.h>
+#include <algorithm>
 #include <cerrno>
 #include <utility>
 
@@ -25,6 +26,17 @@ Mapping::Mapping(std::size_t bytes, std::string what, bool populate) : size_(byt
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
   if (p == MAP_FAILED) throw SystemError("mmap", what_ + " (" + format_bytes(bytes) + ")", errno);
   data_ = static_cast<std::byte*>(p);
+}
+
+void Mapping::populate(std::size_t bytes) {
+  bytes = std::min(bytes, size_);
+  if (bytes == 0) return;
+  if (::madvise(data_, bytes, MADV_POPULATE_WRITE) == 0) return;
+  if (errno != EINVAL)
+    throw SystemError("madvise(MADV_POPULATE_WRITE)", what_ + " (" + format_bytes(bytes) + ")", errno);
+  // A kernel before 5.14: a write to each page does the same, as the pages are zero.
+  volatile std::byte* const pages = data_;
+  for (std::size_t at = 0; at < bytes; at += page_size()) pages[at] = std::byte{0};
 }
 
 Mapping::~Mapping() {

@@ -19,6 +19,8 @@ class Mapping {
   Mapping() = default;
   /// `what` names the mapping in error messages ("memory of sim0"). `populate` pre-faults pages.
   Mapping(std::size_t bytes, std::string what, bool populate = false);
+  /// Pre-faults the first `bytes` (their pages, zero-filled) and nothing past them.
+  void populate(std::size_t bytes);
   ~Mapping();
   Mapping(Mapping&& other) noexcept;
   Mapping& operator=(Mapping&& other) noexcept;

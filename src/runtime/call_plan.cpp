@@ -112,14 +112,14 @@ CallPlan AdsmModel::plan(const Kernel& kernel, std::span<const CallArg> args) {
           "there for the call",
           kernel.name, i, a.pointer, d, rt_.devices[d]->name(), target, rt_.devices[target]->name(), d,
           target));
-    // Live: peer_argument() would have thrown. Remote objects are named by their start, as a
-    // range's end (one past the last byte) points at no byte of its object.
+    // Remote objects are named by their start, as a range's end (one past the last byte) points at
+    // no byte of its object. One freed since peer_argument() keeps its pointer: the release names it.
     const coherence::Object* object = directory.lookup_argument(a.pointer).object;
     auto same = std::find_if(plan.remote.begin(), plan.remote.end(), [&](const RemoteObject& r) {
-      return directory.lookup(r.pointer).object == object;
+      return object != nullptr && directory.lookup(r.pointer).object == object;
     });
     if (same == plan.remote.end()) {
-      plan.remote.push_back({directory.user(*object), d, use, std::nullopt});
+      plan.remote.push_back({object != nullptr ? directory.user(*object) : a.pointer, d, use, std::nullopt});
       same = std::prev(plan.remote.end());
     } else {
       same->use = combine(same->use, use);

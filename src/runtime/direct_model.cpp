@@ -69,29 +69,40 @@ DirectModel::Object* DirectModel::object_at(const void* p, bool or_end) {
   return in < it->second.bytes || (or_end && in == it->second.bytes) ? &it->second : nullptr;
 }
 
-void DirectModel::check(const void* p, std::size_t n, const char* call) const {
+template <class F>
+void DirectModel::for_each_overlapping(const void* p, std::size_t n, F&& f) const {
   if (n == 0) return;
   const auto first = reinterpret_cast<std::uintptr_t>(p);
-  std::lock_guard lock(mutex_);
   auto it = objects_.upper_bound(first);
-  if (it != objects_.begin()) --it;
-  for (; it != objects_.end(); ++it) {  // the objects from the one before p, to the end of the range
-    const std::uintptr_t begin = it->first;
-    if (begin >= first && begin - first >= n) return;
-    const std::uintptr_t end = begin + it->second.bytes;
-    if (end <= first) continue;
+  if (it != objects_.begin()) --it;  // the one before p may reach into the range
+  for (; it != objects_.end(); ++it) {
+    if (it->first >= first && it->first - first >= n) return;  // no overflow of first + n
+    if (it->first + it->second.bytes > first) f(it->first, it->second);
+  }
+}
+
+bool DirectModel::touches_object(const void* p, std::size_t n) const {
+  std::lock_guard lock(mutex_);
+  bool touches = false;
+  for_each_overlapping(p, n, [&](std::uintptr_t, const Object&) { touches = true; });
+  return touches;
+}
+
+void DirectModel::check(const void* p, std::size_t n, const char* call) const {
+  const auto first = reinterpret_cast<std::uintptr_t>(p);
+  std::lock_guard lock(mutex_);
+  for_each_overlapping(p, n, [&](std::uintptr_t begin, const Object& o) {
     if (begin > first)  // host memory, then the object
       throw InvalidArgument(
           fmt::format("{}: byte {} of the {}-byte range at {} is the start of the object at {} "
                       "({} bytes), the bytes before it are not",
-                      call, begin - first, n, p, reinterpret_cast<void*>(begin), it->second.bytes));
-    if (end - first < n)
+                      call, begin - first, n, p, reinterpret_cast<void*>(begin), o.bytes));
+    if (begin + o.bytes - first < n)
       throw InvalidArgument(
           fmt::format("{}: byte {} of the {}-byte range at {} is past the end of the object at "
                       "{} ({} bytes)",
-                      call, end - first, n, p, reinterpret_cast<void*>(begin), it->second.bytes));
-    return;
-  }
+                      call, begin + o.bytes - first, n, p, reinterpret_cast<void*>(begin), o.bytes));
+  });
 }
 
 std::optional<DirectModel::Found> DirectModel::find(const void* p) const {
@@ -161,8 +172,17 @@ void DirectModel::call(const Kernel& kernel, const Launch& launch, std::span<con
       kernel_args.push_back(a.value);  // a pointer to other memory, passed as it is
       continue;
     }
-    kernel_args.push_back(
-        argument(d, *o, static_cast<std::size_t>(static_cast<const std::byte*>(a.pointer) - o->start)));
+    const auto start = static_cast<std::size_t>(static_cast<const std::byte*>(a.pointer) - o->start);
+    // A range annotation lies in the object and is not empty, as under the copying protocols.
+    if (a.kind == Kind::annotated && a.bytes != CallArg::kWholeObject &&
+        (a.bytes == 0 || a.offset > o->bytes - start || a.bytes > o->bytes - start - a.offset))
+      throw InvalidArgument(fmt::format(
+          "call({}): argument {} ({}) is annotated with bytes [{}, {}) from it, which {} the object at {} "
+          "({} "
+          "bytes, the argument at byte {})",
+          kernel.name, i, a.pointer, a.offset, a.offset + a.bytes,
+          a.bytes == 0 ? "is an empty range of" : "leave", static_cast<void*>(o->start), o->bytes, start));
+    kernel_args.push_back(argument(d, *o, start));
     if (std::find(used.begin(), used.end(), o) == used.end()) used.push_back(o);
   }
   Queue& q = queue(d);
@@ -185,37 +205,28 @@ void DirectModel::call(const Kernel& kernel, const Launch& launch, std::span<con
 
 void DirectModel::settle(std::initializer_list<std::pair<const void*, std::size_t>> ranges) {
   std::vector<unsigned> devices;
-  std::vector<Event> earlier;  // syncs of other threads may have taken such calls over: wait for them too
+  std::vector<Settled> earlier;  // syncs of other threads may have taken such calls over: wait for them too
   {
     std::lock_guard lock(mutex_);
-    const auto touches = [&](std::uintptr_t begin, std::size_t bytes) {
-      return std::any_of(ranges.begin(), ranges.end(), [&](const auto& r) {
-        const auto at = reinterpret_cast<std::uintptr_t>(r.first);
-        return at < begin + bytes && begin < at + r.second;
-      });
-    };
+    std::vector<std::uintptr_t> touched;  // the objects the ranges touch (a range touches one)
+    for (const auto& [p, n] : ranges)
+      for_each_overlapping(p, n, [&](std::uintptr_t start, const Object&) { touched.push_back(start); });
+    if (touched.empty()) return;  // host memory: no call uses it
     for (unsigned d = 0; d < devices_.size(); ++d) {
       if (!busy_[d]) continue;
-      // An unannotated call may reach any object: the ranges wait for it if they touch one.
+      // An unannotated call may reach any object: the ranges wait for it as they touch one.
       const bool overlaps =
-          every_object_[d] ? std::any_of(objects_.begin(), objects_.end(),
-                                         [&](const auto& o) { return touches(o.first, o.second.bytes); })
-                           : std::any_of(in_flight_[d].begin(), in_flight_[d].end(), [&](std::byte* start) {
-                               const auto it = objects_.find(reinterpret_cast<std::uintptr_t>(start));
-                               return it != objects_.end() && touches(it->first, it->second.bytes);
-                             });
+          every_object_[d] || std::any_of(touched.begin(), touched.end(), [&](std::uintptr_t t) {
+            return std::find(in_flight_[d].begin(), in_flight_[d].end(), reinterpret_cast<std::byte*>(t)) !=
+                   in_flight_[d].end();
+          });
       if (overlaps) devices.push_back(d);
     }
     for (unsigned d = 0; d < devices_.size(); ++d)
-      if (std::find(devices.begin(), devices.end(), d) == devices.end() && !settled_[d].query())
+      if (std::find(devices.begin(), devices.end(), d) == devices.end() && !settled_[d].event.query())
         earlier.push_back(settled_[d]);
   }
-  for (const Event& e : earlier) {
-    try {
-      e.wait();
-    } catch (const std::exception&) {  // the sync that recorded it reports it
-    }
-  }
+  for (const Settled& e : earlier) wait_settled(e, false);
   for (const unsigned d : devices) sync_device(d, false);
 }
 
@@ -246,19 +257,15 @@ DirectModel::BulkGuard DirectModel::guard_bulk(const void* dst, const void* src,
   {
     std::lock_guard lock(mutex_);
     const auto add = [&](const void* p, bool write) {
-      if (p == nullptr || n == 0) return;
-      const auto first = reinterpret_cast<std::uintptr_t>(p);
-      auto it = objects_.upper_bound(first);
-      if (it != objects_.begin()) --it;
-      for (; it != objects_.end() && it->first < first + n; ++it) {
-        if (it->first + it->second.bytes <= first) continue;
+      if (p == nullptr) return;
+      for_each_overlapping(p, n, [&](std::uintptr_t start, const Object& o) {
         const auto same =
-            std::find_if(locks.begin(), locks.end(), [&](const Lock& l) { return l.start == it->first; });
+            std::find_if(locks.begin(), locks.end(), [&](const Lock& l) { return l.start == start; });
         if (same == locks.end())
-          locks.push_back({it->first, it->second.bulk, write});
+          locks.push_back({start, o.bulk, write});
         else
           same->write = same->write || write;
-      }
+      });
     };
     add(dst, true);
     add(src, false);
@@ -275,6 +282,23 @@ DirectModel::BulkGuard DirectModel::guard_bulk(const void* dst, const void* src,
   return guard;
 }
 
+// A failure of a sync's work is reported once: by whichever waiter of its event claims it first
+// (the syncing thread, or another that found the device idle and waited for the same event).
+void DirectModel::claim(const Settled& settled, std::exception_ptr failure, bool report) {
+  if (settled.claimed->exchange(true)) return;  // another waiter reports it
+  if (report) std::rethrow_exception(failure);
+  std::lock_guard lock(mutex_);
+  if (!unreported_[settled.device]) unreported_[settled.device] = std::move(failure);
+}
+
+void DirectModel::wait_settled(const Settled& settled, bool report) {
+  try {
+    settled.event.wait();
+  } catch (...) {
+    claim(settled, std::current_exception(), report);
+  }
+}
+
 void DirectModel::sync_device(unsigned device, bool report) {
   std::unique_lock lock(mutex_);
   if (busy_[device]) {
@@ -289,34 +313,30 @@ void DirectModel::sync_device(unsigned device, bool report) {
       const auto it = objects_.find(reinterpret_cast<std::uintptr_t>(start));
       if (it != objects_.end()) after_calls(device, it->second, q);
     }
-    settled_[device] = q.record();
-    const std::shared_ptr<detail::EventState> recorded = settled_[device].state();
+    settled_[device] = Settled{q.record(), std::make_shared<std::atomic<bool>>(false), device};
+    const Settled mine = settled_[device];
     // The syncing thread waits in the queue itself (the platform's wait: clWaitForEvents on OpenCL),
     // quicker than the event, whose completion comes through a callback; other threads that find
     // the device idle wait for the event.
     lock.unlock();
     try {
       q.synchronize();
-      // A failure of the work is reported once, here by the event recorded above.
-      Event(recorded).wait();
     } catch (...) {
-      // Reported here, once: a later sync that finds the device idle has no failure to wait for
-      // (the event recorded above carries it, and would throw it again). Only that event: another
-      // thread may have synced newer work since, whose event still counts.
-      lock.lock();
-      if (settled_[device].state() == recorded) settled_[device] = Event{};
-      if (report) throw;
-      if (!unreported_[device]) unreported_[device] = std::current_exception();
+      // The work's failure, said by the queue rather than the event: claimed as the event's would be.
+      const std::exception_ptr failure = std::current_exception();
+      try {
+        mine.event.wait();
+      } catch (...) {  // NOLINT(bugprone-empty-catch): the same failure, or a later one of the same work
+      }
+      claim(mine, failure, report);
+      return;
     }
+    wait_settled(mine, report);
     return;
   }
-  const Event settled = settled_[device];
+  const Settled settled = settled_[device];
   lock.unlock();
-  try {
-    settled.wait();
-  } catch (const std::exception&) {
-    if (report) throw;  // else the sync that recorded it reports it
-  }
+  wait_settled(settled, report);
 }
 
 void DirectModel::sync() {

@@ -11,6 +11,7 @@
 #include "os/mapping.hpp"
 #include "runtime/memory_model.hpp"
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -51,6 +52,7 @@ class DirectModel : public MemoryModel {
   void copy(void* dst, const void* src, std::size_t n, std::vector<Event>* pending) final;
   void fill(void* dst, std::uint8_t value, std::size_t n) final;
   void before_direct_io(const void* p, std::size_t n, const char* call) final {
+    if (!touches_object(p, n)) return;  // host memory: libc's at once, whatever other threads sync
     check(p, n, call);
     settle({{p, n}});
   }
@@ -126,6 +128,22 @@ class DirectModel : public MemoryModel {
   Queue& queue(unsigned device);  // caller holds mutex_
   /// The object holding p, or also (`or_end`) the one p is the end of; caller holds mutex_.
   Object* object_at(const void* p, bool or_end = false);
+  /// f(start, object) for each object overlapping [p, p + n), in address order; caller holds mutex_.
+  template <class F>
+  void for_each_overlapping(const void* p, std::size_t n, F&& f) const;
+  /// Whether [p, p + n) overlaps an object.
+  bool touches_object(const void* p, std::size_t n) const;
+  /// The event of a device's last sync, and whether a waiter has claimed its failure to report.
+  struct Settled {
+    Event event;
+    std::shared_ptr<std::atomic<bool>> claimed = std::make_shared<std::atomic<bool>>(false);
+    unsigned device = 0;
+  };
+  /// Waits for `settled`; its failure, if no other waiter claimed it, is thrown (`report`) or kept
+  /// for the next sync().
+  void wait_settled(const Settled& settled, bool report);
+  /// A failure of `settled`'s work: thrown or kept as wait_settled says, unless another waiter claimed it.
+  void claim(const Settled& settled, std::exception_ptr failure, bool report);
 
   mutable std::mutex mutex_;
   std::map<std::uintptr_t, Object> objects_;        // by start address
@@ -135,7 +153,7 @@ class DirectModel : public MemoryModel {
   // By device: an unannotated call since the sync, which may reach every object (through safe()
   // pointers stored in them) as it does under the ADSM model.
   std::vector<bool> every_object_;
-  std::vector<Event> settled_;  // by device: completes with the calls and hand-overs of the last sync
+  std::vector<Settled> settled_;  // by device: completes with the calls and hand-overs of the last sync
   std::vector<std::exception_ptr> unreported_;  // by device: a failure a free or a copy waited for
 };
 

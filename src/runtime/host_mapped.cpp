@@ -31,7 +31,10 @@ DirectModel::Object HostMappedModel::place(std::size_t bytes, unsigned device) {
         fmt::format("host memory, where {}'s host-mapped objects live", devices_[device]->name()), bytes, 0,
         ram);
   Object o;
-  o.host = os::Mapping(bytes + 1, fmt::format("a host-mapped object of {} bytes", bytes), true);
+  // One byte more, where no other object may start (place()'s gap), but only the object's own pages
+  // populated: the gap costs a page of address space, not of memory.
+  o.host = os::Mapping(bytes + 1, fmt::format("a host-mapped object of {} bytes", bytes));
+  o.host.populate(bytes);
   o.start = o.host.data();
   o.bytes = bytes;
   o.mapping.assign(devices_.size(), 0);

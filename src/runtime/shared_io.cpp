@@ -3,7 +3,8 @@
 // inside the kernel's copy would end the call with EFAULT after part of the data moved); the data
 // goes through chunks of the pinned staging pool instead, and the memory model's copy places each
 // chunk (the ADSM model: by block state, straight into the device copy where the host copy is
-// invalid). Memory the model does not mediate (host memory, unified memory) goes straight to libc. Two
+// invalid). Memory the model does not mediate goes to libc: host memory at once, host-mapped and
+// unified objects once the calls that use them are done (before_direct_io). Two
 // chunks, when the pool has them free, overlap the device transfer of one chunk with the file transfer of the
 // other. Pipes, sockets and terminals, whose calls may wait for another thread, stage through pageable
 // memory instead, and a message socket's message moves whole, by one call.
@@ -119,17 +120,33 @@ std::optional<std::size_t> total_of(std::span<const struct iovec> parts) {
   return total;
 }
 
+/// The largest message hdsm stages whole (a socket's buffer holds far less: net.core.*mem_max).
+constexpr std::size_t kLargestMessage = std::size_t{64} << 20;
+
 /// One read of a message socket into `parts` (shared memory or host memory, in order): through one
-/// pageable buffer, then copied out, as readv would scatter it. The buffer is the size of the next
-/// message (a peek), and at least 64 KiB, which holds any UDP datagram should another reader take
-/// that message first.
+/// pageable buffer, then copied out, as readv would scatter it. The buffer is the next message's size,
+/// found by peeking into a buffer that doubles from 64 KiB until the message fits (or `parts` are
+/// full): a peek's MSG_TRUNC says it did not, where protocols that ignore MSG_TRUNC for the length
+/// (SCTP) give no length to ask for.
 ssize_t read_message(detail::RuntimeImpl& impl, int fd, std::span<const struct iovec> parts) {
   const std::optional<std::size_t> total = total_of(parts);
   if (!total) return -1;
-  const ssize_t next = ::recv(fd, nullptr, 0, MSG_PEEK | MSG_TRUNC);  // waits as the read would
-  if (next < 0) return -1;
-  const std::size_t take = std::min(*total, std::max(static_cast<std::size_t>(next), std::size_t{64} << 10));
-  const auto buffer = std::make_unique_for_overwrite<std::byte[]>(take);
+  const std::size_t most = std::min(*total, kLargestMessage);
+  std::size_t take = std::min(most, std::size_t{64} << 10);
+  auto buffer = std::make_unique_for_overwrite<std::byte[]>(take);
+  for (;;) {  // waits as the read would
+    struct iovec whole {
+      buffer.get(), take
+    };
+    struct msghdr peek {};
+    peek.msg_iov = &whole;
+    peek.msg_iovlen = 1;
+    if (::recvmsg(fd, &peek, MSG_PEEK) < 0) return -1;
+    if ((peek.msg_flags & MSG_TRUNC) == 0 || take == most) break;
+    take = std::min(most, 2 * take);
+    buffer = std::make_unique_for_overwrite<std::byte[]>(take);
+  }
+  // Another reader of the socket may take that message first; the next one is read as it fits.
   const ssize_t got = ::read(fd, buffer.get(), take);
   if (got <= 0) return got;
   std::size_t at = 0;
@@ -146,15 +163,12 @@ ssize_t read_message(detail::RuntimeImpl& impl, int fd, std::span<const struct i
 }
 
 /// One write of `parts` to a message socket, as one message: gathered into one pageable buffer.
-/// A message larger than the socket's send buffer is EMSGSIZE, as the kernel says, before anything
-/// is allocated.
+/// Whether it fits is the kernel's to say (UDP takes datagrams larger than its send buffer);
+/// above kLargestMessage, which no socket takes, EMSGSIZE before anything is allocated.
 ssize_t write_message(detail::RuntimeImpl& impl, int fd, std::span<const struct iovec> parts) {
   const std::optional<std::size_t> total = total_of(parts);
   if (!total) return -1;
-  int limit = 0;
-  socklen_t length = sizeof limit;
-  if (::getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &limit, &length) == 0 &&
-      *total > static_cast<unsigned>(limit)) {
+  if (*total > kLargestMessage) {
     errno = EMSGSIZE;
     return -1;
   }

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -167,6 +168,17 @@ TEST_P(Direct, BulkRangesLeavingAnObjectAreRefused) {
   rt_->memcpy(host, a + 4079, 16);  // to its last byte: fine
   rt_->free(a);
   rt_->free(b);
+  // A call's range annotations too: inside the object, and not empty.
+  auto* x = rt_->alloc<float>(1000);
+  auto* y = rt_->alloc<float>(1000);
+  EXPECT_THROW(rt_->call(kernel_, hdsm::cover(4), hdsm::in(x, 990, 20), hdsm::inout(y), std::uint64_t{4}),
+               hdsm::InvalidArgument);
+  EXPECT_THROW(rt_->call(kernel_, hdsm::cover(4), hdsm::in(x, 0, 0), hdsm::inout(y), std::uint64_t{4}),
+               hdsm::InvalidArgument);
+  rt_->call(kernel_, hdsm::cover(4), hdsm::in(x, 996, 4), hdsm::inout(y), std::uint64_t{4});
+  rt_->sync();
+  rt_->free(x);
+  rt_->free(y);
 }
 
 // The failure of a kernel is reported by a sync, not by a free or a copy that waited for the call
@@ -243,6 +255,34 @@ TEST_P(Direct, IoWaitsForTheCallsInFlightOnTheObject) {
   errno = 0;
   EXPECT_EQ(rt_->read(fd, x + 1000, 100 * sizeof(int)), -1) << "a range leaving the object";
   EXPECT_EQ(errno, EFAULT);
+  ::close(fd);
+  rt_->free(x);
+}
+
+// hdsm's I/O on host memory is libc's at once: it waits for no call, nor for another thread's sync.
+// The kernel below waits until the write returned (a marker after 10 s otherwise); before, the write
+// of a host buffer waited for the sync another thread had begun, so for the kernel: a deadlock.
+std::atomic<bool> g_written{false};
+TEST_P(Direct, IoOnHostMemoryWaitsForNoSync) {
+  if (std::get<1>(GetParam()) != "sim") GTEST_SKIP() << "a host kernel body: sim only";
+  g_written = false;
+  const auto wait_for_write = hdsm::per_thread("direct_wait_for_write", [](const hdsm::Thread& t, int* x) {
+    if (t.global_x() != 0) return;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!g_written.load() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    x[0] = g_written.load() ? 1 : -1;
+  });
+  int* x = rt_->alloc<int>(16);
+  rt_->call(wait_for_write, hdsm::cover(1), x);  // unannotated: it may use every object
+  std::thread syncer([&] { rt_->sync(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the other thread is in its sync
+  const int fd = ::memfd_create("hdsm direct host io", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  const char host[4] = {'h', 'd', 's', 'm'};
+  EXPECT_EQ(rt_->write(fd, host, sizeof host), 4);
+  g_written = true;
+  syncer.join();
+  EXPECT_EQ(x[0], 1) << "the write waited for the kernel";
   ::close(fd);
   rt_->free(x);
 }
