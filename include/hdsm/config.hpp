@@ -58,7 +58,7 @@ std::uint64_t parse_size(std::string_view text);
 
 namespace detail {
 /// The bytes of `n` elements of T for a typed allocation: SIZE_MAX where they overflow, which no
-/// memory has (the allocation fails naming the size), never n * sizeof(T) mod 2^64.
+/// memory has (the allocation fails, naming the size), never n * sizeof(T) mod 2^64.
 template <class T>
 constexpr std::size_t bytes_of(std::size_t n) noexcept {
   return n > SIZE_MAX / sizeof(T) ? SIZE_MAX : n * sizeof(T);

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <optional>
@@ -294,6 +295,14 @@ class TypedContainer {
   Mechanism mechanism() const { return core().mechanism(); }
 
  protected:
+  /// What a copy of `other` is made with: the same runtime, pinning and mechanism.
+  static ContainerOptions options_of(const TypedContainer& other) {
+    return {&other.core().runtime(), other.core().pinned(), other.core().mechanism()};
+  }
+  /// A deep copy's contents: `other`'s current elements into this main copy (of the same size).
+  void copy_contents(const TypedContainer& other) {
+    if (other.size() != 0) std::memcpy(host(), other.data(), other.size() * sizeof(T));
+  }
   TypedContainer(const char* kind, const ContainerOptions& options, std::size_t elements,
                  std::size_t row_length)
       : core_(std::make_unique<ContainerCore>(options, sizeof(T), elements, row_length, kind)),

@@ -7,7 +7,6 @@
 #include <hdsm/error.hpp>
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -32,11 +31,8 @@ class Matrix : public detail::TypedContainer<T> {
     std::fill_n(this->host(), rows * cols, value);
   }
   /// A copy of `other`'s current contents (in host memory; no device copies), as Vector's.
-  Matrix(const Matrix& other)
-      : Matrix(other.rows(), other.cols(),
-               ContainerOptions{&other.core().runtime(), other.core().pinned(), other.core().mechanism()}) {
-    if (other.rows() * other.cols() != 0)
-      std::memcpy(this->host(), other.data(), other.rows() * other.cols() * sizeof(T));
+  Matrix(const Matrix& other) : Matrix(other.rows(), other.cols(), Base::options_of(other)) {
+    this->copy_contents(other);
   }
   Matrix& operator=(const Matrix& other) {
     if (this != &other) {

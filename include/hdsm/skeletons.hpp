@@ -104,10 +104,16 @@ struct UserMath {
   HDSM_DETAIL_MATH2(fmod)
   HDSM_DETAIL_MATH2(atan2)
   // abs of integers keeps their width, as OpenCL C's does (C's ::abs takes an int: a long's high bits
-  // were lost on the host and the sim). abs of a float is an error here, as in OpenCL C: use fabs.
+  // were lost on the host and the sim), and their sign, as C++'s and CUDA's (OpenCL C's is unsigned:
+  // the same value but for the most negative). abs of a float is an error here, as in OpenCL C.
   HDSM_HOST_DEVICE static int abs(int x) { return x < 0 ? -x : x; }
   HDSM_HOST_DEVICE static long abs(long x) { return x < 0 ? -x : x; }            // NOLINT(google-runtime-int)
   HDSM_HOST_DEVICE static long long abs(long long x) { return x < 0 ? -x : x; }  // NOLINT(google-runtime-int)
+  HDSM_HOST_DEVICE static unsigned abs(unsigned x) { return x; }
+  HDSM_HOST_DEVICE static unsigned long abs(unsigned long x) { return x; }  // NOLINT(google-runtime-int)
+  HDSM_HOST_DEVICE static unsigned long long abs(unsigned long long x) {
+    return x;
+  }  // NOLINT(google-runtime-int)
 };
 
 #undef HDSM_DETAIL_MATH1

@@ -117,11 +117,7 @@ class Vector : public detail::TypedContainer<T> {
     }
   }
   /// A copy of `other`'s current contents (in host memory; no device copies).
-  Vector(const Vector& other)
-      : Vector(other.size(),
-               ContainerOptions{&other.core().runtime(), other.core().pinned(), other.core().mechanism()}) {
-    if (!other.empty()) std::memcpy(this->host(), other.data(), other.size() * sizeof(T));
-  }
+  Vector(const Vector& other) : Vector(other.size(), Base::options_of(other)) { this->copy_contents(other); }
   Vector& operator=(const Vector& other) {
     if (this != &other) {
       Vector copy(other);
