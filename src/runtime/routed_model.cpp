@@ -35,7 +35,9 @@ std::vector<ModelChoice> choose_models(std::string_view protocol, std::span<Devi
     } else if (protocol == "host-mapped") {
       out.push_back({"host-mapped", "HDSM_PROTOCOL=host-mapped"});
     } else if (p.shares_host_memory && maps) {
-      out.push_back({"host-mapped", fmt::format("auto: shares host memory ({})", p.host_memory_source)});
+      out.push_back({"host-mapped", fmt::format("auto: shares host memory ({}); rolling from the first "
+                                                "allocation the platform refuses to map",
+                                                p.host_memory_source)});
     } else {
       out.push_back({"rolling", "auto: memory of its own, copied to and from"});
     }

@@ -148,7 +148,8 @@ int run_info(const InfoOptions& options) {
   fmt::print("\n");
   print_peer_matrix(devices);
   fmt::print("\n");
-  print_configuration(runtime.config());
+  // The program's knobs, not the HDSM_OPENCL=on and HDSM_CUDA=on info sets to list every device.
+  print_configuration(Config::from_environment());
 
   for (const auto& failure : failures) fmt::print(stderr, "hdsm: error: {}\n", failure);
   return failures.empty() ? 0 : kExitFailure;
