@@ -126,7 +126,7 @@ struct ContainerCore::State {
                   [](const InFlight& f) { return f.done.query() && !(reports(f) && failed(f.done)); });
     prune_at = std::max<std::size_t>(16, 2 * in_flight.size());
   }
-  /// Work an access waits for, and whether its failure is this container's to report (it wrote).
+  /// Work an access waits for, and whether its failure is this container's to report (reports()).
   struct Pending {
     Event done;
     bool report;

@@ -39,14 +39,9 @@ coherence::ObjectUse object_use(const CallArg& a, KernelUse use, const coherence
   if (hit.object == nullptr) return {a.pointer, use};  // freed meanwhile: the release names it
   if (a.kind != CallArg::Kind::annotated || a.bytes == CallArg::kWholeObject)
     return {directory.user(*hit.object), use};
-  const std::size_t start = hit.offset_in_object;
-  const std::size_t size = hit.object->bytes;
-  if (a.bytes == 0 || a.offset > size - start || a.bytes > size - start - a.offset)
-    throw InvalidArgument(fmt::format(
-        "call({}): argument {} ({}) is annotated with bytes [{}, {}) from it, which {} object #{} ({} bytes, "
-        "the argument at byte {})",
-        kernel, index, a.pointer, a.offset, a.offset + a.bytes,
-        a.bytes == 0 ? "is an empty range of" : "leave", hit.object->id, size, start));
+  check_annotated_range(
+      a, hit.offset_in_object, hit.object->bytes, [&] { return fmt::format("object #{}", hit.object->id); },
+      kernel, index);
   // Release and acquire cover the whole object, and the bytes out of the range keep their values:
   // for them, a ranged out is an inout.
   return {static_cast<const std::byte*>(a.pointer) + a.offset, use == KernelUse::out ? KernelUse::inout : use,

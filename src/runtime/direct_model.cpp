@@ -81,13 +81,6 @@ void DirectModel::for_each_overlapping(const void* p, std::size_t n, F&& f) cons
   }
 }
 
-bool DirectModel::touches_object(const void* p, std::size_t n) const {
-  std::lock_guard lock(mutex_);
-  bool touches = false;
-  for_each_overlapping(p, n, [&](std::uintptr_t, const Object&) { touches = true; });
-  return touches;
-}
-
 void DirectModel::check(const void* p, std::size_t n, const char* call) const {
   const auto first = reinterpret_cast<std::uintptr_t>(p);
   std::lock_guard lock(mutex_);
@@ -173,15 +166,9 @@ void DirectModel::call(const Kernel& kernel, const Launch& launch, std::span<con
       continue;
     }
     const auto start = static_cast<std::size_t>(static_cast<const std::byte*>(a.pointer) - o->start);
-    // A range annotation lies in the object and is not empty, as under the copying protocols.
-    if (a.kind == Kind::annotated && a.bytes != CallArg::kWholeObject &&
-        (a.bytes == 0 || a.offset > o->bytes - start || a.bytes > o->bytes - start - a.offset))
-      throw InvalidArgument(fmt::format(
-          "call({}): argument {} ({}) is annotated with bytes [{}, {}) from it, which {} the object at {} "
-          "({} "
-          "bytes, the argument at byte {})",
-          kernel.name, i, a.pointer, a.offset, a.offset + a.bytes,
-          a.bytes == 0 ? "is an empty range of" : "leave", static_cast<void*>(o->start), o->bytes, start));
+    check_annotated_range(
+        a, start, o->bytes, [&] { return fmt::format("the object at {}", static_cast<void*>(o->start)); },
+        kernel.name, i);
     kernel_args.push_back(argument(d, *o, start));
     if (std::find(used.begin(), used.end(), o) == used.end()) used.push_back(o);
   }

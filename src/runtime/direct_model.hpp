@@ -51,8 +51,8 @@ class DirectModel : public MemoryModel {
   /// left alone: the copy is complete when this returns).
   void copy(void* dst, const void* src, std::size_t n, std::vector<Event>* pending) final;
   void fill(void* dst, std::uint8_t value, std::size_t n) final;
+  /// check() and settle(): host memory passes both at once, whatever other threads sync.
   void before_direct_io(const void* p, std::size_t n, const char* call) final {
-    if (!touches_object(p, n)) return;  // host memory: libc's at once, whatever other threads sync
     check(p, n, call);
     settle({{p, n}});
   }
@@ -69,7 +69,7 @@ class DirectModel : public MemoryModel {
   /// run in a destructor).
   void sync_device(unsigned device, bool report = true);
   /// Waits for the calls in flight on every device whose calls use an object overlapping one of
-  /// `ranges` (address, bytes).
+  /// `ranges` (address, bytes); ranges of host memory only return at once.
   void settle(std::initializer_list<std::pair<const void*, std::size_t>> ranges);
 
   /// Bulk memory on objects is ordered as the ADSM model orders it: a copy or fill that writes an
@@ -131,8 +131,6 @@ class DirectModel : public MemoryModel {
   /// f(start, object) for each object overlapping [p, p + n), in address order; caller holds mutex_.
   template <class F>
   void for_each_overlapping(const void* p, std::size_t n, F&& f) const;
-  /// Whether [p, p + n) overlaps an object.
-  bool touches_object(const void* p, std::size_t n) const;
   /// The event of a device's last sync, and whether a waiter has claimed its failure to report.
   struct Settled {
     Event event;

@@ -9,12 +9,17 @@
 
 #include <hdsm/export.h>
 #include <hdsm/device.hpp>
+#include <hdsm/error.hpp>
 #include <hdsm/kernel.hpp>
 #include <hdsm/runtime.hpp>
+
+#include <fmt/format.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace hdsm::coherence {
@@ -30,6 +35,22 @@ class AdsmModel;
 HDSM_VISIBLE_END
 
 namespace hdsm::detail {
+
+/// A call's range annotation on argument `index`, which points `start` bytes into an object of
+/// `object_bytes`, lies in that object and is not empty (InvalidArgument otherwise, naming the object
+/// as `object()` says, formatted only then); whole-object annotations and plain pointers pass. Every
+/// memory model checks ranges by this one rule.
+template <class Name>
+void check_annotated_range(const CallArg& a, std::size_t start, std::size_t object_bytes, Name&& object,
+                           std::string_view kernel, std::size_t index) {
+  if (a.kind != CallArg::Kind::annotated || a.bytes == CallArg::kWholeObject) return;
+  if (a.bytes != 0 && a.offset <= object_bytes - start && a.bytes <= object_bytes - start - a.offset) return;
+  throw InvalidArgument(fmt::format(
+      "call({}): argument {} ({}) is annotated with bytes [{}, {}) from it, which {} {} ({} bytes, the "
+      "argument at byte {})",
+      kernel, index, a.pointer, a.offset, a.offset + a.bytes, a.bytes == 0 ? "is an empty range of" : "leave",
+      object(), object_bytes, start));
+}
 
 class MemoryModel {
  public:
