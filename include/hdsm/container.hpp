@@ -214,6 +214,15 @@ class TypedContainer {
     reference& operator=(const reference& r) {  // NOLINT(bugprone-unhandled-self-assignment)
       return *this = static_cast<T>(r);
     }
+    // The same on a const proxy (it writes the element, not the proxy), as std::indirectly_writable
+    // asks of an iterator's reference: std::ranges::fill, copy and sort take a Vector's iterators.
+    const reference& operator=(const T& x) const {
+      c_->writable(i_, Access::write) = x;
+      return *this;
+    }
+    const reference& operator=(const reference& r) const {  // NOLINT(bugprone-unhandled-self-assignment)
+      return *this = static_cast<T>(r);
+    }
     template <class U>
     reference& operator+=(const U& x) {
       c_->writable(i_, Access::read_write) += x;

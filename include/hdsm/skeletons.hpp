@@ -395,14 +395,19 @@ inline constexpr bool is_vector = false;
 template <class T>
 inline constexpr bool is_vector<Vector<T>> = true;
 template <class X>
+inline constexpr bool is_matrix = false;
+template <class T>
+inline constexpr bool is_matrix<Matrix<T>> = true;
+template <class X>
 inline constexpr bool is_part = false;
 template <class T>
 inline constexpr bool is_part<ContainerPart<T>> = true;
 
-/// Whether an argument is an operand of a 1D skeleton: a vector, or a part of a container
-/// (`v.range(first, n)`, `m.row(i)`, whole rows of a matrix).
+/// Whether an argument is an operand of a 1D skeleton: a vector, a whole matrix (its elements in
+/// row-major order), or a part of a container (`v.range(first, n)`, `m.row(i)`, whole rows).
 template <class A>
-inline constexpr bool is_operand = is_vector<std::remove_cvref_t<A>> || is_part<std::remove_cvref_t<A>>;
+inline constexpr bool is_operand =
+    is_vector<std::remove_cvref_t<A>> || is_matrix<std::remove_cvref_t<A>> || is_part<std::remove_cvref_t<A>>;
 
 template <class A>
 struct operand_element {
@@ -463,6 +468,10 @@ Slice<T> slice_of(const Vector<T>& v, const char* /*prefix*/, const char* /*func
   return {v.core(), 0, v.size()};
 }
 template <class T>
+Slice<T> slice_of(const Matrix<T>& m, const char* /*prefix*/, const char* /*function*/) {
+  return {m.core(), 0, m.size()};
+}
+template <class T>
 Slice<T> slice_of(const ContainerPart<T>& part, const char* prefix, const char* function) {
   const Extent e = part.extent.normalized();
   if (e.count() == 0) return {*part.core, e.offset, 0};
@@ -482,6 +491,30 @@ auto output_slice_of(O& out, const char* prefix, const char* function) {
   static_assert(!(std::is_const_v<O> && WholeContainer<std::remove_const_t<O>>),
                 "hdsm: a skeleton's output cannot be a const container");
   return slice_of(out, prefix, function);
+}
+
+/// InvalidArgument (naming skeleton `prefix` + `function` + ">") unless the whole matrices among the
+/// operands have one shape: an element-wise call over a 4 x 5 and a 5 x 4 matrix is a mistake, even
+/// though both have 20 elements. Vectors and parts are not compared here (their sizes are).
+template <class... A>
+void check_matrix_shapes(const char* prefix, const char* function, const A&... operands) {
+  std::size_t rows = 0;
+  std::size_t cols = 0;
+  bool seen = false;
+  const auto one = [&](const auto& a) {
+    if constexpr (is_matrix<std::remove_cvref_t<decltype(a)>>) {
+      if (!seen) {
+        rows = a.rows();
+        cols = a.cols();
+        seen = true;
+      } else if (a.rows() != rows || a.cols() != cols) {
+        throw InvalidArgument(std::string(prefix) + function + ">: matrices of " + std::to_string(rows) +
+                              " x " + std::to_string(cols) + " and " + std::to_string(a.rows()) + " x " +
+                              std::to_string(a.cols()) + " elements (element-wise operands have one shape)");
+      }
+    }
+  };
+  (one(operands), ...);
 }
 
 /// InvalidArgument (naming skeleton `prefix` + `function` + ">") unless the outputs are apart and each
@@ -694,6 +727,7 @@ class MapBase : public SkeletonOptions<Derived> {
                    ...),
                   "hdsm::Map: a uniform does not convert to the user function's parameter");
     const char* prefix = Indexed ? "hdsm::MapIndex<" : "hdsm::Map<";
+    check_matrix_shapes(prefix, F::name, std::get<O>(all)..., std::get<Outputs + I>(all)...);
     run_map<F, Indexed>(this->backend_, this->devices_, this->split_,
                         std::make_tuple(output_slice_of(std::get<O>(all), prefix, F::name)...),
                         std::make_tuple(slice_of(std::get<Outputs + I>(all), prefix, F::name)...),
@@ -1132,6 +1166,7 @@ class MapArray : public detail::SkeletonOptions<MapArray<F, Indexed>> {
     const std::tuple<std::tuple_element_t<kFirst + 1 + Inputs + J, Params>...> u(
         std::get<Inputs + J>(all)...);
     const char* prefix = Indexed ? "hdsm::MapArrayIndex<" : "hdsm::MapArray<";
+    detail::check_matrix_shapes(prefix, F::name, out, std::get<I>(all)...);  // not the array: any size
     run(detail::output_slice_of(out, prefix, F::name), detail::slice_of(array, prefix, F::name), u,
         detail::slice_of(std::get<I>(all), prefix, F::name)...);
   }
@@ -1533,6 +1568,10 @@ class MapOverlap : public detail::EdgeOptions<MapOverlap<F>> {
     using T = detail::operand_element_t<V>;
     static_assert(std::is_same_v<detail::operand_element_t<O>, T>,
                   "hdsm::MapOverlap: out and in have one element type");
+    // A window over a matrix's elements in row-major order would run across the rows' ends.
+    static_assert(!detail::is_matrix<std::remove_cvref_t<O>> && !detail::is_matrix<std::remove_cvref_t<V>>,
+                  "hdsm::MapOverlap: whole matrices take the matrix form, (Matrix<T>& out, Matrix<T>& in), "
+                  "with non-const matrices; a row or whole rows are 1D operands (m.row(i))");
     using Params = detail::user_parameters<F>;
     static_assert(std::tuple_size_v<Params> == 1 + sizeof...(Args),
                   "hdsm::MapOverlap: the user function takes the window, then one argument per uniform");
@@ -1743,6 +1782,7 @@ class MapReduce : public detail::SkeletonOptions<MapReduce<M, R>> {
                    ...),
                   "hdsm::MapReduce: an input's elements are not of the map function's parameter type");
     const std::tuple<std::tuple_element_t<Inputs + J, Params>...> u(std::get<Inputs + J>(all)...);
+    detail::check_matrix_shapes("hdsm::MapReduce<", M::name, std::get<I>(all)...);
     return run(u, detail::slice_of(std::get<I>(all), "hdsm::MapReduce<", M::name)...);
   }
 
@@ -1936,6 +1976,7 @@ class Scan : public detail::SkeletonOptions<Scan<F>> {
     if (mode_ == ScanMode::exclusive)
       throw InvalidArgument(std::string("hdsm::Scan<") + F::name +
                             ">: an exclusive scan starts from a value: give one, scan(out, in, start)");
+    detail::check_matrix_shapes("hdsm::Scan<", F::name, out, in);
     run(detail::output_slice_of(out, "hdsm::Scan<", F::name), detail::slice_of(in, "hdsm::Scan<", F::name),
         static_cast<const T*>(nullptr));
   }
@@ -1944,6 +1985,7 @@ class Scan : public detail::SkeletonOptions<Scan<F>> {
   template <class O, class V>
   requires(detail::is_operand<O>&& detail::is_operand<V>) void operator()(
       O&& out, V&& in, const detail::operand_element_t<V>& start) {
+    detail::check_matrix_shapes("hdsm::Scan<", F::name, out, in);
     run(detail::output_slice_of(out, "hdsm::Scan<", F::name), detail::slice_of(in, "hdsm::Scan<", F::name),
         &start);
   }

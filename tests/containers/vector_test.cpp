@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <list>
 #include <memory>
 #include <numeric>
+#include <ranges>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -127,6 +129,33 @@ TEST(Vector, HasTheInterfaceOfStdVector) {
   for (int i = 0; i < 1000; ++i) h.push_back(static_cast<float>(i));
   EXPECT_EQ(h.size(), 1004u);
   EXPECT_EQ(h[1003], 999.0f);
+}
+
+// A Vector's iterators are C++20 random-access iterators whose reference is the element proxy, so the
+// std::ranges algorithms take them: each element access is a proxy's (checked, coherent) access.
+static_assert(std::ranges::random_access_range<Vector<int>>);
+static_assert(std::ranges::sized_range<Vector<int>>);
+static_assert(std::sortable<Vector<int>::iterator>);
+static_assert(std::ranges::contiguous_range<const Vector<int>>);
+
+TEST(Vector, StdRangesAlgorithmsWorkOnItAndSeeKernelResults) {
+  hdsm::Runtime rt(sim());
+  Vector<float> v(6, on(rt));
+  std::ranges::fill(v, 2.0f);
+  hdsm::launch(0, axpb(), hdsm::cover(v.size()), hdsm::inout(v.range(0, 3)), std::uint64_t{3}, 3.0f, 1.0f);
+  // The kernel wrote elements 0-2 on the device: the algorithms read them through the proxies.
+  std::ranges::sort(v);
+  EXPECT_EQ(std::vector<float>(v.begin(), v.end()), (std::vector<float>{2, 2, 2, 7, 7, 7}));
+  std::ranges::reverse(v);
+  EXPECT_EQ(std::ranges::find(v, 2.0f) - v.begin(), 3);
+  std::ranges::transform(v, v.begin(), [](float x) { return x + 1; });
+  std::vector<float> copied(v.size());
+  std::ranges::copy(v, copied.begin());
+  EXPECT_EQ(copied, (std::vector<float>{8, 8, 8, 3, 3, 3}));
+  // And a kernel after them sees what they wrote.
+  hdsm::launch(0, axpb(), hdsm::cover(v.size()), hdsm::inout(v), std::uint64_t{v.size()}, 2.0f, 0.0f);
+  EXPECT_EQ(std::ranges::count(v, 16.0f), 3);
+  EXPECT_EQ(*std::ranges::min_element(v), 6.0f);
 }
 
 // A container alive when its runtime ends is orphaned: its destructor, later, says so and touches

@@ -1,5 +1,6 @@
-// Skeleton calls on ranges of containers (v.range(first, n), a matrix's row or whole rows): every 1D
-// skeleton on the host, on 1, 2 and 3 sim devices and on PoCL, against loops over the same ranges;
+// Skeleton calls on ranges of containers (v.range(first, n), a matrix's row or whole rows) and on
+// whole matrices (their elements in row-major order): every 1D skeleton on the host, on 1, 2 and 3
+// sim devices and on PoCL, against loops over the same ranges;
 // the elements outside a call's ranges are neither changed nor read; a range moves only its own bytes
 // to a device; aliasing ranges and non-contiguous parts are named before any work.
 #include <hdsm/hdsm.hpp>
@@ -102,6 +103,44 @@ void check_matrix_parts(hdsm::Runtime& rt, hdsm::SkeletonBackend backend,
   long e = 0;
   for (std::size_t j = 0; j < cols; ++j) e += 2 * value_of(7 + j) + 1;
   EXPECT_EQ(place(sum, backend, devices)(m.row(3)), e) << "Reduce of a matrix row";
+
+  // Whole matrices are operands too: their elements in row-major order, as a vector's.
+  hdsm::Matrix<long> x(rows, cols, 0L, hdsm::ContainerOptions{&rt}),
+      y(rows, cols, 0L, hdsm::ContainerOptions{&rt});
+  hdsm::Matrix<long> out(rows, cols, kOutside, hdsm::ContainerOptions{&rt});
+  for (std::size_t i = 0; i < rows * cols; ++i) {
+    x(i / cols, i % cols) = value_of(i);
+    y(i / cols, i % cols) = value_of(i + 17);
+  }
+  hdsm::Map<rg_axpy> axpy;
+  place(axpy, backend, devices)(out, x, y, 3L);
+  hdsm::MapIndex<rg_where> where;
+  hdsm::Matrix<long> idx(rows, cols, kOutside, hdsm::ContainerOptions{&rt});
+  const hdsm::Matrix<long>& cx = x;
+  place(where, backend, devices)(idx, cx);
+  long total = 0;
+  long dot = 0;
+  for (std::size_t i = 0; i < rows * cols; ++i) {
+    ASSERT_EQ(out.at(i / cols, i % cols), 3 * value_of(i) + value_of(i + 17)) << "Map element " << i;
+    ASSERT_EQ(idx.at(i / cols, i % cols), static_cast<long>(i) * 1000 + value_of(i)) << "MapIndex " << i;
+    total += 3 * value_of(i) + value_of(i + 17);
+    dot += value_of(i) * value_of(i + 17);
+  }
+  EXPECT_EQ(sum(out), total) << "Reduce of a whole matrix";
+  hdsm::MapReduce<rg_mul, rg_add> mr;
+  EXPECT_EQ(place(mr, backend, devices)(x, y), dot) << "MapReduce of whole matrices";
+  hdsm::Scan<rg_add> scan;
+  place(scan, backend, devices)(idx, x);
+  long acc = 0;
+  for (std::size_t i = 0; i < rows * cols; ++i)
+    ASSERT_EQ(idx.at(i / cols, i % cols), acc += value_of(i)) << "Scan element " << i;
+  hdsm::MapArray<rg_pick> pick;
+  place(pick, backend, devices)(out, v, x, static_cast<long>(kN));  // the array: any container
+  for (std::size_t i = 0; i < rows * cols; ++i) {
+    long j = value_of(i) % static_cast<long>(kN);
+    if (j < 0) j += static_cast<long>(kN);
+    ASSERT_EQ(out.at(i / cols, i % cols), value_of(static_cast<std::size_t>(j)) + value_of(i)) << i;
+  }
 }
 
 void check_reductions(hdsm::Runtime& rt, hdsm::SkeletonBackend backend,
@@ -256,6 +295,14 @@ TEST(SkeletonRanges, AliasingAndNonContiguousPartsAreNamedBeforeAnyWork) {
   hdsm::Reduce<rg_add> sum;
   expect_error([&] { (void)sum(m.submatrix(0, 0, 4, 4)); }, "hdsm::Reduce<rg_add>: an operand of 4 x 4");
   expect_error([&] { twice(v.range(0, 8), m.col(2)); }, "not contiguous");
+  // Whole matrices of one element count but two shapes: a mistake, named.
+  hdsm::Matrix<long> wide(4, 16, 1L, hdsm::ContainerOptions{&rt});
+  hdsm::Matrix<long> tall(16, 4, 1L, hdsm::ContainerOptions{&rt});
+  expect_error([&] { axpy(tall, m, wide, 1L); }, "hdsm::Map<rg_axpy>: matrices of 16 x 4 and 8 x 8 elements");
+  expect_error([&] { (void)hdsm::MapReduce<rg_mul, rg_add>{}(m, tall); }, "8 x 8 and 16 x 4");
+  expect_error([&] { hdsm::Scan<rg_add>{}(wide, tall); },
+               "hdsm::Scan<rg_add>: matrices of 4 x 16 and 16 x 4");
+  EXPECT_EQ(wide.at(0, 0), 1) << "nothing ran";
   hdsm::MapOverlap<rg_window> mo;
   mo.overlap(2);
   expect_error([&] { mo(v.range(0, 100), v.range(99, 100)); }, "hdsm::MapOverlap<rg_window>: out and in");
