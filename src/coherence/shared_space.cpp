@@ -289,10 +289,11 @@ void SharedSpace::wait_transfers() {
   for (auto& queue : queues_) queue->synchronize();
 }
 
-void SharedSpace::release(unsigned device, std::span<const ObjectUse> uses) {
+void SharedSpace::release(unsigned device, std::span<const ObjectUse> uses, std::vector<ObjectId>* released) {
   const auto begin = obs::Clock::now();
   std::size_t bytes = 0;
   for (auto& [e, use, offset, range] : select(device, uses, "SharedSpace::release")) {
+    if (released != nullptr) released->push_back(e->object->id);
     std::lock_guard lock(e->mutex);
     settle(*e, offset, range, use != KernelUse::in);  // the kernel's own bytes
     const CoherencePlan plan = plan_release(kind_, e->object->states, use);
@@ -316,8 +317,24 @@ void SharedSpace::release(unsigned device, std::span<const ObjectUse> uses) {
   if (tracer_ != nullptr) trace(fmt::format("release on device {}", device), begin, bytes);
 }
 
-void SharedSpace::acquire(unsigned device, std::span<const ObjectUse> uses, const Event* after) {
-  auto selected = select(device, uses, "SharedSpace::acquire");
+void SharedSpace::acquire(unsigned device, std::span<const ObjectUse> uses, const Event* after,
+                          const std::vector<ObjectId>* released) {
+  std::vector<Selected> selected;
+  if (released == nullptr) {
+    selected = select(device, uses, "SharedSpace::acquire");
+  } else {
+    // Objects freed since are gone from the table (ids are never reused); an object named in `uses`
+    // as well is acquired once, as the unknown use covers every other. `released` is sorted.
+    for (const ObjectId id : *released)
+      if (std::shared_ptr<Entry> e = entry_of(id); e != nullptr && e->device == device) {
+        const std::size_t bytes = e->object->bytes;
+        selected.push_back({std::move(e), KernelUse::unknown, 0, bytes});
+      }
+    if (!uses.empty())
+      for (Selected& s : select(device, uses, "SharedSpace::acquire"))
+        if (!std::binary_search(released->begin(), released->end(), s.entry->object->id))
+          selected.push_back(std::move(s));
+  }
   // A failed kernel (or copy) before the acquire: the objects come back all the same, with whatever
   // content the failed work left, and the error is thrown once they have (the queue reported it
   // once, to this wait, and goes on).

@@ -114,7 +114,9 @@ class SharedSpace {
   /// Kernel call on `device`: the objects named in `uses`, or every object of the device used as
   /// KernelUse::unknown when `uses` is empty, are released (the CPU's newer blocks are uploaded), and
   /// the device's queue waits for the asynchronous copies of them that the call's ranges conflict with.
-  void release(unsigned device, std::span<const ObjectUse> uses);
+  /// `released`, where given, gets the objects released: an unannotated call's sync acquires those
+  /// and none made later.
+  void release(unsigned device, std::span<const ObjectUse> uses, std::vector<ObjectId>* released = nullptr);
   /// The device-side argument for a pointer into a live shared object, or one past its last byte
   /// (hdsm::InvalidArgument otherwise).
   KernelArg argument(const void* p) const;
@@ -123,7 +125,11 @@ class SharedSpace {
   void launch(unsigned device, const Kernel& kernel, const Launch& shape, std::span<const KernelArg> args);
   /// Sync on `device`: waits for `after` (the calls being acquired; nullptr: everything on the
   /// device's queue), rethrowing kernel errors, then acquires the objects as release() chose them.
-  void acquire(unsigned device, std::span<const ObjectUse> uses, const Event* after = nullptr);
+  /// With `released` (what unannotated calls' releases returned, sorted), it acquires those still
+  /// live, as KernelUse::unknown, and the objects `uses` names (none when empty): an object made
+  /// after the calls, which no kernel of theirs can have used, keeps what the host wrote into it.
+  void acquire(unsigned device, std::span<const ObjectUse> uses, const Event* after = nullptr,
+               const std::vector<ObjectId>* released = nullptr);
   /// An event that completes when everything enqueued on `device`'s queue so far has.
   Event record(unsigned device);
   /// Later work on `device`'s queue waits for what `before`'s queue holds now (a release there).

@@ -108,6 +108,9 @@ class AdsmModel final : public MemoryModel {
     bool every_object;       // an unannotated call: every object of `device`
     Event done;              // completes with the kernel
     std::thread::id thread;  // the thread that made the call: its sync acquires it
+    /// With every_object: the objects of `device` it released, which its sync acquires (an object
+    /// allocated after the call is not the kernel's; acquiring it would lose the host's writes).
+    std::vector<coherence::ObjectId> released;
   };
   /// One per device: the short lock a call holds while it releases and launches (never while
   /// waiting for a device), and the calls in flight on the device.
@@ -124,7 +127,12 @@ class AdsmModel final : public MemoryModel {
   /// The space `p` is in: nullptr for host memory; InvalidArgument naming `call` for another runtime's.
   coherence::SharedSpace* space_of(const void* p, const char* call) const;
 
+  /// Says once (on stderr) that a call on `device` and another thread's call in flight there share
+  /// every object, as one of them is unannotated; the caller holds the device's call lock.
+  void warn_shared_calls(const DeviceCalls& d, bool every_object, const Kernel& kernel);
+
   RuntimeImpl& rt_;
+  std::atomic<bool> warned_shared_calls_{false};
   bool remote_copy_;  // HDSM_REMOTE=copy: objects of non-peer devices are copied to the call's device
   std::deque<DeviceCalls> device_calls_;  // by device index
   std::mutex space_mutex_;  // creation and destruction of the space; the accessors read space_published_

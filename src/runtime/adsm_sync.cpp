@@ -25,6 +25,7 @@ thread_local std::vector<ThreadCalls> thread_calls;
 struct Acquire {
   unsigned device;
   bool every_object = false;
+  std::vector<coherence::ObjectId> released;  // with every_object: what the unannotated calls released
   Uses uses;
   std::vector<Event> after;
 };
@@ -33,7 +34,7 @@ Acquire& acquire_on(std::vector<Acquire>& acquires, unsigned device) {
   auto it =
       std::find_if(acquires.begin(), acquires.end(), [&](const Acquire& a) { return a.device == device; });
   if (it != acquires.end()) return *it;
-  return acquires.emplace_back(Acquire{device, false, {}, {}});
+  return acquires.emplace_back(Acquire{device, false, {}, {}, {}});
 }
 
 }  // namespace
@@ -71,12 +72,13 @@ void AdsmModel::sync() {
   if (calls.empty()) return;
   coherence::SharedSpace& space = shared_space();
   // One acquire per device, in the order of the devices' first calls, after the kernels of the calls
-  // that used its objects; an unannotated call makes its device's acquire cover every object. Remote
-  // objects are acquired on their own devices.
+  // that used its objects; an unannotated call makes its device's acquire cover every object it
+  // released (not those made since). Remote objects are acquired on their own devices.
   std::vector<Acquire> acquires;
   for (const Call& c : calls) {
     Acquire& a = acquire_on(acquires, c.device);
     a.every_object |= c.every_object;
+    a.released.insert(a.released.end(), c.released.begin(), c.released.end());
     for (const coherence::ObjectUse& u : c.uses) add_use(a.uses, space.directory(), u);
     a.after.push_back(c.done);
     for (const RemoteObject& r : c.remote) {
@@ -90,8 +92,11 @@ void AdsmModel::sync() {
   for (Acquire& a : acquires) {
     try {
       const Event after = transfer::all_of(std::move(a.after));
-      if (a.every_object || !a.uses.empty()) {
-        if (a.every_object) a.uses.clear();
+      if (a.every_object) {
+        std::sort(a.released.begin(), a.released.end());
+        a.released.erase(std::unique(a.released.begin(), a.released.end()), a.released.end());
+        space.acquire(a.device, a.uses, &after, &a.released);
+      } else if (!a.uses.empty()) {
         space.acquire(a.device, a.uses, &after);
       } else {
         after.wait();

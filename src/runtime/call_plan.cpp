@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <iterator>
 
 namespace hdsm::detail {
@@ -157,7 +158,9 @@ void AdsmModel::enqueue(const Kernel& kernel, const Launch& launch, CallPlan pla
   for (unsigned d : plan.lock_order)
     locks.push_back(obs::lock_counting_wait(device_calls_[d].mutex, rt_.lock_sink()));
 
+  warn_shared_calls(device_calls_[target], plan.every_object, kernel);
   std::vector<Event> copies_back;
+  std::vector<coherence::ObjectId> released;
   try {
     for (const CallPlan::Release& r : plan.releases)
       if (r.device != target) space.release(r.device, r.uses);
@@ -170,7 +173,7 @@ void AdsmModel::enqueue(const Kernel& kernel, const Launch& launch, CallPlan pla
     for (const CallPlan::Copied& c : plan.copied)
       plan.arguments[c.argument] = space.argument(*plan.remote[c.remote].temporary, c.pointer);
     for (const CallPlan::Release& r : plan.releases)
-      if (r.device == target) space.release(target, r.uses);
+      if (r.device == target) space.release(target, r.uses, plan.every_object ? &released : nullptr);
     space.launch(target, kernel, launch, plan.arguments);
     for (const RemoteObject& r : plan.remote) {
       if (!r.temporary)
@@ -193,8 +196,24 @@ void AdsmModel::enqueue(const Kernel& kernel, const Launch& launch, CallPlan pla
   copies_back.push_back(space.record(target));
   device_calls_[target].in_flight.push_back(Call{target, std::move(plan.uses), std::move(plan.remote),
                                                  plan.every_object, transfer::all_of(std::move(copies_back)),
-                                                 std::this_thread::get_id()});
+                                                 std::this_thread::get_id(), std::move(released)});
   note_call(*this, target);
+}
+
+void AdsmModel::warn_shared_calls(const DeviceCalls& d, bool every_object, const Kernel& kernel) {
+  if (d.in_flight.empty() || warned_shared_calls_.load(std::memory_order_relaxed)) return;
+  const std::thread::id me = std::this_thread::get_id();
+  const bool shared = std::any_of(d.in_flight.begin(), d.in_flight.end(), [&](const Call& c) {
+    return c.thread != me && (every_object || c.every_object);
+  });
+  if (!shared || warned_shared_calls_.exchange(true)) return;
+  fmt::print(stderr,
+             "hdsm: warning: kernel '{}' is called on device {} while another thread's call is in flight "
+             "there, and one of the two is unannotated: an unannotated call releases and acquires every "
+             "object of its device, the other thread's too, so their results or host writes can be "
+             "lost. Annotate the calls (hdsm::in, out, inout) to keep threads to their own objects. "
+             "(Said once.)\n",
+             kernel.name, d.in_flight.front().device);
 }
 
 void AdsmModel::call(const Kernel& kernel, const Launch& launch, std::span<const CallArg> args) {

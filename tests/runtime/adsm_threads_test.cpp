@@ -147,6 +147,84 @@ TEST_P(AdsmThreads, FreeWaitsForAnotherThreadsCallAndItsSyncSkipsTheObject) {
   caller.join();
 }
 
+// An unannotated call releases every object of its device, and its sync acquires those, not objects
+// allocated since: no kernel of the call can have used them, and acquiring them made the device's
+// zeros replace what the host wrote (another thread's new object, or the calling thread's own).
+TEST_P(AdsmThreads, AnUnannotatedCallsSyncLeavesObjectsMadeAfterTheCall) {
+  hdsm::Runtime rt(config(GetParam(), 1));
+  gate_open = false;
+  int* x = rt.alloc<int>(1024);
+  rt.call(gated_store(), hdsm::cover(1), x, 7);  // unannotated, blocked until the gate opens
+  int* mine = rt.alloc<int>(1024);
+  mine[5] = 42;
+  int* theirs = nullptr;
+  std::thread other([&] {
+    theirs = rt.alloc<int>(1024);
+    theirs[9] = 43;
+  });
+  other.join();
+  gate_open = true;
+  rt.sync();
+  EXPECT_EQ(x[0], 7);
+  EXPECT_EQ(mine[5], 42) << "the calling thread's object made after the call";
+  EXPECT_EQ(theirs[9], 43) << "another thread's object made after the call";
+  // The next unannotated call uses them, and its sync acquires them.
+  rt.call(add(), hdsm::cover(1024), mine, std::uint64_t{1024}, 1);
+  rt.sync();
+  EXPECT_EQ(mine[5], 43);
+  rt.free(x);
+  rt.free(mine);
+  rt.free(theirs);
+}
+
+// Another thread's call on a device where an unannotated call is in flight shares every object with
+// it (each release uploads the other's objects, each sync acquires them): said once, on stderr.
+// Threads whose calls are all annotated, or that use different devices, hear nothing.
+TEST_P(AdsmThreads, AnUnannotatedCallBesideAnotherThreadsCallIsWarnedOnce) {
+  hdsm::Runtime rt(config(GetParam(), 2));
+  int* x = rt.alloc<int>(1024, 0);
+  int* y = rt.alloc<int>(1024, 0);
+  int* z = rt.alloc<int>(1024, 1);
+  // Another thread calls while the main thread's gated call is in flight (unsynced), then the gate
+  // opens (the device runs one kernel at a time) and it syncs.
+  const auto other_thread = [&](int* p, bool annotate) {
+    std::atomic<bool> called{false};
+    std::thread t([&] {
+      if (annotate)
+        rt.call(add(), hdsm::cover(1024), hdsm::inout(p), std::uint64_t{1024}, 1);
+      else
+        rt.call(add(), hdsm::cover(1024), p, std::uint64_t{1024}, 1);
+      called = true;
+      rt.sync();
+    });
+    while (!called.load()) std::this_thread::yield();
+    gate_open = true;
+    t.join();
+  };
+  testing::internal::CaptureStderr();
+  gate_open = false;
+  rt.call(gated_store(), hdsm::cover(1), hdsm::inout(x), 7);
+  other_thread(y, true);   // both annotated: quiet
+  other_thread(z, false);  // unannotated on the other device: quiet
+  rt.sync();
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  testing::internal::CaptureStderr();
+  gate_open = false;
+  rt.call(gated_store(), hdsm::cover(1), x, 7);  // unannotated
+  other_thread(y, true);
+  other_thread(y, true);  // the main thread's call is still in flight: it has not synced
+  rt.sync();
+  const std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_NE(
+      said.find("hdsm: warning: kernel 'threads_add' is called on device 0 while another thread's call"),
+      std::string::npos)
+      << said;
+  EXPECT_EQ(said.find("warning", said.find("warning") + 1), std::string::npos) << "said once: " << said;
+  rt.free(x);
+  rt.free(y);
+  rt.free(z);
+}
+
 TEST_P(AdsmThreads, LockWaitCounterGrowsUnderContentionOnly) {
   hdsm::Runtime rt(config(GetParam(), 2));
   int* x = rt.alloc<int>(1024, 0);
