@@ -175,6 +175,9 @@ void AdsmModel::enqueue(const Kernel& kernel, const Launch& launch, CallPlan pla
     for (const CallPlan::Release& r : plan.releases)
       if (r.device == target) space.release(target, r.uses, plan.every_object ? &released : nullptr);
     space.launch(target, kernel, launch, plan.arguments);
+    // The first event after the launch: a queue reports a kernel's failure to one event only (as
+    // CUDA does), and the ordering and copy-back events below must not take it from the sync.
+    copies_back.push_back(space.record(target));
     for (const RemoteObject& r : plan.remote) {
       if (!r.temporary)
         space.order(r.home, target);  // later work on the object's device follows the kernel
@@ -193,7 +196,7 @@ void AdsmModel::enqueue(const Kernel& kernel, const Launch& launch, CallPlan pla
     }
     throw;
   }
-  copies_back.push_back(space.record(target));
+  if (!plan.remote.empty()) copies_back.push_back(space.record(target));
   device_calls_[target].in_flight.push_back(Call{target, std::move(plan.uses), std::move(plan.remote),
                                                  plan.every_object, transfer::all_of(std::move(copies_back)),
                                                  std::this_thread::get_id(), std::move(released)});

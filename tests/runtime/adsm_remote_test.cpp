@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 
@@ -146,6 +147,37 @@ TEST_P(AdsmRemote, FreeOfARemoteObjectWaitsAndTheSyncSkipsIt) {
   rt.free(x);
   rt.sync();
   EXPECT_EQ(y[n - 1], 0);
+  rt.free(y);
+}
+
+// A kernel that fails with a remote argument fails its sync: the events that order the object's
+// device after the kernel (and the copy back) are recorded after the call's own, so they do not take
+// the failure, which a queue reports once.
+TEST_P(AdsmRemote, AKernelsFailureWithARemoteArgumentReachesTheSync) {
+  if (mode() == Mode::not_peer) GTEST_SKIP() << "no remote call is accepted";
+  static const hdsm::Kernel boom =
+      hdsm::per_thread("remote_boom", [](const hdsm::Thread& t, int* y, const int* x, std::uint64_t n) {
+        if (t.global_x() == 7) throw std::runtime_error("boom at 7");
+        if (const auto i = t.global_x(); i < n) y[i] = x[i];
+      });
+  int* y = rt.alloc<int>(n, 0);
+  int* x = rt.alloc<int>(n, 1);
+  for (const bool remote_written : {false, true}) {
+    SCOPED_TRACE(remote_written ? "remote inout" : "remote in");
+    if (annotated() && remote_written)
+      rt.call(boom, hdsm::cover(n), hdsm::inout(x), hdsm::inout(y), std::uint64_t{n});
+    else if (annotated())
+      rt.call(boom, hdsm::cover(n), hdsm::inout(y), hdsm::in(x), std::uint64_t{n});
+    else
+      rt.call(boom, hdsm::cover(n), y, x, std::uint64_t{n});
+    try {
+      rt.sync();
+      ADD_FAILURE() << "the sync returned: the kernel's failure was lost";
+    } catch (const hdsm::KernelFailure& e) {
+      EXPECT_NE(std::string(e.what()).find("boom at 7"), std::string::npos) << e.what();
+    }
+  }
+  rt.free(x);
   rt.free(y);
 }
 

@@ -2,6 +2,8 @@
 #include <hdsm/hdsm.h>
 #include <hdsm/hdsm.hpp>
 
+#include "support/test_support.hpp"
+
 #include <gtest/gtest.h>
 #include <atomic>
 #include <chrono>
@@ -89,6 +91,44 @@ TEST(Runtime, AStaticObjectThatOutlivesTheDefaultRuntimeFreesNothingAtExit) {
         std::exit(0);
       },
       ::testing::ExitedWithCode(0), "");
+}
+
+// Two runtimes made at once by two threads of a fresh process, both opening OpenCL: PoCL's first
+// discovery is not thread-safe (it crashed in clGetDeviceInfo, or one runtime found no device), so
+// hdsm opens OpenCL once at a time. Five fresh processes: the crash came in most runs.
+TEST(Runtime, TwoThreadsMakingRuntimesWithOpenclAtOnceBothGetTheDevice) {
+  if (hdsm::test::opencl_only_without_lsan()) GTEST_SKIP() << "OpenCL under ASan runs without LeakSanitizer";
+  // The parent probes for a device; the children (which run this body again up to EXPECT_EXIT) must
+  // not, or OpenCL would be open before their threads start.
+  if (GTEST_FLAG_GET(internal_run_death_test).empty()) try {
+      const hdsm::Runtime probe(hdsm::Config::defaults().set("HDSM_DEVICE", "opencl"));
+    } catch (const hdsm::NoDevice& e) {
+      GTEST_SKIP() << e.what();
+    }
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // each a fresh process: OpenCL not yet opened
+  for (int run = 0; run < 5; ++run)
+    EXPECT_EXIT(
+        {
+          std::atomic<int> ready{0};
+          std::atomic<int> with_opencl{0};
+          const auto make = [&] {
+            ready.fetch_add(1);
+            while (ready.load() < 2) {
+            }
+            const hdsm::Runtime rt(hdsm::Config::defaults().set("HDSM_OPENCL", "on"));
+            for (const hdsm::Device* d : rt.devices())
+              if (d->properties().backend == hdsm::Backend::opencl) {
+                with_opencl.fetch_add(1);
+                break;
+              }
+          };
+          std::thread a(make);
+          std::thread b(make);
+          a.join();
+          b.join();
+          std::exit(with_opencl.load() == 2 ? 0 : 3);
+        },
+        ::testing::ExitedWithCode(0), "");
 }
 
 // A process started with stderr closed (a daemon's 2>&-): the arena's memfd must not become

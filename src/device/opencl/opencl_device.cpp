@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 
 namespace hdsm {
 namespace opencl {
@@ -493,6 +494,11 @@ namespace {
 // backend), a missing ICD loader or a failing platform is NoDevice with the OpenCL error.
 std::unique_ptr<DeviceBackend> open_opencl(DeviceServices services, const Config& config,
                                            unsigned first_index) {
+  // One discovery at a time in the process: two runtimes made at once in two threads crashed in
+  // PoCL's first clGetPlatformIDs/clGetDeviceInfo (its initialization is not thread-safe), or one
+  // of them found no device. Later calls are thread-safe as OpenCL says.
+  static std::mutex discovery;
+  std::lock_guard lock(discovery);
   return std::make_unique<opencl::OpenclBackend>(
       services, opencl::OpenclOptions{first_index, config.boolean("HDSM_OPENCL_POISON"),
                                       config.size("HDSM_OPENCL_MEMORY"), config.get("HDSM_CACHE_DIR")});
