@@ -41,7 +41,7 @@ OutOfDeviceMemory::OutOfDeviceMemory(const std::string& device, std::size_t requ
     : Error(Errc::out_of_device_memory,
             remedy.empty()
                 ? fmt::format("out of device memory on {}: cannot allocate {} ({} bytes); {} of {} in use. "
-                              "Free device memory or raise the capacity (HDSM_SIM_MEMORY on sim devices).",
+                              "Free device memory, or allocate less.",
                               device, format_bytes(requested), requested, format_bytes(used),
                               format_bytes(capacity))
                 : fmt::format("out of memory in the {}: cannot allocate {} ({} bytes); {} of {} in use. "

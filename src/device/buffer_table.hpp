@@ -24,18 +24,28 @@ namespace hdsm {
 template <class Value>
 class BufferTable {
  public:
-  /// `capacity`: what programs may allocate in all; `largest`: the most one buffer may hold.
+  /// `capacity`: what programs may allocate in all; `largest`: the most one buffer may hold, which
+  /// the driver's property `largest_name` states (named in the error of a larger allocation).
   /// `hex_handles`: handles are addresses, shown in hexadecimal in messages.
   BufferTable(std::string device, std::size_t capacity,
-              std::size_t largest = std::numeric_limits<std::size_t>::max(), bool hex_handles = false)
-      : device_(std::move(device)), capacity_(capacity), largest_(largest), hex_(hex_handles) {}
+              std::size_t largest = std::numeric_limits<std::size_t>::max(), bool hex_handles = false,
+              std::string largest_name = {})
+      : device_(std::move(device)),
+        capacity_(capacity),
+        largest_(largest),
+        hex_(hex_handles),
+        largest_name_(std::move(largest_name)) {}
 
   /// Takes `bytes` of the capacity before the driver allocates them; OutOfDeviceMemory (nothing
   /// taken) when they do not fit. Give them back with unreserve() if the allocation fails.
   void reserve(std::size_t bytes) {
     std::lock_guard lock(mutex_);
-    if (bytes > largest_ || bytes > capacity_ - used_)
-      throw OutOfDeviceMemory(device_, bytes, used_, bytes > largest_ ? largest_ : capacity_);
+    if (bytes > largest_)
+      throw OutOfDeviceMemory(
+          fmt::format("{} (one buffer holds at most {}{}{})", device_, format_bytes(largest_),
+                      largest_name_.empty() ? "" : ", ", largest_name_),
+          bytes, used_, capacity_);
+    if (bytes > capacity_ - used_) throw OutOfDeviceMemory(device_, bytes, used_, capacity_);
     used_ += bytes;
   }
   void unreserve(std::size_t bytes) noexcept {
@@ -97,6 +107,7 @@ class BufferTable {
   std::string device_;
   std::size_t capacity_, largest_;
   bool hex_;
+  std::string largest_name_;
   mutable std::mutex mutex_;
   std::unordered_map<std::uint64_t, Entry> buffers_;
   std::size_t used_ = 0;  // reserved or held by live buffers

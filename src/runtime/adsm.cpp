@@ -24,21 +24,42 @@ void Runtime::free(void* p) {
   if (p != nullptr) impl_->model->free(p);
 }
 
+namespace {
+
+/// InvalidArgument for a null pointer where `call` moves n > 0 bytes (a crash inside hdsm otherwise,
+/// as in libc; the C API promises an error code).
+void require_pointers(const char* call, const void* dst, const void* src, std::size_t n) {
+  if (dst == nullptr || src == nullptr)
+    throw InvalidArgument(fmt::format("{}: the {} is a null pointer ({} bytes)", call,
+                                      dst == nullptr ? "destination" : "source", n));
+}
+
+}  // namespace
+
 void* Runtime::memmove(void* dst, const void* src, std::size_t n) {
-  if (n != 0) impl_->model->copy(dst, src, n, nullptr);
+  if (n == 0) return dst;
+  require_pointers("memmove", dst, src, n);
+  impl_->model->copy(dst, src, n, nullptr);
   return dst;
 }
 
-void* Runtime::memcpy(void* dst, const void* src, std::size_t n) { return memmove(dst, src, n); }
+void* Runtime::memcpy(void* dst, const void* src, std::size_t n) {
+  if (n != 0) require_pointers("memcpy", dst, src, n);
+  return memmove(dst, src, n);
+}
 
 Event Runtime::memcpy_async(void* dst, const void* src, std::size_t n) {
   std::vector<Event> pending;
-  if (n != 0) impl_->model->copy(dst, src, n, &pending);
+  if (n == 0) return {};
+  require_pointers("memcpy_async", dst, src, n);
+  impl_->model->copy(dst, src, n, &pending);
   return transfer::all_of(std::move(pending));
 }
 
 void* Runtime::memset(void* dst, int value, std::size_t n) {
-  if (n != 0) impl_->model->fill(dst, static_cast<std::uint8_t>(value), n);
+  if (n == 0) return dst;
+  require_pointers("memset", dst, dst, n);
+  impl_->model->fill(dst, static_cast<std::uint8_t>(value), n);
   return dst;
 }
 

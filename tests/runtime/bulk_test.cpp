@@ -265,6 +265,14 @@ TEST(BulkCApi, MemcpyAndMemsetOnTheDefaultRuntime) {
         ok &= static_cast<unsigned char*>(p)[8191] == 4;
         ok &= hdsm_memset(static_cast<char*>(p) + 8000, 0, 500) == HDSM_ERROR_INVALID_ARGUMENT;
         ok &= std::string(hdsm_last_error()).find("not in a live shared object") != std::string::npos;
+        // Null pointers are an error code, not a crash in the runtime (0 bytes is nothing to do).
+        ok &= hdsm_memcpy(p, nullptr, 16) == HDSM_ERROR_INVALID_ARGUMENT;
+        ok &= std::string(hdsm_last_error()) == "memcpy: the source is a null pointer (16 bytes)";
+        ok &= hdsm_memmove(nullptr, p, 16) == HDSM_ERROR_INVALID_ARGUMENT;
+        ok &= hdsm_memset(nullptr, 0, 16) == HDSM_ERROR_INVALID_ARGUMENT;
+        hdsm_event event = nullptr;
+        ok &= hdsm_memcpy_async(p, nullptr, 16, &event) == HDSM_ERROR_INVALID_ARGUMENT && event == nullptr;
+        ok &= hdsm_memcpy(p, nullptr, 0) == HDSM_SUCCESS;
         ok &= hdsm_free(p) == HDSM_SUCCESS;
         std::exit(ok ? 0 : 1);
       },

@@ -167,7 +167,7 @@ OpenclDevice::OpenclDevice(unsigned index, unsigned ordinal, cl_device_id id,
     props_.host_memory_source = "CL_DEVICE_HOST_UNIFIED_MEMORY";
   }
   max_alloc_ = device_info<cl_ulong>(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE, props_.name.c_str());
-  buffers_.emplace(props_.name, props_.memory_bytes, max_alloc_);
+  buffers_.emplace(props_.name, props_.memory_bytes, max_alloc_, false, "CL_DEVICE_MAX_MEM_ALLOC_SIZE");
   base_align_ = std::max<std::size_t>(
       1, device_info<cl_uint>(id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, props_.name.c_str()) / 8);
   internal_ = std::make_unique<OpenclQueue>(*this);
@@ -287,7 +287,10 @@ std::uint64_t OpenclDevice::map_host(void* pointer, std::size_t bytes) {
     throw InvalidArgument(fmt::format("map_host({}, 0) on {}: nothing to map", pointer, name()));
   // Larger than one buffer may be (CL_DEVICE_MAX_MEM_ALLOC_SIZE): the size's fault, not a platform
   // that will not map (whose refusal makes the auto model copy from then on).
-  if (bytes > max_alloc_) throw OutOfDeviceMemory(name(), bytes, 0, max_alloc_);
+  if (bytes > max_alloc_)
+    throw OutOfDeviceMemory(fmt::format("{} (one buffer holds at most {}, CL_DEVICE_MAX_MEM_ALLOC_SIZE)",
+                                        name(), format_bytes(max_alloc_)),
+                            bytes, memory_used(), props_.memory_bytes);
   const std::string what = fmt::format("{} bytes of host memory at {} for {}", bytes, pointer, name());
   const bool in_place = host_memory_in_place();
   cl_int err = CL_SUCCESS;

@@ -130,7 +130,7 @@ DeviceBuffer SimDevice::alloc(std::size_t bytes) {
       throw OutOfDeviceMemory(
           scattered ? fmt::format("{} (its free memory is scattered: the largest free range is {})",
                                   props_.name, format_bytes(heap_.largest_free()))
-                    : props_.name,
+                    : props_.name + " (HDSM_SIM_MEMORY sets its capacity)",
           bytes, heap_.used(), heap_.capacity());
     }
     b = DeviceBuffer{next_id_++, bytes};
@@ -174,7 +174,8 @@ DeviceBuffer SimDevice::alloc_guarded(std::size_t bytes) {
   // Charged as the plain heap would charge it, so memory_used() reads the same with and without.
   const std::size_t charge = bytes <= capacity_ ? round_up(bytes, os::OffsetHeap::kDefaultAlignment) : 0;
   if (charge == 0 || charge > capacity_ - guarded_used_)
-    throw OutOfDeviceMemory(props_.name, bytes, guarded_used_, capacity_);
+    throw OutOfDeviceMemory(props_.name + " (HDSM_SIM_MEMORY sets its capacity)", bytes, guarded_used_,
+                            capacity_);
   const auto base = heap_.allocate(span);
   if (!base)
     throw OutOfDeviceMemory(

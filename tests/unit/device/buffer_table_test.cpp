@@ -30,15 +30,23 @@ TEST(BufferTable, AHugeRequestCannotWrapTheCheckAround) {
   EXPECT_EQ(t.used(), 10u);
 }
 
+// The limit on one buffer is named as such, beside the device's real capacity and use (before, the
+// message gave the limit as the capacity: "0 B of 8 GiB in use" on a device with 21 GiB).
 TEST(BufferTable, OneBufferAboveTheLargestIsRefusedNamingThatLimit) {
-  Table t("dev0", 1000, 100);
+  Table t("dev0", 4096, 1024, false, "CL_DEVICE_MAX_MEM_ALLOC_SIZE");
+  t.reserve(512);
   try {
-    t.reserve(101);
+    t.reserve(1025);
     FAIL() << "a buffer above the largest was accepted";
   } catch (const hdsm::OutOfDeviceMemory& e) {
-    EXPECT_NE(std::string(e.what()).find("100"), std::string::npos) << e.what();
+    EXPECT_EQ(
+        std::string(e.what()),
+        "out of device memory on dev0 (one buffer holds at most 1 KiB, CL_DEVICE_MAX_MEM_ALLOC_SIZE): "
+        "cannot allocate 1.0 KiB (1025 bytes); 512 B of 4 KiB in use. Free device memory, or allocate less.");
+    EXPECT_EQ(e.capacity(), 4096u);
+    EXPECT_EQ(e.used(), 512u);
   }
-  t.reserve(100);
+  t.reserve(1024);
 }
 
 TEST(BufferTable, LiveBuffersResolveWithinTheirBytesAndFreeOnce) {
