@@ -44,6 +44,7 @@ SharedSpace::SharedSpace(std::span<Device* const> devices, ProtocolKind kind, st
     throw InvalidArgument(fmt::format("shared space: segments of {} hold more than 2^32 blocks of {}",
                                       format_bytes(tuning.segment_bytes), format_bytes(block_bytes)));
   for (Device* d : devices_) queues_.push_back(d->create_queue());
+  device_objects_.resize(devices_.size());
   if (copies.topology.devices.empty())
     copies.topology = transfer::stated_topology(devices_, std::move(copies.topology));
   if (!copies.pool) {
@@ -86,6 +87,7 @@ SharedSpace::~SharedSpace() {
     }
   }
   objects_.clear();
+  device_objects_.clear();
   queues_.clear();
 }
 
@@ -126,6 +128,7 @@ void* SharedSpace::alloc(std::size_t bytes, unsigned device) {
     {
       std::lock_guard lock(objects_mutex_);
       objects_.emplace(id, e);
+      device_objects_[device].emplace(id, e);
     }
     inserted = true;
     // The host view starts as zeros; so must the device copy. A device that does not hand out
@@ -138,6 +141,7 @@ void* SharedSpace::alloc(std::size_t bytes, unsigned device) {
     if (inserted) {
       std::lock_guard lock(objects_mutex_);
       objects_.erase(id);
+      device_objects_[device].erase(id);
     }
     e->protection.reset();
     if (e->buffer) devices_[device]->free(e->buffer);
@@ -173,6 +177,7 @@ void SharedSpace::free(void* p) {
   {
     std::lock_guard objects_lock(objects_mutex_);
     objects_.erase(id);
+    device_objects_[e->device].erase(id);
   }
   e->protection.reset();
   devices_[e->device]->free(e->buffer);
@@ -205,8 +210,9 @@ std::vector<SharedSpace::Selected> SharedSpace::select(unsigned device, std::spa
   std::vector<Selected> out;
   if (uses.empty()) {
     std::lock_guard lock(objects_mutex_);
-    for (const auto& [id, e] : objects_)
-      if (e->device == device) out.push_back({e, KernelUse::unknown, 0, e->object->bytes});
+    out.reserve(device_objects_[device].size());
+    for (const auto& [id, e] : device_objects_[device])
+      out.push_back({e, KernelUse::unknown, 0, e->object->bytes});
     return out;
   }
   for (const ObjectUse& u : uses) {
