@@ -144,6 +144,7 @@ void WriteCallSyncRead(benchmark::State& state) {
 void UnannotatedCallSyncBesideObjectsElsewhere(benchmark::State& state) {
   hdsm::Runtime rt(hdsm::Config::from_environment().set("HDSM_DEVICE", "sim").set("HDSM_SIM_DEVICES", "2"));
   std::vector<void*> elsewhere;
+  elsewhere.reserve(static_cast<std::size_t>(state.range(0)));
   for (std::int64_t i = 0; i < state.range(0); ++i) elsewhere.push_back(rt.alloc(64, 1));
   auto* p = rt.alloc<std::uint32_t>(1, 0);
   for (auto _ : state) {

@@ -85,9 +85,11 @@ void add_use(Uses& uses, const coherence::Directory& directory, const coherence:
 AdsmModel::AdsmModel(RuntimeImpl& runtime)
     : rt_(runtime), remote_copy_(runtime.config.get(knob_name(Knob::remote)) == "copy"), device_calls_() {
   for (unsigned d = 0; d < runtime.devices.size(); ++d) device_calls_.emplace_back(d);
+  note_model_alive(*this);
 }
 
 AdsmModel::~AdsmModel() {
+  note_model_gone(*this);  // after a thread that is ending has synced its calls on it
   std::lock_guard lock(space_mutex_);
   if (!space_) return;
   // Only the runtime's destructor gets here, once no call of the program can be running on it.

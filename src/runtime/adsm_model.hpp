@@ -81,6 +81,9 @@ class AdsmModel final : public MemoryModel {
   void* device_address(const void* p) const override;
   void call(const Kernel& kernel, const Launch& launch, std::span<const CallArg> args) override;
   void sync() override;
+  /// sync() for the calls the calling thread made on `devices` (sync() takes them from the thread's
+  /// notes; a thread that ends passes what it noted and never synced).
+  void sync_devices(const std::vector<unsigned>& devices);
   bool mediates(const void* p) const override;
   void check(const void* p, std::size_t n, const char* call) const override;
   void copy(void* dst, const void* src, std::size_t n, std::vector<Event>* pending) override;
@@ -150,6 +153,9 @@ void add_use(Uses& uses, const coherence::Directory& directory, const coherence:
 void note_call(const AdsmModel& model, unsigned device);
 /// The devices the calling thread has calls in flight on (noted since its last take), forgotten.
 std::vector<unsigned> take_noted_calls(const AdsmModel& model);
+/// A model made and one about to go: a thread that ends syncs the calls it left on live ones only.
+void note_model_alive(const AdsmModel& model);
+void note_model_gone(const AdsmModel& model);
 
 }  // namespace hdsm::detail
 

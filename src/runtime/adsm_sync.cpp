@@ -6,8 +6,10 @@
 #include "transfer/copy_engine.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <exception>
 #include <iterator>
+#include <mutex>
 
 namespace hdsm::detail {
 namespace {
@@ -19,7 +21,37 @@ struct ThreadCalls {
   const AdsmModel* model;
   std::vector<unsigned> devices;
 };
-thread_local std::vector<ThreadCalls> thread_calls;
+
+/// The models alive, for a thread that ends to tell its noted models from ones gone since.
+std::mutex live_models_mutex;
+std::vector<const AdsmModel*> live_models;
+
+/// A thread's notes. A thread that ends with calls it never synced syncs them as it ends: their
+/// results reach the host for whoever joins it (before, nobody acquired them, and under batch the
+/// host kept its old copy for good), and the runtime forgets the calls. A failure goes to stderr, as
+/// nobody is left to catch it.
+struct ThreadNotes {
+  std::vector<ThreadCalls> list;
+  ThreadNotes() = default;
+  ThreadNotes(const ThreadNotes&) = delete;
+  ThreadNotes& operator=(const ThreadNotes&) = delete;
+  ~ThreadNotes() {
+    const std::vector<ThreadCalls> left = std::move(list);
+    list.clear();
+    for (const ThreadCalls& t : left) {
+      // Held through the sync: the model cannot go meanwhile (its destructor waits here).
+      std::lock_guard lock(live_models_mutex);
+      if (std::find(live_models.begin(), live_models.end(), t.model) == live_models.end()) continue;
+      try {
+        const_cast<AdsmModel*>(t.model)->sync_devices(t.devices);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "hdsm: a thread ended with calls it never synced, and one failed: %s\n",
+                     e.what());
+      }
+    }
+  }
+};
+thread_local ThreadNotes thread_calls;
 
 /// What one sync acquires on one device: the objects its calls used there, after their kernels.
 struct Acquire {
@@ -40,27 +72,40 @@ Acquire& acquire_on(std::vector<Acquire>& acquires, unsigned device) {
 }  // namespace
 
 void note_call(const AdsmModel& model, unsigned device) {
-  auto it = std::find_if(thread_calls.begin(), thread_calls.end(),
-                         [&](const ThreadCalls& t) { return t.model == &model; });
-  if (it == thread_calls.end()) it = thread_calls.insert(thread_calls.end(), ThreadCalls{&model, {}});
+  std::vector<ThreadCalls>& notes = thread_calls.list;
+  auto it = std::find_if(notes.begin(), notes.end(), [&](const ThreadCalls& t) { return t.model == &model; });
+  if (it == notes.end()) it = notes.insert(notes.end(), ThreadCalls{&model, {}});
   if (std::find(it->devices.begin(), it->devices.end(), device) == it->devices.end())
     it->devices.push_back(device);
 }
 
 std::vector<unsigned> take_noted_calls(const AdsmModel& model) {
-  const auto it = std::find_if(thread_calls.begin(), thread_calls.end(),
-                               [&](const ThreadCalls& t) { return t.model == &model; });
-  if (it == thread_calls.end()) return {};
+  std::vector<ThreadCalls>& notes = thread_calls.list;
+  const auto it =
+      std::find_if(notes.begin(), notes.end(), [&](const ThreadCalls& t) { return t.model == &model; });
+  if (it == notes.end()) return {};
   std::vector<unsigned> devices = std::move(it->devices);
-  thread_calls.erase(it);
+  notes.erase(it);
   return devices;
 }
 
-void AdsmModel::sync() {
+void note_model_alive(const AdsmModel& model) {
+  std::lock_guard lock(live_models_mutex);
+  live_models.push_back(&model);
+}
+
+void note_model_gone(const AdsmModel& model) {
+  std::lock_guard lock(live_models_mutex);
+  std::erase(live_models, &model);
+}
+
+void AdsmModel::sync() { sync_devices(take_noted_calls(*this)); }
+
+void AdsmModel::sync_devices(const std::vector<unsigned>& devices) {
   // The calls this thread made.
   const std::thread::id me = std::this_thread::get_id();
   std::vector<Call> calls;
-  for (const unsigned device : take_noted_calls(*this)) {
+  for (const unsigned device : devices) {
     if (device >= device_calls_.size()) continue;
     DeviceCalls& d = device_calls_[device];
     const auto lock = obs::lock_counting_wait(d.mutex, rt_.lock_sink());

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <future>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -223,6 +224,30 @@ TEST_P(AdsmThreads, AnUnannotatedCallBesideAnotherThreadsCallIsWarnedOnce) {
   rt.free(x);
   rt.free(y);
   rt.free(z);
+}
+
+// A thread that ends with calls it never synced syncs them as it ends: whoever joins it reads the
+// results (under batch the host kept its old copy for good before), and a failure goes to stderr.
+TEST_P(AdsmThreads, AThreadThatEndsWithoutSyncingHasItsCallsAcquired) {
+  hdsm::Runtime rt(config(GetParam(), 1));
+  int* x = rt.alloc<int>(1024);
+  x[3] = 1;
+  std::thread([&] { rt.call(add(), hdsm::cover(1024), hdsm::inout(x), std::uint64_t{1024}, 2); }).join();
+  EXPECT_EQ(x[3], 3) << "the ended thread's kernel result";
+  std::thread([&] { rt.call(add(), hdsm::cover(1024), x, std::uint64_t{1024}, 4); }).join();
+  EXPECT_EQ(x[3], 7) << "an unannotated call's";
+  static const hdsm::Kernel boom = hdsm::per_thread("threads_boom", [](const hdsm::Thread&, int*) {
+    throw std::runtime_error("boom in a thread that never synced");
+  });
+  testing::internal::CaptureStderr();
+  std::thread([&] { rt.call(boom, hdsm::cover(1), hdsm::inout(x)); }).join();
+  const std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_NE(
+      said.find("hdsm: a thread ended with calls it never synced, and one failed: kernel 'threads_boom'"),
+      std::string::npos)
+      << said;
+  EXPECT_NO_THROW(rt.sync()) << "the failure was reported once, by the thread's end";
+  rt.free(x);
 }
 
 TEST_P(AdsmThreads, LockWaitCounterGrowsUnderContentionOnly) {
