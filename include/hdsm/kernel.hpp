@@ -12,6 +12,7 @@
 #pragma once
 
 #include <hdsm/export.h>
+#include <hdsm/error.hpp>
 
 #include <concepts>
 #include <cstddef>
@@ -46,8 +47,15 @@ struct Launch {
 
 /// A 1-D launch with enough blocks of `block` threads to cover `n` threads (the last block may
 /// be partial: kernels check their index against n, as in CUDA).
+/// InvalidArgument for a block of 0 threads, or for more blocks than a grid's x dimension holds
+/// (2^32 - 1): a count that does not fit is an error, never a grid silently cut short.
 constexpr Launch cover(std::uint64_t n, std::uint32_t block = 256) {
-  const std::uint64_t blocks = n == 0 ? 1 : (n + block - 1) / block;
+  if (block == 0) throw InvalidArgument("cover(" + std::to_string(n) + ", 0): a block of 0 threads");
+  const std::uint64_t blocks = n == 0 ? 1 : n / block + (n % block != 0 ? 1 : 0);
+  if (blocks > UINT32_MAX)
+    throw InvalidArgument("cover(" + std::to_string(n) + ", " + std::to_string(block) +
+                          "): " + std::to_string(blocks) + " blocks, more than a grid's x dimension holds (" +
+                          std::to_string(UINT32_MAX) + "); use larger blocks or a 2-D grid");
   return Launch{Dim3{static_cast<std::uint32_t>(blocks)}, Dim3{block}, 0};
 }
 

@@ -1569,9 +1569,10 @@ class MapOverlap : public detail::EdgeOptions<MapOverlap<F>> {
     static_assert(std::is_same_v<detail::operand_element_t<O>, T>,
                   "hdsm::MapOverlap: out and in have one element type");
     // A window over a matrix's elements in row-major order would run across the rows' ends.
-    static_assert(!detail::is_matrix<std::remove_cvref_t<O>> && !detail::is_matrix<std::remove_cvref_t<V>>,
-                  "hdsm::MapOverlap: whole matrices take the matrix form, (Matrix<T>& out, Matrix<T>& in), "
-                  "with non-const matrices; a row or whole rows are 1D operands (m.row(i))");
+    static_assert(
+        !detail::is_matrix<std::remove_cvref_t<O>> && !detail::is_matrix<std::remove_cvref_t<V>>,
+        "hdsm::MapOverlap: a whole matrix takes a matrix form: mo.rows(out, in) or mo.cols(out, in) "
+        "(windows along rows or columns), or hdsm::MapOverlap2D; a row is a 1D operand (m.row(i))");
     using Params = detail::user_parameters<F>;
     static_assert(std::tuple_size_v<Params> == 1 + sizeof...(Args),
                   "hdsm::MapOverlap: the user function takes the window, then one argument per uniform");

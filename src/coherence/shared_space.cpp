@@ -127,10 +127,11 @@ void* SharedSpace::alloc(std::size_t bytes, unsigned device) {
     object->owner.store(e.get(), std::memory_order_release);
     {
       std::lock_guard lock(objects_mutex_);
+      e->epoch = walks_;
+      inserted = true;  // before the emplaces: a failed second one must undo the first
       objects_.emplace(id, e);
       device_objects_[device].emplace(id, e);
     }
-    inserted = true;
     // The host view starts as zeros; so must the device copy. A device that does not hand out
     // zeroed buffers (poisoning, or the sim device) gets them filled.
     if (!devices_[device]->properties().zeroed_alloc) {
@@ -207,14 +208,8 @@ void SharedSpace::launch(unsigned device, const Kernel& kernel, const Launch& sh
 std::vector<SharedSpace::Selected> SharedSpace::select(unsigned device, std::span<const ObjectUse> uses,
                                                        const char* call) const {
   check_device(device, call);
+  if (uses.empty()) return select_all(device, nullptr, nullptr);
   std::vector<Selected> out;
-  if (uses.empty()) {
-    std::lock_guard lock(objects_mutex_);
-    out.reserve(device_objects_[device].size());
-    for (const auto& [id, e] : device_objects_[device])
-      out.push_back({e, KernelUse::unknown, 0, e->object->bytes});
-    return out;
-  }
   for (const ObjectUse& u : uses) {
     const void* p = u.pointer;
     const Directory::Hit hit = directory_.lookup(p);
@@ -232,6 +227,18 @@ std::vector<SharedSpace::Selected> SharedSpace::select(unsigned device, std::spa
                                         call, bytes, p, hit.object->id, hit.object->bytes));
     out.push_back({std::move(e), u.use, offset, bytes});
   }
+  return out;
+}
+
+std::vector<SharedSpace::Selected> SharedSpace::select_all(unsigned device, std::uint64_t* walk,
+                                                           const std::uint64_t* seen_by) const {
+  std::vector<Selected> out;
+  std::lock_guard lock(objects_mutex_);
+  if (walk != nullptr) *walk = ++walks_;
+  out.reserve(device_objects_[device].size());
+  for (const auto& [id, e] : device_objects_[device])
+    if (seen_by == nullptr || e->epoch < *seen_by)
+      out.push_back({e, KernelUse::unknown, 0, e->object->bytes});
   return out;
 }
 
@@ -295,11 +302,12 @@ void SharedSpace::wait_transfers() {
   for (auto& queue : queues_) queue->synchronize();
 }
 
-void SharedSpace::release(unsigned device, std::span<const ObjectUse> uses, std::vector<ObjectId>* released) {
+void SharedSpace::release(unsigned device, std::span<const ObjectUse> uses, std::uint64_t* walk) {
   const auto begin = obs::Clock::now();
   std::size_t bytes = 0;
-  for (auto& [e, use, offset, range] : select(device, uses, "SharedSpace::release")) {
-    if (released != nullptr) released->push_back(e->object->id);
+  check_device(device, "SharedSpace::release");
+  for (auto& [e, use, offset, range] :
+       uses.empty() ? select_all(device, walk, nullptr) : select(device, uses, "SharedSpace::release")) {
     std::lock_guard lock(e->mutex);
     settle(*e, offset, range, use != KernelUse::in);  // the kernel's own bytes
     const CoherencePlan plan = plan_release(kind_, e->object->states, use);
@@ -324,22 +332,18 @@ void SharedSpace::release(unsigned device, std::span<const ObjectUse> uses, std:
 }
 
 void SharedSpace::acquire(unsigned device, std::span<const ObjectUse> uses, const Event* after,
-                          const std::vector<ObjectId>* released) {
+                          const std::uint64_t* walk) {
   std::vector<Selected> selected;
-  if (released == nullptr) {
+  if (walk == nullptr) {
     selected = select(device, uses, "SharedSpace::acquire");
   } else {
-    // Objects freed since are gone from the table (ids are never reused); an object named in `uses`
-    // as well is acquired once, as the unknown use covers every other. `released` is sorted.
-    for (const ObjectId id : *released)
-      if (std::shared_ptr<Entry> e = entry_of(id); e != nullptr && e->device == device) {
-        const std::size_t bytes = e->object->bytes;
-        selected.push_back({std::move(e), KernelUse::unknown, 0, bytes});
-      }
+    // Objects freed since are gone from the table; an object named in `uses` as well is acquired
+    // once, as the unknown use covers every other.
+    check_device(device, "SharedSpace::acquire");
+    selected = select_all(device, nullptr, walk);
     if (!uses.empty())
       for (Selected& s : select(device, uses, "SharedSpace::acquire"))
-        if (!std::binary_search(released->begin(), released->end(), s.entry->object->id))
-          selected.push_back(std::move(s));
+        if (s.entry->epoch >= *walk) selected.push_back(std::move(s));
   }
   // A failed kernel (or copy) before the acquire: the objects come back all the same, with whatever
   // content the failed work left, and the error is thrown once they have (the queue reported it

@@ -114,9 +114,9 @@ class SharedSpace {
   /// Kernel call on `device`: the objects named in `uses`, or every object of the device used as
   /// KernelUse::unknown when `uses` is empty, are released (the CPU's newer blocks are uploaded), and
   /// the device's queue waits for the asynchronous copies of them that the call's ranges conflict with.
-  /// `released`, where given, gets the objects released: an unannotated call's sync acquires those
-  /// and none made later.
-  void release(unsigned device, std::span<const ObjectUse> uses, std::vector<ObjectId>* released = nullptr);
+  /// `walk`, where given and `uses` is empty, gets the number of this walk over the device's objects:
+  /// an unannotated call's sync acquires the objects it walked, and none made later.
+  void release(unsigned device, std::span<const ObjectUse> uses, std::uint64_t* walk = nullptr);
   /// The device-side argument for a pointer into a live shared object, or one past its last byte
   /// (hdsm::InvalidArgument otherwise).
   KernelArg argument(const void* p) const;
@@ -125,11 +125,12 @@ class SharedSpace {
   void launch(unsigned device, const Kernel& kernel, const Launch& shape, std::span<const KernelArg> args);
   /// Sync on `device`: waits for `after` (the calls being acquired; nullptr: everything on the
   /// device's queue), rethrowing kernel errors, then acquires the objects as release() chose them.
-  /// With `released` (what unannotated calls' releases returned, sorted), it acquires those still
-  /// live, as KernelUse::unknown, and the objects `uses` names (none when empty): an object made
-  /// after the calls, which no kernel of theirs can have used, keeps what the host wrote into it.
+  /// With `walk` (the latest of unannotated calls' release walks), it acquires the device's objects
+  /// that walk saw and that are still live, as KernelUse::unknown, and the objects `uses` names (none
+  /// when empty): an object made after the calls, which no kernel of theirs can have used, keeps what
+  /// the host wrote into it.
   void acquire(unsigned device, std::span<const ObjectUse> uses, const Event* after = nullptr,
-               const std::vector<ObjectId>* released = nullptr);
+               const std::uint64_t* walk = nullptr);
   /// An event that completes when everything enqueued on `device`'s queue so far has.
   Event record(unsigned device);
   /// Later work on `device`'s queue waits for what `before`'s queue holds now (a release there).
@@ -223,6 +224,9 @@ class SharedSpace {
     /// The last release left the host view's protection as it was, because the sync will fetch the
     /// object (see keeps_view): the blocks it made invalid are still readable until then.
     bool kept_view = false;
+    /// walks_ when the entry joined the table (under objects_mutex_): the walks that see it are the
+    /// later ones, those numbered above this.
+    std::uint64_t epoch = 0;
   };
 
   /// The part of one live object a shared range covers.
@@ -292,6 +296,9 @@ class SharedSpace {
     std::size_t bytes = 0;
   };
   std::vector<Selected> select(unsigned device, std::span<const ObjectUse> uses, const char* call) const;
+  /// Every live object of `device` as KernelUse::unknown: with `walk`, numbering this walk; with
+  /// `seen_by`, only those that walk saw.
+  std::vector<Selected> select_all(unsigned device, std::uint64_t* walk, const std::uint64_t* seen_by) const;
   void check_device(unsigned device, const char* call) const;
   /// Copies blocks [first, first + count) of an object between shadow view and device (clamped to the
   /// object's size) and counts it for `why`; enqueued on the object's queue, not waited for. Returns
@@ -335,6 +342,7 @@ class SharedSpace {
   /// The same entries by device: an unannotated call walks its own device's objects only, not every
   /// object of the runtime (16000 objects on another device made a call + sync 35x slower).
   std::vector<std::unordered_map<ObjectId, std::shared_ptr<Entry>>> device_objects_;
+  mutable std::uint64_t walks_ = 0;  // under objects_mutex_: the walks of unannotated releases so far
 
   mutable os::RankedMutex<os::FaultMutex> window_mutex_{os::LockRank::window};  // taken by the fault handler
   RollingWindow window_;

@@ -106,6 +106,7 @@ AdsmModel::~AdsmModel() {
         if (r.temporary) space_->free_temporary(c.device, *r.temporary);
     }
     d.in_flight.clear();
+    d.tallies.clear();
   }
   space_.reset();
 }

@@ -84,6 +84,9 @@ class AdsmModel final : public MemoryModel {
   /// sync() for the calls the calling thread made on `devices` (sync() takes them from the thread's
   /// notes; a thread that ends passes what it noted and never synced).
   void sync_devices(const std::vector<unsigned>& devices);
+  /// sync_devices for a thread that is ending, where the runtime may still be torn down (not in a
+  /// child of fork(), nor in code on one of its own threads).
+  void sync_at_thread_end(const std::vector<unsigned>& devices);
   bool mediates(const void* p) const override;
   void check(const void* p, std::size_t n, const char* call) const override;
   void copy(void* dst, const void* src, std::size_t n, std::vector<Event>* pending) override;
@@ -111,9 +114,10 @@ class AdsmModel final : public MemoryModel {
     bool every_object;       // an unannotated call: every object of `device`
     Event done;              // completes with the kernel
     std::thread::id thread;  // the thread that made the call: its sync acquires it
-    /// With every_object: the objects of `device` it released, which its sync acquires (an object
-    /// allocated after the call is not the kernel's; acquiring it would lose the host's writes).
-    std::vector<coherence::ObjectId> released;
+    /// With every_object: the number of its release's walk over the objects of `device`; its sync
+    /// acquires the objects that walk saw (an object allocated after the call is not the kernel's, and
+    /// acquiring it would lose the host's writes).
+    std::uint64_t walk = 0;
   };
   /// One per device: the short lock a call holds while it releases and launches (never while
   /// waiting for a device), and the calls in flight on the device.
@@ -121,6 +125,15 @@ class AdsmModel final : public MemoryModel {
     explicit DeviceCalls(unsigned device) : mutex(os::LockRank::call, device) {}
     os::RankedMutex<std::mutex> mutex;  // ranked call locks, taken in device order
     std::vector<Call> in_flight;
+    /// The threads with calls in flight here, and how many of those are unannotated: what the
+    /// shared-call warning asks at every call, in O(threads) rather than O(calls).
+    struct Tally {
+      std::thread::id thread;
+      std::size_t calls = 0;
+      std::size_t unannotated = 0;
+    };
+    std::vector<Tally> tallies;
+    void count(std::thread::id thread, bool unannotated, std::ptrdiff_t delta);
   };
   /// The call lock of a device (tests hold it to show who waits on it).
   os::RankedMutex<std::mutex>& call_lock(unsigned device) { return device_calls_[device].mutex; }
@@ -132,7 +145,7 @@ class AdsmModel final : public MemoryModel {
 
   /// Says once (on stderr) that a call on `device` and another thread's call in flight there share
   /// every object, as one of them is unannotated; the caller holds the device's call lock.
-  void warn_shared_calls(const DeviceCalls& d, bool every_object, const Kernel& kernel);
+  void warn_shared_calls(const DeviceCalls& d, unsigned device, bool every_object, const Kernel& kernel);
 
   RuntimeImpl& rt_;
   std::atomic<bool> warned_shared_calls_{false};

@@ -1,14 +1,17 @@
 // Syncs of the ADSM model: each thread acquires what its own calls used (release consistency: a
 // thread acquires what it released), after their kernels.
 #include "obs/lock_wait.hpp"
+#include "os/process.hpp"
 #include "runtime/adsm_model.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "transfer/copy_engine.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <exception>
 #include <iterator>
+#include <memory>
 #include <mutex>
 
 namespace hdsm::detail {
@@ -22,32 +25,58 @@ struct ThreadCalls {
   std::vector<unsigned> devices;
 };
 
-/// The models alive, for a thread that ends to tell its noted models from ones gone since.
-std::mutex live_models_mutex;
-std::vector<const AdsmModel*> live_models;
+/// The models alive, for a thread that ends to tell its noted models from ones gone since; each with
+/// the ending threads syncing on it, which its destructor waits for. Never destroyed: a thread may
+/// end during the static destructors.
+struct LiveModels {
+  std::mutex mutex;
+  std::vector<std::pair<const AdsmModel*, std::shared_ptr<std::atomic<unsigned>>>> models;
+};
+LiveModels& live_models() {
+  static auto* live = new LiveModels;  // NOLINT(cppcoreguidelines-owning-memory): leaked on purpose
+  return *live;
+}
 
 /// A thread's notes. A thread that ends with calls it never synced syncs them as it ends: their
 /// results reach the host for whoever joins it (before, nobody acquired them, and under batch the
 /// host kept its old copy for good), and the runtime forgets the calls. A failure goes to stderr, as
-/// nobody is left to catch it.
+/// nobody is left to catch it. Not in a child of fork() (the notes are the parent's thread's, and
+/// the runtime's threads are not there), nor where the runtime may not be torn down.
 struct ThreadNotes {
   std::vector<ThreadCalls> list;
+  os::Origin origin;
   ThreadNotes() = default;
   ThreadNotes(const ThreadNotes&) = delete;
   ThreadNotes& operator=(const ThreadNotes&) = delete;
   ~ThreadNotes() {
+    if (list.empty() || !origin.same_process()) return;
     const std::vector<ThreadCalls> left = std::move(list);
     list.clear();
     for (const ThreadCalls& t : left) {
-      // Held through the sync: the model cannot go meanwhile (its destructor waits here).
-      std::lock_guard lock(live_models_mutex);
-      if (std::find(live_models.begin(), live_models.end(), t.model) == live_models.end()) continue;
+      // Pinned, not locked, through the sync: other runtimes come and go meanwhile, and this one's
+      // destructor waits for the pin.
+      std::shared_ptr<std::atomic<unsigned>> pin;
+      {
+        LiveModels& live = live_models();
+        std::lock_guard lock(live.mutex);
+        const auto it = std::find_if(live.models.begin(), live.models.end(),
+                                     [&](const auto& m) { return m.first == t.model; });
+        if (it == live.models.end()) continue;
+        pin = it->second;
+        pin->fetch_add(1);
+      }
       try {
-        const_cast<AdsmModel*>(t.model)->sync_devices(t.devices);
+        const_cast<AdsmModel*>(t.model)->sync_at_thread_end(t.devices);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "hdsm: a thread ended with calls it never synced, and one failed: %s\n",
                      e.what());
+      } catch (...) {
+        std::fprintf(stderr,
+                     "hdsm: a thread ended with calls it never synced, and one failed (with an "
+                     "exception that is no std::exception)\n");
       }
+      pin->fetch_sub(1);
+      pin->notify_all();
     }
   }
 };
@@ -57,7 +86,7 @@ thread_local ThreadNotes thread_calls;
 struct Acquire {
   unsigned device;
   bool every_object = false;
-  std::vector<coherence::ObjectId> released;  // with every_object: what the unannotated calls released
+  std::uint64_t walk = 0;  // with every_object: the latest of the unannotated calls' release walks
   Uses uses;
   std::vector<Event> after;
 };
@@ -66,7 +95,7 @@ Acquire& acquire_on(std::vector<Acquire>& acquires, unsigned device) {
   auto it =
       std::find_if(acquires.begin(), acquires.end(), [&](const Acquire& a) { return a.device == device; });
   if (it != acquires.end()) return *it;
-  return acquires.emplace_back(Acquire{device, false, {}, {}, {}});
+  return acquires.emplace_back(Acquire{device, false, 0, {}, {}});
 }
 
 }  // namespace
@@ -90,13 +119,28 @@ std::vector<unsigned> take_noted_calls(const AdsmModel& model) {
 }
 
 void note_model_alive(const AdsmModel& model) {
-  std::lock_guard lock(live_models_mutex);
-  live_models.push_back(&model);
+  LiveModels& live = live_models();
+  std::lock_guard lock(live.mutex);
+  live.models.emplace_back(&model, std::make_shared<std::atomic<unsigned>>(0));
 }
 
 void note_model_gone(const AdsmModel& model) {
-  std::lock_guard lock(live_models_mutex);
-  std::erase(live_models, &model);
+  std::shared_ptr<std::atomic<unsigned>> pin;
+  {
+    LiveModels& live = live_models();
+    std::lock_guard lock(live.mutex);
+    const auto it = std::find_if(live.models.begin(), live.models.end(),
+                                 [&](const auto& m) { return m.first == &model; });
+    if (it == live.models.end()) return;
+    pin = std::move(it->second);
+    live.models.erase(it);
+  }
+  // No thread can pin it from here on; wait for those syncing on it.
+  for (unsigned n = pin->load(); n != 0; n = pin->load()) pin->wait(n);
+}
+
+void AdsmModel::sync_at_thread_end(const std::vector<unsigned>& devices) {
+  if (rt_.origin.may_tear_down()) sync_devices(devices);
 }
 
 void AdsmModel::sync() { sync_devices(take_noted_calls(*this)); }
@@ -111,6 +155,7 @@ void AdsmModel::sync_devices(const std::vector<unsigned>& devices) {
     const auto lock = obs::lock_counting_wait(d.mutex, rt_.lock_sink());
     auto mine = std::stable_partition(d.in_flight.begin(), d.in_flight.end(),
                                       [&](const Call& c) { return c.thread != me; });
+    for (auto c = mine; c != d.in_flight.end(); ++c) d.count(me, c->every_object, -1);
     std::move(mine, d.in_flight.end(), std::back_inserter(calls));
     d.in_flight.erase(mine, d.in_flight.end());
   }
@@ -123,7 +168,7 @@ void AdsmModel::sync_devices(const std::vector<unsigned>& devices) {
   for (const Call& c : calls) {
     Acquire& a = acquire_on(acquires, c.device);
     a.every_object |= c.every_object;
-    a.released.insert(a.released.end(), c.released.begin(), c.released.end());
+    a.walk = std::max(a.walk, c.walk);  // the latest walk saw every live object the others did
     for (const coherence::ObjectUse& u : c.uses) add_use(a.uses, space.directory(), u);
     a.after.push_back(c.done);
     for (const RemoteObject& r : c.remote) {
@@ -138,9 +183,7 @@ void AdsmModel::sync_devices(const std::vector<unsigned>& devices) {
     try {
       const Event after = transfer::all_of(std::move(a.after));
       if (a.every_object) {
-        std::sort(a.released.begin(), a.released.end());
-        a.released.erase(std::unique(a.released.begin(), a.released.end()), a.released.end());
-        space.acquire(a.device, a.uses, &after, &a.released);
+        space.acquire(a.device, a.uses, &after, &a.walk);
       } else if (!a.uses.empty()) {
         space.acquire(a.device, a.uses, &after);
       } else {

@@ -158,9 +158,9 @@ void AdsmModel::enqueue(const Kernel& kernel, const Launch& launch, CallPlan pla
   for (unsigned d : plan.lock_order)
     locks.push_back(obs::lock_counting_wait(device_calls_[d].mutex, rt_.lock_sink()));
 
-  warn_shared_calls(device_calls_[target], plan.every_object, kernel);
+  warn_shared_calls(device_calls_[target], target, plan.every_object, kernel);
   std::vector<Event> copies_back;
-  std::vector<coherence::ObjectId> released;
+  std::uint64_t walk = 0;
   try {
     for (const CallPlan::Release& r : plan.releases)
       if (r.device != target) space.release(r.device, r.uses);
@@ -173,7 +173,7 @@ void AdsmModel::enqueue(const Kernel& kernel, const Launch& launch, CallPlan pla
     for (const CallPlan::Copied& c : plan.copied)
       plan.arguments[c.argument] = space.argument(*plan.remote[c.remote].temporary, c.pointer);
     for (const CallPlan::Release& r : plan.releases)
-      if (r.device == target) space.release(target, r.uses, plan.every_object ? &released : nullptr);
+      if (r.device == target) space.release(target, r.uses, plan.every_object ? &walk : nullptr);
     space.launch(target, kernel, launch, plan.arguments);
     // The first event after the launch: a queue reports a kernel's failure to one event only (as
     // CUDA does), and the ordering and copy-back events below must not take it from the sync.
@@ -199,15 +199,26 @@ void AdsmModel::enqueue(const Kernel& kernel, const Launch& launch, CallPlan pla
   if (!plan.remote.empty()) copies_back.push_back(space.record(target));
   device_calls_[target].in_flight.push_back(Call{target, std::move(plan.uses), std::move(plan.remote),
                                                  plan.every_object, transfer::all_of(std::move(copies_back)),
-                                                 std::this_thread::get_id(), std::move(released)});
+                                                 std::this_thread::get_id(), walk});
+  device_calls_[target].count(std::this_thread::get_id(), plan.every_object, 1);
   note_call(*this, target);
 }
 
-void AdsmModel::warn_shared_calls(const DeviceCalls& d, bool every_object, const Kernel& kernel) {
-  if (d.in_flight.empty() || warned_shared_calls_.load(std::memory_order_relaxed)) return;
+void AdsmModel::DeviceCalls::count(std::thread::id thread, bool unannotated, std::ptrdiff_t delta) {
+  auto it = std::find_if(tallies.begin(), tallies.end(), [&](const Tally& t) { return t.thread == thread; });
+  if (it == tallies.end()) it = tallies.insert(tallies.end(), Tally{thread, 0, 0});
+  it->calls = static_cast<std::size_t>(static_cast<std::ptrdiff_t>(it->calls) + delta);
+  if (unannotated)
+    it->unannotated = static_cast<std::size_t>(static_cast<std::ptrdiff_t>(it->unannotated) + delta);
+  if (it->calls == 0) tallies.erase(it);
+}
+
+void AdsmModel::warn_shared_calls(const DeviceCalls& d, unsigned device, bool every_object,
+                                  const Kernel& kernel) {
+  if (d.tallies.empty() || warned_shared_calls_.load(std::memory_order_relaxed)) return;
   const std::thread::id me = std::this_thread::get_id();
-  const bool shared = std::any_of(d.in_flight.begin(), d.in_flight.end(), [&](const Call& c) {
-    return c.thread != me && (every_object || c.every_object);
+  const bool shared = std::any_of(d.tallies.begin(), d.tallies.end(), [&](const DeviceCalls::Tally& t) {
+    return t.thread != me && (every_object || t.unannotated != 0);
   });
   if (!shared || warned_shared_calls_.exchange(true)) return;
   fmt::print(stderr,
@@ -216,7 +227,7 @@ void AdsmModel::warn_shared_calls(const DeviceCalls& d, bool every_object, const
              "object of its device, the other thread's too, so their results or host writes can be "
              "lost. Annotate the calls (hdsm::in, out, inout) to keep threads to their own objects. "
              "(Said once.)\n",
-             kernel.name, d.in_flight.front().device);
+             kernel.name, device);
 }
 
 void AdsmModel::call(const Kernel& kernel, const Launch& launch, std::span<const CallArg> args) {

@@ -49,8 +49,10 @@ void check_annotated_range(const CallArg& a, std::size_t start, std::size_t obje
       "call({}): argument {} ({}) is annotated with bytes [{}, {}) from it, which {} {} ({} bytes, the "
       "argument at byte {})",
       kernel, index, a.pointer, a.offset,
-      // A count too large for size_t saturates (ranged()); its end is no number to show.
-      a.bytes >= SIZE_MAX - a.offset ? std::string("2^64 or more") : std::to_string(a.offset + a.bytes),
+      // A count too large for size_t saturates at kWholeObject - 1 (ranged()): its end is no number.
+      a.bytes >= CallArg::kWholeObject - 1 || a.bytes > SIZE_MAX - a.offset
+          ? std::string("SIZE_MAX or more")
+          : std::to_string(a.offset + a.bytes),
       a.bytes == 0 ? "is an empty range of" : "leave", object(), object_bytes, start));
 }
 

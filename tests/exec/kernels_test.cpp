@@ -304,6 +304,27 @@ TEST_P(KernelsTest, DeepCallsFitInTheFiberStack) {
   EXPECT_EQ(out, std::vector<int>(64, 17));
 }
 
+// cover(n) gives ceil(n / block) blocks; a count beyond a grid's 32-bit x dimension is an error
+// (it was cut to its low 32 bits: cover(2^40 + 1280) launched 5 blocks and returned), as is a block
+// of no threads (a division by zero).
+TEST(Cover, CoversEveryThreadOrSaysWhyNot) {
+  EXPECT_EQ(hdsm::cover(0).grid.x, 1u);
+  EXPECT_EQ(hdsm::cover(256).grid.x, 1u);
+  EXPECT_EQ(hdsm::cover(257).grid.x, 2u);
+  EXPECT_EQ(hdsm::cover(std::uint64_t{UINT32_MAX} * 256).grid.x, UINT32_MAX);
+  EXPECT_THROW((void)hdsm::cover(std::uint64_t{UINT32_MAX} * 256 + 1), hdsm::InvalidArgument);
+  EXPECT_THROW((void)hdsm::cover((std::uint64_t{1} << 40) + 1280, 256), hdsm::InvalidArgument);
+  EXPECT_THROW((void)hdsm::cover(UINT64_MAX), hdsm::InvalidArgument);
+  // (n + block - 1) / block would wrap here: (2^64 - 1) / 2^31 rounds up to 2^33 blocks, too many.
+  EXPECT_THROW((void)hdsm::cover(UINT64_MAX, 1u << 31), hdsm::InvalidArgument);
+  try {
+    (void)hdsm::cover(10, 0);
+    ADD_FAILURE() << "a block of 0 threads was accepted";
+  } catch (const hdsm::InvalidArgument& e) {
+    EXPECT_STREQ(e.what(), "cover(10, 0): a block of 0 threads");
+  }
+}
+
 TEST(FiberStacksTest, MappingFailureIsSystemError) {
   // No address space has room for a 4 EiB stack.
   Executor ex(ExecutorOptions{1, std::size_t{1} << 62});

@@ -200,10 +200,11 @@ TEST_P(AsyncOrder, ARangeMustLieWithinItsObject) {
   EXPECT_NE(message(hdsm::in(a, 5, 0)).find("empty range"), std::string::npos);
   EXPECT_NE(message(hdsm::in(a, SIZE_MAX / 2, 2)).find("leave object"), std::string::npos);
   // A count too large to add is no wrapped-around end ("bytes [4, 2)" before, for ints).
-  EXPECT_NE(message(hdsm::inout(a, 1, SIZE_MAX)).find("bytes [1, 2^64 or more) from it"), std::string::npos)
+  EXPECT_NE(message(hdsm::inout(a, 1, SIZE_MAX)).find("bytes [1, SIZE_MAX or more) from it"),
+            std::string::npos)
       << message(hdsm::inout(a, 1, SIZE_MAX));
   auto* ints = reinterpret_cast<int*>(a);
-  EXPECT_NE(message(hdsm::inout(ints, 1, SIZE_MAX)).find("bytes [4, 2^64 or more) from it"),
+  EXPECT_NE(message(hdsm::inout(ints, 1, SIZE_MAX)).find("bytes [4, SIZE_MAX or more) from it"),
             std::string::npos)
       << message(hdsm::inout(ints, 1, SIZE_MAX));
   EXPECT_EQ(message(hdsm::inout(a + 100, 0, kBytes - 100)), "no error");
