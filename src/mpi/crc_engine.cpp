@@ -26,6 +26,7 @@
 #include <fmt/format.h>
 #include <mpi.h>
 #include <sys/mman.h>
+#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <array>
@@ -51,6 +52,14 @@ constexpr int kRequestTag = 7101;
 constexpr int kReplyTag = 7102;
 
 constexpr mpi_detail::CallCheck check{"crc over MPI"};
+
+/// Whether /dev/shm, where Open MPI's shared-memory windows keep their backing file, has room for
+/// `bytes` (true where it cannot tell: a window is then tried).
+bool shm_has_room(std::size_t bytes) {
+  struct statvfs fs {};
+  if (::statvfs("/dev/shm", &fs) != 0) return true;
+  return bytes <= static_cast<std::size_t>(fs.f_bavail) * fs.f_frsize;
+}
 
 struct WireRequest {
   std::uint8_t op;
@@ -398,11 +407,17 @@ class MpiEngine final : public Engine {
     // The shared space is a window on rank 0, so read-only and single-writer pages move by one-sided
     // gets and puts. Where this MPI cannot make one (Open MPI's pt2pt one-sided component needs
     // MPI_THREAD_MULTIPLE, for one), the space is plain memory and those copies go through the home.
+    // A window too large for the shared-memory file system is not tried: Open MPI's osc_sm then
+    // fails on rank 0 alone, which goes on, while the other ranks wait inside MPI_Win_allocate for
+    // good. Rank 0 decides for all.
+    int try_window = rank_ == 0 && !shm_has_room(bytes + kSpaceAlignment) ? 0 : 1;
+    check(PMPI_Bcast(&try_window, 1, MPI_INT, 0, comm_), "MPI_Bcast", "whether to make the window");
     std::byte* window_base = nullptr;
-    int made = PMPI_Win_allocate(rank_ == 0 ? static_cast<MPI_Aint>(bytes + kSpaceAlignment) : 0, 1,
-                                 MPI_INFO_NULL, comm_, &window_base, &window_) == MPI_SUCCESS
-                   ? 1
-                   : 0;
+    int made =
+        try_window != 0 && PMPI_Win_allocate(rank_ == 0 ? static_cast<MPI_Aint>(bytes + kSpaceAlignment) : 0,
+                                             1, MPI_INFO_NULL, comm_, &window_base, &window_) == MPI_SUCCESS
+            ? 1
+            : 0;
     int everywhere = 0;
     check(PMPI_Allreduce(&made, &everywhere, 1, MPI_INT, MPI_MIN, comm_), "MPI_Allreduce",
           "the window's creation");

@@ -10,6 +10,8 @@
 //    message naming crc::read and crc::write;
 //  - "pending_receive_at_finalize": a receive nobody sends to, pending at MPI_Finalize, which
 //    libhdsm_mpi's MPI_Finalize abandons after 10 s (before, it waited forever);
+//  - "crc_space_beyond_shm": a crc shared space larger than /dev/shm's free room, which must not
+//    hang in MPI_Win_allocate;
 //  - "bad_knob_on_rank_1": rank 1 alone has a malformed HDSM_CLUSTER_PAGE_SIZE and catches the
 //    error; every rank must throw, none wait (before, rank 0 waited in MPI_Init forever).
 // Each rank prints "rank <r>: ok" or "rank <r>: caught: <message>".
@@ -18,6 +20,7 @@
 #include <hdsm/error.hpp>
 
 #include <mpi.h>
+#include <sys/statvfs.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -92,6 +95,39 @@ int crc_finalize_first() {
   return 0;
 }
 
+// A crc shared space larger than /dev/shm has room for: Open MPI's shared-memory window cannot be
+// made, which failed on rank 0 alone while the workers waited in MPI_Win_allocate for good. Now the
+// window is not tried, and the pages go through the home (or, where the home cannot map the space
+// either, every rank gets the error).
+int crc_space_beyond_shm() {
+  namespace crc = hdsm::crc;
+  int rank = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  struct statvfs fs {};
+  crc::Options o = crc_on_mpi();
+  const std::size_t chunk = std::size_t{64} << 20;
+  if (::statvfs("/dev/shm", &fs) == 0)
+    o.shared_bytes = (static_cast<std::size_t>(fs.f_bavail) * fs.f_frsize / chunk + 4) * chunk;
+  const char* outcome = "ok";
+  try {
+    crc::Runtime rt(o);
+    int* a = rt.alloc<int>(1024);
+    rt.run([&] {
+      const auto [lo, hi] = crc::share(1024);
+      for (std::size_t i = lo; i < hi; ++i) crc::write(&a[i], 7);
+    });
+    if (rt.is_home())
+      for (int i = 0; i < 1024; ++i)
+        if (a[i] != 7) outcome = "wrong data";
+  } catch (const hdsm::Error& e) {
+    std::fprintf(stderr, "rank %d: caught: %s\n", rank, e.what());
+    outcome = nullptr;
+  }
+  if (outcome != nullptr) std::fprintf(stderr, "rank %d: %s\n", rank, outcome);
+  MPI_Finalize();
+  return 0;
+}
+
 // A task on a worker that dereferences a shared pointer (rank 0's address, nothing there) ends with
 // a message saying to use crc::read and crc::write (before: "not in shared memory").
 int crc_direct_access() {
@@ -144,11 +180,14 @@ int main(int argc, char** argv) {
   if (std::strcmp(mode, "bad_knob_on_rank_1") == 0) return bad_knob_on_rank_1();
   if (std::strcmp(mode, "crc_finalize_first") == 0) return crc_finalize_first();
   if (std::strcmp(mode, "crc_direct_access") == 0) return crc_direct_access();
+  if (std::strcmp(mode, "crc_space_beyond_shm") == 0) return crc_space_beyond_shm();
   if (std::strcmp(mode, "pending_receive_at_finalize") == 0) return pending_receive_at_finalize();
-  std::fprintf(stderr,
-               "usage: %s cluster_finalize_first|bad_knob_on_rank_1|crc_finalize_first|crc_direct_access|"
-               "pending_receive_at_finalize\n",
-               argv[0]);
+  std::fprintf(
+      stderr,
+      "usage: %s "
+      "cluster_finalize_first|bad_knob_on_rank_1|crc_finalize_first|crc_direct_access|crc_space_beyond_shm|"
+      "pending_receive_at_finalize\n",
+      argv[0]);
   MPI_Finalize();
   return 2;
 }
