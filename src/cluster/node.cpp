@@ -458,7 +458,7 @@ std::uint64_t Node::agree(Call call, std::uint64_t value, const char* what) {
 // opening a page would store its state over a free's), and every call of the session is collective:
 // one made from a block, which runs on one rank, would leave the others in the kernel's boundary
 // while it waits for them in its own collective. Between launches only, from host code.
-void Node::check_between_launches(const char* call) const {
+Node::HostCall Node::enter(const char* call) {
   if (in_policy_.load(std::memory_order_relaxed))
     throw InvalidArgument(
         fmt::format("{} from the distribution policy on rank {}: the cluster's calls are collective, made "
@@ -469,10 +469,30 @@ void Node::check_between_launches(const char* call) const {
         fmt::format("{} while a kernel runs on rank {}: the cluster's calls (alloc, free, memcpy, constant, "
                     "launch, sync) are collective, made between launches from host code",
                     call, rank()));
+  const std::thread::id me = std::this_thread::get_id();
+  if (host_caller_.load(std::memory_order_acquire) != me) {
+    std::thread::id none{};
+    if (!host_caller_.compare_exchange_strong(none, me, std::memory_order_acq_rel)) {
+      const char* other = host_call_.load(std::memory_order_acquire);
+      throw InvalidArgument(
+          fmt::format("{} on rank {} while another host thread of the rank is in {}: the cluster's calls are "
+                      "collective, and a rank makes them one at a time, from one thread at a time",
+                      call, rank(), other != nullptr ? other : "a cluster call"));
+    }
+    host_call_.store(call, std::memory_order_release);
+  }
+  ++host_depth_;
+  return HostCall(*this);
+}
+
+Node::HostCall::~HostCall() {
+  if (--node_.host_depth_ != 0) return;
+  node_.host_call_.store(nullptr, std::memory_order_release);
+  node_.host_caller_.store(std::thread::id{}, std::memory_order_release);
 }
 
 void* Node::alloc(std::size_t bytes) {
-  check_between_launches("cluster::alloc");
+  const HostCall host_call = enter("cluster::alloc");
   agree(Call::alloc, bytes, "allocation sizes");
   if (bytes == 0) throw InvalidArgument("cluster::alloc of 0 bytes");
   const std::size_t rounded = bytes > space_ ? 0 : heap_.rounded(bytes);
@@ -511,7 +531,7 @@ void* Node::open_allocation(std::size_t offset, std::size_t rounded, std::size_t
 }
 
 void Node::free(void* p) {
-  check_between_launches("cluster::free");
+  const HostCall host_call = enter("cluster::free");
   // Null (nothing to free, as with cudaFree and std::free) and host pointers agree as values of their
   // own, past the offsets of global memory.
   const std::size_t offset = p == nullptr  ? space_ + 1
@@ -570,7 +590,7 @@ std::uint64_t Node::allocated_pages(const void* p, std::size_t bytes, const char
 // Every check a rank makes alone feeds the values the ranks agree on first, so that a call one rank
 // gets wrong ends with an error on every rank, never with that rank gone ahead to its next collective.
 void Node::copy(void* dst, const void* src, std::size_t bytes, Deliver deliver) {
-  check_between_launches("cluster::memcpy");
+  const HostCall host_call = enter("cluster::memcpy");
   const bool to = contains(dst), from = contains(src);
   // A null host buffer where this rank uses it (rank 0's source of a copy in, every destination of a
   // copy out that delivers to it) is agreed as a direction of its own: every rank refuses the copy
@@ -742,7 +762,7 @@ bool Node::gather_private(std::uint64_t first, std::uint64_t end, std::byte* int
 }
 
 void Node::replicate(void* data, std::size_t bytes) {
-  check_between_launches("cluster::constant");
+  const HostCall host_call = enter("cluster::constant");
   const bool none = data == nullptr && bytes != 0;
   agree_all(Call::constant,
             {{bytes, "constant sizes"},
@@ -779,7 +799,7 @@ std::uint64_t Node::arguments_hash(const ArgPack& args, std::optional<ArgKinds> 
 
 void Node::launch(const Kernel& kernel, const Launch& launch, const ArgPack& args,
                   std::optional<ArgKinds> kinds) {
-  check_between_launches("cluster::launch");
+  const HostCall host_call = enter("cluster::launch");
   const Dim3 g = launch.grid;
   const std::uint64_t blocks = std::uint64_t{g.x} * g.y * g.z;
   if (ranks() > 1) {

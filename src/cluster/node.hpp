@@ -29,6 +29,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 HDSM_VISIBLE_BEGIN
@@ -84,7 +85,7 @@ class Node final : public PageServer {
   void replicate(void* data, std::size_t bytes);
   /// cluster::sync: the agreement alone, which no rank leaves before every rank came.
   void barrier() {
-    check_between_launches("cluster::sync");
+    const HostCall call = enter("cluster::sync");
     agree_all(Call::sync, {});
   }
   /// `kinds`: which arguments are scalars and pointers (a typed launch); none for an untyped one.
@@ -93,6 +94,8 @@ class Node final : public PageServer {
 
   Stats stats() const;
   void reset_stats();
+  /// Whether a host thread is in a collective call of this rank (tests wait for one).
+  bool in_host_call() const { return host_caller_.load(std::memory_order_acquire) != std::thread::id{}; }
   PageState state(const void* p) const;
   /// Pages per protection group: 1 unless the mapping budget made the protection map merge them.
   std::size_t protection_granularity() const;
@@ -119,8 +122,23 @@ class Node final : public PageServer {
   bool predicted(std::uint64_t page) const { return ((predicted_[page >> 6] >> (page & 63)) & 1) != 0; }
   bool resolve_slow(void* address, os::FaultAccess access);
   bool refuse(const char* why, void* address) const noexcept;
-  /// InvalidArgument naming `call` while a kernel runs on this rank.
-  void check_between_launches(const char* call) const;
+  /// A collective call of host code in progress on this rank, from its enter() to its end; calls it
+  /// makes itself nest.
+  class HostCall {
+   public:
+    explicit HostCall(Node& node) : node_(node) {}
+    HostCall(const HostCall&) = delete;
+    HostCall& operator=(const HostCall&) = delete;
+    ~HostCall();
+
+   private:
+    Node& node_;
+  };
+  /// Starts collective call `call`: InvalidArgument naming it while a kernel (or the distribution
+  /// policy) runs on this rank, or while another host thread of the rank is in a call (the ranks'
+  /// calls would pair up in whatever order the threads reach MPI: a kernel's writes were taken for
+  /// the host's, or arguments compared against another call's).
+  [[nodiscard]] HostCall enter(const char* call);
   /// A fault on a page whose state already allows `access`: another thread opened it meanwhile, or
   /// a degraded protection map closed it with its group. The page gets its own protection back
   /// where the mappings allow (true), or the access is refused (false), never retried unchanged.
@@ -291,6 +309,9 @@ class Node final : public PageServer {
 
   exec::Executor executor_;
   std::atomic<bool> in_kernel_{false};
+  std::atomic<std::thread::id> host_caller_{};     // the thread in a collective call (HostCall)
+  std::atomic<const char*> host_call_{nullptr};    // and which call, for the message
+  unsigned host_depth_ = 0;                        // its nested calls; only that thread touches it
   std::atomic<const char*> kernel_name_{nullptr};  // the running kernel's, while its blocks run
   Agreement ending_{};  // the session's last agreement (~Node), kept while it is pending
   // The program's distribution policy runs (agreed_split): no collective from it.

@@ -1846,6 +1846,51 @@ TEST(Cluster, CollectivesInsideAKernelFailTheLaunchByName) {
   EXPECT_EQ(named.load(), 4);  // each call, named by the rank that made it
 }
 
+// A rank makes its collective calls one at a time: a second host thread's call while the first is
+// in one is refused, naming both (before, the two paired with the other ranks' calls in whatever order
+// they reached MPI: a kernel's writes taken for the host's, arguments compared against another call).
+// One after the other, from any thread, they are fine.
+TEST(Cluster, TwoHostThreadsOfARankInCallsAtOnceAreRefused) {
+  std::atomic<bool> refused{false};
+  run_ranks(2, options(), [&](Node& node) {
+    if (node.rank() == 1) {
+      while (!refused.load()) std::this_thread::yield();  // rank 0's first thread waits in its sync
+      cl::sync();
+      return;
+    }
+    std::thread second([&] {
+      cl::detail::bind_thread(&node);
+      while (!node.in_host_call()) std::this_thread::yield();
+      try {
+        (void)cl::alloc<int>(16);
+        ADD_FAILURE() << "a second thread's call went through";
+      } catch (const hdsm::InvalidArgument& e) {
+        EXPECT_STREQ(
+            e.what(),
+            "cluster::alloc on rank 0 while another host thread of the rank is in cluster::sync: the "
+            "cluster's calls are collective, and a rank makes them one at a time, from one thread at a "
+            "time");
+      }
+      refused = true;
+      cl::detail::bind_thread(nullptr);
+    });
+    cl::sync();
+    second.join();
+  });
+  // One after the other from two threads of each rank.
+  run_ranks(2, options(), [&](Node& node) {
+    int* a = nullptr;
+    std::thread([&] {
+      cl::detail::bind_thread(&node);
+      a = cl::alloc<int>(256);
+      cl::detail::bind_thread(nullptr);
+    }).join();
+    cl::launch(fill_kernel(), Launch{Dim3{1}, Dim3{32}, 0}, a, 256u, 4);
+    EXPECT_EQ(read_all(a, 256)[255], 4);
+    cl::free(a);
+  });
+}
+
 TEST(Cluster, ConstantMemoryIsRankZerosValuesOnEveryRank) {
   run_ranks(3, options(), [&](Node& node) {
     std::vector<double> mine(100, static_cast<double>(node.rank()) + 0.5);
