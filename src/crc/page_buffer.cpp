@@ -25,11 +25,16 @@ Geometry geometry(std::size_t local_store, std::size_t page_size, std::size_t se
     g.sets = 1;
     while (g.sets * 2 <= g.frames) g.sets *= 2;
   }
+  if (g.frames == 0)
+    throw InvalidArgument(
+        fmt::format("crc local store of {} holds no page of {} B: give it at least one page "
+                    "(HDSM_CRC_LOCAL_STORE, Options::local_store), or use smaller pages (HDSM_CRC_PAGE_SIZE, "
+                    "Options::page_size)",
+                    format_bytes(local_store), page_size));
   if (g.frames < g.sets)
     throw InvalidArgument(
         fmt::format("crc local store of {} holds {} pages of {} B, fewer than its {} sets: it needs at least "
-                    "one page per "
-                    "set (a larger local store, a smaller page size or fewer sets)",
+                    "one page per set (a larger local store, a smaller page size or fewer sets)",
                     format_bytes(local_store), g.frames, page_size, g.sets));
   if (g.sets * 4 <= g.frames)
     throw InvalidArgument(fmt::format(

@@ -359,23 +359,43 @@ class Runtime::Impl {
   os::Origin origin_;  // a child of fork() may not stop the parent's workers
   detail::Geometry geometry_;
   std::unique_ptr<detail::Engine> engine_;
-  bool running_ = false;
+  std::atomic<std::thread::id> runner_{};  // the host thread in run(), while a region runs
   Stats stats_;
   std::map<int, std::function<void()>> tasks_;
 
+  /// InvalidArgument for `call` while a region runs: from the region (its tasks or its host
+  /// thread), `inside` says what to do; from another host thread, that a runtime runs one region
+  /// at a time.
+  void check_between_regions(const char* call, const char* inside) const {
+    const std::thread::id runner = runner_.load(std::memory_order_acquire);
+    if (runner == std::thread::id{}) return;
+    if (runner == std::this_thread::get_id() || crc::worker_id() >= 0)
+      throw InvalidArgument(fmt::format("crc::Runtime::{} inside a region: {}", call, inside));
+    throw InvalidArgument(
+        fmt::format("crc::Runtime::{} while another thread runs a region of this runtime: "
+                    "a runtime runs one region at a time, and is changed between them",
+                    call));
+  }
+
   void run(const std::function<void()>& task, bool home_works) {
-    if (running_) throw InvalidArgument("crc::Runtime::run inside a region: regions do not nest");
-    running_ = true;
+    // Until this thread holds the runtime: the check throws while another region runs, and returns
+    // (to try again) once it has ended.
+    for (std::thread::id none{};
+         !runner_.compare_exchange_strong(none, std::this_thread::get_id(), std::memory_order_acq_rel);
+         none = std::thread::id{})
+      check_between_regions("run", "regions do not nest");
+    struct Ends {
+      std::atomic<std::thread::id>& runner;
+      ~Ends() { runner.store(std::thread::id{}, std::memory_order_release); }
+    } ends{runner_};
     try {
       const Stats region =
           home_works ? engine_->run_with_home(task, geometry_) : engine_->run(task, geometry_);
       detail::add_stats(stats_, region);
     } catch (...) {
       stats_.regions += 1;
-      running_ = false;
       throw;
     }
-    running_ = false;
   }
 };
 
@@ -392,17 +412,16 @@ Runtime::~Runtime() {
 void* Runtime::allocate(std::size_t bytes) {
   // A size of 0 is refused by the engine: under MPI after the ranks agreed on the size, so that a
   // rank alone passing 0 does not leave the others in the collective.
-  if (impl_->running_)
-    throw InvalidArgument("crc::Runtime::allocate inside a region: allocate between regions");
+  impl_->check_between_regions("allocate", "allocate between regions");
   return impl_->engine_->allocate(bytes);
 }
 void Runtime::free(void* pointer) {
-  if (impl_->running_) throw InvalidArgument("crc::Runtime::free inside a region: free between regions");
+  if (pointer == nullptr) return;  // as std::free and cluster::free
+  impl_->check_between_regions("free", "free between regions");
   impl_->engine_->free(pointer);
 }
 void Runtime::page_size(std::size_t bytes) {
-  if (impl_->running_)
-    throw InvalidArgument("crc::Runtime::page_size inside a region: change it between regions");
+  impl_->check_between_regions("page_size", "change it between regions");
   impl_->geometry_ = detail::geometry(impl_->options_.local_store, bytes, impl_->options_.sets);
 }
 std::size_t Runtime::page_size() const { return impl_->geometry_.page_size; }

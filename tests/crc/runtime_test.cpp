@@ -948,6 +948,15 @@ TEST(CrcErrors, AccessOutsideATaskAndBadOptions) {
   EXPECT_EQ(crc::worker_id(), -1);
   EXPECT_THROW(crc::Runtime(options(1, 4096, 2048)), hdsm::InvalidArgument);  // store below one page
   EXPECT_THROW(crc::Runtime(options(65)), hdsm::InvalidArgument);
+  try {  // a local store smaller than one page says which two settings to change
+    crc::Runtime small(options(1, 4096, 2048));
+    ADD_FAILURE() << "a 2 KiB local store with 4 KiB pages was accepted";
+  } catch (const hdsm::InvalidArgument& e) {
+    EXPECT_EQ(
+        std::string(e.what()),
+        "crc local store of 2 KiB holds no page of 4096 B: give it at least one page (HDSM_CRC_LOCAL_STORE, "
+        "Options::local_store), or use smaller pages (HDSM_CRC_PAGE_SIZE, Options::page_size)");
+  }
   for (const long ms : {0L, -5L, 86'400'001L}) {  // the knobs' ranges hold for Options too
     crc::Options o = options(1);
     o.timeout = std::chrono::milliseconds(ms);
@@ -971,6 +980,32 @@ TEST(CrcErrors, AccessOutsideATaskAndBadOptions) {
   });
   EXPECT_TRUE(refused.load());
   rt.free(a);
+  rt.free(nullptr);  // nothing, as std::free(nullptr)
+  // A second host thread's region (or change) while one runs is named as such, not as nesting.
+  std::atomic<bool> started{false};
+  std::atomic<bool> release{false};
+  std::thread first([&] {
+    rt.run([&] {
+      started = true;
+      while (!release.load()) std::this_thread::yield();
+    });
+  });
+  while (!started.load()) std::this_thread::yield();
+  for (const auto& [call, attempt] : std::vector<std::pair<std::string, std::function<void()>>>{
+           {"run", [&] { rt.run([] {}); }}, {"page_size", [&] { rt.page_size(4096); }}}) {
+    try {
+      attempt();
+      ADD_FAILURE() << call << " went through while another thread's region ran";
+    } catch (const hdsm::InvalidArgument& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "crc::Runtime::" + call +
+                    " while another thread runs a region of this runtime: a runtime runs "
+                    "one region at a time, and is changed between them");
+    }
+  }
+  release = true;
+  first.join();
+  rt.run([] {});  // and once it has ended, any thread's
   try {
     rt.allocate(std::size_t{1} << 40);
     ADD_FAILURE() << "allocated a TiB";
