@@ -654,7 +654,18 @@ void Node::agree_all(Call call, std::initializer_list<std::pair<std::uint64_t, c
   if (ranks() == 1) return;
   constexpr std::size_t kSlots = kAgreedSlots;
   Agreement v = agreement(call, values);
-  transport_.agree(v);
+  // Polled with growing pauses (a blocking MPI wait takes a core from the rank for as long as a late
+  // rank takes). A rank that waits longer than the timeout says so, once a call, and goes on
+  // waiting: another rank may be in long host work, or in a call of its own that this one never
+  // makes (the program's own MPI_Barrier, say), which no timeout can tell apart.
+  if (!transport_.agree_within(v, options_.timeout)) {
+    std::fprintf(
+        stderr,
+        "hdsm cluster: rank %d has waited %lld ms (HDSM_CLUSTER_TIMEOUT) in cluster::%s for the other "
+        "ranks, and goes on waiting (do all ranks make the same cluster calls in the same order?)\n",
+        rank(), static_cast<long long>(options_.timeout.count()), name_of(static_cast<std::uint64_t>(call)));
+    transport_.agree_within(v, std::chrono::milliseconds::max());
+  }
   if (v[0] != ~v[kSlots])
     throw InvalidArgument(fmt::format(
         "cluster: the ranks called different collectives (some {}, some {}; rank {} {}): every rank makes "

@@ -9,7 +9,10 @@
 //    an error naming both calls, and the program ends normally (the test passes on rank 0's error);
 //  - "late": rank 0 has host work left after the last launch, longer than HDSM_CLUSTER_TIMEOUT:
 //    rank 1, at its session's end with no exception in flight, says so and goes on waiting, and the
-//    program ends normally (the test passes on rank 1's two messages, in order).
+//    program ends normally (the test passes on rank 1's two messages, in order);
+//  - "late_call": the same in a call: rank 0 has host work before a cluster::sync that rank 1 is
+//    already in; rank 1 says it has waited past the timeout and goes on waiting (politely: its wait
+//    polls with growing pauses rather than holding a core), and the program ends normally.
 #include <hdsm/cluster.hpp>
 
 #include <unistd.h>
@@ -23,7 +26,8 @@ int main(int argc, char** argv) {
   namespace cl = hdsm::cluster;
   const bool apart = argc > 1 && std::strcmp(argv[1], "apart") == 0;
   const bool alone = apart || (argc > 1 && std::strcmp(argv[1], "alone") == 0);
-  const bool late = argc > 1 && std::strcmp(argv[1], "late") == 0;
+  const bool late_call = argc > 1 && std::strcmp(argv[1], "late_call") == 0;
+  const bool late = late_call || (argc > 1 && std::strcmp(argv[1], "late") == 0);
   cl::Options o = cl::Options::from_environment();
   o.space_bytes = std::size_t{1} << 30;
   o.threads = 1;
@@ -36,6 +40,7 @@ int main(int argc, char** argv) {
     cl::launch(k, hdsm::cover(1024), a);
     if (late) {
       if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+      if (late_call) cl::sync();
     } else {
       if (rank == 1) {
         if (alone) throw std::runtime_error("rank 1 gives up");

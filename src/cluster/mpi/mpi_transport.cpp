@@ -247,15 +247,19 @@ bool MpiTransport::agree_within(std::span<std::uint64_t> values, std::chrono::mi
     check(PMPI_Iallreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_UINT64_T, MPI_MAX,
                           comm_, &request),
           "MPI_Iallreduce", "the cluster's ranks");
-  // Polled as the page server polls (pause_after).
+  // Polled without a pause first, as a blocking wait would (an agreement of ranks that are all there
+  // takes a microsecond or two; a yield between polls made a launch's 1.4 us agreement 2.5 us), then
+  // as the page server polls (pause_after), so that a rank that waits long leaves its core.
+  constexpr unsigned kSpinPolls = 2048;
   const bool forever = limit == std::chrono::milliseconds::max();
   const auto deadline = std::chrono::steady_clock::now() + (forever ? std::chrono::milliseconds(0) : limit);
   for (unsigned polls = 0;; ++polls) {
     int done = 0;
     check(PMPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", "the cluster's agreement");
     if (done != 0) return true;
+    if (polls < kSpinPolls) continue;
     if (!forever && std::chrono::steady_clock::now() >= deadline) return false;  // the caller ends the job
-    pause_after(polls);
+    pause_after(polls - kSpinPolls);
   }
 }
 
