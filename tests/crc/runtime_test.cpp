@@ -81,13 +81,18 @@ TEST(CrcRuntime, WorkersWriteTheirSharesAndReadEachOthersAfterABarrier) {
 
 TEST(CrcRuntime, FalselySharedPagesMergeEveryWritersBytes) {
   // Every page is written by all workers (interleaved bytes): the multiple-writer protocol merges.
+  // No worker writes back before every worker has written (a loaded machine may run them one after
+  // the other, and a page whose writers never overlap needs no twin).
   crc::Runtime rt(options(4, 128));
   const std::size_t n = 4096;
   auto* bytes = rt.alloc<std::uint8_t>(n);
+  std::atomic<int> written{0};
   rt.run([&] {
     const int w = crc::worker_id();
     for (std::size_t i = static_cast<std::size_t>(w); i < n; i += 4)
       crc::write(&bytes[i], static_cast<std::uint8_t>(i * 7 + 1));
+    written.fetch_add(1);
+    while (written.load() < crc::worker_count()) std::this_thread::yield();
   });
   for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(bytes[i], static_cast<std::uint8_t>(i * 7 + 1)) << i;
   EXPECT_GT(rt.stats().twins, 0u);
