@@ -808,6 +808,66 @@ std::uint64_t Node::arguments_hash(const ArgPack& args, std::optional<ArgKinds> 
   return h;
 }
 
+std::uint64_t Node::argument_key(const ArgPack& args, std::optional<ArgKinds> kinds, std::size_t i) const {
+  const std::uint64_t bit = i < 64 ? std::uint64_t{1} << i : 0;
+  if (kinds && (kinds->scalars & bit) != 0) {
+    std::uint64_t key = 0;
+    if (args.sizes[i] <= sizeof key) {
+      std::memcpy(&key, args.values[i], args.sizes[i]);
+      return key;
+    }
+    key = 0xcbf29ce484222325;
+    for (std::size_t b = 0; b < args.sizes[i]; ++b)
+      key = (key ^ static_cast<const unsigned char*>(args.values[i])[b]) * 0x100000001b3;
+    return key;
+  }
+  if ((kinds && (kinds->pointers & bit) != 0) || (!kinds && args.sizes[i] == sizeof(void*))) {
+    const void* p = nullptr;
+    std::memcpy(&p, args.values[i], sizeof p);
+    return contains(p) ? static_cast<std::uint64_t>(static_cast<const std::byte*>(p) - base_) + 1 : 0;
+  }
+  return 0;
+}
+
+std::string Node::argument_difference(const ArgPack& args, std::optional<ArgKinds> kinds) {
+  std::array<std::uint64_t, 2> count = {args.count, ~std::uint64_t{args.count}};
+  transport_.allreduce(std::span<std::uint64_t>(count), ReduceOp::max);
+  if (count[0] != ~count[1])
+    return fmt::format("the ranks pass {} to {} arguments (rank {} passes {})", ~count[1], count[0], rank(),
+                       args.count);
+  // Per argument: its size and its key, each with its complement, so one reduction gives both ends.
+  std::vector<std::uint64_t> v(4 * args.count);
+  for (std::size_t i = 0; i < args.count; ++i) {
+    const std::uint64_t key = argument_key(args, kinds, i);
+    v[4 * i] = args.sizes[i];
+    v[4 * i + 1] = ~std::uint64_t{args.sizes[i]};
+    v[4 * i + 2] = key;
+    v[4 * i + 3] = ~key;
+  }
+  transport_.allreduce(std::span<std::uint64_t>(v), ReduceOp::max);
+  for (std::size_t i = 0; i < args.count; ++i) {
+    if (v[4 * i] != ~v[4 * i + 1])
+      return fmt::format("argument {} has {} to {} bytes (rank {}: {})", i, ~v[4 * i + 1], v[4 * i], rank(),
+                         args.sizes[i]);
+    if (v[4 * i + 2] == ~v[4 * i + 3]) continue;
+    const std::uint64_t low = ~v[4 * i + 3], high = v[4 * i + 2], mine = argument_key(args, kinds, i);
+    const std::uint64_t bit = i < 64 ? std::uint64_t{1} << i : 0;
+    if (kinds && (kinds->scalars & bit) != 0)
+      return args.sizes[i] <= sizeof(std::uint64_t)
+                 ? fmt::format(
+                       "argument {} (a scalar of {} bytes, read as an unsigned integer) is {} to {} (rank "
+                       "{}: {})",
+                       i, args.sizes[i], low, high, rank(), mine)
+                 : fmt::format("argument {} (a scalar of {} bytes) differs", i, args.sizes[i]);
+    const auto where = [&](std::uint64_t key) {
+      return key == 0 ? std::string("outside global memory") : fmt::format("global byte {}", key - 1);
+    };
+    return fmt::format("argument {} (a pointer) points to {} on one rank and {} on another (rank {}: {})", i,
+                       where(low), where(high), rank(), where(mine));
+  }
+  return "an argument differs";
+}
+
 void Node::launch(const Kernel& kernel, const Launch& launch, const ArgPack& args,
                   std::optional<ArgKinds> kinds) {
   const HostCall host_call = enter("cluster::launch");
@@ -837,7 +897,12 @@ void Node::launch(const Kernel& kernel, const Launch& launch, const ArgPack& arg
                   "arguments (a hash of their count and sizes, the values of scalars, and where pointers "
                   "point into global memory)"}});
     } catch (const InvalidArgument& e) {
-      throw InvalidArgument(fmt::format("cluster::launch of kernel '{}': {}", kernel.name, e.what()));
+      // Every rank found the same mismatch: where it is the arguments, they find which one together.
+      std::string which_argument;
+      if (std::string_view(e.what()).find("different arguments (a hash") != std::string_view::npos)
+        which_argument = "; " + argument_difference(args, kinds);
+      throw InvalidArgument(
+          fmt::format("cluster::launch of kernel '{}': {}{}", kernel.name, e.what(), which_argument));
     }
   }
   if (blocks == 0)

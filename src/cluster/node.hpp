@@ -217,6 +217,12 @@ class Node final : public PageServer {
   /// agree() of up to 9 values in one collective of a fixed size (every call reduces as many).
   void agree_all(Call call, std::initializer_list<std::pair<std::uint64_t, const char*>> values);
   std::uint64_t arguments_hash(const ArgPack& args, std::optional<ArgKinds> kinds) const;
+  /// What the argument hash compares for argument i alone: a scalar of up to 8 bytes as its value, a
+  /// longer one hashed, a pointer's place in global memory + 1 (0: elsewhere), nothing otherwise.
+  std::uint64_t argument_key(const ArgPack& args, std::optional<ArgKinds> kinds, std::size_t i) const;
+  /// Which argument the ranks' hashes differ on, in words: collective, on the path of a mismatch
+  /// every rank found in the same agreement.
+  std::string argument_difference(const ArgPack& args, std::optional<ArgKinds> kinds);
   void copy_in(void* dst, const void* src, std::size_t bytes);
   void copy_out(void* dst, const void* src, std::size_t bytes, Deliver deliver);
   std::uint64_t page_of(const void* p) const {

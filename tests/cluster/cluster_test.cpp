@@ -1193,13 +1193,15 @@ TEST(Cluster, ALaunchWhoseArgumentsDifferBetweenRanksFailsOnEveryRank) {
   run_ranks(2, options(), [](Node& node) {
     int* a = cl::alloc<int>(256);
     int* b = cl::alloc<int>(256);
-    const auto expect_refused = [&](const auto& launch, const char* what) {
+    // The message names the argument that differs, found by a second reduction on the mismatch.
+    const auto expect_refused = [&](const auto& launch, const char* what, const std::string& which) {
       try {
         launch();
         ADD_FAILURE() << what << ": rank " << node.rank() << " ran";
       } catch (const hdsm::InvalidArgument& e) {
         EXPECT_NE(std::string(e.what()).find("the ranks passed different arguments"), std::string::npos)
             << what << ": " << e.what();
+        EXPECT_NE(std::string(e.what()).find(which), std::string::npos) << what << ": " << e.what();
       }
     };
     const int value = node.rank() == 0 ? 2 : 5;
@@ -1207,17 +1209,23 @@ TEST(Cluster, ALaunchWhoseArgumentsDifferBetweenRanksFailsOnEveryRank) {
         [&] {
           cl::launch(fill_kernel(), Launch{Dim3{2}, Dim3{32}, 0}, a, 128u, value);
         },
-        "a scalar");
+        "a scalar",
+        fmt::format("; argument 2 (a scalar of 4 bytes, read as an unsigned integer) is 2 to 5 (rank {}: {})",
+                    node.rank(), value));
     expect_refused(
         [&] {
           cl::launch(fill_kernel(), Launch{Dim3{2}, Dim3{32}, 0}, node.rank() == 0 ? a : b, 128u, 1);
         },
-        "a global pointer");
+        "a global pointer", "; argument 0 (a pointer) points to global byte ");
     expect_refused(
         [&] {
           cl::launch(fill_kernel(), Launch{Dim3{2}, Dim3{32}, 0}, a + node.rank(), 64u, 1);
         },
-        "an offset into one allocation");
+        "an offset into one allocation",
+        fmt::format(
+            "; argument 0 (a pointer) points to global byte {} on one rank and global byte {} on another",
+            reinterpret_cast<std::byte*>(a) - node.base(),
+            reinterpret_cast<std::byte*>(a + 1) - node.base()));
     // The untyped launch compares 8-byte values that point into global memory.
     std::uint32_t per_block = 128;
     int v = 1;
@@ -1229,7 +1237,7 @@ TEST(Cluster, ALaunchWhoseArgumentsDifferBetweenRanksFailsOnEveryRank) {
           cl::launch(static_cast<const hdsm::Kernel&>(fill_kernel()), Launch{Dim3{2}, Dim3{32}, 0},
                      hdsm::ArgPack{values, sizes, 3});
         },
-        "an untyped global pointer");
+        "an untyped global pointer", "; argument 0 (a pointer) points to global byte ");
     EXPECT_EQ(read_all(a, 256), std::vector<int>(256, 0)) << "a block ran";
     EXPECT_EQ(read_all(b, 256), std::vector<int>(256, 0)) << "a block ran";
     // Host pointers: each rank's own buffer, read by its blocks.
