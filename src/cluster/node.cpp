@@ -132,24 +132,28 @@ void abandon_saying(Transport& transport, const char* fallback, Say&& say) noexc
 thread_local Node* tl_node = nullptr;
 std::atomic<Node*> session_node{nullptr};
 
-// What a launch throws when blocks failed on `failed` ranks (`error` is this rank's failure).
-[[noreturn]] void throw_failure(const std::string& kernel, const std::exception_ptr& error, int failed,
-                                int failed_rank) {
-  if (error) {
-    std::string what;
-    try {
-      std::rethrow_exception(error);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-      what = "an exception that is not a std::exception";
-    }
-    throw KernelFailure(fmt::format("kernel '{}' failed on rank {}: {}", kernel, failed_rank, what));
+/// The text of a block's failure.
+std::string failure_text(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
   }
+}
+
+// What a launch throws when blocks failed on `failed` ranks (`error` is this rank's failure;
+// `first_text` the failure of rank `failed_rank`, the first that failed, as it sent it).
+[[noreturn]] void throw_failure(const std::string& kernel, const std::exception_ptr& error, int failed,
+                                int failed_rank, std::string_view first_text) {
+  if (error)
+    throw KernelFailure(
+        fmt::format("kernel '{}' failed on rank {}: {}", kernel, failed_rank, failure_text(error)));
   if (failed == 1)
-    throw KernelFailure(fmt::format("kernel '{}' failed on rank {} (its message is in that rank's output)",
-                                    kernel, failed_rank));
-  throw KernelFailure(fmt::format("kernel '{}' failed on {} ranks", kernel, failed));
+    throw KernelFailure(fmt::format("kernel '{}' failed on rank {}: {}", kernel, failed_rank, first_text));
+  throw KernelFailure(
+      fmt::format("kernel '{}' failed on {} ranks; on rank {}: {}", kernel, failed, failed_rank, first_text));
 }
 
 }  // namespace
@@ -1035,7 +1039,7 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
   if (ranks() == 1) {
     ++stats_.kernels;
     epoch_.fetch_add(1, std::memory_order_acq_rel);
-    if (error) throw_failure(kernel, error, 1, 0);
+    if (error) throw_failure(kernel, error, 1, 0, {});
     return;
   }
   const auto start = std::chrono::steady_clock::now();
@@ -1069,8 +1073,25 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
   stats_.vector_bytes += done.vector_bytes;
   stats_.boundary_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  if (done.failed != 0)
-    throw_failure(kernel, error, static_cast<int>(done.failed), error ? rank() : done.failed_rank);
+  if (done.failed != 0) {
+    // The first failing rank's message, to every rank (cut to a fixed size every rank knows): the
+    // program may print the error on rank 0 only, and the cause was on another.
+    std::array<char, 1024> text{};
+    // With one failure the boundary's sums name the rank; with several, the lowest is agreed on.
+    int first = done.failed_rank;
+    if (done.failed > 1) {
+      std::array<std::uint32_t, 1> lowest = {static_cast<std::uint32_t>(error ? rank() : ranks())};
+      transport_.allreduce(std::span<std::uint32_t>(lowest), ReduceOp::min);
+      first = static_cast<int>(lowest[0]);
+    }
+    if (rank() == first && error) {
+      const std::string mine = failure_text(error);
+      std::memcpy(text.data(), mine.data(), std::min(mine.size(), text.size() - 1));
+    }
+    transport_.broadcast(first, std::as_writable_bytes(std::span<char>(text)));
+    text.back() = '\0';
+    throw_failure(kernel, error, static_cast<int>(done.failed), error ? rank() : first, text.data());
+  }
 }
 
 void Node::fail_alone(const std::string& kernel, const char* what) noexcept {

@@ -156,7 +156,7 @@ class Node final : public PageServer {
     std::uint64_t written = 0, modified = 0, multi = 0, promoted = 0, modified_bytes = 0, vector_bytes = 0,
                   invalidated = 0;
     std::uint32_t failed = 0;  // ranks whose blocks failed
-    int failed_rank = -1;      // one of them
+    int failed_rank = -1;      // the one, where failed == 1 (else a sum of no meaning)
     bool lazy = false;
   };
   /// The boundary's collectives and the new states; `moved` turns true once rank 0 applied what it

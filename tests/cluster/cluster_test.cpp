@@ -1655,9 +1655,25 @@ TEST(Cluster, BadInputFailsOnEveryRank) {
     try {
       cl::launch(failing, Launch{Dim3{3}, Dim3{4}, 0}, a, &me);
     } catch (const hdsm::KernelFailure& e) {
-      const std::string want = node.rank() == 1 ? "failed on rank 1: bad block" : "failed on rank 1";
-      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+      // Every rank has the failing rank's message, sent by it at the boundary.
+      EXPECT_NE(std::string(e.what()).find("kernel 'fails_on_rank_1' failed on rank 1: bad block"),
+                std::string::npos)
+          << e.what();
       ++kernel_errors;
+    }
+    // Blocks failing on two ranks: a rank that failed gives its own message; rank 0 the lowest's.
+    const auto failing_more = hdsm::per_thread("fails_above_0", [](const Thread& t, int* p, const int* rank) {
+      p[t.global_x()] = 1;
+      if (*rank >= 1) throw std::runtime_error("bad block on rank " + std::to_string(*rank));
+    });
+    try {
+      cl::launch(failing_more, Launch{Dim3{3}, Dim3{4}, 0}, a, &me);
+      ADD_FAILURE() << "launched";
+    } catch (const hdsm::KernelFailure& e) {
+      const std::string want =
+          me == 0 ? "kernel 'fails_above_0' failed on 2 ranks; on rank 1: bad block on rank 1"
+                  : fmt::format("failed on rank {}: bad block on rank {}", me, me);
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
     }
     EXPECT_EQ(read_all(a, 12)[0], 1) << "the memory is coherent after a failed kernel";
     try {
@@ -1835,15 +1851,14 @@ TEST(Cluster, CollectivesInsideAKernelFailTheLaunchByName) {
                                                                               {2, "cluster::constant"},
                                                                               {3, "cluster::launch"}}) {
       try {
-        cl::launch(collective, Launch{Dim3{1}, Dim3{1}, 0}, a, which);  // block 0: rank 0 alone
+        cl::launch(collective, Launch{Dim3{1}, Dim3{1}, 0}, a, which);  // one block: one rank alone
         ADD_FAILURE() << call << " inside a kernel did not fail";
       } catch (const hdsm::Error& e) {
-        // The rank that ran the block names the call; the other names the kernel and that rank.
+        // Both ranks name the call: the one that ran the block in its own error, the other in the
+        // message that rank sent at the boundary, after the kernel and that rank.
         const std::string m = e.what();
-        if (m.find(call + " while a kernel runs") != std::string::npos)
-          ++named;
-        else
-          EXPECT_NE(m.find("kernel 'collective' failed on rank"), std::string::npos) << m;
+        if (m.find(call + " while a kernel runs") != std::string::npos) ++named;
+        EXPECT_NE(m.find("kernel 'collective' failed on rank "), std::string::npos) << m;
       }
     }
     // The allocation is whole: written and freed between launches as usual.
@@ -1851,7 +1866,7 @@ TEST(Cluster, CollectivesInsideAKernelFailTheLaunchByName) {
     EXPECT_EQ(read_all(a, 1024)[5], 3);
     cl::free(a);
   });
-  EXPECT_EQ(named.load(), 4);  // each call, named by the rank that made it
+  EXPECT_EQ(named.load(), 8);  // each call, named on both ranks
 }
 
 // A rank makes its collective calls one at a time: a second host thread's call while the first is
