@@ -4,6 +4,7 @@
 #include "os/fault_path.hpp"
 #include "os/futex.hpp"
 #include "os/mapping.hpp"
+#include "os/process.hpp"
 #include "os/signal_safe_io.hpp"
 #include "os/spin_wait.hpp"
 
@@ -468,12 +469,15 @@ Node::HostCall Node::enter(const char* call) {
         fmt::format("{} from the distribution policy on rank {}: the cluster's calls are collective, made "
                     "between launches from host code",
                     call, rank()));
-  if (in_kernel_.load(std::memory_order_acquire))
+  const std::thread::id me = std::this_thread::get_id();
+  // From a block (which runs as user code on the executor's threads, the launching one included);
+  // another host thread during a kernel is refused below, as during any call.
+  if (in_kernel_.load(std::memory_order_acquire) &&
+      (os::running_user_code() || host_caller_.load(std::memory_order_acquire) == me))
     throw InvalidArgument(
         fmt::format("{} while a kernel runs on rank {}: the cluster's calls (alloc, free, memcpy, constant, "
                     "launch, sync) are collective, made between launches from host code",
                     call, rank()));
-  const std::thread::id me = std::this_thread::get_id();
   if (host_caller_.load(std::memory_order_acquire) != me) {
     std::thread::id none{};
     if (!host_caller_.compare_exchange_strong(none, me, std::memory_order_acq_rel)) {

@@ -27,10 +27,10 @@ Geometry geometry(std::size_t local_store, std::size_t page_size, std::size_t se
   }
   if (g.frames == 0)
     throw InvalidArgument(
-        fmt::format("crc local store of {} holds no page of {} B: give it at least one page "
+        fmt::format("crc local store of {} B holds no page of {} B: give it at least one page "
                     "(HDSM_CRC_LOCAL_STORE, Options::local_store), or use smaller pages (HDSM_CRC_PAGE_SIZE, "
                     "Options::page_size)",
-                    format_bytes(local_store), page_size));
+                    local_store, page_size));  // in bytes: 4095 B would read as 4.0 KiB
   if (g.frames < g.sets)
     throw InvalidArgument(
         fmt::format("crc local store of {} holds {} pages of {} B, fewer than its {} sets: it needs at least "

@@ -1900,6 +1900,37 @@ TEST(Cluster, TwoHostThreadsOfARankInCallsAtOnceAreRefused) {
     cl::sync();
     second.join();
   });
+  // The same while the first thread's kernel runs: named as another thread's call, not as a call
+  // from a block.
+  std::atomic<bool> go{false};
+  run_ranks(2, options(), [&](Node& node) {
+    int* a = cl::alloc<int>(64);
+    const auto waits = hdsm::per_thread("waits", [](const Thread&, int* p, std::atomic<bool>* gate) {
+      while (!gate->load()) std::this_thread::yield();
+      p[0] = 1;
+    });
+    std::thread second;
+    if (node.rank() == 0)
+      second = std::thread([&] {
+        cl::detail::bind_thread(&node);
+        while (!node.in_host_call()) std::this_thread::yield();
+        try {
+          cl::free(a);
+          ADD_FAILURE() << "a second thread's free went through during a kernel";
+        } catch (const hdsm::InvalidArgument& e) {
+          EXPECT_NE(
+              std::string(e.what()).find(
+                  "cluster::free on rank 0 while another host thread of the rank is in cluster::launch"),
+              std::string::npos)
+              << e.what();
+        }
+        go = true;
+        cl::detail::bind_thread(nullptr);
+      });
+    cl::launch(waits, Launch{Dim3{2}, Dim3{1}, 0}, a, &go);
+    if (second.joinable()) second.join();
+    cl::free(a);
+  });
   // One after the other from two threads of each rank.
   run_ranks(2, options(), [&](Node& node) {
     int* a = nullptr;

@@ -959,7 +959,7 @@ TEST(CrcErrors, AccessOutsideATaskAndBadOptions) {
   } catch (const hdsm::InvalidArgument& e) {
     EXPECT_EQ(
         std::string(e.what()),
-        "crc local store of 2 KiB holds no page of 4096 B: give it at least one page (HDSM_CRC_LOCAL_STORE, "
+        "crc local store of 2048 B holds no page of 4096 B: give it at least one page (HDSM_CRC_LOCAL_STORE, "
         "Options::local_store), or use smaller pages (HDSM_CRC_PAGE_SIZE, Options::page_size)");
   }
   for (const long ms : {0L, -5L, 86'400'001L}) {  // the knobs' ranges hold for Options too
