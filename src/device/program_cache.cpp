@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <span>
+#include <string_view>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -20,13 +22,20 @@ namespace {
 
 using os::errno_text;
 
-// File layout: magic, key length, key, binary length, binary (lengths as little-endian u64).
-constexpr char kMagic[8] = {'H', 'D', 'S', 'M', 'P', 'R', 'G', '1'};
+// File layout: magic, key length, key, binary length, binary, then a checksum of everything before
+// it (lengths and checksum as little-endian u64). A binary damaged past its header, which the
+// lengths cannot catch, crashed PoCL in clCreateProgramWithBinary on every run; with the checksum it
+// is a miss, rebuilt and replaced. Files of the first layout ("...PRG1", no checksum) are misses too.
+constexpr char kMagic[8] = {'H', 'D', 'S', 'M', 'P', 'R', 'G', '2'};
+constexpr std::size_t kFixedBytes = 32;  // magic, two lengths, checksum
 
 std::uint64_t fnv1a(std::string_view s) {
   std::uint64_t h = 0xcbf29ce484222325ULL;
   for (const char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
   return h;
+}
+std::uint64_t fnv1a(std::span<const unsigned char> bytes) {
+  return fnv1a(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
 
 std::string default_directory() {
@@ -113,7 +122,8 @@ std::optional<std::vector<unsigned char>> ProgramCache::load(std::string_view ke
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     warn(fmt::format("fstat({}): {}", path, errno_text(errno)));
-  } else if (S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && st.st_size >= 24 &&
+  } else if (S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+             st.st_size >= static_cast<off_t>(kFixedBytes) &&
              static_cast<std::uint64_t>(st.st_size) <= kMaxEntryBytes) {
     std::vector<unsigned char> file(static_cast<std::size_t>(st.st_size));
     std::size_t got = 0;
@@ -125,12 +135,16 @@ std::optional<std::vector<unsigned char>> ProgramCache::load(std::string_view ke
       got += static_cast<std::size_t>(r);
     }
     const std::uint64_t key_bytes = got == file.size() ? get_u64(file.data() + 8) : 0;
+    const std::size_t summed = file.size() - 8;
     if (got == file.size() && std::memcmp(file.data(), kMagic, 8) == 0 && key_bytes == key.size() &&
-        key_bytes <= file.size() - 24 && std::memcmp(file.data() + 16, key.data(), key.size()) == 0) {
+        key_bytes <= file.size() - kFixedBytes &&
+        std::memcmp(file.data() + 16, key.data(), key.size()) == 0 &&
+        get_u64(file.data() + summed) == fnv1a(std::span<const unsigned char>(file.data(), summed))) {
       const std::size_t at = 16 + key.size();
       const std::uint64_t binary_bytes = get_u64(file.data() + at);
-      if (binary_bytes == file.size() - at - 8)
-        result.emplace(file.begin() + static_cast<std::ptrdiff_t>(at + 8), file.end());
+      if (binary_bytes == summed - at - 8)
+        result.emplace(file.begin() + static_cast<std::ptrdiff_t>(at + 8),
+                       file.begin() + static_cast<std::ptrdiff_t>(summed));
     }
   }
   ::close(fd);
@@ -138,14 +152,15 @@ std::optional<std::vector<unsigned char>> ProgramCache::load(std::string_view ke
 }
 
 void ProgramCache::store(std::string_view key, std::span<const unsigned char> binary) const {
-  if (!enabled() || binary.empty() || key.size() + binary.size() + 24 > kMaxEntryBytes) return;
+  if (!enabled() || binary.empty() || key.size() + binary.size() + kFixedBytes > kMaxEntryBytes) return;
   if (!usable_directory(true)) return;
   std::vector<unsigned char> file(kMagic, kMagic + 8);
-  file.reserve(24 + key.size() + binary.size());
+  file.reserve(kFixedBytes + key.size() + binary.size());
   put_u64(file, key.size());
   file.insert(file.end(), key.begin(), key.end());
   put_u64(file, binary.size());
   file.insert(file.end(), binary.begin(), binary.end());
+  put_u64(file, fnv1a(std::span<const unsigned char>(file)));
 
   const std::string failure = os::replace_file(
       path_for(key), std::string_view(reinterpret_cast<const char*>(file.data()), file.size()), 0600);

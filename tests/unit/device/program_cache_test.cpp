@@ -59,6 +59,19 @@ TEST(ProgramCache, DamagedEntriesAreMisses) {
   EXPECT_FALSE(cache.load("key").has_value());
   fs::resize_file(path, 0);
   EXPECT_FALSE(cache.load("key").has_value());
+  // A byte of the binary flipped, lengths intact: the checksum makes it a miss (PoCL crashed on
+  // such a binary, on every run until the file was deleted).
+  cache.store("key", kBinary);
+  ASSERT_EQ(cache.load("key"), kBinary);
+  {
+    std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(path) - 8 - 2));  // inside the binary
+    f.put('\x5a');
+  }
+  EXPECT_FALSE(cache.load("key").has_value());
+  // And the rebuilt entry replaces it.
+  cache.store("key", kBinary);
+  EXPECT_EQ(cache.load("key"), kBinary);
 }
 
 TEST(ProgramCache, CreatesMissingDirectoriesPrivately) {
