@@ -5,9 +5,12 @@
 #include <fmt/format.h>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <ctime>
+#include <filesystem>
+#include <system_error>
 
 namespace hdsm::tool {
 namespace {
@@ -103,6 +106,28 @@ std::string utc_timestamp() {
   char text[32];
   std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
   return text;
+}
+
+std::string companion_program(std::string_view name) {
+  std::error_code error;
+  const std::filesystem::path tool = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) throw SystemError("readlink", "/proc/self/exe (where hdsm's bench programs lie)", error.value());
+  const std::filesystem::path here = tool.parent_path();
+#if defined(HDSM_LIBEXEC_FROM_BIN)
+  const std::filesystem::path installed = here / HDSM_LIBEXEC_FROM_BIN / name;
+#else
+  const std::filesystem::path installed = here / name;
+#endif
+  for (const std::filesystem::path& p : {here / name, installed})
+    if (::access(p.c_str(), X_OK) == 0) return p.lexically_normal().string();
+  throw std::runtime_error(fmt::format("{} is neither next to {} nor in {}: install hdsm with it", name,
+                                       tool.string(), installed.parent_path().lexically_normal().string()));
+}
+
+std::string shell_quoted(std::string_view text) {
+  std::string quoted = "'";
+  for (const char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
 }
 
 std::string wait_status_text(int status) {

@@ -57,4 +57,11 @@ std::string wait_status_text(int status);
 /// Current UTC time as ISO 8601 ("2024-05-01T12:34:56Z").
 std::string utc_timestamp();
 
+/// The path of `name`, a program of hdsm's that `hdsm bench` starts: next to this tool (the build
+/// tree), or in the libexec directory it was installed with. std::runtime_error naming both places
+/// when neither holds it.
+std::string companion_program(std::string_view name);
+/// `text` quoted for /bin/sh (a popen command line).
+std::string shell_quoted(std::string_view text);
+
 }  // namespace hdsm::tool

@@ -58,8 +58,9 @@ const std::map<std::string, std::pair<int, int>> kSeedTable3 = {
 std::vector<Line> run_program(SuiteContext& ctx, const std::string& label, int ranks, unsigned threads,
                               const std::string& extra) {
   const std::string program =
-      fmt::format("{} --scale {} --threads {} --mode {} --repeat {} {}", HDSM_CLUSTER_BENCH,
-                  ctx.quick ? "quick" : "full", threads, label, ctx.quick ? 3 : 5, extra);
+      fmt::format("{} --scale {} --threads {} --mode {} --repeat {} {}",
+                  shell_quoted(companion_program(HDSM_CLUSTER_BENCH)), ctx.quick ? "quick" : "full", threads,
+                  label, ctx.quick ? 3 : 5, extra);
   // --bind-to none: Open MPI binds a small job's ranks to one core each, which would put a rank's
   // threads on one core.
   const std::string command = ranks == 0 ? fmt::format("{} --baseline 2>&1", program)

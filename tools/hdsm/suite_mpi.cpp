@@ -44,8 +44,9 @@ void run_mpi(SuiteContext& ctx) {
   // Open MPI refuses root and more ranks than cores unless told; other MPIs ignore these.
   // NOLINTNEXTLINE(concurrency-mt-unsafe): set before any thread is started that reads the environment
   ::setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
-  const std::string command = fmt::format("{} {} -n 2 {} {} 2>&1", HDSM_MPIEXEC, HDSM_MPIEXEC_FLAGS,
-                                          HDSM_MPI_TRANSFER, ctx.quick ? "--quick" : "");
+  const std::string command =
+      fmt::format("{} {} -n 2 {} {} 2>&1", HDSM_MPIEXEC, HDSM_MPIEXEC_FLAGS,
+                  shell_quoted(companion_program(HDSM_MPI_TRANSFER)), ctx.quick ? "--quick" : "");
   ctx.progress.set_total(ctx.quick ? 18 : 36);
   ctx.progress.note(command);
   // NOLINTNEXTLINE(bugprone-command-processor): the command is the build's mpiexec and bench program

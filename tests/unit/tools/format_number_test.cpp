@@ -22,3 +22,28 @@ TEST(FormatNumber, KeepsThreeSignificantDigitsBelowTen) {
 }
 
 }  // namespace
+
+namespace {
+
+// The MPI programs `hdsm bench` starts go through /bin/sh: their paths are quoted, quotes included.
+TEST(ShellQuoted, QuotesEveryCharacterTheShellWouldRead) {
+  using hdsm::tool::shell_quoted;
+  EXPECT_EQ(shell_quoted("/opt/hdsm/libexec/hdsm/hdsm_mpi_transfer"),
+            "'/opt/hdsm/libexec/hdsm/hdsm_mpi_transfer'");
+  EXPECT_EQ(shell_quoted("/my dir/$x;`y`"), "'/my dir/$x;`y`'");
+  EXPECT_EQ(shell_quoted("it's"), "'it'\\''s'");
+}
+
+// A program that is neither next to the running executable nor in the libexec directory is named
+// with both places (an installed tool used to run programs from the build tree it was made in).
+TEST(CompanionProgram, NamesBothPlacesWhenMissing) {
+  try {
+    (void)hdsm::tool::companion_program("no_such_hdsm_program");
+    ADD_FAILURE() << "found a program that does not exist";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("no_such_hdsm_program is neither next to "), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
