@@ -464,7 +464,10 @@ std::uint64_t Node::agree(Call call, std::uint64_t value, const char* what) {
 // one made from a block, which runs on one rank, would leave the others in the kernel's boundary
 // while it waits for them in its own collective. Between launches only, from host code.
 Node::HostCall Node::enter(const char* call) {
-  if (in_policy_.load(std::memory_order_relaxed))
+  // From the distribution policy, which runs on the launching thread; another host thread meanwhile
+  // is refused below, as during any call.
+  if (in_policy_.load(std::memory_order_relaxed) &&
+      host_caller_.load(std::memory_order_acquire) == std::this_thread::get_id())
     throw InvalidArgument(
         fmt::format("{} from the distribution policy on rank {}: the cluster's calls are collective, made "
                     "between launches from host code",
@@ -1089,7 +1092,14 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
       first = static_cast<int>(lowest[0]);
     }
     if (rank() == first && error) {
-      const std::string mine = failure_text(error);
+      std::string mine = failure_text(error);
+      constexpr std::string_view kCut = "... (cut; the whole message is on that rank)";
+      if (mine.size() > text.size() - 1) {
+        // Cut at a character's start, not inside a UTF-8 sequence, and say so.
+        std::size_t keep = text.size() - 1 - kCut.size();
+        while (keep > 0 && (static_cast<unsigned char>(mine[keep]) & 0xC0) == 0x80) --keep;
+        mine = mine.substr(0, keep) + std::string(kCut);
+      }
       std::memcpy(text.data(), mine.data(), std::min(mine.size(), text.size() - 1));
     }
     transport_.broadcast(first, std::as_writable_bytes(std::span<char>(text)));

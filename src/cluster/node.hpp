@@ -214,7 +214,7 @@ class Node final : public PageServer {
   static Agreement agreement(Call call, std::initializer_list<std::pair<std::uint64_t, const char*>> values);
   static const char* name_of(std::uint64_t call);
   std::uint64_t agree(Call call, std::uint64_t value, const char* what);
-  /// agree() of up to 9 values in one collective of a fixed size (every call reduces as many).
+  /// agree_within() of up to 9 values in one collective of a fixed size (every call reduces as many).
   void agree_all(Call call, std::initializer_list<std::pair<std::uint64_t, const char*>> values);
   std::uint64_t arguments_hash(const ArgPack& args, std::optional<ArgKinds> kinds) const;
   /// What the argument hash compares for argument i alone: a scalar of up to 8 bytes as its value, a

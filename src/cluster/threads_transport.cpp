@@ -217,7 +217,6 @@ class ThreadsTransport final : public Transport {
   void barrier() override { meet({"barrier"}); }
   // The hub's meetings have a timeout of their own (the hub's), and fail rather than wait once a
   // rank left.
-  void agree(std::span<std::uint64_t> values) override { allreduce(values, ReduceOp::max); }
   bool agree_within(std::span<std::uint64_t> values, std::chrono::milliseconds) override {
     allreduce(values, ReduceOp::max);
     return true;

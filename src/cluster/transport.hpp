@@ -54,13 +54,12 @@ class Transport {
   /// `data` of `root` lands in `data` of every rank (every rank passes the same size).
   virtual void broadcast(int root, std::span<std::byte> data) = 0;
   virtual void barrier() = 0;
-  /// allreduce (max) of the session's agreements, as a nonblocking collective: MPI never matches a
-  /// blocking collective with a nonblocking one, and a session's end (agree_within) must meet the
-  /// agreement another rank began a call with.
-  virtual void agree(std::span<std::uint64_t> values) = 0;
-  /// agree() that gives up after `limit` (milliseconds::max(): never): false when some rank
-  /// did not come (it waits in another collective, or left); the next call goes on with the same
-  /// reduction, so `values` must stay where they are until one returns true.
+  /// allreduce (max) of the session's agreements (every call's opening one, and the session's
+  /// end), as a nonblocking collective: MPI never matches a blocking collective with a nonblocking
+  /// one, and a session's end must meet the agreement another rank began a call with. It gives up
+  /// after `limit` (milliseconds::max(): never): false when some rank did not come (it waits in
+  /// another collective, or left); the next call goes on with the same reduction, so `values` must
+  /// stay where they are until one returns true.
   virtual bool agree_within(std::span<std::uint64_t> values, std::chrono::milliseconds limit) = 0;
   /// This rank cannot follow the others through the collectives it is in (a boundary failed halfway
   /// on it alone, its copy of global memory lost): the job ends (MPI_Abort after printing `why`), or,

@@ -163,6 +163,7 @@ class ThreadsEngine final : public detail::Engine {
   }
 
   void free(void* pointer) override {
+    if (pointer == nullptr) return;  // as std::free
     const auto it = sizes_.find(static_cast<std::byte*>(pointer));
     if (it == sizes_.end())
       throw InvalidPointer(
@@ -416,8 +417,7 @@ void* Runtime::allocate(std::size_t bytes) {
   return impl_->engine_->allocate(bytes);
 }
 void Runtime::free(void* pointer) {
-  if (pointer == nullptr) return;  // as std::free and cluster::free
-  impl_->check_between_regions("free", "free between regions");
+  impl_->check_between_regions("free", "free between regions");  // null included: collective over MPI
   impl_->engine_->free(pointer);
 }
 void Runtime::page_size(std::size_t bytes) {

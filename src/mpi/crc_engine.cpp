@@ -53,11 +53,14 @@ constexpr int kReplyTag = 7102;
 
 constexpr mpi_detail::CallCheck check{"crc over MPI"};
 
-/// Whether /dev/shm, where Open MPI's shared-memory windows keep their backing file, has room for
-/// `bytes` (true where it cannot tell: a window is then tried).
+/// Whether the directory where Open MPI's shared-memory windows keep their backing file (/dev/shm,
+/// or OMPI_MCA_osc_sm_backing_directory) has room for `bytes`; true where it cannot tell, and a
+/// window is then tried. (On rank 0's node: ranks on other nodes do not use that component.)
 bool shm_has_room(std::size_t bytes) {
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): hdsm never changes the environment
+  const char* set = std::getenv("OMPI_MCA_osc_sm_backing_directory");
   struct statvfs fs {};
-  if (::statvfs("/dev/shm", &fs) != 0) return true;
+  if (::statvfs(set != nullptr && set[0] != '\0' ? set : "/dev/shm", &fs) != 0) return true;
   return bytes <= static_cast<std::size_t>(fs.f_bavail) * fs.f_frsize;
 }
 
@@ -627,16 +630,19 @@ class MpiEngine final : public Engine {
     // Collective too: a rank that freed alone would go on using what the home hands out again.
     // A pointer that is no allocation (a host pointer differs between ranks by nature) is compared
     // as one value, so that ranks that all pass one agree, and each says so.
+    // A null pointer is a value of its own (0): every rank freeing null is nothing, agreed.
     const bool known = sizes_.contains(pointer);
-    const auto offset =
-        known ? static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(pointer)) : ~std::uint64_t{0};
+    const auto offset = known || pointer == nullptr
+                            ? static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(pointer))
+                            : ~std::uint64_t{0};
     std::uint64_t pointers[kAgreed] = {offset, ~offset};
     agree_collective(kFreeing, pointers);
     if (pointers[0] != ~pointers[1])
       throw InvalidArgument(fmt::format(
           "crc::Runtime::free over MPI: the ranks freed different pointers (rank {} freed {}{}); free is "
           "collective and every rank must free the same allocation",
-          rank_, pointer, known ? "" : ", which is no allocation of the shared space"));
+          rank_, pointer, known || pointer == nullptr ? "" : ", which is no allocation of the shared space"));
+    if (pointer == nullptr) return;
     const auto it = sizes_.find(pointer);
     if (it == sizes_.end())
       throw InvalidPointer(

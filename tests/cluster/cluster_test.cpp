@@ -1064,7 +1064,6 @@ class TapTransport final : public cl::detail::Transport {
   }
   void broadcast(int root, std::span<std::byte> data) override { inner_.broadcast(root, data); }
   void barrier() override { inner_.barrier(); }
-  void agree(std::span<std::uint64_t> values) override { inner_.agree(values); }
   bool agree_within(std::span<std::uint64_t> values, std::chrono::milliseconds limit) override {
     return inner_.agree_within(values, limit);
   }

@@ -372,6 +372,15 @@ TEST_F(CrcMpi, RanksThatFreeDifferentPointersAreRefused) {
     EXPECT_NE(std::string(e.what()).find("not an allocation of this shared space"), std::string::npos)
         << e.what();
   }
+  // Null on every rank is nothing, agreed; null on one rank only is a different pointer.
+  rt.free(nullptr);
+  try {
+    rt.free(rank == 1 ? nullptr : b);
+    ADD_FAILURE() << "rank " << rank << " freed alone";
+  } catch (const hdsm::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("the ranks freed different pointers"), std::string::npos)
+        << e.what();
+  }
   // Both are still allocated everywhere: used, then freed together.
   rt.run([&] {
     if (crc::worker_id() == 0) crc::write(a + 5, 7);

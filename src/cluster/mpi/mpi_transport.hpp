@@ -42,7 +42,6 @@ class MpiTransport final : public Transport {
   void scatter(const std::vector<std::span<const std::byte>>& each, std::vector<std::byte>& mine) override;
   void broadcast(int root, std::span<std::byte> data) override;
   void barrier() override;
-  void agree(std::span<std::uint64_t> values) override;
   bool agree_within(std::span<std::uint64_t> values, std::chrono::milliseconds limit) override;
   void abandon(const char* why) noexcept override;
   void serve_pages(PageServer* server) override;
