@@ -26,12 +26,16 @@ std::vector<int> parse_peer_groups(std::string_view spec, unsigned device_count)
     for (auto& g : group) g = 0;
     return group;
   }
-  if (spec == "none" || spec.empty()) return group;
+  if (spec == "none") return group;
+  // Empty (a variable set to nothing) is no list: it used to mean none, while the default is all.
+  if (spec.empty()) throw InvalidArgument("empty: give all, none, or groups such as 0-1,2-3");
   int next_group = 0;
   while (!spec.empty()) {
     const auto comma = spec.find(',');
     const auto item = spec.substr(0, comma);
     spec = comma == std::string_view::npos ? std::string_view{} : spec.substr(comma + 1);
+    if (comma != std::string_view::npos && spec.empty())
+      throw InvalidArgument("a group list ends with a comma");
     const auto dash = item.find('-');
     const unsigned first = parse_index(item.substr(0, dash), item);
     const unsigned last = dash == std::string_view::npos ? first : parse_index(item.substr(dash + 1), item);

@@ -108,6 +108,11 @@ TEST(PeerGroups, Parse) {
   EXPECT_THROW(hdsm::parse_peer_groups("0-1,1-2", 4), hdsm::InvalidArgument);
   EXPECT_THROW(hdsm::parse_peer_groups("2-1", 4), hdsm::InvalidArgument);
   EXPECT_THROW(hdsm::parse_peer_groups("0-4", 4), hdsm::InvalidArgument);
+  // A variable set to nothing, and a list with an empty item anywhere, are no lists (empty meant
+  // none, while the default is all; a trailing comma passed where ",," did not).
+  EXPECT_THROW(hdsm::parse_peer_groups("", 4), hdsm::InvalidArgument);
+  EXPECT_THROW(hdsm::parse_peer_groups("0-1,2-3,", 4), hdsm::InvalidArgument);
+  EXPECT_THROW(hdsm::parse_peer_groups("0-1,,2-3", 4), hdsm::InvalidArgument);
 }
 
 }  // namespace
