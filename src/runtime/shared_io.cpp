@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -299,6 +300,12 @@ enum class Way { in, out };
 /// whole, by one read or write of all the vectors; else the vectors in order, stopping at the first
 /// short one, and for a stream's readv where the next vector's read would wait.
 ssize_t vectored(detail::RuntimeImpl& impl, int fd, const struct iovec* iov, int count, Way way) {
+  // libc's answer for a count it refuses, before any vector is looked at (which a negative count
+  // would make a walk of no end, and one above IOV_MAX a call the kernel refuses).
+  if (count < 0 || count > IOV_MAX) {
+    errno = EINVAL;
+    return -1;
+  }
   bool any_shared = false;
   const char* call = way == Way::in ? "readv" : "writev";
   for (int i = 0; i < count && iov != nullptr; ++i) {

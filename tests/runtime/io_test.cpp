@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -160,6 +161,15 @@ TEST_P(Io, PreadAndReadvAcrossObjectsAndHostMemory) {
   std::vector<unsigned char> expected(data.begin() + 10, data.begin() + 3010);
   expected.insert(expected.end(), data.begin(), data.begin() + 10);
   EXPECT_EQ(contents(out), expected);
+  // Counts libc refuses are refused alike: above IOV_MAX, and negative (EINVAL, nothing written).
+  std::vector<iovec> many(IOV_MAX + 1, iovec{b, 1});
+  errno = 0;
+  EXPECT_EQ(rt_.writev(out, many.data(), IOV_MAX + 1), -1);
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(rt_.readv(fd, iov, -1), -1);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(rt_.writev(out, many.data(), IOV_MAX), IOV_MAX) << "IOV_MAX vectors are fine";
   ::close(out);
   ::close(fd);
   rt_.free(a);
