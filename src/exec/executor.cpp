@@ -14,6 +14,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <system_error>
 #include <utility>
 
 namespace hdsm::exec {
@@ -87,6 +88,16 @@ Executor::Impl::Impl(Executor* owner_, ExecutorOptions options_) : owner(owner_)
   threads.reserve(options.threads - 1);
   try {
     for (unsigned w = 1; w < options.threads; ++w) threads.emplace_back([this, w] { worker_main(w); });
+  } catch (const std::system_error& e) {
+    // std::thread says only "Resource temporarily unavailable": name what was being made.
+    const std::size_t made = threads.size() + 1;
+    stop_threads();
+    throw SystemError("pthread_create",
+                      fmt::format("worker thread {} of {} for running kernels (the process's thread limit, "
+                                  "ulimit -u, or memory for their stacks; HDSM_SIM_THREADS and "
+                                  "HDSM_CLUSTER_THREADS set how many)",
+                                  made + 1, options.threads),
+                      e.code().value());
   } catch (...) {
     stop_threads();
     throw;
