@@ -20,10 +20,22 @@ namespace {
 constexpr std::size_t kProbeBytes = 16 * MiB;
 constexpr int kProbeCopies = 3;
 
-/// The copy engine's probe (the figures HDSM_COPY_PROBE plans with), on at most kProbeBytes.
+/// What one probe copy may take by the device's stated link rate: a modelled link of 1e-6 GB/s
+/// would have taken the 16 MiB probe a day, with no word.
+constexpr double kProbeSeconds = 0.25;
+
+/// Whether a probe copy of 64 KiB would take longer than kProbeSeconds by the stated link rate.
+bool too_slow_to_probe(const DeviceProperties& p) {
+  return p.link_gbps > 0 && p.link_gbps * 1e9 * kProbeSeconds < 65536;
+}
+
+/// The copy engine's probe (the figures HDSM_COPY_PROBE plans with), on at most kProbeBytes, and
+/// fewer where the stated link rate would make a copy take longer than kProbeSeconds.
 transfer::LinkRates probe_link(Device& device) {
-  const std::size_t free_bytes = device.properties().memory_bytes - device.memory_used();
-  const std::size_t bytes = std::min(kProbeBytes, free_bytes);
+  const DeviceProperties& p = device.properties();
+  const std::size_t free_bytes = p.memory_bytes - device.memory_used();
+  std::size_t bytes = std::min(kProbeBytes, free_bytes);
+  if (p.link_gbps > 0) bytes = std::min(bytes, static_cast<std::size_t>(p.link_gbps * 1e9 * kProbeSeconds));
   if (bytes == 0) throw std::runtime_error(fmt::format("{} has no free memory to probe with", device.name()));
   return transfer::measure_link(device, bytes, kProbeCopies);
 }
@@ -121,6 +133,7 @@ int run_info(const InfoOptions& options) {
   }
 
   std::vector<std::string> failures;
+  std::vector<std::string> notes;  // said, not failed
   for (Device* device : devices) {
     const DeviceProperties& p = device->properties();
     std::vector<std::string> row{fmt::format("{}", p.index),
@@ -131,7 +144,14 @@ int run_info(const InfoOptions& options) {
                                  p.peer_group >= 0 ? fmt::format("{}", p.peer_group) : std::string("none"),
                                  link_text(p),
                                  fmt::format("{} us", p.latency_us)};
-    if (options.probe) {
+    if (options.probe && too_slow_to_probe(p)) {
+      row.emplace_back("skipped");
+      row.emplace_back("skipped");
+      notes.push_back(
+          fmt::format("link probe of {} skipped: its link is modelled at {} GB/s, at which a "
+                      "64 KiB copy takes over {} s",
+                      p.name, p.link_gbps, kProbeSeconds));
+    } else if (options.probe) {
       try {
         const transfer::LinkRates probe = probe_link(*device);
         row.push_back(format_gbps(probe.h2d_gbps));
@@ -150,7 +170,9 @@ int run_info(const InfoOptions& options) {
       fmt::print("  {}: {}\n", device->name(), device->properties().description);
   if (options.probe)
     fmt::print(
-        "  measured: median of {} pinned copies of {} each way after a warm-up copy (1 GB/s = 1e9 B/s)\n",
+        "  measured: median of {} pinned copies of {} each way (less where a link is modelled slower) after "
+        "a "
+        "warm-up copy (1 GB/s = 1e9 B/s)\n",
         kProbeCopies, format_bytes(kProbeBytes));
   fmt::print("\nmemory model of each device's shared objects (HDSM_PROTOCOL={}):\n",
              runtime.config().get("HDSM_PROTOCOL"));
@@ -163,6 +185,7 @@ int run_info(const InfoOptions& options) {
   // The program's knobs, not the HDSM_OPENCL=on and HDSM_CUDA=on info sets to list every device.
   print_configuration(Config::from_environment());
 
+  for (const auto& note : notes) fmt::print(stderr, "hdsm: note: {}\n", note);
   for (const auto& failure : failures) fmt::print(stderr, "hdsm: error: {}\n", failure);
   return failures.empty() ? 0 : kExitFailure;
 }
