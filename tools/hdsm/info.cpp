@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <tuple>
 #include <utility>
 
 namespace hdsm::tool {
@@ -109,6 +110,17 @@ std::unique_ptr<Runtime> runtime_with_every_backend() {
     }
   }
   if (!runtime) runtime = std::make_unique<Runtime>(config);
+  // A backend that opened with no device at all (an ICD whose platform lists none, PoCL that cannot
+  // start in this environment) gets its note too.
+  for (const auto& [knob, backend, kind] : {std::tuple{"HDSM_CUDA", "CUDA", Backend::cuda},
+                                            std::tuple{"HDSM_OPENCL", "OpenCL", Backend::opencl}}) {
+    if (config.get(knob) != "on") continue;
+    const auto devices = runtime->devices();
+    if (std::none_of(devices.begin(), devices.end(),
+                     [&](const Device* d) { return d->properties().backend == kind; }))
+      fmt::print(stderr, "hdsm: note: no {} devices listed: the {} backend opened and found no device\n",
+                 backend, backend);
+  }
   return runtime;
 }
 
