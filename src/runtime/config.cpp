@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -97,6 +98,10 @@ std::string validate(const KnobSpec& k, std::string_view value) {
         invalid(k, value, "not a byte size (examples: 4096, 64KiB, 4GiB)");
       }
       check_range(k, value, static_cast<double>(v));
+      // The sizes whose accepted values say "a power of two" are refused here, where every program
+      // and `hdsm info` see it, not only when a subsystem first uses them.
+      if (k.info.accepted.find("power of two") != std::string_view::npos && v != 0 && !std::has_single_bit(v))
+        invalid(k, value, "not a power of two");
       return std::to_string(v);
     }
     case KnobType::real: {

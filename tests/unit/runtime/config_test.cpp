@@ -68,6 +68,12 @@ TEST(Config, InvalidValuesNameVariableValueAndRange) {
   EXPECT_NE(config_error("HDSM_SIM_POISON", "maybe"), "");
   EXPECT_NE(config_error("HDSM_SIM_PEER", "0-x"), "");
   EXPECT_NE(config_error("HDSM_NO_SUCH_KNOB", "1"), "");
+  // Sizes that must be powers of two are refused by the parser, so that `hdsm info` refuses them
+  // as every program does (before, only the first allocation did).
+  EXPECT_NE(config_error("HDSM_BLOCK_SIZE", "12KiB").find("not a power of two"), std::string::npos);
+  EXPECT_NE(config_error("HDSM_CRC_PAGE_SIZE", "3000").find("not a power of two"), std::string::npos);
+  EXPECT_NE(config_error("HDSM_ARENA_SEGMENT", "3GiB").find("not a power of two"), std::string::npos);
+  EXPECT_EQ(config_error("HDSM_BLOCK_SIZE", "64KiB"), "");
 }
 
 TEST(Config, UnknownEnvironmentVariableIsAnError) {
