@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <exception>
+#include <string_view>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -53,6 +54,17 @@ int run(int argc, char** argv) {
   bench_cmd->add_option("-o,--out", bench.out, "Output folder, created if missing")->capture_default_str();
   bench_cmd->add_flag("-l,--list", bench.list, "List the suites and exit");
 
+  // A first word that is no subcommand (a typo: `hdsm infoo`) is named as such; CLI11 alone says only
+  // that a subcommand is required.
+  const auto is_subcommand = [&](std::string_view word) {
+    for (const CLI::App* c : {info_cmd, config_cmd, bench_cmd})
+      if (c->get_name() == word) return true;
+    return false;
+  };
+  if (argc > 1 && argv[1][0] != '-' && !is_subcommand(argv[1])) {
+    std::fprintf(stderr, "hdsm: unknown subcommand '%s' (info, config, bench; see --help)\n", argv[1]);
+    return kExitUsage;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
