@@ -1,6 +1,7 @@
 #include "cluster/node.hpp"
 
 #include "cluster/records.hpp"
+#include "os/exception_text.hpp"
 #include "os/fault_path.hpp"
 #include "os/futex.hpp"
 #include "os/mapping.hpp"
@@ -133,24 +134,13 @@ void abandon_saying(Transport& transport, const char* fallback, Say&& say) noexc
 thread_local Node* tl_node = nullptr;
 std::atomic<Node*> session_node{nullptr};
 
-/// The text of a block's failure.
-std::string failure_text(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "an exception that is not a std::exception";
-  }
-}
-
 // What a launch throws when blocks failed on `failed` ranks (`error` is this rank's failure;
 // `first_text` the failure of rank `failed_rank`, the first that failed, as it sent it).
 [[noreturn]] void throw_failure(const std::string& kernel, const std::exception_ptr& error, int failed,
                                 int failed_rank, std::string_view first_text) {
   if (error)
     throw KernelFailure(
-        fmt::format("kernel '{}' failed on rank {}: {}", kernel, failed_rank, failure_text(error)));
+        fmt::format("kernel '{}' failed on rank {}: {}", kernel, failed_rank, os::exception_text(error)));
   if (failed == 1)
     throw KernelFailure(fmt::format("kernel '{}' failed on rank {}: {}", kernel, failed_rank, first_text));
   throw KernelFailure(
@@ -430,13 +420,7 @@ std::vector<std::uint64_t> Node::agreed_split(const std::string& kernel, std::ui
           fmt::format("cluster::launch of kernel '{}': the distribution policy failed on rank {} (it threw, "
                       "or split the blocks wrongly; that rank's exception says why); no block ran",
                       kernel, v[0] - 1));
-    std::string what = "an exception that is not a std::exception";
-    try {
-      std::rethrow_exception(error);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
+    const std::string what = os::exception_text(error);
     try {
       std::rethrow_exception(error);
     } catch (...) {
@@ -1092,7 +1076,7 @@ void Node::boundary(const std::string& kernel, const std::exception_ptr& error) 
       first = static_cast<int>(lowest[0]);
     }
     if (rank() == first && error) {
-      std::string mine = failure_text(error);
+      std::string mine = os::exception_text(error);
       constexpr std::string_view kCut = "... (cut; the whole message is on that rank)";
       if (mine.size() > text.size() - 1) {
         // Cut at a character's start, not inside a UTF-8 sequence, and say so.

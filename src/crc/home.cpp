@@ -1,6 +1,7 @@
 #include "crc/home.hpp"
 
 #include "crc/engine.hpp"
+#include "os/exception_text.hpp"
 
 #include <hdsm/error.hpp>
 
@@ -24,15 +25,6 @@ struct ReplyBatch {
   HomeLink& link;
 };
 
-std::string what_of(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "an exception that is not a std::exception";
-  }
-}
 }  // namespace
 
 const char* to_string(Op op) {
@@ -174,7 +166,7 @@ void Home::expire(Clock::time_point now) {
     link_.stalled(
         fmt::format("the crc region failed ({}), and worker{} {} did not end {} task within {} "
                     "ms of it (HDSM_CRC_TIMEOUT)",
-                    what_of(error_), late.size() == 1 ? "" : "s", fmt::join(late, ", "),
+                    os::exception_text(error_), late.size() == 1 ? "" : "s", fmt::join(late, ", "),
                     late.size() == 1 ? "its" : "their", timeout_.count()));
     return;
   }
@@ -539,7 +531,7 @@ std::exception_ptr nested_failure(const std::string& message) noexcept {
 
 std::exception_ptr nested_failure_of(const std::string& what_failed) noexcept {
   try {
-    return nested_failure(fmt::format("{}: {}", what_failed, what_of(std::current_exception())));
+    return nested_failure(fmt::format("{}: {}", what_failed, os::exception_text(std::current_exception())));
   } catch (...) {
     return std::current_exception();
   }
