@@ -1,6 +1,7 @@
 // Syncs of the ADSM model: each thread acquires what its own calls used (release consistency: a
 // thread acquires what it released), after their kernels.
 #include "obs/lock_wait.hpp"
+#include "os/exception_text.hpp"
 #include "os/process.hpp"
 #include "runtime/adsm_model.hpp"
 #include "runtime/runtime_impl.hpp"
@@ -67,13 +68,9 @@ struct ThreadNotes {
       }
       try {
         const_cast<AdsmModel*>(t.model)->sync_at_thread_end(t.devices);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "hdsm: a thread ended with calls it never synced, and one failed: %s\n",
-                     e.what());
       } catch (...) {
-        std::fprintf(stderr,
-                     "hdsm: a thread ended with calls it never synced, and one failed (with an "
-                     "exception that is no std::exception)\n");
+        std::fprintf(stderr, "hdsm: a thread ended with calls it never synced, and one failed: %s\n",
+                     os::exception_text(std::current_exception()).c_str());
       }
       pin->fetch_sub(1);
       pin->notify_all();
