@@ -7,8 +7,38 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <map>
+#include <string>
+
+extern char** environ;
+
 namespace hdsm::tool {
 namespace {
+
+// `text` as lines of at most `width` columns (a longer word stays whole), each after `indent`.
+std::string wrapped(std::string_view text, std::string_view indent, std::size_t width) {
+  std::string out;
+  std::string line(indent);
+  std::size_t words = 0;
+  while (!text.empty()) {
+    const std::size_t start = text.find_first_not_of(' ');
+    if (start == std::string_view::npos) break;
+    text.remove_prefix(start);
+    const std::size_t end = std::min(text.find(' '), text.size());
+    const std::string_view word = text.substr(0, end);
+    if (words > 0 && display_width(line) + 1 + display_width(word) > width) {
+      out += line + "\n";
+      line = std::string(indent);
+      words = 0;
+    }
+    if (words++ > 0) line += ' ';
+    line += word;
+    text.remove_prefix(end);
+  }
+  if (words > 0) out += line + "\n";
+  return out;
+}
 
 std::string markdown_code(std::string_view value) {
   if (value.empty()) return "(empty)";
@@ -33,7 +63,9 @@ std::string configuration_markdown() {
       "(`from_environment()`\n"
       "reads the environment alone). An invalid value (or an unknown `HDSM_*` variable) is an error whose\n"
       "message names the variable, the value and the accepted range; hdsm never falls back to a default\n"
-      "silently. `hdsm info` shows the knobs that differ from their defaults.\n"
+      "silently. `hdsm config` lists every knob with what the environment sets it to and checks those\n"
+      "values (it exits 1 naming an invalid value or an unknown `HDSM_*` variable); `hdsm info` shows\n"
+      "the knobs that differ from their defaults.\n"
       "\n"
       "This file is generated from the knob list in `src/runtime/knobs.def`, and a test checks that it is\n"
       "up to date. After changing a knob, regenerate it with\n"
@@ -56,16 +88,45 @@ int run_config(bool markdown) {
     fmt::print("{}", configuration_markdown());
     return 0;
   }
-  Table table({"variable", "type", "default", "accepted", "description"});
-  for (const KnobInfo& knob : knobs())
-    table.add_row({std::string(knob.name), std::string(knob_type_name(knob.type)),
-                   knob.default_value.empty() ? "(empty)" : std::string(knob.default_value),
-                   std::string(knob.accepted), std::string(knob.description)});
-  fmt::print("{}", table.text());
+  // Each knob as a block: its line, what the environment sets it to (checked as a runtime would
+  // check it), and its description wrapped, so a typo or a bad value shows here before a program
+  // fails on it.
+  int status = 0;
+  std::map<std::string_view, std::string_view> environment;  // the HDSM_* variables
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const std::size_t eq = entry.find('=');
+    if (entry.starts_with("HDSM_") && eq != std::string_view::npos)
+      environment.emplace(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  for (const KnobInfo& knob : knobs()) {
+    fmt::print("{}  {}, default {}, accepted {}\n", knob.name, knob_type_name(knob.type),
+               knob.default_value.empty() ? "(empty)" : display_value(knob.type, knob.default_value),
+               knob.accepted);
+    if (const auto set = environment.find(knob.name); set != environment.end()) {
+      try {
+        Config checked = Config::defaults();
+        checked.set(knob.name, set->second);
+        fmt::print("  set here: {}\n", display_value(knob.type, checked.get(knob.name)));
+      } catch (const std::exception& e) {
+        fmt::print("  set here, INVALID: {}\n", e.what());
+        status = kExitFailure;
+      }
+      environment.erase(set);
+    }
+    fmt::print("{}\n", wrapped(knob.description, "  ", 100));
+  }
   fmt::print(
-      "\nSet a knob in the environment (HDSM_SIM_DEVICES=4 ./app) or with hdsm::Config::set / "
+      "Set a knob in the environment (HDSM_SIM_DEVICES=4 ./app) or with hdsm::Config::set / "
       "hdsm_config_set.\n");
-  return 0;
+  for (const auto& [name, value] : environment) {
+    // Variables read by test and benchmark programs, not by the library.
+    if (name.starts_with("HDSM_MODEL_") || name == "HDSM_SOURCE_DIR") continue;
+    fmt::print(stderr, "error: {}={} is no hdsm knob: a program started with it fails\n", name, value);
+    status = kExitFailure;
+  }
+  if (status != 0) fmt::print(stderr, "error: the environment sets a knob hdsm would refuse (see above)\n");
+  return status;
 }
 
 }  // namespace hdsm::tool

@@ -34,7 +34,8 @@ int run(int argc, char** argv) {
   info_cmd->add_flag("--no-probe", no_probe, "Skip the link bandwidth measurement");
 
   bool markdown = false;
-  CLI::App* config_cmd = app.add_subcommand("config", "List every configuration knob (HDSM_* variable)");
+  CLI::App* config_cmd = app.add_subcommand(
+      "config", "List every configuration knob (HDSM_* variable) and check the environment's");
   config_cmd->add_flag("--markdown", markdown, "Print docs/configuration.md");
 
   BenchOptions bench;
