@@ -1,16 +1,20 @@
 #include "obs/trace.hpp"
 
+#include "os/errno_text.hpp"
+#include "os/files.hpp"
+
 #include <hdsm/error.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
-#include <memory>
 
 namespace hdsm::obs {
 namespace {
@@ -29,7 +33,13 @@ double to_us(std::int64_t ns) { return static_cast<double>(ns) / 1000.0; }
 
 }  // namespace
 
-Tracer::Tracer(std::string path) : path_(std::move(path)), origin_(Clock::now()), id_(next_tracer_id++) {}
+Tracer::Tracer(std::string path) : path_(std::move(path)), origin_(Clock::now()), id_(next_tracer_id++) {
+  if (!enabled()) return;
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0)
+    throw ConfigError(
+        fmt::format("HDSM_TRACE={}: open of the trace file failed: {}", path_, os::errno_text(errno)));
+}
 
 Tracer::~Tracer() {
   if (!enabled()) return;
@@ -38,6 +48,7 @@ Tracer::~Tracer() {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hdsm: could not write the trace: %s\n", e.what());
   }
+  ::close(fd_);
 }
 
 int Tracer::lane(std::string name) {
@@ -95,11 +106,15 @@ void Tracer::flush() {
                         {"displayTimeUnit", "ns"},
                         {"otherData", {{"dropped_events", dropped_}}}};
   const std::string text = doc.dump();
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path_.c_str(), "w"), &std::fclose);
-  if (!f) throw SystemError("fopen", "trace file " + path_, errno);
-  if (std::fwrite(text.data(), 1, text.size(), f.get()) != text.size())
-    throw SystemError("fwrite", "trace file " + path_, errno);
-  if (std::fclose(f.release()) != 0) throw SystemError("fclose", "trace file " + path_, errno);
+  // A regular file is rewritten from its start (flush may run more than once); a pipe or a terminal
+  // (HDSM_TRACE=/dev/stderr) takes the text as it comes.
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) throw SystemError("fstat", "trace file " + path_, errno);
+  if (S_ISREG(st.st_mode)) {
+    if (::ftruncate(fd_, 0) != 0) throw SystemError("ftruncate", "trace file " + path_, errno);
+    if (::lseek(fd_, 0, SEEK_SET) != 0) throw SystemError("lseek", "trace file " + path_, errno);
+  }
+  if (!os::write_all(fd_, text)) throw SystemError("write", "trace file " + path_, errno);
 }
 
 }  // namespace hdsm::obs

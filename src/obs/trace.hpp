@@ -16,6 +16,8 @@ using Clock = std::chrono::steady_clock;
 class Tracer {
  public:
   /// Events are kept in memory and written to `path` by flush() or the destructor; empty = off.
+  /// The file is opened (created, emptied) here, so a path that cannot be written is a
+  /// ConfigError naming HDSM_TRACE before the program runs, not a message at its end.
   explicit Tracer(std::string path);
   ~Tracer();
   Tracer(const Tracer&) = delete;
@@ -43,6 +45,7 @@ class Tracer {
     std::uint64_t bytes;
   };
   std::string path_;
+  int fd_ = -1;  // open from the constructor: a later chdir does not move the file
   Clock::time_point origin_;
   std::mutex mutex_;
   std::vector<std::string> lanes_;

@@ -11,6 +11,7 @@
 
 #include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <string>
@@ -249,6 +250,47 @@ TEST(AdsmStats, TraceShowsReleaseAcquireAndFaults) {
   EXPECT_NE(trace.find("read fault, object #1 block 0"), std::string::npos);
   EXPECT_NE(trace.find("release on device 0"), std::string::npos);
   EXPECT_NE(trace.find("acquire on device 0"), std::string::npos);
+}
+
+// A trace path that cannot be written fails the runtime's start, naming the knob and the path,
+// instead of a message at the program's end after the whole run was traced for nothing.
+TEST(AdsmStats, UnwritableTracePathFailsAtStart) {
+  auto config = stats_config("lazy");
+  config.set("HDSM_TRACE", "/proc/self/fd/no-such-folder/trace.json");
+  try {
+    hdsm::Runtime rt{config};
+    ADD_FAILURE() << "the runtime started with an unwritable trace path";
+  } catch (const hdsm::ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("HDSM_TRACE=/proc/self/fd/no-such-folder/trace.json"), std::string::npos) << what;
+    EXPECT_NE(what.find("No such file or directory"), std::string::npos) << what;
+  }
+}
+
+// The trace replaces what the file held: a longer old file leaves no tail behind the JSON.
+TEST(AdsmStats, TraceReplacesALongerFile) {
+  MemfdFile file;
+  ASSERT_TRUE(file.ok());
+  {
+    const std::string old(1 << 20, 'x');
+    std::FILE* f = std::fopen(file.path().c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fwrite(old.data(), 1, old.size(), f), old.size());
+    ASSERT_EQ(std::fclose(f), 0);
+  }
+  {
+    auto config = stats_config("lazy");
+    config.set("HDSM_TRACE", file.path());
+    hdsm::Runtime rt{config};
+    int* x = rt.alloc<int>(16);
+    x[0] = 1;
+    rt.free(x);
+  }
+  const std::string trace = file.contents();
+  ASSERT_FALSE(trace.empty());
+  EXPECT_EQ(trace.front(), '{');
+  EXPECT_EQ(trace.back(), '}');
+  EXPECT_EQ(trace.find('x' + std::string(15, 'x')), std::string::npos);
 }
 
 using hdsm::test::default_disposition_under_sanitizers;
