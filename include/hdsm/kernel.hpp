@@ -12,6 +12,7 @@
 #pragma once
 
 #include <hdsm/export.h>
+#include <hdsm/config.hpp>
 #include <hdsm/error.hpp>
 
 #include <concepts>
@@ -144,14 +145,14 @@ class Block {
   template <class T>
   T* shared(std::size_t n = 1) {
     return static_cast<T*>(
-        bump(run_.shared, run_.shared_capacity, shared_used_, sizeof(T) * n, alignof(T), "shared"));
+        bump(run_.shared, run_.shared_capacity, shared_used_, detail::bytes_of<T>(n), alignof(T), "shared"));
   }
   /// One T per thread, value-initialised, for thread-private values that live across phases.
   template <class T>
   std::span<T> local() {
     static_assert(std::is_trivially_destructible_v<T>, "Block::local needs a trivially destructible T");
-    T* p = static_cast<T*>(
-        bump(run_.scratch, run_.scratch_capacity, local_used_, sizeof(T) * size(), alignof(T), "local"));
+    T* p = static_cast<T*>(bump(run_.scratch, run_.scratch_capacity, local_used_, detail::bytes_of<T>(size()),
+                                alignof(T), "local"));
     for (std::uint32_t i = 0; i < size(); ++i) new (p + i) T();
     return {p, size()};
   }
@@ -162,7 +163,9 @@ class Block {
   void* bump(std::byte* base, std::size_t cap, std::size_t& used, std::size_t bytes, std::size_t align,
              const char* what) const {
     const std::size_t at = (used + align - 1) / align * align;
-    if (at + bytes > cap) detail::throw_shared_overflow(run_, at + bytes, what);
+    // `bytes` is SIZE_MAX for a size that overflows: compared without adding, so nothing wraps.
+    if (at > cap || bytes > cap - at)
+      detail::throw_shared_overflow(run_, bytes > SIZE_MAX - at ? SIZE_MAX : at + bytes, what);
     used = at + bytes;
     return base + at;
   }
@@ -180,7 +183,7 @@ class ThreadCtx : public Thread {
   /// A block-shared array of n T; every thread's k-th call returns the same array.
   template <class T>
   T* shared(std::size_t n = 1) {
-    return static_cast<T*>(detail::cooperative_shared(*this, sizeof(T) * n, alignof(T)));
+    return static_cast<T*>(detail::cooperative_shared(*this, detail::bytes_of<T>(n), alignof(T)));
   }
   /// The dynamic shared memory of the launch (Launch::shared_bytes), as CUDA's extern __shared__.
   void* dynamic_shared() const { return detail::cooperative_dynamic_shared(*this); }

@@ -319,7 +319,8 @@ void* cooperative_shared(ThreadCtx& ctx, std::size_t bytes, std::size_t align) {
   }
   const auto base = reinterpret_cast<std::uintptr_t>(b.run.shared);
   const std::uintptr_t at = (base + b.shared_used + align - 1) / align * align - base;
-  if (at + bytes > b.run.shared_capacity) throw_shared_overflow(b.run, at + bytes, "shared");
+  if (at > b.run.shared_capacity || bytes > b.run.shared_capacity - at)
+    throw_shared_overflow(b.run, bytes > SIZE_MAX - at ? SIZE_MAX : at + bytes, "shared");
   b.shared_used = at + bytes;
   allocs.push_back(exec::SharedAlloc{at, bytes, align});
   return b.run.shared + at;

@@ -276,6 +276,27 @@ TEST_P(KernelsTest, CooperativeSharedIsSameForEveryThreadAndRespectsCapacity) {
       KernelFailure);
 }
 
+// A count whose bytes overflow size_t (2^62 + 2 floats is 8 bytes mod 2^64) is refused, never a
+// small array that the next allocation overlaps.
+TEST_P(KernelsTest, SharedCountWhoseBytesOverflowIsKernelFailure) {
+  const std::size_t huge = SIZE_MAX / sizeof(float) + 2;
+  auto coop = cooperative("coop_overflow", [](ThreadCtx& t, std::uint64_t n) { t.shared<float>(n); });
+  auto block = per_block("block_overflow", [](Block& b, std::uint64_t n) { b.shared<float>(n); });
+  for (const std::uint64_t n : {std::uint64_t{huge}, std::uint64_t{SIZE_MAX}}) {
+    for (int kind = 0; kind < 2; ++kind) {
+      try {
+        if (kind == 0)
+          run(coop, ex, Launch{Dim3(1), Dim3(4), 0}, n);
+        else
+          run(block, ex, Launch{Dim3(1), Dim3(4), 0}, n);
+        ADD_FAILURE() << "no overflow reported for " << n << " floats (kind " << kind << ")";
+      } catch (const KernelFailure& e) {
+        EXPECT_TRUE(contains(e.what(), std::to_string(SIZE_MAX) + " bytes of shared memory")) << e.what();
+      }
+    }
+  }
+}
+
 TEST_P(KernelsTest, ManyLaunchesReuseFiberStacks) {
   const std::uint64_t n = 3'000;
   const auto in = testing::small_ints(n, 17, 0, 3);
