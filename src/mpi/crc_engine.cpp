@@ -12,6 +12,7 @@
 #include "crc/worker.hpp"
 #include "mpi/check.hpp"
 #include "mpi/finalize_hook.hpp"
+#include "mpi/poll.hpp"
 #include "os/errno_text.hpp"
 #include "os/fault.hpp"
 #include "os/mapping.hpp"
@@ -560,15 +561,32 @@ class MpiEngine final : public Engine {
                  space_bytes_, os::errno_text(errno));
     // The end is a collective too (the window's and the communicator's frees): a rank still in
     // another call (allocate, free, run) fails there, since this is not the call it made, and this
-    // rank agrees again until every rank is at its end.
+    // rank agrees again until every rank is at its end. A rank that ends its runtime with an exception
+    // in flight (one only it threw, caught outside the runtime) may meet ranks that wait elsewhere,
+    // in the program's own MPI calls: after HDSM_CRC_TIMEOUT it ends the job instead of a hang.
+    const bool unwinding = std::uncaught_exceptions() > 0;
     for (;;) {
       std::uint64_t values[kAgreed] = {};
       values[kAgreed - 2] = kEnding;
       values[kAgreed - 1] = ~kEnding;
-      if (PMPI_Allreduce(MPI_IN_PLACE, values, static_cast<int>(kAgreed), MPI_UINT64_T, MPI_MAX, comm_) !=
-              MPI_SUCCESS ||
-          values[kAgreed - 2] == ~values[kAgreed - 1])
+      bool met = true;
+      try {
+        met = agree(values, kEnding, unwinding);
+      } catch (const std::exception& e) {  // the MPI error: nothing left to agree with
+        std::fprintf(stderr, "hdsm: %s\n", e.what());
         break;
+      }
+      if (!met) {
+        std::fprintf(stderr,
+                     "hdsm: crc over MPI: rank %d ended its runtime with an exception in flight and waited "
+                     "%lld ms (HDSM_CRC_TIMEOUT) for the other ranks to end theirs; they are elsewhere (did "
+                     "a call throw on this rank only?): rank %d ends the job\n",
+                     rank_, static_cast<long long>(options_.timeout.count()), rank_);
+        std::fflush(stderr);
+        PMPI_Abort(comm_, 70);
+        std::abort();
+      }
+      if (values[kAgreed - 2] == ~values[kAgreed - 1]) break;
       std::fprintf(stderr,
                    "hdsm: crc over MPI: rank %d ended its runtime while another rank was in %s, which fails "
                    "there; rank %d waits for the others to end theirs\n",
@@ -686,12 +704,30 @@ class MpiEngine final : public Engine {
   /// here); InvalidArgument on every rank when the ranks are in different collectives. Every
   /// collective reduces as many values, so that ranks in different ones still match.
   static constexpr std::size_t kAgreed = 8;
+  /// The reduction of agree_collective and of the end. A rank that has waited HDSM_CRC_TIMEOUT says so,
+  /// naming the call, and goes on waiting (no timeout tells a late rank from one that is elsewhere),
+  /// unless `give_up`: then false, the reduction left pending, for a caller that ends the job.
+  bool agree(std::uint64_t (&values)[kAgreed], std::uint64_t which, bool give_up) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(PMPI_Iallreduce(MPI_IN_PLACE, values, static_cast<int>(kAgreed), MPI_UINT64_T, MPI_MAX, comm_,
+                          &request),
+          "MPI_Iallreduce", [&] { return fmt::format("the agreement to {}", collective_name(which)); });
+    const char* what = "the ranks' agreement on a collective call";
+    if (mpi_detail::wait_within(request, options_.timeout, check, what)) return true;
+    if (give_up) return false;
+    std::fprintf(stderr,
+                 "hdsm: crc over MPI: rank %d has waited %lld ms (HDSM_CRC_TIMEOUT) in %s for the other "
+                 "ranks, and goes on waiting (if they wait elsewhere, one rank left an earlier call alone "
+                 "or never makes this one)\n",
+                 rank_, static_cast<long long>(options_.timeout.count()), collective_name(which));
+    return mpi_detail::wait_within(request, std::chrono::milliseconds::max(), check, what);
+  }
+
   void agree_collective(std::uint64_t which, std::uint64_t (&values)[kAgreed]) {
     values[kAgreed - 2] = which;
     values[kAgreed - 1] = ~which;
     const auto name = [](std::uint64_t w) { return collective_name(w); };
-    check(PMPI_Allreduce(MPI_IN_PLACE, values, static_cast<int>(kAgreed), MPI_UINT64_T, MPI_MAX, comm_),
-          "MPI_Allreduce", [&] { return fmt::format("the agreement to {}", name(which)); });
+    agree(values, which, false);
     if (values[kAgreed - 2] != ~values[kAgreed - 1])
       throw InvalidArgument(fmt::format(
           "crc over MPI: the ranks called different collectives (some {}, some {}): every rank calls "

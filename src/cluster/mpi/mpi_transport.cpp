@@ -6,6 +6,7 @@
 // pending receive), and an MPI profiler sees the program's calls, not the runtime's.
 #include "cluster/mpi/mpi_transport.hpp"
 #include "mpi/check.hpp"
+#include "mpi/poll.hpp"
 #include "os/process.hpp"
 
 #include <hdsm/error.hpp>
@@ -237,35 +238,9 @@ bool MpiTransport::agree_within(std::span<std::uint64_t> values, std::chrono::mi
     check(PMPI_Iallreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_UINT64_T, MPI_MAX,
                           comm_, &request),
           "MPI_Iallreduce", "the cluster's ranks");
-  // Polled without a pause for the first millisecond, as a blocking wait would (an agreement of
-  // ranks that are all there takes a microsecond or two; a yield between polls made a launch's 1.4 us
-  // agreement 2.5 us); then with yields, which give the core to whatever else may run, up to 20 ms;
-  // then with sleeps of 50 us, so that a rank that waits long leaves its core. The ranks that wait
-  // drive the reduction only when they poll: longer sleeps (the page server's grow to 0.5 ms) made
-  // the last rank to come wait for them, 0.1-0.7 ms in every call of a loop with uneven host work.
-  const auto start = std::chrono::steady_clock::now();
-  const bool forever = limit == std::chrono::milliseconds::max();
-  const auto deadline = start + (forever ? std::chrono::milliseconds(0) : limit);
-  bool spinning = true;
-  for (unsigned polls = 0;; ++polls) {
-    int done = 0;
-    check(PMPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", "the cluster's agreement");
-    if (done != 0) {
-      count_sent(values.size_bytes());
-      return true;
-    }
-    if (spinning && polls % 64 != 63) continue;  // while spinning, the clock is read every 64 polls
-    const auto now = std::chrono::steady_clock::now();
-    if (!forever && now >= deadline) return false;  // the caller says so, or ends the job
-    spinning = now - start < std::chrono::milliseconds(1);
-    if (spinning) continue;
-    if (now - start < std::chrono::milliseconds(20)) {
-      ::sched_yield();
-      continue;
-    }
-    const timespec pause{0, 50'000};
-    ::nanosleep(&pause, nullptr);
-  }
+  if (!mpi_detail::wait_within(request, limit, check, "the cluster's agreement")) return false;
+  count_sent(values.size_bytes());
+  return true;
 }
 
 void MpiTransport::abandon(const char* why) noexcept {
