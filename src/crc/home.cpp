@@ -251,6 +251,13 @@ void Home::handle(Request& r) {
   switch (r.op) {
     case Op::done:
     case Op::failed: {
+      // Counted once: a second end from one worker (a message of another library version, or a
+      // damaged one) would end the region before another worker's task.
+      if (finished_[static_cast<std::size_t>(w)]) {
+        fail(std::make_exception_ptr(
+            Error(Errc::system, fmt::format("crc home: worker {} reported the end of its task twice", w))));
+        return;
+      }
       finished_[static_cast<std::size_t>(w)] = true;
       ++finished_count_;
       if (r.op == Op::failed) {

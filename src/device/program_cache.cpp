@@ -113,7 +113,9 @@ std::string ProgramCache::path_for(std::string_view key) const {
 std::optional<std::vector<unsigned char>> ProgramCache::load(std::string_view key) const {
   if (!enabled()) return std::nullopt;
   const std::string path = path_for(key);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  // O_NONBLOCK: a FIFO planted under the name would block the open until a writer came (a regular
+  // file's reads are not affected); the S_ISREG check below then skips it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {
     if (errno != ENOENT) warn(fmt::format("open({}): {}", path, errno_text(errno)));
     return std::nullopt;

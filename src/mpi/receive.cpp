@@ -203,8 +203,12 @@ class Receive final : public Operation {
                                      sizeof h, size));
       return true;
     }
-    PMPI_Unpack(&h, sizeof h, &position, buffer_.data,
-                static_cast<int>(sizeof h / static_cast<std::size_t>(size)), buffer_.type, comm_);
+    if (const int rc =
+            PMPI_Unpack(&h, sizeof h, &position, buffer_.data,
+                        static_cast<int>(sizeof h / static_cast<std::size_t>(size)), buffer_.type, comm_);
+        rc != MPI_SUCCESS)
+      fail(rc, fmt::format("unpacking a message of {} B from rank {} (tag {}) into the receive buffer {}",
+                           sizeof h, source_, tag_, static_cast<void*>(buffer_.data)));
     return true;
   }
 

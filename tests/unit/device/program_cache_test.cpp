@@ -74,6 +74,17 @@ TEST(ProgramCache, DamagedEntriesAreMisses) {
   EXPECT_EQ(cache.load("key"), kBinary);
 }
 
+// A FIFO under an entry's name is a miss at once: the open does not wait for a writer.
+TEST(ProgramCache, FifoUnderAnEntrysNameIsAMissNotAHang) {
+  hdsm::test::ScratchDir dir("program_cache");
+  const ProgramCache cache(dir.path().string());
+  ASSERT_EQ(::mkfifo(cache.path_for("key").c_str(), 0600), 0);
+  EXPECT_FALSE(cache.load("key").has_value());
+  // Storing replaces it with the entry.
+  cache.store("key", kBinary);
+  EXPECT_EQ(cache.load("key"), kBinary);
+}
+
 TEST(ProgramCache, CreatesMissingDirectoriesPrivately) {
   hdsm::test::ScratchDir dir("program_cache");
   const fs::path nested = dir.path() / "a" / "b";
