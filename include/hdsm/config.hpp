@@ -53,6 +53,10 @@ class Config {
   std::map<std::string, std::string, std::less<>> values_;
 };
 
+/// HDSM_* variables that test and benchmark programs read, not the library (HDSM_MODEL_*, HDSM_TEST_*,
+/// HDSM_SOURCE_DIR): no configuration error names them as unknown.
+bool is_program_variable(std::string_view name) noexcept;
+
 /// Parse a byte size: "4096", "64K", "64KiB", "1.5G", "4 GiB". Throws InvalidArgument.
 std::uint64_t parse_size(std::string_view text);
 

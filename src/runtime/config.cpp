@@ -183,6 +183,10 @@ std::uint64_t parse_size(std::string_view text) {
   return static_cast<std::uint64_t>(bytes);
 }
 
+bool is_program_variable(std::string_view name) noexcept {
+  return name.starts_with("HDSM_MODEL_") || name.starts_with("HDSM_TEST_") || name == "HDSM_SOURCE_DIR";
+}
+
 Config Config::defaults() {
   Config c;
   for (const auto& k : kKnobs) c.values_.emplace(std::string(k.info.name), validate(k, k.info.default_value));
@@ -198,8 +202,7 @@ Config Config::from_environment() {
     const auto name = entry.substr(0, eq);
     const auto value = eq == std::string_view::npos ? std::string_view{} : entry.substr(eq + 1);
     if (find_knob(name) == nullptr) {
-      // Variables read by test and benchmark programs, not by the library.
-      if (name.starts_with("HDSM_MODEL_") || name == "HDSM_SOURCE_DIR") continue;
+      if (is_program_variable(name)) continue;
       std::string known;
       for (const auto& k : kKnobs) known += fmt::format("{}{}", known.empty() ? "" : ", ", k.info.name);
       throw ConfigError(fmt::format("unknown configuration variable {} (value '{}'); known variables: {}",

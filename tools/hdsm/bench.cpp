@@ -147,11 +147,10 @@ int run_bench(const BenchOptions& options) {
     throw UsageError(fmt::format("--device {}: {}", options.device, e.what()));  // exit status 2
   }
   // An index or name that `hdsm info` lists may be a device of a backend opened on request only
-  // (info opens them all): look for it there too, and measure with that runtime.
-  if (!backend_named && !options.device.empty() && find_device(*owned, options.device) == nullptr) {
-    std::unique_ptr<Runtime> every = runtime_with_every_backend();
-    if (find_device(*every, options.device) != nullptr) owned = std::move(every);
-  }
+  // (info opens them all): look for it there too, and measure with that runtime, whose list also
+  // names every device where the name is none of them.
+  if (!backend_named && !options.device.empty() && find_device(*owned, options.device) == nullptr)
+    owned = runtime_with_every_backend();
   Runtime& runtime = *owned;
   Device& device = backend_named ? runtime.default_device() : select_device(runtime, options.device);
 

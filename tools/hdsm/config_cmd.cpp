@@ -55,15 +55,18 @@ std::string configuration_markdown() {
       "# Configuration\n"
       "\n"
       "Every knob of hdsm is an environment variable and a programmatic setting with the same name:\n"
-      "`HDSM_SIM_DEVICES=4 ./app`, `hdsm::Config::defaults().set(\"HDSM_SIM_DEVICES\", \"4\")` in C++ or\n"
-      "`hdsm_config_set(\"HDSM_SIM_DEVICES\", \"4\")` in C. Programmatic settings override the environment,\n"
-      "which overrides the defaults: a `Config` goes to `hdsm::Runtime`'s constructor, `hdsm_config_set` to\n"
+      "`HDSM_SIM_DEVICES=4 ./app`, `hdsm::Config::from_environment().set(\"HDSM_SIM_DEVICES\", \"4\")` in\n"
+      "C++ or `hdsm_config_set(\"HDSM_SIM_DEVICES\", \"4\")` in C. Programmatic settings override the\n"
+      "environment, which overrides the defaults (`Config::defaults()` is the defaults alone, without the\n"
+      "environment): a `Config` goes to `hdsm::Runtime`'s constructor, `hdsm_config_set` to\n"
       "the default runtime before it starts, and the crc and cluster runtimes take theirs through\n"
       "`crc::Options::from_config(config)` and `cluster::Options::from_config(config)` "
       "(`from_environment()`\n"
-      "reads the environment alone). An invalid value (or an unknown `HDSM_*` variable) is an error whose\n"
-      "message names the variable, the value and the accepted range; hdsm never falls back to a default\n"
-      "silently. `hdsm config` lists every knob with what the environment sets it to and checks those\n"
+      "reads the environment alone). An invalid value (or an unknown `HDSM_*` variable; those that test\n"
+      "and benchmark programs read, `HDSM_MODEL_*`, `HDSM_TEST_*` and `HDSM_SOURCE_DIR`, excepted) is an\n"
+      "error whose message names the variable, the value and the accepted range; hdsm never falls back to\n"
+      "a default silently. `hdsm config` lists every knob with what the environment sets it to and checks "
+      "those\n"
       "values (it exits 1 naming an invalid value or an unknown `HDSM_*` variable); `hdsm info` shows\n"
       "the knobs that differ from their defaults.\n"
       "\n"
@@ -120,8 +123,7 @@ int run_config(bool markdown) {
       "Set a knob in the environment (HDSM_SIM_DEVICES=4 ./app) or with hdsm::Config::set / "
       "hdsm_config_set.\n");
   for (const auto& [name, value] : environment) {
-    // Variables read by test and benchmark programs, not by the library.
-    if (name.starts_with("HDSM_MODEL_") || name == "HDSM_SOURCE_DIR") continue;
+    if (is_program_variable(name)) continue;
     fmt::print(stderr, "error: {}={} is no hdsm knob: a program started with it fails\n", name, value);
     status = kExitFailure;
   }
