@@ -37,8 +37,10 @@
 #if defined(__CUDACC__)
 #include <hdsm/cuda.hpp>
 #define HDSM_HOST_DEVICE __host__ __device__
+#define HDSM_DETAIL_NOINLINE __noinline__
 #else
 #define HDSM_HOST_DEVICE
+#define HDSM_DETAIL_NOINLINE [[gnu::noinline]]
 #endif
 
 /// Defines user function NAME once: a C++ function (host, and device under nvcc) and its OpenCL C
@@ -301,6 +303,12 @@ template <class Body, class... A>
 __global__ void cuda_skeleton_kernel(A... a) {
   Body::element(std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x, a...);
 }
+/// The CUDA body of a skeleton kernel over rows (skeleton_kernel_rows).
+template <class Body, class... A>
+__global__ void cuda_skeleton_kernel_rows(A... a) {
+  Body::element(std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x,
+                (std::uint64_t{blockIdx.z} * gridDim.y + blockIdx.y) * blockDim.y + threadIdx.y, a...);
+}
 #endif
 
 /// A kernel named `name` whose every thread runs Body::element(its global index, a...): on the host
@@ -315,6 +323,36 @@ Kernel skeleton_kernel(std::string name) {
   kernel.cuda_lookup = &cuda_lookup<&cuda_skeleton_kernel<Body, A...>>;
 #endif
   return kernel;
+}
+
+/// A skeleton kernel over the elements of rows, launched by rows_launch: every thread runs
+/// Body::element(x, y, a...), x its column and y its row (the grid's y, then its z, which keeps each
+/// within CUDA's 65535). Consecutive threads take consecutive columns, as OpenCL's vectorizers want:
+/// an index split by a division hid that, and so did a loop over rows.
+template <class Body, class... A>
+Kernel skeleton_kernel_rows(std::string name) {
+  Kernel kernel = per_thread(std::move(name), [](const Thread& t, A... a) {
+    Body::element(t.global_x(), t.global_z() * t.grid_dim.y * t.block_dim.y + t.global_y(), a...);
+  });
+#if defined(__CUDACC__)
+  kernel.cuda_lookup = &cuda_lookup<&cuda_skeleton_kernel_rows<Body, A...>>;
+#endif
+  return kernel;
+}
+
+/// The launch of a skeleton_kernel_rows kernel over `rows` rows of `cols` elements.
+inline Launch rows_launch(std::uint64_t rows, std::uint64_t cols) {
+  constexpr std::uint32_t kWidth = 64;
+  constexpr std::uint64_t kMaxGrid = 65535;
+  const Launch columns = cover(cols, kWidth);
+  const std::uint64_t slabs = ceil_div(std::max<std::uint64_t>(rows, 1), kMaxGrid);
+  if (slabs > kMaxGrid)
+    throw InvalidArgument("a skeleton over " + std::to_string(rows) + " rows: more than " +
+                          std::to_string(kMaxGrid * kMaxGrid) + " rows in one part");
+  return Launch{
+      Dim3{columns.grid.x, static_cast<std::uint32_t>(std::min(std::max<std::uint64_t>(rows, 1), kMaxGrid)),
+           static_cast<std::uint32_t>(slabs)},
+      Dim3{kWidth}, 0};
 }
 
 template <class F, bool Indexed, class Outs, class... Ins>
@@ -1243,36 +1281,127 @@ namespace detail {
 /// The largest MapOverlap radius: the kernels keep the window in a fixed private array.
 inline constexpr std::size_t kMaxOverlap = 32;
 
-/// The kernel of one part of a MapOverlap: element first + t of the vector gets
-/// F(window + radius, uniforms...), the window holding elements [g - radius, g + radius] read from
-/// `in` (elements [lo, ...) of the vector), `before` (its last `radius` elements) or `after` (its
-/// first), as the edge mode says.
+/// F's OpenCL C definition, `RETURN NAME(PARAMS) BODY`, split after NAME's opening parenthesis:
+/// {"RETURN ", "PARAMS) BODY"}; empty where the text does not have that shape.
+template <class F>
+std::pair<std::string_view, std::string_view> opencl_definition_parts() {
+  const std::string_view source = F::opencl_source;
+  const std::string call = std::string(F::name) + "(";
+  const std::size_t at = source.find(call);
+  if (at == std::string_view::npos) return {};
+  return {source.substr(0, at), source.substr(at + call.size())};
+}
+
+/// Whether F's OpenCL C definition can take its first parameter (the window) in global memory:
+/// every use of that parameter in its body is an index, `w[...]`, so nothing turns it into a
+/// private pointer, which OpenCL C 1.2 refuses. Such an F reads the elements away from the edges in
+/// place, as on the other backends; any other reads a private copy of each window.
+template <class F>
+bool opencl_window_in_place() {
+  const auto [head, rest] = opencl_definition_parts<F>();
+  const std::size_t close = rest.find(')');
+  if (head.empty() || close == std::string_view::npos) return false;
+  std::string_view first = rest.substr(0, std::min(rest.find(','), close));
+  const auto word = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  };
+  while (!first.empty() && !word(first.back())) first.remove_suffix(1);
+  std::size_t name_at = first.size();
+  while (name_at > 0 && word(first[name_at - 1])) --name_at;
+  const std::string_view name = first.substr(name_at);
+  if (name.empty()) return false;
+  const std::string_view body = rest.substr(close + 1);
+  for (std::size_t at = body.find(name); at != std::string_view::npos; at = body.find(name, at + 1)) {
+    if ((at > 0 && word(body[at - 1])) || (at + name.size() < body.size() && word(body[at + name.size()])))
+      continue;  // part of a longer name
+    std::size_t next = at + name.size();
+    while (next < body.size() && (body[next] == ' ' || body[next] == '\t' || body[next] == '\n')) ++next;
+    if (next >= body.size() || body[next] != '[') return false;
+  }
+  return true;
+}
+
+/// F's OpenCL C definition again, named F::name + "_global", its first parameter in global memory
+/// (used where opencl_window_in_place<F>()).
+template <class F>
+std::string opencl_global_variant() {
+  const auto [head, rest] = opencl_definition_parts<F>();
+  return std::string(head) + F::name + "_global(__global " + std::string(rest) + "\n";
+}
+
+/// The rows (or elements) of one part of a MapOverlap's input and its neighbours, as the kernels
+/// get them: a row r of the matrix lies in `part` (rows [first, first + count)), `top` (rows [lo,
+/// first)) or `bottom` (rows [first + count, ...)); beyond the matrix, cyclic, in `before` (its last
+/// radius rows) or `after` (its first). The part has the extent of the output's part, so that a
+/// step's output is the next step's input where it lies, with no copy; only the neighbours move.
+/// Null for a row beyond the matrix that the edge mode pads.
+template <class T>
+HDSM_HOST_DEVICE const T* overlap_row(std::int64_t r, const T* part, const T* top, const T* bottom,
+                                      const T* before, const T* after, std::int64_t n, std::int64_t first,
+                                      std::int64_t count, std::int64_t lo, std::int64_t radius,
+                                      std::uint64_t edge, std::int64_t width) {
+  if (r < 0 || r >= n) {
+    if (edge == 1) return r < 0 ? before + (r + radius) * width : after + (r - n) * width;
+    if (edge != 2) return nullptr;
+    r = r < 0 ? 0 : n - 1;
+  }
+  if (r < first) return top + (r - lo) * width;
+  if (r >= first + count) return bottom + (r - first - count) * width;
+  return part + (r - first) * width;
+}
+
+/// The OpenCL C text of overlap_row for element type `type`.
+inline std::string opencl_overlap_row(const std::string& type) {
+  return "__global const " + type + "* hdsm_overlap_row(long r, __global const " + type +
+         "* part, __global const " + type + "* top, __global const " + type + "* bottom, __global const " +
+         type + "* before, __global const " + type +
+         "* after, long n, long first, long count, long lo, long radius, ulong edge, long width) {\n"
+         "  if (r < 0 || r >= n) {\n"
+         "    if (edge == 1) return r < 0 ? before + (r + radius) * width : after + (r - n) * width;\n"
+         "    if (edge != 2) return 0;\n"
+         "    r = r < 0 ? 0 : n - 1;\n  }\n"
+         "  if (r < first) return top + (r - lo) * width;\n"
+         "  if (r >= first + count) return bottom + (r - first - count) * width;\n"
+         "  return part + (r - first) * width;\n}\n";
+}
+
+/// The kernel of one part of a MapOverlap: element first + t of the vector gets F(w, uniforms...),
+/// w pointing at the element in a window of [g - radius, g + radius]. Away from the part's ends w is
+/// the input itself; near them (and near the vector's, as the edge mode says) a private copy of the
+/// window, gathered out of line so that the common path stays small.
 template <class F, class T>
 struct MapOverlapKernel {
   template <class... U>
   struct Body {
-    HDSM_HOST_DEVICE static void element(std::uint64_t t, T* out, const T* in, const T* before,
-                                         const T* after, std::uint64_t n, std::uint64_t first,
-                                         std::uint64_t count, std::uint64_t lo, std::uint64_t radius,
-                                         std::uint64_t edge, T pad, U... u) {
+    HDSM_HOST_DEVICE static void element(std::uint64_t t, T* out, const T* part, const T* top,
+                                         const T* bottom, const T* before, const T* after, std::uint64_t n,
+                                         std::uint64_t first, std::uint64_t count, std::uint64_t lo,
+                                         std::uint64_t radius, std::uint64_t edge, T pad, U... u) {
       if (t >= count) return;
-      const std::int64_t g = static_cast<std::int64_t>(first + t);
-      const std::int64_t r = static_cast<std::int64_t>(radius);
-      const std::int64_t size = static_cast<std::int64_t>(n);
+      const auto i = static_cast<std::int64_t>(t), r = static_cast<std::int64_t>(radius);
+      if (i >= r && i + r < static_cast<std::int64_t>(count)) {
+        out[t] = F::call(part + i, u...);
+        return;
+      }
+      const std::int64_t g = static_cast<std::int64_t>(first) + i, size = static_cast<std::int64_t>(n);
       if (edge == 0 && (g < r || g + r >= size)) return;
+      out[t] = gathered(g, part, top, bottom, before, after, size, static_cast<std::int64_t>(first),
+                        static_cast<std::int64_t>(count), static_cast<std::int64_t>(lo), r, edge, pad, u...);
+    }
+
+    HDSM_DETAIL_NOINLINE HDSM_HOST_DEVICE static T gathered(std::int64_t g, const T* part, const T* top,
+                                                            const T* bottom, const T* before, const T* after,
+                                                            std::int64_t size, std::int64_t first,
+                                                            std::int64_t count, std::int64_t lo,
+                                                            std::int64_t r, std::uint64_t edge, T pad,
+                                                            U... u) {
       T window[2 * kMaxOverlap + 1];
       for (std::int64_t k = -r; k <= r; ++k) {
-        const std::int64_t j = g + k;
-        T v = pad;
-        if (j >= 0 && j < size)
-          v = in[j - static_cast<std::int64_t>(lo)];
-        else if (edge == 1)
-          v = j < 0 ? before[j + r] : after[j - size];
-        else if (edge == 2)
-          v = in[(j < 0 ? 0 : size - 1) - static_cast<std::int64_t>(lo)];
-        window[k + r] = v;
+        const T* at =
+            overlap_row(g + k, part, top, bottom, before, after, size, first, count, lo, r, edge, 1);
+        window[k + r] = at != nullptr ? *at : pad;
       }
-      out[t] = F::call(window + r, u...);
+      return F::call(window + r, u...);
     }
   };
 
@@ -1280,8 +1409,8 @@ struct MapOverlapKernel {
   static const Kernel& get() {
     static const Kernel k = [] {
       Kernel kernel =
-          skeleton_kernel<Body<U...>, T*, const T*, const T*, const T*, std::uint64_t, std::uint64_t,
-                          std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, T, U...>(
+          skeleton_kernel<Body<U...>, T*, const T*, const T*, const T*, const T*, const T*, std::uint64_t,
+                          std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, T, U...>(
               std::string("hdsm_mapoverlap_") + F::name);
       kernel.opencl_source = opencl<U...>();
       return kernel;
@@ -1292,26 +1421,34 @@ struct MapOverlapKernel {
   template <class... U>
   static std::string opencl() {
     const std::string type = opencl_type<T>();
-    std::string s = opencl_prelude<T, U...>() + F::opencl_source + "\n__kernel void hdsm_mapoverlap_" +
-                    F::name + "(__global " + type + "* out, __global const " + type +
-                    "* in, __global const " + type + "* before, __global const " + type +
-                    "* after, ulong n, ulong first, ulong count, ulong lo, ulong radius, ulong edge, " +
-                    type + " pad";
+    const bool in_place = opencl_window_in_place<F>();
+    std::string s = opencl_prelude<T, U...>() + F::opencl_source + "\n" +
+                    (in_place ? opencl_global_variant<F>() : std::string()) + opencl_overlap_row(type) +
+                    "__kernel void hdsm_mapoverlap_" + F::name + "(__global " + type + "* out";
+    for (const char* operand : {"part", "top", "bottom", "before", "after"})
+      s += ", __global const " + type + "* " + operand;
+    s += ", ulong n, ulong first, ulong count, ulong lo, ulong radius, ulong edge, " + type + " pad";
     int k = 0;
     ((s += std::string(", ") + opencl_type<U>() + " u" + std::to_string(k++)), ...);
-    s += ") {\n  const ulong t = get_global_id(0);\n  if (t >= count) return;\n  const long g = (long)(first "
-         "+ t);\n"
-         "  const long r = (long)radius;\n  const long size = (long)n;\n"
+    std::string uniforms;
+    append_names(uniforms, "u", sizeof...(U));
+    const std::string tail = uniforms.empty() ? "" : ", " + uniforms;
+    s += ") {\n  const ulong t = get_global_id(0);\n  if (t >= count) return;\n"
+         "  const long i = (long)t, r = (long)radius;\n";
+    if (in_place)
+      s += "  if (i >= r && i + r < (long)count) {\n    out[t] = " + std::string(F::name) +
+           "_global(part + i" + tail + ");\n    return;\n  }\n";
+    s += "  const long g = (long)first + i, size = (long)n;\n"
          "  if (edge == 0 && (g < r || g + r >= size)) return;\n  " +
          type + " window[" + std::to_string(2 * kMaxOverlap + 1) +
-         "];\n  for (long k = -r; k <= r; ++k) {\n" + "    const long j = g + k;\n    " + type +
-         " v = pad;\n    if (j >= 0 && j < size) v = in[j - (long)lo];\n"
-         "    else if (edge == 1) v = j < 0 ? before[j + r] : after[j - size];\n"
-         "    else if (edge == 2) v = in[(j < 0 ? 0 : size - 1) - (long)lo];\n    window[k + r] = v;\n  }\n"
-         "  out[t] = " +
-         F::name + "(window + r";
-    append_names(s, "u", sizeof...(U));
-    return s + ");\n}\n";
+         "];\n  for (long k = -r; k <= r; ++k) {\n"
+         "    __global const " +
+         type +
+         "* at = hdsm_overlap_row(g + k, part, top, bottom, before, after, size, (long)first, (long)count, "
+         "(long)lo, r, edge, 1);\n"
+         "    window[k + r] = at != 0 ? *at : pad;\n  }\n  out[t] = " +
+         F::name + "(window + r" + tail + ");\n}\n";
+    return s;
   }
 };
 
@@ -1326,9 +1463,10 @@ inline constexpr std::size_t kMaxOverlap2D = 8;
 /// The kernel of one part of a MapOverlap on a matrix (R x C, row-major): element t of the part's
 /// rows [first, first + count) gets F of its window, rows gi - rr .. gi + rr and columns gj - cr ..
 /// gj + cr: row-wise (rr = 0), column-wise (cr = 0; both give F the window's centre, `const T*`, as
-/// the 1D form) or 2D (F also gets the window's row stride, 2 cr + 1). `in` holds the matrix's rows
-/// [lo, ...) whole; a row above the matrix comes from `before` (its last rr rows), one below from
-/// `after` (its first), a column beyond an end from the same row, as the edge mode says.
+/// the 1D form) or 2D (F also gets the window's row stride). The rows come as overlap_row says. An
+/// element whose window lies in the part's rows and the matrix's columns reads the input in place
+/// (row-wise and 2D; the stride is then the matrix's row length); any other a private copy of its
+/// window (stride 2 cr + 1), gathered out of line.
 template <class F, class T, bool TwoD>
 struct MapOverlapMatrixKernel {
   static constexpr std::size_t kWindow =
@@ -1336,29 +1474,44 @@ struct MapOverlapMatrixKernel {
 
   template <class... U>
   struct Body {
-    HDSM_HOST_DEVICE static void element(std::uint64_t t, T* out, const T* in, const T* before,
-                                         const T* after, std::uint64_t rows, std::uint64_t cols,
-                                         std::uint64_t first, std::uint64_t count, std::uint64_t lo,
-                                         std::uint64_t row_radius, std::uint64_t col_radius,
-                                         std::uint64_t edge, T pad, U... u) {
-      if (t >= count * cols) return;
+    HDSM_HOST_DEVICE static void element(std::uint64_t x, std::uint64_t y, T* out, const T* part,
+                                         const T* top, const T* bottom, const T* before, const T* after,
+                                         std::uint64_t rows, std::uint64_t cols, std::uint64_t first,
+                                         std::uint64_t count, std::uint64_t lo, std::uint64_t row_radius,
+                                         std::uint64_t col_radius, std::uint64_t edge, T pad, U... u) {
+      if (x >= cols || y >= count) return;
       const std::int64_t nr = static_cast<std::int64_t>(rows), nc = static_cast<std::int64_t>(cols);
-      const std::int64_t gi = static_cast<std::int64_t>(first + t / cols);
-      const std::int64_t gj = static_cast<std::int64_t>(t % cols);
       const std::int64_t rr = static_cast<std::int64_t>(row_radius),
                          cr = static_cast<std::int64_t>(col_radius);
+      const auto i = static_cast<std::int64_t>(y), gj = static_cast<std::int64_t>(x);
+      const std::uint64_t t = y * cols + x;
+      if ((TwoD || rr == 0) && i >= rr && i + rr < static_cast<std::int64_t>(count) && gj >= cr &&
+          gj + cr < nc) {
+        const T* centre = part + i * nc + gj;
+        if constexpr (TwoD)
+          out[t] = F::call(centre, static_cast<long>(nc), u...);
+        else
+          out[t] = F::call(centre, u...);
+        return;
+      }
+      const std::int64_t gi = static_cast<std::int64_t>(first) + i;
       if (edge == 0 && (gi < rr || gi + rr >= nr || gj < cr || gj + cr >= nc)) return;
+      out[t] =
+          gathered(gi, gj, part, top, bottom, before, after, nr, nc, static_cast<std::int64_t>(first),
+                   static_cast<std::int64_t>(count), static_cast<std::int64_t>(lo), rr, cr, edge, pad, u...);
+    }
+
+    HDSM_DETAIL_NOINLINE HDSM_HOST_DEVICE static T gathered(std::int64_t gi, std::int64_t gj, const T* part,
+                                                            const T* top, const T* bottom, const T* before,
+                                                            const T* after, std::int64_t nr, std::int64_t nc,
+                                                            std::int64_t first, std::int64_t count,
+                                                            std::int64_t lo, std::int64_t rr, std::int64_t cr,
+                                                            std::uint64_t edge, T pad, U... u) {
       const std::int64_t stride = 2 * cr + 1;
       T window[kWindow];
       for (std::int64_t di = -rr; di <= rr; ++di) {
-        const std::int64_t i = gi + di;
-        const T* row = nullptr;  // null: a padded row
-        if (i >= 0 && i < nr)
-          row = in + (i - static_cast<std::int64_t>(lo)) * nc;
-        else if (edge == 1)
-          row = i < 0 ? before + (i + rr) * nc : after + (i - nr) * nc;
-        else if (edge == 2)
-          row = in + ((i < 0 ? 0 : nr - 1) - static_cast<std::int64_t>(lo)) * nc;
+        const T* row =
+            overlap_row(gi + di, part, top, bottom, before, after, nr, first, count, lo, rr, edge, nc);
         for (std::int64_t dj = -cr; dj <= cr; ++dj) {
           const std::int64_t j = gj + dj;
           T v = pad;
@@ -1375,18 +1528,19 @@ struct MapOverlapMatrixKernel {
       }
       const T* centre = window + rr * stride + cr;
       if constexpr (TwoD)
-        out[t] = F::call(centre, static_cast<long>(stride), u...);
+        return F::call(centre, static_cast<long>(stride), u...);
       else
-        out[t] = F::call(centre, u...);
+        return F::call(centre, u...);
     }
   };
 
   template <class... U>
   static const Kernel& get() {
     static const Kernel k = [] {
-      Kernel kernel = skeleton_kernel<Body<U...>, T*, const T*, const T*, const T*, std::uint64_t,
-                                      std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t,
-                                      std::uint64_t, std::uint64_t, std::uint64_t, T, U...>(name());
+      Kernel kernel =
+          skeleton_kernel_rows<Body<U...>, T*, const T*, const T*, const T*, const T*, const T*,
+                               std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t,
+                               std::uint64_t, std::uint64_t, std::uint64_t, T, U...>(name());
       kernel.opencl_source = opencl<U...>();
       return kernel;
     }();
@@ -1400,34 +1554,61 @@ struct MapOverlapMatrixKernel {
   template <class... U>
   static std::string opencl() {
     const std::string type = opencl_type<T>();
-    std::string s = opencl_prelude<T, U...>() + F::opencl_source + "\n__kernel void " + name() +
-                    "(__global " + type + "* out, __global const " + type + "* in, __global const " + type +
-                    "* before, __global const " + type +
-                    "* after, ulong rows, ulong cols, ulong first, ulong count, ulong lo, ulong row_radius, "
-                    "ulong col_radius, ulong edge, " +
-                    type + " pad";
+    const bool in_place = opencl_window_in_place<F>();
+    std::string s = opencl_prelude<T, U...>() + F::opencl_source + "\n" +
+                    (in_place ? opencl_global_variant<F>() : std::string()) + opencl_overlap_row(type) +
+                    "__kernel void " + name() + "(__global " + type + "* out";
+    for (const char* operand : {"part", "top", "bottom", "before", "after"})
+      s += ", __global const " + type + "* " + operand;
+    s += ", ulong rows, ulong cols, ulong first, ulong count, ulong lo, ulong row_radius, ulong col_radius, "
+         "ulong edge, " +
+         type + " pad";
     int k = 0;
     ((s += std::string(", ") + opencl_type<U>() + " u" + std::to_string(k++)), ...);
-    s += ") {\n  const ulong t = get_global_id(0);\n  if (t >= count * cols) return;\n"
-         "  const long nr = (long)rows, nc = (long)cols;\n  const long gi = (long)(first + t / cols);\n"
-         "  const long gj = (long)(t % cols);\n  const long rr = (long)row_radius, cr = (long)col_radius;\n"
-         "  if (edge == 0 && (gi < rr || gi + rr >= nr || gj < cr || gj + cr >= nc)) return;\n"
-         "  const long stride = 2 * cr + 1;\n  " +
-         type + " window[" + std::to_string(kWindow) +
-         "];\n  for (long di = -rr; di <= rr; ++di) {\n    const long i = gi + di;\n    __global const " +
-         type +
-         "* row = 0;\n    if (i >= 0 && i < nr) row = in + (i - (long)lo) * nc;\n"
-         "    else if (edge == 1) row = i < 0 ? before + (i + rr) * nc : after + (i - nr) * nc;\n"
-         "    else if (edge == 2) row = in + ((i < 0 ? 0 : nr - 1) - (long)lo) * nc;\n"
-         "    for (long dj = -cr; dj <= cr; ++dj) {\n      const long j = gj + dj;\n      " +
-         type +
-         " v = pad;\n      if (row != 0) {\n        if (j >= 0 && j < nc) v = row[j];\n"
-         "        else if (edge == 1) v = row[j < 0 ? j + nc : j - nc];\n"
-         "        else if (edge == 2) v = row[j < 0 ? 0 : nc - 1];\n      }\n"
-         "      window[(di + rr) * stride + dj + cr] = v;\n    }\n  }\n  out[t] = " +
-         F::name + (TwoD ? "(window + rr * stride + cr, stride" : "(window + rr * stride + cr");
-    append_names(s, "u", sizeof...(U));
-    return s + ");\n}\n";
+    std::string uniforms;
+    append_names(uniforms, "u", sizeof...(U));
+    const std::string tail = uniforms.empty() ? "" : ", " + uniforms;
+    std::string params;  // of the gathering function, after the row and column
+    for (const char* operand : {"part", "top", "bottom", "before", "after"})
+      params += ", __global const " + type + "* " + operand;
+    params +=
+        ", long nr, long nc, long first, long count, long lo, long rr, long cr, ulong edge, " + type + " pad";
+    k = 0;
+    ((params += std::string(", ") + opencl_type<U>() + " u" + std::to_string(k++)), ...);
+    // The window of an element near an edge, gathered in a function of its own: in the kernel's body
+    // it kept the interior's loop from being vectorized across work-items.
+    const std::string gather =
+        "__attribute__((noinline)) " + type + " hdsm_overlap_gather(long gi, long gj" + params +
+        ") {\n  const long stride = 2 * cr + 1;\n  " + type + " window[" + std::to_string(kWindow) +
+        "];\n  for (long di = -rr; di <= rr; ++di) {\n    __global const " + type +
+        "* row = hdsm_overlap_row(gi + di, part, top, bottom, before, after, nr, first, count, lo, rr, edge, "
+        "nc);\n"
+        "    for (long dj = -cr; dj <= cr; ++dj) {\n      const long j = gj + dj;\n      " +
+        type +
+        " v = pad;\n      if (row != 0) {\n        if (j >= 0 && j < nc) v = row[j];\n"
+        "        else if (edge == 1) v = row[j < 0 ? j + nc : j - nc];\n"
+        "        else if (edge == 2) v = row[j < 0 ? 0 : nc - 1];\n      }\n"
+        "      window[(di + rr) * stride + dj + cr] = v;\n    }\n  }\n  return " +
+        F::name + (TwoD ? "(window + rr * stride + cr, stride" : "(window + rr * stride + cr") + tail +
+        ");\n}\n";
+    const std::size_t kernel_at = s.find("__kernel void ");
+    s.insert(kernel_at, gather);
+    s += ") {\n  const ulong x = get_global_id(0);\n  if (x >= cols) return;\n"
+         "  const long nr = (long)rows, nc = (long)cols, gj = (long)x;\n"
+         "  const long rr = (long)row_radius, cr = (long)col_radius;\n"
+         "  {\n    const ulong y = get_global_id(2) * get_global_size(1) + get_global_id(1);\n"
+         "    if (y >= count) return;\n"
+         "    const long i = (long)y;\n    const ulong t = y * cols + x;\n";
+    if (in_place)
+      s += std::string("    if (") + (TwoD ? "" : "rr == 0 && ") +
+           "i >= rr && i + rr < (long)count && gj >= cr && gj + cr < nc) {\n      out[t] = " + F::name +
+           "_global(part + i * nc + gj" + (TwoD ? ", nc" : "") + tail + ");\n      return;\n    }\n";
+    s += "    const long gi = (long)first + i;\n"
+         "    if (edge == 0 && (gi < rr || gi + rr >= nr || gj < cr || gj + cr >= nc)) return;\n"
+         "    out[t] = hdsm_overlap_gather(gi, gj, part, top, bottom, before, after, nr, nc, (long)first, "
+         "(long)count, (long)lo, rr, cr, edge, pad" +
+         tail + ");\n  }\n}\n";
+    return s;
   }
 };
 
@@ -1462,12 +1643,13 @@ void run_overlap_matrix(const std::string& name, std::optional<SkeletonBackend> 
   if (skeleton_backend(rt, backend_chosen) == SkeletonBackend::host) {
     const T* src = in.host_range(0, in.size(), Access::read);
     T* dst = out.host_range(0, out.size(), edge == Edge::none ? Access::read_write : Access::write);
-    host_for(rt, rows * cols, [&](std::size_t first, std::size_t last) {
+    host_for(rt, rows, [&](std::size_t first, std::size_t last) {
       std::apply(
           [&](const U&... v) {
-            for (std::size_t t = first; t < last; ++t)
-              Body::element(t, dst, src, src + (rows - rr) * cols, src, rows, cols, 0, rows, 0, rr, cr, e,
-                            pad, v...);
+            for (std::size_t y = first; y < last; ++y)
+              for (std::size_t x = 0; x < cols; ++x)
+                Body::element(x, y, dst, src, src, src, src + (rows - rr) * cols, src, rows, cols, 0, rows, 0,
+                              rr, cr, e, pad, v...);
           },
           u);
     });
@@ -1483,22 +1665,27 @@ void run_overlap_matrix(const std::string& name, std::optional<SkeletonBackend> 
     if (first == last) continue;
     const std::size_t lo = first > rr ? first - rr : 0;
     const std::size_t hi = std::min(rows, last + rr);
-    const auto halo = in.submatrix(lo, 0, hi - lo, cols);
-    const auto before = cyclic && first < rr ? in.submatrix(rows - rr, 0, rr, cols) : halo;
-    const auto after = cyclic && last + rr > rows ? in.submatrix(0, 0, rr, cols) : halo;
+    // The input's part has the output part's extent: last step's output part on this device is this
+    // step's input part, with no copy; the rr rows on each side come from their neighbours.
+    const auto part_in = in.submatrix(first, 0, last - first, cols);
+    const auto top = lo < first ? in.submatrix(lo, 0, first - lo, cols) : part_in;
+    const auto bottom = hi > last ? in.submatrix(last, 0, hi - last, cols) : part_in;
+    const auto before = cyclic && first < rr ? in.submatrix(rows - rr, 0, rr, cols) : part_in;
+    const auto after = cyclic && last + rr > rows ? in.submatrix(0, 0, rr, cols) : part_in;
     const auto mine = out.submatrix(first, 0, last - first, cols);
     auto args =
-        std::tuple_cat(std::make_tuple(hdsm::in(halo), hdsm::in(before), hdsm::in(after), std::uint64_t{rows},
-                                       std::uint64_t{cols}, std::uint64_t{first}, std::uint64_t{last - first},
-                                       std::uint64_t{lo}, std::uint64_t{rr}, std::uint64_t{cr}, e, pad),
+        std::tuple_cat(std::make_tuple(hdsm::in(part_in), hdsm::in(top), hdsm::in(bottom), hdsm::in(before),
+                                       hdsm::in(after), std::uint64_t{rows}, std::uint64_t{cols},
+                                       std::uint64_t{first}, std::uint64_t{last - first}, std::uint64_t{lo},
+                                       std::uint64_t{rr}, std::uint64_t{cr}, e, pad),
                        u);
     // Edge::none leaves the edge elements as they are: the output is read too.
     std::apply(
         [&](auto&... a) {
           if (edge == Edge::none)
-            launch(devices[part], kernel, cover((last - first) * cols), hdsm::inout(mine), a...);
+            launch(devices[part], kernel, rows_launch(last - first, cols), hdsm::inout(mine), a...);
           else
-            launch(devices[part], kernel, cover((last - first) * cols), hdsm::out(mine), a...);
+            launch(devices[part], kernel, rows_launch(last - first, cols), hdsm::out(mine), a...);
         },
         args);
   }
@@ -1510,6 +1697,7 @@ namespace detail {
 
 /// What MapOverlap and MapOverlap2D are told beyond where they run: the edge mode and the pad value.
 template <class Derived>
+// NOLINTNEXTLINE(bugprone-crtp-constructor-accessibility): MapOverlap and MapOverlap2D derive from it
 class EdgeOptions : public SkeletonOptions<Derived> {
  public:
   Derived& edge(Edge edge) {
@@ -1531,12 +1719,13 @@ class EdgeOptions : public SkeletonOptions<Derived> {
 }  // namespace detail
 
 /// MapOverlap (1D): out[i] = F(w, uniforms...) where w points at element i of a window of the input,
-/// w[-radius] .. w[radius] (F's first parameter is `const T*`, a private array on devices, no
-/// HDSM_GLOBAL). `.overlap(r)` sets the radius (default 1, at most 32), `.edge(mode)` what the window
-/// holds beyond the vector's ends (default Edge::duplicate; Edge::pad reads `.pad(value)`). On N
-/// devices each part reads its elements and `radius` more on each side (and, cyclic, the other end's
-/// `radius` elements): the containers fetch these halos from where they are valid. The output is a
-/// different vector of the same size. Calls are asynchronous on devices.
+/// w[-radius] .. w[radius] (F's first parameter is `const T*`, no HDSM_GLOBAL: the input itself
+/// where the window lies in the part, a private copy of it near the ends; F reads nothing beyond it).
+/// `.overlap(r)` sets the radius (default 1, at most 32), `.edge(mode)` what the window holds beyond the
+/// vector's ends (default Edge::duplicate; Edge::pad reads `.pad(value)`). On N devices each part reads its
+/// elements and `radius` more on each side (and, cyclic, the other end's `radius` elements): the containers
+/// fetch these halos from where they are valid. The output is a different vector of the same size. Calls are
+/// asynchronous on devices.
 template <class F>
 class MapOverlap : public detail::EdgeOptions<MapOverlap<F>> {
  public:
@@ -1604,28 +1793,19 @@ class MapOverlap : public detail::EdgeOptions<MapOverlap<F>> {
                             " needs at least as many elements, not " + std::to_string(n));
     const T pad = static_cast<T>(this->pad_);
     Runtime& rt = in.core().runtime();
+    const auto e = static_cast<std::uint64_t>(this->edge_);
+    using Body =
+        typename detail::MapOverlapKernel<F, T>::template Body<std::tuple_element_t<1 + J, Params>...>;
     if (detail::skeleton_backend(rt, this->backend_) == SkeletonBackend::host) {
       const T* src = in.host_range(0, n, Access::read);
       T* dst = out.host_range(0, n, this->edge_ == Edge::none ? Access::read_write : Access::write);
       detail::host_for(rt, n, [&](std::size_t first, std::size_t last) {
-        std::vector<T> window(2 * r + 1);
-        for (std::size_t i = first; i < last; ++i) {
-          const auto g = static_cast<std::int64_t>(i), rr = static_cast<std::int64_t>(r),
-                     size = static_cast<std::int64_t>(n);
-          if (this->edge_ == Edge::none && (g < rr || g + rr >= size)) continue;
-          for (std::int64_t k = -rr; k <= rr; ++k) {
-            std::int64_t j = g + k;
-            T v = pad;
-            if (j >= 0 && j < size)
-              v = src[j];
-            else if (this->edge_ == Edge::cyclic)
-              v = src[(j + size) % size];
-            else if (this->edge_ == Edge::duplicate)
-              v = src[j < 0 ? 0 : size - 1];
-            window[static_cast<std::size_t>(k + rr)] = v;
-          }
-          std::apply([&](const auto&... v) { dst[i] = F::call(window.data() + r, v...); }, u);
-        }
+        std::apply(
+            [&](const auto&... v) {
+              for (std::size_t t = first; t < last; ++t)
+                Body::element(t, dst, src, src, src, src + (n - r), src, n, 0, n, 0, r, e, pad, v...);
+            },
+            u);
       });
       return;
     }
@@ -1640,17 +1820,22 @@ class MapOverlap : public detail::EdgeOptions<MapOverlap<F>> {
       if (first == last) continue;
       const std::size_t lo = first > r ? first - r : 0;
       const std::size_t hi = std::min(n, last + r);
-      // The wrapped halos only where a cyclic window leaves the vector; else the part itself.
-      auto before = cyclic && first < r ? in.range(n - r, r) : in.range(lo, hi - lo);
-      auto after = cyclic && last + r > n ? in.range(0, r) : in.range(lo, hi - lo);
+      // The input's part has the output part's extent (last step's output there is this step's input,
+      // with no copy); the r elements on each side, and the wrapped ones only where a cyclic window
+      // leaves the vector, are their own operands.
+      auto part_in = in.range(first, last - first);
+      auto top = lo < first ? in.range(lo, first - lo) : part_in;
+      auto bottom = hi > last ? in.range(last, hi - last) : part_in;
+      auto before = cyclic && first < r ? in.range(n - r, r) : part_in;
+      auto after = cyclic && last + r > n ? in.range(0, r) : part_in;
       // Edge::none leaves the edge elements as they are: the output is read too.
       const auto go = [&](auto&& result) {
         std::apply(
             [&](const auto&... v) {
-              launch(devices[part], kernel, cover(last - first), result, hdsm::in(in.range(lo, hi - lo)),
-                     hdsm::in(before), hdsm::in(after), std::uint64_t{n}, std::uint64_t{first},
-                     std::uint64_t{last - first}, std::uint64_t{lo}, std::uint64_t{r},
-                     std::uint64_t{static_cast<std::uint64_t>(this->edge_)}, pad, v...);
+              launch(devices[part], kernel, cover(last - first), result, hdsm::in(part_in), hdsm::in(top),
+                     hdsm::in(bottom), hdsm::in(before), hdsm::in(after), std::uint64_t{n},
+                     std::uint64_t{first}, std::uint64_t{last - first}, std::uint64_t{lo}, std::uint64_t{r},
+                     e, pad, v...);
             },
             u);
       };
@@ -1681,11 +1866,12 @@ class MapOverlap : public detail::EdgeOptions<MapOverlap<F>> {
 
 /// MapOverlap2D: out(i, j) = F(w, stride, uniforms...) for a matrix, where w points at element (i,
 /// j) of a window of `in`: w[di * stride + dj] is in(i + di, j + dj) for |di| <= the row radius and
-/// |dj| <= the column radius (F's first two parameters are `const T*`, a private array on devices,
-/// and `long`). `.overlap(rows, cols)` sets the radii (default 1 and 1, each at most 8), `.edge(mode)`
-/// and `.pad(value)` what the window holds beyond the matrix, as MapOverlap's. On N devices the rows
-/// are split, and each part reads its rows and `rows` radius more on each side from wherever they
-/// are valid. Calls are asynchronous on devices.
+/// |dj| <= the column radius (F's first two parameters are `const T*` and `long`: the input itself
+/// and its row length where the window lies in the part, a private copy and 2 * column radius + 1
+/// near the edges; F indexes with the stride it gets). `.overlap(rows, cols)` sets the radii (default 1 and
+/// 1, each at most 8), `.edge(mode)` and `.pad(value)` what the window holds beyond the matrix, as
+/// MapOverlap's. On N devices the rows are split, and each part reads its rows and `rows` radius more on each
+/// side from wherever they are valid. Calls are asynchronous on devices.
 template <class F>
 class MapOverlap2D : public detail::EdgeOptions<MapOverlap2D<F>> {
  public:

@@ -141,6 +141,19 @@ TEST(MapOverlapMatrix, EveryFormAndEdgeOnTheHostAndSimDevices) {
   check_all(rt, hdsm::SkeletonBackend::devices, {2, 0, 1}, "3 devices");
 }
 
+// A part of more rows than a grid dimension holds on CUDA (65535): the launch's rows go on in its z
+// dimension.
+TEST(MapOverlapMatrix, MoreRowsThanAGridDimensionHolds) {
+  const Grid g = grid(65535 + 77, 3);
+  const std::vector<long> want = loop(g, 1, 1, true, hdsm::Edge::cyclic);
+  hdsm::Runtime rt(hdsm::test::fast_sim_config());
+  EXPECT_EQ(run(rt, g, Form::two_d, 1, 1, hdsm::Edge::cyclic, hdsm::SkeletonBackend::devices, {0}), want);
+  std::string why;
+  const std::unique_ptr<hdsm::Runtime> ocl = hdsm::test::opencl_runtime(why);
+  if (!ocl) GTEST_SKIP() << why;
+  EXPECT_EQ(run(*ocl, g, Form::two_d, 1, 1, hdsm::Edge::cyclic, hdsm::SkeletonBackend::devices, {}), want);
+}
+
 TEST(MapOverlapMatrix, opencl) {
   std::string why;
   const std::unique_ptr<hdsm::Runtime> rt = hdsm::test::opencl_runtime(why);
@@ -168,6 +181,75 @@ TEST(MapOverlapMatrix, PartsCopyTheirRowsAndTheHaloRows) {
   EXPECT_EQ(copied(hdsm::Edge::duplicate, false), (rows + 4) * row_bytes);
   EXPECT_EQ(copied(hdsm::Edge::cyclic, false), (rows + 8) * row_bytes);
   EXPECT_EQ(copied(hdsm::Edge::cyclic, true), rows * row_bytes);
+}
+
+// Steps that alternate two matrices on two devices: a step's input part is the part the previous
+// step wrote on the same device, so each step moves the halo rows between the devices and nothing
+// else (the input used to be one copy of the part and its halo, which a whole copy of the part on
+// the device refilled at every step, and the part's copy twice the device memory). A radius of 2.
+TEST(MapOverlapMatrix, AlternatingStepsOnTwoDevicesMoveOnlyTheHaloRows) {
+  hdsm::Runtime rt(hdsm::test::fast_sim_config().set("HDSM_SIM_DEVICES", "2"));
+  const hdsm::ContainerOptions o{&rt};
+  constexpr std::size_t rows = 64, cols = 40, row_bytes = cols * sizeof(long);
+  hdsm::Matrix<long> a(rows, cols, 1L, o), b(rows, cols, o);
+  hdsm::MapOverlap2D<mm_weigh2d> step;
+  step.devices({0, 1}).overlap(2, 1).edge(hdsm::Edge::duplicate);
+  step(b, a, 2L, 1L);
+  step(a, b, 2L, 1L);
+  const hdsm::ContainerStats a0 = a.stats(), b0 = b.stats();
+  constexpr int kSteps = 6;
+  for (int k = 0; k < kSteps / 2; ++k) {
+    step(b, a, 2L, 1L);
+    step(a, b, 2L, 1L);
+  }
+  for (const auto& [m, before] : {std::pair{&a, a0}, std::pair{&b, b0}}) {
+    const hdsm::ContainerStats now = m->stats();
+    EXPECT_EQ(now.on_device_bytes - before.on_device_bytes, 0u);
+    EXPECT_EQ(now.host_to_device_bytes - before.host_to_device_bytes, 0u);
+    // Read as input kSteps / 2 times, each time 2 rows each way between the devices.
+    EXPECT_EQ(now.peer_bytes - before.peer_bytes, kSteps / 2 * 2 * 2 * row_bytes);
+    EXPECT_EQ(now.device_allocated_bytes - before.device_allocated_bytes, 0u);
+  }
+  // And the values: every step of the duplicate-edge weighted sum, against the loop.
+  Grid g{rows, cols, std::vector<long>(rows * cols, 1L)};
+  for (int k = 0; k < kSteps + 2; ++k) g.v = loop(g, 2, 1, true, hdsm::Edge::duplicate);
+  EXPECT_EQ(std::vector<long>(a.data(), a.data() + a.size()), g.v);
+}
+
+// A user function that keeps the window in a pointer variable reads a private copy on OpenCL (its
+// text could not take global memory there), and gives what the loop gives everywhere.
+HDSM_USER_FUNCTION(mm_through_pointer, long, (const long* w, long stride, long rr, long cr), {
+  const long* centre = w;
+  long sum = 0;
+  for (long di = -rr; di <= rr; ++di)
+    for (long dj = -cr; dj <= cr; ++dj) sum += (7 * di + 3 * dj + 100) * centre[di * stride + dj];
+  return sum;
+})
+
+TEST(MapOverlapMatrix, WindowInAPointerVariable) {
+  EXPECT_FALSE(hdsm::detail::opencl_window_in_place<mm_through_pointer>());
+  EXPECT_TRUE(hdsm::detail::opencl_window_in_place<mm_weigh2d>());
+  EXPECT_TRUE(hdsm::detail::opencl_window_in_place<mm_jacobi>());
+  const Grid g = grid(23, 9);
+  const auto check = [&](hdsm::Runtime& rt, const std::vector<unsigned>& devices, const std::string& where) {
+    const hdsm::ContainerOptions o{&rt};
+    for (hdsm::Edge edge : kEdges) {
+      SCOPED_TRACE(where + ", edge " + std::to_string(static_cast<int>(edge)));
+      hdsm::Matrix<long> in(g.rows, g.cols, o), out(g.rows, g.cols, kUntouched, o);
+      std::copy(g.v.begin(), g.v.end(), in.data());
+      hdsm::MapOverlap2D<mm_through_pointer> mo;
+      mo.overlap(2, 1).edge(edge).pad(kPad);
+      if (!devices.empty()) mo.devices(devices);
+      mo(out, in, 2L, 1L);
+      EXPECT_EQ(std::vector<long>(out.data(), out.data() + out.size()), loop(g, 2, 1, true, edge));
+    }
+  };
+  hdsm::Runtime sim(hdsm::test::fast_sim_config().set("HDSM_SIM_DEVICES", "2"));
+  check(sim, {0, 1}, "2 sim devices");
+  std::string why;
+  const std::unique_ptr<hdsm::Runtime> ocl = hdsm::test::opencl_runtime(why);
+  if (!ocl) GTEST_SKIP() << why;
+  check(*ocl, {}, "OpenCL");
 }
 
 TEST(MapOverlapMatrix, AJacobiStepInFloat) {

@@ -72,6 +72,38 @@ TEST(MapOverlap, EveryEdgeModeOnEveryBackendAndDeviceCount) {
       }
 }
 
+// Steps that alternate two vectors on two devices move the halo elements between the devices and
+// nothing else: a step's input part is the part the previous step wrote on that device.
+TEST(MapOverlap, AlternatingStepsOnTwoDevicesMoveOnlyTheHalo) {
+  hdsm::Runtime rt(hdsm::test::fast_sim_config().set("HDSM_SIM_DEVICES", "2"));
+  constexpr std::size_t n = 10'000;
+  constexpr long r = 3;
+  std::vector<long> data(n);
+  for (std::size_t i = 0; i < n; ++i) data[i] = static_cast<long>(i % 5) - 2;
+  hdsm::Vector<long> a(data.begin(), data.end(), hdsm::ContainerOptions{&rt});
+  hdsm::Vector<long> b(n, hdsm::ContainerOptions{&rt});
+  hdsm::MapOverlap<mo_weigh> mo;
+  mo.devices({0, 1}).overlap(r).edge(hdsm::Edge::cyclic);
+  mo(b, a, r, 0L);
+  mo(a, b, r, 0L);
+  const hdsm::ContainerStats a0 = a.stats(), b0 = b.stats();
+  constexpr int kSteps = 4;
+  for (int k = 0; k < kSteps / 2; ++k) {
+    mo(b, a, r, 0L);
+    mo(a, b, r, 0L);
+  }
+  for (const auto& [v, before] : {std::pair{&a, a0}, std::pair{&b, b0}}) {
+    const hdsm::ContainerStats now = v->stats();
+    EXPECT_EQ(now.on_device_bytes - before.on_device_bytes, 0u);
+    EXPECT_EQ(now.host_to_device_bytes - before.host_to_device_bytes, 0u);
+    // Per step as input: r elements each way at the parts' border, and the cyclic r at each end.
+    EXPECT_EQ(now.peer_bytes - before.peer_bytes, kSteps / 2 * 4 * r * sizeof(long));
+  }
+  std::vector<long> want = data;
+  for (int k = 0; k < kSteps + 2; ++k) want = loop(want, r, hdsm::Edge::cyclic, 0, 0, want);
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(a[i], want[i]) << "element " << i;
+}
+
 TEST(MapOverlap, Errors) {
   hdsm::Runtime rt(hdsm::test::fast_sim_config());
   hdsm::Vector<long> a(10, hdsm::ContainerOptions{&rt}), b(11, hdsm::ContainerOptions{&rt});
