@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 HDSM_VISIBLE_BEGIN
@@ -88,6 +89,15 @@ class Matrix : public detail::TypedContainer<T> {
     rows_ = rows;
     cols_ = cols;
   }
+
+  /// Exchanges the two matrices, shapes, elements and device copies (calls in flight go on with the
+  /// containers they were given): the pointer swap of a stencil's time steps.
+  void swap(Matrix& other) noexcept {
+    this->swap_with(other);
+    std::swap(rows_, other.rows_);
+    std::swap(cols_, other.cols_);
+  }
+  friend void swap(Matrix& a, Matrix& b) noexcept { a.swap(b); }
 
  private:
   static std::size_t checked_count(std::size_t rows, std::size_t cols) {

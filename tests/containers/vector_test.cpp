@@ -602,6 +602,23 @@ TEST(Matrix, ACopyIsDeepAndCurrent) {
   EXPECT_EQ(d.at(1, 1), 3.0f);
 }
 
+// swap exchanges shapes, elements and device copies, a kernel on one of them still in flight.
+TEST(Matrix, SwapExchangesShapesAndContents) {
+  hdsm::Runtime rt(sim());
+  hdsm::Matrix<float> a(3, 4, 1.0f, on(rt)), b(2, 5, 7.0f, on(rt));
+  hdsm::launch(0, axpb(), hdsm::cover(12), hdsm::inout(a), std::uint64_t{12}, 2.0f, 1.0f);
+  swap(a, b);
+  EXPECT_EQ(a.rows(), 2u);
+  EXPECT_EQ(a.cols(), 5u);
+  EXPECT_EQ(a.at(1, 4), 7.0f);
+  EXPECT_EQ(b.rows(), 3u);
+  EXPECT_EQ(b.cols(), 4u);
+  EXPECT_EQ(b.at(2, 3), 3.0f);  // waits for the kernel, which wrote what is now b
+  a.swap(b);
+  EXPECT_EQ(a.at(0, 0), 3.0f);
+  EXPECT_EQ(b.at(0, 0), 7.0f);
+}
+
 TEST(Matrix, SubmatrixCopiesHoldNonContiguousElements) {
   hdsm::Runtime rt(sim(2));
   hdsm::Matrix<float> m(6, 8, 1.0f, {&rt});

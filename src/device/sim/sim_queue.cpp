@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include <cxxabi.h>
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -232,6 +233,14 @@ void SimQueue::launch(const Kernel& kernel, const Launch& launch, std::span<cons
       throw;
     } catch (const std::exception& e) {
       throw KernelFailure(fmt::format("kernel '{}' on {} failed: {}", name, device_.name(), e.what()));
+    } catch (abi::__forced_unwind&) {  // a cancelled thread's unwinding goes on
+      throw;
+    } catch (...) {
+      // `throw 42` and the like: the program would get the bare value, naming neither kernel nor device.
+      throw KernelFailure(
+          fmt::format("kernel '{}' on {} failed: it threw an exception that is not a "
+                      "std::exception",
+                      name, device_.name()));
     }
     device_.counters().kernel_ns.fetch_add(
         static_cast<std::uint64_t>(

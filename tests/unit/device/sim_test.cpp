@@ -185,4 +185,20 @@ TEST(SimDevice, AQueueReportsAFailureOnce) {
   EXPECT_NO_THROW(q->record().wait());
 }
 
+// A kernel that throws what is not a std::exception (`throw 42`) fails as a KernelFailure naming the
+// kernel and the device, as any other failure; the bare int reached the program before.
+TEST(SimDevice, AKernelThrowingANonStandardExceptionIsAKernelFailure) {
+  hdsm::Runtime rt(sim_config());
+  auto q = rt.default_device().create_queue();
+  const auto throws_int = hdsm::per_thread("throws_int", [](const hdsm::Thread&) { throw 42; });
+  q->launch(throws_int, hdsm::cover(4), {});
+  try {
+    q->synchronize();
+    ADD_FAILURE() << "no failure reported";
+  } catch (const hdsm::KernelFailure& e) {
+    EXPECT_STREQ(e.what(),
+                 "kernel 'throws_int' on sim0 failed: it threw an exception that is not a std::exception");
+  }
+}
+
 }  // namespace
