@@ -670,32 +670,41 @@ Event launch_containers(Runtime& runtime, unsigned device, const Kernel& kernel,
           fmt::format("launch of {}: the {} belongs to another hdsm::Runtime", kernel.name, a.core->name()));
   // 1. Every operand's copy, allocated and pinned; 2. reads made current (reads first, so that no read
   // is filled from a copy this kernel is about to write); 3. the kernel enqueued; 4. writes committed.
-  // A failure before 4 leaves every container's contents as they were.
+  // A failure before 4 leaves every container's contents as they were. An empty operand (a range of
+  // no elements, an empty container: a device's share of a split that got none) is a null pointer,
+  // with no copy and nothing to wait for, as a CUDA program passes one with a count of 0.
+  const auto live = [&](std::size_t i) {
+    const ContainerLaunchArg& a = args[i];
+    return a.core != nullptr && a.extent.rows != 0 && a.extent.cols != 0;
+  };
+  for (const ContainerLaunchArg& a : args)
+    if (a.core != nullptr && (a.extent.rows == 0 || a.extent.cols == 0))
+      a.core->check_range(a.extent.offset, 0, "device access");
   Scratch<std::uint32_t> copies(args.size());
   Scratch<ContainerCore::View> views(args.size());
   std::size_t reserved = 0;
   const auto cancel_all = [&] {
     for (std::size_t i = 0; i < reserved; ++i)
-      if (args[i].core != nullptr) args[i].core->cancel(copies[i]);
+      if (live(i)) args[i].core->cancel(copies[i]);
   };
   Scratch<KernelArg> kargs(args.size());
   try {
     for (; reserved < args.size(); ++reserved)
-      if (args[reserved].core != nullptr)
-        copies[reserved] = args[reserved].core->reserve(device, args[reserved].extent);
+      if (live(reserved)) copies[reserved] = args[reserved].core->reserve(device, args[reserved].extent);
     for (const Access pass : {Access::read, Access::read_write, Access::write})
       for (std::size_t i = 0; i < args.size(); ++i)
-        if (args[i].core != nullptr && args[i].access == pass)
-          views[i] = args[i].core->prepare(copies[i], pass);
+        if (live(i) && args[i].access == pass) views[i] = args[i].core->prepare(copies[i], pass);
     for (std::size_t i = 0; i < args.size(); ++i)
-      kargs[i] = args[i].core != nullptr ? views[i].argument() : args[i].value;
+      kargs[i] = live(i)                   ? views[i].argument()
+                 : args[i].core != nullptr ? KernelArg::value(static_cast<void*>(nullptr))
+                                           : args[i].value;
     Queue& queue = *shared.queues[device];
     queue.launch(kernel, launch, kargs.span());
     Event done = queue.record();
     reserved = 0;  // from here on each operand is finished, whatever the others do
     std::exception_ptr first_error;
     for (std::size_t i = 0; i < args.size(); ++i) {
-      if (args[i].core == nullptr) continue;
+      if (!live(i)) continue;
       try {
         args[i].core->finish(views[i], args[i].access, done);
       } catch (...) {
@@ -705,8 +714,9 @@ Event launch_containers(Runtime& runtime, unsigned device, const Kernel& kernel,
     if (first_error) std::rethrow_exception(first_error);
     // Mechanism::none: the call's results go back and its device copies go at once.
     std::vector<ContainerCore*> flushed;
-    for (const ContainerLaunchArg& a : args)
-      if (a.core != nullptr && a.core->mechanism() == Mechanism::none &&
+    for (std::size_t i = 0; i < args.size(); ++i)
+      if (const ContainerLaunchArg& a = args[i];
+          live(i) && a.core->mechanism() == Mechanism::none &&
           std::find(flushed.begin(), flushed.end(), a.core) == flushed.end()) {
         if (flushed.empty()) done.wait();
         a.core->flush();

@@ -619,6 +619,26 @@ TEST(Matrix, SwapExchangesShapesAndContents) {
   EXPECT_EQ(b.at(0, 0), 7.0f);
 }
 
+// Empty operands (a range of no elements, an empty vector) are null pointers: no copy, no wait, no
+// error, as skeletons take empty containers; the other operands work as ever.
+TEST(Launch, EmptyOperandsAreNullPointers) {
+  hdsm::Runtime rt(sim());
+  Vector<float> v(10, 1.0f, on(rt)), none(0, on(rt));
+  Vector<int> seen(2, 0, on(rt));
+  const auto probe =
+      hdsm::per_thread("probe_null", [](const hdsm::Thread&, const float* a, float* b, int* out) {
+        out[0] = a == nullptr ? 1 : 2;
+        out[1] = b == nullptr ? 1 : 2;
+      });
+  hdsm::launch(0, probe, hdsm::cover(1), hdsm::in(v.range(4, 0)), hdsm::out(none), hdsm::out(seen));
+  EXPECT_EQ(seen[0], 1);
+  EXPECT_EQ(seen[1], 1);
+  EXPECT_EQ(v.core().device_copies(), 0u) << "an empty range makes no device copy";
+  EXPECT_THROW(
+      hdsm::launch(0, probe, hdsm::cover(1), hdsm::in(v.range(11, 0)), hdsm::out(none), hdsm::out(seen)),
+      hdsm::InvalidArgument);
+}
+
 TEST(Matrix, SubmatrixCopiesHoldNonContiguousElements) {
   hdsm::Runtime rt(sim(2));
   hdsm::Matrix<float> m(6, 8, 1.0f, {&rt});
@@ -637,9 +657,12 @@ TEST(Matrix, SubmatrixCopiesHoldNonContiguousElements) {
       ASSERT_EQ(m.at(i, j), expect) << i << "," << j;
     }
   EXPECT_THROW(m.submatrix(4, 0, 3, 1), hdsm::InvalidArgument);
+  // An empty operand is a null pointer, as a device's share of a split that got no rows.
   hdsm::Matrix<float> empty(3, 0, {&rt});
-  EXPECT_THROW(hdsm::launch(0, fill(), hdsm::cover(1), hdsm::out(empty), std::uint64_t{0}, 1.0f),
-               hdsm::InvalidArgument);
+  EXPECT_NO_THROW(hdsm::launch(0, fill(), hdsm::cover(1), hdsm::out(empty), std::uint64_t{0}, 1.0f).wait());
+  EXPECT_THROW(
+      hdsm::launch(0, fill(), hdsm::cover(1), hdsm::out(m.submatrix(7, 0, 0, 0)), std::uint64_t{0}, 1.0f),
+      hdsm::InvalidArgument);  // past the end, empty or not
   EXPECT_THROW((void)static_cast<float>(m.at(6, 0)), hdsm::InvalidArgument);
   m.resize(3, 10);
   EXPECT_EQ(m.at(0, 0), 2.0f);

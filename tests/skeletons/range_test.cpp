@@ -315,4 +315,22 @@ TEST(SkeletonRanges, AliasingAndNonContiguousPartsAreNamedBeforeAnyWork) {
   EXPECT_EQ(values(v), before) << "nothing ran";
 }
 
+// hdsm::launch with an empty operand on OpenCL: the kernel gets a null buffer (a device's share of a
+// split that got no elements), and the other operands work as ever.
+TEST(EmptyLaunchOperand, opencl) {
+  std::string why;
+  const std::unique_ptr<hdsm::Runtime> rt = hdsm::test::opencl_runtime(why);
+  if (!rt) GTEST_SKIP() << why;
+  const auto probe = hdsm::with_opencl(
+      "__kernel void probe_null(__global const float* a, __global int* out) { out[0] = a == 0 ? 1 : 2; }",
+      hdsm::per_thread("probe_null",
+                       [](const hdsm::Thread&, const float* a, int* out) { out[0] = a == nullptr ? 1 : 2; }));
+  const hdsm::ContainerOptions o{rt.get()};
+  hdsm::Vector<float> v(10, 1.0f, o);
+  hdsm::Vector<int> seen(1, 0, o);
+  const unsigned device = static_cast<unsigned>(rt->default_device().properties().index);
+  hdsm::launch(device, probe, hdsm::cover(1), hdsm::in(v.range(3, 0)), hdsm::out(seen));
+  EXPECT_EQ(seen[0], 1);
+}
+
 }  // namespace
