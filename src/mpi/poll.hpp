@@ -16,27 +16,26 @@ namespace hdsm::mpi_detail {
 /// and the caller waits on it again or ends the job; a second collective would not match it);
 /// milliseconds::max() waits for good. `what` names the request in an MPI error.
 ///
-/// Polled without a pause for the first millisecond, as a blocking wait would (an agreement of ranks
-/// that are all there takes a microsecond or two; a yield between polls made a 1.4 us agreement
-/// 2.5 us); then with yields, which give the core to whatever else may run, up to 20 ms; then with
-/// sleeps of 50 us, so that a rank that waits long leaves its core. The ranks that wait drive the
-/// request only when they poll: longer sleeps (0.5 ms) made the last rank to come wait for them,
-/// 0.1-0.7 ms in every call of a loop with uneven host work.
+/// Polled as os::spin_until_for spins: a yield every 64 polls (a few microseconds), so a rank's wait
+/// never keeps the threads of another rank on the same cores from running (ranks and their threads
+/// often oversubscribe a node: a millisecond of polling without yields at every kernel boundary made a
+/// scan of many small kernels on 2 ranks x 2 threads on 2 cores 100x slower), while an agreement of
+/// ranks that are all there (a microsecond or two) sees no yield; after 20 ms, sleeps of 50 us, so
+/// that a rank that waits long leaves its core. The ranks that wait drive the request only when they
+/// poll: longer sleeps (0.5 ms) made the last rank to come wait for them, 0.1-0.7 ms in every call of
+/// a loop with uneven host work.
 inline bool wait_within(MPI_Request& request, std::chrono::milliseconds limit, const CallCheck& check,
                         const char* what) {
   const auto start = std::chrono::steady_clock::now();
   const bool forever = limit == std::chrono::milliseconds::max();
   const auto deadline = start + (forever ? std::chrono::milliseconds(0) : limit);
-  bool spinning = true;
-  for (unsigned polls = 0;; ++polls) {
+  for (unsigned polls = 1;; ++polls) {
     int done = 0;
     check(PMPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", what);
     if (done != 0) return true;
-    if (spinning && polls % 64 != 63) continue;  // while spinning, the clock is read every 64 polls
+    if (polls % 64 != 0) continue;  // the clock is read every 64 polls
     const auto now = std::chrono::steady_clock::now();
     if (!forever && now >= deadline) return false;
-    spinning = now - start < std::chrono::milliseconds(1);
-    if (spinning) continue;
     if (now - start < std::chrono::milliseconds(20)) {
       ::sched_yield();
       continue;

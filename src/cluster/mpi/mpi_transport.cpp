@@ -146,19 +146,28 @@ MpiTransport::~MpiTransport() {
   PMPI_Comm_free(&comm_);
 }
 
+// The reductions of a kernel's boundary, the first of which waits for the ranks whose blocks finish
+// last: nonblocking and polled (mpi_detail::wait_within), so that a rank that came early spins a
+// millisecond, as the blocking call would, and then yields and sleeps, leaving its core to the
+// threads of a rank that still computes (oversubscribed ranks, or a busy machine), where MPI's own
+// blocking wait polls without end.
 void MpiTransport::allreduce(std::span<std::uint32_t> values, ReduceOp op) {
   on_mpi_thread("an allreduce");
-  check(PMPI_Allreduce(MPI_IN_PLACE, values.data(), checked_count(values.size(), "an allreduce"),
-                       MPI_UINT32_T, mpi_op(op), comm_),
-        "MPI_Allreduce", [&] { return fmt::format("{} page counters", values.size()); });
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(PMPI_Iallreduce(MPI_IN_PLACE, values.data(), checked_count(values.size(), "an allreduce"),
+                        MPI_UINT32_T, mpi_op(op), comm_, &request),
+        "MPI_Iallreduce", [&] { return fmt::format("{} page counters", values.size()); });
+  mpi_detail::wait_within(request, std::chrono::milliseconds::max(), check, "a reduction of page counters");
   count_sent(values.size_bytes());
 }
 
 void MpiTransport::allreduce(std::span<std::uint64_t> values, ReduceOp op) {
   on_mpi_thread("an allreduce");
-  check(PMPI_Allreduce(MPI_IN_PLACE, values.data(), checked_count(values.size(), "an allreduce"),
-                       MPI_UINT64_T, mpi_op(op), comm_),
-        "MPI_Allreduce", [&] { return fmt::format("{} values", values.size()); });
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(PMPI_Iallreduce(MPI_IN_PLACE, values.data(), checked_count(values.size(), "an allreduce"),
+                        MPI_UINT64_T, mpi_op(op), comm_, &request),
+        "MPI_Iallreduce", [&] { return fmt::format("{} values", values.size()); });
+  mpi_detail::wait_within(request, std::chrono::milliseconds::max(), check, "a reduction of values");
   count_sent(values.size_bytes());
 }
 
