@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <span>
 #include <string_view>
 
@@ -68,8 +70,16 @@ ProgramCache::ProgramCache(const std::string& dir)
 }
 
 void ProgramCache::warn(const std::string& what) const {
-  if (!warned_.exchange(true))
-    std::fprintf(stderr, "hdsm: program cache: %s; kernels are built from source\n", what.c_str());
+  if (warned_.exchange(true)) return;
+  // Once per process and message: every runtime (and every backend of one, and `hdsm info`'s trial
+  // runtimes) has a cache of its own, and each said the same about the same directory.
+  static std::mutex mutex;
+  static auto* said = new std::set<std::string>;  // never destroyed: a late runtime may still warn
+  {
+    const std::lock_guard lock(mutex);
+    if (!said->insert(what).second) return;
+  }
+  std::fprintf(stderr, "hdsm: program cache: %s; kernels are built from source\n", what.c_str());
 }
 
 // A directory that does not exist yet is fine until the first store creates it.

@@ -127,6 +127,11 @@ TEST(ProgramCache, RefusesADirectoryOthersMayWriteTo) {
   EXPECT_NE(warning.find("others may write"), std::string::npos) << warning;
   cache.store("key", kBinary);
   EXPECT_TRUE(dir.files().empty());
+  // Another cache on the same directory (another runtime, another backend) does not say it again.
+  testing::internal::CaptureStderr();
+  const ProgramCache again(dir.path().string());
+  EXPECT_FALSE(again.enabled());
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
 }
 
 TEST(ProgramCache, FailedStoreWarnsOnceAndLeavesNoTemporary) {
