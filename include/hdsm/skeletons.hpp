@@ -340,19 +340,24 @@ Kernel skeleton_kernel_rows(std::string name) {
   return kernel;
 }
 
-/// The launch of a skeleton_kernel_rows kernel over `rows` rows of `cols` elements.
+/// The launch of a skeleton_kernel_rows kernel over `rows` rows of `cols` elements: blocks of 64
+/// threads, as wide as the rows (up to 64) and as tall as that leaves, so that narrow matrices do not
+/// launch idle threads; the blocks' rows split evenly between the grid's y and z.
 inline Launch rows_launch(std::uint64_t rows, std::uint64_t cols) {
-  constexpr std::uint32_t kWidth = 64;
+  constexpr std::uint32_t kThreads = 64;
   constexpr std::uint64_t kMaxGrid = 65535;
-  const Launch columns = cover(cols, kWidth);
-  const std::uint64_t slabs = ceil_div(std::max<std::uint64_t>(rows, 1), kMaxGrid);
+  std::uint32_t width = 1;
+  while (width < kThreads && width < cols) width *= 2;
+  const std::uint32_t height = kThreads / width;
+  const Launch columns = cover(cols, width);
+  const std::uint64_t row_blocks = ceil_div(std::max<std::uint64_t>(rows, 1), height);
+  const std::uint64_t slabs = ceil_div(row_blocks, kMaxGrid);
   if (slabs > kMaxGrid)
     throw InvalidArgument("a skeleton over " + std::to_string(rows) + " rows: more than " +
-                          std::to_string(kMaxGrid * kMaxGrid) + " rows in one part");
-  return Launch{
-      Dim3{columns.grid.x, static_cast<std::uint32_t>(std::min(std::max<std::uint64_t>(rows, 1), kMaxGrid)),
-           static_cast<std::uint32_t>(slabs)},
-      Dim3{kWidth}, 0};
+                          std::to_string(kMaxGrid * kMaxGrid * height) + " rows in one part");
+  return Launch{Dim3{columns.grid.x, static_cast<std::uint32_t>(ceil_div(row_blocks, slabs)),
+                     static_cast<std::uint32_t>(slabs)},
+                Dim3{width, height}, 0};
 }
 
 template <class F, bool Indexed, class Outs, class... Ins>
@@ -1317,6 +1322,12 @@ bool opencl_window_in_place() {
     std::size_t next = at + name.size();
     while (next < body.size() && (body[next] == ' ' || body[next] == '\t' || body[next] == '\n')) ++next;
     if (next >= body.size() || body[next] != '[') return false;
+    // &w[k] (or &(w[k])) is a pointer into the window, which a private pointer variable may take.
+    std::size_t before = at;
+    while (before > 0 && (body[before - 1] == ' ' || body[before - 1] == '\t' || body[before - 1] == '\n' ||
+                          body[before - 1] == '('))
+      --before;
+    if (before > 0 && body[before - 1] == '&' && (before < 2 || body[before - 2] != '&')) return false;
   }
   return true;
 }
@@ -1494,11 +1505,26 @@ struct MapOverlapMatrixKernel {
           out[t] = F::call(centre, u...);
         return;
       }
+      if constexpr (!TwoD) {
+        // Column-wise inside the part: the column's elements straight from it.
+        if (cr == 0 && i >= rr && i + rr < static_cast<std::int64_t>(count)) {
+          T window[kWindow];
+          for (std::int64_t di = -rr; di <= rr; ++di) window[di + rr] = part[(i + di) * nc + gj];
+          out[t] = F::call(window + rr, u...);
+          return;
+        }
+      }
       const std::int64_t gi = static_cast<std::int64_t>(first) + i;
       if (edge == 0 && (gi < rr || gi + rr >= nr || gj < cr || gj + cr >= nc)) return;
-      out[t] =
-          gathered(gi, gj, part, top, bottom, before, after, nr, nc, static_cast<std::int64_t>(first),
-                   static_cast<std::int64_t>(count), static_cast<std::int64_t>(lo), rr, cr, edge, pad, u...);
+      // Column-wise, every element gathers (a column is not contiguous): in line, as the common path.
+      if (!TwoD && cr == 0)
+        out[t] = window_of(gi, gj, part, top, bottom, before, after, nr, nc, static_cast<std::int64_t>(first),
+                           static_cast<std::int64_t>(count), static_cast<std::int64_t>(lo), rr, cr, edge, pad,
+                           u...);
+      else
+        out[t] = gathered(gi, gj, part, top, bottom, before, after, nr, nc, static_cast<std::int64_t>(first),
+                          static_cast<std::int64_t>(count), static_cast<std::int64_t>(lo), rr, cr, edge, pad,
+                          u...);
     }
 
     HDSM_DETAIL_NOINLINE HDSM_HOST_DEVICE static T gathered(std::int64_t gi, std::int64_t gj, const T* part,
@@ -1507,6 +1533,15 @@ struct MapOverlapMatrixKernel {
                                                             std::int64_t first, std::int64_t count,
                                                             std::int64_t lo, std::int64_t rr, std::int64_t cr,
                                                             std::uint64_t edge, T pad, U... u) {
+      return window_of(gi, gj, part, top, bottom, before, after, nr, nc, first, count, lo, rr, cr, edge, pad,
+                       u...);
+    }
+
+    HDSM_HOST_DEVICE static T window_of(std::int64_t gi, std::int64_t gj, const T* part, const T* top,
+                                        const T* bottom, const T* before, const T* after, std::int64_t nr,
+                                        std::int64_t nc, std::int64_t first, std::int64_t count,
+                                        std::int64_t lo, std::int64_t rr, std::int64_t cr, std::uint64_t edge,
+                                        T pad, U... u) {
       const std::int64_t stride = 2 * cr + 1;
       T window[kWindow];
       for (std::int64_t di = -rr; di <= rr; ++di) {
@@ -1599,13 +1634,26 @@ struct MapOverlapMatrixKernel {
          "  {\n    const ulong y = get_global_id(2) * get_global_size(1) + get_global_id(1);\n"
          "    if (y >= count) return;\n"
          "    const long i = (long)y;\n    const ulong t = y * cols + x;\n";
+    if (!TwoD)  // column-wise inside the part: the column's elements straight from it
+      s += "    if (cr == 0 && i >= rr && i + rr < (long)count) {\n      " + type + " window[" +
+           std::to_string(kWindow) +
+           "];\n      for (long di = -rr; di <= rr; ++di) window[di + rr] = part[(i + di) * nc + gj];\n"
+           "      out[t] = " +
+           F::name + "(window + rr" + tail + ");\n      return;\n    }\n";
     if (in_place)
       s += std::string("    if (") + (TwoD ? "" : "rr == 0 && ") +
            "i >= rr && i + rr < (long)count && gj >= cr && gj + cr < nc) {\n      out[t] = " + F::name +
            "_global(part + i * nc + gj" + (TwoD ? ", nc" : "") + tail + ");\n      return;\n    }\n";
     s += "    const long gi = (long)first + i;\n"
-         "    if (edge == 0 && (gi < rr || gi + rr >= nr || gj < cr || gj + cr >= nc)) return;\n"
-         "    out[t] = hdsm_overlap_gather(gi, gj, part, top, bottom, before, after, nr, nc, (long)first, "
+         "    if (edge == 0 && (gi < rr || gi + rr >= nr || gj < cr || gj + cr >= nc)) return;\n";
+    if (!TwoD)  // column-wise, every element gathers its column: in line, as the common path
+      s += "    if (cr == 0) {\n      " + type + " window[" + std::to_string(kWindow) +
+           "];\n      for (long di = -rr; di <= rr; ++di) {\n        __global const " + type +
+           "* row = hdsm_overlap_row(gi + di, part, top, bottom, before, after, nr, (long)first, "
+           "(long)count, (long)lo, rr, edge, nc);\n        window[di + rr] = row != 0 ? row[gj] : pad;\n"
+           "      }\n      out[t] = " +
+           F::name + "(window + rr" + tail + ");\n      return;\n    }\n";
+    s += "    out[t] = hdsm_overlap_gather(gi, gj, part, top, bottom, before, after, nr, nc, (long)first, "
          "(long)count, (long)lo, rr, cr, edge, pad" +
          tail + ");\n  }\n}\n";
     return s;
@@ -1643,13 +1691,18 @@ void run_overlap_matrix(const std::string& name, std::optional<SkeletonBackend> 
   if (skeleton_backend(rt, backend_chosen) == SkeletonBackend::host) {
     const T* src = in.host_range(0, in.size(), Access::read);
     T* dst = out.host_range(0, out.size(), edge == Edge::none ? Access::read_write : Access::write);
-    host_for(rt, rows, [&](std::size_t first, std::size_t last) {
+    host_for(rt, rows * cols, [&](std::size_t first, std::size_t last) {
       std::apply(
           [&](const U&... v) {
-            for (std::size_t y = first; y < last; ++y)
-              for (std::size_t x = 0; x < cols; ++x)
-                Body::element(x, y, dst, src, src, src, src + (rows - rr) * cols, src, rows, cols, 0, rows, 0,
-                              rr, cr, e, pad, v...);
+            std::size_t y = first / cols, x = first % cols;
+            for (std::size_t t = first; t < last; ++t) {
+              Body::element(x, y, dst, src, src, src, src + (rows - rr) * cols, src, rows, cols, 0, rows, 0,
+                            rr, cr, e, pad, v...);
+              if (++x == cols) {
+                x = 0;
+                ++y;
+              }
+            }
           },
           u);
     });
@@ -1803,7 +1856,8 @@ class MapOverlap : public detail::EdgeOptions<MapOverlap<F>> {
         std::apply(
             [&](const auto&... v) {
               for (std::size_t t = first; t < last; ++t)
-                Body::element(t, dst, src, src, src, src + (n - r), src, n, 0, n, 0, r, e, pad, v...);
+                Body::element(t, dst, src, src, src, r <= n ? src + (n - r) : src, src, n, 0, n, 0, r, e, pad,
+                              v...);
             },
             u);
       });

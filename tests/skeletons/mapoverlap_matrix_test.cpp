@@ -154,6 +154,28 @@ TEST(MapOverlapMatrix, MoreRowsThanAGridDimensionHolds) {
   EXPECT_EQ(run(*ocl, g, Form::two_d, 1, 1, hdsm::Edge::cyclic, hdsm::SkeletonBackend::devices, {}), want);
 }
 
+// Narrow matrices (one column, four): blocks as wide as the rows, every form, on the host, sim
+// devices and OpenCL.
+TEST(MapOverlapMatrix, NarrowMatrices) {
+  hdsm::Runtime rt(hdsm::test::fast_sim_config().set("HDSM_SIM_DEVICES", "2"));
+  std::string why;
+  const std::unique_ptr<hdsm::Runtime> ocl = hdsm::test::opencl_runtime(why);
+  for (const std::size_t cols : {std::size_t{1}, std::size_t{4}}) {
+    const Grid g = grid(3001, cols);
+    for (hdsm::Edge edge : kEdges) {
+      SCOPED_TRACE(std::to_string(cols) + " columns, edge " + std::to_string(static_cast<int>(edge)));
+      const auto want_cols = loop(g, 2, 0, false, edge), want_2d = loop(g, 1, 0, true, edge);
+      EXPECT_EQ(run(rt, g, Form::cols, 2, 0, edge, hdsm::SkeletonBackend::host, {}), want_cols);
+      EXPECT_EQ(run(rt, g, Form::cols, 2, 0, edge, hdsm::SkeletonBackend::devices, {0, 1}), want_cols);
+      EXPECT_EQ(run(rt, g, Form::two_d, 1, 0, edge, hdsm::SkeletonBackend::devices, {1, 0}), want_2d);
+      if (ocl) {
+        EXPECT_EQ(run(*ocl, g, Form::cols, 2, 0, edge, hdsm::SkeletonBackend::devices, {}), want_cols);
+        EXPECT_EQ(run(*ocl, g, Form::two_d, 1, 0, edge, hdsm::SkeletonBackend::devices, {}), want_2d);
+      }
+    }
+  }
+}
+
 TEST(MapOverlapMatrix, opencl) {
   std::string why;
   const std::unique_ptr<hdsm::Runtime> rt = hdsm::test::opencl_runtime(why);
@@ -226,8 +248,18 @@ HDSM_USER_FUNCTION(mm_through_pointer, long, (const long* w, long stride, long r
   return sum;
 })
 
+// The same through &w[...]: a pointer into the window, which a private pointer variable takes.
+HDSM_USER_FUNCTION(mm_through_address, long, (const long* w, long stride, long rr, long cr), {
+  const long* centre = &w[0];
+  long sum = 0;
+  for (long di = -rr; di <= rr; ++di)
+    for (long dj = -cr; dj <= cr; ++dj) sum += (7 * di + 3 * dj + 100) * centre[di * stride + dj];
+  return sum;
+})
+
 TEST(MapOverlapMatrix, WindowInAPointerVariable) {
   EXPECT_FALSE(hdsm::detail::opencl_window_in_place<mm_through_pointer>());
+  EXPECT_FALSE(hdsm::detail::opencl_window_in_place<mm_through_address>());
   EXPECT_TRUE(hdsm::detail::opencl_window_in_place<mm_weigh2d>());
   EXPECT_TRUE(hdsm::detail::opencl_window_in_place<mm_jacobi>());
   const Grid g = grid(23, 9);
@@ -242,6 +274,12 @@ TEST(MapOverlapMatrix, WindowInAPointerVariable) {
       if (!devices.empty()) mo.devices(devices);
       mo(out, in, 2L, 1L);
       EXPECT_EQ(std::vector<long>(out.data(), out.data() + out.size()), loop(g, 2, 1, true, edge));
+      hdsm::Matrix<long> out2(g.rows, g.cols, kUntouched, o);
+      hdsm::MapOverlap2D<mm_through_address> mo2;
+      mo2.overlap(2, 1).edge(edge).pad(kPad);
+      if (!devices.empty()) mo2.devices(devices);
+      mo2(out2, in, 2L, 1L);
+      EXPECT_EQ(std::vector<long>(out2.data(), out2.data() + out2.size()), loop(g, 2, 1, true, edge));
     }
   };
   hdsm::Runtime sim(hdsm::test::fast_sim_config().set("HDSM_SIM_DEVICES", "2"));
