@@ -53,10 +53,11 @@ struct Launch {
 constexpr Launch cover(std::uint64_t n, std::uint32_t block = 256) {
   if (block == 0) throw InvalidArgument("cover(" + std::to_string(n) + ", 0): a block of 0 threads");
   const std::uint64_t blocks = n == 0 ? 1 : n / block + (n % block != 0 ? 1 : 0);
-  if (blocks > UINT32_MAX)
+  constexpr std::uint64_t kMaxGridX = (std::uint64_t{1} << 31) - 1;  // CUDA's, kept on every backend
+  if (blocks > kMaxGridX)
     throw InvalidArgument("cover(" + std::to_string(n) + ", " + std::to_string(block) +
                           "): " + std::to_string(blocks) + " blocks, more than a grid's x dimension holds (" +
-                          std::to_string(UINT32_MAX) + "); use larger blocks or a 2-D grid");
+                          std::to_string(kMaxGridX) + "); use larger blocks or a 2-D grid");
   return Launch{Dim3{static_cast<std::uint32_t>(blocks)}, Dim3{block}, 0};
 }
 
@@ -156,8 +157,9 @@ class Block {
     for (std::uint32_t i = 0; i < size(); ++i) new (p + i) T();
     return {p, size()};
   }
-  /// The dynamic shared memory of the launch (Launch::shared_bytes).
-  void* dynamic_shared() const { return run_.shared; }
+  /// The dynamic shared memory of the launch (Launch::shared_bytes); null when it has none (the
+  /// address would be that of the first shared<T>() array).
+  void* dynamic_shared() const { return run_.launch->shared_bytes != 0 ? run_.shared : nullptr; }
 
  private:
   void* bump(std::byte* base, std::size_t cap, std::size_t& used, std::size_t bytes, std::size_t align,
@@ -185,7 +187,8 @@ class ThreadCtx : public Thread {
   T* shared(std::size_t n = 1) {
     return static_cast<T*>(detail::cooperative_shared(*this, detail::bytes_of<T>(n), alignof(T)));
   }
-  /// The dynamic shared memory of the launch (Launch::shared_bytes), as CUDA's extern __shared__.
+  /// The dynamic shared memory of the launch (Launch::shared_bytes), as CUDA's extern __shared__;
+  /// null when the launch has none.
   void* dynamic_shared() const { return detail::cooperative_dynamic_shared(*this); }
   void* block_state() const { return block_state_; }
   unsigned next_shared_call() { return shared_calls_++; }

@@ -11,6 +11,7 @@
 #include <cxxabi.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -21,6 +22,9 @@ namespace hdsm::exec {
 namespace {
 
 constexpr std::uint64_t kMaxBlockThreads = 1024;
+constexpr std::uint64_t kMaxBlockZ = 64;
+constexpr std::uint64_t kMaxGridX = (std::uint64_t{1} << 31) - 1;
+constexpr std::uint64_t kMaxGridYZ = 65535;
 constexpr std::size_t kMaxDynamicShared = std::size_t{1} << 30;
 constexpr unsigned kMaxWorkers = 4096;
 // Chunks per worker: enough for load balance across uneven blocks, few enough that the shared
@@ -69,6 +73,20 @@ void validate(const Launch& launch) {
     throw InvalidArgument(
         fmt::format("invalid launch {}: a block of {} threads is above the limit of {} threads",
                     shape(launch), b.volume(), kMaxBlockThreads));
+  // CUDA's dimension limits, refused on every backend so that a launch that runs on one runs on all.
+  const auto above = [&](const char* what, std::uint32_t value, std::uint64_t limit) {
+    if (value > limit)
+      throw InvalidArgument(
+          fmt::format("invalid launch {}: the {} is {}, above the limit of {} (CUDA's, kept on "
+                      "every backend so that a kernel runs everywhere)",
+                      shape(launch), what, value, limit));
+  };
+  above("grid's x dimension", g.x, kMaxGridX);
+  above("grid's y dimension", g.y, kMaxGridYZ);
+  above("grid's z dimension", g.z, kMaxGridYZ);
+  above("block's x dimension", b.x, kMaxBlockThreads);
+  above("block's y dimension", b.y, kMaxBlockThreads);
+  above("block's z dimension", b.z, kMaxBlockZ);
   std::uint64_t blocks = 0;
   if (__builtin_mul_overflow(std::uint64_t{g.x} * g.y, std::uint64_t{g.z}, &blocks) ||
       blocks > std::numeric_limits<std::uint64_t>::max() / 2)
@@ -256,6 +274,8 @@ Executor::Executor(ExecutorOptions options) : impl_(std::make_unique<Impl>(this,
 
 bool Executor::running_here() const noexcept { return tl_running == impl_.get(); }
 
+bool inside_a_block() noexcept { return tl_running != nullptr; }
+
 BlockInterval::BlockInterval(std::uint64_t begin, std::uint64_t end)
     : begin_(begin), end_(std::max(begin, end)), previous_(std::exchange(tl_interval, this)) {}
 
@@ -284,6 +304,9 @@ void for_each_block(exec::Executor& executor, const Launch& launch, FunctionRef<
 void throw_shared_overflow(const BlockRun& run, std::size_t bytes, const char* what) {
   const std::string where =
       fmt::format("block {} of launch {}", exec::dim(run.block), exec::shape(*run.launch));
+  if (bytes == SIZE_MAX)  // shared<T>(n) whose n * sizeof(T) overflows
+    throw KernelFailure(
+        fmt::format("{} asks for an array of {} memory whose size in bytes overflows size_t", where, what));
   if (std::strcmp(what, "local") == 0)
     throw KernelFailure(
         fmt::format("{} needs {} bytes of Block::local storage, above the {} bytes ({}) of "

@@ -52,6 +52,10 @@ class Executor {
   std::unique_ptr<Impl> impl_;
 };
 
+/// Whether the calling thread is running blocks of any executor now: kernel code, which may not wait
+/// for device work (that work may need the executor whose worker it holds).
+bool inside_a_block() noexcept;
+
 /// While it lives, the launches the constructing thread makes run only the blocks [begin, end) of
 /// their grids, numbered in linear order (x fastest, then y, then z); an end past the grid is
 /// clamped, and an empty interval runs no block. The cluster runtime runs each rank's interval of a

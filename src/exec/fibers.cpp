@@ -299,7 +299,8 @@ void cooperative_sync(ThreadCtx& ctx) {
 }
 
 void* cooperative_dynamic_shared(const ThreadCtx& ctx) {
-  return static_cast<const exec::CoopBlock*>(ctx.block_state())->run.shared;
+  const exec::CoopBlock& b = *static_cast<const exec::CoopBlock*>(ctx.block_state());
+  return b.run.launch->shared_bytes != 0 ? b.run.shared : nullptr;  // none: not the first shared<T>()
 }
 
 void* cooperative_shared(ThreadCtx& ctx, std::size_t bytes, std::size_t align) {

@@ -141,6 +141,27 @@ TEST_P(KernelsTest, CooperativeDynamicSharedIsTheLaunchRegion) {
       ASSERT_EQ(out[b * block + t], in[b * block + block - 1 - t]) << b << "," << t;
 }
 
+// Without Launch::shared_bytes there is no dynamic shared memory: null, not the address of the
+// first t.shared<T>() array (a write through it changed that array).
+TEST_P(KernelsTest, NoDynamicSharedMemoryIsNull) {
+  auto coop = cooperative("no_dynamic", [](ThreadCtx& t, int* out) {
+    (void)t.shared<int>(4);
+    out[t.global_x()] = t.dynamic_shared() == nullptr ? 1 : 2;
+  });
+  auto block = per_block("no_dynamic_block", [](Block& b, int* out) {
+    (void)b.shared<int>(4);
+    out[b.index().x] = b.dynamic_shared() == nullptr ? 1 : 2;
+  });
+  std::vector<int> out(8, 0);
+  run(coop, ex, Launch{Dim3(2), Dim3(4), 0}, out.data());
+  EXPECT_EQ(out, std::vector<int>(8, 1));
+  std::vector<int> per_block_out(2, 0);
+  run(block, ex, Launch{Dim3(2), Dim3(4), 0}, per_block_out.data());
+  EXPECT_EQ(per_block_out, std::vector<int>(2, 1));
+  run(coop, ex, Launch{Dim3(2), Dim3(4), 16}, out.data());
+  EXPECT_EQ(out, std::vector<int>(8, 2));
+}
+
 TEST_P(KernelsTest, FinishedThreadsCountAsArrived) {
   // Odd threads return at once; even ones keep synchronising and still see each other's writes.
   auto k = cooperative("early_exit", [](ThreadCtx& t, int* out) {
@@ -291,7 +312,8 @@ TEST_P(KernelsTest, SharedCountWhoseBytesOverflowIsKernelFailure) {
           run(block, ex, Launch{Dim3(1), Dim3(4), 0}, n);
         ADD_FAILURE() << "no overflow reported for " << n << " floats (kind " << kind << ")";
       } catch (const KernelFailure& e) {
-        EXPECT_TRUE(contains(e.what(), std::to_string(SIZE_MAX) + " bytes of shared memory")) << e.what();
+        EXPECT_TRUE(contains(e.what(), "an array of shared memory whose size in bytes overflows"))
+            << e.what();
       }
     }
   }
@@ -325,6 +347,24 @@ TEST_P(KernelsTest, DeepCallsFitInTheFiberStack) {
   EXPECT_EQ(out, std::vector<int>(64, 17));
 }
 
+// CUDA's dimension limits hold on every backend, so a launch that runs on the sim runs on a GPU.
+TEST(LaunchLimits, CudasDimensionLimitsHoldEverywhere) {
+  hdsm::exec::Executor ex;
+  const auto k = per_thread("limits", [](const Thread&) {});
+  for (const Launch& l : {Launch{Dim3(1, 65536), Dim3(1), 0}, Launch{Dim3(1, 1, 65536), Dim3(1), 0},
+                          Launch{Dim3((1u << 31)), Dim3(1), 0}, Launch{Dim3(1), Dim3(1, 1, 65), 0},
+                          Launch{Dim3(1), Dim3(1025), 0}, Launch{Dim3(1), Dim3(1, 2048), 0}}) {
+    try {
+      run(k, ex, l);
+      ADD_FAILURE() << "accepted " << l.grid.x << "x" << l.grid.y << "x" << l.grid.z << " blocks of "
+                    << l.block.x << "x" << l.block.y << "x" << l.block.z;
+    } catch (const hdsm::InvalidArgument& e) {
+      EXPECT_TRUE(contains(e.what(), "above the limit")) << e.what();
+    }
+  }
+  EXPECT_NO_THROW(run(k, ex, Launch{Dim3(1, 65535, 2), Dim3(1, 1, 64), 0}));
+}
+
 // cover(n) gives ceil(n / block) blocks; a count beyond a grid's 32-bit x dimension is an error
 // (it was cut to its low 32 bits: cover(2^40 + 1280) launched 5 blocks and returned), as is a block
 // of no threads (a division by zero).
@@ -332,8 +372,9 @@ TEST(Cover, CoversEveryThreadOrSaysWhyNot) {
   EXPECT_EQ(hdsm::cover(0).grid.x, 1u);
   EXPECT_EQ(hdsm::cover(256).grid.x, 1u);
   EXPECT_EQ(hdsm::cover(257).grid.x, 2u);
-  EXPECT_EQ(hdsm::cover(std::uint64_t{UINT32_MAX} * 256).grid.x, UINT32_MAX);
-  EXPECT_THROW((void)hdsm::cover(std::uint64_t{UINT32_MAX} * 256 + 1), hdsm::InvalidArgument);
+  // CUDA's limit of a grid's x dimension, 2^31 - 1 blocks, on every backend.
+  EXPECT_EQ(hdsm::cover(std::uint64_t{INT32_MAX} * 256).grid.x, std::uint32_t{INT32_MAX});
+  EXPECT_THROW((void)hdsm::cover(std::uint64_t{INT32_MAX} * 256 + 1), hdsm::InvalidArgument);
   EXPECT_THROW((void)hdsm::cover((std::uint64_t{1} << 40) + 1280, 256), hdsm::InvalidArgument);
   EXPECT_THROW((void)hdsm::cover(UINT64_MAX), hdsm::InvalidArgument);
   // (n + block - 1) / block would wrap here: (2^64 - 1) / 2^31 rounds up to 2^33 blocks, too many.

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -229,6 +230,11 @@ void SimQueue::launch(const Kernel& kernel, const Launch& launch, std::span<cons
     try {
       const RunningKernel running(device_, name.c_str());
       body(device_.services().executor, launch, ArgPack{values.data(), sizes.data(), values.size()});
+    } catch (const KernelFailure& e) {
+      // The executor's own (shared memory beyond the block's, a barrier's misuse) name the block but
+      // not the kernel; a failure that already names it goes on as it is.
+      if (std::string_view(e.what()).starts_with("kernel '")) throw;
+      throw KernelFailure(fmt::format("kernel '{}' on {} failed: {}", name, device_.name(), e.what()));
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
@@ -291,6 +297,12 @@ std::unique_lock<std::mutex> SimQueue::idle_lock() {
 void SimQueue::drain() { (void)idle_lock(); }
 
 void SimQueue::synchronize() {
+  if (exec::inside_a_block())  // see Event::wait
+    throw InvalidArgument(fmt::format(
+        "synchronize of a queue of {} from inside a kernel: kernel code may not wait for device work (the "
+        "sim devices' kernels run on the executor whose worker runs this block, so the wait would never "
+        "end); launch it and wait from host code",
+        device_.name()));
   auto& tracer = device_.services().tracer;
   const auto begin = Clock::now();
   std::exception_ptr error;

@@ -185,6 +185,21 @@ TEST(SimDevice, AQueueReportsAFailureOnce) {
   EXPECT_NO_THROW(q->record().wait());
 }
 
+// The executor's own failures (shared memory beyond the block's) name the kernel and the device too.
+TEST(SimDevice, ASharedMemoryOverflowNamesTheKernel) {
+  hdsm::Runtime rt(sim_config());
+  auto q = rt.default_device().create_queue();
+  const auto greedy = hdsm::per_block("greedy_shared", [](hdsm::Block& b) { (void)b.shared<char>(1 << 30); });
+  q->launch(greedy, hdsm::cover(1), {});
+  try {
+    q->synchronize();
+    ADD_FAILURE() << "no failure reported";
+  } catch (const hdsm::KernelFailure& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("kernel 'greedy_shared' on sim0 failed: block (0, 0, 0)", 0), 0u) << what;
+  }
+}
+
 // A kernel that throws what is not a std::exception (`throw 42`) fails as a KernelFailure naming the
 // kernel and the device, as any other failure; the bare int reached the program before.
 TEST(SimDevice, AKernelThrowingANonStandardExceptionIsAKernelFailure) {
