@@ -185,6 +185,35 @@ TEST(SimDevice, AQueueReportsAFailureOnce) {
   EXPECT_NO_THROW(q->record().wait());
 }
 
+// Kernel code that waits for device work (another queue's synchronize, an event) would wait for
+// good for the executor its block holds: InvalidArgument, not a hang.
+TEST(SimDevice, KernelCodeMayNotWaitForDeviceWork) {
+  hdsm::Runtime rt(sim_config());
+  auto outer = rt.device(0).create_queue();
+  static std::unique_ptr<hdsm::Queue> inner;
+  inner = rt.device(1).create_queue();
+  static const auto child = hdsm::per_thread("child", [](const hdsm::Thread&) {});
+  const auto waits = hdsm::per_thread("waits_inside", [](const hdsm::Thread&, int how) {
+    inner->launch(child, hdsm::cover(1), {});
+    if (how == 0)
+      inner->synchronize();
+    else
+      inner->record().wait();
+  });
+  for (int how : {0, 1}) {
+    const hdsm::KernelArg args[] = {hdsm::KernelArg::value(how)};
+    outer->launch(waits, hdsm::cover(1), args);
+    try {
+      outer->synchronize();
+      ADD_FAILURE() << "the wait inside the kernel was accepted (" << how << ")";
+    } catch (const hdsm::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("from inside a kernel"), std::string::npos) << e.what();
+    }
+  }
+  inner->synchronize();  // the child kernels ran
+  inner.reset();
+}
+
 // The executor's own failures (shared memory beyond the block's) name the kernel and the device too.
 TEST(SimDevice, ASharedMemoryOverflowNamesTheKernel) {
   hdsm::Runtime rt(sim_config());
