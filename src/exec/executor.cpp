@@ -1,6 +1,7 @@
 #include "exec/executor_impl.hpp"
 
 #include "os/cpu_binding.hpp"
+#include "os/fault.hpp"
 #include "os/process.hpp"
 #include "os/spin_wait.hpp"
 
@@ -100,6 +101,9 @@ void validate(const Launch& launch) {
 }
 
 Executor::Impl::Impl(Executor* owner_, ExecutorOptions options_) : owner(owner_), options(resolve(options_)) {
+  // The fault dispatcher names a kernel's stack overflow or wild access ("next to the stack pointer: a
+  // stack overflow?") also in programs that never use shared memory, which installed it until then.
+  os::install_fault_handler();
   workers.reserve(options.threads);
   for (unsigned w = 0; w < options.threads; ++w)
     workers.push_back(std::make_unique<WorkerState>(w, options.fiber_stack_bytes));

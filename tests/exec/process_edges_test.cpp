@@ -88,6 +88,22 @@ TEST_F(ProcessEdgesDeathTest, DeepRecursionInABlockFaultsWithAMessage) {
   EXPECT_DEATH(run_deep_recursion(), "stack overflow");
 }
 
+// The same in a process that never installed the fault dispatcher (no shared memory, queues or
+// kernels alone): the executor installs it, so the overflow is named there too (the process died
+// of a bare SIGSEGV before).
+void run_deep_recursion_on_a_fresh_executor() {
+  hdsm::test::default_fault_disposition();  // what a plain process starts with; no install
+  Executor ex{ExecutorOptions{2}};
+  const Kernel deep = per_block("deep", [](Block&, int* out) { out[0] = hdsm::test::recurse_deeply(0); });
+  std::vector<int> out(1);
+  run(deep, ex, Launch{Dim3{1}, Dim3{1}, 0}, out.data());
+}
+
+TEST_F(ProcessEdgesDeathTest, AnExecutorAloneNamesAStackOverflow) {
+  HDSM_SKIP_UNDER_SANITIZERS();
+  EXPECT_DEATH(run_deep_recursion_on_a_fresh_executor(), "stack overflow");
+}
+
 void run_thread_ender(bool coop) {
   Executor ex{ExecutorOptions{2}};
   const Kernel plain = per_thread("ends_thread", [](const Thread&, int*) { ::pthread_exit(nullptr); });
