@@ -426,6 +426,25 @@ TEST_P(DeviceConformance, KernelArgumentsInsideBuffers) {
     const hdsm::KernelArg end[] = {hdsm::KernelArg::buffer(a, at + n * sizeof(float)),
                                    hdsm::KernelArg::buffer(c, 0), hdsm::KernelArg::value(n)};
     refused(end, "a pointer to the end of");
+    // The C++ side passing a value of another size than the OpenCL C parameter, and a __kernel of
+    // another name: the program's mistakes, InvalidArgument naming the kernel and the device (they
+    // were Errc::system, as if a platform call had failed).
+    const hdsm::KernelArg wide[] = {hdsm::KernelArg::buffer(a, 0), hdsm::KernelArg::buffer(c, 0),
+                                    hdsm::KernelArg::value(std::uint64_t{1})};
+    refused(wide, "CL_INVALID_ARG_SIZE");
+    refused(wide, ("argument 2 of kernel 'twice' on " + device_->name()).c_str());
+    auto renamed = twice;
+    renamed.opencl_source =
+        R"(__kernel void other(__global const float* x, __global float* y, int count) {})";
+    try {
+      queue_->launch(renamed, hdsm::cover(n, 64), args);
+      ADD_FAILURE() << "a kernel without its __kernel function launched";
+    } catch (const hdsm::InvalidArgument& e) {
+      EXPECT_NE(
+          std::string(e.what()).find("kernel 'twice' on " + device_->name() + " (the __kernel function"),
+          std::string::npos)
+          << e.what();
+    }
     queue_->synchronize();
   }
   device_->free(a);

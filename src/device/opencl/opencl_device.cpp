@@ -69,6 +69,11 @@ void check(cl_int code, const char* call, const std::string& object) {
   const std::string message = fmt::format("{} failed on {}: {} ({})", call, object, error_name(code), code);
   if (code == CL_MEM_OBJECT_ALLOCATION_FAILURE || code == CL_OUT_OF_RESOURCES)
     throw Error(Errc::out_of_device_memory, message);
+  // The program's own mistakes (a __kernel name or an argument that does not match the source), not
+  // a failed call of the platform's.
+  if (code == CL_INVALID_KERNEL_NAME || code == CL_INVALID_ARG_SIZE || code == CL_INVALID_ARG_VALUE ||
+      code == CL_INVALID_ARG_INDEX || code == CL_INVALID_KERNEL_ARGS)
+    throw InvalidArgument(message);
   throw Error(Errc::system, message);
 }
 

@@ -119,7 +119,8 @@ void OpenclQueue::launch(const Kernel& kernel, const Launch& launch, std::span<c
   // A kernel object per launch: clSetKernelArg is not safe on one object from several threads.
   ClKernel k(clCreateKernel(program, kernel.name.c_str(), &err));
   check(err, "clCreateKernel",
-        fmt::format("kernel '{}' (the __kernel function must have this name)", kernel.name));
+        fmt::format("kernel '{}' on {} (the __kernel function must have this name)", kernel.name,
+                    device_.name()));
   cl_uint expected = 0;
   check(clGetKernelInfo(k.get(), CL_KERNEL_NUM_ARGS, sizeof expected, &expected, nullptr), "clGetKernelInfo",
         kernel.name);
@@ -131,7 +132,7 @@ void OpenclQueue::launch(const Kernel& kernel, const Launch& launch, std::span<c
   std::vector<ArgValue> values(args.size());
   for (std::size_t i = 0; i < args.size(); ++i) {
     const KernelArg& a = args[i];
-    const std::string what = fmt::format("argument {} of kernel '{}'", i, kernel.name);
+    const std::string what = fmt::format("argument {} of kernel '{}' on {}", i, kernel.name, device_.name());
     if (!a.is_buffer()) {
       // A host pointer where the kernel takes a __global or __constant one: OpenCL would read its
       // bytes as a buffer handle (PoCL asserts; others crash). A null pointer is a null buffer.
@@ -144,10 +145,10 @@ void OpenclQueue::launch(const Kernel& kernel, const Launch& launch, std::span<c
             (where == CL_KERNEL_ARG_ADDRESS_GLOBAL || where == CL_KERNEL_ARG_ADDRESS_CONSTANT)) {
           void* p = nullptr;
           std::memcpy(&p, a.data(), sizeof p);
-          throw InvalidArgument(fmt::format(
-              "{} on {}: the kernel takes a {} pointer, and the call passes {}, which is in no "
-              "shared object or device buffer (an OpenCL kernel reaches device buffers only)",
-              what, device_.name(), where == CL_KERNEL_ARG_ADDRESS_GLOBAL ? "__global" : "__constant", p));
+          throw InvalidArgument(
+              fmt::format("{}: the kernel takes a {} pointer, and the call passes {}, which is in no "
+                          "shared object or device buffer (an OpenCL kernel reaches device buffers only)",
+                          what, where == CL_KERNEL_ARG_ADDRESS_GLOBAL ? "__global" : "__constant", p));
         }
       }
       check(clSetKernelArg(k.get(), static_cast<cl_uint>(i), a.size(), a.data()), "clSetKernelArg", what);
@@ -157,15 +158,15 @@ void OpenclQueue::launch(const Kernel& kernel, const Launch& launch, std::span<c
     if (a.offset() != 0) {
       if (a.offset() >= a.buffer().bytes)
         throw InvalidArgument(
-            fmt::format("{} on {}: a pointer to the end of a {}-byte buffer; OpenCL passes a pointer into a "
+            fmt::format("{}: a pointer to the end of a {}-byte buffer; OpenCL passes a pointer into a "
                         "buffer as a sub-buffer, and has none of 0 bytes (pass the buffer and a count)",
-                        what, device_.name(), a.buffer().bytes));
+                        what, a.buffer().bytes));
       if (a.offset() % device_.base_align() != 0)
         throw InvalidArgument(
-            fmt::format("{} on {}: a pointer {} bytes into a buffer; OpenCL passes it as a "
+            fmt::format("{}: a pointer {} bytes into a buffer; OpenCL passes it as a "
                         "sub-buffer, whose offset must be a multiple of {} bytes "
                         "(CL_DEVICE_MEM_BASE_ADDR_ALIGN)",
-                        what, device_.name(), a.offset(), device_.base_align()));
+                        what, a.offset(), device_.base_align()));
       const cl_buffer_region region{a.offset(), a.buffer().bytes - a.offset()};
       values[i].sub =
           Mem(clCreateSubBuffer(m, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region, &err));
