@@ -74,6 +74,52 @@ hdsm_status hdsm_free(void* pointer);
 hdsm_status hdsm_sync(void);
 hdsm_status hdsm_stats_reset(void);
 
+/* Kernels from C (GMAC's adsmLaunch): a kernel has a name, a host body (which the CPU executor and
+ * the sim devices run, every thread of the grid once) and, for OpenCL devices, OpenCL C source whose
+ * __kernel function has the kernel's name and the call's arguments in order. A body reads argument i
+ * at args[i]: a value argument's bytes, or a pointer argument's translated pointer
+ * (`float* b = *(float* const*)args[1];`). NULL source: no OpenCL body; NULL body: OpenCL only. */
+typedef struct hdsm_dim3 {
+  uint32_t x, y, z;
+} hdsm_dim3;
+typedef struct hdsm_thread {
+  hdsm_dim3 idx, block, block_dim, grid_dim; /* threadIdx, blockIdx, blockDim, gridDim */
+} hdsm_thread;
+typedef void (*hdsm_thread_fn)(const hdsm_thread* thread, void* const* args);
+typedef struct hdsm_kernel_s* hdsm_kernel;
+hdsm_status hdsm_kernel_create(const char* name, hdsm_thread_fn body, const char* opencl_source,
+                               hdsm_kernel* out);
+/* NULL: no-op. The calls made with it may still run: destroy it after their hdsm_sync. */
+hdsm_status hdsm_kernel_destroy(hdsm_kernel kernel);
+
+/* One argument of hdsm_call: a value (`data` points at its `size` bytes, 1 to 64), a plain pointer
+ * (translated when it points into a shared object, counted as read and written), or a shared pointer
+ * the kernel only reads (IN), only writes (OUT) or both (INOUT); with any IN/OUT/INOUT argument
+ * only the objects the call names are released and acquired, as hdsm::in/out/inout. */
+typedef enum hdsm_arg_kind {
+  HDSM_ARG_VALUE = 0,
+  HDSM_ARG_POINTER = 1,
+  HDSM_ARG_IN = 2,
+  HDSM_ARG_OUT = 3,
+  HDSM_ARG_INOUT = 4
+} hdsm_arg_kind;
+typedef struct hdsm_arg {
+  hdsm_arg_kind kind;
+  const void* data; /* VALUE: the value's bytes; else the pointer itself */
+  size_t size;      /* VALUE: the value's size; else 0 */
+} hdsm_arg;
+#define HDSM_VALUE(lvalue) ((hdsm_arg){HDSM_ARG_VALUE, &(lvalue), sizeof(lvalue)})
+#define HDSM_POINTER(p) ((hdsm_arg){HDSM_ARG_POINTER, (p), 0})
+#define HDSM_IN(p) ((hdsm_arg){HDSM_ARG_IN, (p), 0})
+#define HDSM_OUT(p) ((hdsm_arg){HDSM_ARG_OUT, (p), 0})
+#define HDSM_INOUT(p) ((hdsm_arg){HDSM_ARG_INOUT, (p), 0})
+/* Releases, then launches `kernel` asynchronously on `grid` blocks of `block` threads with
+ * `shared_bytes` of dynamic shared memory (the OpenCL body's trailing __local argument), on the
+ * device hosting its first shared-pointer argument (the default device with none); hdsm_sync
+ * waits for it. Launch limits are CUDA's, on every backend. */
+hdsm_status hdsm_call(hdsm_kernel kernel, hdsm_dim3 grid, hdsm_dim3 block, size_t shared_bytes,
+                      const hdsm_arg* args, size_t count);
+
 /* GMAC's adsmSafeAlloc and adsmSafe. hdsm_safe_alloc is hdsm_alloc: hdsm translates every pointer
  * argument of a kernel call, so every object is already what GMAC calls a safe allocation.
  * hdsm_safe gives the address kernels of the hosting device see for `pointer` (which may point inside

@@ -11,6 +11,8 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace hdsm::api {
 
@@ -48,6 +50,11 @@ struct hdsm_event_s {
   hdsm::Event event;
 };
 
+/// What an hdsm_kernel handle points to.
+struct hdsm_kernel_s {
+  hdsm::Kernel kernel;
+};
+
 namespace {
 
 using hdsm::api::guarded;
@@ -56,6 +63,51 @@ using hdsm::api::io_guarded;
 hdsm_status null_argument(const char* call, const char* what) {
   hdsm::api::last_error() = std::string(call) + ": " + what + " is NULL";
   return HDSM_ERROR_INVALID_ARGUMENT;
+}
+
+/// A C value argument as a KernelArg: KernelArg::value of an array of its size (1 to 64 bytes).
+template <std::size_t N>
+struct Bytes {
+  unsigned char b[N];
+};
+template <std::size_t... N>
+hdsm::KernelArg value_of(const void* data, std::size_t size, std::index_sequence<N...>) {
+  hdsm::KernelArg arg;
+  (void)((size == N + 1 ? (arg = hdsm::KernelArg::value(*static_cast<const Bytes<N + 1>*>(data)), true)
+                        : false) ||
+         ...);
+  return arg;
+}
+
+hdsm::detail::CallArg call_arg_of(const hdsm_arg& a, std::size_t i) {
+  hdsm::detail::CallArg c;
+  switch (a.kind) {
+    case HDSM_ARG_VALUE:
+      if (a.data == nullptr || a.size == 0 || a.size > hdsm::KernelArg::kMaxValue)
+        throw hdsm::InvalidArgument("hdsm_call: argument " + std::to_string(i) + " is a value of " +
+                                    std::to_string(a.size) + " bytes at " +
+                                    (a.data == nullptr ? std::string("NULL") : std::string("its address")) +
+                                    "; a value has 1 to 64 bytes (pass larger data in a shared object)");
+      c.kind = hdsm::detail::CallArg::Kind::value;
+      c.value = value_of(a.data, a.size, std::make_index_sequence<hdsm::KernelArg::kMaxValue>{});
+      return c;
+    case HDSM_ARG_POINTER:
+      c.kind = hdsm::detail::CallArg::Kind::pointer;
+      c.pointer = a.data;
+      c.value = hdsm::KernelArg::value(a.data);
+      return c;
+    case HDSM_ARG_IN:
+    case HDSM_ARG_OUT:
+    case HDSM_ARG_INOUT:
+      c.kind = hdsm::detail::CallArg::Kind::annotated;
+      c.use = a.kind == HDSM_ARG_IN    ? hdsm::Use::in
+              : a.kind == HDSM_ARG_OUT ? hdsm::Use::out
+                                       : hdsm::Use::inout;
+      c.pointer = a.data;
+      return c;
+  }
+  throw hdsm::InvalidArgument("hdsm_call: argument " + std::to_string(i) + " has kind " +
+                              std::to_string(static_cast<int>(a.kind)) + ", which is none of HDSM_ARG_*");
 }
 
 void copy_route(hdsm_route_stats& out, const hdsm::RouteStats& in) {
@@ -122,6 +174,52 @@ hdsm_status hdsm_alloc(size_t bytes, int device, void** out) {
 
 hdsm_status hdsm_free(void* pointer) {
   return guarded([&] { hdsm::Runtime::instance().free(pointer); });
+}
+
+hdsm_status hdsm_kernel_create(const char* name, hdsm_thread_fn body, const char* opencl_source,
+                               hdsm_kernel* out) {
+  if (out == nullptr) return null_argument("hdsm_kernel_create", "out");
+  if (name == nullptr || *name == '\0') return null_argument("hdsm_kernel_create", "name (or empty)");
+  if (body == nullptr && (opencl_source == nullptr || *opencl_source == '\0'))
+    return null_argument("hdsm_kernel_create", "both the host body and the OpenCL source");
+  return guarded([&] {
+    auto k = std::make_unique<hdsm_kernel_s>();
+    k->kernel.name = name;
+    if (opencl_source != nullptr) k->kernel.opencl_source = opencl_source;
+    if (body != nullptr)
+      k->kernel.host = [body](hdsm::exec::Executor& ex, const hdsm::Launch& launch,
+                              const hdsm::ArgPack& pack) {
+        hdsm::detail::for_each_block(ex, launch, [&](const hdsm::BlockRun& run) {
+          const auto dim = [](const hdsm::Dim3& d) { return hdsm_dim3{d.x, d.y, d.z}; };
+          hdsm_thread t{{0, 0, 0}, dim(run.block), dim(launch.block), dim(launch.grid)};
+          for (std::uint32_t z = 0; z < launch.block.z; ++z)
+            for (std::uint32_t y = 0; y < launch.block.y; ++y)
+              for (std::uint32_t x = 0; x < launch.block.x; ++x) {
+                t.idx = hdsm_dim3{x, y, z};
+                body(&t, pack.values);
+              }
+        });
+      };
+    *out = k.release();
+  });
+}
+
+hdsm_status hdsm_kernel_destroy(hdsm_kernel kernel) {
+  delete kernel;  // NOLINT(cppcoreguidelines-owning-memory): the handle came from hdsm_kernel_create
+  return HDSM_SUCCESS;
+}
+
+hdsm_status hdsm_call(hdsm_kernel kernel, hdsm_dim3 grid, hdsm_dim3 block, size_t shared_bytes,
+                      const hdsm_arg* args, size_t count) {
+  if (kernel == nullptr) return null_argument("hdsm_call", "kernel");
+  if (args == nullptr && count != 0) return null_argument("hdsm_call", "args");
+  return guarded([&] {
+    std::vector<hdsm::detail::CallArg> call(count);
+    for (std::size_t i = 0; i < count; ++i) call[i] = call_arg_of(args[i], i);
+    const hdsm::Launch launch{hdsm::Dim3{grid.x, grid.y, grid.z}, hdsm::Dim3{block.x, block.y, block.z},
+                              shared_bytes};
+    hdsm::Runtime::instance().call_args(kernel->kernel, launch, call);
+  });
 }
 
 hdsm_status hdsm_safe_alloc(size_t bytes, int device, void** out) {

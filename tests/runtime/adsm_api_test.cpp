@@ -546,6 +546,58 @@ TEST(AdsmCApi, AllocFreeSync) {
       ::testing::ExitedWithCode(0), "");
 }
 
+// A kernel from C: a host body that reads its arguments from args[], called with in/inout/value
+// arguments on shared objects; errors for a bad value, a NULL kernel, an unknown kind.
+void c_add(const hdsm_thread* t, void* const* args) {
+  const float* a = *static_cast<const float* const*>(args[0]);
+  float* b = *static_cast<float* const*>(args[1]);
+  const std::uint64_t n = *static_cast<const std::uint64_t*>(args[2]);
+  const std::uint64_t i = std::uint64_t{t->block.x} * t->block_dim.x + t->idx.x;
+  if (i < n) b[i] += a[i];
+}
+
+bool c_kernel_call() {
+  bool ok = hdsm_config_set("HDSM_SIM_MEMORY", "32MiB") == HDSM_SUCCESS;
+  ok &= hdsm_config_set("HDSM_ARENA_SEGMENT", "1GiB") == HDSM_SUCCESS;
+  hdsm_kernel k = nullptr;
+  ok &= hdsm_kernel_create("c_add", c_add, nullptr, &k) == HDSM_SUCCESS && k != nullptr;
+  const std::uint64_t n = 1000;
+  void *a = nullptr, *b = nullptr;
+  ok &= hdsm_alloc(n * sizeof(float), -1, &a) == HDSM_SUCCESS;
+  ok &= hdsm_alloc(n * sizeof(float), -1, &b) == HDSM_SUCCESS;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    static_cast<float*>(a)[i] = static_cast<float>(i);
+    static_cast<float*>(b)[i] = 1.0f;
+  }
+  const hdsm_arg args[] = {{HDSM_ARG_IN, a, 0}, {HDSM_ARG_INOUT, b, 0}, {HDSM_ARG_VALUE, &n, sizeof n}};
+  ok &= hdsm_call(k, hdsm_dim3{4, 1, 1}, hdsm_dim3{256, 1, 1}, 0, args, 3) == HDSM_SUCCESS;
+  ok &= hdsm_sync() == HDSM_SUCCESS;
+  for (std::uint64_t i = 0; i < n; ++i) ok &= static_cast<float*>(b)[i] == static_cast<float>(i) + 1.0f;
+  // Plain pointers count as inout: the same again.
+  const hdsm_arg plain[] = {
+      {HDSM_ARG_POINTER, a, 0}, {HDSM_ARG_POINTER, b, 0}, {HDSM_ARG_VALUE, &n, sizeof n}};
+  ok &= hdsm_call(k, hdsm_dim3{4, 1, 1}, hdsm_dim3{256, 1, 1}, 0, plain, 3) == HDSM_SUCCESS;
+  ok &= hdsm_sync() == HDSM_SUCCESS;
+  ok &= static_cast<float*>(b)[999] == 2 * 999.0f + 1.0f;
+  // Errors: a value of 0 or 65 bytes, an unknown kind, a NULL kernel, a launch above the limits.
+  const char big[65] = {};
+  const hdsm_arg too_big[] = {{HDSM_ARG_IN, a, 0}, {HDSM_ARG_INOUT, b, 0}, {HDSM_ARG_VALUE, big, sizeof big}};
+  ok &= hdsm_call(k, hdsm_dim3{1, 1, 1}, hdsm_dim3{1, 1, 1}, 0, too_big, 3) == HDSM_ERROR_INVALID_ARGUMENT;
+  ok &= std::string(hdsm_last_error()).find("argument 2 is a value of 65 bytes") != std::string::npos;
+  hdsm_arg odd = {static_cast<hdsm_arg_kind>(9), a, 0};
+  ok &= hdsm_call(k, hdsm_dim3{1, 1, 1}, hdsm_dim3{1, 1, 1}, 0, &odd, 1) == HDSM_ERROR_INVALID_ARGUMENT;
+  ok &= hdsm_call(nullptr, hdsm_dim3{1, 1, 1}, hdsm_dim3{1, 1, 1}, 0, args, 3) == HDSM_ERROR_INVALID_ARGUMENT;
+  ok &= hdsm_call(k, hdsm_dim3{1, 70000, 1}, hdsm_dim3{1, 1, 1}, 0, args, 3) == HDSM_ERROR_INVALID_ARGUMENT;
+  ok &= hdsm_kernel_create("no_body", nullptr, nullptr, &k) == HDSM_ERROR_INVALID_ARGUMENT;
+  ok &= hdsm_kernel_destroy(k) == HDSM_SUCCESS && hdsm_kernel_destroy(nullptr) == HDSM_SUCCESS;
+  ok &= hdsm_free(a) == HDSM_SUCCESS && hdsm_free(b) == HDSM_SUCCESS;
+  return ok;
+}
+
+TEST(AdsmCApi, KernelCall) {
+  EXPECT_EXIT(std::exit(c_kernel_call() ? 0 : 1), ::testing::ExitedWithCode(0), "");
+}
+
 TEST(AdsmCApi, SafeAllocAndSafe) {
   EXPECT_EXIT(
       {
