@@ -1400,6 +1400,25 @@ struct MapOverlapKernel {
                         static_cast<std::int64_t>(count), static_cast<std::int64_t>(lo), r, edge, pad, u...);
     }
 
+    /// Elements [begin, end) of the part on the CPU (a sim block, a host chunk): the run whose
+    /// windows lie in the part as a loop of F alone, which the compiler vectorizes (a per-element
+    /// branch to the gathering call kept it scalar: 2.1x a hand-written loop), the ends by element.
+    static void range(std::uint64_t begin, std::uint64_t end, T* out, const T* part, const T* top,
+                      const T* bottom, const T* before, const T* after, std::uint64_t n, std::uint64_t first,
+                      std::uint64_t count, std::uint64_t lo, std::uint64_t radius, std::uint64_t edge, T pad,
+                      U... u) {
+      end = std::min(end, count);
+      if (begin >= end) return;
+      const std::uint64_t inside_end = count > radius ? count - radius : 0;
+      const std::uint64_t a = std::min(std::max(begin, radius), end);
+      const std::uint64_t b = std::max(std::min(end, inside_end), a);
+      for (std::uint64_t t = begin; t < a; ++t)
+        element(t, out, part, top, bottom, before, after, n, first, count, lo, radius, edge, pad, u...);
+      for (std::uint64_t t = a; t < b; ++t) out[t] = F::call(part + t, u...);
+      for (std::uint64_t t = b; t < end; ++t)
+        element(t, out, part, top, bottom, before, after, n, first, count, lo, radius, edge, pad, u...);
+    }
+
     HDSM_DETAIL_NOINLINE HDSM_HOST_DEVICE static T gathered(std::int64_t g, const T* part, const T* top,
                                                             const T* bottom, const T* before, const T* after,
                                                             std::int64_t size, std::int64_t first,
@@ -1419,10 +1438,20 @@ struct MapOverlapKernel {
   template <class... U>
   static const Kernel& get() {
     static const Kernel k = [] {
+      const std::string name = std::string("hdsm_mapoverlap_") + F::name;
       Kernel kernel =
           skeleton_kernel<Body<U...>, T*, const T*, const T*, const T*, const T*, const T*, std::uint64_t,
                           std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, T, U...>(
-              std::string("hdsm_mapoverlap_") + F::name);
+              name);
+      // On the CPU, a block's elements as one range (Body::range), not thread by thread.
+      kernel.host =
+          per_block(name, [](Block& b, T* out, const T* part, const T* top, const T* bottom, const T* before,
+                             const T* after, std::uint64_t n, std::uint64_t first, std::uint64_t count,
+                             std::uint64_t lo, std::uint64_t radius, std::uint64_t edge, T pad, U... u) {
+            const std::uint64_t begin = std::uint64_t{b.index().x} * b.size();
+            Body<U...>::range(begin, begin + b.size(), out, part, top, bottom, before, after, n, first, count,
+                              lo, radius, edge, pad, u...);
+          }).host;
       kernel.opencl_source = opencl<U...>();
       return kernel;
     }();
@@ -1855,9 +1884,8 @@ class MapOverlap : public detail::EdgeOptions<MapOverlap<F>> {
       detail::host_for(rt, n, [&](std::size_t first, std::size_t last) {
         std::apply(
             [&](const auto&... v) {
-              for (std::size_t t = first; t < last; ++t)
-                Body::element(t, dst, src, src, src, r <= n ? src + (n - r) : src, src, n, 0, n, 0, r, e, pad,
-                              v...);
+              Body::range(first, last, dst, src, src, src, r <= n ? src + (n - r) : src, src, n, 0, n, 0, r,
+                          e, pad, v...);
             },
             u);
       });
