@@ -81,7 +81,12 @@ hdsm::KernelArg value_of(const void* data, std::size_t size, std::index_sequence
 
 hdsm::detail::CallArg call_arg_of(const hdsm_arg& a, std::size_t i) {
   hdsm::detail::CallArg c;
-  switch (a.kind) {
+  // The kind as the C program stored it: a value none of the enumerators is no hdsm_arg_kind C++ may
+  // read (undefined behaviour), but an int.
+  int kind = 0;
+  static_assert(sizeof kind == sizeof a.kind);
+  std::memcpy(&kind, &a.kind, sizeof kind);
+  switch (kind) {
     case HDSM_ARG_VALUE:
       if (a.data == nullptr || a.size == 0 || a.size > hdsm::KernelArg::kMaxValue)
         throw hdsm::InvalidArgument("hdsm_call: argument " + std::to_string(i) + " is a value of " +
@@ -100,14 +105,13 @@ hdsm::detail::CallArg call_arg_of(const hdsm_arg& a, std::size_t i) {
     case HDSM_ARG_OUT:
     case HDSM_ARG_INOUT:
       c.kind = hdsm::detail::CallArg::Kind::annotated;
-      c.use = a.kind == HDSM_ARG_IN    ? hdsm::Use::in
-              : a.kind == HDSM_ARG_OUT ? hdsm::Use::out
-                                       : hdsm::Use::inout;
+      c.use = kind == HDSM_ARG_IN ? hdsm::Use::in : kind == HDSM_ARG_OUT ? hdsm::Use::out : hdsm::Use::inout;
       c.pointer = a.data;
       return c;
+    default:
+      throw hdsm::InvalidArgument("hdsm_call: argument " + std::to_string(i) + " has kind " +
+                                  std::to_string(kind) + ", which is none of HDSM_ARG_*");
   }
-  throw hdsm::InvalidArgument("hdsm_call: argument " + std::to_string(i) + " has kind " +
-                              std::to_string(static_cast<int>(a.kind)) + ", which is none of HDSM_ARG_*");
 }
 
 void copy_route(hdsm_route_stats& out, const hdsm::RouteStats& in) {
