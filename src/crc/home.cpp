@@ -94,6 +94,9 @@ std::exception_ptr Home::serve(std::size_t page_size, Stats& stats) {
   interrupted_.assign(static_cast<std::size_t>(workers_), false);
   stall_reported_ = false;
   lock_since_.clear();
+  quiet_check_ = Clock::now() + timeout_;
+  messages_at_check_ = stats.messages;
+  quiet_said_ = false;
   Request r;
   std::uint32_t served = 0;
   while (finished_count_ < workers_) {
@@ -150,10 +153,30 @@ Home::Clock::time_point Home::next_deadline() const {
   if (!lock_since_.empty()) deadline = std::min(deadline, *lock_since_.begin() + timeout_);
   if (error_ && !stall_reported_ && at_barrier_.empty() && lock_since_.empty())
     deadline = std::min(deadline, failed_at_ + timeout_);
+  if (!error_ && !quiet_said_) deadline = std::min(deadline, quiet_check_);
   return deadline;
 }
 
 void Home::expire(Clock::time_point now) {
+  if (!error_ && !quiet_said_ && now >= quiet_check_) {
+    if (stats_->messages == messages_at_check_) {
+      std::vector<int> running;
+      for (int w = 0; w < workers_; ++w)
+        if (!finished_[static_cast<std::size_t>(w)]) running.push_back(w);
+      quiet_said_ = true;
+      std::fprintf(
+          stderr,
+          "hdsm crc: no worker has asked the home anything for %lld ms (HDSM_CRC_TIMEOUT) while "
+          "worker%s %s %s still in %s task%s: a task that waits for another worker's write without "
+          "an acquire (crc::lock, crc::barrier) never sees it, since it reads its own buffered copy\n",
+          static_cast<long long>(timeout_.count()), running.size() == 1 ? "" : "s",
+          fmt::format("{}", fmt::join(running, ", ")).c_str(), running.size() == 1 ? "is" : "are",
+          running.size() == 1 ? "its" : "their", running.size() == 1 ? "" : "s");
+    } else {
+      messages_at_check_ = stats_->messages;
+      quiet_check_ = now + timeout_;
+    }
+  }
   if (error_) {
     if (stall_reported_ || !at_barrier_.empty() || !lock_since_.empty() || now < failed_at_ + timeout_)
       return;

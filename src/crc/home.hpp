@@ -90,8 +90,14 @@ class Home {
   std::function<void(int)> interrupt_;
   std::vector<bool> interrupted_;  // this region: the workers told to stop
   bool stall_reported_ = false;    // this region: HomeLink::stalled was called
-  int handling_ = -1;              // the worker whose request handle() serves
-  bool answered_ = false;          // handle() replied to it (the catch in serve() must not again)
+  // A region where no request came for a whole timeout while tasks run: said once on stderr (a
+  // worker that waits on another's write without an acquire spins on its buffer for good). Checked
+  // by the message count at each timeout, so the request path reads no clock.
+  Clock::time_point quiet_check_;
+  std::uint64_t messages_at_check_ = 0;
+  bool quiet_said_ = false;
+  int handling_ = -1;      // the worker whose request handle() serves
+  bool answered_ = false;  // handle() replied to it (the catch in serve() must not again)
   std::vector<std::uint64_t> list_;
 };
 

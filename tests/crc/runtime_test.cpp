@@ -782,6 +782,40 @@ TEST(CrcErrors, ABarrierThatSeveralWorkersSkipNamesThemAll) {
   EXPECT_NE(what.find("workers 2, 3 ended their tasks without coming"), std::string::npos) << what;
 }
 
+// A worker that waits for another's write without an acquire reads its buffered copy for good: the
+// home, having heard nothing for a whole HDSM_CRC_TIMEOUT while tasks run, says so once on stderr
+// (the region goes on: a task may compute that long on what it holds).
+TEST(CrcErrors, AHomeThatHearsNothingForATimeoutSaysWhy) {
+  crc::Options o = options(2);
+  o.timeout = std::chrono::milliseconds(100);
+  crc::Runtime rt(o);
+  int* flag = rt.alloc<int>(1);
+  std::atomic<bool> read_first{false};
+  testing::internal::CaptureStderr();
+  rt.run([&] {
+    if (crc::worker_id() == 1) {
+      while (!read_first.load()) std::this_thread::yield();
+      crc::write(flag, 1);  // released at the task's end
+      return;
+    }
+    // Worker 0 spins on the copy it read first, without an acquire: it never sees the 1.
+    int seen = crc::read(flag);
+    read_first.store(true);
+    for (auto t0 = std::chrono::steady_clock::now();
+         std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(600);)
+      seen = crc::read(flag);
+    EXPECT_EQ(seen, 0);
+  });
+  const std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("no worker has asked the home anything for 100 ms (HDSM_CRC_TIMEOUT) while worker 0 is "
+                      "still in its task"),
+            std::string::npos)
+      << said;
+  EXPECT_EQ(said.find("no worker has asked", said.find("no worker has asked") + 1), std::string::npos)
+      << "said twice: " << said;
+  EXPECT_EQ(*flag, 1);
+}
+
 TEST(CrcErrors, ABarrierThatAWorkerReachesTooLateTimesOut) {
   crc::Options o = options(2);
   o.timeout = std::chrono::milliseconds(100);

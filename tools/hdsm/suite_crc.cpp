@@ -395,12 +395,14 @@ void apps_experiments(SuiteContext& ctx) {
         "other work on the machine (the spinning waits of a worker and the home that fit the cores lose "
         "their cores to it); rerun on a quiet machine",
         workers, fmt::join(impossible, ", ")));
+  const bool chosen = crc::Options::from_environment().workers > 0;
   ctx.results.add_note(fmt::format(
-      "applications on {} worker{} (HDSM_CRC_WORKERS, default one per core but the home's, at least 2) and a "
-      "{} "
-      "local store; "
-      "the OpenMP versions on as many threads. The home serves the workers from its own thread.",
-      workers, workers > 1 ? "s" : "", format_bytes(crc::Options::from_environment().local_store)));
+      "applications on {} worker{} ({}) and a {} local store; the OpenMP versions on as many threads. The "
+      "home serves the workers from its own thread.{}",
+      workers, workers > 1 ? "s" : "",
+      chosen ? "HDSM_CRC_WORKERS" : "the suite's default: one per core but the home's, at least 2",
+      format_bytes(crc::Options::from_environment().local_store),
+      workers == 1 ? " With one worker, Figs. 12 and 13 compare one worker with itself." : ""));
 }
 
 void run(SuiteContext& ctx) {
