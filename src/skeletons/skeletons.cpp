@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include <cxxabi.h>
+
 #include <algorithm>
 #include <atomic>
 #include <charconv>
@@ -51,7 +53,18 @@ std::size_t host_chunks(Runtime& runtime, std::size_t n,
   const Launch launch{Dim3{static_cast<std::uint32_t>(chunks)}, Dim3{1}};
   executor.for_each_block(launch, [&](const BlockRun& run) {
     const std::size_t first = std::size_t{run.block.x} * chunk;
-    if (first < n) body(run.block.x, first, std::min(n, first + chunk));
+    if (first >= n) return;
+    try {
+      body(run.block.x, first, std::min(n, first + chunk));
+    } catch (const std::exception&) {
+      throw;
+    } catch (abi::__forced_unwind&) {  // a cancelled thread's unwinding goes on
+      throw;
+    } catch (...) {
+      // `throw 42` in a user function: a KernelFailure, as on the devices, not the bare value.
+      throw KernelFailure(
+          "a skeleton's user function on the host backend threw an exception that is not a std::exception");
+    }
   });
   return chunks;
 }

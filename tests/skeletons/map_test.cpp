@@ -224,6 +224,27 @@ struct ThrowsOn13 {
 };
 HDSM_USER_FUNCTION(plus_one, long, (long a), { return a + 1; })
 
+// The same with a throw of what is not a std::exception.
+struct ThrowsIntOn13 {
+  static constexpr const char* name = "throws_int_on_13";
+  static constexpr const char* opencl_source = "long throws_int_on_13(long a) { return a; }";
+  static long call(long a) {
+    if (a == 13) throw 13;
+    return a + 1;
+  }
+};
+
+// On the host backend as on a device: a KernelFailure, not the bare int.
+TEST(MapErrors, AUserFunctionThatThrowsANonStandardExceptionIsAKernelFailure) {
+  hdsm::Runtime rt(sim(1));
+  const hdsm::ContainerOptions o{&rt};
+  hdsm::Vector<long> x(100, o), y(100, o);
+  for (std::size_t i = 0; i < 100; ++i) x[i] = static_cast<long>(i);
+  EXPECT_THROW(hdsm::Map<ThrowsIntOn13>{}.backend(hdsm::SkeletonBackend::host)(y, x), hdsm::KernelFailure);
+  hdsm::Map<ThrowsIntOn13>{}.devices({0})(y, x);
+  EXPECT_THROW((void)static_cast<long>(y[0]), hdsm::KernelFailure);
+}
+
 // A user function that throws fails the access that waits for its call, once; the device and the
 // containers go on (before, the device queue reported the failure in every later call's event, so
 // every Map and Reduce on that device failed with it until the runtime ended).
