@@ -46,14 +46,18 @@ struct Launch {
   std::size_t shared_bytes = 0;
 };
 
+/// CUDA's launch limits, which every backend keeps so that a launch that runs on one runs on all.
+inline constexpr std::uint64_t kMaxGridX = (std::uint64_t{1} << 31) - 1;
+inline constexpr std::uint64_t kMaxGridYZ = 65535;
+inline constexpr std::uint64_t kMaxBlockZ = 64;
+
 /// A 1-D launch with enough blocks of `block` threads to cover `n` threads (the last block may
 /// be partial: kernels check their index against n, as in CUDA).
 /// InvalidArgument for a block of 0 threads, or for more blocks than a grid's x dimension holds
-/// (2^32 - 1): a count that does not fit is an error, never a grid silently cut short.
+/// (kMaxGridX): a count that does not fit is an error, never a grid silently cut short.
 constexpr Launch cover(std::uint64_t n, std::uint32_t block = 256) {
   if (block == 0) throw InvalidArgument("cover(" + std::to_string(n) + ", 0): a block of 0 threads");
   const std::uint64_t blocks = n == 0 ? 1 : n / block + (n % block != 0 ? 1 : 0);
-  constexpr std::uint64_t kMaxGridX = (std::uint64_t{1} << 31) - 1;  // CUDA's, kept on every backend
   if (blocks > kMaxGridX)
     throw InvalidArgument("cover(" + std::to_string(n) + ", " + std::to_string(block) +
                           "): " + std::to_string(blocks) + " blocks, more than a grid's x dimension holds (" +

@@ -345,16 +345,15 @@ Kernel skeleton_kernel_rows(std::string name) {
 /// launch idle threads; the blocks' rows split evenly between the grid's y and z.
 inline Launch rows_launch(std::uint64_t rows, std::uint64_t cols) {
   constexpr std::uint32_t kThreads = 64;
-  constexpr std::uint64_t kMaxGrid = 65535;
   std::uint32_t width = 1;
   while (width < kThreads && width < cols) width *= 2;
   const std::uint32_t height = kThreads / width;
   const Launch columns = cover(cols, width);
   const std::uint64_t row_blocks = ceil_div(std::max<std::uint64_t>(rows, 1), height);
-  const std::uint64_t slabs = ceil_div(row_blocks, kMaxGrid);
-  if (slabs > kMaxGrid)
+  const std::uint64_t slabs = ceil_div(row_blocks, kMaxGridYZ);
+  if (slabs > kMaxGridYZ)
     throw InvalidArgument("a skeleton over " + std::to_string(rows) + " rows: more than " +
-                          std::to_string(kMaxGrid * kMaxGrid * height) + " rows in one part");
+                          std::to_string(kMaxGridYZ * kMaxGridYZ * height) + " rows in one part");
   return Launch{Dim3{columns.grid.x, static_cast<std::uint32_t>(ceil_div(row_blocks, slabs)),
                      static_cast<std::uint32_t>(slabs)},
                 Dim3{width, height}, 0};

@@ -40,6 +40,18 @@ inline void require_launch(const Kernel& kernel, const Launch& launch, const std
   }
 }
 
+/// InvalidArgument when kernel code (a block the executor runs) is about to wait for device work:
+/// the sim devices' kernels run on the executor whose worker runs that block, so the wait would never
+/// end (CUDA has no host calls in device code). `what` names the wait.
+inline void require_outside_a_kernel(const std::string& what) {
+  if (exec::inside_a_block())
+    throw InvalidArgument(fmt::format(
+        "{} from inside a kernel: kernel code may not wait for device work (the sim devices' kernels run "
+        "on the executor whose worker runs this block, so the wait would never end); launch it and wait "
+        "from host code",
+        what));
+}
+
 /// The __global__ function (cudaKernel_t) the cuda backend launches `kernel` with:
 /// Kernel::cuda_function, else what Kernel::cuda_lookup returns. Unsupported naming the kernel and
 /// the backend when neither gives one; an error of the lookup itself (no driver) goes through.

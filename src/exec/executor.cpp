@@ -23,9 +23,6 @@ namespace hdsm::exec {
 namespace {
 
 constexpr std::uint64_t kMaxBlockThreads = 1024;
-constexpr std::uint64_t kMaxBlockZ = 64;
-constexpr std::uint64_t kMaxGridX = (std::uint64_t{1} << 31) - 1;
-constexpr std::uint64_t kMaxGridYZ = 65535;
 constexpr std::size_t kMaxDynamicShared = std::size_t{1} << 30;
 constexpr unsigned kMaxWorkers = 4096;
 // Chunks per worker: enough for load balance across uneven blocks, few enough that the shared

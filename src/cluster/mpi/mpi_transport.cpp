@@ -147,10 +147,10 @@ MpiTransport::~MpiTransport() {
 }
 
 // The reductions of a kernel's boundary, the first of which waits for the ranks whose blocks finish
-// last: nonblocking and polled (mpi_detail::wait_within), so that a rank that came early spins a
-// millisecond, as the blocking call would, and then yields and sleeps, leaving its core to the
-// threads of a rank that still computes (oversubscribed ranks, or a busy machine), where MPI's own
-// blocking wait polls without end.
+// last: nonblocking and polled (mpi_detail::wait_within, which yields every few microseconds and
+// sleeps after 20 ms), so that a rank that came early leaves its core to the threads of a rank that
+// still computes (oversubscribed ranks, or a busy machine), where MPI's own blocking wait polls
+// without end.
 void MpiTransport::allreduce(std::span<std::uint32_t> values, ReduceOp op) {
   on_mpi_thread("an allreduce");
   MPI_Request request = MPI_REQUEST_NULL;

@@ -297,12 +297,7 @@ std::unique_lock<std::mutex> SimQueue::idle_lock() {
 void SimQueue::drain() { (void)idle_lock(); }
 
 void SimQueue::synchronize() {
-  if (exec::inside_a_block())  // see Event::wait
-    throw InvalidArgument(fmt::format(
-        "synchronize of a queue of {} from inside a kernel: kernel code may not wait for device work (the "
-        "sim devices' kernels run on the executor whose worker runs this block, so the wait would never "
-        "end); launch it and wait from host code",
-        device_.name()));
+  require_outside_a_kernel("synchronize of a queue of " + device_.name());
   auto& tracer = device_.services().tracer;
   const auto begin = Clock::now();
   std::exception_ptr error;
