@@ -164,14 +164,14 @@ void Home::expire(Clock::time_point now) {
       for (int w = 0; w < workers_; ++w)
         if (!finished_[static_cast<std::size_t>(w)]) running.push_back(w);
       quiet_said_ = true;
-      std::fprintf(
+      const bool one = running.size() == 1;
+      fmt::print(
           stderr,
-          "hdsm crc: no worker has asked the home anything for %lld ms (HDSM_CRC_TIMEOUT) while "
-          "worker%s %s %s still in %s task%s: a task that waits for another worker's write without "
-          "an acquire (crc::lock, crc::barrier) never sees it, since it reads its own buffered copy\n",
-          static_cast<long long>(timeout_.count()), running.size() == 1 ? "" : "s",
-          fmt::format("{}", fmt::join(running, ", ")).c_str(), running.size() == 1 ? "is" : "are",
-          running.size() == 1 ? "its" : "their", running.size() == 1 ? "" : "s");
+          "hdsm crc: no worker has asked the home anything for {} ms (HDSM_CRC_TIMEOUT) while worker{} {} "
+          "{} still in {} task{}: a task that waits for another worker's write without an acquire "
+          "(crc::lock, crc::barrier) never sees it, since it reads its own buffered copy\n",
+          timeout_.count(), one ? "" : "s", fmt::join(running, ", "), one ? "is" : "are",
+          one ? "its" : "their", one ? "" : "s");
     } else {
       messages_at_check_ = stats_->messages;
       quiet_check_ = now + timeout_;
