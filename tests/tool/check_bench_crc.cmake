@@ -17,6 +17,16 @@ endif()
 expect_rows(crc.csv "fig10,fetch,raw copy," "sync,lock,[a-z ]+,0,1," "fig11,jacobi,plain,4096,"
             "fig12 one worker,cg,plain,4096,1," "fig13 OpenMP,cg,OpenMP beside plain,0," "fig12,cg,optimized,"
             "fig13,ep,plain,")
+# The suite uses no device, and says how much of the cores other work took while it ran.
+file(READ ${OUT}/report.md report)
+if(NOT report MATCHES "- device: none \\(the suites run on the host's CPUs\\)" OR
+   NOT report MATCHES "During the suite, other processes \\(and the hypervisor\\) took [0-9.]+ of these cores' time")
+  message(FATAL_ERROR "report.md names a device, or not the machine's other work during the suite")
+endif()
+file(READ ${OUT}/crc.json json)
+if(NOT json MATCHES "\"device\": null" OR NOT json MATCHES "\"others_share_during\": [0-9.e-]+")
+  message(FATAL_ERROR "crc.json names a device, or not the machine's other work during the suite")
+endif()
 if(EXPECT_SVG)
   expect_files(crc-fig10-fetch.svg crc-fig10-flush.svg crc-sync-lock.svg crc-sync-barrier.svg crc-fig11.svg
                crc-fig12.svg crc-fig13.svg)

@@ -128,6 +128,16 @@ int run_bench(const BenchOptions& options) {
   if (options.um && std::none_of(selected.begin(), selected.end(),
                                  [](const Suite* suite) { return suite->name == "adsm"; }))
     throw UsageError("--um applies to the adsm suite, which this run does not include");
+  const bool device_used =
+      std::any_of(selected.begin(), selected.end(), [](const Suite* suite) { return suite->uses_device; });
+  if (!device_used && !options.device.empty()) {
+    std::vector<std::string_view> names;
+    names.reserve(selected.size());
+    for (const Suite* suite : selected) names.push_back(suite->name);
+    throw UsageError(fmt::format("--device {}: {} run{} on the host's CPUs and use{} no device",
+                                 options.device, fmt::join(names, " and "), names.size() == 1 ? "s" : "",
+                                 names.size() == 1 ? "s" : ""));
+  }
   if (options.list) {
     print_suite_list();
     return 0;
@@ -177,14 +187,15 @@ int run_bench(const BenchOptions& options) {
                "hdsm: gnuplot not found on the PATH: skipping plots (CSV, JSON and report.md are still "
                "written; install gnuplot-nox to get SVG plots)\n");
 
-  const RunInfo run{
-      utc_timestamp(), version(), host_name(), device.properties(), changed_knobs(runtime.config()),
-      options.quick};
+  const RunInfo run{utc_timestamp(),     version(),   host_name(),
+                    device.properties(), device_used, changed_knobs(runtime.config()),
+                    options.quick};
   std::vector<std::string_view> names;
   names.reserve(selected.size());
   for (const Suite* suite : selected) names.push_back(suite->name);
-  fmt::print(stderr, "hdsm bench: {} on {}{}, output in {}\n", fmt::join(names, ", "), device.name(),
-             options.quick ? " (quick)" : "", out.string());
+  fmt::print(stderr, "hdsm bench: {} on {}{}, output in {}\n", fmt::join(names, ", "),
+             device_used ? device.name() : std::string("the host's CPUs"), options.quick ? " (quick)" : "",
+             out.string());
 
   std::vector<SuiteOutcome> outcomes;
   bool ok = true;
@@ -193,6 +204,7 @@ int run_bench(const BenchOptions& options) {
     outcome.suite = suite;
     outcome.share_before = core_share();
     Stopwatch watch;
+    const OtherWork others;
     {
       Progress progress(std::string(suite->name), stderr);
       SuiteContext context{runtime, device, options.quick, options.um, progress, outcome.results};
@@ -204,6 +216,7 @@ int run_bench(const BenchOptions& options) {
       }
     }
     outcome.seconds = watch.seconds();
+    outcome.others_during = others.share();
     outcome.share_after = core_share();
     if (!outcome.failed()) {
       try {

@@ -1,8 +1,17 @@
 #include "measure.hpp"
 
+#include "os/cpu_binding.hpp"
+
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <vector>
+
+#include <sys/resource.h>
+#include <unistd.h>
 
 namespace hdsm::tool {
 
@@ -58,6 +67,83 @@ std::vector<std::vector<std::size_t>> balanced_orders(std::size_t n) {
   if (n % 2 != 0 && n > 1)
     for (std::size_t i = 0; i < n; ++i) rows.emplace_back(rows[i].rbegin(), rows[i].rend());
   return rows;
+}
+
+namespace {
+
+double busy_ticks_of(std::string_view proc_stat, int cpu) {
+  const std::string prefix = "cpu" + std::to_string(cpu) + ' ';
+  std::size_t at = 0;
+  for (;;) {  // the line that starts with the CPU's name
+    at = proc_stat.find(prefix, at);
+    if (at == std::string_view::npos) return -1;
+    if (at == 0 || proc_stat[at - 1] == '\n') break;
+    at += prefix.size();
+  }
+  std::string_view line = proc_stat.substr(at + prefix.size());
+  line = line.substr(0, line.find('\n'));
+  // user nice system idle iowait irq softirq steal [guest guest_nice: already in user and nice]
+  double fields[8] = {};
+  const char* p = line.data();
+  const char* const end = line.data() + line.size();
+  for (double& field : fields) {
+    while (p != end && *p == ' ') ++p;
+    unsigned long long value = 0;
+    const auto [next, error] = std::from_chars(p, end, value);
+    if (error != std::errc() || next == p) return -1;
+    field = static_cast<double>(value);
+    p = next;
+  }
+  return fields[0] + fields[1] + fields[2] + fields[5] + fields[6] + fields[7];
+}
+
+double own_cpu_seconds() {
+  double sum = 0;
+  for (const int who : {RUSAGE_SELF, RUSAGE_CHILDREN}) {
+    rusage usage{};
+    if (::getrusage(who, &usage) != 0) continue;
+    for (const timeval& t : {usage.ru_utime, usage.ru_stime})
+      sum += static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6;
+  }
+  return sum;
+}
+
+double busy_ticks_now(std::span<const int> cpus) {
+  std::ifstream in("/proc/stat");
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  return in.bad() || text.empty() ? -1 : busy_ticks(text, cpus);
+}
+
+}  // namespace
+
+double busy_ticks(std::string_view proc_stat, std::span<const int> cpus) {
+  double sum = 0;
+  for (const int cpu : cpus) {
+    const double ticks = busy_ticks_of(proc_stat, cpu);
+    if (ticks < 0) return -1;
+    sum += ticks;
+  }
+  return sum;
+}
+
+OtherWork::OtherWork() {
+  try {
+    cpus_ = os::allowed_cpus();
+  } catch (...) {  // no affinity mask: no measurement
+    return;
+  }
+  own_seconds_ = own_cpu_seconds();
+  ticks_ = busy_ticks_now(cpus_);
+}
+
+double OtherWork::share() const {
+  const double wall = wall_.seconds();
+  if (ticks_ < 0 || cpus_.empty() || wall <= 0) return -1;
+  const double ticks = busy_ticks_now(cpus_);
+  const long hz = ::sysconf(_SC_CLK_TCK);
+  if (ticks < 0 || hz <= 0) return -1;
+  const double others = (ticks - ticks_) / static_cast<double>(hz) - (own_cpu_seconds() - own_seconds_);
+  return std::clamp(others / (wall * static_cast<double>(cpus_.size())), 0.0, 1.0);
 }
 
 }  // namespace hdsm::tool

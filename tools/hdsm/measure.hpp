@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <span>
+#include <string_view>
 #include <vector>
 
 namespace hdsm::tool {
@@ -45,5 +47,27 @@ double median(std::vector<double> samples);
 /// on each of the others alike, which rotating one order does not give: there each version always
 /// follows the same one.
 std::vector<std::vector<std::size_t>> balanced_orders(std::size_t n);
+
+/// The busy clock ticks (user, nice, system, irq, softirq and steal) of `cpus` summed from the text
+/// of /proc/stat; negative where a CPU's line is missing or malformed.
+double busy_ticks(std::string_view proc_stat, std::span<const int> cpus);
+
+/// The CPU time that other processes, and the hypervisor (steal), took on this process's usable
+/// cores from construction to share(). Two 50 ms probes before and after a suite miss work that
+/// starts and stops in between; this counts all of it, from the kernel's per-CPU counters less this
+/// process's own time and its waited-for children's (the MPI suites' ranks).
+class OtherWork {
+ public:
+  OtherWork();
+  /// Of the usable cores' time since construction, the share (0..1) other work took; negative where
+  /// /proc/stat could not be read.
+  double share() const;
+
+ private:
+  std::vector<int> cpus_;
+  double ticks_ = -1;       // busy ticks of cpus_ at construction
+  double own_seconds_ = 0;  // this process's and its children's CPU time at construction
+  Stopwatch wall_;
+};
 
 }  // namespace hdsm::tool

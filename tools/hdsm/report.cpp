@@ -27,6 +27,9 @@
 namespace hdsm::tool {
 namespace {
 
+// Below this share of the cores for this process, the report calls the machine busy.
+constexpr double kFreeShare = 0.8;
+
 std::string csv_field(const Cell& cell) {
   std::string text = cell_text(cell);
   if (text.find_first_of(",\"\n") == std::string::npos) return text;
@@ -102,12 +105,24 @@ std::string summary_markdown(const Results& results) {
 
 // The report's word on the machine's other work during a suite.
 std::string busy_markdown(const SuiteOutcome& outcome, unsigned cores) {
-  if (outcome.share_before < 0 || outcome.share_after < 0) return {};
-  std::string md = fmt::format(
-      "Other work on the machine: spinning on each of the {} usable cores for 50 ms, this process got "
-      "{:.2f} of their time before the suite and {:.2f} after it.\n\n",
-      cores, outcome.share_before, outcome.share_after);
-  if (std::min(outcome.share_before, outcome.share_after) < 0.8)
+  std::string md;
+  bool busy = false;
+  if (outcome.share_before >= 0 && outcome.share_after >= 0) {
+    md += fmt::format(
+        "Other work on the machine: spinning on each of the {} usable cores for 50 ms, this process got "
+        "{:.2f} of their time before the suite and {:.2f} after it.",
+        cores, outcome.share_before, outcome.share_after);
+    busy = std::min(outcome.share_before, outcome.share_after) < kFreeShare;
+  }
+  if (outcome.others_during >= 0) {
+    md += fmt::format(
+        " During the suite, other processes (and the hypervisor) took {:.2f} of these cores' time.",
+        outcome.others_during);
+    busy = busy || outcome.others_during > 1 - kFreeShare;
+  }
+  if (md.empty()) return md;
+  md += "\n\n";
+  if (busy)
     md +=
         "**Other work competed for the cores: this suite's times and ratios may be off by any factor; "
         "rerun it on a quiet machine.**\n\n";
@@ -182,12 +197,13 @@ nlohmann::ordered_json suite_json(const RunInfo& run, const SuiteOutcome& outcom
           {"date", run.date},
           {"hdsm_version", run.version},
           {"host", run.host},
-          {"device", device_json(run.device)},
+          {"device", outcome.suite->uses_device ? device_json(run.device) : nlohmann::ordered_json(nullptr)},
           {"non_default_knobs", config},
           {"quick", run.quick},
           {"seconds", outcome.seconds},
           {"core_share_before", outcome.share_before},
           {"core_share_after", outcome.share_after},
+          {"others_share_during", outcome.others_during},
           {"columns", results.columns()},
           {"rows", rows},
           {"summary", summary},
@@ -197,9 +213,10 @@ nlohmann::ordered_json suite_json(const RunInfo& run, const SuiteOutcome& outcom
 
 std::string report_markdown(const RunInfo& run, std::span<const SuiteOutcome> outcomes) {
   std::string md = "# hdsm bench report\n\n";
-  md += fmt::format("- date: {}\n- hdsm version: {}\n- host: {}\n- device: {}\n- mode: {}\n", run.date,
-                    run.version, run.host, describe_device(run.device),
-                    run.quick ? fmt::format("quick (--quick). {}", kQuickNote) : "full");
+  md += fmt::format(
+      "- date: {}\n- hdsm version: {}\n- host: {}\n- device: {}\n- mode: {}\n", run.date, run.version,
+      run.host, run.device_used ? describe_device(run.device) : "none (the suites run on the host's CPUs)",
+      run.quick ? fmt::format("quick (--quick). {}", kQuickNote) : "full");
   if (run.knobs.empty()) {
     md += "- configuration: every knob at its default\n";
   } else {
@@ -220,6 +237,8 @@ std::string report_markdown(const RunInfo& run, std::span<const SuiteOutcome> ou
     }
     md += fmt::format("Ran in {:.1f} s. Data: [{}.csv]({}.csv), [{}.json]({}.json).\n\n", outcome.seconds,
                       name, name, name, name);
+    if (!outcome.suite->uses_device && run.device_used)
+      md += "It runs on the host's CPUs alone: the device above is not used.\n\n";
     md += busy_markdown(outcome, os::usable_cpus());
     if (!outcome.results.summary().empty())
       md += "### Summary\n\n" + summary_markdown(outcome.results) + "\n";

@@ -24,6 +24,7 @@ struct RunInfo {
   std::string version;  // hdsm::version()
   std::string host;
   DeviceProperties device;
+  bool device_used = true;         // false: no suite of the run uses a device
   std::vector<ChangedKnob> knobs;  // non-default configuration
   bool quick = false;
 };
@@ -36,6 +37,9 @@ struct SuiteOutcome {
   // The share of the usable cores this process got just before and after the suite (core_share());
   // negative where not measured.
   double share_before = -1, share_after = -1;
+  // The share of the usable cores' time other work took during the suite (OtherWork); negative where
+  // not measured.
+  double others_during = -1;
   std::string error;                   // empty when the suite succeeded
   std::vector<std::string> svg_files;  // per plot of results: file name in the output folder, or empty
   std::string plot_problem;            // why plots are missing, if they are

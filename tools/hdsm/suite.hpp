@@ -136,6 +136,8 @@ struct Suite {
   std::string_view name;
   std::string_view description;  // one line
   void (*run)(SuiteContext& context);
+  /// false: the suite runs on the host's CPUs alone (crc, cluster); the chosen device is not used.
+  bool uses_device = true;
 };
 
 /// Every registered suite, in the order of suites.def.

@@ -386,7 +386,7 @@ void run_cluster(SuiteContext&) {
 
 Suite cluster_suite() {
   return {"cluster", "seed 004 Fig. 3 and Table 3: CUDA-style kernels on MPI ranks with a page DSM (mpiexec)",
-          run_cluster};
+          run_cluster, /*uses_device=*/false};
 }
 
 }  // namespace hdsm::tool

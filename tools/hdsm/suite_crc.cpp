@@ -486,7 +486,7 @@ Suite crc_suite() {
           "seed 002 Figs. 10-13: centralized release consistency: fetch/flush cost, locks and barriers, page "
           "size, "
           "speedup and OpenMP",
-          run};
+          run, /*uses_device=*/false};
 }
 
 }  // namespace hdsm::tool

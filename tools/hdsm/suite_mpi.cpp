@@ -44,8 +44,17 @@ void run_mpi(SuiteContext& ctx) {
   // Open MPI refuses root and more ranks than cores unless told; other MPIs ignore these.
   // NOLINTNEXTLINE(concurrency-mt-unsafe): set before any thread is started that reads the environment
   ::setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
+  // The ranks measure the device this run measures: as HDSM_DEVICE names it, the backend and the
+  // index among that backend's devices (the ranks inherit the rest of the environment).
+  const DeviceProperties& chosen = ctx.device.properties();
+  unsigned index_in_backend = 0;
+  for (const Device* d : ctx.runtime.devices())
+    if (d->properties().backend == chosen.backend && d->properties().index < chosen.index) ++index_in_backend;
+  std::string device = fmt::format("HDSM_DEVICE={}:{}", to_string(chosen.backend), index_in_backend);
+  if (chosen.backend == Backend::opencl) device += " HDSM_OPENCL=on";
+  if (chosen.backend == Backend::cuda) device += " HDSM_CUDA=on";
   const std::string command =
-      fmt::format("{} {} -n 2 {} {} 2>&1", HDSM_MPIEXEC, HDSM_MPIEXEC_FLAGS,
+      fmt::format("{} {} {} -n 2 {} {} 2>&1", device, HDSM_MPIEXEC, HDSM_MPIEXEC_FLAGS,
                   shell_quoted(companion_program(HDSM_MPI_TRANSFER)), ctx.quick ? "--quick" : "");
   ctx.progress.set_total(ctx.quick ? 18 : 36);
   ctx.progress.note(command);
@@ -54,11 +63,15 @@ void run_mpi(SuiteContext& ctx) {
   if (pipe == nullptr) throw SystemError("popen", command, errno);
   std::map<std::string, double> seconds;  // "experiment|version|bytes"
   std::vector<std::size_t> sizes;
-  std::string output;
+  std::string output, measured_device;
   char line[4096];
   while (std::fgets(line, sizeof line, pipe) != nullptr) {
     std::string text(line);
     if (!text.empty() && text.back() == '\n') text.pop_back();
+    if (text.rfind("device,", 0) == 0) {
+      measured_device = text.substr(7);
+      continue;
+    }
     if (text.rfind("csv,", 0) != 0) {
       output += text + "\n";
       continue;
@@ -83,6 +96,9 @@ void run_mpi(SuiteContext& ctx) {
   if (status != 0 || seconds.empty())
     throw std::runtime_error(
         fmt::format("mpi suite: '{}' failed ({}):\n{}", command, wait_status_text(status), output));
+  if (measured_device != ctx.device.name())
+    throw std::runtime_error(
+        fmt::format("mpi suite: the ranks measured device '{}', not {}", measured_device, ctx.device.name()));
   for (std::size_t bytes : sizes) {
     if (bytes < 8 * MiB) continue;
     for (const char* experiment : {"device -> device", "device -> host", "host -> device"}) {
