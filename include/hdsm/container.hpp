@@ -154,6 +154,8 @@ class ContainerCore {
 
  private:
   void refresh_flags();
+  /// hdsm::Unsupported naming `what` and the container when its runtime has ended.
+  void check_alive(const char* what) const;
   Runtime* runtime_;
   std::size_t element_size_;
   std::size_t elements_;

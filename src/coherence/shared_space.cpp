@@ -193,9 +193,7 @@ KernelArg SharedSpace::argument(const void* p) const {
 std::uint64_t SharedSpace::device_address(const void* p) const {
   const Directory::Hit hit = directory_.lookup_argument(p);
   const std::shared_ptr<Entry> e = hit.object != nullptr ? entry_of(hit.object->id) : nullptr;
-  if (e == nullptr)
-    throw InvalidArgument(
-        fmt::format("safe({}): not in a live shared object: {}", p, directory_.describe(p)));
+  if (e == nullptr) throw InvalidArgument(not_live(fmt::format("safe({})", p).c_str(), p, hit));
   return devices_[e->device]->address(e->buffer, hit.offset_in_object);
 }
 
@@ -214,9 +212,7 @@ std::vector<SharedSpace::Selected> SharedSpace::select(unsigned device, std::spa
     const void* p = u.pointer;
     const Directory::Hit hit = directory_.lookup(p);
     std::shared_ptr<Entry> e = hit.object != nullptr ? entry_of(hit.object->id) : nullptr;
-    if (e == nullptr)
-      throw InvalidArgument(
-          fmt::format("{}: {} is not in a live shared object: {}", call, p, directory_.describe(p)));
+    if (e == nullptr) throw InvalidArgument(not_live(call, p, hit));
     if (e->device != device)
       throw InvalidArgument(fmt::format("{}: shared object #{} at {} lives on device {}, not on device {}",
                                         call, hit.object->id, p, e->device, device));
@@ -309,6 +305,7 @@ void SharedSpace::release(unsigned device, std::span<const ObjectUse> uses, std:
   for (auto& [e, use, offset, range] :
        uses.empty() ? select_all(device, walk, nullptr) : select(device, uses, "SharedSpace::release")) {
     std::lock_guard lock(e->mutex);
+    if (!e->live) continue;                           // freed by another thread since it was selected
     settle(*e, offset, range, use != KernelUse::in);  // the kernel's own bytes
     const CoherencePlan plan = plan_release(kind_, e->object->states, use);
     // An object the sync will fetch anyway keeps its host view through the call: taking the access
@@ -362,6 +359,7 @@ void SharedSpace::acquire(unsigned device, std::span<const ObjectUse> uses, cons
   for (auto& [e, use, offset, range] : selected) {
     try {
       std::lock_guard lock(e->mutex);
+      if (!e->live) continue;  // freed by another thread since it was selected: nothing to bring back
       const CoherencePlan plan = plan_acquire(kind_, e->object->states, use);
       for (const CopyStep& step : plan.copies)
         bytes += copy_blocks(*e, step.direction, step.first_block, step.blocks, Action::acquire);
@@ -397,10 +395,17 @@ std::pair<std::shared_ptr<SharedSpace::Entry>, std::size_t> SharedSpace::live_en
                                                                                     const char* call) const {
   const Directory::Hit hit = directory_.lookup_argument(p);
   std::shared_ptr<Entry> e = hit.object != nullptr ? entry_of(hit.object->id) : nullptr;
-  if (e == nullptr)
-    throw InvalidArgument(
-        fmt::format("{}: {} is not in a live shared object: {}", call, p, directory_.describe(p)));
+  if (e == nullptr) throw InvalidArgument(not_live(call, p, hit));
   return {std::move(e), hit.offset_in_object};
+}
+
+std::string SharedSpace::not_live(const char* call, const void* p, const Directory::Hit& hit) const {
+  // The directory drops an object after the table of entries does: in between, another thread's free()
+  // is under way.
+  if (hit.object != nullptr)
+    return fmt::format("{}: {} is in shared object #{} ({}), which another thread is freeing", call, p,
+                       hit.object->id, format_bytes(hit.object->bytes));
+  return fmt::format("{}: {} is not in a live shared object: {}", call, p, directory_.describe(p));
 }
 
 std::optional<KernelArg> SharedSpace::peer_argument(unsigned device, const void* p) const {

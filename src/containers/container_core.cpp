@@ -114,6 +114,12 @@ struct ContainerCore::State {
   std::vector<std::uint32_t> pins;  // by copy id: device accesses begun and not ended
   ContainerStats stats;
   bool orphaned = false;  // its runtime ended first: `shared` and the devices are gone
+  /// The runtime ends: every later access takes the slow path, which refuses it (check_alive).
+  void orphan() {
+    orphaned = true;
+    core.read_free_.store(false, std::memory_order_release);
+    core.write_free_.store(false, std::memory_order_release);
+  }
 
   std::size_t prune_at = 16;  // in_flight's size at which prune_sometimes() prunes
   /// Forgets the work that completed, except failed work whose failure is this container's to report
@@ -306,8 +312,10 @@ struct ContainerCore::State {
         if (victim_state != nullptr && victim_busy) victim_state->wait_for_copy(victim);
         if (victim_state == nullptr)
           throw OutOfDeviceMemory(
-              fmt::format("{} (a device copy for {}; the other copies on it are held by this access)",
-                          dev.name(), core.name()),
+              fmt::format(
+                  "{} (a device copy for {}; the other copies on it are held by accesses in progress: "
+                  "this one's operands, and other threads' accesses to their containers)",
+                  dev.name(), core.name()),
               e.requested(), e.used(), e.capacity());
         victim_state->evict(victim);
       }
@@ -322,7 +330,7 @@ namespace {
 // of them (before, it crashed with no word). Often it never runs: exit() ends the runtime under the
 // live containers of main's frames, and a program that leaks a container on purpose is fine.
 Shared::~Shared() {
-  for (ContainerCore::State* s : containers) s->orphaned = true;
+  for (ContainerCore::State* s : containers) s->orphan();
   synchronize_queues();
 }
 
@@ -409,6 +417,12 @@ void ContainerCore::refresh_flags() {
   write_free_.store(!main_read && state_->set.host_access_is_free(Access::write), std::memory_order_release);
 }
 
+void ContainerCore::check_alive(const char* what) const {
+  if (state_->orphaned)
+    throw Unsupported(
+        fmt::format("{}: the {} outlived its hdsm::Runtime, and its contents went with it", what, name()));
+}
+
 void ContainerCore::check_range(std::size_t first, std::size_t n, const char* what) const {
   if (first > elements_ || n > elements_ - first)
     throw InvalidArgument(  // name() says how many elements there are; first + n may wrap
@@ -431,6 +445,7 @@ void ContainerCore::check_extent(const Extent& e, const char* what) const {
 }
 
 void ContainerCore::host_access(std::size_t first, std::size_t n, Access mode) {
+  check_alive("host access");
   check_range(first, n, "host access");
   if (n == 0) return;
   State& s = *state_;
@@ -464,6 +479,7 @@ void ContainerCore::host_access(const Extent& extent, Access mode) {
 }
 
 std::uint32_t ContainerCore::reserve(unsigned device, const Extent& extent) {
+  check_alive("device access");
   Shared& shared = state_->shared;
   if (device >= shared.queues.size())
     throw InvalidArgument(fmt::format("device access of the {}: device {} does not exist ({} devices)",
@@ -526,6 +542,7 @@ void ContainerCore::cancel(std::uint32_t copy) {
 }
 
 void ContainerCore::update_host() {
+  check_alive("update_host");
   std::lock_guard lock(state_->shared.mutex);
   state_->prune();
   state_->execute(state_->set.update_host());
@@ -533,6 +550,7 @@ void ContainerCore::update_host() {
 }
 
 void ContainerCore::invalidate_device_copies() {
+  check_alive("invalidate_device_copies");
   std::lock_guard lock(state_->shared.mutex);
   state_->prune();
   state_->execute(state_->set.invalidate_device_copies());
@@ -540,6 +558,7 @@ void ContainerCore::invalidate_device_copies() {
 }
 
 void ContainerCore::flush() {
+  check_alive("flush");
   std::lock_guard lock(state_->shared.mutex);
   state_->prune();
   state_->check_no_views("flush");
@@ -548,11 +567,13 @@ void ContainerCore::flush() {
 }
 
 void ContainerCore::discard(std::size_t first, std::size_t n) {
+  check_alive("discard");
   // As a host write whose bytes nobody writes: modified copies keep only what lies outside the range.
   host_access(first, n, Access::write);
 }
 
 void ContainerCore::wait() {
+  check_alive("wait");
   std::vector<State::Pending> work;
   {
     std::lock_guard lock(state_->shared.mutex);
@@ -572,6 +593,7 @@ void ContainerCore::wait() {
 }
 
 void ContainerCore::resize(std::size_t elements, std::size_t row_length) {
+  check_alive("resize");
   State& s = *state_;
   Shared& shared = s.shared;
   {
@@ -627,11 +649,13 @@ void ContainerCore::resize(std::size_t elements, std::size_t row_length) {
 }
 
 ContainerStats ContainerCore::stats() const {
+  check_alive("stats");
   std::lock_guard lock(state_->shared.mutex);
   return state_->stats;
 }
 
 std::size_t ContainerCore::device_copies() const {
+  check_alive("device_copies");
   std::lock_guard lock(state_->shared.mutex);
   return state_->set.device_copies().size();
 }

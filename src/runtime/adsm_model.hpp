@@ -86,7 +86,7 @@ class AdsmModel final : public MemoryModel {
   void sync_devices(const std::vector<unsigned>& devices);
   /// sync_devices for a thread that is ending, where the runtime may still be torn down (not in a
   /// child of fork(), nor in code on one of its own threads).
-  void sync_at_thread_end(const std::vector<unsigned>& devices);
+  void sync_at_thread_end(const std::vector<unsigned>& devices) override;
   bool mediates(const void* p) const override;
   void check(const void* p, std::size_t n, const char* call) const override;
   void copy(void* dst, const void* src, std::size_t n, std::vector<Event>* pending) override;
@@ -161,14 +161,6 @@ coherence::KernelUse combine(coherence::KernelUse a, coherence::KernelUse b);
 /// Adds `add` to `uses`: one entry per object, keyed by the object the pointer lies in; two ranges
 /// of it become the range that covers both.
 void add_use(Uses& uses, const coherence::Directory& directory, const coherence::ObjectUse& add);
-
-/// Notes that the calling thread has a call in flight on `device` of `model`.
-void note_call(const AdsmModel& model, unsigned device);
-/// The devices the calling thread has calls in flight on (noted since its last take), forgotten.
-std::vector<unsigned> take_noted_calls(const AdsmModel& model);
-/// A model made and one about to go: a thread that ends syncs the calls it left on live ones only.
-void note_model_alive(const AdsmModel& model);
-void note_model_gone(const AdsmModel& model);
 
 }  // namespace hdsm::detail
 

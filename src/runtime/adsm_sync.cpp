@@ -18,67 +18,6 @@
 namespace hdsm::detail {
 namespace {
 
-/// The devices on which the calling thread has calls in flight, per model: its sync visits only
-/// their call lists, so threads on different devices never take each other's locks. A stale entry
-/// (a model gone, another at its address) only makes a sync look at a list with nothing of its.
-struct ThreadCalls {
-  const AdsmModel* model;
-  std::vector<unsigned> devices;
-};
-
-/// The models alive, for a thread that ends to tell its noted models from ones gone since; each with
-/// the ending threads syncing on it, which its destructor waits for. Never destroyed: a thread may
-/// end during the static destructors.
-struct LiveModels {
-  std::mutex mutex;
-  std::vector<std::pair<const AdsmModel*, std::shared_ptr<std::atomic<unsigned>>>> models;
-};
-LiveModels& live_models() {
-  static auto* live = new LiveModels;  // NOLINT(cppcoreguidelines-owning-memory): leaked on purpose
-  return *live;
-}
-
-/// A thread's notes. A thread that ends with calls it never synced syncs them as it ends: their
-/// results reach the host for whoever joins it (before, nobody acquired them, and under batch the
-/// host kept its old copy for good), and the runtime forgets the calls. A failure goes to stderr, as
-/// nobody is left to catch it. Not in a child of fork() (the notes are the parent's thread's, and
-/// the runtime's threads are not there), nor where the runtime may not be torn down.
-struct ThreadNotes {
-  std::vector<ThreadCalls> list;
-  os::Origin origin;
-  ThreadNotes() = default;
-  ThreadNotes(const ThreadNotes&) = delete;
-  ThreadNotes& operator=(const ThreadNotes&) = delete;
-  ~ThreadNotes() {
-    if (list.empty() || !origin.same_process()) return;
-    const std::vector<ThreadCalls> left = std::move(list);
-    list.clear();
-    for (const ThreadCalls& t : left) {
-      // Pinned, not locked, through the sync: other runtimes come and go meanwhile, and this one's
-      // destructor waits for the pin.
-      std::shared_ptr<std::atomic<unsigned>> pin;
-      {
-        LiveModels& live = live_models();
-        std::lock_guard lock(live.mutex);
-        const auto it = std::find_if(live.models.begin(), live.models.end(),
-                                     [&](const auto& m) { return m.first == t.model; });
-        if (it == live.models.end()) continue;
-        pin = it->second;
-        pin->fetch_add(1);
-      }
-      try {
-        const_cast<AdsmModel*>(t.model)->sync_at_thread_end(t.devices);
-      } catch (...) {
-        std::fprintf(stderr, "hdsm: a thread ended with calls it never synced, and one failed: %s\n",
-                     os::exception_text(std::current_exception()).c_str());
-      }
-      pin->fetch_sub(1);
-      pin->notify_all();
-    }
-  }
-};
-thread_local ThreadNotes thread_calls;
-
 /// What one sync acquires on one device: the objects its calls used there, after their kernels.
 struct Acquire {
   unsigned device;
@@ -96,45 +35,6 @@ Acquire& acquire_on(std::vector<Acquire>& acquires, unsigned device) {
 }
 
 }  // namespace
-
-void note_call(const AdsmModel& model, unsigned device) {
-  std::vector<ThreadCalls>& notes = thread_calls.list;
-  auto it = std::find_if(notes.begin(), notes.end(), [&](const ThreadCalls& t) { return t.model == &model; });
-  if (it == notes.end()) it = notes.insert(notes.end(), ThreadCalls{&model, {}});
-  if (std::find(it->devices.begin(), it->devices.end(), device) == it->devices.end())
-    it->devices.push_back(device);
-}
-
-std::vector<unsigned> take_noted_calls(const AdsmModel& model) {
-  std::vector<ThreadCalls>& notes = thread_calls.list;
-  const auto it =
-      std::find_if(notes.begin(), notes.end(), [&](const ThreadCalls& t) { return t.model == &model; });
-  if (it == notes.end()) return {};
-  std::vector<unsigned> devices = std::move(it->devices);
-  notes.erase(it);
-  return devices;
-}
-
-void note_model_alive(const AdsmModel& model) {
-  LiveModels& live = live_models();
-  std::lock_guard lock(live.mutex);
-  live.models.emplace_back(&model, std::make_shared<std::atomic<unsigned>>(0));
-}
-
-void note_model_gone(const AdsmModel& model) {
-  std::shared_ptr<std::atomic<unsigned>> pin;
-  {
-    LiveModels& live = live_models();
-    std::lock_guard lock(live.mutex);
-    const auto it = std::find_if(live.models.begin(), live.models.end(),
-                                 [&](const auto& m) { return m.first == &model; });
-    if (it == live.models.end()) return;
-    pin = std::move(it->second);
-    live.models.erase(it);
-  }
-  // No thread can pin it from here on; wait for those syncing on it.
-  for (unsigned n = pin->load(); n != 0; n = pin->load()) pin->wait(n);
-}
 
 void AdsmModel::sync_at_thread_end(const std::vector<unsigned>& devices) {
   if (rt_.origin.may_tear_down()) sync_devices(devices);

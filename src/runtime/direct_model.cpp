@@ -20,9 +20,15 @@ DirectModel::DirectModel(std::vector<Device*> devices, std::size_t default_devic
       busy_(devices_.size(), false),
       every_object_(devices_.size(), false),
       settled_(devices_.size()),
-      unreported_(devices_.size()) {}
+      unreported_(devices_.size()) {
+  note_model_alive(*this);
+}
+
+// Where a derived constructor threw, release_all() did not run.
+DirectModel::~DirectModel() { note_model_gone(*this); }
 
 void DirectModel::release_all() noexcept {
+  note_model_gone(*this);  // before the objects go: a thread that is ending may be syncing on them
   try {
     sync();
   } catch (...) {  // a kernel's error nobody synced for: the objects still go
@@ -188,6 +194,7 @@ void DirectModel::call(const Kernel& kernel, const Launch& launch, std::span<con
   busy_[d] = true;
   if (!annotated) every_object_[d] = true;
   for (Object* o : used) in_flight_[d].push_back(o->start);
+  note_call(*this, d);
 }
 
 void DirectModel::settle(std::initializer_list<std::pair<const void*, std::size_t>> ranges) {
@@ -327,12 +334,27 @@ void DirectModel::sync_device(unsigned device, bool report) {
 }
 
 void DirectModel::sync() {
+  (void)take_noted_calls(*this);  // every device is synced, the thread's calls with them
   std::exception_ptr first;
   for (unsigned d = 0; d < devices_.size(); ++d) {
     {
       std::lock_guard lock(mutex_);
       if (std::exception_ptr kept = std::exchange(unreported_[d], nullptr); kept && !first) first = kept;
     }
+    try {
+      sync_device(d);
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+void DirectModel::sync_at_thread_end(const std::vector<unsigned>& devices) {
+  if (!origin_.may_tear_down()) return;
+  std::exception_ptr first;
+  for (const unsigned d : devices) {
+    if (d >= devices_.size()) continue;
     try {
       sync_device(d);
     } catch (...) {

@@ -9,6 +9,7 @@
 #include <hdsm/device.hpp>
 
 #include "os/mapping.hpp"
+#include "os/process.hpp"
 #include "runtime/memory_model.hpp"
 
 #include <atomic>
@@ -43,6 +44,8 @@ class DirectModel : public MemoryModel {
   void call(const Kernel& kernel, const Launch& launch, std::span<const CallArg> args) final;
   /// Waits for every call, rethrowing the first error.
   void sync() final;
+  /// Waits for the calls on `devices` (every call on them, as sync() does).
+  void sync_at_thread_end(const std::vector<unsigned>& devices) final;
   bool mediates(const void*) const final { return false; }
   /// InvalidArgument, naming `call` and the first byte out, when [p, p + n) reaches into an object and
   /// out of it (past its end into a neighbour, or from host memory into it); nothing for host memory.
@@ -102,8 +105,9 @@ class DirectModel : public MemoryModel {
 
   /// `protocol` names the model in messages ("HDSM_PROTOCOL=um").
   DirectModel(std::vector<Device*> devices, std::size_t default_device, std::string protocol);
-  ~DirectModel() override = default;
-  /// For the derived destructor: waits for the calls (errors dropped) and releases every object.
+  ~DirectModel() override;
+  /// For the derived destructor: waits for the calls (errors dropped) and releases every object,
+  /// after the threads that end meanwhile have synced on it.
   void release_all() noexcept;
 
   /// The memory of a new zero-filled object for `device` (start and bytes set, and what the model
@@ -153,6 +157,7 @@ class DirectModel : public MemoryModel {
   std::vector<bool> every_object_;
   std::vector<Settled> settled_;  // by device: completes with the calls and hand-overs of the last sync
   std::vector<std::exception_ptr> unreported_;  // by device: a failure a free or a copy waited for
+  os::Origin origin_;                           // where a thread-end sync may run
 };
 
 }  // namespace hdsm::detail

@@ -93,6 +93,23 @@ class MemoryModel {
   virtual coherence::SharedSpace* space() noexcept { return nullptr; }
   /// The ADSM model among the runtime's models; nullptr where there is none.
   virtual AdsmModel* adsm() noexcept { return nullptr; }
+
+  /// A thread ends with calls on `devices` that it never synced (note_call): whoever joins it reads
+  /// their results. Errors are thrown, for the ending thread to print. (A routed model's own models
+  /// note their calls.)
+  virtual void sync_at_thread_end(const std::vector<unsigned>& /*devices*/) {}
 };
+
+/// Notes that the calling thread has a call in flight on `device` of `model`: a thread that ends with
+/// calls it never synced syncs them as it ends (before, nobody acquired their results, and under
+/// batch the host kept its old copy for good). Not in a child of fork().
+void note_call(const MemoryModel& model, unsigned device);
+/// The devices the calling thread has calls in flight on (noted since its last take), forgotten.
+std::vector<unsigned> take_noted_calls(const MemoryModel& model);
+/// A model made and one about to go: a thread that ends syncs the calls it left on live ones only,
+/// and note_model_gone waits for the threads syncing on it now. Gone for a model not (or no longer)
+/// alive does nothing.
+void note_model_alive(const MemoryModel& model);
+void note_model_gone(const MemoryModel& model);
 
 }  // namespace hdsm::detail

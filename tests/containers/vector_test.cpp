@@ -173,6 +173,37 @@ TEST(Vector, AContainerOutlivingItsRuntimeSaysSoWhenDestroyed) {
       << said;
 }
 
+// Any use of such a container is refused with an error naming it (before, a read crashed where
+// the newest copy had been on a device, and returned stale data otherwise).
+TEST(Vector, AContainerOutlivingItsRuntimeRefusesEveryUse) {
+  for (const bool on_device : {true, false}) {
+    SCOPED_TRACE(on_device ? "newest copy on a device" : "host copy current");
+    auto rt = std::make_unique<hdsm::Runtime>(sim());
+    auto v = std::make_unique<Vector<float>>(1000, 1.0f, on(*rt));
+    if (on_device)
+      hdsm::launch(0, axpb(), hdsm::cover(v->size()), hdsm::inout(*v), std::uint64_t{v->size()}, 2.0f, 1.0f);
+    else
+      EXPECT_EQ((*v)[3], 1.0f);
+    rt.reset();
+    const auto refused = [](auto&& use) {
+      try {
+        use();
+      } catch (const hdsm::Unsupported& e) {
+        return std::string(e.what()).find("the vector of 1000 elements of 4 B outlived its hdsm::Runtime") !=
+               std::string::npos;
+      }
+      return false;
+    };
+    EXPECT_TRUE(refused([&] { (void)static_cast<float>((*v)[3]); })) << "an element read";
+    EXPECT_TRUE(refused([&] { (*v)[3] = 2.0f; })) << "an element write";
+    EXPECT_TRUE(refused([&] { v->flush(); })) << "flush";
+    EXPECT_TRUE(refused([&] { v->resize(10); })) << "resize";
+    testing::internal::CaptureStderr();
+    v.reset();
+    (void)testing::internal::GetCapturedStderr();
+  }
+}
+
 TEST(VectorDeathTest, ExitUnderALiveContainerKeepsItsCode) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
