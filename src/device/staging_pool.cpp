@@ -6,6 +6,9 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
+#include <exception>
+
 #include <unistd.h>
 
 namespace hdsm {
@@ -27,7 +30,14 @@ StagingPool::StagingPool(Device& device, std::size_t total_bytes, std::size_t ch
   for (std::size_t i = chunks_; i-- > 0;) free_.push_back(memory_ + i * chunk_bytes_);
 }
 
-StagingPool::~StagingPool() { device_.free_pinned(memory_); }
+StagingPool::~StagingPool() {
+  try {
+    device_.free_pinned(memory_);
+  } catch (const std::exception& e) {  // a platform that has shut down (CUDA at exit): the process ends
+    fmt::print(stderr, "hdsm: the staging pool of {} could not free its pinned memory: {}\n", device_.name(),
+               e.what());
+  }
+}
 
 StagingPool::Lease StagingPool::acquire() {
   std::unique_lock lock(mutex_);

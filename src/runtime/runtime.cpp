@@ -14,6 +14,7 @@
 #include <atomic>
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 
@@ -167,6 +168,18 @@ DefaultRuntime& default_runtime() {
   return instance;
 }
 
+// The default runtime ends at exit() in the order of its own making, not of `instance`'s (which a
+// knob set or a free before the first use makes earlier): a platform runtime that started while the
+// Runtime was made, and registered its own teardown with atexit then (CUDA's static runtime does),
+// is still there while the runtime's devices free their memory. Before, such a program's exit
+// unloaded CUDA first, and freeing the staging pool's pinned memory then ended in std::terminate.
+void end_default_runtime() {
+  auto& d = default_runtime();
+  d.published.store(nullptr, std::memory_order_release);
+  default_runtime_ended.store(true, std::memory_order_release);
+  d.runtime.reset();
+}
+
 }  // namespace
 
 void detail::set_default_knob(std::string_view knob, std::string_view value) {
@@ -206,6 +219,8 @@ Runtime& Runtime::instance() {
     Config config = Config::from_environment();
     for (const auto& [knob, value] : d.settings) config.set(knob, value);
     d.runtime = std::make_unique<Runtime>(std::move(config));
+    // Where atexit cannot take it, `instance`'s destructor ends the runtime, as before.
+    (void)std::atexit(end_default_runtime);
     d.published.store(d.runtime.get(), std::memory_order_release);
   }
   return *d.runtime;
