@@ -171,55 +171,38 @@ bool shared_memset(void* dst, int value, std::size_t n) noexcept {
 
 }  // namespace hdsm::api
 
-using hdsm::Runtime;
-using hdsm::api::dispatch;
-using hdsm::api::may_touch;
-
-extern "C" {
-HDSM_VISIBLE_BEGIN
-
-ssize_t __read_chk(int fd, void* buf, std::size_t n, std::size_t buf_bytes);
-ssize_t __pread_chk(int fd, void* buf, std::size_t n, off_t offset, std::size_t buf_bytes);
-ssize_t __pread64_chk(int fd, void* buf, std::size_t n, off_t offset, std::size_t buf_bytes);
-std::size_t __fread_chk(void* buf, std::size_t buf_bytes, std::size_t size, std::size_t count,
-                        std::FILE* stream);
+namespace hdsm::api::io {
 
 ssize_t read(int fd, void* buf, std::size_t n) {
-  const auto plain = [&] { return (*hdsm::api::libc_read)(fd, buf, n); };
+  const auto plain = [&] { return (*libc_read)(fd, buf, n); };
   if (!may_touch(buf, n)) return plain();
   return dispatch<ssize_t>(
       buf, -1, [&](Runtime& r) { return r.read(fd, buf, n); }, plain);
 }
 
 ssize_t write(int fd, const void* buf, std::size_t n) {
-  const auto plain = [&] { return (*hdsm::api::libc_write)(fd, buf, n); };
+  const auto plain = [&] { return (*libc_write)(fd, buf, n); };
   if (!may_touch(buf, n)) return plain();
   return dispatch<ssize_t>(
       buf, -1, [&](Runtime& r) { return r.write(fd, buf, n); }, plain);
 }
 
 ssize_t pread(int fd, void* buf, std::size_t n, off_t offset) {
-  const auto plain = [&] { return (*hdsm::api::libc_pread)(fd, buf, n, offset); };
+  const auto plain = [&] { return (*libc_pread)(fd, buf, n, offset); };
   if (!may_touch(buf, n)) return plain();
   return dispatch<ssize_t>(
       buf, -1, [&](Runtime& r) { return r.pread(fd, buf, n, offset); }, plain);
 }
 
 ssize_t pwrite(int fd, const void* buf, std::size_t n, off_t offset) {
-  const auto plain = [&] { return (*hdsm::api::libc_pwrite)(fd, buf, n, offset); };
+  const auto plain = [&] { return (*libc_pwrite)(fd, buf, n, offset); };
   if (!may_touch(buf, n)) return plain();
   return dispatch<ssize_t>(
       buf, -1, [&](Runtime& r) { return r.pwrite(fd, buf, n, offset); }, plain);
 }
 
-// What programs built with _FILE_OFFSET_BITS=64 call: the same functions where off_t is 64 bits, as on
-// every target hdsm supports (x86-64, AArch64).
-static_assert(sizeof(off_t) == 8);
-ssize_t pread64(int fd, void* buf, std::size_t n, off_t offset) __attribute__((alias("pread")));
-ssize_t pwrite64(int fd, const void* buf, std::size_t n, off_t offset) __attribute__((alias("pwrite")));
-
 ssize_t readv(int fd, const struct iovec* iov, int count) {
-  const auto plain = [&] { return (*hdsm::api::libc_readv)(fd, iov, count); };
+  const auto plain = [&] { return (*libc_readv)(fd, iov, count); };
   const void* shared = hdsm::api::shared_vector(iov, count);
   if (shared == nullptr) return plain();
   return dispatch<ssize_t>(
@@ -227,7 +210,7 @@ ssize_t readv(int fd, const struct iovec* iov, int count) {
 }
 
 ssize_t writev(int fd, const struct iovec* iov, int count) {
-  const auto plain = [&] { return (*hdsm::api::libc_writev)(fd, iov, count); };
+  const auto plain = [&] { return (*libc_writev)(fd, iov, count); };
   const void* shared = hdsm::api::shared_vector(iov, count);
   if (shared == nullptr) return plain();
   return dispatch<ssize_t>(
@@ -235,14 +218,14 @@ ssize_t writev(int fd, const struct iovec* iov, int count) {
 }
 
 std::size_t fread(void* buf, std::size_t size, std::size_t count, std::FILE* stream) {
-  const auto plain = [&] { return (*hdsm::api::libc_fread)(buf, size, count, stream); };
+  const auto plain = [&] { return (*libc_fread)(buf, size, count, stream); };
   if (!may_touch(buf, size * count)) return plain();
   return dispatch<std::size_t>(
       buf, 0, [&](Runtime& r) { return r.fread(buf, size, count, stream); }, plain);
 }
 
 std::size_t fwrite(const void* buf, std::size_t size, std::size_t count, std::FILE* stream) {
-  const auto plain = [&] { return (*hdsm::api::libc_fwrite)(buf, size, count, stream); };
+  const auto plain = [&] { return (*libc_fwrite)(buf, size, count, stream); };
   if (!may_touch(buf, size * count)) return plain();
   return dispatch<std::size_t>(
       buf, 0, [&](Runtime& r) { return r.fwrite(buf, size, count, stream); }, plain);
@@ -250,14 +233,14 @@ std::size_t fwrite(const void* buf, std::size_t size, std::size_t count, std::FI
 
 // The stream lock is recursive, so the locking fread/fwrite the runtime uses are right here too.
 std::size_t fread_unlocked(void* buf, std::size_t size, std::size_t count, std::FILE* stream) {
-  const auto plain = [&] { return (*hdsm::api::libc_fread_unlocked)(buf, size, count, stream); };
+  const auto plain = [&] { return (*libc_fread_unlocked)(buf, size, count, stream); };
   if (!may_touch(buf, size * count)) return plain();
   return dispatch<std::size_t>(
       buf, 0, [&](Runtime& r) { return r.fread(buf, size, count, stream); }, plain);
 }
 
 std::size_t fwrite_unlocked(const void* buf, std::size_t size, std::size_t count, std::FILE* stream) {
-  const auto plain = [&] { return (*hdsm::api::libc_fwrite_unlocked)(buf, size, count, stream); };
+  const auto plain = [&] { return (*libc_fwrite_unlocked)(buf, size, count, stream); };
   if (!may_touch(buf, size * count)) return plain();
   return dispatch<std::size_t>(
       buf, 0, [&](Runtime& r) { return r.fwrite(buf, size, count, stream); }, plain);
@@ -265,25 +248,24 @@ std::size_t fwrite_unlocked(const void* buf, std::size_t size, std::size_t count
 
 // What _FORTIFY_SOURCE builds call. A request larger than the buffer goes to libc, which stops the
 // program as it would without hdsm.
-ssize_t __read_chk(int fd, void* buf, std::size_t n, std::size_t buf_bytes) {
-  if (n > buf_bytes || !may_touch(buf, n)) return (*hdsm::api::libc_read_chk)(fd, buf, n, buf_bytes);
-  return read(fd, buf, n);
+ssize_t read_chk(int fd, void* buf, std::size_t n, std::size_t buf_bytes) {
+  if (n > buf_bytes || !may_touch(buf, n)) return (*libc_read_chk)(fd, buf, n, buf_bytes);
+  return io::read(fd, buf, n);
 }
 
-ssize_t __pread_chk(int fd, void* buf, std::size_t n, off_t offset, std::size_t buf_bytes) {
-  if (n > buf_bytes || !may_touch(buf, n)) return (*hdsm::api::libc_pread_chk)(fd, buf, n, offset, buf_bytes);
-  return pread(fd, buf, n, offset);
+ssize_t pread_chk(int fd, void* buf, std::size_t n, off_t offset, std::size_t buf_bytes) {
+  if (n > buf_bytes || !may_touch(buf, n)) return (*libc_pread_chk)(fd, buf, n, offset, buf_bytes);
+  return io::pread(fd, buf, n, offset);
 }
 
-ssize_t __pread64_chk(int fd, void* buf, std::size_t n, off_t offset, std::size_t buf_bytes)
-    __attribute__((alias("__pread_chk")));
-
-std::size_t __fread_chk(void* buf, std::size_t buf_bytes, std::size_t size, std::size_t count,
-                        std::FILE* stream) {
+std::size_t fread_chk(void* buf, std::size_t buf_bytes, std::size_t size, std::size_t count,
+                      std::FILE* stream) {
   if (size * count > buf_bytes || !may_touch(buf, size * count))
-    return (*hdsm::api::libc_fread_chk)(buf, buf_bytes, size, count, stream);
-  return fread(buf, size, count, stream);
+    return (*libc_fread_chk)(buf, buf_bytes, size, count, stream);
+  return io::fread(buf, size, count, stream);
 }
 
-HDSM_VISIBLE_END
-}  // extern "C"
+}  // namespace hdsm::api::io
+
+// The C symbols, forwarding to the functions above; libhdsm_preload.so defines them again.
+#include "api/interposed_symbols.inc"

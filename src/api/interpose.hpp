@@ -1,13 +1,19 @@
 // Interposition (seed 000 §4.4): libhdsm.so defines read, write, pread, pwrite, readv, writev, fread
 // and fwrite, so a program linked with it has its I/O on shared objects done by hdsm (no fault, no
 // restarted system call) without calling hdsm's own I/O; libhdsm_preload.so adds memcpy, memmove
-// and memset. Calls on host memory cost one range check (SharedRanges::may_touch) and go to the next
+// and memset, and defines the I/O calls again (interposed_symbols.inc): a program that does not link
+// hdsm loads libhdsm.so as the preload library's dependency, after libc, where its definitions come
+// too late. Calls on host memory cost one range check (SharedRanges::may_touch) and go to the next
 // definition of the symbol, libc's, found with dlsym(RTLD_NEXT).
 #pragma once
 
 #include <hdsm/export.h>
 
 #include <cstddef>
+#include <cstdio>
+
+#include <sys/types.h>
+#include <sys/uio.h>
 
 HDSM_VISIBLE_BEGIN
 namespace hdsm::api {
@@ -30,6 +36,27 @@ class Reentry {
 /// process with the message.
 bool shared_memmove(void* dst, const void* src, std::size_t n) noexcept;
 bool shared_memset(void* dst, int value, std::size_t n) noexcept;
+
+/// The interposed I/O calls, as libc's are called: the C symbols of interposed_symbols.inc forward to
+/// them. A buffer that may touch shared memory goes to the Runtime that owns it; every other call goes
+/// to libc's function untouched, errno included. The `_chk` forms are what _FORTIFY_SOURCE builds
+/// call (a request larger than the buffer goes to libc, which stops the program).
+namespace io {
+ssize_t read(int fd, void* buf, std::size_t n);
+ssize_t write(int fd, const void* buf, std::size_t n);
+ssize_t pread(int fd, void* buf, std::size_t n, off_t offset);
+ssize_t pwrite(int fd, const void* buf, std::size_t n, off_t offset);
+ssize_t readv(int fd, const struct iovec* iov, int count);
+ssize_t writev(int fd, const struct iovec* iov, int count);
+std::size_t fread(void* buf, std::size_t size, std::size_t count, std::FILE* stream);
+std::size_t fwrite(const void* buf, std::size_t size, std::size_t count, std::FILE* stream);
+std::size_t fread_unlocked(void* buf, std::size_t size, std::size_t count, std::FILE* stream);
+std::size_t fwrite_unlocked(const void* buf, std::size_t size, std::size_t count, std::FILE* stream);
+ssize_t read_chk(int fd, void* buf, std::size_t n, std::size_t buf_bytes);
+ssize_t pread_chk(int fd, void* buf, std::size_t n, off_t offset, std::size_t buf_bytes);
+std::size_t fread_chk(void* buf, std::size_t buf_bytes, std::size_t size, std::size_t count,
+                      std::FILE* stream);
+}  // namespace io
 
 }  // namespace hdsm::api
 

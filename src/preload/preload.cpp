@@ -1,8 +1,9 @@
 // libhdsm_preload.so: `LD_PRELOAD=libhdsm_preload.so ./app` routes libc's memcpy, memmove and memset
 // on shared memory through hdsm (seed 000 §4.4: a device fill or copy for blocks whose host copy is
-// invalid, no fault), for programs that use hdsm only through its C API. The I/O calls come with
-// libhdsm.so itself, which this library links. A call on host memory pays one range check against
-// the arenas (SharedRanges::Bounds::holds) and goes to libc's function, found with dlsym(RTLD_NEXT).
+// invalid, no fault), for programs that use hdsm only through its C API, or find it at run time. It
+// defines libhdsm.so's I/O calls again (interposed_symbols.inc), for a program that does not link
+// libhdsm.so: there it comes after libc. A call on host memory pays one range check against the
+// arenas (SharedRanges::Bounds::holds) and goes to libc's function, found with dlsym(RTLD_NEXT).
 #undef _FORTIFY_SOURCE  // the fortified headers define the functions below inline
 
 #include <hdsm/export.h>
@@ -151,3 +152,5 @@ void* __memset_chk(void* dst, int value, std::size_t n, std::size_t dst_bytes) n
 
 HDSM_VISIBLE_END
 }  // extern "C"
+
+#include "api/interposed_symbols.inc"

@@ -13,6 +13,7 @@
 
 #include "runtime/knobs.hpp"
 #include "runtime/runtime_impl.hpp"
+#include "runtime/shared_ranges.hpp"
 
 #include <fmt/format.h>
 
@@ -296,9 +297,16 @@ ssize_t write_from(detail::RuntimeImpl& impl, int fd, Descriptor kind, const voi
 
 enum class Way { in, out };
 
+/// The runtime other than `impl`'s that owns `p`, or nullptr.
+Runtime* other_runtime(const detail::RuntimeImpl& impl, const void* p) {
+  Runtime* owner = detail::shared_ranges.owner(p);
+  return owner != impl.self ? owner : nullptr;
+}
+
 /// readv or writev (`way`): libc's when no vector is shared memory; else a message socket's message
 /// whole, by one read or write of all the vectors; else the vectors in order, stopping at the first
-/// short one, and for a stream's readv where the next vector's read would wait.
+/// short one, and for a stream's readv where the next vector's read would wait. A vector in another
+/// runtime's objects goes to that runtime (not for a message socket, whose message is one call).
 ssize_t vectored(detail::RuntimeImpl& impl, int fd, const struct iovec* iov, int count, Way way) {
   // libc's answer for a count it refuses, before any vector is looked at (which a negative count
   // would make a walk of no end, and one above IOV_MAX a call the kernel refuses).
@@ -309,6 +317,10 @@ ssize_t vectored(detail::RuntimeImpl& impl, int fd, const struct iovec* iov, int
   bool any_shared = false;
   const char* call = way == Way::in ? "readv" : "writev";
   for (int i = 0; i < count && iov != nullptr; ++i) {
+    if (iov[i].iov_len != 0 && other_runtime(impl, iov[i].iov_base) != nullptr) {
+      any_shared = true;  // checked by its own runtime when its turn comes
+      continue;
+    }
     detail::MemoryModel* space = shared(impl, iov[i].iov_base);
     if (space != nullptr ? iov[i].iov_len != 0 && !range_ok(*space, iov[i].iov_base, iov[i].iov_len, call)
                          : !direct_ready(impl, iov[i].iov_base, iov[i].iov_len, call))
@@ -323,8 +335,12 @@ ssize_t vectored(detail::RuntimeImpl& impl, int fd, const struct iovec* iov, int
   std::size_t done = 0;
   for (const struct iovec& v : parts) {
     if (done != 0 && way == Way::in && kind == Descriptor::stream && v.iov_len != 0 && !has_data(fd)) break;
-    const ssize_t moved = way == Way::in ? read_into(impl, fd, kind, v.iov_base, v.iov_len)
-                                         : write_from(impl, fd, kind, v.iov_base, v.iov_len);
+    // A vector in another runtime's objects is that runtime's to move (one call may name both).
+    Runtime* other = v.iov_len != 0 ? other_runtime(impl, v.iov_base) : nullptr;
+    const ssize_t moved = other != nullptr ? (way == Way::in ? other->read(fd, v.iov_base, v.iov_len)
+                                                             : other->write(fd, v.iov_base, v.iov_len))
+                          : way == Way::in ? read_into(impl, fd, kind, v.iov_base, v.iov_len)
+                                           : write_from(impl, fd, kind, v.iov_base, v.iov_len);
     if (moved < 0) return done == 0 ? -1 : static_cast<ssize_t>(done);
     done += static_cast<std::size_t>(moved);
     if (static_cast<std::size_t>(moved) < v.iov_len) break;

@@ -1,7 +1,8 @@
 # Checks what the shared libraries export (they are built with hidden symbols by default):
 #  - libhdsm.so: every function <hdsm/hdsm.h> declares, the interposed libc I/O calls, and none of
 #    the backends' or the runtime's private code;
-#  - libhdsm_preload.so: the interposed memcpy, memmove, memset (and their _chk forms), nothing else;
+#  - libhdsm_preload.so: the interposed memcpy, memmove, memset, and the I/O calls again (for programs
+#    that do not link libhdsm.so, which then comes after libc), with their _chk forms, nothing else;
 #  - libhdsm_mpi.so: MPI calls, and of its own code only what the tests reach.
 # Arguments: NM, HEADER (hdsm.h), HDSM, PRELOAD, MPI (a library path, or empty).
 function(exported out library)
@@ -52,7 +53,9 @@ exported(preload ${PRELOAD})
 string(REGEX REPLACE "\n$" "" preload "${preload}")
 string(REPLACE "\n" ";" names "${preload}")
 list(SORT names)
-set(expected __memcpy_chk __memmove_chk __memset_chk memcpy memmove memset)
+set(expected __fread_chk __memcpy_chk __memmove_chk __memset_chk __pread64_chk __pread_chk __read_chk fread
+    fread_unlocked fwrite fwrite_unlocked memcpy memmove memset pread pread64 pwrite pwrite64 read readv write
+    writev)
 if(NOT names STREQUAL expected)
   message(SEND_ERROR "libhdsm_preload exports '${names}', not '${expected}'")
 endif()

@@ -245,4 +245,43 @@ TEST(InterposeRuntimes, EachCallGoesToTheRuntimeThatOwnsTheBuffer) {
   b.free(pb);
 }
 
+// One readv or writev whose vectors lie in objects of two runtimes: each vector goes to the runtime
+// that owns it (before, the first vector's runtime took the other's as host memory: EFAULT there, and
+// a short count with half the data).
+TEST(InterposeRuntimes, VectorsInObjectsOfTwoRuntimesGoEachToItsOwn) {
+  hdsm::Runtime a(hdsm::test::fast_sim_config("rolling")), b(hdsm::test::fast_sim_config("lazy"));
+  const std::size_t n = 3 * kBlock;
+  const auto device_only = [&](hdsm::Runtime& rt) {
+    auto* p = static_cast<unsigned char*>(rt.alloc(n));
+    rt.call(stamp_kernel(), hdsm::cover(n), hdsm::out(p), std::uint64_t{n});
+    rt.sync();  // the host copy is invalid: a system call on it would get EFAULT
+    return p;
+  };
+  unsigned char* pa = device_only(a);
+  unsigned char* pb = device_only(b);
+  std::vector<unsigned char> host(kBlock);
+  const std::vector<unsigned char> data = pattern(2 * n + kBlock, 5);
+  int fd = memfd_with(data);
+  struct iovec in[3] = {{pa, n}, {host.data(), kBlock}, {pb, n}};
+  EXPECT_EQ(::readv(fd, in, 3), static_cast<ssize_t>(2 * n + kBlock));
+  EXPECT_EQ(std::memcmp(pa, data.data(), n), 0);
+  EXPECT_EQ(std::memcmp(host.data(), data.data() + n, kBlock), 0);
+  EXPECT_EQ(std::memcmp(pb, data.data() + n + kBlock, n), 0);
+  ::close(fd);
+  // And back out: b's vector first this time.
+  a.call(stamp_kernel(), hdsm::cover(n), hdsm::out(pa), std::uint64_t{n});
+  a.sync();
+  fd = ::memfd_create("hdsm interpose test", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  struct iovec out[2] = {{pb, n}, {pa, n}};
+  EXPECT_EQ(::writev(fd, out, 2), static_cast<ssize_t>(2 * n));
+  const std::vector<unsigned char> written = file_contents(fd, 2 * n);
+  EXPECT_EQ(std::memcmp(written.data(), data.data() + n + kBlock, n), 0) << "b's vector";
+  for (std::size_t i = 0; i < n; ++i)
+    ASSERT_EQ(written[n + i], static_cast<unsigned char>(i % 251)) << "a's vector, byte " << i;
+  ::close(fd);
+  a.free(pa);
+  b.free(pb);
+}
+
 }  // namespace
