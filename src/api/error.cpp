@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <cstring>
 
 namespace hdsm {
@@ -36,18 +37,28 @@ OutOfDeviceMemory::OutOfDeviceMemory(const std::string& device, std::size_t requ
                                      std::size_t capacity)
     : OutOfDeviceMemory(device, requested, used, capacity, std::string()) {}
 
+namespace {
+
+// What an allocation asked for. SIZE_MAX is what a typed allocation asks for when its element count's
+// bytes overflow (detail::bytes_of): said as such, not as a size.
+std::string requested_text(std::size_t requested) {
+  if (requested == SIZE_MAX) return "SIZE_MAX bytes (an element count whose size in bytes overflows)";
+  return fmt::format("{} ({} bytes)", format_bytes(requested), requested);
+}
+
+}  // namespace
+
 OutOfDeviceMemory::OutOfDeviceMemory(const std::string& device, std::size_t requested, std::size_t used,
                                      std::size_t capacity, const std::string& remedy)
     : Error(Errc::out_of_device_memory,
             remedy.empty()
-                ? fmt::format("out of device memory on {}: cannot allocate {} ({} bytes); {} of {} in use. "
+                ? fmt::format("out of device memory on {}: cannot allocate {}; {} of {} in use. "
                               "Free device memory, or allocate less.",
-                              device, format_bytes(requested), requested, format_bytes(used),
-                              format_bytes(capacity))
-                : fmt::format("out of memory in the {}: cannot allocate {} ({} bytes); {} of {} in use. "
+                              device, requested_text(requested), format_bytes(used), format_bytes(capacity))
+                : fmt::format("out of memory in the {}: cannot allocate {}; {} of {} in use. "
                               "Free some or raise {}.",
-                              device, format_bytes(requested), requested, format_bytes(used),
-                              format_bytes(capacity), remedy)),
+                              device, requested_text(requested), format_bytes(used), format_bytes(capacity),
+                              remedy)),
       requested_(requested),
       used_(used),
       capacity_(capacity) {}
@@ -58,10 +69,10 @@ SystemError::SystemError(const std::string& call, const std::string& object, int
       errno_(err) {}
 
 std::string format_bytes(std::size_t bytes) {
-  static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   double value = static_cast<double>(bytes);
   int unit = 0;
-  while (value >= 1024.0 && unit < 4) {
+  while (value >= 1024.0 && unit < 6) {
     value /= 1024.0;
     ++unit;
   }

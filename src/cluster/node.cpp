@@ -598,8 +598,8 @@ void Node::copy(void* dst, const void* src, std::size_t bytes, Deliver deliver) 
                                       : 0;
   agree_all(Call::memcpy,
             {{kind,
-              "directions (0: into global memory, 1: out of it, 2: both global, 3: neither, 4: a null "
-              "host buffer)"},
+              "copies: directions or host buffers (0: into global memory, 1: out of it, 2: both global, "
+              "3: neither, 4: a null host buffer where the rank reads or writes one)"},
              {offset, "offsets in global memory"},
              {bytes, "copy sizes"},
              {to ? 0 : static_cast<std::uint64_t>(deliver), "delivery modes"}});
@@ -881,12 +881,12 @@ void Node::launch(const Kernel& kernel, const Launch& launch, const ArgPack& arg
     try {
       agree_all(Call::launch,
                 {{which, "kernels (a hash of the name; its top bit: no host body)"},
-                 {g.x, "grid or block dimensions"},
-                 {g.y, "grid or block dimensions"},
-                 {g.z, "grid or block dimensions"},
-                 {b.x, "grid or block dimensions"},
-                 {b.y, "grid or block dimensions"},
-                 {b.z, "grid or block dimensions"},
+                 {g.x, "grids (their x dimension)"},
+                 {g.y, "grids (their y dimension)"},
+                 {g.z, "grids (their z dimension)"},
+                 {b.x, "blocks (their x dimension)"},
+                 {b.y, "blocks (their y dimension)"},
+                 {b.z, "blocks (their z dimension)"},
                  {launch.shared_bytes, "dynamic shared memory (bytes a block)"},
                  {arguments_hash(args, kinds),
                   "arguments (a hash of their count and sizes, the values of scalars, and where pointers "
@@ -894,8 +894,14 @@ void Node::launch(const Kernel& kernel, const Launch& launch, const ArgPack& arg
     } catch (const InvalidArgument& e) {
       // Every rank found the same mismatch: where it is the arguments, they find which one together.
       std::string which_argument;
-      if (std::string_view(e.what()).find("different arguments (a hash") != std::string_view::npos)
+      const std::string_view what = e.what();
+      if (what.find("different arguments (a hash") != std::string_view::npos)
         which_argument = "; " + argument_difference(args, kinds);
+      else if (what.find("different grids") != std::string_view::npos ||
+               what.find("different blocks") != std::string_view::npos)
+        which_argument =
+            fmt::format("; rank {} launched a grid of ({}, {}, {}) blocks of ({}, {}, {}) threads", rank(),
+                        g.x, g.y, g.z, b.x, b.y, b.z);
       throw InvalidArgument(
           fmt::format("cluster::launch of kernel '{}': {}{}", kernel.name, e.what(), which_argument));
     }

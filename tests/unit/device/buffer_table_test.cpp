@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <limits>
 #include <string>
 
@@ -47,6 +48,19 @@ TEST(BufferTable, OneBufferAboveTheLargestIsRefusedNamingThatLimit) {
     EXPECT_EQ(e.used(), 512u);
   }
   t.reserve(1024);
+}
+
+// What a typed allocation asks for when its count's bytes overflow (SIZE_MAX, detail::bytes_of) is
+// said as such, not as "16 EiB" or a count of TiB; sizes past TiB have their units.
+TEST(OutOfDeviceMemory, AnOverflowingSizeIsNamedAsOne) {
+  const hdsm::OutOfDeviceMemory e("the cluster's global memory", SIZE_MAX, 0, std::size_t{1} << 30,
+                                  "HDSM_CLUSTER_SPACE");
+  EXPECT_NE(std::string(e.what()).find("cannot allocate SIZE_MAX bytes (an element count whose size in bytes "
+                                       "overflows)"),
+            std::string::npos)
+      << e.what();
+  EXPECT_EQ(hdsm::format_bytes(std::size_t{3} << 50), "3 PiB");
+  EXPECT_EQ(hdsm::format_bytes(std::size_t{1} << 62), "4 EiB");
 }
 
 TEST(BufferTable, LiveBuffersResolveWithinTheirBytesAndFreeOnce) {
