@@ -66,9 +66,12 @@ struct Options {
   // Stack of each thread of a cooperative kernel's block (a fiber). Page faults are handled on the
   // kernel thread's own signal stack, not on it.
   std::size_t fiber_stack = std::size_t{64} << 10;
+  // HDSM_WAIT_POLICY and HDSM_WAIT_SPIN_US: set for the process when the session starts (its
+  // executor's workers and its boundaries wait by it).
+  WaitPolicy wait;
 
-  /// The HDSM_CLUSTER_* knobs of `config` (docs/configuration.md): a program's own settings,
-  /// `hdsm::Config::from_environment().set("HDSM_CLUSTER_THREADS", "4")`.
+  /// The HDSM_CLUSTER_* knobs of `config` (and HDSM_WAIT_*, HDSM_FIBER_STACK) (docs/configuration.md): a
+  /// program's own settings, `hdsm::Config::from_environment().set("HDSM_CLUSTER_THREADS", "4")`.
   static Options from_config(const Config& config);
   /// from_config(Config::from_environment()); ConfigError when a knob is malformed.
   static Options from_environment();

@@ -53,6 +53,18 @@ class Config {
   std::map<std::string, std::string, std::less<>> values_;
 };
 
+/// How hdsm's threads wait for each other's hand-offs (HDSM_WAIT_POLICY, HDSM_WAIT_SPIN_US): one
+/// setting for the process, which each runtime (hdsm::Runtime, crc::Runtime, a cluster session)
+/// sets from its own configuration as it starts.
+struct WaitPolicy {
+  enum class Kind { automatic, spin, block };
+  Kind kind = Kind::automatic;
+  std::uint32_t spin_us = 50;  // automatic: how long a wait spins before it sleeps
+
+  /// HDSM_WAIT_POLICY and HDSM_WAIT_SPIN_US of `config`.
+  static WaitPolicy from_config(const Config& config);
+};
+
 /// HDSM_* variables that test and benchmark programs read, not the library (HDSM_MODEL_*, HDSM_TEST_*,
 /// HDSM_SOURCE_DIR): no configuration error names them as unknown.
 bool is_program_variable(std::string_view name) noexcept;

@@ -70,8 +70,10 @@ struct Options {
   // of its own, in an order that keeps them on the package and last-level cache they share first,
   // wrapping around when there are more threads than CPUs. none leaves them to the scheduler.
   Bind bind = Bind::none;
+  // HDSM_WAIT_POLICY and HDSM_WAIT_SPIN_US: set for the process when the runtime starts.
+  WaitPolicy wait;
 
-  /// The HDSM_CRC_* knobs of `config` (docs/configuration.md): a program's own settings,
+  /// The HDSM_CRC_* knobs of `config` (and HDSM_WAIT_*) (docs/configuration.md): a program's own settings,
   /// `hdsm::Config::from_environment().set("HDSM_CRC_WORKERS", "3")`.
   static Options from_config(const Config& config);
   /// from_config(Config::from_environment()); ConfigError when a knob is malformed.

@@ -150,7 +150,8 @@ class Device {
   /// Free an allocation of this device; throws InvalidPointer for a foreign or freed buffer.
   virtual void free(DeviceBuffer buffer) = 0;
   virtual std::size_t memory_used() const = 0;
-  /// Declare a range's contents invalid (with poisoning on, it is overwritten with a pattern).
+  /// Declare a range's contents invalid (with poisoning on, it is overwritten with a pattern, at once
+  /// and unordered with the queues: the caller has waited for the work that uses the range).
   virtual void discard(DeviceBuffer buffer, std::size_t offset, std::size_t bytes) = 0;
   /// The address a kernel of this device sees for byte `offset` of `buffer` (offset == bytes: one
   /// past the end), for storing device pointers inside device data that kernels follow (sim: the

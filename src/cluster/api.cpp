@@ -31,6 +31,7 @@ Options Options::from_config(const Config& config) {
   o.open_ahead = static_cast<unsigned>(config.integer("HDSM_CLUSTER_OPEN_AHEAD"));
   o.mappings = static_cast<std::size_t>(config.integer("HDSM_CLUSTER_MAPPINGS"));
   o.fiber_stack = config.size("HDSM_FIBER_STACK");
+  o.wait = WaitPolicy::from_config(config);
   return o;
 }
 

@@ -8,6 +8,7 @@
 #include "os/process.hpp"
 #include "os/signal_safe_io.hpp"
 #include "os/spin_wait.hpp"
+#include "runtime/knobs.hpp"
 
 #include <hdsm/error.hpp>
 
@@ -105,6 +106,9 @@ Options agreed(Transport& transport, Options o) {
                         kNames[i], ~v[kShared + 1 + i], v[i], transport.rank(), mine[i]));
   }
   if (!error.empty()) throw InvalidArgument(error);
+  // Before the executor's workers and the page servers start waiting. A rank's own (its cores), so
+  // not compared between ranks.
+  apply_wait_policy(o.wait);
   return o;
 }
 

@@ -57,6 +57,7 @@ Options Options::from_config(const Config& config) {
   o.zero_copy = config.boolean(knob_name(Knob::crc_zero_copy));
   o.region_spin = std::chrono::microseconds(config.integer(knob_name(Knob::crc_spin_us)));
   o.bind = config.get(knob_name(Knob::crc_bind)) == "compact" ? Bind::compact : Bind::none;
+  o.wait = WaitPolicy::from_config(config);
   return o;
 }
 
@@ -335,7 +336,7 @@ detail::Geometry checked_locally(const Options& o) {
     throw InvalidArgument(fmt::format(
         "crc Options::region_spin of {} us: 0 to 1 s (HDSM_CRC_SPIN_US's range)", o.region_spin.count()));
   const detail::Geometry g = detail::geometry(o.local_store, o.page_size, o.sets);
-  apply_wait_policy(Config::from_environment());
+  apply_wait_policy(o.wait);
   return g;
 }
 }  // namespace

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 extern char** environ;
 
@@ -75,8 +76,90 @@ bool parse_bool(std::string_view text, bool& out) {
       fmt::format("{}={} is invalid: {}; accepted: {}", k.info.name, value, why, k.info.accepted));
 }
 
+// A knob whose accepted values are "0 or min..max": 0 stands for something of its own (the device's
+// memory, none), and the values between are refused.
+bool zero_apart(const KnobSpec& k) {
+  const std::string_view accepted = k.info.accepted;
+  return accepted.starts_with("0 or") || accepted.starts_with("0 (") || accepted.starts_with("0, or");
+}
+
 void check_range(const KnobSpec& k, std::string_view value, double v) {
+  if (v == 0 && zero_apart(k)) return;
   if (v < k.min || v > k.max) invalid(k, value, "out of range");
+}
+
+/// The choice `bool_text` (a boolean in any of parse_bool's spellings) stands for in a choice knob that
+/// has on and off, or 1 and 0, among its values: "yes" is "on" to HDSM_OPENCL as to a boolean knob.
+std::string boolean_choice(const KnobSpec& k, std::string_view bool_text) {
+  bool v = false;
+  if (!parse_bool(bool_text, v)) return {};
+  const std::string choices = "|" + std::string(k.info.accepted) + "|";
+  if (choices.find("|on|") != std::string::npos && choices.find("|off|") != std::string::npos)
+    return v ? "on" : "off";
+  if (choices.find("|1|") != std::string::npos && choices.find("|0|") != std::string::npos)
+    return v ? "1" : "0";
+  return {};
+}
+
+/// A comma-separated list of device indices, spaces allowed around them, none twice; its canonical
+/// text ("0,2"), or "" with `why` set.
+std::string index_list(std::string_view text, std::string& why) {
+  std::string out;
+  std::vector<unsigned> seen;
+  for (std::size_t at = 0; at <= text.size();) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    const std::string_view item = trim(text.substr(at, comma - at));
+    unsigned d = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), d);
+    if (item.empty() || ec != std::errc{} || end != item.data() + item.size()) {
+      why = fmt::format("'{}' is not a device index", item);
+      return {};
+    }
+    if (std::find(seen.begin(), seen.end(), d) != seen.end()) {
+      why = fmt::format("device {} is named twice", d);
+      return {};
+    }
+    seen.push_back(d);
+    out += fmt::format("{}{}", out.empty() ? "" : ",", d);
+    at = comma + 1;
+  }
+  return out;
+}
+
+// The text knobs with a format of their own: checked where every knob is (a program's Config, the
+// environment, `hdsm config`), not first when a subsystem uses them, and given in canonical form.
+std::string validate_text(const KnobSpec& k, std::string_view value) {
+  const std::string_view name = k.info.name;
+  if (name == "HDSM_DEVICE") {
+    std::string t = lower(trim(value));
+    const auto colon = t.find(':');
+    const std::string_view backend = std::string_view(t).substr(0, colon);
+    if (backend != "sim" && backend != "opencl" && backend != "cuda")
+      invalid(k, value, fmt::format("'{}' is no backend (sim, opencl or cuda)", backend));
+    if (colon != std::string::npos) {
+      const std::string_view digits = std::string_view(t).substr(colon + 1);
+      unsigned index = 0;
+      const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+      if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size())
+        invalid(k, value, fmt::format("'{}' is not a device index", digits));
+    }
+    return t;
+  }
+  if (name == "HDSM_SKELETON_DEVICES") {
+    std::string t = lower(trim(value));
+    if (t == "default" || t == "all") return t;
+    std::string why;
+    std::string list = index_list(t, why);
+    if (list.empty()) invalid(k, value, why);
+    return list;  // each index is checked against the runtime's devices at the first skeleton call
+  }
+  if (name == "HDSM_CACHE_DIR") {
+    if (lower(trim(value)) == "off") return "off";
+    // A relative folder would follow the working directory, a cache in every folder a program runs in.
+    if (!value.empty() && value.front() != '/') invalid(k, value, "not an absolute path");
+    return std::string(value);
+  }
+  return std::string(value);
 }
 
 // Validates `value` for knob `k` and returns its canonical text.
@@ -126,17 +209,21 @@ std::string validate(const KnobSpec& k, std::string_view value) {
         if (choices.substr(0, bar) == t) return t;
         choices = bar == std::string_view::npos ? std::string_view{} : choices.substr(bar + 1);
       }
+      if (std::string b = boolean_choice(k, t); !b.empty()) return b;
       invalid(k, value, "not one of the choices");
     }
-    case KnobType::peer_groups:
+    case KnobType::peer_groups: {
+      std::string t = lower(value);
+      std::erase_if(t, [](unsigned char c) { return std::isspace(c) != 0; });  // "0-1, 2-3"
       try {
-        (void)parse_peer_groups(value, 64);
+        (void)parse_peer_groups(t, 64);
       } catch (const InvalidArgument& e) {
         invalid(k, value, e.what());
       }
-      return lower(trim(value));
+      return t;
+    }
     case KnobType::text:
-      return std::string(value);
+      return validate_text(k, value);
   }
   return std::string(value);
 }
@@ -147,12 +234,34 @@ std::span<const KnobInfo> knobs() { return kInfos; }
 
 std::string_view knob_name(Knob knob) { return kKnobs[static_cast<int>(knob)].info.name; }
 
-void apply_wait_policy(const Config& config) {
+WaitPolicy WaitPolicy::from_config(const Config& config) {
   const std::string& policy = config.get(knob_name(Knob::wait_policy));
-  os::set_wait_policy(policy == "spin"    ? os::WaitPolicy::spin
-                      : policy == "block" ? os::WaitPolicy::block
-                                          : os::WaitPolicy::automatic,
-                      static_cast<std::uint32_t>(config.integer(knob_name(Knob::wait_spin_us))));
+  return {policy == "spin"    ? Kind::spin
+          : policy == "block" ? Kind::block
+                              : Kind::automatic,
+          static_cast<std::uint32_t>(config.integer(knob_name(Knob::wait_spin_us)))};
+}
+
+void apply_wait_policy(const WaitPolicy& policy) {
+  os::set_wait_policy(policy.kind == WaitPolicy::Kind::spin    ? os::WaitPolicy::spin
+                      : policy.kind == WaitPolicy::Kind::block ? os::WaitPolicy::block
+                                                               : os::WaitPolicy::automatic,
+                      policy.spin_us);
+}
+
+void apply_wait_policy(const Config& config) { apply_wait_policy(WaitPolicy::from_config(config)); }
+
+void check_knob_relations(const Config& config) {
+  const auto at_least = [&](Knob big, std::uint64_t times, Knob small, std::string_view what) {
+    const std::uint64_t b = config.size(knob_name(big)), s = config.size(knob_name(small));
+    if (b / times < s)
+      throw ConfigError(fmt::format("{}={} is less than {} {}={}: {}", knob_name(big), format_bytes(b),
+                                    times == 1 ? "one" : "two", knob_name(small), format_bytes(s), what));
+  };
+  at_least(Knob::staging_bytes, 1, Knob::staging_chunk, "the staging pool holds at least one chunk");
+  at_least(Knob::mpi_staging_bytes, 2, Knob::mpi_chunk, "an MPI transfer stages through two chunks");
+  at_least(Knob::crc_local_store, 1, Knob::crc_page_size,
+           "a crc worker's local store holds at least one page");
 }
 
 std::uint64_t parse_size(std::string_view text) {

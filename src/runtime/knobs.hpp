@@ -1,6 +1,7 @@
 // Typed, O(1) access to the knobs of src/runtime/knobs.def.
 #pragma once
 
+#include <hdsm/export.h>
 #include <hdsm/config.hpp>
 
 #include <string_view>
@@ -19,5 +20,17 @@ std::string_view knob_name(Knob knob);
 /// Sets the process-wide wait policy (os/spin_wait.hpp) from HDSM_WAIT_POLICY and
 /// HDSM_WAIT_SPIN_US: every runtime that starts threads does, before they wait.
 void apply_wait_policy(const Config& config);
+HDSM_VISIBLE_BEGIN  // the cluster's library sets it too
+    void
+    apply_wait_policy(const WaitPolicy& policy);
+HDSM_VISIBLE_END
+
+/// ConfigError naming both knobs where one knob's value does not fit another's: a staging pool
+/// smaller than its chunk (HDSM_STAGING_BYTES, HDSM_STAGING_CHUNK), an MPI pool smaller than two of
+/// its chunks, a crc local store smaller than one page. A runtime checks at its start, and `hdsm
+/// config` with the environment's values; each knob alone is checked as it is set.
+HDSM_VISIBLE_BEGIN
+void check_knob_relations(const Config& config);
+HDSM_VISIBLE_END
 
 }  // namespace hdsm

@@ -27,21 +27,14 @@ namespace {
 
 std::string name(Knob k) { return std::string(knob_name(k)); }
 
-// HDSM_DEVICE: "backend" or "backend:index".
+// HDSM_DEVICE: "backend" or "backend:index", as the configuration checked it.
 std::size_t pick_default(const Config& config, const std::vector<Device*>& devices) {
   const std::string& spec = config.get(name(Knob::device));
   const auto colon = spec.find(':');
   const std::string backend = spec.substr(0, colon);
   std::size_t index = 0;
-  if (colon != std::string::npos) {
-    const std::string digits = spec.substr(colon + 1);
-    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
-    if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size())
-      throw ConfigError(
-          fmt::format("HDSM_DEVICE={} is invalid: '{}' is not a device index; accepted: "
-                      "backend[:index], e.g. sim, sim:1",
-                      spec, digits));
-  }
+  if (colon != std::string::npos)
+    (void)std::from_chars(spec.data() + colon + 1, spec.data() + spec.size(), index);
   std::size_t seen = 0;
   std::string available;
   std::map<std::string, std::size_t> per_backend;  // each device's index among its backend's
@@ -59,8 +52,10 @@ std::size_t pick_default(const Config& config, const std::vector<Device*>& devic
 
 namespace {
 
-// HDSM_WAIT_POLICY and HDSM_WAIT_SPIN_US, set before any thread of the runtime starts waiting.
+// HDSM_WAIT_POLICY and HDSM_WAIT_SPIN_US, set before any thread of the runtime starts waiting; and
+// the knobs that must fit each other, before any of them is used.
 Config with_wait_policy(Config config) {
+  check_knob_relations(config);
   apply_wait_policy(config);
   return config;
 }

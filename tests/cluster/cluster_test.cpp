@@ -7,6 +7,7 @@
 #include "cluster/records.hpp"
 #include "cluster/threads_transport.hpp"
 #include "os/fault.hpp"
+#include "os/spin_wait.hpp"
 #include "support/model_run.hpp"
 
 #include <hdsm/cluster.hpp>
@@ -411,6 +412,17 @@ TEST(Cluster, OptionsFromAConfigTakeTheProgramsSettings) {
   EXPECT_EQ(o.fiber_stack, std::size_t{256} << 10);  // cooperative kernels' stacks, as the executor's
   EXPECT_EQ(cl::Options::from_config(hdsm::Config::defaults()).threads,
             cl::Options::from_environment().threads);
+}
+
+// A session waits by its options' HDSM_WAIT_POLICY (before, nothing in the cluster set it: the
+// environment's was not applied either).
+TEST(Cluster, ASessionWaitsByItsWaitPolicy) {
+  cl::Options o = options();
+  o.wait = hdsm::WaitPolicy::from_config(hdsm::Config::defaults().set("HDSM_WAIT_POLICY", "spin"));
+  run_ranks(2, o,
+            [&](Node&) { EXPECT_EQ(hdsm::os::spin_budget(), ~std::uint64_t{0}) << "spin: never sleeps"; });
+  o.wait = hdsm::WaitPolicy{};
+  run_ranks(1, o, [&](Node&) { EXPECT_EQ(hdsm::os::spin_budget(), 50'000u); });
 }
 
 TEST(Cluster, EachRankRunsItsIntervalAndAllSeeAllWrites) {

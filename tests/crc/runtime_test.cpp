@@ -1,6 +1,7 @@
 // The CRC runtime on the threads transport: regions, the access functions, locks, barriers, the
 // variants, and every misuse the API names.
 #include "os/cpu_binding.hpp"
+#include "os/spin_wait.hpp"
 #include "support/test_support.hpp"
 
 #include <hdsm/crc.hpp>
@@ -169,6 +170,23 @@ TEST(CrcRuntime, OptionsFromAConfigTakeTheProgramsSettings) {
   std::atomic<int> ran{0};
   rt.run([&] { ++ran; });  // a region whose waits sleep at once
   EXPECT_EQ(ran.load(), 3);
+}
+
+// HDSM_WAIT_POLICY set in a program's Config is the process's while the runtime runs (before, the
+// runtime set the environment's over it).
+TEST(CrcRuntime, TheWaitPolicyOfAConfigIsTheOneItWaitsBy) {
+  const crc::Options o = crc::Options::from_config(
+      hdsm::Config::defaults().set("HDSM_WAIT_POLICY", "block").set("HDSM_CRC_WORKERS", "2"));
+  EXPECT_EQ(o.wait.kind, hdsm::WaitPolicy::Kind::block);
+  {
+    crc::Runtime rt(o);
+    EXPECT_EQ(hdsm::os::spin_budget(), 0u) << "block: no wait spins";
+    std::atomic<int> ran{0};
+    rt.run([&] { ++ran; });
+    EXPECT_EQ(ran.load(), 2);
+  }
+  crc::Runtime rt(crc::Options::from_config(hdsm::Config::defaults().set("HDSM_CRC_WORKERS", "1")));
+  EXPECT_EQ(hdsm::os::spin_budget(), 50'000u) << "the default: 50 us";
 }
 
 TEST(CrcRuntime, CompactBindingGivesTheHomeAndEachWorkerACpu) {

@@ -413,7 +413,19 @@ INSTANTIATE_TEST_SUITE_P(Protocols, Io, ::testing::Values("batch", "lazy", "roll
                          [](const auto& info) { return std::string(info.param); });
 
 TEST(IoStaging, APoolWithoutAChunkOrAboveMemoryIsAConfigError) {
-  for (const char* bytes : {"0", "1KiB", "1TiB"}) {
+  // Below the smallest chunk: refused by the configuration itself; below its own chunk: when the
+  // runtime starts, naming both knobs.
+  for (const char* bytes : {"0", "1KiB"})
+    EXPECT_THROW(hdsm::test::fast_sim_config().set("HDSM_STAGING_BYTES", bytes), hdsm::ConfigError) << bytes;
+  try {
+    hdsm::Runtime rt(
+        hdsm::test::fast_sim_config().set("HDSM_STAGING_BYTES", "1MiB").set("HDSM_STAGING_CHUNK", "2MiB"));
+    ADD_FAILURE() << "a pool smaller than its chunk was accepted";
+  } catch (const hdsm::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("HDSM_STAGING_CHUNK"), std::string::npos) << e.what();
+  }
+  // Above the machine's memory: at the first I/O, which allocates the pool.
+  for (const char* bytes : {"1TiB"}) {
     hdsm::Runtime rt(hdsm::test::fast_sim_config().set("HDSM_STAGING_BYTES", bytes));
     void* p = rt.alloc(kBlock);
     const int fd = file_with(pattern(100, 0));

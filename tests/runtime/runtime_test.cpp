@@ -54,8 +54,7 @@ TEST(Runtime, MissingDeviceListsWhatExists) {
     // Each device with its own index among its backend's (every one read sim:0 before).
     EXPECT_NE(std::string(e.what()).find("sim0 (sim:0), sim1 (sim:1)"), std::string::npos) << e.what();
   }
-  c.set("HDSM_DEVICE", "sim:x");
-  EXPECT_THROW(hdsm::Runtime{c}, hdsm::ConfigError);
+  EXPECT_THROW(c.set("HDSM_DEVICE", "sim:x"), hdsm::ConfigError);
 }
 
 TEST(Runtime, StatsArePrintedAtExitWhenAsked) {

@@ -3,6 +3,8 @@
 #include "common.hpp"
 #include "table.hpp"
 
+#include "runtime/knobs.hpp"
+
 #include <hdsm/config.hpp>
 
 #include <fmt/format.h>
@@ -68,7 +70,14 @@ std::string configuration_markdown() {
       "a default silently. `hdsm config` lists every knob with what the environment sets it to and checks "
       "those\n"
       "values (it exits 1 naming an invalid value or an unknown `HDSM_*` variable); `hdsm info` shows\n"
-      "the knobs that differ from their defaults.\n"
+      "the knobs that differ from their defaults. Knobs that must fit each other (a pool and its chunk, a\n"
+      "local store and its page) are checked when a runtime starts, and by `hdsm config`.\n"
+      "\n"
+      "Spellings: a boolean is `0` or `1`, or `false`/`true`, `no`/`yes`, `off`/`on` in any case; a\n"
+      "choice that has `on` and `off` (or `1` and `0`) takes the same spellings; choices and backends\n"
+      "are case-insensitive. A size is a number of bytes, possibly with a fraction, and an optional unit\n"
+      "`B`, `K`/`KB`/`KiB`, `M`/`MB`/`MiB`, `G`/`GB`/`GiB` or `T`/`TB`/`TiB`, all powers of 1024 (`64KiB`,\n"
+      "`1.5 GiB`); a size that comes to no whole number of bytes is refused.\n"
       "\n"
       "This file is generated from the knob list in `src/runtime/knobs.def`, and a test checks that it is\n"
       "up to date. After changing a knob, regenerate it with\n"
@@ -126,6 +135,14 @@ int run_config(bool markdown) {
     if (is_program_variable(name)) continue;
     fmt::print(stderr, "error: {}={} is no hdsm knob: a program started with it fails\n", name, value);
     status = kExitFailure;
+  }
+  if (status == 0) {  // each value is valid: do they fit each other?
+    try {
+      check_knob_relations(Config::from_environment());
+    } catch (const ConfigError& e) {
+      fmt::print(stderr, "error: {}\n", e.what());
+      status = kExitFailure;
+    }
   }
   if (status != 0) fmt::print(stderr, "error: the environment sets a knob hdsm would refuse (see above)\n");
   return status;

@@ -3,6 +3,7 @@
 #include <hdsm/error.hpp>
 
 #include "device/sim/peer_groups.hpp"
+#include "runtime/knobs.hpp"
 
 #include <gtest/gtest.h>
 
@@ -74,6 +75,75 @@ TEST(Config, InvalidValuesNameVariableValueAndRange) {
   EXPECT_NE(config_error("HDSM_CRC_PAGE_SIZE", "3000").find("not a power of two"), std::string::npos);
   EXPECT_NE(config_error("HDSM_ARENA_SEGMENT", "3GiB").find("not a power of two"), std::string::npos);
   EXPECT_EQ(config_error("HDSM_BLOCK_SIZE", "64KiB"), "");
+}
+
+// Found by an audit of every knob: values the documentation refuses that were accepted, and
+// spellings it accepts elsewhere that were refused.
+TEST(Config, EveryKnobRefusesWhatItsDocumentationRefuses) {
+  // "0 or 1MiB..1TiB": the sizes between are no device memory (a 4 KiB OpenCL device was listed).
+  for (const char* knob : {"HDSM_OPENCL_MEMORY", "HDSM_CUDA_MEMORY"}) {
+    EXPECT_EQ(config_error(knob, "0"), "") << knob;
+    EXPECT_NE(config_error(knob, "4096").find("out of range"), std::string::npos) << knob;
+    EXPECT_EQ(config_error(knob, "1MiB"), "") << knob;
+  }
+  EXPECT_NE(config_error("HDSM_CLUSTER_MAPPINGS", "3"), "");  // "0, or 5..2^31"
+  EXPECT_EQ(config_error("HDSM_CLUSTER_MAPPINGS", "0"), "");
+  EXPECT_EQ(config_error("HDSM_CLUSTER_MAPPINGS", "5"), "");
+  EXPECT_NE(config_error("HDSM_STAGING_BYTES", "0"), "");  // a pool of no chunk
+  // HDSM_DEVICE: a backend and an index, case-insensitive as every choice.
+  EXPECT_NE(config_error("HDSM_DEVICE", "bogus").find("'bogus' is no backend"), std::string::npos);
+  EXPECT_NE(config_error("HDSM_DEVICE", "cudafoo"), "");
+  EXPECT_NE(config_error("HDSM_DEVICE", "sim:"), "");
+  EXPECT_NE(config_error("HDSM_DEVICE", "sim:x"), "");
+  EXPECT_EQ(hdsm::Config::defaults().set("HDSM_DEVICE", " OpenCL:1 ").get("HDSM_DEVICE"), "opencl:1");
+  // HDSM_SKELETON_DEVICES: default, all, or indices, each once.
+  EXPECT_NE(config_error("HDSM_SKELETON_DEVICES", "bogus"), "");
+  EXPECT_NE(config_error("HDSM_SKELETON_DEVICES", ""), "");
+  EXPECT_NE(config_error("HDSM_SKELETON_DEVICES", "0,0").find("named twice"), std::string::npos);
+  EXPECT_EQ(hdsm::Config::defaults().set("HDSM_SKELETON_DEVICES", "0, 2").get("HDSM_SKELETON_DEVICES"),
+            "0,2");
+  EXPECT_EQ(hdsm::Config::defaults().set("HDSM_SKELETON_DEVICES", "ALL").get("HDSM_SKELETON_DEVICES"), "all");
+  // HDSM_CACHE_DIR: off in any case (OFF made a folder of that name); no relative folder.
+  EXPECT_EQ(hdsm::Config::defaults().set("HDSM_CACHE_DIR", "OFF").get("HDSM_CACHE_DIR"), "off");
+  EXPECT_NE(config_error("HDSM_CACHE_DIR", "cache").find("not an absolute path"), std::string::npos);
+  EXPECT_EQ(config_error("HDSM_CACHE_DIR", "/var/cache/hdsm"), "");
+  EXPECT_EQ(config_error("HDSM_CACHE_DIR", ""), "");
+  // HDSM_SIM_PEER as every choice: trimmed and case-insensitive, spaces in lists.
+  EXPECT_EQ(hdsm::Config::defaults().set("HDSM_SIM_PEER", " ALL").get("HDSM_SIM_PEER"), "all");
+  EXPECT_EQ(hdsm::Config::defaults().set("HDSM_SIM_PEER", "0-1, 2-3").get("HDSM_SIM_PEER"), "0-1,2-3");
+  // A choice with on and off (or 1 and 0) takes a boolean's spellings.
+  EXPECT_EQ(hdsm::Config::defaults().set("HDSM_OPENCL", "yes").get("HDSM_OPENCL"), "on");
+  EXPECT_EQ(hdsm::Config::defaults().set("HDSM_CUDA", "0").get("HDSM_CUDA"), "off");
+  EXPECT_EQ(hdsm::Config::defaults().set("HDSM_CLUSTER_CHECK_RACES", "on").get("HDSM_CLUSTER_CHECK_RACES"),
+            "1");
+  EXPECT_EQ(hdsm::Config::defaults().set("HDSM_SIM_BOUNDS_CHECK", "TRUE").get("HDSM_SIM_BOUNDS_CHECK"), "on");
+  EXPECT_NE(config_error("HDSM_SIM_KIND", "yes"), "");  // no on/off among its choices
+}
+
+// Knobs that must fit each other: refused when a runtime starts, naming both.
+TEST(Config, KnobsThatMustFitEachOtherAreCheckedTogether) {
+  const auto relation_error = [](hdsm::Config c) {
+    try {
+      hdsm::check_knob_relations(c);
+    } catch (const hdsm::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(relation_error(hdsm::Config::defaults()), "");
+  EXPECT_NE(relation_error(
+                hdsm::Config::defaults().set("HDSM_STAGING_BYTES", "1MiB").set("HDSM_STAGING_CHUNK", "2MiB"))
+                .find("HDSM_STAGING_BYTES=1 MiB is less than one HDSM_STAGING_CHUNK=2 MiB"),
+            std::string::npos);
+  EXPECT_NE(relation_error(
+                hdsm::Config::defaults().set("HDSM_MPI_STAGING_BYTES", "1MiB").set("HDSM_MPI_CHUNK", "1MiB"))
+                .find("less than two HDSM_MPI_CHUNK"),
+            std::string::npos);
+  EXPECT_NE(relation_error(hdsm::Config::defaults().set("HDSM_CRC_LOCAL_STORE", "2KiB")), "");
+  EXPECT_EQ(
+      relation_error(
+          hdsm::Config::defaults().set("HDSM_CRC_LOCAL_STORE", "2KiB").set("HDSM_CRC_PAGE_SIZE", "1KiB")),
+      "");
 }
 
 TEST(Config, UnknownEnvironmentVariableIsAnError) {
