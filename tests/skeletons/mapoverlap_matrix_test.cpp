@@ -257,6 +257,23 @@ HDSM_USER_FUNCTION(mm_through_address, long, (const long* w, long stride, long r
   return sum;
 })
 
+// A column-wise call on OpenCL reads the column in place through a copy of F whose every w[k] reads
+// w[k * stride] (brackets inside an index included).
+HDSM_USER_FUNCTION(mm_nested, long, (const long* w, long r), { return w[w[0] > 0 ? r : -r] + w[(r)]; })
+
+TEST(MapOverlapMatrix, AColumnWiseWindowInPlaceIsStrided) {
+  const std::string weigh = hdsm::detail::opencl_strided_variant<mm_weigh>();
+  EXPECT_NE(weigh.find("mm_weigh_strided(__global const long* w, long hdsm_stride, long r, long k)"),
+            std::string::npos)
+      << weigh;
+  EXPECT_NE(weigh.find("w[(long)(j) * hdsm_stride]"), std::string::npos) << weigh;
+  const std::string nested = hdsm::detail::opencl_strided_variant<mm_nested>();
+  EXPECT_NE(nested.find("w[(long)(w[(long)(0) * hdsm_stride] > 0 ? r : -r) * hdsm_stride] + w[(long)((r)) * "
+                        "hdsm_stride]"),
+            std::string::npos)
+      << nested;
+}
+
 TEST(MapOverlapMatrix, WindowInAPointerVariable) {
   EXPECT_FALSE(hdsm::detail::opencl_window_in_place<mm_through_pointer>());
   EXPECT_FALSE(hdsm::detail::opencl_window_in_place<mm_through_address>());
