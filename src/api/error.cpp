@@ -42,7 +42,9 @@ namespace {
 // What an allocation asked for. SIZE_MAX is what a typed allocation asks for when its element count's
 // bytes overflow (detail::bytes_of): said as such, not as a size.
 std::string requested_text(std::size_t requested) {
-  if (requested == SIZE_MAX) return "SIZE_MAX bytes (an element count whose size in bytes overflows)";
+  if (requested == SIZE_MAX)
+    return "SIZE_MAX bytes (more than any memory: SIZE_MAX itself, or an element count whose size in bytes "
+           "overflows)";
   return fmt::format("{} ({} bytes)", format_bytes(requested), requested);
 }
 

@@ -150,8 +150,11 @@ void* SharedSpace::alloc(std::size_t bytes, unsigned device) {
     throw;
   }
   if (kind_ == ProtocolKind::rolling) {
+    // At least two blocks: one instruction may write two (a store across a block boundary), and a
+    // window of one evicted the first block as the second faulted, then the second as the first
+    // faulted again, for good (HDSM_ROLLING_STEP=1 with one object).
     std::lock_guard lock(window_mutex_);
-    window_.grow(rolling_step_);
+    window_.grow(window_.capacity() == 0 ? std::max<std::size_t>(rolling_step_, 2) : rolling_step_);
   }
   return directory_.user(*object);
 }
@@ -536,9 +539,27 @@ bool SharedSpace::on_fault(void* address, os::FaultAccess access) {
     write = access == os::FaultAccess::write ||
             (access == os::FaultAccess::unknown && protection.allows(hit.block, false));
     if (protection.allows(hit.block, write)) {
+      // The kernel refused an access the map allows: another thread resolved it since (the retry then
+      // passes), or the program itself changed this memory (mprotect, munmap) or runs code in it,
+      // which no retry fixes: the same address, again and again with no resolution in between, ends
+      // the process with a word instead of spinning in faults for good.
+      constexpr unsigned kMaxSpurious = 100;
+      e->spurious = e->spurious_at == address ? e->spurious + 1 : 1;
+      e->spurious_at = address;
+      if (e->spurious >= kMaxSpurious) {
+        std::fputs(fmt::format("hdsm: the {} at {} in shared object #{} was refused {} times in a row though "
+                               "its protection allows it: the program changed this memory's protection or "
+                               "mapping (mprotect, munmap, mremap, madvise) or runs code in it, which shared "
+                               "memory does not support\n",
+                               os::to_string(access), address, hit.object->id, e->spurious)
+                       .c_str(),
+                   stderr);
+        return false;
+      }
       protection.refine(hit.block);
       return true;
     }
+    e->spurious_at = nullptr;  // a fault this one resolves
     e->pending.wait();
     std::vector<BlockState>& states = e->object->states;
     // Lazy-update moves whole objects, rolling-update single blocks.

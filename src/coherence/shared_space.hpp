@@ -224,6 +224,10 @@ class SharedSpace {
     /// The last release left the host view's protection as it was, because the sync will fetch the
     /// object (see keeps_view): the blocks it made invalid are still readable until then.
     bool kept_view = false;
+    /// The last address whose fault the protection map already allowed, and how many times in a row
+    /// (under the mutex; see on_fault).
+    const void* spurious_at = nullptr;
+    unsigned spurious = 0;
     /// walks_ when the entry joined the table (under objects_mutex_): the walks that see it are the
     /// later ones, those numbered above this.
     std::uint64_t epoch = 0;

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/mman.h>
+
 namespace {
 
 hdsm::Config adsm_config(const std::string& protocol = "rolling") {
@@ -510,6 +512,39 @@ TEST(AdsmConfig, BadKnobsAreConfigErrors) {
               std::string::npos)
         << e.what();
   }
+}
+
+// A store across a block boundary with a rolling window grown by one block a step: the window holds
+// both blocks (before, each block's fault evicted the other, forever).
+TEST(AdsmConfig, AStoreAcrossTwoBlocksCompletesUnderARollingStepOfOne) {
+  hdsm::Runtime rt(adsm_config("rolling").set("HDSM_ROLLING_STEP", "1").set("HDSM_BLOCK_SIZE", "4KiB"));
+  constexpr std::size_t kBlock = 4096;
+  auto* p = static_cast<unsigned char*>(rt.alloc(2 * kBlock));
+  rt.call(vecadd(), hdsm::cover(1), hdsm::in(reinterpret_cast<float*>(p)),
+          hdsm::inout(reinterpret_cast<float*>(p)), std::uint64_t{1});
+  rt.sync();
+  const std::uint64_t v = 0x1122334455667788;
+  __builtin_memcpy(p + kBlock - 4, &v, sizeof v);  // one 8-byte store, 4 bytes in each block
+  std::uint64_t back = 0;
+  std::memcpy(&back, p + kBlock - 4, sizeof back);
+  EXPECT_EQ(back, v);
+  rt.free(p);
+}
+
+// A program that changes shared memory's protection itself: the access that the kernel then refuses,
+// though hdsm allows it, ends the process with a message (before, it faulted for good, a hang).
+TEST(AdsmDeathTest, AProgramsOwnMprotectOfSharedMemoryEndsWithAWord) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        hdsm::Runtime rt(adsm_config("rolling"));
+        auto* p = static_cast<unsigned char*>(rt.alloc(4096));
+        p[0] = 1;  // written: the block is the host's, read-write
+        ::mprotect(p, 4096, PROT_NONE);
+        p[1] = 2;
+      },
+      "refused 100 times in a row though its protection allows it: the program changed this memory's "
+      "protection or mapping");
 }
 
 TEST(AdsmConfig, ExplicitProtocolPerInstance) {

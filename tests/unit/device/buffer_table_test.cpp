@@ -55,9 +55,10 @@ TEST(BufferTable, OneBufferAboveTheLargestIsRefusedNamingThatLimit) {
 TEST(OutOfDeviceMemory, AnOverflowingSizeIsNamedAsOne) {
   const hdsm::OutOfDeviceMemory e("the cluster's global memory", SIZE_MAX, 0, std::size_t{1} << 30,
                                   "HDSM_CLUSTER_SPACE");
-  EXPECT_NE(std::string(e.what()).find("cannot allocate SIZE_MAX bytes (an element count whose size in bytes "
-                                       "overflows)"),
-            std::string::npos)
+  EXPECT_NE(
+      std::string(e.what()).find("cannot allocate SIZE_MAX bytes (more than any memory: SIZE_MAX itself, or "
+                                 "an element count whose size in bytes overflows)"),
+      std::string::npos)
       << e.what();
   EXPECT_EQ(hdsm::format_bytes(std::size_t{3} << 50), "3 PiB");
   EXPECT_EQ(hdsm::format_bytes(std::size_t{1} << 62), "4 EiB");
