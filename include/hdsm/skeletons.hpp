@@ -243,6 +243,21 @@ inline void append_names(std::string& list, std::string_view name, std::size_t c
   }
 }
 
+/// An OpenCL skeleton kernel's uniform parameters, ", T0 u0, T1 u1", and the arguments that hand them
+/// on to a user function, ", u0, u1" (both empty without uniforms).
+struct OpenclUniforms {
+  std::string params, args;
+};
+template <class... U>
+OpenclUniforms opencl_uniforms() {
+  OpenclUniforms out;
+  std::size_t k = 0;
+  ((out.params += std::string(", ") + opencl_type<U>() + " u" + std::to_string(k++)), ...);
+  append_names(out.args, "u", sizeof...(U));
+  if (!out.args.empty()) out.args = ", " + out.args;
+  return out;
+}
+
 /// The prelude, then the OpenCL C definition of each HDSM_USER_TYPE among Ts, once.
 template <class... Ts>
 std::string opencl_prelude() {
@@ -407,9 +422,7 @@ struct MapKernel<F, Indexed, std::tuple<R...>, Ins...> {
       s += (j == 0 ? "__global " : ", __global ") + outs[j] + "* out" + std::to_string(j);
     int k = 0;
     ((s += std::string(", __global const ") + opencl_type<Ins>() + "* in" + std::to_string(k++)), ...);
-    s += ", ulong n, ulong base";
-    k = 0;
-    ((s += std::string(", ") + opencl_type<U>() + " u" + std::to_string(k++)), ...);
+    s += ", ulong n, ulong base" + opencl_uniforms<U...>().params;
     s += ") {\n  const ulong i = get_global_id(0);\n  if (i >= n) return;\n";
     std::string args = Indexed ? "base + i" : "";
     append_names(args, "in", sizeof...(Ins), "[i]");
@@ -1087,9 +1100,7 @@ struct MapReduceKernel {
          "* partial";
     int k = 0;
     ((s += std::string(", __global const ") + opencl_type<Ins>() + "* in" + std::to_string(k++)), ...);
-    s += ", ulong n, ulong chunk";
-    k = 0;
-    ((s += std::string(", ") + opencl_type<U>() + " u" + std::to_string(k++)), ...);
+    s += ", ulong n, ulong chunk" + opencl_uniforms<U...>().params;
     const auto mapped = [&](const char* index) {
       std::string args;
       append_names(args, "in", sizeof...(Ins), std::string("[") + index + "]");
@@ -1147,9 +1158,7 @@ struct MapArrayKernel {
                     "* array";
     int k = 0;
     ((s += std::string(", __global const ") + opencl_type<Ins>() + "* in" + std::to_string(k++)), ...);
-    s += ", ulong n, ulong base";
-    k = 0;
-    ((s += std::string(", ") + opencl_type<U>() + " u" + std::to_string(k++)), ...);
+    s += ", ulong n, ulong base" + opencl_uniforms<U...>().params;
     s += ") {\n  const ulong i = get_global_id(0);\n  if (i < n) out[i] = " + std::string(F::name) +
          (Indexed ? "(base + i, array" : "(array");
     append_names(s, "in", sizeof...(Ins), "[i]");
@@ -1517,11 +1526,8 @@ struct MapOverlapKernel {
     for (const char* operand : {"part", "top", "bottom", "before", "after"})
       s += ", __global const " + type + "* " + operand;
     s += ", ulong n, ulong first, ulong count, ulong lo, ulong radius, ulong edge, " + type + " pad";
-    int k = 0;
-    ((s += std::string(", ") + opencl_type<U>() + " u" + std::to_string(k++)), ...);
-    std::string uniforms;
-    append_names(uniforms, "u", sizeof...(U));
-    const std::string tail = uniforms.empty() ? "" : ", " + uniforms;
+    const auto [uniform_params, tail] = opencl_uniforms<U...>();
+    s += uniform_params;
     s += ") {\n  const ulong t = get_global_id(0);\n  if (t >= count) return;\n"
          "  const long i = (long)t, r = (long)radius;\n";
     if (in_place)
@@ -1677,18 +1683,14 @@ struct MapOverlapMatrixKernel {
     s += ", ulong rows, ulong cols, ulong first, ulong count, ulong lo, ulong row_radius, ulong col_radius, "
          "ulong edge, ulong frame_only, " +
          type + " pad";
-    int k = 0;
-    ((s += std::string(", ") + opencl_type<U>() + " u" + std::to_string(k++)), ...);
-    std::string uniforms;
-    append_names(uniforms, "u", sizeof...(U));
-    const std::string tail = uniforms.empty() ? "" : ", " + uniforms;
+    const auto [uniform_params, tail] = opencl_uniforms<U...>();
+    s += uniform_params;
     std::string params;  // of the gathering function, after the row and column
     for (const char* operand : {"part", "top", "bottom", "before", "after"})
       params += ", __global const " + type + "* " + operand;
     params +=
         ", long nr, long nc, long first, long count, long lo, long rr, long cr, ulong edge, " + type + " pad";
-    k = 0;
-    ((params += std::string(", ") + opencl_type<U>() + " u" + std::to_string(k++)), ...);
+    params += uniform_params;
     // The window of an element near an edge, gathered in a function of its own: in the kernel's body
     // it kept the interior's loop from being vectorized across work-items.
     const std::string gather =
@@ -1786,11 +1788,8 @@ struct MapOverlapMatrixInterior {
                     (in_place && !TwoD ? opencl_strided_variant<F>() : std::string()) + "__kernel void " +
                     name() + "(__global " + type + "* out, __global const " + type +
                     "* part, ulong cols, ulong count, ulong row_radius, ulong col_radius";
-    int k = 0;
-    ((s += std::string(", ") + opencl_type<U>() + " u" + std::to_string(k++)), ...);
-    std::string uniforms;
-    append_names(uniforms, "u", sizeof...(U));
-    const std::string tail = uniforms.empty() ? "" : ", " + uniforms;
+    const auto [uniform_params, tail] = opencl_uniforms<U...>();
+    s += uniform_params;
     s += ") {\n  const ulong x = get_global_id(0) + col_radius;\n  if (x + col_radius >= cols) return;\n"
          "  const ulong y = get_global_id(2) * get_global_size(1) + get_global_id(1) + row_radius;\n"
          "  if (y + row_radius >= count) return;\n  const long nc = (long)cols;\n";
