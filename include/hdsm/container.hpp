@@ -98,7 +98,9 @@ class ContainerCore {
   std::size_t row_length() const { return row_length_; }
   std::size_t element_size() const { return element_size_; }
   std::size_t capacity() const { return capacity_; }
-  Runtime& runtime() const { return *runtime_; }
+  /// hdsm::Unsupported where the runtime has ended (a skeleton or launch on the container then
+  /// refuses it as any use does).
+  Runtime& runtime() const;
   Mechanism mechanism() const;
   bool pinned() const { return pinned_; }
   /// "vector of 10 x 4 B" and the like, for messages.

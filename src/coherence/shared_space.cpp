@@ -207,7 +207,7 @@ void SharedSpace::launch(unsigned device, const Kernel& kernel, const Launch& sh
 }
 
 std::vector<SharedSpace::Selected> SharedSpace::select(unsigned device, std::span<const ObjectUse> uses,
-                                                       const char* call) const {
+                                                       const char* call, bool skip_freed) const {
   check_device(device, call);
   if (uses.empty()) return select_all(device, nullptr, nullptr);
   std::vector<Selected> out;
@@ -215,15 +215,24 @@ std::vector<SharedSpace::Selected> SharedSpace::select(unsigned device, std::spa
     const void* p = u.pointer;
     const Directory::Hit hit = directory_.lookup(p);
     std::shared_ptr<Entry> e = hit.object != nullptr ? entry_of(hit.object->id) : nullptr;
-    if (e == nullptr) throw InvalidArgument(not_live(call, p, hit));
-    if (e->device != device)
+    // With skip_freed, whatever no longer fits (the object freed, or another made at its address
+    // since) is another thread's doing after the call's release, which checked these uses.
+    if (e == nullptr) {
+      if (skip_freed) continue;
+      throw InvalidArgument(not_live(call, p, hit));
+    }
+    if (e->device != device) {
+      if (skip_freed) continue;
       throw InvalidArgument(fmt::format("{}: shared object #{} at {} lives on device {}, not on device {}",
                                         call, hit.object->id, p, e->device, device));
+    }
     const std::size_t offset = u.bytes == ObjectUse::kWholeObject ? 0 : hit.offset_in_object;
     const std::size_t bytes = u.bytes == ObjectUse::kWholeObject ? hit.object->bytes : u.bytes;
-    if (offset + bytes > hit.object->bytes || bytes == 0)
+    if (offset + bytes > hit.object->bytes || bytes == 0) {
+      if (skip_freed) continue;
       throw InvalidArgument(fmt::format("{}: {} bytes from {} are not within shared object #{} ({} bytes)",
                                         call, bytes, p, hit.object->id, hit.object->bytes));
+    }
     out.push_back({std::move(e), u.use, offset, bytes});
   }
   return out;
@@ -335,14 +344,14 @@ void SharedSpace::acquire(unsigned device, std::span<const ObjectUse> uses, cons
                           const std::uint64_t* walk) {
   std::vector<Selected> selected;
   if (walk == nullptr) {
-    selected = select(device, uses, "SharedSpace::acquire");
+    selected = select(device, uses, "SharedSpace::acquire", /*skip_freed=*/true);
   } else {
     // Objects freed since are gone from the table; an object named in `uses` as well is acquired
     // once, as the unknown use covers every other.
     check_device(device, "SharedSpace::acquire");
     selected = select_all(device, nullptr, walk);
     if (!uses.empty())
-      for (Selected& s : select(device, uses, "SharedSpace::acquire"))
+      for (Selected& s : select(device, uses, "SharedSpace::acquire", /*skip_freed=*/true))
         if (s.entry->epoch >= *walk) selected.push_back(std::move(s));
   }
   // A failed kernel (or copy) before the acquire: the objects come back all the same, with whatever

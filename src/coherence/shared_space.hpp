@@ -302,7 +302,10 @@ class SharedSpace {
     std::size_t offset = 0;
     std::size_t bytes = 0;
   };
-  std::vector<Selected> select(unsigned device, std::span<const ObjectUse> uses, const char* call) const;
+  /// `skip_freed`: an object no longer live is left out rather than refused (an acquire's uses were
+  /// checked at their release; another thread may have freed one since).
+  std::vector<Selected> select(unsigned device, std::span<const ObjectUse> uses, const char* call,
+                               bool skip_freed = false) const;
   /// Every live object of `device` as KernelUse::unknown: with `walk`, numbering this walk; with
   /// `seen_by`, only those that walk saw.
   std::vector<Selected> select_all(unsigned device, std::uint64_t* walk, const std::uint64_t* seen_by) const;

@@ -417,6 +417,11 @@ void ContainerCore::refresh_flags() {
   write_free_.store(!main_read && state_->set.host_access_is_free(Access::write), std::memory_order_release);
 }
 
+Runtime& ContainerCore::runtime() const {
+  check_alive("use");
+  return *runtime_;
+}
+
 void ContainerCore::check_alive(const char* what) const {
   if (state_->orphaned)
     throw Unsupported(

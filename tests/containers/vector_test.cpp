@@ -198,6 +198,9 @@ TEST(Vector, AContainerOutlivingItsRuntimeRefusesEveryUse) {
     EXPECT_TRUE(refused([&] { (*v)[3] = 2.0f; })) << "an element write";
     EXPECT_TRUE(refused([&] { v->flush(); })) << "flush";
     EXPECT_TRUE(refused([&] { v->resize(10); })) << "resize";
+    EXPECT_TRUE(refused([&] {
+      hdsm::launch(0, axpb(), hdsm::cover(v->size()), hdsm::inout(*v), std::uint64_t{v->size()}, 2.0f, 1.0f);
+    })) << "a launch on it (a skeleton's way too)";
     testing::internal::CaptureStderr();
     v.reset();
     (void)testing::internal::GetCapturedStderr();

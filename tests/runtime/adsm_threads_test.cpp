@@ -36,6 +36,15 @@ const hdsm::Kernel& add() {
   return k;
 }
 
+// x[i] = y[i] + 1 for i < n.
+const hdsm::Kernel& from_plus_one() {
+  static const hdsm::Kernel k = hdsm::per_thread(
+      "threads_from_plus_one", [](const hdsm::Thread& t, int* x, const int* y, std::uint64_t n) {
+        if (const auto i = t.global_x(); i < n) x[i] = y[i] + 1;
+      });
+  return k;
+}
+
 std::atomic<bool> gate_open{false};
 
 // Waits for gate_open, then x[0] = v.
@@ -174,6 +183,36 @@ TEST_P(AdsmThreads, AnotherThreadsFreeDuringAnUnannotatedCallsSyncIsSkipped) {
       }
     });
   for (auto& thread : threads) thread.join();
+}
+
+// An annotated input another thread frees while the caller syncs: the sync skips it, as the free
+// promises (before, the acquire refused it: "... which another thread is freeing").
+TEST_P(AdsmThreads, AnInputFreedDuringTheCallersSyncIsSkipped) {
+  hdsm::Runtime rt(config(GetParam(), 2));
+  constexpr std::uint64_t kCount = 1 << 18;
+  int failures = 0;
+  for (int round = 0; round < 40; ++round) {
+    int* a = rt.alloc<int>(kCount, 0);
+    int* b = rt.alloc<int>(kCount, 1);
+    std::atomic<bool> called{false};
+    std::thread caller([&] {
+      try {
+        rt.call(from_plus_one(), hdsm::cover(kCount), hdsm::out(a), hdsm::in(b), kCount);
+        called = true;
+        rt.sync();
+      } catch (const std::exception& e) {
+        called = true;
+        ++failures;
+        ADD_FAILURE() << "round " << round << ": " << e.what();
+      }
+    });
+    while (!called) std::this_thread::yield();
+    rt.free(b);
+    caller.join();
+    EXPECT_EQ(a[kCount - 1], 1);
+    rt.free(a);
+  }
+  EXPECT_EQ(failures, 0);
 }
 
 TEST_P(AdsmThreads, AnUnannotatedCallsSyncLeavesObjectsMadeAfterTheCall) {
