@@ -186,6 +186,13 @@ void Directory::erase(ObjectId id) {
   free_slot_ = slot;
 }
 
+std::optional<Directory::Found> Directory::lookup_values(const void* user_pointer) const {
+  std::lock_guard lock(mutex_);
+  const Hit hit = lookup(user_pointer);
+  if (hit.object == nullptr) return std::nullopt;
+  return Found{hit.object->id, hit.object->bytes, hit.offset_in_object};
+}
+
 Object* Directory::find(ObjectId id) const {
   std::lock_guard lock(mutex_);
   const auto it = slots_by_id_.find(id);

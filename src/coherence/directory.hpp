@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -112,6 +113,15 @@ class Directory {
     const Hit hit = lookup(user_pointer);
     return hit.object != nullptr && hit.offset_in_object == 0 ? hit.object : nullptr;
   }
+  /// lookup()'s answer as values, read under the directory's lock: for callers that may race with
+  /// another thread's free of the object (a sync's acquire of its calls' objects), whose erase()
+  /// resets the Object's fields meanwhile. Empty where `user_pointer` is in no live object.
+  struct Found {
+    ObjectId id = 0;
+    std::size_t bytes = 0;
+    std::size_t offset_in_object = 0;
+  };
+  std::optional<Found> lookup_values(const void* user_pointer) const;
   /// The live object with this id, or nullptr.
   Object* find(ObjectId id) const;
   /// What `p` points at, for error messages: "0x7f.. is inside freed object #12 (4 MiB, freed)".

@@ -125,18 +125,20 @@ void* SharedSpace::alloc(std::size_t bytes, unsigned device) {
     object->states.assign(object->blocks, start.next);
     if (kind_ == ProtocolKind::rolling) e->window_places.assign(object->blocks, RollingWindow::kOutside);
     object->owner.store(e.get(), std::memory_order_release);
+    // The host view starts as zeros; so must the device copy. A device that does not hand out
+    // zeroed buffers (poisoning, or the sim device) gets them filled. Before the entry is published:
+    // another thread's unannotated call selects every object of the device, and sets `pending` under
+    // the entry's lock.
+    if (!devices_[device]->properties().zeroed_alloc) {
+      queues_[device]->fill(e->buffer, 0, bytes, 0);
+      e->pending = queues_[device]->record();
+    }
     {
       std::lock_guard lock(objects_mutex_);
       e->epoch = walks_;
       inserted = true;  // before the emplaces: a failed second one must undo the first
       objects_.emplace(id, e);
       device_objects_[device].emplace(id, e);
-    }
-    // The host view starts as zeros; so must the device copy. A device that does not hand out
-    // zeroed buffers (poisoning, or the sim device) gets them filled.
-    if (!devices_[device]->properties().zeroed_alloc) {
-      queues_[device]->fill(e->buffer, 0, bytes, 0);
-      e->pending = queues_[device]->record();
     }
   } catch (...) {
     if (inserted) {
@@ -213,8 +215,25 @@ std::vector<SharedSpace::Selected> SharedSpace::select(unsigned device, std::spa
   std::vector<Selected> out;
   for (const ObjectUse& u : uses) {
     const void* p = u.pointer;
-    const Directory::Hit hit = directory_.lookup(p);
-    std::shared_ptr<Entry> e = hit.object != nullptr ? entry_of(hit.object->id) : nullptr;
+    // With skip_freed another thread may be freeing the object: its fields are read under the
+    // directory's lock, which erase() holds while it resets them.
+    Directory::Hit hit;
+    ObjectId id = 0;
+    std::size_t object_bytes = 0;
+    if (skip_freed) {
+      const std::optional<Directory::Found> found = directory_.lookup_values(p);
+      if (!found) continue;
+      id = found->id;
+      object_bytes = found->bytes;
+      hit.offset_in_object = found->offset_in_object;
+    } else {
+      hit = directory_.lookup(p);
+      if (hit.object != nullptr) {
+        id = hit.object->id;
+        object_bytes = hit.object->bytes;
+      }
+    }
+    std::shared_ptr<Entry> e = id != 0 ? entry_of(id) : nullptr;
     // With skip_freed, whatever no longer fits (the object freed, or another made at its address
     // since) is another thread's doing after the call's release, which checked these uses.
     if (e == nullptr) {
@@ -224,14 +243,14 @@ std::vector<SharedSpace::Selected> SharedSpace::select(unsigned device, std::spa
     if (e->device != device) {
       if (skip_freed) continue;
       throw InvalidArgument(fmt::format("{}: shared object #{} at {} lives on device {}, not on device {}",
-                                        call, hit.object->id, p, e->device, device));
+                                        call, id, p, e->device, device));
     }
     const std::size_t offset = u.bytes == ObjectUse::kWholeObject ? 0 : hit.offset_in_object;
-    const std::size_t bytes = u.bytes == ObjectUse::kWholeObject ? hit.object->bytes : u.bytes;
-    if (offset + bytes > hit.object->bytes || bytes == 0) {
+    const std::size_t bytes = u.bytes == ObjectUse::kWholeObject ? object_bytes : u.bytes;
+    if (offset + bytes > object_bytes || bytes == 0) {
       if (skip_freed) continue;
       throw InvalidArgument(fmt::format("{}: {} bytes from {} are not within shared object #{} ({} bytes)",
-                                        call, bytes, p, hit.object->id, hit.object->bytes));
+                                        call, bytes, p, id, object_bytes));
     }
     out.push_back({std::move(e), u.use, offset, bytes});
   }
