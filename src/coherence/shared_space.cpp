@@ -198,7 +198,7 @@ KernelArg SharedSpace::argument(const void* p) const {
 std::uint64_t SharedSpace::device_address(const void* p) const {
   const Directory::Hit hit = directory_.lookup_argument(p);
   const std::shared_ptr<Entry> e = hit.object != nullptr ? entry_of(hit.object->id) : nullptr;
-  if (e == nullptr) throw InvalidArgument(not_live(fmt::format("safe({})", p).c_str(), p, hit));
+  if (e == nullptr) throw InvalidArgument(not_live(fmt::format("safe({})", p).c_str(), p));
   return devices_[e->device]->address(e->buffer, hit.offset_in_object);
 }
 
@@ -238,7 +238,7 @@ std::vector<SharedSpace::Selected> SharedSpace::select(unsigned device, std::spa
     // since) is another thread's doing after the call's release, which checked these uses.
     if (e == nullptr) {
       if (skip_freed) continue;
-      throw InvalidArgument(not_live(call, p, hit));
+      throw InvalidArgument(not_live(call, p));
     }
     if (e->device != device) {
       if (skip_freed) continue;
@@ -426,16 +426,16 @@ std::pair<std::shared_ptr<SharedSpace::Entry>, std::size_t> SharedSpace::live_en
                                                                                     const char* call) const {
   const Directory::Hit hit = directory_.lookup_argument(p);
   std::shared_ptr<Entry> e = hit.object != nullptr ? entry_of(hit.object->id) : nullptr;
-  if (e == nullptr) throw InvalidArgument(not_live(call, p, hit));
+  if (e == nullptr) throw InvalidArgument(not_live(call, p));
   return {std::move(e), hit.offset_in_object};
 }
 
-std::string SharedSpace::not_live(const char* call, const void* p, const Directory::Hit& hit) const {
+std::string SharedSpace::not_live(const char* call, const void* p) const {
   // The directory drops an object after the table of entries does: in between, another thread's free()
-  // is under way.
-  if (hit.object != nullptr)
+  // is under way, and resets the object's fields (read here under the directory's lock).
+  if (const std::optional<Directory::Found> found = directory_.lookup_values(p))
     return fmt::format("{}: {} is in shared object #{} ({}), which another thread is freeing", call, p,
-                       hit.object->id, format_bytes(hit.object->bytes));
+                       found->id, format_bytes(found->bytes));
   return fmt::format("{}: {} is not in a live shared object: {}", call, p, directory_.describe(p));
 }
 

@@ -292,8 +292,8 @@ class SharedSpace {
   /// (hdsm::InvalidArgument naming `call` otherwise).
   std::pair<std::shared_ptr<Entry>, std::size_t> live_entry(const void* p, const char* call) const;
   /// Why `p` is in no live object, for an error of `call`: the directory's description, or that another
-  /// thread is freeing the object `hit` still names.
-  std::string not_live(const char* call, const void* p, const Directory::Hit& hit) const;
+  /// thread is freeing the object the directory still names.
+  std::string not_live(const char* call, const void* p) const;
   /// The entries `uses` names (all of the device as unknown when empty), each validated.
   /// One object a kernel call uses, and the bytes of it the call touches.
   struct Selected {

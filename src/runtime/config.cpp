@@ -101,6 +101,12 @@ std::string boolean_choice(const KnobSpec& k, std::string_view bool_text) {
   return {};
 }
 
+/// A device index: digits alone.
+bool parse_index(std::string_view text, unsigned& index) {
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), index);
+  return !text.empty() && ec == std::errc{} && end == text.data() + text.size();
+}
+
 /// A comma-separated list of device indices, spaces allowed around them, none twice; its canonical
 /// text ("0,2"), or "" with `why` set.
 std::string index_list(std::string_view text, std::string& why) {
@@ -110,8 +116,7 @@ std::string index_list(std::string_view text, std::string& why) {
     const std::size_t comma = std::min(text.find(',', at), text.size());
     const std::string_view item = trim(text.substr(at, comma - at));
     unsigned d = 0;
-    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), d);
-    if (item.empty() || ec != std::errc{} || end != item.data() + item.size()) {
+    if (!parse_index(item, d)) {
       why = fmt::format("'{}' is not a device index", item);
       return {};
     }
@@ -139,9 +144,7 @@ std::string validate_text(const KnobSpec& k, std::string_view value) {
     if (colon != std::string::npos) {
       const std::string_view digits = std::string_view(t).substr(colon + 1);
       unsigned index = 0;
-      const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
-      if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size())
-        invalid(k, value, fmt::format("'{}' is not a device index", digits));
+      if (!parse_index(digits, index)) invalid(k, value, fmt::format("'{}' is not a device index", digits));
     }
     return t;
   }
