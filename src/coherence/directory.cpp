@@ -99,11 +99,14 @@ ObjectId Directory::insert(unsigned segment, std::size_t bytes) {
     if (!offset)
       throw OutOfDeviceMemory(
           fmt::format("arena segment {} (the host address range of one device's shared "
-                      "objects{})",
+                      "objects{}; {} live object{} in all, each taking its size plus one byte rounded up to "
+                      "whole blocks of {}, HDSM_BLOCK_SIZE)",
                       segment,
                       bytes < seg.heap.capacity() ? ""
                                                   : ", which holds objects smaller than itself: each one's "
-                                                    "end must lie inside it"),
+                                                    "end must lie inside it",
+                      slots_by_id_.size(), slots_by_id_.size() == 1 ? "" : "s",
+                      format_bytes(std::size_t{1} << shift_)),
           bytes, seg.heap.used(), seg.heap.capacity(), "HDSM_ARENA_SEGMENT");
     blocks = seg.heap.rounded(bytes) >> shift_;
   }

@@ -53,17 +53,36 @@ const char* to_string(Protection p) noexcept {
   return "unknown";
 }
 
-std::size_t default_run_budget(const char* max_map_count_file, const char* maps_file) {
-  std::size_t limit = 65530;  // DEFAULT_MAX_MAP_COUNT of the kernel
+MappingCount count_mappings(const char* max_map_count_file, const char* maps_file) {
+  MappingCount c;
   if (std::ifstream in(max_map_count_file); in) {
     long long value = 0;
-    if (in >> value && value > 0) limit = static_cast<std::size_t>(value);
+    if (in >> value && value > 0) c.limit = static_cast<std::size_t>(value);
   }
-  std::size_t used = limit / 2;
   if (std::ifstream in(maps_file); in) {
-    used = static_cast<std::size_t>(
+    c.used = static_cast<std::size_t>(
         std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n'));
+    c.used_known = true;
+  } else {
+    c.used = c.limit / 2;
   }
+  return c;
+}
+
+std::string out_of_mappings_note() {
+  const MappingCount c = count_mappings();
+  return fmt::format(
+      "; the process is out of kernel mappings ({} in use{}, vm.max_map_count {}): each run of blocks with "
+      "one "
+      "protection is one, and tens of thousands of small objects need as many; use fewer, larger objects, "
+      "or raise vm.max_map_count",
+      c.used_known ? fmt::to_string(c.used) : "unknown", c.used_known ? "" : " (/proc/self/maps unreadable)",
+      c.limit);
+}
+
+std::size_t default_run_budget(const char* max_map_count_file, const char* maps_file) {
+  const MappingCount c = count_mappings(max_map_count_file, maps_file);
+  const std::size_t limit = c.limit, used = c.used;
   // Other regions, the allocator, thread stacks and libraries need mappings too.
   const std::size_t margin = 1024 + limit / 16;
   if (used + margin >= limit) return 1;
@@ -98,7 +117,8 @@ ProtectionMap::ProtectionMap(void* base, std::size_t blocks, std::size_t block_b
     min_.emplace_back(size, initial);
   }
   effective_.assign(blocks, initial);
-  if (!protect(0, blocks, initial)) throw SystemError("mprotect", describe(0, blocks), ENOMEM);
+  if (!protect(0, blocks, initial))
+    throw SystemError("mprotect", describe(0, blocks) + out_of_mappings_note(), ENOMEM);
 }
 
 void ProtectionMap::check_block(std::size_t block, const char* call) const {
@@ -378,7 +398,8 @@ void ProtectionMap::coarsen(bool force) {
   build_levels();
   for (;;) {
     // One group covers the region: nothing coarser exists, the kernel has no mapping to spare.
-    if (shift_ + 1 >= min_.size()) throw SystemError("mprotect", describe(0, blocks_), ENOMEM);
+    if (shift_ + 1 >= min_.size())
+      throw SystemError("mprotect", describe(0, blocks_) + out_of_mappings_note(), ENOMEM);
     ++shift_;
     ++stats_.degradations;
     const auto& groups = min_[shift_];

@@ -32,6 +32,20 @@ struct ProtectionStats {
   std::uint64_t closed_for_room = 0;      // runs try_set_making_room() lowered to a neighbour's protection
 };
 
+/// The process's kernel mappings: vm.max_map_count's limit (65530, the kernel's default, when the file
+/// cannot be read) and the mappings in use (the lines of /proc/self/maps; half the limit when unknown).
+struct MappingCount {
+  std::size_t limit = 65530;
+  std::size_t used = 0;
+  bool used_known = false;
+};
+MappingCount count_mappings(const char* max_map_count_file = "/proc/sys/vm/max_map_count",
+                            const char* maps_file = "/proc/self/maps");
+
+/// What an mprotect refused with ENOMEM appends to its error's object: the mapping count and limit,
+/// and what to do.
+std::string out_of_mappings_note();
+
 /// Runs one region may use by default: half of what vm.max_map_count leaves after the mappings the
 /// process has now and a safety margin. A file that cannot be read counts as the kernel default
 /// limit (65530) or as half of the limit in use.

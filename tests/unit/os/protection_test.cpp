@@ -481,6 +481,28 @@ TEST(ProtectionMap, KernelMappingLimitDegradesInsteadOfFailing) {
   EXPECT_TRUE(matches_kernel(map));
 }
 
+// A region of one block cannot degrade: when the kernel has no mapping left for its change, the error
+// names the limit and what to do (tens of thousands of one-block shared objects get here).
+TEST(ProtectionMap, OneBlockOutOfMappingsNamesTheLimit) {
+  Mapping region(page(), "one-block region");
+  ProtectionMap map(region.data(), 1, page(), "one-block region");
+  map.refuse_mprotects(100);
+  try {
+    map.set(0, 1, Protection::none);
+    FAIL() << "set() succeeded without a mapping";
+  } catch (const hdsm::SystemError& e) {
+    EXPECT_EQ(e.error_number(), ENOMEM);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("one-block region"), std::string::npos) << what;
+    EXPECT_NE(what.find("out of kernel mappings"), std::string::npos) << what;
+    EXPECT_NE(what.find("vm.max_map_count"), std::string::npos) << what;
+  }
+  const hdsm::os::MappingCount c =
+      hdsm::os::count_mappings("/nonexistent/max_map_count", "/nonexistent/maps");
+  EXPECT_EQ(c.limit, 65530u);
+  EXPECT_FALSE(c.used_known);
+}
+
 TEST(ProtectionMap, RandomOperationsMatchAReferenceModel) {
   const std::size_t n = 300;
   Mapping region(n * page(), "random region");
