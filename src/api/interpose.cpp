@@ -26,12 +26,7 @@ namespace {
 thread_local unsigned reentry_depth = 0;
 
 [[noreturn]] void fatal(const char* call, const char* what) noexcept {
-  namespace out = os::signal_safe;
-  out::write_str("hdsm: ");
-  out::write_str(call);
-  out::write_str(": ");
-  out::write_str(what);
-  out::write_str("\n");
+  os::signal_safe::Line().str("hdsm: ").str(call).str(": ").str(what).str("\n").write();
   std::abort();
 }
 

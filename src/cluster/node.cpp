@@ -1458,21 +1458,19 @@ constexpr const char* kNoMappings =
 }  // namespace
 
 bool Node::refuse(const char* why, void* address) const noexcept {
-  namespace io = os::signal_safe;
-  io::write_str("hdsm cluster: rank ");
-  io::write_decimal(static_cast<std::uint64_t>(transport_.rank()));
-  io::write_str(": ");
-  io::write_str(why);
-  io::write_str(" (address ");
-  io::write_hex(reinterpret_cast<std::uintptr_t>(address));
+  if (!os::claim_fatal_report()) return false;  // another thread of the rank reports
+  os::signal_safe::Line line;
+  line.str("hdsm cluster: rank ")
+      .decimal(static_cast<std::uint64_t>(transport_.rank()))
+      .str(": ")
+      .str(why)
+      .str(" (address ")
+      .hex(reinterpret_cast<std::uintptr_t>(address));
   // In a block of a kernel: which one.
   if (const char* kernel = kernel_name_.load(std::memory_order_relaxed);
-      kernel != nullptr && executor_.running_here()) {
-    io::write_str(", in kernel '");
-    io::write_str(kernel);
-    io::write_str("'");
-  }
-  io::write_str(")\n");
+      kernel != nullptr && executor_.running_here())
+    line.str(", in kernel '").str(kernel).str("'");
+  line.str(")\n").write();
   return false;
 }
 

@@ -536,14 +536,16 @@ class MpiEngine final : public Engine {
 
   // A worker's plain load or store in the shared space (rank 0's addresses, unmapped here).
   static bool refuse_direct_access(void* self, void* address, os::FaultAccess) noexcept {
-    namespace io = os::signal_safe;
-    io::write_str("hdsm crc: worker ");
-    io::write_decimal(static_cast<std::uint64_t>(static_cast<MpiEngine*>(self)->rank_ - 1));
-    io::write_str(" touched the shared space directly (address ");
-    io::write_hex(reinterpret_cast<std::uintptr_t>(address));
-    io::write_str(
-        "): under MPI it lives on rank 0, and a task reaches it with crc::read and crc::write "
-        "(or read_local and write_local)\n");
+    if (!os::claim_fatal_report()) return false;  // another thread of the worker reports
+    os::signal_safe::Line()
+        .str("hdsm crc: worker ")
+        .decimal(static_cast<std::uint64_t>(static_cast<MpiEngine*>(self)->rank_ - 1))
+        .str(" touched the shared space directly (address ")
+        .hex(reinterpret_cast<std::uintptr_t>(address))
+        .str(
+            "): under MPI it lives on rank 0, and a task reaches it with crc::read and crc::write "
+            "(or read_local and write_local)\n")
+        .write();
     return false;
   }
 

@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
 #include <atomic>
@@ -114,9 +115,6 @@ bool dispatch(void* address, FaultAccess access) noexcept {
   return false;
 }
 
-using signal_safe::write_hex;
-using signal_safe::write_str;
-
 // Where a fault no range resolved happened, for its message.
 enum class Where : std::uint8_t { outside, refused, inherited };
 
@@ -166,38 +164,42 @@ void forward(int sig, siginfo_t* info, void* ucontext, Where where) noexcept {
     }
   }
   const auto address = reinterpret_cast<std::uintptr_t>(info->si_addr);
-  if (info->si_code == SI_USER || info->si_code == SI_TKILL || info->si_code == SI_QUEUE) {
-    // Sent by kill, raise or sigqueue: si_addr is no address then (it holds the sender's pid).
-    write_str(sig == SIGBUS ? "hdsm: SIGBUS sent by process " : "hdsm: SIGSEGV sent by process ");
-    signal_safe::write_decimal(static_cast<std::uint64_t>(info->si_pid));
-    write_str(" (kill, raise or sigqueue), not raised by a memory access\n");
-  } else if (info->si_code <= 0) {
-    // A timer, asynchronous I/O or SIGIO (si_pid means nothing there).
-    write_str(sig == SIGBUS ? "hdsm: SIGBUS sent with si_code -" : "hdsm: SIGSEGV sent with si_code -");
-    signal_safe::write_decimal(static_cast<std::uint64_t>(-static_cast<std::int64_t>(info->si_code)));
-    write_str(", not raised by a memory access\n");
-  } else {
-    write_str(sig == SIGBUS ? "hdsm: bus error at " : "hdsm: segmentation fault at ");
-    write_hex(address);
-    const std::uintptr_t sp = stack_pointer(ucontext);
-    // As far as the largest fiber guard (1 MiB): a frame larger than its stack faults where its
-    // first touched byte lies, which may be that far from the stack pointer.
-    constexpr std::uintptr_t kNear = std::uintptr_t{1} << 20;
-    if (where == Where::inherited)
-      write_str(
-          " (memory hdsm shares in the parent of this child of fork(), which has none of it: copy what the "
-          "child needs to ordinary memory before fork(), or exec)\n");
-    else if (where == Where::refused)
-      write_str(sig == SIGBUS
-                    ? " (in shared memory: its backing is gone, or the kernel could not supply it)\n"
-                    : " (refused by the resolver of its registered range)\n");
-    else if (sp != 0 && address + kNear >= sp && address <= sp + kNear)
-      write_str(
-          " (next to the stack pointer: a stack overflow? A cooperative kernel's threads have "
-          "HDSM_FIBER_STACK bytes of stack, 64 KiB by default; per_thread and per_block kernels run on "
-          "their worker thread's stack)\n");
-    else
-      write_str(" (not in shared memory)\n");
+  if (claim_fatal_report()) {
+    signal_safe::Line line;
+    if (info->si_code == SI_USER || info->si_code == SI_TKILL || info->si_code == SI_QUEUE) {
+      // Sent by kill, raise or sigqueue: si_addr is no address then (it holds the sender's pid).
+      line.str(sig == SIGBUS ? "hdsm: SIGBUS sent by process " : "hdsm: SIGSEGV sent by process ")
+          .decimal(static_cast<std::uint64_t>(info->si_pid))
+          .str(" (kill, raise or sigqueue), not raised by a memory access\n");
+    } else if (info->si_code <= 0) {
+      // A timer, asynchronous I/O or SIGIO (si_pid means nothing there).
+      line.str(sig == SIGBUS ? "hdsm: SIGBUS sent with si_code -" : "hdsm: SIGSEGV sent with si_code -")
+          .decimal(static_cast<std::uint64_t>(-static_cast<std::int64_t>(info->si_code)))
+          .str(", not raised by a memory access\n");
+    } else {
+      line.str(sig == SIGBUS ? "hdsm: bus error at " : "hdsm: segmentation fault at ").hex(address);
+      const std::uintptr_t sp = stack_pointer(ucontext);
+      // As far as the largest fiber guard (1 MiB): a frame larger than its stack faults where its
+      // first touched byte lies, which may be that far from the stack pointer.
+      constexpr std::uintptr_t kNear = std::uintptr_t{1} << 20;
+      if (where == Where::inherited)
+        line.str(
+            " (memory hdsm shares in the parent of this child of fork(), which has none of it: copy what the "
+            "child needs to ordinary memory before fork(), or exec)\n");
+      else if (where == Where::refused)
+        line.str(sig == SIGBUS
+                     ? " (in shared memory: its backing is gone, or the kernel could not supply it)\n"
+                     : " (refused by the resolver of its registered range)\n");
+      else if (sp != 0 && address + kNear >= sp && address <= sp + kNear)
+        line.str(
+            " (next to the stack pointer: a stack overflow? A cooperative kernel's threads have "
+            "HDSM_FIBER_STACK bytes of stack, 64 KiB by default; per_thread and per_block kernels run on "
+            "their worker thread's stack)\n");
+      else
+        line.str(" (not in shared memory)\n");
+    }
+    line.write();
+    end_fatal_report();
   }
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
@@ -242,6 +244,26 @@ HDSM_FAULT_PATH void on_fault(int sig, siginfo_t* info, void* ucontext) {
 }  // namespace
 
 void report_unknown_access(bool on) noexcept { unknown_access.store(on, std::memory_order_relaxed); }
+
+namespace {
+std::atomic<pid_t> fatal_reporter{0};
+std::atomic<bool> fatal_report_ended{false};
+}  // namespace
+
+bool claim_fatal_report() noexcept {
+  const auto self = static_cast<pid_t>(::syscall(SYS_gettid));
+  pid_t owner = 0;
+  if (fatal_reporter.compare_exchange_strong(owner, self, std::memory_order_acq_rel) || owner == self)
+    return true;
+  // Another thread reports: wait for its message, so that this thread's death (the default action
+  // once this handler returns) does not end the process before it is written.
+  timespec tick{0, 1'000'000};
+  for (int i = 0; i < 2000 && !fatal_report_ended.load(std::memory_order_acquire); ++i)
+    ::nanosleep(&tick, nullptr);
+  return false;
+}
+
+void end_fatal_report() noexcept { fatal_report_ended.store(true, std::memory_order_release); }
 
 const char* to_string(FaultAccess access) noexcept {
   switch (access) {

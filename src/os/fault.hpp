@@ -28,6 +28,14 @@ using FaultResolver = bool (*)(void* context, void* address, FaultAccess access)
 /// resolver as FaultAccess::unknown, as where the hardware does not tell reads from writes.
 void report_unknown_access(bool on) noexcept;
 
+/// For the message of a fault that ends the process (a resolver's, or the dispatcher's own): the first
+/// thread to claim the report writes it, and claims again from that thread return true. Any other
+/// thread (several can die of one bug at once) waits until the report ends, at most 2 s, and gets
+/// false: it prints nothing, so the process ends with one clean message. Async-signal-safe.
+bool claim_fatal_report() noexcept;
+/// The claiming thread's report is written: the threads waiting in claim_fatal_report() go on.
+void end_fatal_report() noexcept;
+
 /// How many ranges can be registered at the same time.
 inline constexpr int kMaxFaultRanges = 16;
 

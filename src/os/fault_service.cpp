@@ -62,15 +62,17 @@ bool FaultService::submit(void* address, FaultAccess access) noexcept {
           // interrupted inside hdsm, which holds the lock the service waits for. Said once (with the
           // usual causes first); the wait goes on.
           said = true;
-          signal_safe::write_str("hdsm: a fault at ");
-          signal_safe::write_hex(reinterpret_cast<std::uintptr_t>(address));
-          signal_safe::write_str(" has waited ");
-          signal_safe::write_decimal(kPatienceSeconds);
-          signal_safe::write_str(
-              " s for hdsm's fault service: for the device work on its object (a long kernel), "
-              "or a page another rank holds; or, if a signal handler touched shared memory, forever: the "
-              "thread it interrupted may hold the lock the service needs (hdsm is not async-signal-safe; "
-              "take such signals on a thread that makes no hdsm calls)\n");
+          signal_safe::Line()
+              .str("hdsm: a fault at ")
+              .hex(reinterpret_cast<std::uintptr_t>(address))
+              .str(" has waited ")
+              .decimal(kPatienceSeconds)
+              .str(
+                  " s for hdsm's fault service: for the device work on its object (a long kernel), "
+                  "or a page another rank holds; or, if a signal handler touched shared memory, forever: "
+                  "the thread it interrupted may hold the lock the service needs (hdsm is not "
+                  "async-signal-safe; take such signals on a thread that makes no hdsm calls)\n")
+              .write();
         }
     }
   }

@@ -53,10 +53,11 @@ constinit std::atomic<bool> resolving{false};
 void* next_symbol(const char* name) noexcept {
   void* f = dlsym(RTLD_NEXT, name);
   if (f == nullptr) {
-    namespace out = hdsm::os::signal_safe;
-    out::write_str("hdsm preload: dlsym(RTLD_NEXT, ");
-    out::write_str(name);
-    out::write_str(") found no definition after libhdsm_preload.so\n");
+    hdsm::os::signal_safe::Line()
+        .str("hdsm preload: dlsym(RTLD_NEXT, ")
+        .str(name)
+        .str(") found no definition after libhdsm_preload.so\n")
+        .write();
     std::abort();
   }
   return f;

@@ -244,30 +244,29 @@ bool SimDevice::on_guard_fault(void* context, void* address, os::FaultAccess acc
   const std::size_t start =
       (entry & 1) != 0 ? page_offset + d->page_ + round_up(body, d->page_) - body : page_offset - body;
   const char* kernel = d->running_kernel_.load(std::memory_order_acquire);
-  if (kernel != nullptr) {
-    io::write_str("hdsm: kernel '");
-    io::write_str(kernel);
-    io::write_str("' on ");
-  } else {
-    io::write_str("hdsm: code outside any kernel on ");
-  }
-  io::write_str(d->props_.name.c_str());
-  io::write_str(access == os::FaultAccess::write  ? " wrote"
-                : access == os::FaultAccess::read ? " read"
-                                                  : " accessed");
-  io::write_str(" device address ");
-  io::write_hex(a);
-  io::write_str(": offset ");
-  if (offset < start) {
-    io::write_str("-");
-    io::write_decimal(start - offset);
-  } else {
-    io::write_decimal(offset - start);
-  }
-  io::write_str(" of a ");
-  io::write_decimal(bytes);
-  io::write_str(offset < start ? "-byte buffer, before the start" : "-byte buffer, past the end");
-  io::write_str(" (HDSM_SIM_BOUNDS_CHECK)\n");
+  // Two of a kernel's threads can leave their buffer at once: one message (the dispatcher's follows).
+  if (!os::claim_fatal_report()) return false;
+  io::Line line;
+  if (kernel != nullptr)
+    line.str("hdsm: kernel '").str(kernel).str("' on ");
+  else
+    line.str("hdsm: code outside any kernel on ");
+  line.str(d->props_.name.c_str())
+      .str(access == os::FaultAccess::write  ? " wrote"
+           : access == os::FaultAccess::read ? " read"
+                                             : " accessed")
+      .str(" device address ")
+      .hex(a)
+      .str(": offset ");
+  if (offset < start)
+    line.str("-").decimal(start - offset);
+  else
+    line.decimal(offset - start);
+  line.str(" of a ")
+      .decimal(bytes)
+      .str(offset < start ? "-byte buffer, before the start" : "-byte buffer, past the end")
+      .str(" (HDSM_SIM_BOUNDS_CHECK)\n")
+      .write();
   return false;
 }
 

@@ -111,6 +111,29 @@ TEST_F(SimBoundsDeathTest, ReadingBeforeTheStartDies) {
           " device address 0x[0-9a-f]+: offset -4 of a 4096-byte buffer, before the start");
 }
 
+// Every thread of the executor writes past the end at once: the process still ends with one message
+// of one thread (the kernel's line, then the dispatcher's), not their pieces interleaved.
+TEST_F(SimBoundsDeathTest, ThreadsLeavingABufferAtOnceReportOnce) {
+  EXPECT_EXIT(
+      {
+        default_disposition_under_sanitizers();
+        auto c = bounds_config("1");
+        c.set("HDSM_THREADS", "8");
+        hdsm::Runtime rt(c);
+        int* x = rt.alloc<int>(1024);
+        // Blocks of 16 ints: 64 of them write into the back guard page, from every thread.
+        rt.call(fill(), hdsm::cover(2048 + 1024, 16), x, std::uint64_t{2048 + 1024}, 7);
+        rt.sync();
+        std::_Exit(0);
+      },
+      ::testing::KilledBySignal(SIGSEGV),
+      std::string("^hdsm: kernel 'fill' on sim0 ") + kWrote +
+          " device address 0x[0-9a-f]+: offset [0-9]+ of a 4096-byte buffer, past the end "
+          "\\(HDSM_SIM_BOUNDS_CHECK\\)\nhdsm: segmentation fault at 0x[0-9a-f]+ \\(refused by the resolver "
+          "of "
+          "its registered range\\)\n$");
+}
+
 class SimBounds : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(SimBounds, InBoundsWorkIsUnaffected) {
