@@ -228,6 +228,9 @@ class Constant {
     std::exception_ptr failed;
     try {
       values_.resize(n);
+      if (n != 0 && rank0_values == nullptr && rank() == 0)
+        throw InvalidArgument("cluster::constant of " + std::to_string(n) +
+                              " elements from a null pointer on rank 0");
     } catch (...) {
       failed = std::current_exception();
     }

@@ -140,8 +140,8 @@ inline std::uintptr_t set_of(const Lookup& l, std::uintptr_t a) {
 inline int way_of(const Lookup& l, const std::uintptr_t* tags, std::uintptr_t a) {
   const std::uintptr_t page = a & ~l.offset_mask;
   const std::uintptr_t base = set_of(l, a) << 2;
-  for (int w = 0; w < 4; ++w)
-    if (tags[base + w] == page) return static_cast<int>(base) + w;
+  for (std::uintptr_t w = 0; w < 4; ++w)
+    if (tags[base + w] == page) return static_cast<int>(base + w);
   return -1;
 }
 inline bool fits(const Lookup& l, std::uintptr_t a, std::size_t bytes) {
@@ -320,7 +320,8 @@ class Runtime {
   void run_with_home(const std::function<void()>& task);
   /// The seed's style: tasks registered under numbers, run by number. A number with no task is
   /// InvalidArgument; under MPI, where the others are in the region already, a worker rank's missing
-  /// task fails the region on every rank (rank 0, the home, runs no task in `run`).
+  /// task fails the region on every rank (rank 0, the home, runs no task in `run`). Between
+  /// regions only, like allocate.
   void define(int task_id, std::function<void()> task);
   void run(int task_id);
 

@@ -61,6 +61,23 @@ Options agreed(Transport& transport, Options o) {
   std::string error;
   try {
     checked_space(o.space_bytes, checked_page(o.page_size));
+    // Options set in code get the ranges their knobs have (mappings' lower bound is checked where it
+    // is used, with what it must hold).
+    check_option("cluster::Options::threads", Knob::cluster_threads, o.threads, fmt::to_string(o.threads));
+    check_option("cluster::Options::lazy_pages", Knob::cluster_lazy_pages, static_cast<double>(o.lazy_pages),
+                 fmt::to_string(o.lazy_pages));
+    check_option("cluster::Options::open_ahead", Knob::cluster_open_ahead, o.open_ahead,
+                 fmt::to_string(o.open_ahead));
+    if (o.mappings > std::size_t{1} << 31)
+      check_option("cluster::Options::mappings", Knob::cluster_mappings, static_cast<double>(o.mappings),
+                   fmt::to_string(o.mappings));
+    check_option("cluster::Options::timeout", Knob::cluster_timeout_ms,
+                 static_cast<double>(o.timeout.count()), fmt::format("{} ms", o.timeout.count()));
+    if (o.distribution != Distribution::equal && o.distribution != Distribution::weighted)
+      throw InvalidArgument(
+          fmt::format("cluster::Options::distribution = {} is no Distribution (equal or weighted)",
+                      static_cast<int>(o.distribution)));
+    check_wait_policy(o.wait, "cluster::Options::wait");
     // The executor's own check, before it is made; a rank's own resource, like its threads, so not
     // compared between ranks. At most the knob's 16 MiB.
     if (o.fiber_stack < exec::kMinFiberStack || o.fiber_stack > (std::size_t{16} << 20))
@@ -142,6 +159,10 @@ std::atomic<Node*> session_node{nullptr};
 // `first_text` the failure of rank `failed_rank`, the first that failed, as it sent it).
 [[noreturn]] void throw_failure(const std::string& kernel, const std::exception_ptr& error, int failed,
                                 int failed_rank, std::string_view first_text) {
+  // A rank whose blocks threw reports its own error, whole; the others the first failing rank's.
+  if (error && failed > 1)
+    throw KernelFailure(fmt::format("kernel '{}' failed on {} ranks; on rank {} (this one): {}", kernel,
+                                    failed, failed_rank, os::exception_text(error)));
   if (error)
     throw KernelFailure(
         fmt::format("kernel '{}' failed on rank {}: {}", kernel, failed_rank, os::exception_text(error)));
@@ -499,7 +520,8 @@ void* Node::alloc(std::size_t bytes) {
   const auto offset =
       rounded == 0 ? std::nullopt : alone("cluster::alloc", [&] { return heap_.allocate(rounded); });
   if (!offset)
-    throw OutOfDeviceMemory("cluster's global memory", bytes, heap_.used(), space_, "HDSM_CLUSTER_SPACE");
+    throw OutOfDeviceMemory("cluster's global memory" + heap_.scattered_note(rounded), bytes, heap_.used(),
+                            space_, "HDSM_CLUSTER_SPACE");
   // Every rank has the same heap, so the checks above fail on all alike. What follows may fail on
   // one rank alone (its memory, its mappings), which would then differ from the others: see alone().
   return alone("cluster::alloc", [&] { return open_allocation(*offset, rounded, bytes); });

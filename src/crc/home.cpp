@@ -168,8 +168,9 @@ void Home::expire(Clock::time_point now) {
       fmt::print(
           stderr,
           "hdsm crc: no worker has asked the home anything for {} ms (HDSM_CRC_TIMEOUT) while worker{} {} "
-          "{} still in {} task{}: a task that waits for another worker's write without an acquire "
-          "(crc::lock, crc::barrier) never sees it, since it reads its own buffered copy\n",
+          "{} still in {} task{}. A notice, said once a region; the region goes on: a task may compute that "
+          "long without a miss, lock or barrier. If one waits instead for another worker's write without an "
+          "acquire (crc::lock, crc::barrier), it never sees it, since it reads its own buffered copy\n",
           timeout_.count(), one ? "" : "s", fmt::join(running, ", "), one ? "is" : "are",
           one ? "its" : "their", one ? "" : "s");
     } else {

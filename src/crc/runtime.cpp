@@ -155,7 +155,8 @@ class ThreadsEngine final : public detail::Engine {
     if (bytes == 0) throw InvalidArgument("crc::Runtime::allocate(0): nothing to allocate");
     const auto offset = heap_.allocate(bytes);
     if (!offset)
-      throw OutOfDeviceMemory("crc shared space", bytes, heap_.used(), heap_.capacity(), "HDSM_CRC_SHARED");
+      throw OutOfDeviceMemory("crc shared space" + heap_.scattered_note(heap_.rounded(bytes)), bytes,
+                              heap_.used(), heap_.capacity(), "HDSM_CRC_SHARED");
     std::byte* p = data_ + *offset;
     std::memset(p, 0, heap_.rounded(bytes));
     sizes_[p] = bytes;
@@ -312,7 +313,8 @@ detail::EngineFactory mpi_engine_factory() {
 }
 
 std::unique_ptr<detail::Engine> make_engine(const Options& o, std::exception_ptr local_error) {
-  if (o.transport == Transport::threads) {
+  // Threads, or a Transport no enumerator names (checked_locally's error, not an MPI job's).
+  if (o.transport != Transport::mpi) {
     if (local_error) std::rethrow_exception(local_error);
     return std::make_unique<ThreadsEngine>(o);
   }
@@ -335,7 +337,20 @@ detail::Geometry checked_locally(const Options& o) {
   if (o.region_spin < std::chrono::microseconds(0) || o.region_spin > std::chrono::seconds(1))
     throw InvalidArgument(fmt::format(
         "crc Options::region_spin of {} us: 0 to 1 s (HDSM_CRC_SPIN_US's range)", o.region_spin.count()));
+  // The page buffer's geometry first: its error says more than a range (a store below one page).
   const detail::Geometry g = detail::geometry(o.local_store, o.page_size, o.sets);
+  // The other options set in code get the ranges their knobs have.
+  check_option("crc::Options::local_store", Knob::crc_local_store, static_cast<double>(o.local_store),
+               format_bytes(o.local_store));
+  check_option("crc::Options::shared_bytes", Knob::crc_shared, static_cast<double>(o.shared_bytes),
+               format_bytes(o.shared_bytes));
+  if (o.transport != Transport::threads && o.transport != Transport::mpi)
+    throw InvalidArgument(fmt::format("crc::Options::transport = {} is no Transport (threads or mpi)",
+                                      static_cast<int>(o.transport)));
+  if (o.bind != Bind::none && o.bind != Bind::compact)
+    throw InvalidArgument(
+        fmt::format("crc::Options::bind = {} is no Bind (none or compact)", static_cast<int>(o.bind)));
+  check_wait_policy(o.wait, "crc::Options::wait");
   apply_wait_policy(o.wait);
   return g;
 }
@@ -432,7 +447,11 @@ int Runtime::workers() const { return impl_->engine_->workers(); }
 bool Runtime::is_home() const { return impl_->engine_->is_home(); }
 void Runtime::run(const std::function<void()>& task) { impl_->run(task, false); }
 void Runtime::run_with_home(const std::function<void()>& task) { impl_->run(task, true); }
-void Runtime::define(int task_id, std::function<void()> task) { impl_->tasks_[task_id] = std::move(task); }
+void Runtime::define(int task_id, std::function<void()> task) {
+  // The region's tasks run the table's functions: a change there would destroy one while it runs.
+  impl_->check_between_regions("define", "define tasks between regions");
+  impl_->tasks_[task_id] = std::move(task);
+}
 void Runtime::run(int task_id) {
   const auto it = impl_->tasks_.find(task_id);
   if (it != impl_->tasks_.end()) {

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cstring>
+#include <exception>
 
 namespace hdsm::crc {
 
@@ -51,6 +52,7 @@ void Worker::begin(const Geometry& g, int count) {
   single_listed_.resize(((space_.bytes >> g.page_shift) + 63) / 64, 0);
   in_place_listed_.resize(single_listed_.size(), 0);
   barriers_ = 0;
+  aborted_ = false;
   current_worker = this;
   detail::current.store(&buffer_.lookup(), std::memory_order_relaxed);
   // Against interrupt(), which may come before this (another worker failed at once): each stores its
@@ -162,7 +164,10 @@ void Worker::refuse_unallocated(std::uintptr_t a, std::size_t size, const char* 
 
 void Worker::check(const Reply& reply, const char* what, std::uintptr_t page) {
   if (reply.status == Status::ok) return;
-  if (reply.status == Status::aborted) throw RegionAborted{};
+  if (reply.status == Status::aborted) {
+    aborted_ = true;
+    throw RegionAborted{};
+  }
   throw InvalidArgument(fmt::format("crc worker {}: {}{}: {}", id_, what,
                                     page != 0 ? fmt::format(" (page {:#x})", page) : std::string(),
                                     reply.message));
@@ -330,8 +335,10 @@ inline void copy_element(std::byte* to, const std::byte* from, std::size_t size)
 }  // namespace
 
 void Worker::access(Access access, const void* address, void* bytes, std::size_t size) {
-  if (interrupted_.load(std::memory_order_relaxed)) [[unlikely]]
+  if (interrupted_.load(std::memory_order_relaxed)) [[unlikely]] {
+    aborted_ = true;
     throw RegionAborted{};
+  }
   // A miss, most of the time: one page, inside the space, whose tags the inline access just
   // looked up. (Anything else goes the general way, which also says what is wrong.)
   const auto a = reinterpret_cast<std::uintptr_t>(address);
@@ -377,8 +384,10 @@ void Worker::access(Access access, const void* address, void* bytes, std::size_t
 }
 
 std::pair<std::byte*, std::size_t> Worker::localize(Access access, const void* address, std::size_t element) {
-  if (interrupted_.load(std::memory_order_relaxed)) [[unlikely]]
+  if (interrupted_.load(std::memory_order_relaxed)) [[unlikely]] {
+    aborted_ = true;
     throw RegionAborted{};
+  }
   const std::uintptr_t a = check_range(address, element, "localized access");
   const std::uintptr_t mask = buffer_.lookup().offset_mask;
   const std::size_t offset = a & mask;
@@ -475,9 +484,18 @@ void Worker::lock(int number) {
 }
 
 void Worker::unlock(int number) {
-  release();
-  Request r{.op = Op::unlock, .worker = id_, .number = number};
-  check(link_.call(r), fmt::format("unlock {}", number).c_str(), 0);
+  // Once the region has failed, its locks end with it: an unlock then does nothing. Lock guards
+  // unlock in their destructors while the failure unwinds the task, and a second exception thrown
+  // from there would end the process (std::terminate).
+  if (aborted_) return;
+  const bool unwinding = std::uncaught_exceptions() > 0;
+  try {
+    release();
+    Request r{.op = Op::unlock, .worker = id_, .number = number};
+    check(link_.call(r), fmt::format("unlock {}", number).c_str(), 0);
+  } catch (const RegionAborted&) {
+    if (!unwinding) throw;
+  }
 }
 
 void Worker::barrier() {

@@ -183,6 +183,7 @@ class Worker {
   std::vector<std::uint64_t> in_place_listed_;  // bit p: page p is written in place (in single_written_)
   std::size_t in_place_pages_ = 0;              // the bits set in in_place_listed_
   std::uint64_t barriers_ = 0;
+  bool aborted_ = false;  // this region failed and this worker was told so (RegionAborted thrown)
   Stats stats_;
   // interrupt(): set by the home's thread, cleared by rearm() before the region.
   std::atomic<bool> interrupted_{false};

@@ -62,4 +62,10 @@ void OffsetHeap::release(std::size_t offset, std::size_t bytes) {
   insert_free(start, size);
 }
 
+std::string OffsetHeap::scattered_note(std::size_t bytes) const {
+  if (bytes == 0 || bytes > capacity_ - used_) return {};  // 0: a rounding that overflowed
+  return fmt::format(" (its free memory is scattered: the largest free range is {})",
+                     format_bytes(largest_free()));
+}
+
 }  // namespace hdsm::os

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <map>
 #include <optional>
+#include <string>
 
 HDSM_VISIBLE_BEGIN
 namespace hdsm::os {
@@ -28,6 +29,10 @@ class OffsetHeap {
   std::size_t used() const { return used_; }
   /// The largest free range: where it is less than capacity() - used(), the free bytes are scattered.
   std::size_t largest_free() const { return free_by_size_.empty() ? 0 : free_by_size_.rbegin()->first; }
+  /// For an allocation of `bytes` that failed: " (its free memory is scattered: the largest free range
+  /// is X)" where the free bytes would hold it in one piece, else empty (also for 0, what rounded()
+  /// gives where it overflows). Without it, "X of Y in use" reads as if it fitted.
+  std::string scattered_note(std::size_t bytes) const;
   std::size_t alignment() const { return alignment_; }
   /// `bytes` rounded up to the alignment (0 when that overflows).
   std::size_t rounded(std::size_t bytes) const { return (bytes + alignment_ - 1) & ~(alignment_ - 1); }

@@ -201,7 +201,7 @@ std::string validate(const KnobSpec& k, std::string_view value) {
     }
     case KnobType::boolean: {
       bool v = false;
-      if (!parse_bool(value, v)) invalid(k, value, "not a boolean");
+      if (!parse_bool(value, v)) invalid(k, value, "not a boolean (1, true, on or yes; 0, false, off or no)");
       return v ? "1" : "0";
     }
     case KnobType::choice: {
@@ -237,6 +237,13 @@ std::span<const KnobInfo> knobs() { return kInfos; }
 
 std::string_view knob_name(Knob knob) { return kKnobs[static_cast<int>(knob)].info.name; }
 
+void check_option(std::string_view option, Knob knob, double value, std::string_view shown) {
+  const KnobSpec& k = kKnobs[static_cast<int>(knob)];
+  if ((value == 0 && zero_apart(k)) || (value >= k.min && value <= k.max)) return;
+  throw InvalidArgument(
+      fmt::format("{} = {} is out of range: {} accepts {}", option, shown, k.info.name, k.info.accepted));
+}
+
 WaitPolicy WaitPolicy::from_config(const Config& config) {
   const std::string& policy = config.get(knob_name(Knob::wait_policy));
   return {policy == "spin"    ? Kind::spin
@@ -245,7 +252,17 @@ WaitPolicy WaitPolicy::from_config(const Config& config) {
           static_cast<std::uint32_t>(config.integer(knob_name(Knob::wait_spin_us)))};
 }
 
+void check_wait_policy(const WaitPolicy& policy, std::string_view option) {
+  if (policy.kind != WaitPolicy::Kind::automatic && policy.kind != WaitPolicy::Kind::spin &&
+      policy.kind != WaitPolicy::Kind::block)
+    throw InvalidArgument(fmt::format("{}.kind = {} is no WaitPolicy::Kind (automatic, spin or block)",
+                                      option, static_cast<int>(policy.kind)));
+  check_option(fmt::format("{}.spin_us", option), Knob::wait_spin_us, policy.spin_us,
+               fmt::to_string(policy.spin_us));
+}
+
 void apply_wait_policy(const WaitPolicy& policy) {
+  check_wait_policy(policy, "WaitPolicy");
   os::set_wait_policy(policy.kind == WaitPolicy::Kind::spin    ? os::WaitPolicy::spin
                       : policy.kind == WaitPolicy::Kind::block ? os::WaitPolicy::block
                                                                : os::WaitPolicy::automatic,

@@ -17,6 +17,16 @@ enum class Knob {
 /// The environment/programmatic name of a knob ("HDSM_SIM_DEVICES").
 std::string_view knob_name(Knob knob);
 
+/// InvalidArgument unless `value` lies in `knob`'s range: for an option a program sets in code
+/// (`option`, "crc::Options::local_store"), which the knob would have refused; `shown` is the value
+/// as the message prints it.
+HDSM_VISIBLE_BEGIN
+void check_option(std::string_view option, Knob knob, double value, std::string_view shown);
+/// check_option for a WaitPolicy (`option`, "cluster::Options::wait"): a Kind it names, and spin_us in
+/// HDSM_WAIT_SPIN_US's range.
+void check_wait_policy(const WaitPolicy& policy, std::string_view option);
+HDSM_VISIBLE_END
+
 /// Sets the process-wide wait policy (os/spin_wait.hpp) from HDSM_WAIT_POLICY and
 /// HDSM_WAIT_SPIN_US: every runtime that starts threads does, before they wait.
 void apply_wait_policy(const Config& config);

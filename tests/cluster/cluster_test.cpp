@@ -1391,6 +1391,35 @@ TEST(Cluster, OptionsTheRanksMustShareAreCheckedOnEveryRank) {
             std::string::npos)
       << what[0];
   EXPECT_NE(what[1].find("rank 0 refused its options"), std::string::npos) << what[1];
+  // Options set in code have their knobs' ranges, checked before the agreement: the rank that set
+  // one out of range names the field and the knob, and every rank stops (a timeout of 0 ms ended the
+  // job at the first lazy fetch; the others went through unchecked).
+  const std::vector<std::pair<std::string, std::function<void(cl::Options&)>>> out_of_range = {
+      {"cluster::Options::timeout = 0 ms is out of range: HDSM_CLUSTER_TIMEOUT accepts 1..86400000",
+       [](cl::Options& o) { o.timeout = std::chrono::milliseconds(0); }},
+      {"cluster::Options::open_ahead = 1073741824 is out of range: HDSM_CLUSTER_OPEN_AHEAD accepts 0..4096",
+       [](cl::Options& o) { o.open_ahead = 1U << 30; }},
+      {"cluster::Options::mappings = 1099511627776 is out of range: HDSM_CLUSTER_MAPPINGS accepts 0, or "
+       "5..2^31",
+       [](cl::Options& o) { o.mappings = std::size_t{1} << 40; }},
+      {"cluster::Options::lazy_pages = 2199023255552 is out of range",
+       [](cl::Options& o) { o.lazy_pages = std::uint64_t{1} << 41; }},
+      {"cluster::Options::threads = 100000 is out of range: HDSM_CLUSTER_THREADS accepts 0..4096",
+       [](cl::Options& o) { o.threads = 100000; }},
+      {"cluster::Options::wait.spin_us = 200000 is out of range: HDSM_WAIT_SPIN_US accepts 0..100000",
+       [](cl::Options& o) { o.wait.spin_us = 200000; }}};
+  for (const auto& [want, spoil] : out_of_range) {
+    what = outcomes(
+        2,
+        [&](int rank) {
+          cl::Options o = options();
+          if (rank == 1) spoil(o);
+          return o;
+        },
+        [](Node&) {});
+    EXPECT_NE(what[1].find(want), std::string::npos) << what[1];
+    EXPECT_NE(what[0].find("rank 1 refused its options"), std::string::npos) << what[0];
+  }
   // The race check on one rank only would see no other rank's diffs (before, it said nothing).
   for (const std::string field : {"lazy_pages", "private_pages", "check_races"}) {
     what = outcomes(
@@ -1689,7 +1718,7 @@ TEST(Cluster, BadInputFailsOnEveryRank) {
     } catch (const hdsm::KernelFailure& e) {
       const std::string want =
           me == 0 ? "kernel 'fails_above_0' failed on 2 ranks; on rank 1: bad block on rank 1"
-                  : fmt::format("failed on rank {}: bad block on rank {}", me, me);
+                  : fmt::format("failed on 2 ranks; on rank {} (this one): bad block on rank {}", me, me);
       EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
     }
     EXPECT_EQ(read_all(a, 12)[0], 1) << "the memory is coherent after a failed kernel";
@@ -1994,6 +2023,20 @@ TEST(Cluster, AConstantOneRankCannotHoldFailsOnEveryRank) {
     }
     const cl::Constant<double> c = cl::constant(mine.data(), mine.size());
     EXPECT_EQ(c[99], 1.5);
+    // Rank 0's values from a null pointer: InvalidArgument on every rank (it crashed in memcpy).
+    const double* none = nullptr;
+    try {
+      (void)cl::constant(node.rank() == 0 ? none : mine.data(), mine.size());
+      ADD_FAILURE() << "rank " << node.rank() << ": a constant from a null pointer was made";
+    } catch (const hdsm::InvalidArgument& e) {
+      if (node.rank() == 0) {
+        EXPECT_NE(
+            std::string(e.what()).find("cluster::constant of 100 elements from a null pointer on rank 0"),
+            std::string::npos)
+            << e.what();
+      }
+    }
+    EXPECT_EQ(cl::constant(mine.data(), mine.size())[0], 1.5);
   });
 }
 

@@ -972,6 +972,41 @@ TEST(CrcErrors, AWorkerThatThrowsEndsTheRegionWithItsNumber) {
   }
 }
 
+// A lock guard (lock in its constructor, unlock in its destructor) on a worker whose region fails
+// while it waits: the unlock during the unwinding did not throw RegionAborted again from a
+// destructor (std::terminate, on threads and over MPI). The region's error is the thrower's, and the
+// runtime goes on, with the lock free.
+TEST(CrcErrors, ALockGuardUnwoundByAFailedRegionEndsQuietly) {
+  struct Guard {
+    int id;
+    explicit Guard(int i) : id(i) { crc::lock(id); }
+    ~Guard() { crc::unlock(id); }
+    Guard(const Guard&) = delete;
+    Guard& operator=(const Guard&) = delete;
+  };
+  crc::Runtime rt(options(3));
+  int* counter = rt.alloc<int>(1);
+  for (int round = 0; round < 5; ++round) {
+    const std::string error = error_of([&] {
+      rt.run([&] {
+        if (crc::worker_id() == 0) throw std::runtime_error("worker 0 gives up");
+        const Guard g(7);
+        crc::write(counter, crc::read(counter) + 1);
+        crc::barrier();  // worker 0 never comes: the region fails here, under the guard
+      });
+    });
+    EXPECT_NE(error.find("crc worker 0: the task threw: worker 0 gives up"), std::string::npos) << error;
+  }
+  // Lock 7 is free again: every worker takes it in the next region.
+  *counter = 0;
+  rt.run([&] {
+    const Guard g(7);
+    crc::write(counter, crc::read(counter) + 1);
+  });
+  EXPECT_EQ(*counter, 3);
+  rt.free(counter);
+}
+
 // A worker that goes on after its accesses fail (another worker threw, so the region ends and
 // every miss is refused) keeps its page buffer whole: each refused miss gives its frame back
 // (before, the frames leaked one a miss, and a capacity miss then evicted a way of -1).
@@ -1024,6 +1059,26 @@ TEST(CrcErrors, AccessOutsideATaskAndBadOptions) {
     o.region_spin = std::chrono::microseconds(us);
     EXPECT_THROW(crc::Runtime{o}, hdsm::InvalidArgument) << us;
   }
+  // Every option set in code has its knob's range (a TiB store took minutes of page-buffer tables,
+  // and an unknown transport became MPI); the message names the option and the knob.
+  const std::vector<std::pair<std::string, std::function<void(crc::Options&)>>> bad = {
+      {"crc::Options::local_store = 1 TiB is out of range: HDSM_CRC_LOCAL_STORE accepts 1KiB..1GiB",
+       [](crc::Options& o) { o.local_store = std::size_t{1} << 40; }},
+      {"crc::Options::shared_bytes = 0 B is out of range: HDSM_CRC_SHARED accepts 1MiB..1TiB",
+       [](crc::Options& o) { o.shared_bytes = 0; }},
+      {"crc::Options::wait.spin_us = 4000000000 is out of range: HDSM_WAIT_SPIN_US accepts 0..100000",
+       [](crc::Options& o) { o.wait.spin_us = 4'000'000'000U; }},
+      {"crc::Options::wait.kind = 7 is no WaitPolicy::Kind",
+       [](crc::Options& o) { o.wait.kind = static_cast<hdsm::WaitPolicy::Kind>(7); }},
+      {"crc::Options::transport = 9 is no Transport",
+       [](crc::Options& o) { o.transport = static_cast<crc::Transport>(9); }},
+      {"crc::Options::bind = 5 is no Bind", [](crc::Options& o) { o.bind = static_cast<crc::Bind>(5); }}};
+  for (const auto& [want, spoil] : bad) {
+    crc::Options o = options(1);
+    spoil(o);
+    const std::string got = error_of([&] { crc::Runtime{o}; });
+    EXPECT_NE(got.find(want), std::string::npos) << got;
+  }
   // A count whose bytes overflow is as much too large as it is, not a few bytes.
   EXPECT_THROW((void)rt.alloc<double>(SIZE_MAX / sizeof(double) + 2), hdsm::OutOfDeviceMemory);
   EXPECT_THROW(rt.free(a + 1), hdsm::InvalidPointer);
@@ -1036,6 +1091,20 @@ TEST(CrcErrors, AccessOutsideATaskAndBadOptions) {
     }
   });
   EXPECT_TRUE(refused.load());
+  // define() inside a region: a task redefining itself destroyed the function it ran (a crash), and
+  // workers defining at once raced on the table.
+  rt.define(7, [] {});
+  std::atomic<int> define_refused{0};
+  rt.run(7);
+  rt.run([&] {
+    try {
+      rt.define(7, [] {});
+    } catch (const hdsm::InvalidArgument& e) {
+      if (std::string(e.what()) == "crc::Runtime::define inside a region: define tasks between regions")
+        ++define_refused;
+    }
+  });
+  EXPECT_EQ(define_refused.load(), 1);
   rt.free(a);
   rt.free(nullptr);  // nothing, as std::free(nullptr)
   // A second host thread's region (or change) while one runs is named as such, not as nesting.

@@ -15,6 +15,7 @@
 namespace hdsm::cluster {
 namespace {
 std::atomic<bool> session_open{false};
+std::atomic<bool> session_finalized_mpi{false};  // a session that initialized MPI finalized it at its end
 }  // namespace
 
 struct Session::Impl {
@@ -57,7 +58,13 @@ void Session::open(int* argc, char*** argv, std::optional<Options> given) {
     int initialized = 0, finalized = 0, provided = MPI_THREAD_SINGLE;
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
-    if (finalized != 0) throw InvalidArgument("cluster::Session after MPI_Finalize");
+    if (finalized != 0)
+      throw InvalidArgument(fmt::format(
+          "cluster::Session after MPI_Finalize ({}), and MPI cannot start again in a process: for sessions "
+          "one after another, the program calls MPI_Init_thread (MPI_THREAD_MULTIPLE) before the first and "
+          "MPI_Finalize after the last",
+          session_finalized_mpi.load() ? "the previous session initialized MPI, so it finalized it at its end"
+                                       : "the program's"));
     if (initialized == 0) {
       if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
         throw Error(Errc::system, "cluster: MPI_Init_thread failed");
@@ -72,7 +79,8 @@ void Session::open(int* argc, char*** argv, std::optional<Options> given) {
       std::fprintf(
           stderr,
           "hdsm cluster: the MPI library gives %s, not MPI_THREAD_MULTIPLE: all MPI calls stay on the main "
-          "thread and lazy update is off (every kernel boundary is eager)\n",
+          "thread, and lazy update and private pages are off (every kernel boundary is eager, every page "
+          "shared)\n",
           detail::thread_level_name(provided));
     // A malformed knob joins a collective before it is thrown: every rank of the job takes part in
     // it, whichever constructor it used, so that one rank's bad value stops all of them.
@@ -102,7 +110,10 @@ void Session::open(int* argc, char*** argv, std::optional<Options> given) {
   } catch (...) {
     impl_->node.reset();
     impl_->transport.reset();
-    if (impl_->owns_mpi) MPI_Finalize();
+    if (impl_->owns_mpi) {
+      MPI_Finalize();
+      session_finalized_mpi.store(true);
+    }
     session_open.store(false);
     throw;
   }
@@ -128,13 +139,15 @@ Session::~Session() {
     int main = 0;
     MPI_Is_thread_main(&main);
     // MPI_Finalize belongs on the thread that initialized MPI, whatever the thread level.
-    if (main != 0)
+    if (main != 0) {
       MPI_Finalize();
-    else
+      session_finalized_mpi.store(true);
+    } else {
       std::fprintf(stderr,
                    "hdsm cluster: the session ends on a thread that did not initialize MPI, which gives %s: "
                    "MPI_Finalize is left undone\n",
                    detail::thread_level_name(impl_->level));
+    }
   }
   session_open.store(false);
 }

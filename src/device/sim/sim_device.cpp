@@ -125,13 +125,10 @@ DeviceBuffer SimDevice::alloc(std::size_t bytes) {
     std::lock_guard lock(alloc_mutex_);
     const auto offset = bytes <= heap_.capacity() ? heap_.allocate(bytes) : std::nullopt;
     if (!offset) {
-      // Room in all but not in one piece: say so, or "X of Y in use" reads as if it fitted.
-      const bool scattered = bytes <= heap_.capacity() - heap_.used();
+      const std::string scattered = heap_.scattered_note(bytes);
       throw OutOfDeviceMemory(
-          scattered ? fmt::format("{} (its free memory is scattered: the largest free range is {})",
-                                  props_.name, format_bytes(heap_.largest_free()))
-                    : props_.name + " (HDSM_SIM_MEMORY sets its capacity)",
-          bytes, heap_.used(), heap_.capacity());
+          props_.name + (scattered.empty() ? " (HDSM_SIM_MEMORY sets its capacity)" : scattered), bytes,
+          heap_.used(), heap_.capacity());
     }
     b = DeviceBuffer{next_id_++, bytes};
     allocations_.emplace(b.handle, Allocation{*offset, bytes, *offset, bytes});
