@@ -3,6 +3,13 @@
 // from it (`hdsm config --markdown`) and a test checks that the two agree.
 #pragma once
 
+// Every C++ header of the host API comes through here: say what is wrong before C++17's first
+// error about std::span. (C programs include <hdsm/hdsm.h>; CUDA sources <hdsm/cuda.hpp>, which
+// compiles as C++17 too.)
+#if defined(__cplusplus) && __cplusplus < 202002L
+#error "hdsm's C++ headers need C++20 (-std=c++20, or CMake's cxx_std_20 that hdsm::hdsm carries)"
+#endif
+
 #include <hdsm/export.h>
 
 #include <cstddef>

@@ -108,6 +108,7 @@ typedef struct hdsm_arg {
   const void* data; /* VALUE: the value's bytes; else the pointer itself */
   size_t size;      /* VALUE: the value's size; else 0 */
 } hdsm_arg;
+/* C99 compound literals, for C programs; C++ writes the braces itself: hdsm_arg{HDSM_ARG_IN, p, 0}. */
 #define HDSM_VALUE(lvalue) ((hdsm_arg){HDSM_ARG_VALUE, &(lvalue), sizeof(lvalue)})
 #define HDSM_POINTER(p) ((hdsm_arg){HDSM_ARG_POINTER, (p), 0})
 #define HDSM_IN(p) ((hdsm_arg){HDSM_ARG_IN, (p), 0})
@@ -129,8 +130,9 @@ hdsm_status hdsm_safe(const void* pointer, void** out);
 
 /* Bulk memory on any mix of host memory and shared objects (hdsm::Runtime::memcpy): blocks whose
  * host copy is invalid are filled or copied on the device, never fetched; no page fault is raised.
- * A shared range must lie in live objects (HDSM_INVALID_ARGUMENT otherwise, nothing written).
- * hdsm_memcpy accepts overlapping ranges. */
+ * A shared range must lie in live objects (HDSM_INVALID_ARGUMENT otherwise, nothing written). Under
+ * HDSM_PROTOCOL=um and host-mapped a freed object's memory is unmapped, and a range in it faults as
+ * after free(). hdsm_memcpy accepts overlapping ranges. */
 hdsm_status hdsm_memcpy(void* dst, const void* src, size_t bytes);
 hdsm_status hdsm_memmove(void* dst, const void* src, size_t bytes);
 hdsm_status hdsm_memset(void* dst, int value, size_t bytes);

@@ -1,5 +1,7 @@
 // hdsm: one shared memory over host RAM, accelerator memories, several devices and cluster nodes.
-// This is the one header C++ programs include.
+// This is the one header C++ programs include for shared memory, containers and kernels; skeletons
+// (HDSM_USER_FUNCTION, Map, Reduce...) are in <hdsm/skeletons.hpp>, the cluster runtime in
+// <hdsm/cluster.hpp>, CUDA kernel registration in <hdsm/cuda.hpp>.
 #pragma once
 
 #include <hdsm/export.h>

@@ -38,7 +38,7 @@ class VectorIterator {
   VectorIterator() = default;
   VectorIterator(Vector<T>* v, std::size_t i) : v_(v), i_(i) {}
   reference operator*() const { return (*v_)[i_]; }
-  reference operator[](difference_type d) const { return (*v_)[i_ + d]; }
+  reference operator[](difference_type d) const { return (*v_)[i_ + static_cast<std::size_t>(d)]; }
   VectorIterator& operator++() {
     ++i_;
     return *this;
@@ -57,12 +57,13 @@ class VectorIterator {
     --i_;
     return t;
   }
+  // Modulo 2^64, as an index moved back and forth must be (a negative d adds its two's complement).
   VectorIterator& operator+=(difference_type d) {
-    i_ += d;
+    i_ += static_cast<std::size_t>(d);
     return *this;
   }
   VectorIterator& operator-=(difference_type d) {
-    i_ -= d;
+    i_ -= static_cast<std::size_t>(d);
     return *this;
   }
   friend VectorIterator operator+(VectorIterator it, difference_type d) { return it += d; }

@@ -183,7 +183,11 @@ hdsm_status hdsm_free(void* pointer) {
 hdsm_status hdsm_kernel_create(const char* name, hdsm_thread_fn body, const char* opencl_source,
                                hdsm_kernel* out) {
   if (out == nullptr) return null_argument("hdsm_kernel_create", "out");
-  if (name == nullptr || *name == '\0') return null_argument("hdsm_kernel_create", "name (or empty)");
+  if (name == nullptr) return null_argument("hdsm_kernel_create", "name");
+  if (*name == '\0') {
+    hdsm::api::last_error() = "hdsm_kernel_create: name is empty";
+    return HDSM_ERROR_INVALID_ARGUMENT;
+  }
   if (body == nullptr && (opencl_source == nullptr || *opencl_source == '\0'))
     return null_argument("hdsm_kernel_create", "both the host body and the OpenCL source");
   return guarded([&] {
@@ -218,6 +222,13 @@ hdsm_status hdsm_call(hdsm_kernel kernel, hdsm_dim3 grid, hdsm_dim3 block, size_
   if (kernel == nullptr) return null_argument("hdsm_call", "kernel");
   if (args == nullptr && count != 0) return null_argument("hdsm_call", "args");
   return guarded([&] {
+    // A count no kernel has (CUDA's parameters take at most 32 KiB, 4 bytes and more each) is a wrong
+    // count, not an allocation to attempt.
+    constexpr std::size_t kMaxArgs = 8192;
+    if (count > kMaxArgs)
+      throw hdsm::InvalidArgument("hdsm_call: " + std::to_string(count) +
+                                  " arguments; a kernel takes at most " + std::to_string(kMaxArgs) +
+                                  " (CUDA's 32 KiB of parameters)");
     std::vector<hdsm::detail::CallArg> call(count);
     for (std::size_t i = 0; i < count; ++i) call[i] = call_arg_of(args[i], i);
     const hdsm::Launch launch{hdsm::Dim3{grid.x, grid.y, grid.z}, hdsm::Dim3{block.x, block.y, block.z},

@@ -193,8 +193,9 @@ void forward(int sig, siginfo_t* info, void* ucontext, Where where) noexcept {
       else if (sp != 0 && address + kNear >= sp && address <= sp + kNear)
         line.str(
             " (next to the stack pointer: a stack overflow? A cooperative kernel's threads have "
-            "HDSM_FIBER_STACK bytes of stack, 64 KiB by default; per_thread and per_block kernels run on "
-            "their worker thread's stack)\n");
+            "HDSM_FIBER_STACK bytes of stack, 64 KiB by default; per_thread and per_block kernels and crc "
+            "tasks "
+            "run on their thread's own stack)\n");
       else
         line.str(" (not in shared memory)\n");
     }

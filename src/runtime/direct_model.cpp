@@ -49,10 +49,14 @@ Queue& DirectModel::queue(unsigned device) {
 
 void* DirectModel::alloc(std::size_t bytes, unsigned device) {
   if (bytes == 0) throw InvalidArgument("alloc(0): a shared object needs at least one byte");
-  if (bytes == SIZE_MAX) throw InvalidArgument(fmt::format("alloc({}): larger than any memory", bytes));
   if (device >= devices_.size())
     throw InvalidArgument(
         fmt::format("alloc on device {}: this runtime has {} devices", device, devices_.size()));
+  // What an element count's overflowing bytes ask for (detail::bytes_of): out of memory, as in every
+  // memory model, before place() adds its one byte of gap.
+  if (bytes == SIZE_MAX)
+    throw OutOfDeviceMemory(devices_[device]->name(), bytes, devices_[device]->memory_used(),
+                            devices_[device]->properties().memory_bytes);
   Object o = place(bytes, device);
   o.device = device;
   std::byte* start = o.start;

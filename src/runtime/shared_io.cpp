@@ -399,13 +399,14 @@ ssize_t Runtime::writev(int fd, const struct iovec* iov, int count) {
 }
 
 std::size_t Runtime::fread(void* buf, std::size_t size, std::size_t count, std::FILE* stream) {
-  detail::MemoryModel* space = shared(*impl_, buf);
+  // size * count overflowing is EOVERFLOW in every memory model, before libc sees it: its fread would
+  // move the product's wrapped value.
   std::size_t n = 0;
+  if (!item_bytes(size, count, n)) return 0;
+  detail::MemoryModel* space = shared(*impl_, buf);
   if (space == nullptr)
-    return !item_bytes(size, count, n) || direct_ready(*impl_, buf, n, "fread")
-               ? std::fread(buf, size, count, stream)
-               : 0;
-  if (!item_bytes(size, count, n) || n == 0) return 0;
+    return direct_ready(*impl_, buf, n, "fread") ? std::fread(buf, size, count, stream) : 0;
+  if (n == 0) return 0;
   if (!range_ok(*space, buf, n, "fread")) return 0;
   const ssize_t done = into_shared(*impl_, *space, buf, n, classify(stream) != Descriptor::file,
                                    [stream](std::byte* chunk, std::size_t bytes, std::size_t) -> ssize_t {
@@ -416,13 +417,14 @@ std::size_t Runtime::fread(void* buf, std::size_t size, std::size_t count, std::
 }
 
 std::size_t Runtime::fwrite(const void* buf, std::size_t size, std::size_t count, std::FILE* stream) {
-  detail::MemoryModel* space = shared(*impl_, buf);
+  // size * count overflowing is EOVERFLOW in every memory model, before libc sees it: its fwrite would
+  // move the product's wrapped value.
   std::size_t n = 0;
+  if (!item_bytes(size, count, n)) return 0;
+  detail::MemoryModel* space = shared(*impl_, buf);
   if (space == nullptr)
-    return !item_bytes(size, count, n) || direct_ready(*impl_, buf, n, "fwrite")
-               ? std::fwrite(buf, size, count, stream)
-               : 0;
-  if (!item_bytes(size, count, n) || n == 0) return 0;
+    return direct_ready(*impl_, buf, n, "fwrite") ? std::fwrite(buf, size, count, stream) : 0;
+  if (n == 0) return 0;
   if (!range_ok(*space, buf, n, "fwrite")) return 0;
   const ssize_t done =
       from_shared(*impl_, *space, buf, n, classify(stream) != Descriptor::file,

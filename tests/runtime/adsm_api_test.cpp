@@ -626,7 +626,14 @@ bool c_kernel_call() {
   ok &= hdsm_call(k, hdsm_dim3{1, 1, 1}, hdsm_dim3{1, 1, 1}, 0, &odd, 1) == HDSM_ERROR_INVALID_ARGUMENT;
   ok &= hdsm_call(nullptr, hdsm_dim3{1, 1, 1}, hdsm_dim3{1, 1, 1}, 0, args, 3) == HDSM_ERROR_INVALID_ARGUMENT;
   ok &= hdsm_call(k, hdsm_dim3{1, 70000, 1}, hdsm_dim3{1, 1, 1}, 0, args, 3) == HDSM_ERROR_INVALID_ARGUMENT;
+  // A count no kernel has: refused before anything is allocated for it (it was 'unknown', a length_error).
+  ok &=
+      hdsm_call(k, hdsm_dim3{1, 1, 1}, hdsm_dim3{1, 1, 1}, 0, args, SIZE_MAX) == HDSM_ERROR_INVALID_ARGUMENT;
+  ok &= std::string(hdsm_last_error()).find("arguments; a kernel takes at most") != std::string::npos;
   ok &= hdsm_kernel_create("no_body", nullptr, nullptr, &k) == HDSM_ERROR_INVALID_ARGUMENT;
+  hdsm_kernel unnamed = nullptr;
+  ok &= hdsm_kernel_create("", c_add, nullptr, &unnamed) == HDSM_ERROR_INVALID_ARGUMENT;
+  ok &= std::string(hdsm_last_error()) == "hdsm_kernel_create: name is empty";
   ok &= hdsm_kernel_destroy(k) == HDSM_SUCCESS && hdsm_kernel_destroy(nullptr) == HDSM_SUCCESS;
   ok &= hdsm_free(a) == HDSM_SUCCESS && hdsm_free(b) == HDSM_SUCCESS;
   return ok;

@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -144,6 +145,23 @@ TEST_P(Direct, BadPointersAreErrors) {
   rt_->free(x);
   EXPECT_THROW(rt_->free(x), hdsm::InvalidPointer);
   EXPECT_THROW(rt_->alloc(0), hdsm::InvalidArgument);
+  // As under the copying protocols: an element count whose bytes overflow is out of memory, and an
+  // fread whose size * count overflows is EOVERFLOW (it reached libc, EFAULT, and InvalidArgument).
+  EXPECT_THROW(rt_->alloc(SIZE_MAX), hdsm::OutOfDeviceMemory);
+  EXPECT_THROW(rt_->alloc<double>(SIZE_MAX / 4), hdsm::OutOfDeviceMemory);
+  auto* y = static_cast<unsigned char*>(rt_->alloc(64));
+  std::FILE* in = ::fdopen(::memfd_create("hdsm direct fread", MFD_CLOEXEC), "r+b");
+  ASSERT_NE(in, nullptr);
+  for (void* buffer : {static_cast<void*>(y), static_cast<void*>(host)}) {
+    errno = 0;
+    EXPECT_EQ(rt_->fread(buffer, SIZE_MAX / 2, 4, in), 0u);
+    EXPECT_EQ(errno, EOVERFLOW);
+    errno = 0;
+    EXPECT_EQ(rt_->fwrite(buffer, 4, SIZE_MAX / 2, in), 0u);
+    EXPECT_EQ(errno, EOVERFLOW);
+  }
+  std::fclose(in);
+  rt_->free(y);
 }
 
 // No object starts where another ends, so a range's end passed to a kernel names one object: the
