@@ -155,11 +155,15 @@ std::uintptr_t Worker::check_range(const void* address, std::size_t size, const 
   return a;
 }
 
-void Worker::refuse_unallocated(std::uintptr_t a, std::size_t size, const char* what) const {
-  throw InvalidPointer(fmt::format(
-      "crc worker {}: {} of {} B at {:#x} (page {:#x}) is in shared memory that is not allocated (freed, or "
-      "never allocated)",
-      id_, what, size, a, a & ~buffer_.lookup().offset_mask));
+void Worker::refuse_unallocated(std::uintptr_t a, std::size_t size, const char* what,
+                                std::uintptr_t at) const {
+  const std::uintptr_t bad = at != 0 ? at : a;
+  throw InvalidPointer(
+      fmt::format("crc worker {}: {} of {} B at {:#x}{} (page {:#x}) is in shared memory that is not "
+                  "allocated (freed, or "
+                  "never allocated)",
+                  id_, what, size, a, bad != a ? fmt::format(": its bytes from {:#x}", bad) : std::string(),
+                  bad & ~buffer_.lookup().offset_mask));
 }
 
 void Worker::check(const Reply& reply, const char* what, std::uintptr_t page) {
@@ -361,13 +365,18 @@ void Worker::access(Access access, const void* address, void* bytes, std::size_t
   }
   const char* what = access == Access::read || access == Access::read_only ? "read" : "write";
   std::uintptr_t at = check_range(address, size, what);
+  // Every page before any is touched: an access that runs into memory not allocated fails whole, and
+  // its error names the access the task made, not the piece of it on that page.
+  if (space_.granules != nullptr)
+    for (std::uintptr_t piece = at; piece < at + size; piece = (piece & ~mask) + mask + 1)
+      if (!space_.granules->allocated(piece - space_.base)) [[unlikely]]
+        refuse_unallocated(at, size, what, piece);
   auto* out = static_cast<std::byte*>(bytes);
   // Page by page: an access that straddles two pages takes two.
   while (size != 0) {
     const std::uintptr_t page = at & ~mask;
     const std::size_t offset = at & mask;
     const std::size_t piece = std::min(size, mask + 1 - offset);
-    check_allocated(at, piece, what);
     if (written_in_place(page)) {
       access_in_place(access, at, out, piece);
     } else {

@@ -164,7 +164,10 @@ class Worker {
     if (space_.granules != nullptr && !space_.granules->allocated(a - space_.base)) [[unlikely]]
       refuse_unallocated(a, size, what);
   }
-  [[noreturn]] void refuse_unallocated(std::uintptr_t a, std::size_t size, const char* what) const;
+  /// InvalidPointer for the access of `size` bytes at `a`, whose bytes from `at` (0: `a`) are not
+  /// allocated.
+  [[noreturn]] void refuse_unallocated(std::uintptr_t a, std::size_t size, const char* what,
+                                       std::uintptr_t at = 0) const;
 
   int id_;
   int made_count_;

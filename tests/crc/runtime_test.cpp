@@ -7,6 +7,7 @@
 #include <hdsm/crc.hpp>
 #include <hdsm/error.hpp>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -762,6 +763,22 @@ TEST(CrcErrors, AnAccessToFreedSharedMemory) {
     if (crc::worker_id() == 0) crc::write(&b[5], 5);
   });
   EXPECT_EQ(b[5], 5);
+  // An access that straddles from b's last granule into memory never allocated: the error names the
+  // access the task made and where the unallocated bytes begin (it named the second piece alone).
+  struct Eight {
+    char c[8];
+  };
+  const auto* end = reinterpret_cast<const Eight*>(reinterpret_cast<const char*>(b) + (64 << 10) - 4);
+  const std::string straddling = error_of([&] {
+    rt.run([&] {
+      if (crc::worker_id() == 0) (void)crc::read(end);
+    });
+  });
+  EXPECT_NE(
+      straddling.find(fmt::format("crc worker 0: read of 8 B at {}: its bytes from {}",
+                                  static_cast<const void*>(end), static_cast<const void*>(b + (16 << 10)))),
+      std::string::npos)
+      << straddling;
 }
 
 TEST(CrcErrors, AnUnlockOfALockTheWorkerDoesNotHold) {
