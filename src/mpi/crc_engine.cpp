@@ -719,8 +719,9 @@ class MpiEngine final : public Engine {
     if (give_up) return false;
     std::fprintf(stderr,
                  "hdsm: crc over MPI: rank %d has waited %lld ms (HDSM_CRC_TIMEOUT) in %s for the other "
-                 "ranks, and goes on waiting (if they wait elsewhere, one rank left an earlier call alone "
-                 "or never makes this one)\n",
+                 "ranks, and goes on waiting: they may still be busy (rank 0 takes seconds to build a large "
+                 "shared space's directory, at the start or at a new, smaller page size), or they wait "
+                 "elsewhere, and then one rank left an earlier call alone or never makes this one\n",
                  rank_, static_cast<long long>(options_.timeout.count()), collective_name(which));
     return mpi_detail::wait_within(request, std::chrono::milliseconds::max(), check, what);
   }
