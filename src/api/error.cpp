@@ -54,13 +54,13 @@ OutOfDeviceMemory::OutOfDeviceMemory(const std::string& device, std::size_t requ
                                      std::size_t capacity, const std::string& remedy)
     : Error(Errc::out_of_device_memory,
             remedy.empty()
-                ? fmt::format("out of device memory on {}: cannot allocate {}; {} of {} in use. "
-                              "Free device memory, or allocate less.",
-                              device, requested_text(requested), format_bytes(used), format_bytes(capacity))
-                : fmt::format("out of memory in the {}: cannot allocate {}; {} of {} in use. "
-                              "Free some or raise {}.",
-                              device, requested_text(requested), format_bytes(used), format_bytes(capacity),
-                              remedy)),
+                ? fmt::format("out of device memory on {}: cannot allocate {}; {} of {} in use.{}", device,
+                              requested_text(requested), format_bytes(used), format_bytes(capacity),
+                              // SIZE_MAX fits no memory: no free or knob helps, and its text says so.
+                              requested == SIZE_MAX ? "" : " Free device memory, or allocate less.")
+                : fmt::format("out of memory in the {}: cannot allocate {}; {} of {} in use.{}", device,
+                              requested_text(requested), format_bytes(used), format_bytes(capacity),
+                              requested == SIZE_MAX ? std::string() : " Free some or raise " + remedy + ".")),
       requested_(requested),
       used_(used),
       capacity_(capacity) {}

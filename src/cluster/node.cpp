@@ -796,9 +796,11 @@ bool Node::gather_private(std::uint64_t first, std::uint64_t end, std::byte* int
 void Node::replicate(void* data, std::size_t bytes) {
   const HostCall host_call = enter("cluster::constant");
   const bool none = data == nullptr && bytes != 0;
-  agree_all(Call::constant,
-            {{bytes, "constant sizes"},
-             {none ? 1 : 0, "buffers for a constant (1: none, as when a rank could not allocate one)"}});
+  agree_all(
+      Call::constant,
+      {{bytes, "constant sizes"},
+       {none ? 1 : 0,
+        "buffers for a constant (1: none, a null pointer or one a rank could not allocate; 0: a buffer)"}});
   if (none) throw InvalidArgument(fmt::format("cluster::replicate of {} B into no buffer", bytes));
   if (bytes != 0 && ranks() > 1) transport_.broadcast(0, {static_cast<std::byte*>(data), bytes});
 }

@@ -331,12 +331,10 @@ detail::Geometry checked_locally(const Options& o) {
     throw InvalidArgument(
         fmt::format("crc::Runtime with {} workers: 1 to {} are supported (0: one per usable CPU)", o.workers,
                     detail::kMaxWorkers));
-  if (o.timeout < std::chrono::milliseconds(1) || o.timeout > std::chrono::milliseconds(86'400'000))
-    throw InvalidArgument(fmt::format(
-        "crc Options::timeout of {} ms: 1 ms to 24 hours (HDSM_CRC_TIMEOUT's range)", o.timeout.count()));
-  if (o.region_spin < std::chrono::microseconds(0) || o.region_spin > std::chrono::seconds(1))
-    throw InvalidArgument(fmt::format(
-        "crc Options::region_spin of {} us: 0 to 1 s (HDSM_CRC_SPIN_US's range)", o.region_spin.count()));
+  check_option("crc::Options::timeout", Knob::crc_timeout_ms, static_cast<double>(o.timeout.count()),
+               fmt::format("{} ms", o.timeout.count()));
+  check_option("crc::Options::region_spin", Knob::crc_spin_us, static_cast<double>(o.region_spin.count()),
+               fmt::format("{} us", o.region_spin.count()));
   // The page buffer's geometry first: its error says more than a range (a store below one page).
   const detail::Geometry g = detail::geometry(o.local_store, o.page_size, o.sets);
   // The other options set in code get the ranges their knobs have.
@@ -349,7 +347,8 @@ detail::Geometry checked_locally(const Options& o) {
                                       static_cast<int>(o.transport)));
   if (o.bind != Bind::none && o.bind != Bind::compact)
     throw InvalidArgument(
-        fmt::format("crc::Options::bind = {} is no Bind (none or compact)", static_cast<int>(o.bind)));
+        fmt::format("crc::Options::bind = {} is no Bind (none or compact, HDSM_CRC_BIND's choices)",
+                    static_cast<int>(o.bind)));
   check_wait_policy(o.wait, "crc::Options::wait");
   apply_wait_policy(o.wait);
   return g;

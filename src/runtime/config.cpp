@@ -255,8 +255,9 @@ WaitPolicy WaitPolicy::from_config(const Config& config) {
 void check_wait_policy(const WaitPolicy& policy, std::string_view option) {
   if (policy.kind != WaitPolicy::Kind::automatic && policy.kind != WaitPolicy::Kind::spin &&
       policy.kind != WaitPolicy::Kind::block)
-    throw InvalidArgument(fmt::format("{}.kind = {} is no WaitPolicy::Kind (automatic, spin or block)",
-                                      option, static_cast<int>(policy.kind)));
+    throw InvalidArgument(fmt::format(
+        "{}.kind = {} is no WaitPolicy::Kind (automatic, spin or block, HDSM_WAIT_POLICY's choices)", option,
+        static_cast<int>(policy.kind)));
   check_option(fmt::format("{}.spin_us", option), Knob::wait_spin_us, policy.spin_us,
                fmt::to_string(policy.spin_us));
 }

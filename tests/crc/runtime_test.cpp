@@ -1071,6 +1071,13 @@ TEST(CrcErrors, AccessOutsideATaskAndBadOptions) {
     o.timeout = std::chrono::milliseconds(ms);
     EXPECT_THROW(crc::Runtime{o}, hdsm::InvalidArgument) << ms;
   }
+  {
+    crc::Options o = options(1);
+    o.timeout = std::chrono::milliseconds(0);
+    EXPECT_EQ(
+        error_of([&] { crc::Runtime{o}; }),
+        "crc::Options::timeout = 0 ms is out of range: HDSM_CRC_TIMEOUT accepts 1..86400000 (milliseconds)");
+  }
   for (const long us : {-1L, 1'000'001L}) {  // a negative spin was a budget that never sleeps
     crc::Options o = options(1);
     o.region_spin = std::chrono::microseconds(us);

@@ -60,6 +60,13 @@ TEST(OutOfDeviceMemory, AnOverflowingSizeIsNamedAsOne) {
                                  "an element count whose size in bytes overflows)"),
       std::string::npos)
       << e.what();
+  // No knob or free makes room for it: no advice to raise one.
+  EXPECT_EQ(std::string(e.what()).find("raise"), std::string::npos) << e.what();
+  EXPECT_NE(std::string(hdsm::OutOfDeviceMemory("the cluster's global memory", 1 << 30, 0, 1 << 20,
+                                                "HDSM_CLUSTER_SPACE")
+                            .what())
+                .find("Free some or raise HDSM_CLUSTER_SPACE."),
+            std::string::npos);
   EXPECT_EQ(hdsm::format_bytes(std::size_t{3} << 50), "3 PiB");
   EXPECT_EQ(hdsm::format_bytes(std::size_t{1} << 62), "4 EiB");
 }
