@@ -160,18 +160,14 @@ void Worker::refuse_unallocated(std::uintptr_t a, std::size_t size, const char* 
   const std::uintptr_t bad = at != 0 ? at : a;
   throw InvalidPointer(
       fmt::format("crc worker {}: {} of {} B at {:#x}{} (page {:#x}) is in shared memory that is not "
-                  "allocated (freed, or "
-                  "never allocated)",
+                  "allocated (freed, or never allocated)",
                   id_, what, size, a, bad != a ? fmt::format(": its bytes from {:#x}", bad) : std::string(),
                   bad & ~buffer_.lookup().offset_mask));
 }
 
 void Worker::check(const Reply& reply, const char* what, std::uintptr_t page) {
   if (reply.status == Status::ok) return;
-  if (reply.status == Status::aborted) {
-    aborted_ = true;
-    throw RegionAborted{};
-  }
+  if (reply.status == Status::aborted) abort_task();
   throw InvalidArgument(fmt::format("crc worker {}: {}{}: {}", id_, what,
                                     page != 0 ? fmt::format(" (page {:#x})", page) : std::string(),
                                     reply.message));
@@ -339,10 +335,8 @@ inline void copy_element(std::byte* to, const std::byte* from, std::size_t size)
 }  // namespace
 
 void Worker::access(Access access, const void* address, void* bytes, std::size_t size) {
-  if (interrupted_.load(std::memory_order_relaxed)) [[unlikely]] {
-    aborted_ = true;
-    throw RegionAborted{};
-  }
+  if (interrupted_.load(std::memory_order_relaxed)) [[unlikely]]
+    abort_task();
   // A miss, most of the time: one page, inside the space, whose tags the inline access just
   // looked up. (Anything else goes the general way, which also says what is wrong.)
   const auto a = reinterpret_cast<std::uintptr_t>(address);
@@ -393,10 +387,8 @@ void Worker::access(Access access, const void* address, void* bytes, std::size_t
 }
 
 std::pair<std::byte*, std::size_t> Worker::localize(Access access, const void* address, std::size_t element) {
-  if (interrupted_.load(std::memory_order_relaxed)) [[unlikely]] {
-    aborted_ = true;
-    throw RegionAborted{};
-  }
+  if (interrupted_.load(std::memory_order_relaxed)) [[unlikely]]
+    abort_task();
   const std::uintptr_t a = check_range(address, element, "localized access");
   const std::uintptr_t mask = buffer_.lookup().offset_mask;
   const std::size_t offset = a & mask;

@@ -166,6 +166,11 @@ class Worker {
   }
   /// InvalidPointer for the access of `size` bytes at `a`, whose bytes from `at` (0: `a`) are not
   /// allocated.
+  /// The region failed: this worker's task unwinds (RegionAborted), and its unlocks do nothing.
+  [[noreturn]] void abort_task() {
+    aborted_ = true;
+    throw RegionAborted{};
+  }
   [[noreturn]] void refuse_unallocated(std::uintptr_t a, std::size_t size, const char* what,
                                        std::uintptr_t at = 0) const;
 

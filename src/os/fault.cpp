@@ -194,8 +194,7 @@ void forward(int sig, siginfo_t* info, void* ucontext, Where where) noexcept {
         line.str(
             " (next to the stack pointer: a stack overflow? A cooperative kernel's threads have "
             "HDSM_FIBER_STACK bytes of stack, 64 KiB by default; per_thread and per_block kernels and crc "
-            "tasks "
-            "run on their thread's own stack)\n");
+            "tasks run on their thread's own stack)\n");
       else
         line.str(" (not in shared memory)\n");
     }

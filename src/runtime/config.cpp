@@ -263,7 +263,6 @@ void check_wait_policy(const WaitPolicy& policy, std::string_view option) {
 }
 
 void apply_wait_policy(const WaitPolicy& policy) {
-  check_wait_policy(policy, "WaitPolicy");
   os::set_wait_policy(policy.kind == WaitPolicy::Kind::spin    ? os::WaitPolicy::spin
                       : policy.kind == WaitPolicy::Kind::block ? os::WaitPolicy::block
                                                                : os::WaitPolicy::automatic,

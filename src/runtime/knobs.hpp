@@ -30,6 +30,7 @@ HDSM_VISIBLE_END
 /// Sets the process-wide wait policy (os/spin_wait.hpp) from HDSM_WAIT_POLICY and
 /// HDSM_WAIT_SPIN_US: every runtime that starts threads does, before they wait.
 void apply_wait_policy(const Config& config);
+/// A program's WaitPolicy (crc and cluster Options), which its caller checked (check_wait_policy).
 HDSM_VISIBLE_BEGIN  // the cluster's library sets it too
     void
     apply_wait_policy(const WaitPolicy& policy);
