@@ -40,13 +40,13 @@ Directory::Directory(os::Arena& arena, std::size_t block_bytes)
         "an arena of {} segments of {} has {} blocks of {}, more than the directory "
         "can index; use a larger block size",
         arena.segments(), format_bytes(arena.segment_bytes()), total_blocks, format_bytes(block_bytes)));
-  // NOLINTNEXTLINE(bugprone-sizeof-expression): a table of pointers
-  live_ = os::Mapping(total_blocks * sizeof(Object*), "block table of the arena");
+  live_ = os::ZeroedTable<Object*>(total_blocks, "block table of the arena");
   tables_.reserve(arena.segments());
   for (unsigned s = 0; s < arena.segments(); ++s)
-    tables_.push_back(Segment{os::OffsetHeap(arena.segment_bytes(), block_bytes),
-                              os::Mapping(blocks_per_segment * sizeof(std::uint32_t),
-                                          fmt::format("freed-object table of arena segment {}", s))});
+    tables_.push_back(
+        Segment{os::OffsetHeap(arena.segment_bytes(), block_bytes),
+                os::ZeroedTable<std::uint32_t>(blocks_per_segment,
+                                               fmt::format("freed-object table of arena segment {}", s))});
   tombstones_.emplace_back();
 }
 
@@ -72,9 +72,9 @@ std::uint32_t Directory::take_slot() {
   return slot;
 }
 
-void Directory::forget_tombstones(const Segment& segment, std::size_t first, std::size_t blocks) {
+void Directory::forget_tombstones(Segment& segment, std::size_t first, std::size_t blocks) {
   for (std::size_t b = first; b < first + blocks; ++b) {
-    std::uint32_t& t = freed_entry(segment.freed, b);
+    std::uint32_t& t = segment.freed[b];
     if (t == 0) continue;
     if (--tombstones_[t].blocks_left == 0) {
       tombstones_[t].next_free = free_tombstone_;
@@ -180,7 +180,7 @@ void Directory::erase(ObjectId id) {
   const std::size_t first = object.offset >> shift_;
   for (std::size_t b = first; b < first + object.blocks; ++b) {
     live(arena_block(object.segment, b)).store(nullptr, std::memory_order_release);
-    freed_entry(seg.freed, b) = tomb;
+    seg.freed[b] = tomb;
   }
   seg.heap.release(object.offset, reserved(object.bytes));
   slots_by_id_.erase(it);
@@ -224,7 +224,7 @@ std::string Directory::describe(const void* p) const {
     return fmt::format("{} is at offset {}, past the end of shared object #{} ({})", fmt::ptr(p), in, o.id,
                        format_bytes(o.bytes));
   }
-  if (const std::uint32_t tomb = freed_entry(seg.freed, block); tomb != 0) {
+  if (const std::uint32_t tomb = seg.freed[block]; tomb != 0) {
     const Tombstone& t = tombstones_[tomb];
     const std::size_t in = offset - t.offset;
     if (in < t.bytes)

@@ -151,28 +151,26 @@ class Directory {
   };
   struct Segment {
     os::OffsetHeap heap;
-    os::Mapping freed;  // uint32 per block: tombstone of the last object freed there (under mutex_)
+    os::ZeroedTable<std::uint32_t>
+        freed;  // per block: tombstone of the last object freed there (under mutex_)
   };
 
-  // The tables are plain zero-filled mappings (nothing is constructed in them, so untouched pages
-  // cost nothing). The live table is accessed only through atomic_ref.
+  // The tables cost memory only where they are written (os::ZeroedTable). The live table is
+  // accessed only through atomic_ref.
   std::atomic_ref<Object*> live(std::size_t arena_block) const {
-    return std::atomic_ref<Object*>(reinterpret_cast<Object**>(live_.data())[arena_block]);
+    return std::atomic_ref<Object*>(live_[arena_block]);
   }
   /// The live-table index of a block of a segment.
   std::size_t arena_block(unsigned segment, std::size_t block) const {
     return (std::size_t{segment} << (segment_shift_ - shift_)) + block;
-  }
-  static std::uint32_t& freed_entry(const os::Mapping& table, std::size_t index) {
-    return reinterpret_cast<std::uint32_t*>(table.data())[index];
   }
   ObjectSlot& slot_at(std::uint32_t slot) const {  // caller holds mutex_
     const std::uint32_t i = slot - 1;
     return owned_[i >> kChunkShift][i & (kChunkSlots - 1)];
   }
 
-  std::uint32_t take_slot();  // caller holds mutex_
-  void forget_tombstones(const Segment& segment, std::size_t first, std::size_t blocks);  // holds mutex_
+  std::uint32_t take_slot();                                                        // caller holds mutex_
+  void forget_tombstones(Segment& segment, std::size_t first, std::size_t blocks);  // holds mutex_
 
   os::Arena& arena_;
   unsigned shift_;
@@ -184,7 +182,7 @@ class Directory {
   unsigned segment_shift_;
   std::size_t segment_mask_;
   /// Object* per block of the whole arena, segment after segment: the live object there or null.
-  os::Mapping live_;
+  mutable os::ZeroedTable<Object*> live_;  // mutable: const lookups take atomic_refs to its entries
   std::vector<Segment> tables_;
   // Slots never move: the live table points into them.
   std::vector<std::unique_ptr<ObjectSlot[]>> owned_;

@@ -20,22 +20,22 @@ Directory::Directory(std::size_t pages, std::size_t page_size, int workers)
 }
 
 void Directory::reset(std::size_t pages, std::size_t page_size) {
-  if (pages == entries_.size() && page_size == page_size_) {
-    for (const std::size_t p : touched_) {
-      entries_[p] = Entry{};
-      is_touched_[p] = 0;
-    }
-  } else {
-    entries_.assign(pages, Entry{});
-    is_touched_.assign(pages, 0);
+  for (const std::size_t p : touched_) {
+    entries_[p] = Entry{};
+    is_touched_[p] = 0;
   }
   touched_.clear();
-  page_size_ = page_size;
-  // Versions only grow (a worker compares two readings of one page's); the array only grows too.
-  if (pages > versions_size_) {
-    versions_ = std::make_unique<std::atomic<std::uint32_t>[]>(pages);
-    versions_size_ = pages;
+  // All zeros now: a larger table is a fresh one.
+  if (pages > entries_.size()) {
+    entries_ = os::ZeroedTable<Entry>(pages, fmt::format("crc directory of {} pages", pages));
+    is_touched_ = os::ZeroedTable<std::uint8_t>(pages, fmt::format("crc directory of {} pages", pages));
   }
+  pages_ = pages;
+  page_size_ = page_size;
+  // Versions only grow (a worker compares two readings of one page's); the table only grows too.
+  if (pages > versions_.size())
+    versions_ = os::ZeroedTable<std::atomic<std::uint32_t>>(
+        pages, fmt::format("crc page versions of {} pages", pages));
   for (auto& list : lists_) list.clear();
   twins_of_.clear();
   twins_.clear();

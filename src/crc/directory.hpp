@@ -6,6 +6,7 @@
 #pragma once
 
 #include "crc/worker_set.hpp"
+#include "os/mapping.hpp"
 
 #include <atomic>
 #include <cstddef>
@@ -48,7 +49,7 @@ class Directory {
   /// workers on shared memory read: a worker that copies a page itself reads the version before
   /// it copies, and the copy holds every change the home made before the reader was counted when
   /// that version is the one the home saw then (version()). Valid from one reset to the next.
-  const std::atomic<std::uint32_t>* versions() const { return versions_.get(); }
+  const std::atomic<std::uint32_t>* versions() const { return versions_.data(); }
   std::uint32_t version(std::size_t page) const { return versions_[page].load(std::memory_order_relaxed); }
 
   WorkerSet readers(std::size_t page) const { return entries_[page].read; }
@@ -57,7 +58,7 @@ class Directory {
   bool listed(std::size_t page, int w) const { return has(entries_[page].listed, w); }
   std::size_t twins_alive() const { return twins_alive_; }
   std::uint64_t twins_made() const { return twins_made_; }
-  std::size_t pages() const { return entries_.size(); }
+  std::size_t pages() const { return pages_; }
 
  private:
   struct Entry {
@@ -79,15 +80,17 @@ class Directory {
   void drop_twin(std::size_t page, int w);
 
   std::size_t page_size_;
-  std::vector<Entry> entries_;
+  std::size_t pages_ = 0;
+  // Tables of zeros committed as pages are touched, sized for the most pages a region has had:
+  // building the directory of a large space costs nothing until its pages are used.
+  os::ZeroedTable<Entry> entries_;
   std::vector<std::size_t> touched_;  // pages whose entry is not empty, for a cheap reset
-  std::vector<std::uint8_t> is_touched_;
+  os::ZeroedTable<std::uint8_t> is_touched_;
   std::vector<std::vector<std::uint64_t>> lists_;
   std::unordered_map<std::size_t, PageTwins> twins_of_;
   std::vector<Twin> twins_;
   std::vector<std::size_t> free_twins_;
-  std::unique_ptr<std::atomic<std::uint32_t>[]> versions_;
-  std::size_t versions_size_ = 0;
+  os::ZeroedTable<std::atomic<std::uint32_t>> versions_;
   std::size_t twins_alive_ = 0;
   std::uint64_t twins_made_ = 0;
 };

@@ -48,9 +48,14 @@ void Worker::begin(const Geometry& g, int count) {
   count_ = count > 0 ? count : made_count_;
   buffer_.configure(g);
   // All zeros between regions (every release clears the bits it set): only the size follows the
-  // page size.
-  single_listed_.resize(((space_.bytes >> g.page_shift) + 63) / 64, 0);
-  in_place_listed_.resize(single_listed_.size(), 0);
+  // page size. Zero tables committed as they are written: a large space's bitmaps cost nothing
+  // until its pages are.
+  if (const std::size_t words = ((space_.bytes >> g.page_shift) + 63) / 64; words > single_listed_.size()) {
+    single_listed_ =
+        os::ZeroedTable<std::uint64_t>(words, fmt::format("crc worker {}'s single-writer bitmap", id_));
+    in_place_listed_ =
+        os::ZeroedTable<std::uint64_t>(words, fmt::format("crc worker {}'s in-place bitmap", id_));
+  }
   barriers_ = 0;
   aborted_ = false;
   current_worker = this;

@@ -6,6 +6,7 @@
 #include "crc/engine.hpp"
 #include "crc/page_buffer.hpp"
 #include "crc/transport.hpp"
+#include "os/mapping.hpp"
 
 #include <hdsm/crc.hpp>
 
@@ -134,7 +135,7 @@ class Worker {
     if (set_bit(single_listed_, p)) single_written_.push_back(p);
   }
   /// Sets bit p; whether it was clear.
-  static bool set_bit(std::vector<std::uint64_t>& bits, std::uint64_t p) {
+  static bool set_bit(os::ZeroedTable<std::uint64_t>& bits, std::uint64_t p) {
     std::uint64_t& word = bits[p / 64];
     const std::uint64_t bit = std::uint64_t{1} << (p % 64);
     if ((word & bit) != 0) return false;
@@ -186,10 +187,10 @@ class Worker {
   // the home hears of them then, so that other workers' copies are listed for invalidation. A bit
   // per page of the shared space (a thousandth of its bytes at 128 B pages) says which are listed,
   // so noting a page is O(1) however long the phase.
-  std::vector<std::uint64_t> single_written_;   // page numbers
-  std::vector<std::uint64_t> single_listed_;    // bit p: page p is in single_written_
-  std::vector<std::uint64_t> in_place_listed_;  // bit p: page p is written in place (in single_written_)
-  std::size_t in_place_pages_ = 0;              // the bits set in in_place_listed_
+  std::vector<std::uint64_t> single_written_;       // page numbers
+  os::ZeroedTable<std::uint64_t> single_listed_;    // bit p: page p is in single_written_
+  os::ZeroedTable<std::uint64_t> in_place_listed_;  // bit p: page p is written in place (in single_written_)
+  std::size_t in_place_pages_ = 0;                  // the bits set in in_place_listed_
   std::uint64_t barriers_ = 0;
   bool aborted_ = false;  // this region failed and this worker was told so (RegionAborted thrown)
   Stats stats_;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <algorithm>
 #include <cerrno>
+#include <string>
 #include <utility>
 
 namespace hdsm::os {
@@ -56,6 +57,11 @@ Mapping& Mapping::operator=(Mapping&& other) noexcept {
     what_ = std::move(other.what_);
   }
   return *this;
+}
+
+void refuse_table(std::size_t n, std::size_t entry_bytes, const std::string& what) {
+  throw InvalidArgument(what + ": " + std::to_string(n) + " entries of " + std::to_string(entry_bytes) +
+                        " bytes are more than the address space holds");
 }
 
 void Mapping::release_pages(std::size_t offset, std::size_t bytes) {

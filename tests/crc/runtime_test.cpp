@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -606,6 +607,38 @@ TEST(CrcRuntime, PageSizeChangesBetweenRegions) {
   EXPECT_THROW(rt.page_size(100), hdsm::InvalidArgument);
   EXPECT_THROW(rt.page_size(1 << 17), hdsm::InvalidArgument);
   EXPECT_EQ(rt.page_size(), 65536u);  // unchanged by the refusals
+}
+
+// Resident memory of this process, from /proc/self/statm.
+std::size_t resident_bytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  unsigned long size = 0, resident = 0;
+  const int n = std::fscanf(f, "%lu %lu", &size, &resident);
+  std::fclose(f);
+  return n == 2 ? resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)) : 0;
+}
+
+TEST(CrcRuntime, ALargeSharedSpaceCostsMemoryOnlyForThePagesItUses) {
+  // The home's directory and the workers' bitmaps are sized for every page of the space at the
+  // smallest page size a region has had: built eagerly, 16 GiB of 1 KiB pages took 470 MiB (and
+  // a 1 TiB space 8 GiB and a minute). They are committed as their entries are used.
+  crc::Options o = options(2, 4096, 64 << 10);
+  o.shared_bytes = std::size_t{16} << 30;
+  const std::size_t before = resident_bytes();
+  ASSERT_GT(before, 0u);
+  crc::Runtime rt(o);
+  int* a = rt.alloc<int>(100000);
+  for (const std::size_t page : {4096u, 1024u}) {
+    rt.page_size(page);
+    rt.run([&] {
+      const auto [lo, hi] = crc::share(100000);
+      for (std::size_t i = lo; i < hi; ++i) crc::write(&a[i], static_cast<int>(i + page));
+    });
+    for (std::size_t i = 0; i < 100000; i += 997) ASSERT_EQ(a[i], static_cast<int>(i + page)) << page;
+  }
+  const std::size_t grown = resident_bytes() - before;
+  EXPECT_LT(grown, std::size_t{64} << 20) << "resident memory grew by " << grown << " bytes";
 }
 
 TEST(CrcRuntime, TasksByNumber) {

@@ -308,6 +308,27 @@ TEST_F(CrcDirectory, AWriteBackWithoutPermissionIsAnError) {
 namespace {
 
 // Four localized runs stay valid together: replacement passes over the last pages to come in.
+TEST(CrcDirectoryReset, EntriesOfAnotherPageCountAreForgottenAndATablesGrowthStartsEmpty) {
+  Directory dir(8, 16, 2);
+  dir.read_fetch(5, 0);
+  dir.write_fault(7, 1, false);
+  dir.single_writer_update(5, 1);
+  EXPECT_TRUE(dir.listed(5, 0));
+  dir.reset(4, 32);  // fewer, larger pages
+  EXPECT_EQ(dir.pages(), 4u);
+  for (std::size_t p = 0; p < 4; ++p) EXPECT_EQ(dir.readers(p) | dir.writers(p), 0u) << p;
+  dir.reset(1u << 20, 16);  // more pages than ever: a fresh table
+  EXPECT_EQ(dir.pages(), 1u << 20);
+  EXPECT_EQ(dir.readers(5), 0u);
+  EXPECT_EQ(dir.writers(7), 0u);
+  EXPECT_FALSE(dir.listed(5, 0));
+  dir.write_fault((1u << 20) - 1, 0, false);  // the last page is there
+  EXPECT_EQ(dir.writers((1u << 20) - 1), 1u);
+  std::vector<std::uint64_t> out;
+  dir.take_invalidations(0, out);
+  EXPECT_TRUE(out.empty());
+}
+
 TEST(CrcPageBufferRecency, TheLastPagesToComeInAreNotReplaced) {
   PageBuffer buffer(4 * 128, "test");
   buffer.configure(hdsm::crc::detail::geometry(4 * 128, 128, 0));  // 4 frames, 2 sets
