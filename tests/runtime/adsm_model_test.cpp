@@ -478,11 +478,22 @@ TEST_P(AdsmModel, MatchesPlainMemory) {
   }
 }
 
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kThreadSanitizer = true;
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+
 std::vector<Param> all_params() {
   std::vector<Param> out;
   for (const char* protocol : {"batch", "lazy", "rolling"})
     for (std::size_t block : {std::size_t{4} << 10, std::size_t{64} << 10, std::size_t{1} << 20})
-      for (unsigned devices = 1; devices <= 3; ++devices) out.push_back({protocol, block, devices});
+      for (unsigned devices = 1; devices <= 3; ++devices) {
+        // Under TSan 1 MiB blocks only on two devices: their steps race nothing that smaller blocks
+        // do not, and each of those cases took 8-18 s there (CI's budget).
+        if (kThreadSanitizer && block == (std::size_t{1} << 20) && devices != 2) continue;
+        out.push_back({protocol, block, devices});
+      }
   for (const char* protocol : {"batch", "lazy", "rolling"})
     for (std::size_t block : {std::size_t{4} << 10, std::size_t{64} << 10})
       out.push_back({protocol, block, 1, "opencl"});
