@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <new>
 #include <optional>
@@ -133,6 +134,16 @@ class ContainerCore {
   View prepare(std::uint32_t copy, Access mode);
   void finish(const View& view, Access mode, const Event& done);
   void cancel(std::uint32_t copy);
+  /// A view for writing left without done() while an exception unwinds: unpinned, its copy's contents
+  /// unknown (the main copy stays current; work enqueued on it by then is waited for before the copy
+  /// is reused or freed), and nothing committed.
+  void abandon(const View& view);
+  /// Mechanism::none after a call: the results go back to the main copy and the device copies go,
+  /// but a copy another access holds (another thread's launch that reads the container too), which
+  /// goes when that access ends.
+  void flush_after_call();
+  /// InvalidArgument naming `what` when a device view of the container is open.
+  void check_no_views(const char* what) const;
 
   void update_host();
   void invalidate_device_copies();
@@ -398,9 +409,17 @@ class DeviceView {
   }
   DeviceView(const DeviceView&) = delete;
   DeviceView& operator=(const DeviceView&) = delete;
-  /// Without done(), whatever was enqueued on queue() by then is taken to use the view.
+  /// Without done(), whatever was enqueued on queue() by then is taken to use the view; but a view
+  /// for writing that an exception unwinds commits nothing (the main copy stays current).
   ~DeviceView() {
     if (core_ == nullptr) return;
+    if (access_ != Access::read && std::uncaught_exceptions() > exceptions_) {
+      try {
+        core_->abandon(view_);
+      } catch (...) {  // NOLINT(bugprone-empty-catch): unwinding already; the unpin cannot fail
+      }
+      return;
+    }
     try {
       done(view_.queue->record());
     } catch (...) {
@@ -421,6 +440,7 @@ class DeviceView {
  private:
   detail::ContainerCore* core_;
   Access access_;
+  int exceptions_ = std::uncaught_exceptions();  // in flight when the view was made
   detail::ContainerCore::View view_;
 };
 

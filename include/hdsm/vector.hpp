@@ -173,9 +173,10 @@ class Vector : public detail::TypedContainer<T> {
     if (n > old) this->construct(old, n);
   }
   void resize(std::size_t n, const T& value) {
+    const T fill = value;  // `value` may be an element, which the resize moves
     const std::size_t old = this->size();
     this->resize_core(n, n);
-    if (n > old) std::fill(this->host() + old, this->host() + n, value);
+    if (n > old) std::fill(this->host() + old, this->host() + n, fill);
   }
   void reserve(std::size_t n) {
     if (n <= capacity()) return;
@@ -184,9 +185,10 @@ class Vector : public detail::TypedContainer<T> {
     this->resize_core(old, old);
   }
   void push_back(const T& value) {
+    const T element = value;  // `value` may be an element, which the resize moves
     const std::size_t n = this->size();
     this->resize_core(n + 1, n + 1);
-    this->host()[n] = value;
+    this->host()[n] = element;
   }
   void pop_back() {
     if (this->size() == 0) throw InvalidArgument("pop_back of an empty " + this->core().name());
@@ -201,6 +203,9 @@ class Vector : public detail::TypedContainer<T> {
       throw InvalidArgument("erase of elements [" + std::to_string(a) + ", " + std::to_string(b) +
                             ") of the " + this->core().name() + ": the last comes before the first");
     this->core().check_range(a, b - a, "erase");
+    if (a == b) return iterator(this, a);
+    // Refused before any element moves: the resize after the move would refuse it then.
+    this->core().check_no_views("erase");
     T* p = this->host_range(0, this->size(), Access::read_write);
     std::memmove(p + a, p + b, (this->size() - b) * sizeof(T));
     this->resize_core(this->size() - (b - a), this->size() - (b - a));

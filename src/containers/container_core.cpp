@@ -142,18 +142,28 @@ struct ContainerCore::State {
   /// do.
   static bool reports(const InFlight& f) { return f.writes || !f.reads; }
   static Pending pending(const InFlight& f) { return {f.done, reports(f)}; }
-  /// Waits for each; throws the first failure of one to report (the caller forgets it then).
-  static void wait_for(const std::vector<Pending>& work) {
+  /// Waits for each; throws the first failure of one to report, whose event goes to `reported` (the
+  /// caller forgets it then).
+  static void wait_for(const std::vector<Pending>& work, Event& reported) {
     for (const Pending& p : work) {
-      if (p.report)
-        p.done.wait();
-      else
+      if (!p.report) {
         (void)failed(p.done);
+        continue;
+      }
+      try {
+        p.done.wait();
+      } catch (...) {
+        reported = p.done;
+        throw;
+      }
     }
   }
-  /// After a wait reported a failure: forgets every completed entry, the failed ones included.
-  void forget_completed() {
-    std::erase_if(in_flight, [](const InFlight& f) { return f.done.query(); });
+  /// After a wait reported the failure of `reported`: forgets it, and the completed work that did not
+  /// fail. Other failures stay, for the accesses that conflict with them (each is reported once).
+  void forget_reported(const Event& reported) {
+    std::erase_if(in_flight, [&](const InFlight& f) {
+      return f.done.query() && (f.done.state() == reported.state() || !(reports(f) && failed(f.done)));
+    });
   }
   static bool failed(const Event& done) {
     try {
@@ -169,8 +179,11 @@ struct ContainerCore::State {
   void prune_sometimes() {
     if (in_flight.size() >= prune_at) prune();
   }
+  /// Work still running on the copy (a failed one that completed holds it no longer: its entry only
+  /// waits to be reported).
   bool busy(CopyId id) const {
-    return std::any_of(in_flight.begin(), in_flight.end(), [&](const InFlight& f) { return f.copy == id; });
+    return std::any_of(in_flight.begin(), in_flight.end(),
+                       [&](const InFlight& f) { return f.copy == id && !f.done.query(); });
   }
   bool pinned(CopyId id) const { return id < pins.size() && pins[id] > 0; }
 
@@ -193,14 +206,37 @@ struct ContainerCore::State {
       throw InvalidArgument(
           fmt::format("{} of the {}: a device view of it is open (call done() first)", what, core.name()));
   }
+  /// Waits for the work that conflicts with a host access of `range` in `mode`, without holding the
+  /// runtime's lock (other containers go on); throws the first failure of one this container
+  /// reports, once.
+  void wait_for_conflicts(ElementRange range, Access mode) {
+    std::vector<Pending> conflicts;
+    {
+      std::lock_guard lock(shared.mutex);
+      prune();
+      conflicts = conflicting(range, mode);
+    }
+    Event reported;
+    try {
+      wait_for(conflicts, reported);
+    } catch (...) {
+      std::lock_guard lock(shared.mutex);
+      forget_reported(reported);
+      core.refresh_flags();
+      throw;
+    }
+  }
   /// A write-back into the main copy waits for the copies still reading those elements out of it.
   void wait_for_main_readers(ElementRange range) {
     for (const InFlight& f : in_flight)
       if (f.reads_main && f.range.first < range.last && range.first < f.range.last) f.done.wait();
   }
+  /// Waits for the work on a copy about to be freed or evicted. A failure is not thrown here: it
+  /// may be another container's (an eviction for this one's launch), and its entry stays for the
+  /// owner's next access that conflicts with it.
   void wait_for_copy(CopyId id) {
     for (const InFlight& f : in_flight)
-      if (f.copy == id) f.done.wait();
+      if (f.copy == id) (void)failed(f.done);
     prune();
   }
 
@@ -413,8 +449,14 @@ void ContainerCore::refresh_flags() {
   // A host write must not overwrite elements that a copy to a device still reads out of the main copy.
   const bool main_read = std::any_of(state_->in_flight.begin(), state_->in_flight.end(),
                                      [](const InFlight& f) { return f.reads_main && !f.done.query(); });
-  read_free_.store(state_->set.host_access_is_free(Access::read), std::memory_order_release);
-  write_free_.store(!main_read && state_->set.host_access_is_free(Access::write), std::memory_order_release);
+  // A failure not reported yet keeps host accesses on the slow path, which reports it: the main copy
+  // may be current all the same (an eviction wrote back what the failed kernel left).
+  const bool unreported = std::any_of(
+      state_->in_flight.begin(), state_->in_flight.end(),
+      [](const InFlight& f) { return State::reports(f) && f.done.query() && State::failed(f.done); });
+  read_free_.store(!unreported && state_->set.host_access_is_free(Access::read), std::memory_order_release);
+  write_free_.store(!unreported && !main_read && state_->set.host_access_is_free(Access::write),
+                    std::memory_order_release);
 }
 
 Runtime& ContainerCore::runtime() const {
@@ -455,21 +497,7 @@ void ContainerCore::host_access(std::size_t first, std::size_t n, Access mode) {
   if (n == 0) return;
   State& s = *state_;
   const ElementRange range{first, first + n};
-  // Wait for the conflicting work without holding the runtime's lock: other containers go on.
-  std::vector<State::Pending> conflicts;
-  {
-    std::lock_guard lock(s.shared.mutex);
-    s.prune();
-    conflicts = s.conflicting(range, mode);
-  }
-  try {
-    State::wait_for(conflicts);
-  } catch (...) {
-    std::lock_guard lock(s.shared.mutex);
-    s.forget_completed();  // reported here, once
-    refresh_flags();
-    throw;
-  }
+  s.wait_for_conflicts(range, mode);
   std::lock_guard lock(s.shared.mutex);
   s.prune();
   if (mode != Access::read && s.set.mechanism() == Mechanism::initial) s.check_no_views("host write");
@@ -532,7 +560,9 @@ void ContainerCore::finish(const View& view, Access mode, const Event& done) {
   std::lock_guard lock(state_->shared.mutex);
   State& s = *state_;
   if (view.copy < s.pins.size() && s.pins[view.copy] > 0) --s.pins[view.copy];
-  if (!done.query()) {
+  // Work that already failed is recorded too: nobody else waits for its event (skeletons and calls
+  // drop it), and its failure is the container's to report.
+  if (!done.query() || State::failed(done)) {
     const coherence::ElementRange b = coherence::bounds(s.set.copy(view.copy).extent);
     s.in_flight.push_back({done, b, false, mode != Access::write, mode != Access::read, view.copy});
   }
@@ -546,8 +576,42 @@ void ContainerCore::cancel(std::uint32_t copy) {
   if (copy < s.pins.size() && s.pins[copy] > 0) --s.pins[copy];
 }
 
+void ContainerCore::abandon(const View& view) {
+  std::lock_guard lock(state_->shared.mutex);
+  State& s = *state_;
+  if (view.copy < s.pins.size() && s.pins[view.copy] > 0) --s.pins[view.copy];
+  // What the user enqueued on the copy by now: the copy is not freed or reused under it. Its failure
+  // is not reported (reads, no write: the exception that unwinds is the error).
+  if (const Event done = view.queue->record(); !done.query()) {
+    const coherence::ElementRange b = coherence::bounds(s.set.copy(view.copy).extent);
+    s.in_flight.push_back({done, b, false, true, false, view.copy});
+  }
+  s.set.forget(view.copy);
+  refresh_flags();
+}
+
+void ContainerCore::check_no_views(const char* what) const {
+  check_alive(what);
+  std::lock_guard lock(state_->shared.mutex);
+  state_->check_no_views(what);
+}
+
+void ContainerCore::flush_after_call() {
+  std::lock_guard lock(state_->shared.mutex);
+  State& s = *state_;
+  s.prune();
+  coherence::RangePlan plan = s.set.update_host();
+  for (const CopyId id : s.set.device_copies())
+    if (!s.pinned(id)) plan.released.push_back(id);
+  s.execute(plan);
+  refresh_flags();
+}
+
 void ContainerCore::update_host() {
   check_alive("update_host");
+  // The writers' failures first: a write-back of what a failed kernel left would make it the host's
+  // data, with no error.
+  state_->wait_for_conflicts({0, elements_}, Access::read);
   std::lock_guard lock(state_->shared.mutex);
   state_->prune();
   state_->execute(state_->set.update_host());
@@ -556,6 +620,7 @@ void ContainerCore::update_host() {
 
 void ContainerCore::invalidate_device_copies() {
   check_alive("invalidate_device_copies");
+  state_->wait_for_conflicts({0, elements_}, Access::read);
   std::lock_guard lock(state_->shared.mutex);
   state_->prune();
   state_->execute(state_->set.invalidate_device_copies());
@@ -564,6 +629,7 @@ void ContainerCore::invalidate_device_copies() {
 
 void ContainerCore::flush() {
   check_alive("flush");
+  state_->wait_for_conflicts({0, elements_}, Access::read);
   std::lock_guard lock(state_->shared.mutex);
   state_->prune();
   state_->check_no_views("flush");
@@ -584,11 +650,12 @@ void ContainerCore::wait() {
     std::lock_guard lock(state_->shared.mutex);
     for (const InFlight& f : state_->in_flight) work.push_back(State::pending(f));
   }
+  Event reported;
   try {
-    State::wait_for(work);
+    State::wait_for(work, reported);
   } catch (...) {
     std::lock_guard lock(state_->shared.mutex);
-    state_->forget_completed();  // reported here, once
+    state_->forget_reported(reported);  // reported here, once
     refresh_flags();
     throw;
   }
@@ -748,7 +815,7 @@ Event launch_containers(Runtime& runtime, unsigned device, const Kernel& kernel,
           live(i) && a.core->mechanism() == Mechanism::none &&
           std::find(flushed.begin(), flushed.end(), a.core) == flushed.end()) {
         if (flushed.empty()) done.wait();
-        a.core->flush();
+        a.core->flush_after_call();
         flushed.push_back(a.core);
       }
     return done;
