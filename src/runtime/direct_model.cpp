@@ -94,6 +94,13 @@ void DirectModel::for_each_overlapping(const void* p, std::size_t n, F&& f) cons
 void DirectModel::check(const void* p, std::size_t n, const char* call) const {
   const auto first = reinterpret_cast<std::uintptr_t>(p);
   std::lock_guard lock(mutex_);
+  // The byte after an object is the gap place() reserves, not host memory: a range from there is
+  // past the object's end (an off-by-one in the caller), as under the copying protocols.
+  const Object* o = n > 0 ? const_cast<DirectModel*>(this)->object_at(p, true) : nullptr;
+  if (o != nullptr && static_cast<const std::byte*>(p) == o->start + o->bytes)
+    throw InvalidArgument(
+        fmt::format("{}: the {}-byte range at {} starts at the end of the object at {} ({} bytes)", call, n,
+                    p, static_cast<const void*>(o->start), o->bytes));
   for_each_overlapping(p, n, [&](std::uintptr_t begin, const Object& o) {
     if (begin > first)  // host memory, then the object
       throw InvalidArgument(
@@ -159,6 +166,11 @@ void DirectModel::call(const Kernel& kernel, const Launch& launch, std::span<con
   std::vector<KernelArg> kernel_args;
   kernel_args.reserve(args.size());
   std::vector<Object*> used;
+  struct Span {
+    const Object* object;
+    std::size_t first, last;
+  };
+  std::vector<Span> spans;  // the bytes of each object the call may touch
   const bool annotated =
       std::any_of(args.begin(), args.end(), [](const CallArg& a) { return a.kind == Kind::annotated; });
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -181,18 +193,38 @@ void DirectModel::call(const Kernel& kernel, const Launch& launch, std::span<con
         kernel.name, i);
     kernel_args.push_back(argument(d, *o, start));
     if (std::find(used.begin(), used.end(), o) == used.end()) used.push_back(o);
+    if (a.kind == Kind::annotated && a.bytes != CallArg::kWholeObject)
+      spans.push_back({o, start + a.offset, start + a.offset + a.bytes});
+    else
+      spans.push_back({o, 0, o->bytes});
   }
   Queue& q = queue(d);
   // A call on another device that used one of these objects since its sync comes first: this
-  // queue waits for everything that device's queue had (which chains to what that one waited for).
+  // queue waits for everything that device's queue had (which chains to what that one waited for),
+  // or, while a sync of that device is under way (another thread's, or a thread's end), for what
+  // the sync waits for: its calls and their hand-overs.
   std::vector<unsigned> waited;
   for (Object* o : used) {
     const int e = std::exchange(o->last_device, static_cast<int>(d));
-    if (e < 0 || static_cast<unsigned>(e) == d || !busy_[e]) continue;
+    if (e < 0 || static_cast<unsigned>(e) == d) continue;
     if (std::find(waited.begin(), waited.end(), static_cast<unsigned>(e)) != waited.end()) continue;
-    q.wait(queues_[e]->record());
+    if (busy_[e])
+      q.wait(queues_[e]->record());
+    else if (!settled_[e].event.query())
+      q.wait(settled_[e].event);
+    else
+      continue;
     waited.push_back(static_cast<unsigned>(e));
   }
+  // And the asynchronous copies into or out of the bytes it may touch.
+  std::vector<const Event*> copies;
+  for (const Span& span : spans)
+    for (const Object::Copy& c : span.object->copies)
+      if (c.first < span.last && span.first < c.last && !c.done.query() &&
+          std::find_if(copies.begin(), copies.end(),
+                       [&](const Event* e) { return e->state() == c.done.state(); }) == copies.end())
+        copies.push_back(&c.done);
+  for (const Event* e : copies) q.wait(*e);
   for (Object* o : used) before_launch(d, *o, q);
   q.launch(kernel, launch, kernel_args);
   busy_[d] = true;
@@ -204,11 +236,19 @@ void DirectModel::call(const Kernel& kernel, const Launch& launch, std::span<con
 void DirectModel::settle(std::initializer_list<std::pair<const void*, std::size_t>> ranges) {
   std::vector<unsigned> devices;
   std::vector<Settled> earlier;  // syncs of other threads may have taken such calls over: wait for them too
+  std::vector<Event> copies;     // note_copy()'s copies of those bytes
   {
     std::lock_guard lock(mutex_);
     std::vector<std::uintptr_t> touched;  // the objects the ranges touch (a range touches one)
     for (const auto& [p, n] : ranges)
-      for_each_overlapping(p, n, [&](std::uintptr_t start, const Object&) { touched.push_back(start); });
+      for_each_overlapping(p, n, [&](std::uintptr_t start, const Object& o) {
+        touched.push_back(start);
+        const std::uintptr_t first = std::max(reinterpret_cast<std::uintptr_t>(p), start) - start;
+        const std::uintptr_t last =
+            std::min<std::uintptr_t>(o.bytes, reinterpret_cast<std::uintptr_t>(p) + n - start);
+        for (const Object::Copy& c : o.copies)
+          if (c.first < last && first < c.last && !c.done.query()) copies.push_back(c.done);
+      });
     if (touched.empty()) return;  // host memory: no call uses it
     for (unsigned d = 0; d < devices_.size(); ++d) {
       if (!busy_[d]) continue;
@@ -224,8 +264,28 @@ void DirectModel::settle(std::initializer_list<std::pair<const void*, std::size_
       if (std::find(devices.begin(), devices.end(), d) == devices.end() && !settled_[d].event.query())
         earlier.push_back(settled_[d]);
   }
+  for (const Event& c : copies) {
+    try {
+      c.wait();
+    } catch (
+        const std::exception&) {  // NOLINT(bugprone-empty-catch): the copy's failure is its event's to report
+    }
+  }
   for (const Settled& e : earlier) wait_settled(e, false);
   for (const unsigned d : devices) sync_device(d, false);
+}
+
+void DirectModel::note_copy(const void* dst, const void* src, std::size_t n, const Event& done) {
+  if (n == 0 || done.query()) return;
+  std::lock_guard lock(mutex_);
+  for (const void* p : {dst, src}) {
+    if (p == nullptr) continue;
+    Object* o = object_at(p);  // check() passed: the range lies in one object or in none
+    if (o == nullptr) continue;
+    std::erase_if(o->copies, [](const Object::Copy& c) { return c.done.query(); });
+    const auto first = static_cast<std::size_t>(static_cast<const std::byte*>(p) - o->start);
+    o->copies.push_back({done, first, first + n});
+  }
 }
 
 // Bulk memory is ordered after the calls before it, as cudaMemcpy is after earlier kernels: a copy

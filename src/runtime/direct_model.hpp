@@ -91,6 +91,11 @@ class DirectModel : public MemoryModel {
   /// Locks the objects [dst, dst + n) writes (exclusively) and [src, src + n) reads (shared; src may
   /// be null), in address order, so two guards never wait for each other in a cycle.
   BulkGuard guard_bulk(const void* dst, const void* src, std::size_t n);
+  /// An asynchronous copy (memcpy_async between these objects and another model's) that writes
+  /// [dst, dst + n) and reads [src, src + n), and completes with `done`: a later call whose range of
+  /// such an object overlaps those bytes waits for it on its queue; free, bulk memory and I/O on
+  /// them wait for it first.
+  void note_copy(const void* dst, const void* src, std::size_t n, const Event& done);
 
  protected:
   struct Object {
@@ -101,6 +106,11 @@ class DirectModel : public MemoryModel {
     std::shared_ptr<std::shared_mutex> bulk = std::make_shared<std::shared_mutex>();  // guard_bulk's lock
     os::Mapping host;                    // host-mapped: the memory itself
     std::vector<std::uint64_t> mapping;  // host-mapped, by device: the device's mapping, 0 where none
+    struct Copy {
+      Event done;
+      std::size_t first, last;  // its bytes of the object
+    };
+    std::vector<Copy> copies;  // note_copy()'s copies that may be in flight
   };
 
   /// `protocol` names the model in messages ("HDSM_PROTOCOL=um").

@@ -9,10 +9,12 @@
 #include "runtime/knobs.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "runtime/unified.hpp"
+#include "transfer/copy_engine.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <exception>
 
@@ -195,14 +197,23 @@ void RoutedModel::check(const void* p, std::size_t n, const char* call) const {
 }
 void RoutedModel::copy(void* dst, const void* src, std::size_t n, std::vector<Event>* pending) {
   std::vector<DirectModel::BulkGuard> guards;
-  for (DirectModel* m : {static_cast<DirectModel*>(mapped_.get()), static_cast<DirectModel*>(um_.get())})
+  const std::array<DirectModel*, 2> direct{mapped_.get(), um_.get()};
+  for (DirectModel* m : direct)
     if (m != nullptr) {
       m->check(dst, n, "memcpy");
       m->check(src, n, "memcpy");
       m->settle({{dst, n}, {src, n}});
       guards.push_back(m->guard_bulk(dst, src, n));
     }
+  const std::size_t before = pending != nullptr ? pending->size() : 0;
   adsm_->copy(dst, src, n, pending);
+  // memcpy_async between an ADSM object and one of these returns with the device transfers under
+  // way, after the guards: the direct model orders its later calls, frees and copies after them.
+  if (pending == nullptr || pending->size() == before) return;
+  const Event done = transfer::all_of(
+      std::vector<Event>(pending->begin() + static_cast<std::ptrdiff_t>(before), pending->end()));
+  for (DirectModel* m : direct)
+    if (m != nullptr) m->note_copy(dst, src, n, done);
 }
 void RoutedModel::fill(void* dst, std::uint8_t value, std::size_t n) {
   std::vector<DirectModel::BulkGuard> guards;

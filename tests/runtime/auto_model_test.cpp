@@ -226,4 +226,80 @@ TEST(AutoModel, OpenclCpuDeviceIsHostMappedBesideDiscreteSimDevices) {
   rt->free(copied);
 }
 
+// memcpy_async between a rolling object (a discrete sim device's, valid on the device only) and a
+// host-mapped one (the OpenCL CPU device's) returns with the device transfer under way; the
+// host-mapped object's model orders what comes after it: a call on that object waits for the copy,
+// and so does its free (a new object at its address is not written by the copy). Before, the direct
+// model knew nothing of the copy: the call read zeros, and the copy wrote into the next object.
+class AutoMixed : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (hdsm::test::opencl_only_without_lsan())
+      GTEST_SKIP() << "OpenCL under ASan runs without LeakSanitizer";
+    auto config = hdsm::test::fast_sim_config("auto");
+    // A slow link: the sim device's transfers take 50 ms each.
+    config.set("HDSM_DEVICE", "opencl")
+        .set("HDSM_OPENCL_MEMORY", "64MiB")
+        .set("HDSM_SIM_LATENCY_US", "50000");
+    try {
+      rt_ = std::make_unique<hdsm::Runtime>(config);
+    } catch (const hdsm::NoDevice& e) {
+      GTEST_SKIP() << "no OpenCL device here: " << e.what();
+    }
+    cl_ = rt_->default_device().properties().index;
+    if (model_choices(*rt_)[cl_].model != "host-mapped") GTEST_SKIP() << "the OpenCL device is discrete";
+  }
+  // An object of sim0 whose every element is `value` on the device alone.
+  int* device_only(std::uint64_t n, int value) {
+    int* x = rt_->alloc<int>(n, 0);
+    for (std::uint64_t i = 0; i < n; ++i) x[i] = value - 1;
+    rt_->call(add_one(), hdsm::cover(n), x, n);
+    rt_->sync();
+    return x;
+  }
+  std::unique_ptr<hdsm::Runtime> rt_;
+  std::size_t cl_ = 0;
+};
+
+TEST_F(AutoMixed, ACallOnAHostMappedObjectWaitsForAnAsyncCopyIntoIt) {
+  const std::uint64_t n = 4096;
+  int* src = device_only(n, 5);
+  int* mapped = rt_->alloc<int>(n, cl_);
+  int* out = rt_->alloc<int>(n, cl_);
+  rt_->call(copy_kernel(), hdsm::cover(n), hdsm::in(mapped), hdsm::out(out), n);  // builds the program
+  rt_->sync();
+  const hdsm::Event copied = rt_->memcpy_async(mapped, src, n * sizeof(int));
+  EXPECT_FALSE(copied.query()) << "the copy is still under way (else this test shows nothing)";
+  rt_->call(copy_kernel(), hdsm::cover(n), hdsm::in(mapped), hdsm::out(out), n);
+  rt_->sync();
+  copied.wait();
+  for (std::uint64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], 5) << i;
+  // The other way: a call that writes the host-mapped source waits until the copy has read it.
+  int* dst = rt_->alloc<int>(n, 0);
+  for (std::uint64_t i = 0; i < n; ++i) mapped[i] = 7;
+  rt_->call(add_one(), hdsm::cover(n), dst, n);  // dst valid on sim0 alone: the copy goes up to it
+  rt_->sync();
+  const hdsm::Event up = rt_->memcpy_async(dst, mapped, n * sizeof(int));
+  rt_->call(add_one(), hdsm::cover(n), mapped, n);
+  rt_->sync();
+  up.wait();
+  for (std::uint64_t i = 0; i < n; ++i) ASSERT_EQ(dst[i], 7) << i;
+  for (std::uint64_t i = 0; i < n; ++i) ASSERT_EQ(mapped[i], 8) << i;
+  for (int* p : {src, mapped, out, dst}) rt_->free(p);
+}
+
+TEST_F(AutoMixed, FreeOfAHostMappedObjectWaitsForAnAsyncCopy) {
+  const std::uint64_t n = 4096;
+  int* src = device_only(n, 3);
+  int* mapped = rt_->alloc<int>(n, cl_);
+  const hdsm::Event copied = rt_->memcpy_async(mapped, src, n * sizeof(int));
+  EXPECT_FALSE(copied.query()) << "the copy is still under way (else this test shows nothing)";
+  rt_->free(mapped);
+  EXPECT_TRUE(copied.query()) << "free waited for the copy into the object";
+  int* again = rt_->alloc<int>(n, cl_);  // often at the freed address
+  for (std::uint64_t i = 0; i < n; ++i) ASSERT_EQ(again[i], 0) << i;
+  rt_->free(again);
+  rt_->free(src);
+}
+
 }  // namespace

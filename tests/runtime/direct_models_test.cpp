@@ -322,6 +322,69 @@ TEST_P(DirectSim, IoOnHostMemoryWaitsForNoSync) {
   rt_->free(x);
 }
 
+// A call on one device that uses an object a call on another device used since the last sync waits
+// for that device's calls, also while another thread's sync of them is under way. Before, the sync
+// marked the device idle as it began, and the second call read the object before the first wrote it.
+std::atomic<bool> g_syncing{false};
+TEST_P(DirectSim, ACallWaitsForAnotherDevicesCallsWhileTheirSyncIsUnderWay) {
+  const auto slow_set = hdsm::per_thread("direct_slow_set", [](const hdsm::Thread& t, float* x) {
+    if (t.global_x() != 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    x[0] = 1.0f;
+  });
+  const auto read_add = hdsm::per_thread("direct_read_add", [](const hdsm::Thread& t, float* y, float* x) {
+    if (t.global_x() != 0) return;
+    y[0] = x[0];
+    x[0] += 10.0f;
+  });
+  auto config = hdsm::test::fast_sim_config(std::get<0>(GetParam()));
+  config.set("HDSM_DEVICE", "sim").set("HDSM_UM_PREFETCH", std::get<2>(GetParam()));
+  config.set("HDSM_SIM_DEVICES", "2").set("HDSM_SIM_THREADS", "1");  // an executor each: they run at once
+  hdsm::Runtime rt(config);
+  float* x = rt.alloc<float>(16, 0);
+  float* y = rt.alloc<float>(16, 1);
+  g_syncing = false;
+  std::thread first([&] {
+    rt.call(slow_set, hdsm::cover(1), hdsm::inout(x));
+    g_syncing = true;
+    rt.sync();
+  });
+  while (!g_syncing) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));         // the first thread is in its sync
+  rt.call(read_add, hdsm::cover(1), hdsm::inout(y), hdsm::inout(x));  // on device 1
+  rt.sync();
+  first.join();
+  EXPECT_EQ(y[0], 1.0f) << "the call on device 1 ran after the one on device 0";
+  EXPECT_EQ(x[0], 11.0f);
+  rt.free(x);
+  rt.free(y);
+}
+
+// A range of bulk memory or I/O that starts at an object's end (one past its last byte, the gap no
+// other object starts at) is past the object, as under the copying protocols: before, it was taken
+// for host memory, and a memset there wrote into the gap.
+TEST_P(Direct, BulkRangesFromAnObjectsEndAreRefused) {
+  auto* a = static_cast<unsigned char*>(rt_->alloc(4096));
+  unsigned char host[64] = {};
+  try {
+    rt_->memset(a + 4096, 1, 64);
+    ADD_FAILURE() << "a memset from the object's end was done";
+  } catch (const hdsm::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("starts at the end of the object"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(rt_->memcpy(a + 4096, host, sizeof host), hdsm::InvalidArgument);
+  EXPECT_THROW(rt_->memcpy(host, a + 4096, sizeof host), hdsm::InvalidArgument);
+  const int fd = ::memfd_create("hdsm direct end", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, host, sizeof host), static_cast<ssize_t>(sizeof host));
+  errno = 0;
+  EXPECT_EQ(rt_->pread(fd, a + 4096, sizeof host, 0), -1);
+  EXPECT_EQ(errno, EFAULT);
+  ::close(fd);
+  rt_->memset(a + 4096, 1, 0);  // nothing at all: fine
+  rt_->free(a);
+}
+
 std::string direct_name(const ::testing::TestParamInfo<Direct::ParamType>& info) {
   std::string protocol = std::get<0>(info.param);
   if (protocol == "host-mapped") protocol = "host_mapped";
