@@ -161,12 +161,20 @@ void* SharedSpace::alloc(std::size_t bytes, unsigned device) {
   return directory_.user(*object);
 }
 
+void SharedSpace::check_free(const void* p) const {
+  const Object* object = directory_.object_at_start(p);
+  if (object == nullptr || entry_of(object->id) == nullptr)
+    throw InvalidPointer(
+        fmt::format("free({}): not the start of a live shared object: {}", p, directory_.describe(p)));
+}
+
 void SharedSpace::free(void* p) {
   Object* object = directory_.object_at_start(p);
   std::shared_ptr<Entry> e = object != nullptr ? entry_of(object->id) : nullptr;
-  if (e == nullptr)
-    throw InvalidPointer(
-        fmt::format("free({}): not the start of a live shared object: {}", p, directory_.describe(p)));
+  if (e == nullptr) {
+    check_free(p);  // names what p is
+    throw InvalidPointer(fmt::format("free({}): freed by another thread meanwhile", p));
+  }
   const ObjectId id = object->id;
   std::lock_guard lock(e->mutex);
   try {
@@ -457,7 +465,10 @@ SharedSpace::Temporary SharedSpace::copy_in(unsigned device, const void* p) {
   const Temporary temp{devices_[device]->alloc(bytes)};
   try {
     const auto to = transfer::CopyEnd::device_memory(*devices_[device], temp.buffer, 0, *queues_[device]);
-    engine_->start(to, device_range(*e, 0), bytes, true);
+    // Counted as the call's uploads are (and the copy back as the sync's downloads): every
+    // transfer of shared memory counts under one action.
+    counters_.action(Action::release)
+        .add(engine_->start(to, device_range(*e, 0), bytes, true).plan.link_bytes());
   } catch (...) {
     devices_[device]->free(temp.buffer);
     throw;
@@ -477,7 +488,9 @@ Event SharedSpace::copy_back(unsigned device, const Temporary& temp, const void*
     settle(*e, 0, e->object->bytes, true);
   }
   const auto from = transfer::CopyEnd::device_memory(*devices_[device], temp.buffer, 0, *queues_[device]);
-  return engine_->start(device_range(*e, 0), from, e->object->bytes, true).done;
+  transfer::CopyEngine::Started s = engine_->start(device_range(*e, 0), from, e->object->bytes, true);
+  counters_.action(Action::acquire).add(s.plan.link_bytes());
+  return std::move(s.done);
 }
 
 void SharedSpace::free_temporary(unsigned device, const Temporary& temp) {

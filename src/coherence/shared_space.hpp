@@ -110,6 +110,9 @@ class SharedSpace {
   void* alloc(std::size_t bytes, unsigned device);
   /// `p` must be the start of a live object (hdsm::InvalidPointer otherwise).
   void free(void* p);
+  /// The InvalidPointer free(p) would throw, before the caller forgets p anywhere; nothing for the
+  /// start of a live object.
+  void check_free(const void* p) const;
 
   /// Kernel call on `device`: the objects named in `uses`, or every object of the device used as
   /// KernelUse::unknown when `uses` is empty, are released (the CPU's newer blocks are uploaded), and

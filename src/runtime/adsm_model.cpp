@@ -167,7 +167,9 @@ void AdsmModel::free(void* p) {
                                      foreign ? " (it belongs to another hdsm::Runtime)" : ""));
   }
   // A kernel of any thread may still use the object: wait for the calls in flight that may, and drop
-  // the object from what their syncs acquire.
+  // the object from what their syncs acquire. Not for a pointer that starts no object (an interior
+  // one): the calls would no longer acquire the object it points into.
+  s->check_free(p);
   std::vector<Event> users;
   for (DeviceCalls& d : device_calls_) {
     const auto lock = obs::lock_counting_wait(d.mutex, rt_.lock_sink());

@@ -237,6 +237,20 @@ TEST_P(AdsmApi, BadFreesAreInvalidPointer) {
   rt.free(nullptr);
 }
 
+// A refused free (a pointer into an object, not its start) leaves the calls in flight alone: their
+// sync still acquires the object. Before, under batch, the calls forgot the object before the free
+// was refused, and the host kept the values from before the kernel.
+TEST_P(AdsmApi, ARefusedFreeLeavesTheCallsInFlightAlone) {
+  const std::uint64_t n = 1024;
+  int* x = rt.alloc<int>(n);
+  for (std::uint64_t i = 0; i < n; ++i) x[i] = 1;
+  rt.call(fill(), hdsm::cover(n), hdsm::out(x), n, 7);  // annotated: its sync acquires x alone
+  EXPECT_THROW(rt.free(x + 1), hdsm::InvalidPointer);
+  rt.sync();
+  for (std::uint64_t i = 0; i < n; ++i) ASSERT_EQ(x[i], 7) << i;
+  rt.free(x);
+}
+
 TEST_P(AdsmApi, SyncWithNothingInFlightIsANoOp) {
   rt.sync();
   int* x = rt.alloc<int>(1024);

@@ -99,6 +99,10 @@ TEST_P(AdsmRemote, KernelReadsAndWritesAnObjectOfTheOtherDevice) {
     } else {
       // Copied in; copied back only when the kernel may have written it (unannotated).
       EXPECT_EQ(s.copy(hdsm::CopyRoute::staged).transfers, annotated() ? 1u : 2u);
+      // Each transfer counts under one action, these copies too (the call's and the sync's).
+      std::uint64_t actions = 0;
+      for (int a = 0; a < hdsm::kActionCount; ++a) actions += s.action(static_cast<hdsm::Action>(a)).bytes;
+      EXPECT_EQ(actions, s.route(hdsm::Route::h2d).bytes + s.route(hdsm::Route::d2h).bytes);
     }
   }
   // The objects are as coherent as if each kernel had run on their own device: device 1 works on x.
