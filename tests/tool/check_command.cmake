@@ -1,7 +1,8 @@
 # Run a command and check its exit code and output.
 #   cmake -DEXPECT_EXIT=<n|nonzero> [-DMATCH1=<regex> ... -DMATCH9=<regex>] [-DNOMATCH1=<regex> ...]
+#         [-DERRMATCH1=<regex> ...]
 #         -P check_command.cmake -- <program> [args...]
-# MATCHn must all be found in stdout+stderr, NOMATCHn must not be. EXPECT_EXIT=nonzero accepts any
+# MATCHn must all be found in stdout+stderr, NOMATCHn must not be, ERRMATCHn must be in stderr. EXPECT_EXIT=nonzero accepts any
 # ordinary non-zero exit status but not a crash.
 cmake_minimum_required(VERSION 3.25)
 
@@ -40,6 +41,9 @@ foreach(n RANGE 1 9)
   endif()
   if(DEFINED NOMATCH${n} AND "${out}${err}" MATCHES "${NOMATCH${n}}")
     message(FATAL_ERROR "output matches '${NOMATCH${n}}' but should not\n${transcript}")
+  endif()
+  if(DEFINED ERRMATCH${n} AND NOT "${err}" MATCHES "${ERRMATCH${n}}")
+    message(FATAL_ERROR "stderr does not match '${ERRMATCH${n}}'\n${transcript}")
   endif()
 endforeach()
 message(STATUS "ok: ${shown}")

@@ -89,24 +89,33 @@ bool write_suite_outputs(const fs::path& out, const RunInfo& run, SuiteOutcome& 
   const std::string name(outcome.suite->name);
   bool plots_ok = true;
   for (const Plot& plot : outcome.results.plots()) {
-    std::string file;
+    std::string file = fmt::format("{}-{}.svg", name, plot.id);
+    bool drawn = draw_plots;
     if (draw_plots) {
-      file = fmt::format("{}-{}.svg", name, plot.id);
       try {
         render_svg(outcome.results, plot, out / file);
       } catch (const std::exception& e) {
         fmt::print(stderr, "hdsm: error: {}\n", e.what());
         outcome.plot_problem = e.what();
-        file.clear();
         plots_ok = false;
+        drawn = false;
       }
     } else {
       outcome.plot_problem = "gnuplot was not found on the PATH";
     }
+    if (!drawn) {
+      // An earlier run's plot would pass for this run's beside its CSV and JSON.
+      std::error_code ignored;
+      fs::remove(out / file, ignored);
+      file.clear();
+    }
     outcome.svg_files.push_back(file);
   }
   write_file(out / (name + ".csv"), results_csv(outcome.results));
-  write_file(out / (name + ".json"), suite_json(run, outcome).dump(2) + "\n");
+  // Knob values and paths are bytes, not always UTF-8 (a Latin-1 file name): such a byte becomes
+  // U+FFFD rather than failing the suite after it ran.
+  write_file(out / (name + ".json"),
+             suite_json(run, outcome).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   return plots_ok;
 }
 
@@ -143,12 +152,16 @@ int run_bench(const BenchOptions& options) {
     return 0;
   }
   Config config = Config::from_environment();
-  const bool backend_named = names_a_backend(options.device);
+  // Backends and device names are lower case, and HDSM_DEVICE takes them in any case: so does --device.
+  std::string wanted = options.device;
+  std::transform(wanted.begin(), wanted.end(), wanted.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const bool backend_named = names_a_backend(wanted);
   // A device of a backend the runtime opens only on request (opencl, cuda): ask for it, so the
   // suites' own runtimes, made from this configuration, open it too.
-  if (backend_named) config.set("HDSM_DEVICE", options.device);
-  if (options.device.starts_with("opencl")) config.set("HDSM_OPENCL", "on");
-  if (options.device.starts_with("cuda")) config.set("HDSM_CUDA", "on");
+  if (backend_named) config.set("HDSM_DEVICE", wanted);
+  if (wanted.starts_with("opencl")) config.set("HDSM_OPENCL", "on");
+  if (wanted.starts_with("cuda")) config.set("HDSM_CUDA", "on");
   std::unique_ptr<Runtime> owned;
   try {
     owned = std::make_unique<Runtime>(config);
@@ -159,10 +172,10 @@ int run_bench(const BenchOptions& options) {
   // An index or name that `hdsm info` lists may be a device of a backend opened on request only
   // (info opens them all): look for it there too, and measure with that runtime, whose list also
   // names every device where the name is none of them.
-  if (!backend_named && !options.device.empty() && find_device(*owned, options.device) == nullptr)
+  if (!backend_named && !wanted.empty() && find_device(*owned, wanted) == nullptr)
     owned = runtime_with_every_backend();
   Runtime& runtime = *owned;
-  Device& device = backend_named ? runtime.default_device() : select_device(runtime, options.device);
+  Device& device = backend_named ? runtime.default_device() : select_device(runtime, wanted);
 
   const fs::path out(options.out);
   std::error_code error;
@@ -235,15 +248,24 @@ int run_bench(const BenchOptions& options) {
     outcomes.push_back(std::move(outcome));
   }
 
-  fmt::print("{}", summary_text(outcomes));
-  if (options.quick) fmt::print("{}.\n", kQuickNote);
+  // The report first: standard output may fail (a full disk, a closed pipe), and the report is the
+  // run's record.
+  bool reported = true;
   try {
     write_file(report, report_markdown(run, outcomes));
-    fmt::print(stderr, "hdsm bench: wrote {}\n", report.string());
   } catch (const std::exception& e) {
     fmt::print(stderr, "hdsm: error: {}\n", e.what());
-    return kExitFailure;
+    reported = false;
   }
+  try {
+    fmt::print("{}", summary_text(outcomes));
+    if (options.quick) fmt::print("{}.\n", kQuickNote);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "hdsm: error: the summary could not be written to standard output: {}\n", e.what());
+    ok = false;
+  }
+  if (!reported) return kExitFailure;
+  fmt::print(stderr, "hdsm bench: wrote {}\n", report.string());
   return ok ? 0 : kExitFailure;
 }
 

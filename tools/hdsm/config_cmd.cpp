@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <vector>
 
 extern char** environ;
 
@@ -104,6 +105,7 @@ int run_config(bool markdown) {
   // check it), and its description wrapped, so a typo or a bad value shows here before a program
   // fails on it.
   int status = 0;
+  std::vector<std::string> refused;                          // why each refused value is, for standard error
   std::map<std::string_view, std::string_view> environment;  // the HDSM_* variables
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string_view entry(*e);
@@ -122,6 +124,7 @@ int run_config(bool markdown) {
         fmt::print("  set here: {}\n", display_value(knob.type, checked.get(knob.name)));
       } catch (const std::exception& e) {
         fmt::print("  set here, INVALID: {}\n", e.what());
+        refused.emplace_back(e.what());  // names the knob and the value
         status = kExitFailure;
       }
       environment.erase(set);
@@ -131,6 +134,8 @@ int run_config(bool markdown) {
   fmt::print(
       "Set a knob in the environment (HDSM_SIM_DEVICES=4 ./app) or with hdsm::Config::set / "
       "hdsm_config_set.\n");
+  // Standard error names each refused value too: standard output may go to a file.
+  for (const std::string& why : refused) fmt::print(stderr, "error: {}\n", why);
   for (const auto& [name, value] : environment) {
     if (is_program_variable(name)) continue;
     fmt::print(stderr, "error: {}={} is no hdsm knob: a program started with it fails\n", name, value);
@@ -144,7 +149,7 @@ int run_config(bool markdown) {
       status = kExitFailure;
     }
   }
-  if (status != 0) fmt::print(stderr, "error: the environment sets a knob hdsm would refuse (see above)\n");
+  if (status != 0) fmt::print(stderr, "error: the environment sets a knob hdsm would refuse\n");
   return status;
 }
 

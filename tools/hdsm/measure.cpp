@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <sys/resource.h>
@@ -37,15 +38,16 @@ Measurement measure(const std::function<void(std::size_t reps)>& op, const Measu
   std::vector<double> per_rep{seconds / static_cast<double>(reps)};
   while (static_cast<int>(per_rep.size()) < batches)
     per_rep.push_back(timed(reps) / static_cast<double>(reps));
-  std::sort(per_rep.begin(), per_rep.end());
-  const std::size_t n = per_rep.size();
-  const double median = n % 2 ? per_rep[n / 2] : (per_rep[n / 2 - 1] + per_rep[n / 2]) / 2;
-  return Measurement{median, reps, batches};
+  return Measurement{median(std::move(per_rep)), reps, batches};
 }
 
+// Of an even count, the mean of the two middle samples (before, the upper one: "the median of 8
+// runs" was the 5th of 8).
 double median(std::vector<double> samples) {
+  if (samples.empty()) return 0;
   std::sort(samples.begin(), samples.end());
-  return samples.empty() ? 0 : samples[samples.size() / 2];
+  const std::size_t n = samples.size();
+  return n % 2 != 0 ? samples[n / 2] : (samples[n / 2 - 1] + samples[n / 2]) / 2;
 }
 
 std::vector<std::vector<std::size_t>> balanced_orders(std::size_t n) {

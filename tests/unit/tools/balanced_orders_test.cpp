@@ -1,4 +1,4 @@
-// The run orders of the benchmarks' interleaved versions (tools/hdsm/measure.hpp).
+// The run orders of the benchmarks' interleaved versions and their medians (tools/hdsm/measure.hpp).
 #include "measure.hpp"
 
 #include <gtest/gtest.h>
@@ -33,6 +33,16 @@ TEST(BalancedOrders, EveryVersionRunsOnceInEachPositionAndFollowsEveryOtherEqual
         EXPECT_EQ((follows[{a, b}]), a == b ? 0 : static_cast<int>(squares)) << a << " " << b;
   }
   EXPECT_TRUE(balanced_orders(0).empty());
+}
+
+// The reports' medians of an even number of runs (8 or 6 versions' runs in `bench adsm`).
+TEST(Median, OfAnEvenCountIsTheMeanOfTheTwoMiddleSamples) {
+  using hdsm::tool::median;
+  EXPECT_EQ(median({}), 0.0);
+  EXPECT_EQ(median({3.0}), 3.0);
+  EXPECT_EQ(median({5.0, 1.0, 3.0}), 3.0);
+  EXPECT_EQ(median({8.0, 1.0, 4.0, 2.0}), 3.0);
+  EXPECT_EQ(median({1, 2, 3, 4, 5, 6, 7, 100}), 4.5);
 }
 
 }  // namespace
