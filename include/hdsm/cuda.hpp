@@ -1,8 +1,9 @@
 // The CUDA body of an hdsm::Kernel, for translation units compiled by nvcc (or any that include
 // the CUDA runtime's headers and link a CUDA runtime).
 //
-// libhdsm carries its own, static, CUDA runtime. A __global__ function's host stub (&f) is known
-// only to the runtime of the program that registered it, so libhdsm cannot launch by it; the
+// libhdsm loads a CUDA runtime of its own (the shared one), and nvcc links a static one into the
+// program. A __global__ function's host stub (&f) is known only to the runtime of the program that
+// registered it, so libhdsm cannot launch by it; the
 // kernel's cudaKernel_t, which the program's runtime gives for the stub, is valid in every runtime
 // of the process. Kernel::cuda_function takes that:
 //

@@ -1,6 +1,6 @@
-# libhdsm links the CUDA runtime statically, so it loads where no CUDA toolkit is installed and a
-# missing driver is an error it reports: no libcudart (nor libcuda, which cudart opens itself at
-# run time) may be among the libraries it needs.
+# libhdsm loads the CUDA runtime with dlopen when its cuda backend opens, so it loads where no CUDA
+# toolkit is installed and a missing runtime or driver is an error it reports: no libcudart (nor
+# libcuda, which cudart opens itself) may be among the libraries it needs.
 # cmake -DOBJDUMP=<objdump> -DLIB=<libhdsm.so> -P check_no_cudart.cmake
 execute_process(COMMAND ${OBJDUMP} -p ${LIB} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
@@ -10,6 +10,6 @@ if(NOT out MATCHES "NEEDED")
   message(FATAL_ERROR "${OBJDUMP} -p ${LIB} lists no NEEDED libraries:\n${out}")
 endif()
 if(out MATCHES "NEEDED +(libcuda[^\n]*)")
-  message(FATAL_ERROR "${LIB} needs ${CMAKE_MATCH_1}; it must link CUDA::cudart_static, not the shared runtime")
+  message(FATAL_ERROR "${LIB} needs ${CMAKE_MATCH_1}; it must load the CUDA runtime on demand (src/device/cuda/cudart.hpp)")
 endif()
 message(STATUS "${LIB} needs no CUDA library")

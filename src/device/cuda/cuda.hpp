@@ -1,12 +1,12 @@
-// The CUDA backend: the CUDA runtime API on every device cudaGetDeviceCount reports. libhdsm links
-// the static CUDA runtime, so it loads where no toolkit is installed and a missing driver is an
-// error of cudaGetDeviceCount. Buffers are cudaMalloc allocations whose handle is the device
-// address; queues are non-blocking streams; an event is a cudaEvent (what other CUDA queues wait
-// for, on the device) whose host-side state the queue's EventWatcher completes; pinned memory is
-// portable cudaHostAlloc memory. Every enqueued action is an NVTX range on the calling thread.
+// The CUDA backend: the CUDA runtime API on every device cudaGetDeviceCount reports. libhdsm loads
+// the shared CUDA runtime when the backend opens (cudart.hpp), so it loads where no toolkit is
+// installed, and a missing runtime or driver is the backend's NoDevice. Buffers are cudaMalloc allocations
+// whose handle is the device address; queues are non-blocking streams; an event is a cudaEvent (what other
+// CUDA queues wait for, on the device) whose host-side state the queue's EventWatcher completes; pinned
+// memory is portable cudaHostAlloc memory. Every enqueued action is an NVTX range on the calling thread.
 //
 // Kernels are __global__ functions compiled by nvcc into the program. The program's CUDA runtime
-// is not libhdsm's (each static runtime keeps its own table of host stubs), so a Kernel names its
+// may not be libhdsm's (a static runtime keeps its own table of host stubs), so a Kernel names its
 // CUDA body by the kernel's cudaKernel_t, which every runtime of a process accepts
 // (hdsm::cuda_kernel in <hdsm/cuda.hpp>), not by the host stub's address.
 #pragma once
@@ -15,6 +15,7 @@
 
 #include "device/backends.hpp"
 #include "device/buffer_table.hpp"
+#include "device/cuda/cudart.hpp"
 #include "device/event_state.hpp"
 #include "device/host_mapping.hpp"
 #include "device/managed.hpp"
@@ -81,9 +82,9 @@ struct CudaEventState final : detail::EventState {
   /// watcher.
   bool finished_early() const noexcept override {
     if (!alone) return false;
-    const cudaError_t e = cudaEventQuery(event);
+    const cudaError_t e = cudart().cudaEventQuery(event);
     if (e == cudaSuccess) return true;
-    if (e != cudaErrorNotReady) (void)cudaGetLastError();  // the stream callback reports it
+    if (e != cudaErrorNotReady) (void)cudart().cudaGetLastError();  // the stream callback reports it
     return false;
   }
   std::shared_ptr<EventPool> pool;

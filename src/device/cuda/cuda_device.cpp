@@ -37,16 +37,17 @@ const char* kernel_fault_name(cudaError_t code) {
 
 void check(cudaError_t code, const char* call, const std::string& object) {
   if (code == cudaSuccess) return;
-  (void)cudaGetLastError();  // a non-sticky error must not show up again at the next launch
-  const std::string message =
-      fmt::format("{} failed on {}: {} ({})", call, object, cudaGetErrorString(code), cudaGetErrorName(code));
+  (void)cudart().cudaGetLastError();  // a non-sticky error must not show up again at the next launch
+  const std::string message = fmt::format("{} failed on {}: {} ({})", call, object,
+                                          cudart().cudaGetErrorString(code), cudart().cudaGetErrorName(code));
   if (kernel_fault_name(code) != nullptr) throw KernelFailure(message);
   if (code == cudaErrorMemoryAllocation) throw Error(Errc::out_of_device_memory, message);
   throw Error(Errc::system, message);
 }
 
 EventPool::~EventPool() {
-  for (cudaEvent_t e : free_) cudaEventDestroy(e);  // errors ignored: the runtime may be shutting down
+  for (cudaEvent_t e : free_)
+    cudart().cudaEventDestroy(e);  // errors ignored: the runtime may be shutting down
 }
 
 cudaEvent_t EventPool::take() {
@@ -60,7 +61,7 @@ cudaEvent_t EventPool::take() {
   }
   cudaEvent_t e = nullptr;
   // Blocking sync: EventWatcher sleeps in cudaEventSynchronize once it has spun for a while.
-  check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming | cudaEventBlockingSync),
+  check(cudart().cudaEventCreateWithFlags(&e, cudaEventDisableTiming | cudaEventBlockingSync),
         "cudaEventCreateWithFlags", device_);
   return e;
 }
@@ -75,13 +76,14 @@ namespace {
 class CudaBackend final : public BackendOf<CudaDevice> {
  public:
   CudaBackend(DeviceServices services, const CudaOptions& options) {
+    load_cudart();  // NoDevice where there is no CUDA runtime to load
     int count = 0;
-    const cudaError_t found = cudaGetDeviceCount(&count);
+    const cudaError_t found = cudart().cudaGetDeviceCount(&count);
     if (found != cudaSuccess) {
-      (void)cudaGetLastError();
+      (void)cudart().cudaGetLastError();
       throw NoDevice(
-          fmt::format("no CUDA device: cudaGetDeviceCount failed: {} ({}){}", cudaGetErrorString(found),
-                      cudaGetErrorName(found),
+          fmt::format("no CUDA device: cudaGetDeviceCount failed: {} ({}){}",
+                      cudart().cudaGetErrorString(found), cudart().cudaGetErrorName(found),
                       found == cudaErrorInsufficientDriver
                           ? "; no NVIDIA driver is loaded, or it is older than the CUDA runtime libhdsm "
                             "was built with"
@@ -96,7 +98,7 @@ class CudaBackend final : public BackendOf<CudaDevice> {
       for (int j = 0; j < count; ++j) {
         if (i == j) continue;
         int can = 0;
-        check(cudaDeviceCanAccessPeer(&can, i, j), "cudaDeviceCanAccessPeer",
+        check(cudart().cudaDeviceCanAccessPeer(&can, i, j), "cudaDeviceCanAccessPeer",
               fmt::format("cuda{} and cuda{}", i, j));
         peers[i][j] = can != 0;
       }
@@ -135,7 +137,7 @@ CudaDevice::CudaDevice(unsigned index, int ordinal, int peer_group, std::vector<
       peer_enabled_(peers_.size(), false) {
   props_.name = fmt::format("cuda{}", ordinal);
   cudaDeviceProp prop{};
-  check(cudaGetDeviceProperties(&prop, ordinal), "cudaGetDeviceProperties", props_.name);
+  check(cudart().cudaGetDeviceProperties(&prop, ordinal), "cudaGetDeviceProperties", props_.name);
   props_.description = fmt::format("{} (compute capability {}.{})", prop.name, prop.major, prop.minor);
   props_.backend = Backend::cuda;
   props_.index = index;
@@ -151,8 +153,9 @@ CudaDevice::CudaDevice(unsigned index, int ordinal, int peer_group, std::vector<
   props_.link_gbps = 0;  // nominal: CUDA does not report the link's rate
   props_.zeroed_alloc = !poison_;
   int host_tables = 0;
-  check(cudaDeviceGetAttribute(&host_tables, cudaDevAttrPageableMemoryAccessUsesHostPageTables, ordinal),
-        "cudaDeviceGetAttribute(cudaDevAttrPageableMemoryAccessUsesHostPageTables)", props_.name);
+  check(cudart().cudaDeviceGetAttribute(&host_tables, cudaDevAttrPageableMemoryAccessUsesHostPageTables,
+                                        ordinal),
+        "cudart().cudaDeviceGetAttribute(cudaDevAttrPageableMemoryAccessUsesHostPageTables)", props_.name);
   pageable_access_ = host_tables != 0;
   if (pageable_access_) {
     props_.shares_host_memory = true;
@@ -162,29 +165,30 @@ CudaDevice::CudaDevice(unsigned index, int ordinal, int peer_group, std::vector<
     props_.host_memory_source = "cudaDeviceProp::integrated";
   }
   activate();
-  check(cudaStreamCreateWithFlags(&internal_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags",
+  check(cudart().cudaStreamCreateWithFlags(&internal_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags",
         props_.name);
 }
 
 CudaDevice::~CudaDevice() {
   // Errors are ignored: at exit the CUDA runtime may already have shut down.
-  if (cudaSetDevice(ordinal_) != cudaSuccess) return;
-  cudaStreamSynchronize(internal_);
-  cudaStreamDestroy(internal_);
+  if (cudart().cudaSetDevice(ordinal_) != cudaSuccess) return;
+  cudart().cudaStreamSynchronize(internal_);
+  cudart().cudaStreamDestroy(internal_);
   std::lock_guard lock(mutex_);
-  buffers_->for_each(
-      [](std::uint64_t address, std::size_t, std::monostate) { cudaFree(reinterpret_cast<void*>(address)); });
-  pinned_.for_each([](void* p, const auto&) { cudaFreeHost(p); });
+  buffers_->for_each([](std::uint64_t address, std::size_t, std::monostate) {
+    cudart().cudaFree(reinterpret_cast<void*>(address));
+  });
+  pinned_.for_each([](void* p, const auto&) { cudart().cudaFreeHost(p); });
   for (const auto& [handle, m] : host_mapped_)
-    if (m.registered) cudaHostUnregister(m.host);
-  (void)cudaGetLastError();
+    if (m.registered) cudart().cudaHostUnregister(m.host);
+  (void)cudart().cudaGetLastError();
 }
 
-void CudaDevice::activate() const { check(cudaSetDevice(ordinal_), "cudaSetDevice", props_.name); }
+void CudaDevice::activate() const { check(cudart().cudaSetDevice(ordinal_), "cudaSetDevice", props_.name); }
 
 cudaError_t CudaDevice::fill_now(void* p, std::size_t bytes, unsigned char value) {
-  cudaError_t e = cudaMemsetAsync(p, value, bytes, internal_);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(internal_);
+  cudaError_t e = cudart().cudaMemsetAsync(p, value, bytes, internal_);
+  if (e == cudaSuccess) e = cudart().cudaStreamSynchronize(internal_);
   return e;
 }
 
@@ -194,11 +198,11 @@ DeviceBuffer CudaDevice::alloc(std::size_t bytes) {
   buffers_->reserve(bytes);  // while cudaMalloc runs
   activate();
   void* p = nullptr;
-  const cudaError_t allocated = cudaMalloc(&p, bytes);
+  const cudaError_t allocated = cudart().cudaMalloc(&p, bytes);
   if (allocated != cudaSuccess) {
     buffers_->unreserve(bytes);
     if (allocated == cudaErrorMemoryAllocation) {
-      (void)cudaGetLastError();
+      (void)cudart().cudaGetLastError();
       throw OutOfDeviceMemory(name(), bytes, memory_used(), props_.memory_bytes);
     }
     check(allocated, "cudaMalloc", fmt::format("{} bytes on {}", bytes, name()));
@@ -206,7 +210,7 @@ DeviceBuffer CudaDevice::alloc(std::size_t bytes) {
   // New buffers hold zeros (or the poison byte), as on the other backends.
   const cudaError_t filled = fill_now(p, bytes, poison_ ? 0xDE : 0);
   if (filled != cudaSuccess) {
-    cudaFree(p);
+    cudart().cudaFree(p);
     buffers_->unreserve(bytes);
     check(filled, "cudaMemsetAsync", fmt::format("a new buffer of {} bytes on {}", bytes, name()));
   }
@@ -218,7 +222,8 @@ DeviceBuffer CudaDevice::alloc(std::size_t bytes) {
 void CudaDevice::free(DeviceBuffer buffer) {
   buffers_->take(buffer);
   activate();
-  check(cudaFree(reinterpret_cast<void*>(buffer.handle)), "cudaFree", fmt::format("a buffer of {}", name()));
+  check(cudart().cudaFree(reinterpret_cast<void*>(buffer.handle)), "cudaFree",
+        fmt::format("a buffer of {}", name()));
 }
 
 std::size_t CudaDevice::memory_used() const { return buffers_->used(); }
@@ -245,7 +250,7 @@ void* CudaDevice::alloc_pinned(std::size_t bytes) {
   activate();
   void* p = nullptr;
   // Portable: pinned for every device's copies, as the memory of the other backends is.
-  check(cudaHostAlloc(&p, bytes, cudaHostAllocPortable), "cudaHostAlloc",
+  check(cudart().cudaHostAlloc(&p, bytes, cudaHostAllocPortable), "cudaHostAlloc",
         fmt::format("{} pinned bytes for {}", bytes, name()));
   std::lock_guard lock(mutex_);
   pinned_.insert(p, bytes);
@@ -260,7 +265,7 @@ void CudaDevice::free_pinned(void* pointer) {
         fmt::format("free_pinned({}) on {}: not pinned memory of this device", pointer, name()));
   lock.unlock();
   activate();
-  check(cudaFreeHost(pointer), "cudaFreeHost", fmt::format("pinned memory of {}", name()));
+  check(cudart().cudaFreeHost(pointer), "cudaFreeHost", fmt::format("pinned memory of {}", name()));
 }
 
 bool CudaDevice::is_pinned(const void* pointer, std::size_t bytes) const {
@@ -272,16 +277,16 @@ void* CudaDevice::alloc_managed(std::size_t bytes) {
   if (bytes == 0) throw InvalidArgument(fmt::format("alloc_managed(0) on {}", name()));
   activate();
   void* p = nullptr;
-  const cudaError_t e = cudaMallocManaged(&p, bytes, cudaMemAttachGlobal);
+  const cudaError_t e = cudart().cudaMallocManaged(&p, bytes, cudaMemAttachGlobal);
   if (e == cudaErrorMemoryAllocation) {
-    (void)cudaGetLastError();
+    (void)cudart().cudaGetLastError();
     throw OutOfDeviceMemory(name(), bytes, memory_used(), props_.memory_bytes);
   }
   check(e, "cudaMallocManaged", fmt::format("{} managed bytes for {}", bytes, name()));
   // Managed memory starts undefined; shared objects start zero-filled on every protocol.
   const cudaError_t filled = fill_now(p, bytes, 0);
   if (filled != cudaSuccess) {
-    cudaFree(p);
+    cudart().cudaFree(p);
     check(filled, "cudaMemsetAsync", fmt::format("{} new managed bytes on {}", bytes, name()));
   }
   std::lock_guard lock(mutex_);
@@ -296,7 +301,7 @@ void CudaDevice::free_managed(void* pointer) {
         fmt::format("free_managed({}) on {}: not managed memory of this device", pointer, name()));
   lock.unlock();
   activate();
-  check(cudaFree(pointer), "cudaFree", fmt::format("managed memory of {}", name()));
+  check(cudart().cudaFree(pointer), "cudaFree", fmt::format("managed memory of {}", name()));
 }
 
 void CudaDevice::prefetch(const void* pointer, std::size_t bytes, bool to_device, Queue& queue) {
@@ -307,7 +312,7 @@ void CudaDevice::prefetch(const void* pointer, std::size_t bytes, bool to_device
   where.type = to_device ? cudaMemLocationTypeDevice : cudaMemLocationTypeHost;
   where.id = to_device ? ordinal_ : 0;
   activate();
-  check(cudaMemPrefetchAsync(pointer, bytes, where, 0, q->stream()), "cudaMemPrefetchAsync",
+  check(cudart().cudaMemPrefetchAsync(pointer, bytes, where, 0, q->stream()), "cudaMemPrefetchAsync",
         fmt::format("{} managed bytes at {} {} {}", bytes, pointer, to_device ? "to" : "from", name()));
 }
 
@@ -317,12 +322,12 @@ void CudaDevice::advise(const void* pointer, std::size_t bytes, UmAdvice advice)
   where.type = advice == UmAdvice::device ? cudaMemLocationTypeDevice : cudaMemLocationTypeHost;
   where.id = advice == UmAdvice::device ? ordinal_ : 0;
   activate();
-  check(cudaMemAdvise(pointer, bytes, cudaMemAdviseSetPreferredLocation, where), "cudaMemAdvise",
+  check(cudart().cudaMemAdvise(pointer, bytes, cudaMemAdviseSetPreferredLocation, where), "cudaMemAdvise",
         fmt::format("{} managed bytes at {} on {}", bytes, pointer, name()));
   // The device maps the pages wherever they live, so its first touch does not fault.
   where.type = cudaMemLocationTypeDevice;
   where.id = ordinal_;
-  check(cudaMemAdvise(pointer, bytes, cudaMemAdviseSetAccessedBy, where), "cudaMemAdvise",
+  check(cudart().cudaMemAdvise(pointer, bytes, cudaMemAdviseSetAccessedBy, where), "cudaMemAdvise",
         fmt::format("{} managed bytes at {} on {}", bytes, pointer, name()));
 }
 
@@ -345,10 +350,10 @@ void CudaDevice::enable_peer_access(const CudaDevice& peer) {
   std::lock_guard lock(mutex_);
   if (peer_enabled_[peer.ordinal_]) return;
   activate();
-  const cudaError_t e = cudaDeviceEnablePeerAccess(peer.ordinal_, 0);
+  const cudaError_t e = cudart().cudaDeviceEnablePeerAccess(peer.ordinal_, 0);
   // Another runtime of this process may have enabled it in the (shared) primary context already.
   if (e == cudaErrorPeerAccessAlreadyEnabled)
-    (void)cudaGetLastError();
+    (void)cudart().cudaGetLastError();
   else
     check(e, "cudaDeviceEnablePeerAccess", fmt::format("{} to {}", name(), peer.name()));
   peer_enabled_[peer.ordinal_] = true;
@@ -360,12 +365,12 @@ std::optional<std::vector<std::size_t>> CudaDevice::parameters(const Kernel& ker
   std::optional<std::vector<std::size_t>> sizes(std::in_place);
   for (std::size_t i = 0;; ++i) {
     std::size_t offset = 0, size = 0;
-    const cudaError_t e = cudaFuncGetParamInfo(function, i, &offset, &size);
+    const cudaError_t e = cudart().cudaFuncGetParamInfo(function, i, &offset, &size);
     if (e == cudaSuccess) {
       sizes->push_back(size);
       continue;
     }
-    (void)cudaGetLastError();
+    (void)cudart().cudaGetLastError();
     if (e == cudaErrorInvalidValue) break;  // past the last parameter
     if (e == cudaErrorNotSupported || e == cudaErrorCallRequiresNewerDriver) {
       sizes.reset();  // the driver cannot say; the launch goes ahead unchecked
@@ -374,7 +379,7 @@ std::optional<std::vector<std::size_t>> CudaDevice::parameters(const Kernel& ker
     throw KernelFailure(
         fmt::format("kernel '{}' on {}: cudaFuncGetParamInfo failed: {} ({}); its CUDA body must be "
                     "the kernel's cudaKernel_t (hdsm::cuda_kernel in <hdsm/cuda.hpp>)",
-                    kernel.name, name(), cudaGetErrorString(e), cudaGetErrorName(e)));
+                    kernel.name, name(), cudart().cudaGetErrorString(e), cudart().cudaGetErrorName(e)));
   }
   return parameters_.emplace(function, sizes).first->second;
 }
@@ -392,15 +397,15 @@ void CudaDevice::allow_dynamic_shared(const Kernel& kernel, const void* function
                     kernel.name, format_bytes(bytes), name(), format_bytes(shared_per_block_),
                     format_bytes(shared_per_block_optin_)));
   // The attribute belongs to the kernel on this device, so other devices' launches keep their own.
-  const cudaError_t e = cudaKernelSetAttributeForDevice(
+  const cudaError_t e = cudart().cudaKernelSetAttributeForDevice(
       static_cast<cudaKernel_t>(const_cast<void*>(function)), cudaFuncAttributeMaxDynamicSharedMemorySize,
       static_cast<int>(bytes), ordinal_);
   if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    throw KernelFailure(
-        fmt::format("kernel '{}' on {}: cudaKernelSetAttributeForDevice(MaxDynamicSharedMemorySize, "
-                    "{}) failed: {} ({})",
-                    kernel.name, name(), bytes, cudaGetErrorString(e), cudaGetErrorName(e)));
+    (void)cudart().cudaGetLastError();
+    throw KernelFailure(fmt::format(
+        "kernel '{}' on {}: cudart().cudaKernelSetAttributeForDevice(MaxDynamicSharedMemorySize, "
+        "{}) failed: {} ({})",
+        kernel.name, name(), bytes, cudart().cudaGetErrorString(e), cudart().cudaGetErrorName(e)));
   }
   allowed = bytes;
 }
@@ -436,11 +441,11 @@ std::uint64_t CudaDevice::map_host(void* pointer, std::size_t bytes) {
   if (!pageable_access_) {
     const std::string what = fmt::format("{} bytes of host memory at {} for {}", bytes, pointer, name());
     activate();
-    check(cudaHostRegister(pointer, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),
+    check(cudart().cudaHostRegister(pointer, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),
           "cudaHostRegister", what);
     void* device = nullptr;
-    const cudaError_t e = cudaHostGetDevicePointer(&device, pointer, 0);
-    if (e != cudaSuccess) cudaHostUnregister(pointer);
+    const cudaError_t e = cudart().cudaHostGetDevicePointer(&device, pointer, 0);
+    if (e != cudaSuccess) cudart().cudaHostUnregister(pointer);
     check(e, "cudaHostGetDevicePointer", what);
     m.device = static_cast<std::byte*>(device);
     m.registered = true;
@@ -460,7 +465,7 @@ void CudaDevice::unmap_host(std::uint64_t mapping) {
   host_mapped_.erase(it);
   lock.unlock();
   if (m.registered)
-    check(cudaHostUnregister(m.host), "cudaHostUnregister",
+    check(cudart().cudaHostUnregister(m.host), "cudaHostUnregister",
           fmt::format("host memory at {} on {}", static_cast<void*>(m.host), name()));
 }
 

@@ -49,7 +49,7 @@ void EventWatcher::watch(Pending pending) {
 }
 
 void EventWatcher::run() {
-  (void)cudaSetDevice(ordinal_);
+  (void)cudart().cudaSetDevice(ordinal_);
   for (;;) {
     os::spin_until([&] { return count_.load(std::memory_order_acquire) != 0 || stop_.load(); });
     Pending next;
@@ -67,15 +67,16 @@ void EventWatcher::run() {
 
 void EventWatcher::finish(const Pending& pending) {
   const cudaEvent_t event = pending.state->event;
-  cudaError_t status = cudaEventQuery(event);
+  cudaError_t status = cudart().cudaEventQuery(event);
   if (status == cudaErrorNotReady &&
-      !os::spin_until([&] { return (status = cudaEventQuery(event)) != cudaErrorNotReady; }))
-    status = cudaEventSynchronize(event);  // a blocking-sync event: sleeps until the device is done
+      !os::spin_until([&] { return (status = cudart().cudaEventQuery(event)) != cudaErrorNotReady; }))
+    status = cudart().cudaEventSynchronize(event);  // a blocking-sync event: sleeps until the device is done
   std::exception_ptr error;
   if (status != cudaSuccess) {
-    (void)cudaGetLastError();
-    const std::string message = fmt::format("CUDA work queued on {} before an event failed: {} ({})", device_,
-                                            cudaGetErrorString(status), cudaGetErrorName(status));
+    (void)cudart().cudaGetLastError();
+    const std::string message =
+        fmt::format("CUDA work queued on {} before an event failed: {} ({})", device_,
+                    cudart().cudaGetErrorString(status), cudart().cudaGetErrorName(status));
     error = kernel_fault_name(status) != nullptr ? std::make_exception_ptr(KernelFailure(message))
                                                  : std::make_exception_ptr(Error(Errc::system, message));
   }
@@ -91,18 +92,18 @@ void EventWatcher::finish(const Pending& pending) {
 
 CudaQueue::CudaQueue(CudaDevice& device) : device_(device) {
   device_.activate();
-  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags",
+  check(cudart().cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags",
         device.name());
   watcher_ = std::make_unique<EventWatcher>(device.name(), device.ordinal());
 }
 
 CudaQueue::~CudaQueue() {
   // Errors are ignored: at exit the CUDA runtime may already have shut down.
-  if (cudaSetDevice(device_.ordinal()) == cudaSuccess) {
-    cudaStreamSynchronize(stream_);
-    cudaStreamDestroy(stream_);
+  if (cudart().cudaSetDevice(device_.ordinal()) == cudaSuccess) {
+    cudart().cudaStreamSynchronize(stream_);
+    cudart().cudaStreamDestroy(stream_);
   }
-  (void)cudaGetLastError();
+  (void)cudart().cudaGetLastError();
 }
 
 template <class Call>
@@ -118,7 +119,7 @@ void CudaQueue::copy_to_device(DeviceBuffer dst, std::size_t dst_offset, const v
   if (bytes == 0) return;
   // Pageable host memory is fine: cudaMemcpyAsync stages it through the driver's own pinned buffers.
   issue("hdsm copy_to_device", "cudaMemcpyAsync",
-        [&] { return cudaMemcpyAsync(d, src, bytes, cudaMemcpyHostToDevice, stream_); });
+        [&] { return cudart().cudaMemcpyAsync(d, src, bytes, cudaMemcpyHostToDevice, stream_); });
   device_.counters().route(Route::h2d).add(bytes);
 }
 
@@ -127,7 +128,7 @@ void CudaQueue::copy_to_host(void* dst, DeviceBuffer src, std::size_t src_offset
   const std::byte* s = device_.resolve(src, src_offset, bytes, "copy_to_host");
   if (bytes == 0) return;
   issue("hdsm copy_to_host", "cudaMemcpyAsync",
-        [&] { return cudaMemcpyAsync(dst, s, bytes, cudaMemcpyDeviceToHost, stream_); });
+        [&] { return cudart().cudaMemcpyAsync(dst, s, bytes, cudaMemcpyDeviceToHost, stream_); });
   device_.counters().route(Route::d2h).add(bytes);
 }
 
@@ -137,7 +138,7 @@ void CudaQueue::copy_on_device(DeviceBuffer dst, std::size_t dst_offset, DeviceB
   const std::byte* s = device_.resolve(src, src_offset, bytes, "copy_on_device (source)");
   if (bytes == 0) return;
   issue("hdsm copy_on_device", "cudaMemcpyAsync",
-        [&] { return cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice, stream_); });
+        [&] { return cudart().cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice, stream_); });
   device_.counters().route(Route::d2d).add(bytes);
 }
 
@@ -153,15 +154,16 @@ void CudaQueue::copy_from_peer(DeviceBuffer dst, std::size_t dst_offset, Device&
   const std::byte* s = peer->resolve(src, src_offset, bytes, "copy_from_peer (source)");
   if (bytes == 0) return;
   device_.enable_peer_access(*peer);
-  issue("hdsm copy_from_peer", "cudaMemcpyPeerAsync",
-        [&] { return cudaMemcpyPeerAsync(d, device_.ordinal(), s, peer->ordinal(), bytes, stream_); });
+  issue("hdsm copy_from_peer", "cudaMemcpyPeerAsync", [&] {
+    return cudart().cudaMemcpyPeerAsync(d, device_.ordinal(), s, peer->ordinal(), bytes, stream_);
+  });
   device_.counters().route(Route::peer).add(bytes);
 }
 
 void CudaQueue::fill(DeviceBuffer dst, std::size_t offset, std::size_t bytes, std::uint8_t value) {
   std::byte* d = device_.resolve(dst, offset, bytes, "fill");
   if (bytes == 0) return;
-  issue("hdsm fill", "cudaMemsetAsync", [&] { return cudaMemsetAsync(d, value, bytes, stream_); });
+  issue("hdsm fill", "cudaMemsetAsync", [&] { return cudart().cudaMemsetAsync(d, value, bytes, stream_); });
 }
 
 void CudaQueue::launch(const Kernel& kernel, const Launch& launch, std::span<const KernelArg> args) {
@@ -198,15 +200,16 @@ void CudaQueue::launch(const Kernel& kernel, const Launch& launch, std::span<con
   const NvtxRange range(kernel.name.c_str());
   const dim3 grid(launch.grid.x, launch.grid.y, launch.grid.z);
   const dim3 block(launch.block.x, launch.block.y, launch.block.z);
-  cudaError_t e = cudaLaunchKernel(function, grid, block, values.data(), launch.shared_bytes, stream_);
-  const cudaError_t last = cudaGetLastError();
+  cudaError_t e =
+      cudart().cudaLaunchKernel(function, grid, block, values.data(), launch.shared_bytes, stream_);
+  const cudaError_t last = cudart().cudaGetLastError();
   if (e == cudaSuccess) e = last;
   if (e != cudaSuccess)
     throw KernelFailure(
         fmt::format("kernel '{}' did not launch on {} (grid {}x{}x{}, block {}x{}x{}, {} bytes of "
                     "dynamic shared memory): {} ({})",
                     kernel.name, device_.name(), grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                    launch.shared_bytes, cudaGetErrorString(e), cudaGetErrorName(e)));
+                    launch.shared_bytes, cudart().cudaGetErrorString(e), cudart().cudaGetErrorName(e)));
   device_.counters().kernel_launches.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -214,7 +217,7 @@ Event CudaQueue::record() {
   device_.activate();
   // The state owns the event from here on, so a failure below gives it back to the pool.
   auto state = std::make_shared<CudaEventState>(device_.events(), device_.events()->take());
-  check(cudaEventRecord(state->event, stream_), "cudaEventRecord", device_.name());
+  check(cudart().cudaEventRecord(state->event, stream_), "cudaEventRecord", device_.name());
   EventWatcher::Pending pending{state, {}};
   {
     std::lock_guard lock(mutex_);
@@ -233,7 +236,7 @@ void CudaQueue::wait(const Event& event) {
   if (!state) return;
   if (const auto* recorded = dynamic_cast<const CudaEventState*>(state.get())) {
     device_.activate();
-    check(cudaStreamWaitEvent(stream_, recorded->event, 0), "cudaStreamWaitEvent", device_.name());
+    check(cudart().cudaStreamWaitEvent(stream_, recorded->event, 0), "cudaStreamWaitEvent", device_.name());
     std::lock_guard lock(mutex_);
     waited_.push_back(state);
     return;
@@ -250,14 +253,14 @@ void CudaQueue::wait(const Event& event) {
 
 void CudaQueue::synchronize() {
   device_.activate();
-  const cudaError_t e = cudaStreamSynchronize(stream_);
+  const cudaError_t e = cudart().cudaStreamSynchronize(stream_);
   std::exception_ptr error;
   {
     std::lock_guard lock(mutex_);
     error = std::exchange(error_, nullptr);
   }
   if (error) {
-    if (e != cudaSuccess) (void)cudaGetLastError();
+    if (e != cudaSuccess) (void)cudart().cudaGetLastError();
     std::rethrow_exception(error);
   }
   check(e, "cudaStreamSynchronize", fmt::format("the queued work of {}", device_.name()));
