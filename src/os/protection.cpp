@@ -71,13 +71,9 @@ MappingCount count_mappings(const char* max_map_count_file, const char* maps_fil
 
 std::string out_of_mappings_note() {
   const MappingCount c = count_mappings();
-  return fmt::format(
-      "; the process is out of kernel mappings ({} in use{}, vm.max_map_count {}): each run of blocks with "
-      "one "
-      "protection is one, and tens of thousands of small objects need as many; use fewer, larger objects, "
-      "or raise vm.max_map_count",
-      c.used_known ? fmt::to_string(c.used) : "unknown", c.used_known ? "" : " (/proc/self/maps unreadable)",
-      c.limit);
+  return fmt::format("; the process is out of kernel mappings ({} in use{}, vm.max_map_count {}): {}",
+                     c.used_known ? fmt::to_string(c.used) : "unknown",
+                     c.used_known ? "" : " (/proc/self/maps unreadable)", c.limit, kOutOfMappingsAdvice);
 }
 
 std::size_t default_run_budget(const char* max_map_count_file, const char* maps_file) {

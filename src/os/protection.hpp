@@ -45,6 +45,10 @@ MappingCount count_mappings(const char* max_map_count_file = "/proc/sys/vm/max_m
 /// What an mprotect refused with ENOMEM appends to its error's object: the mapping count and limit,
 /// and what to do.
 std::string out_of_mappings_note();
+/// What out_of_mappings_note() advises, for a message made without allocating.
+inline constexpr const char* kOutOfMappingsAdvice =
+    "each run of blocks with one protection is one, and tens of thousands of small objects need as many; use "
+    "fewer, larger objects, or raise vm.max_map_count";
 
 /// Runs one region may use by default: half of what vm.max_map_count leaves after the mappings the
 /// process has now and a safety margin. A file that cannot be read counts as the kernel default

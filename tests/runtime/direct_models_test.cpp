@@ -360,6 +360,15 @@ TEST_P(DirectSim, ACallWaitsForAnotherDevicesCallsWhileTheirSyncIsUnderWay) {
   rt.free(y);
 }
 
+// Sizes no memory can hold are OutOfDeviceMemory, as under every other model. Before, sim's unified
+// memory passed them to mmap, whose failure was a SystemError.
+TEST_P(Direct, ImpossibleSizesAreOutOfDeviceMemory) {
+  for (const std::size_t bytes : {SIZE_MAX - 1, SIZE_MAX / 2, std::size_t{1} << 62})
+    EXPECT_THROW((void)rt_->alloc(bytes), hdsm::OutOfDeviceMemory) << bytes;
+  void* p = rt_->alloc(64);  // and the runtime goes on
+  rt_->free(p);
+}
+
 // A range of bulk memory or I/O that starts at an object's end (one past its last byte, the gap no
 // other object starts at) is past the object, as under the copying protocols: before, it was taken
 // for host memory, and a memset there wrote into the gap.

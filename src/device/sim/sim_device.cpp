@@ -300,7 +300,16 @@ std::byte* SimDevice::try_resolve(DeviceBuffer buffer, std::size_t offset, std::
 
 void* SimDevice::alloc_managed(std::size_t bytes) {
   if (bytes == 0) throw InvalidArgument(fmt::format("alloc_managed(0) on {}", name()));
-  os::Mapping mapping(bytes, fmt::format("managed memory of {}", name()));
+  os::Mapping mapping;
+  try {
+    mapping = os::Mapping(bytes, fmt::format("managed memory of {}", name()));
+  } catch (const SystemError& e) {
+    // More address space than the process may have (alloc(SIZE_MAX - 1)): out of memory, as
+    // cudaMallocManaged says and as every other memory model does.
+    if (e.error_number() != ENOMEM) throw;
+    throw OutOfDeviceMemory(fmt::format("{} (managed memory: {})", name(), e.what()), bytes, 0,
+                            props_.memory_bytes);
+  }
   void* p = mapping.data();
   std::lock_guard lock(alloc_mutex_);
   managed_.emplace(p, std::move(mapping));
