@@ -89,6 +89,11 @@ std::string short_bytes(std::size_t bytes) {
 
 std::string format_gbps(double gbps) { return fmt::format("{} GB/s", format_number(gbps)); }
 
+std::string link_text(const DeviceProperties& p) {
+  if (p.link_gbps > 0) return fmt::format("{} GB/s", p.link_gbps);
+  return p.backend == Backend::sim ? "unthrottled" : "unknown";
+}
+
 std::string format_number(double value) {
   const double magnitude = std::fabs(value);
   if (value == 0) return "0";

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <hdsm/config.hpp>
+#include <hdsm/device.hpp>
 
 #include <cstddef>
 #include <stdexcept>
@@ -46,6 +47,9 @@ std::string short_bytes(std::size_t bytes);
 
 /// A rate in GB/s (1e9 bytes per second) with a precision that suits its magnitude.
 std::string format_gbps(double gbps);
+/// A device's link as its properties model it: "12 GB/s", "unthrottled" (a sim link modelled with
+/// no limit) or "unknown" (a real device, which reports none).
+std::string link_text(const DeviceProperties& p);
 
 /// A plain number with about three significant digits and no exponent for everyday magnitudes.
 std::string format_number(double value);

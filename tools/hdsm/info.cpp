@@ -41,11 +41,6 @@ transfer::LinkRates probe_link(Device& device) {
   return transfer::measure_link(device, bytes, kProbeCopies);
 }
 
-std::string link_text(const DeviceProperties& p) {
-  if (p.link_gbps > 0) return fmt::format("{} GB/s", p.link_gbps);
-  return p.backend == Backend::sim ? "unthrottled" : "unknown";
-}
-
 void print_peer_matrix(std::span<Device* const> devices) {
   std::size_t width = 4;  // "PEER", "HOST"
   for (const Device* d : devices) width = std::max(width, display_width(d->name()));

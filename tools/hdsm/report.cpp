@@ -63,9 +63,8 @@ std::string value_text(const SummaryItem& item) {
 }
 
 std::string describe_device(const DeviceProperties& p) {
-  const std::string link = p.link_gbps > 0 ? fmt::format("{} GB/s", p.link_gbps) : std::string("unthrottled");
   return fmt::format("{} ({}, {}, {} copy engines, link {}, latency {} us)", p.name, to_string(p.backend),
-                     format_bytes(p.memory_bytes), p.copy_engines, link, p.latency_us);
+                     format_bytes(p.memory_bytes), p.copy_engines, link_text(p), p.latency_us);
 }
 
 std::string format_key(double x, ValueFormat format) {
@@ -232,7 +231,12 @@ std::string report_markdown(const RunInfo& run, std::span<const SuiteOutcome> ou
     const std::string name(outcome.suite->name);
     md += fmt::format("\n## {}\n\n{}\n\n", name, outcome.suite->description);
     if (outcome.failed()) {
-      md += fmt::format("**Failed** after {:.1f} s: {}\n", outcome.seconds, outcome.error);
+      // An error may run over lines (a program's output): a code block keeps its dashes and
+      // hashes from turning into rules and headings.
+      if (outcome.error.find('\n') == std::string::npos)
+        md += fmt::format("**Failed** after {:.1f} s: {}\n", outcome.seconds, outcome.error);
+      else
+        md += fmt::format("**Failed** after {:.1f} s:\n\n```\n{}\n```\n", outcome.seconds, outcome.error);
       continue;
     }
     md += fmt::format("Ran in {:.1f} s. Data: [{}.csv]({}.csv), [{}.json]({}.json).\n\n", outcome.seconds,
@@ -269,7 +273,10 @@ std::string summary_text(std::span<const SuiteOutcome> outcomes) {
   for (const SuiteOutcome& outcome : outcomes) {
     const std::string name(outcome.suite->name);
     if (outcome.failed()) {
-      table.add_row({name, "FAILED", "", outcome.error});
+      // Its first line: the table's rows are lines (the whole error is on standard error and in the report).
+      const std::string& error = outcome.error;
+      const std::size_t end = error.find('\n');
+      table.add_row({name, "FAILED", "", end == std::string::npos ? error : error.substr(0, end) + " ..."});
       continue;
     }
     if (outcome.results.summary().empty()) table.add_row({name, "(no summary)", "", ""});

@@ -46,4 +46,17 @@ TEST(CompanionProgram, NamesBothPlacesWhenMissing) {
   }
 }
 
+// A device's link in `hdsm info` and in the bench reports alike: a real device's rate is unknown,
+// not unthrottled (the reports said "link unthrottled" for PoCL's device).
+TEST(LinkText, SimLinksAreModelledAndRealOnesUnknown) {
+  hdsm::DeviceProperties p;
+  p.backend = hdsm::Backend::sim;
+  EXPECT_EQ(hdsm::tool::link_text(p), "unthrottled");
+  p.link_gbps = 12;
+  EXPECT_EQ(hdsm::tool::link_text(p), "12 GB/s");
+  p.link_gbps = 0;
+  p.backend = hdsm::Backend::opencl;
+  EXPECT_EQ(hdsm::tool::link_text(p), "unknown");
+}
+
 }  // namespace
