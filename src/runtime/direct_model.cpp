@@ -267,8 +267,7 @@ void DirectModel::settle(std::initializer_list<std::pair<const void*, std::size_
   for (const Event& c : copies) {
     try {
       c.wait();
-    } catch (
-        const std::exception&) {  // NOLINT(bugprone-empty-catch): the copy's failure is its event's to report
+    } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): its event reports it
     }
   }
   for (const Settled& e : earlier) wait_settled(e, false);
