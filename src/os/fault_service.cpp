@@ -10,42 +10,13 @@
 #include "os/protection.hpp"
 #include "os/spin_wait.hpp"
 
-#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <new>
 
-#include <fcntl.h>
-#include <unistd.h>
-
 namespace hdsm::os {
 
 namespace {
-
-// The lines of a file, read without allocating; 0 where it cannot be read.
-std::size_t count_lines(const char* path) noexcept {
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  std::size_t lines = 0;
-  char buffer[4096];
-  for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) > 0;)
-    lines += static_cast<std::size_t>(std::count(buffer, buffer + n, '\n'));
-  ::close(fd);
-  return lines;
-}
-
-// The number a file starts with, read without allocating; 0 where it cannot be read.
-std::size_t read_number(const char* path) noexcept {
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  char buffer[32] = {};
-  const ssize_t n = ::read(fd, buffer, sizeof buffer - 1);
-  ::close(fd);
-  std::size_t value = 0;
-  for (ssize_t i = 0; i < n && buffer[i] >= '0' && buffer[i] <= '9'; ++i)
-    value = value * 10 + static_cast<std::size_t>(buffer[i] - '0');
-  return value;
-}
 
 constexpr long kPatienceSeconds = 60;
 
@@ -131,14 +102,13 @@ void FaultService::run() {
       } catch (const std::bad_alloc& error) {
         // Usually the process's mappings: at vm.max_map_count malloc's own mmap fails too, so they
         // are counted without allocating.
-        const std::size_t used = count_lines("/proc/self/maps"),
-                          limit = read_number("/proc/sys/vm/max_map_count");
-        if (used > 0 && limit > 0 && used + 64 >= limit)
+        const MappingCount c = count_mappings();
+        if (c.used_known && c.used + 64 >= c.limit)
           std::fprintf(
               stderr,
               "hdsm: resolving the fault at %p failed: out of memory (%s); the process is out of kernel "
               "mappings (%zu in use, vm.max_map_count %zu): %s\n",
-              batch->address, error.what(), used, limit, kOutOfMappingsAdvice);
+              batch->address, error.what(), c.used, c.limit, kOutOfMappingsAdvice);
         else
           std::fprintf(stderr, "hdsm: resolving the fault at %p failed: out of memory (%s)\n", batch->address,
                        error.what());

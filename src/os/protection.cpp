@@ -14,13 +14,14 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
-#include <iterator>
+#include <optional>
 #include <utility>
 
 namespace hdsm::os {
@@ -53,15 +54,42 @@ const char* to_string(Protection p) noexcept {
   return "unknown";
 }
 
-MappingCount count_mappings(const char* max_map_count_file, const char* maps_file) {
+namespace {
+
+// The lines of a file, read without allocating; nothing where it cannot be opened.
+std::optional<std::size_t> count_lines(const char* path) noexcept {
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::size_t lines = 0;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) > 0;)
+    lines += static_cast<std::size_t>(std::count(buffer, buffer + n, '\n'));
+  ::close(fd);
+  return lines;
+}
+
+// The number a file starts with, read without allocating; 0 where it cannot be read.
+std::size_t read_number(const char* path) noexcept {
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buffer[32] = {};
+  const ssize_t n = ::read(fd, buffer, sizeof buffer - 1);
+  ::close(fd);
+  std::size_t value = 0;
+  for (ssize_t i = 0; i < n && buffer[i] >= '0' && buffer[i] <= '9'; ++i)
+    value = value * 10 + static_cast<std::size_t>(buffer[i] - '0');
+  return value;
+}
+
+}  // namespace
+
+// Without allocating: a fault resolved at the mapping limit counts them, and malloc's own mmap
+// fails there.
+MappingCount count_mappings(const char* max_map_count_file, const char* maps_file) noexcept {
   MappingCount c;
-  if (std::ifstream in(max_map_count_file); in) {
-    long long value = 0;
-    if (in >> value && value > 0) c.limit = static_cast<std::size_t>(value);
-  }
-  if (std::ifstream in(maps_file); in) {
-    c.used = static_cast<std::size_t>(
-        std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n'));
+  if (const std::size_t limit = read_number(max_map_count_file); limit > 0) c.limit = limit;
+  if (const std::optional<std::size_t> lines = count_lines(maps_file)) {
+    c.used = *lines;
     c.used_known = true;
   } else {
     c.used = c.limit / 2;

@@ -40,7 +40,7 @@ struct MappingCount {
   bool used_known = false;
 };
 MappingCount count_mappings(const char* max_map_count_file = "/proc/sys/vm/max_map_count",
-                            const char* maps_file = "/proc/self/maps");
+                            const char* maps_file = "/proc/self/maps") noexcept;
 
 /// What an mprotect refused with ENOMEM appends to its error's object: the mapping count and limit,
 /// and what to do.
