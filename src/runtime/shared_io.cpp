@@ -314,6 +314,14 @@ ssize_t vectored(detail::RuntimeImpl& impl, int fd, const struct iovec* iov, int
     errno = EINVAL;
     return -1;
   }
+  // A length the kernel reads as negative is EINVAL before any vector's memory is looked at (a
+  // shared range's check would say EFAULT).
+  for (int i = 0; i < count && iov != nullptr; ++i) {
+    if (iov[i].iov_len > static_cast<std::size_t>(SSIZE_MAX)) {
+      errno = EINVAL;
+      return -1;
+    }
+  }
   bool any_shared = false;
   const char* call = way == Way::in ? "readv" : "writev";
   for (int i = 0; i < count && iov != nullptr; ++i) {
@@ -350,8 +358,13 @@ ssize_t vectored(detail::RuntimeImpl& impl, int fd, const struct iovec* iov, int
 
 /// The descriptor of a stdio stream, for classify(); a stream with none (fmemopen) is memory.
 Descriptor classify(std::FILE* stream) {
+  const int saved = errno;  // fileno of a stream with no descriptor sets EBADF; the call succeeds
   const int fd = ::fileno(stream);
-  return fd < 0 ? Descriptor::file : classify(fd);
+  if (fd < 0) {
+    errno = saved;
+    return Descriptor::file;
+  }
+  return classify(fd);
 }
 
 }  // namespace

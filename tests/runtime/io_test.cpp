@@ -170,6 +170,13 @@ TEST_P(Io, PreadAndReadvAcrossObjectsAndHostMemory) {
   EXPECT_EQ(rt_.readv(fd, iov, -1), -1);
   EXPECT_EQ(errno, EINVAL);
   EXPECT_EQ(rt_.writev(out, many.data(), IOV_MAX), IOV_MAX) << "IOV_MAX vectors are fine";
+  // A length above SSIZE_MAX is EINVAL, as the kernel's, even behind a vector that would fault.
+  iovec huge[2] = {{b + 2 * kBlock - 1, 2}, {b, static_cast<std::size_t>(SSIZE_MAX) + 1}};
+  for (const int n : {1, 2}) {
+    errno = 0;
+    EXPECT_EQ(rt_.readv(fd, huge + 2 - n, n), -1);
+    EXPECT_EQ(errno, EINVAL) << n << " vectors";
+  }
   ::close(out);
   ::close(fd);
   rt_.free(a);
@@ -402,6 +409,15 @@ TEST_P(Io, FreadAndFwriteCountWholeItems) {
   ASSERT_EQ(std::fflush(out), 0);
   EXPECT_EQ(contents(fd), std::vector<unsigned char>(data.begin() + 2, data.begin() + 4002));
   std::fclose(out);
+  // A stream with no descriptor (fmemopen): the data arrives and errno is left as it was.
+  char text[] = "from a memory stream";
+  std::FILE* mem = ::fmemopen(text, sizeof text, "rb");
+  ASSERT_NE(mem, nullptr);
+  errno = 0;
+  EXPECT_EQ(rt_.fread(p + 1, 1, sizeof text, mem), sizeof text);
+  EXPECT_EQ(errno, 0) << "a successful fread set errno";
+  EXPECT_EQ(std::memcmp(p + 1, text, sizeof text), 0);
+  std::fclose(mem);
   // Overflowing size * count.
   errno = 0;
   EXPECT_EQ(rt_.fread(p, SIZE_MAX / 2, 4, stdin), 0u);
