@@ -7,10 +7,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <sstream>
 #include <system_error>
+#include <utility>
 
 namespace hdsm::tool {
 namespace {
@@ -133,6 +137,47 @@ std::string shell_quoted(std::string_view text) {
   std::string quoted = "'";
   for (const char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return quoted + "'";
+}
+
+CommandResult run_reporting(const std::string& command, std::string_view who, std::size_t fields,
+                            const std::function<void(const std::vector<std::string>&)>& row,
+                            const std::function<bool(const std::string&)>& other) {
+  // pclose on every way out: a throw below must not leave the child unwaited and the pipe open.
+  struct Pipe {
+    std::FILE* file;
+    explicit Pipe(std::FILE* f) : file(f) {}
+    Pipe(const Pipe&) = delete;
+    Pipe& operator=(const Pipe&) = delete;
+    ~Pipe() {
+      if (file != nullptr) (void)::pclose(file);
+    }
+    int close() { return ::pclose(std::exchange(file, nullptr)); }
+  };
+  // NOLINTNEXTLINE(bugprone-command-processor): the callers' commands are the build's own programs
+  Pipe pipe{::popen(command.c_str(), "r")};
+  if (pipe.file == nullptr) throw SystemError("popen", command, errno);
+  CommandResult result;
+  char buffer[4096];
+  while (std::fgets(buffer, sizeof buffer, pipe.file) != nullptr) {
+    std::string text(buffer);
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    if (other && other(text)) continue;
+    if (text.rfind("csv,", 0) != 0) {
+      result.other_lines += text + "\n";
+      continue;
+    }
+    std::vector<std::string> f;
+    std::stringstream in(text.substr(4));
+    for (std::string cell; std::getline(in, cell, ',');) f.push_back(cell);
+    try {
+      if (f.size() != fields) throw std::invalid_argument("field count");
+      row(f);
+    } catch (const std::logic_error&) {  // std::stoull and friends: invalid_argument, out_of_range
+      throw std::runtime_error(fmt::format("{}: malformed line from '{}': {}", who, command, text));
+    }
+  }
+  result.status = pipe.close();
+  return result;
 }
 
 std::string wait_status_text(int status) {

@@ -5,6 +5,7 @@
 #include <hdsm/device.hpp>
 
 #include <cstddef>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -67,5 +68,20 @@ std::string utc_timestamp();
 std::string companion_program(std::string_view name);
 /// `text` quoted for /bin/sh (a popen command line).
 std::string shell_quoted(std::string_view text);
+
+/// What a companion program run by run_reporting() left: its wait status and the lines that were
+/// not data (for the error message when it failed).
+struct CommandResult {
+  int status = 0;
+  std::string other_lines;
+};
+/// Runs `command` with /bin/sh and gives each line of its output that starts with "csv," to `row`
+/// as the comma-separated fields after it; `other` sees the remaining lines first and returns true
+/// for those it took. A row with a field count other than `fields`, or whose numbers do not parse
+/// (std::invalid_argument, std::out_of_range from `row`), is a std::runtime_error naming `who` and
+/// the line. The command is always waited for, also when `row` throws.
+CommandResult run_reporting(const std::string& command, std::string_view who, std::size_t fields,
+                            const std::function<void(const std::vector<std::string>&)>& row,
+                            const std::function<bool(const std::string&)>& other = {});
 
 }  // namespace hdsm::tool

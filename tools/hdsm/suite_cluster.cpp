@@ -18,11 +18,8 @@
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <map>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -67,41 +64,25 @@ std::vector<Line> run_program(SuiteContext& ctx, const std::string& label, int r
                                          : fmt::format("{} {} --bind-to none -n {} {} 2>&1", HDSM_MPIEXEC,
                                                        HDSM_MPIEXEC_FLAGS, ranks, program);
   ctx.progress.start(fmt::format("{} {}x{}", label, std::max(1, ranks), threads));
-  // NOLINTNEXTLINE(bugprone-command-processor): the command is the build's mpiexec and bench program
-  std::FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) throw SystemError("popen", command, errno);
   std::vector<Line> lines;
-  std::string output;
-  char buffer[4096];
-  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) {
-    std::string text(buffer);
-    if (!text.empty() && text.back() == '\n') text.pop_back();
-    if (text.rfind("csv,", 0) != 0) {
-      output += text + "\n";
-      continue;
-    }
-    std::vector<std::string> f;
-    std::stringstream in(text.substr(4));
-    for (std::string cell; std::getline(in, cell, ',');) f.push_back(cell);
-    if (f.size() != 23)
-      throw std::runtime_error("cluster suite: malformed line from the MPI program: " + text);
-    Line l;
-    l.app = f[0];
-    l.mode = f[1];
-    l.ranks = ranks == 0 ? 0 : std::stoi(f[2]);
-    l.threads = threads;
-    l.seconds = std::stod(f[4]);
-    std::uint64_t* counters[] = {&l.global_pages,   &l.modified_pages, &l.kernels, &l.lazy_kernels,
-                                 &l.modified_bytes, &l.payload,        &l.headers, &l.vector,
-                                 &l.wire,           &l.multi,          &l.faults,  &l.fetches};
-    for (std::size_t i = 0; i < std::size(counters); ++i) *counters[i] = std::stoull(f[5 + i]);
-    for (std::size_t i = 0; i < l.phase.size(); ++i) l.phase[i] = std::stod(f[17 + i]);
-    lines.push_back(l);
-  }
-  const int status = ::pclose(pipe);
-  if (status != 0 || lines.empty())
-    throw std::runtime_error(
-        fmt::format("cluster suite: '{}' failed ({}):\n{}", command, wait_status_text(status), output));
+  const CommandResult run =
+      run_reporting(command, "cluster suite", 23, [&](const std::vector<std::string>& f) {
+        Line l;
+        l.app = f[0];
+        l.mode = f[1];
+        l.ranks = ranks == 0 ? 0 : std::stoi(f[2]);
+        l.threads = threads;
+        l.seconds = std::stod(f[4]);
+        std::uint64_t* counters[] = {&l.global_pages,   &l.modified_pages, &l.kernels, &l.lazy_kernels,
+                                     &l.modified_bytes, &l.payload,        &l.headers, &l.vector,
+                                     &l.wire,           &l.multi,          &l.faults,  &l.fetches};
+        for (std::size_t i = 0; i < std::size(counters); ++i) *counters[i] = std::stoull(f[5 + i]);
+        for (std::size_t i = 0; i < l.phase.size(); ++i) l.phase[i] = std::stod(f[17 + i]);
+        lines.push_back(l);
+      });
+  if (run.status != 0 || lines.empty())
+    throw std::runtime_error(fmt::format("cluster suite: '{}' failed ({}):\n{}", command,
+                                         wait_status_text(run.status), run.other_lines));
   std::vector<std::string> times;
   times.reserve(lines.size());
   for (const Line& l : lines) times.push_back(fmt::format("{} {:.3f} s", l.app, l.seconds));

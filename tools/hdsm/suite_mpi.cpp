@@ -10,17 +10,12 @@
 
 #include <fmt/format.h>
 
-#include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <map>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <sys/wait.h>
 
 namespace hdsm::tool {
 namespace {
@@ -58,44 +53,33 @@ void run_mpi(SuiteContext& ctx) {
                   shell_quoted(companion_program(HDSM_MPI_TRANSFER)), ctx.quick ? "--quick" : "");
   ctx.progress.set_total(ctx.quick ? 18 : 36);
   ctx.progress.note(command);
-  // NOLINTNEXTLINE(bugprone-command-processor): the command is the build's mpiexec and bench program
-  std::FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) throw SystemError("popen", command, errno);
   std::map<std::string, double> seconds;  // "experiment|version|bytes"
   std::vector<std::size_t> sizes;
-  std::string output, measured_device;
-  char line[4096];
-  while (std::fgets(line, sizeof line, pipe) != nullptr) {
-    std::string text(line);
-    if (!text.empty() && text.back() == '\n') text.pop_back();
-    if (text.rfind("device,", 0) == 0) {
-      measured_device = text.substr(7);
-      continue;
-    }
-    if (text.rfind("csv,", 0) != 0) {
-      output += text + "\n";
-      continue;
-    }
-    std::vector<std::string> f;
-    std::stringstream in(text.substr(4));
-    for (std::string cell; std::getline(in, cell, ',');) f.push_back(cell);
-    if (f.size() != 5) throw std::runtime_error("mpi suite: malformed line from the MPI program: " + text);
-    const std::size_t bytes = std::stoull(f[2]);
-    const double s = std::stod(f[3]);
-    ctx.progress.start(fmt::format("{} {} {}", f[0], f[1], format_bytes(bytes)));
-    ctx.results.add_row({{"experiment", f[0]},
-                         {"version", f[1]},
-                         {"bytes", static_cast<std::int64_t>(bytes)},
-                         {"seconds", s},
-                         {"GBps", std::stod(f[4])}});
-    ctx.progress.finish(format_gbps(std::stod(f[4])));
-    seconds[f[0] + "|" + f[1] + "|" + f[2]] = s;
-    if (sizes.empty() || sizes.back() != bytes) sizes.push_back(bytes);
-  }
-  const int status = ::pclose(pipe);
-  if (status != 0 || seconds.empty())
-    throw std::runtime_error(
-        fmt::format("mpi suite: '{}' failed ({}):\n{}", command, wait_status_text(status), output));
+  std::string measured_device;
+  const CommandResult run = run_reporting(
+      command, "mpi suite", 5,
+      [&](const std::vector<std::string>& f) {
+        const std::size_t bytes = std::stoull(f[2]);
+        const double s = std::stod(f[3]);
+        const double gbps = std::stod(f[4]);
+        ctx.progress.start(fmt::format("{} {} {}", f[0], f[1], format_bytes(bytes)));
+        ctx.results.add_row({{"experiment", f[0]},
+                             {"version", f[1]},
+                             {"bytes", static_cast<std::int64_t>(bytes)},
+                             {"seconds", s},
+                             {"GBps", gbps}});
+        ctx.progress.finish(format_gbps(gbps));
+        seconds[f[0] + "|" + f[1] + "|" + f[2]] = s;
+        if (sizes.empty() || sizes.back() != bytes) sizes.push_back(bytes);
+      },
+      [&](const std::string& text) {
+        if (text.rfind("device,", 0) != 0) return false;
+        measured_device = text.substr(7);
+        return true;
+      });
+  if (run.status != 0 || seconds.empty())
+    throw std::runtime_error(fmt::format("mpi suite: '{}' failed ({}):\n{}", command,
+                                         wait_status_text(run.status), run.other_lines));
   if (measured_device != ctx.device.name())
     throw std::runtime_error(
         fmt::format("mpi suite: the ranks measured device '{}', not {}", measured_device, ctx.device.name()));
