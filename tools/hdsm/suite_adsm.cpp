@@ -175,7 +175,7 @@ class AdsmSuite {
           .x = "size",
           .y = "seconds",
           .series = "version",
-          .x_label = "volume",
+          .x_label = "volume (bytes of floats)",
           .y_label = "seconds",
           .log_x = true,
           .log_y = true,

@@ -23,6 +23,7 @@
 #include <atomic>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -166,10 +167,13 @@ class IoSuite {
                                                ? std::vector<std::size_t>{8 * MiB, 32 * MiB}
                                                : std::vector<std::size_t>{8 * MiB, 32 * MiB, 128 * MiB};
     ctx_.progress.set_total(sizes.size() * 9 + 6 + 4 + kInterposeSizes.size() * 4 * rounds());
+    // Opened first: a missing library fails the suite before its minutes of file measurements, not
+    // after them (a failed suite keeps no rows).
+    const PreloadLibrary lib;
     for (std::size_t bytes : sizes) files(bytes);
     memory(sizes.back());
     faults();
-    interposition();
+    interposition(lib);
   }
 
  private:
@@ -330,22 +334,26 @@ class IoSuite {
     const auto against_double = [&](double ratio) {
       return fmt::format("{}: target <= 1.1 (a time ratio)", verdict(ratio <= 1.1));
     };
-    const auto speed_up = [&](double ratio) {
-      return bytes >= 32 * MiB ? fmt::format("{}: target >= 2", verdict(ratio >= 2))
-                               : std::string("target >= 2 from 32 MiB");
+    // `bound`: the most any version could gain here (the user buffer over the link alone), where
+    // measured. Below 2 the target cannot be met by any implementation: not a verdict on hdsm.
+    const auto speed_up = [&](double ratio, double bound) {
+      if (bytes < 32 * MiB) return std::string("target >= 2 from 32 MiB");
+      if (bound < 2) return fmt::format("n/a: target >= 2, but at most {:.2f} is possible here", bound);
+      return fmt::format("{}: target >= 2", verdict(ratio >= 2));
     };
     const double in_double = s["hdsm"] / s["double"], in_speed_up = s["user"] / s["hdsm"];
     const double out_double = t["hdsm"] / t["double"], out_speed_up = t["user"] / t["hdsm"];
     ctx_.results.add_summary(
         {fmt::format("{} {}: hdsm / double-buffered", in, size), in_double, "x", against_double(in_double)});
-    ctx_.results.add_summary({fmt::format("{} {}: speed-up of hdsm over the user buffer", in, size),
-                              in_speed_up, "x",
-                              fmt::format("{}; the link alone, without the file: {:.2f}",
-                                          speed_up(in_speed_up), s["user"] / s["link"])});
+    ctx_.results.add_summary(
+        {fmt::format("{} {}: speed-up of hdsm over the user buffer", in, size), in_speed_up, "x",
+         fmt::format("{}; the link alone, without the file: {:.2f}",
+                     speed_up(in_speed_up, s["user"] / s["link"]), s["user"] / s["link"])});
     ctx_.results.add_summary({fmt::format("{} {}: hdsm / double-buffered", out, size), out_double, "x",
                               against_double(out_double)});
     ctx_.results.add_summary({fmt::format("{} {}: speed-up of hdsm over the user buffer", out, size),
-                              out_speed_up, "x", speed_up(out_speed_up)});
+                              out_speed_up, "x",
+                              speed_up(out_speed_up, std::numeric_limits<double>::infinity())});
   }
 
   // memset and memcpy on shared objects whose host copy is invalid, against the device calls.
@@ -458,8 +466,7 @@ class IoSuite {
   // What libhdsm_preload.so adds to memcpy and memset on host memory: both definitions are called
   // through a pointer in the same loop, alternately, and the fastest of the rounds counts for each
   // (the noise of a shared machine only ever adds time).
-  void interposition() {
-    const PreloadLibrary lib;
+  void interposition(const PreloadLibrary& lib) {
     using CopyFn = PreloadLibrary::CopyFn;
     using SetFn = PreloadLibrary::SetFn;
     constexpr std::size_t kCalls = 1000;
