@@ -6,6 +6,7 @@
 
 #include "obs/lock_wait.hpp"
 #include "os/mapping.hpp"
+#include "runtime/direct_objects.hpp"
 #include "runtime/knobs.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "runtime/shared_ranges.hpp"
@@ -23,10 +24,6 @@ namespace hdsm::detail {
 namespace {
 
 using coherence::KernelUse;
-
-/// The runtime whose shared memory holds p (nullptr: host memory), so that a pointer of another
-/// runtime is told apart from a plain host pointer.
-const Runtime* arena_owner(const void* p) { return shared_ranges.owner(p); }
 
 std::size_t checked_size(const Config& config, Knob knob, bool page_multiple) {
   const std::size_t bytes = config.size(knob_name(knob));
@@ -162,7 +159,7 @@ void* AdsmModel::alloc(std::size_t bytes, unsigned device) { return shared_space
 void AdsmModel::free(void* p) {
   coherence::SharedSpace* s = space();
   if (s == nullptr || !s->directory().arena().contains(p)) {
-    const bool foreign = arena_owner(p) != nullptr;
+    const bool foreign = foreign_owner(p, 0, rt_.self) != nullptr;
     throw InvalidPointer(fmt::format("free({}): not a shared object of this runtime{}", p,
                                      foreign ? " (it belongs to another hdsm::Runtime)" : ""));
   }
@@ -188,7 +185,7 @@ void AdsmModel::free(void* p) {
 void* AdsmModel::device_address(const void* p) const {
   coherence::SharedSpace* s = space_published_.load(std::memory_order_acquire);
   const bool mine = s != nullptr && s->directory().arena().contains(p);
-  if (!mine && arena_owner(p) != nullptr)
+  if (!mine && foreign_owner(p, 0, rt_.self) != nullptr)
     throw InvalidArgument(
         fmt::format("safe({}): it points into the shared memory of another hdsm::Runtime", p));
   if (s == nullptr)
@@ -199,7 +196,7 @@ void* AdsmModel::device_address(const void* p) const {
 coherence::SharedSpace* AdsmModel::space_of(const void* p, const char* call) const {
   coherence::SharedSpace* s = space_published_.load(std::memory_order_acquire);
   if (s != nullptr && s->owns(p)) return s;
-  if (arena_owner(p) != nullptr)
+  if (foreign_owner(p, 0, rt_.self) != nullptr)
     throw InvalidArgument(
         fmt::format("{}: {} points into the shared memory of another hdsm::Runtime", call, p));
   return nullptr;

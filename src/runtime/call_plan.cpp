@@ -5,8 +5,8 @@
 
 #include "obs/lock_wait.hpp"
 #include "runtime/adsm_model.hpp"
+#include "runtime/direct_objects.hpp"
 #include "runtime/runtime_impl.hpp"
-#include "runtime/shared_ranges.hpp"
 #include "transfer/copy_engine.hpp"
 
 #include <fmt/format.h>
@@ -76,7 +76,7 @@ CallPlan AdsmModel::plan(const Kernel& kernel, std::span<const CallArg> args) {
       continue;
     }
     if (!arena.contains(a.pointer)) {
-      if (shared_ranges.owner(a.pointer) != nullptr)
+      if (foreign_owner(a.pointer, 0, rt_.self) != nullptr)
         throw InvalidArgument(
             fmt::format("call({}): argument {} ({}) points into the shared memory of another hdsm::Runtime",
                         kernel.name, i, a.pointer));

@@ -2,6 +2,8 @@
 
 #include <hdsm/error.hpp>
 
+#include "runtime/direct_objects.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -11,10 +13,12 @@
 
 namespace hdsm::detail {
 
-DirectModel::DirectModel(std::vector<Device*> devices, std::size_t default_device, std::string protocol)
+DirectModel::DirectModel(std::vector<Device*> devices, std::size_t default_device, std::string protocol,
+                         const Runtime* owner)
     : devices_(std::move(devices)),
       default_device_(default_device),
       protocol_(std::move(protocol)),
+      owner_(owner),
       queues_(devices_.size()),
       in_flight_(devices_.size()),
       busy_(devices_.size(), false),
@@ -34,6 +38,7 @@ void DirectModel::release_all() noexcept {
   } catch (...) {  // a kernel's error nobody synced for: the objects still go
   }
   for (auto& [start, o] : objects_) {
+    direct_objects().remove(o.start);
     try {
       release(o);
     } catch (...) {
@@ -62,7 +67,15 @@ void* DirectModel::alloc(std::size_t bytes, unsigned device) {
   std::byte* start = o.start;
   try {
     std::lock_guard lock(mutex_);
-    objects_.emplace(reinterpret_cast<std::uintptr_t>(start), std::move(o));
+    const std::size_t bytes_placed = o.bytes;
+    const auto [it, added] = objects_.emplace(reinterpret_cast<std::uintptr_t>(start), std::move(o));
+    try {
+      direct_objects().add(start, bytes_placed, owner_);
+    } catch (...) {
+      o = std::move(it->second);
+      objects_.erase(it);
+      throw;
+    }
   } catch (...) {
     release(o);
     throw;
@@ -101,7 +114,9 @@ void DirectModel::check(const void* p, std::size_t n, const char* call) const {
     throw InvalidArgument(
         fmt::format("{}: the {}-byte range at {} starts at the end of the object at {} ({} bytes)", call, n,
                     p, static_cast<const void*>(o->start), o->bytes));
+  bool in_object = false;
   for_each_overlapping(p, n, [&](std::uintptr_t begin, const Object& o) {
+    in_object = true;
     if (begin > first)  // host memory, then the object
       throw InvalidArgument(
           fmt::format("{}: byte {} of the {}-byte range at {} is the start of the object at {} "
@@ -113,6 +128,20 @@ void DirectModel::check(const void* p, std::size_t n, const char* call) const {
                       "{} ({} bytes)",
                       call, begin + o.bytes - first, n, p, reinterpret_cast<void*>(begin), o.bytes));
   });
+  if (!in_object) refuse_foreign(p, n, call);
+}
+
+std::string DirectModel::not_found(const void* p, const char* call) const {
+  return fmt::format("{}({}): not in a shared object of this runtime{}", call, p,
+                     foreign_owner(p, 0, owner_) != nullptr
+                         ? " (it points into the shared memory of another hdsm::Runtime)"
+                         : "");
+}
+
+void DirectModel::refuse_foreign(const void* p, std::size_t n, const char* call) const {
+  if (foreign_owner(p, n, owner_) != nullptr)
+    throw InvalidArgument(fmt::format(
+        "{}: the {}-byte range at {} lies in the shared memory of another hdsm::Runtime", call, n, p));
 }
 
 std::optional<DirectModel::Found> DirectModel::find(const void* p) const {
@@ -134,7 +163,9 @@ void DirectModel::free(void* p) {
               ? fmt::format(
                     "free({}): not the start of a shared object (it lies {} bytes into the object at {})", p,
                     static_cast<const std::byte*>(p) - inside->start, static_cast<void*>(inside->start))
-              : fmt::format("free({}): not a shared object of this runtime (freed already?)", p));
+              : fmt::format("free({}): not a shared object of this runtime ({})", p,
+                            foreign_owner(p, 0, owner_) != nullptr ? "it belongs to another hdsm::Runtime"
+                                                                   : "freed already?"));
     }
     bytes = it->second.bytes;
   }
@@ -148,6 +179,7 @@ void DirectModel::free(void* p) {
     gone = std::move(it->second);
     objects_.erase(it);
   }
+  direct_objects().remove(gone.start);
   release(gone);
 }
 
@@ -181,6 +213,10 @@ void DirectModel::call(const Kernel& kernel, const Launch& launch, std::span<con
     }
     Object* o = object_at(a.pointer, true);  // a range's end too: the gap place() leaves makes it one
     if (o == nullptr) {
+      if (foreign_owner(a.pointer, 0, owner_) != nullptr)
+        throw InvalidArgument(
+            fmt::format("call({}): argument {} ({}) points into the shared memory of another hdsm::Runtime",
+                        kernel.name, i, a.pointer));
       if (a.kind == Kind::annotated)
         throw InvalidArgument(fmt::format("call({}): annotated argument {} ({}) is not a shared object",
                                           kernel.name, i, a.pointer));

@@ -113,8 +113,10 @@ class DirectModel : public MemoryModel {
     std::vector<Copy> copies;  // note_copy()'s copies that may be in flight
   };
 
-  /// `protocol` names the model in messages ("HDSM_PROTOCOL=um").
-  DirectModel(std::vector<Device*> devices, std::size_t default_device, std::string protocol);
+  /// `protocol` names the model in messages ("HDSM_PROTOCOL=um"); `owner` is the runtime whose
+  /// objects these are (direct_objects() tells other runtimes' apart).
+  DirectModel(std::vector<Device*> devices, std::size_t default_device, std::string protocol,
+              const Runtime* owner);
   ~DirectModel() override;
   /// For the derived destructor: waits for the calls (errors dropped) and releases every object,
   /// after the threads that end meanwhile have synced on it.
@@ -134,9 +136,13 @@ class DirectModel : public MemoryModel {
   /// before the sync waits for the queue; mutex_ is held.
   virtual void after_calls(unsigned device, Object& object, Queue& queue) = 0;
 
+  /// "call(p): not in a shared object of this runtime", saying so when p is another runtime's.
+  std::string not_found(const void* p, const char* call) const;
+
   std::vector<Device*> devices_;
   std::size_t default_device_;
   std::string protocol_;
+  const Runtime* owner_;
 
  private:
   Queue& queue(unsigned device);  // caller holds mutex_
@@ -145,6 +151,9 @@ class DirectModel : public MemoryModel {
   /// f(start, object) for each object overlapping [p, p + n), in address order; caller holds mutex_.
   template <class F>
   void for_each_overlapping(const void* p, std::size_t n, F&& f) const;
+  /// InvalidArgument naming `call` when [p, p + n), in none of this runtime's objects, lies in
+  /// another runtime's shared memory.
+  void refuse_foreign(const void* p, std::size_t n, const char* call) const;
   /// The event of a device's last sync, and whether a waiter has claimed its failure to report.
   struct Settled {
     Event event;

@@ -8,8 +8,10 @@
 
 namespace hdsm::detail {
 
-HostMappedModel::HostMappedModel(std::vector<Device*> devices, std::size_t default_device, bool fallback)
-    : DirectModel(std::move(devices), default_device, "HDSM_PROTOCOL=host-mapped"), fallback_(fallback) {}
+HostMappedModel::HostMappedModel(std::vector<Device*> devices, std::size_t default_device,
+                                 const Runtime* owner, bool fallback)
+    : DirectModel(std::move(devices), default_device, "HDSM_PROTOCOL=host-mapped", owner),
+      fallback_(fallback) {}
 
 HostMappedModel::~HostMappedModel() { release_all(); }
 
@@ -73,7 +75,7 @@ void HostMappedModel::after_calls(unsigned device, Object& object, Queue& queue)
 
 void* HostMappedModel::device_address(const void* p) const {
   const auto o = find(p);
-  if (!o) throw InvalidArgument(fmt::format("safe({}): not in a shared object of this runtime", p));
+  if (!o) throw InvalidArgument(not_found(p, "safe"));
   if (devices_[o->device]->properties().backend == Backend::opencl)
     throw Unsupported(
         fmt::format("safe({}): OpenCL kernels take buffers, not addresses: pass the object as a "

@@ -28,7 +28,8 @@ class HostMappedModel final : public DirectModel {
  public:
   /// Calls without a shared-pointer argument run on `default_device`. `fallback`: a refused mapping
   /// is a MappingRefused, for the caller to copy instead (auto); else an Unsupported.
-  HostMappedModel(std::vector<Device*> devices, std::size_t default_device, bool fallback = false);
+  HostMappedModel(std::vector<Device*> devices, std::size_t default_device, const Runtime* owner,
+                  bool fallback = false);
   ~HostMappedModel() override;
   HostMappedModel(const HostMappedModel&) = delete;
   HostMappedModel& operator=(const HostMappedModel&) = delete;

@@ -68,9 +68,10 @@ std::unique_ptr<MemoryModel> make_memory_model(RuntimeImpl& rt) {
   if (int{any_um} + int{any_mapped} + int{any_adsm} > 1 || fallback)
     return std::make_unique<RoutedModel>(rt, fallback);
   if (any_um)
-    return std::make_unique<UnifiedModel>(
-        rt.devices, rt.default_device, rt.config.boolean(knob_name(Knob::um_prefetch)), um_advice(rt.config));
-  if (any_mapped) return std::make_unique<HostMappedModel>(rt.devices, rt.default_device);
+    return std::make_unique<UnifiedModel>(rt.devices, rt.default_device,
+                                          rt.config.boolean(knob_name(Knob::um_prefetch)),
+                                          um_advice(rt.config), rt.self);
+  if (any_mapped) return std::make_unique<HostMappedModel>(rt.devices, rt.default_device, rt.self);
   return std::make_unique<AdsmModel>(rt);
 }
 
@@ -86,10 +87,11 @@ RoutedModel::RoutedModel(RuntimeImpl& rt, bool fallback)
       if (!um_)
         um_ = std::make_unique<UnifiedModel>(rt.devices, rt.default_device,
                                              rt.config.boolean(knob_name(Knob::um_prefetch)),
-                                             um_advice(rt.config));
+                                             um_advice(rt.config), rt.self);
       m = um_.get();
     } else if (model == "host-mapped") {
-      if (!mapped_) mapped_ = std::make_unique<HostMappedModel>(rt.devices, rt.default_device, fallback);
+      if (!mapped_)
+        mapped_ = std::make_unique<HostMappedModel>(rt.devices, rt.default_device, rt.self, fallback);
       m = mapped_.get();
     }
     routes_[d].store(m, std::memory_order_relaxed);

@@ -62,8 +62,9 @@ Config with_wait_policy(Config config) {
 
 }  // namespace
 
-RuntimeImpl::RuntimeImpl(Config c)
-    : config(with_wait_policy(std::move(c))),
+RuntimeImpl::RuntimeImpl(Config c, Runtime* owner)
+    : self(owner),
+      config(with_wait_policy(std::move(c))),
       tracer(config.get(name(Knob::trace))),
       executor(exec::ExecutorOptions{static_cast<unsigned>(config.integer(name(Knob::threads))),
                                      config.size(name(Knob::fiber_stack))}) {
@@ -131,9 +132,7 @@ obs::LockWaitSink RuntimeImpl::lock_sink() {
 
 }  // namespace detail
 
-Runtime::Runtime(Config config) : impl_(std::make_unique<detail::RuntimeImpl>(std::move(config))) {
-  impl_->self = this;
-}
+Runtime::Runtime(Config config) : impl_(std::make_unique<detail::RuntimeImpl>(std::move(config), this)) {}
 Runtime::~Runtime() {
   // In a child of fork() the runtime's threads are the parent's; from an exit() in a kernel, one of
   // them runs this destructor. Stopping them would wait forever: the process's end takes it all.

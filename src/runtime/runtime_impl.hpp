@@ -32,11 +32,13 @@
 namespace hdsm::detail {
 
 struct RuntimeImpl {
-  explicit RuntimeImpl(Config c);
+  RuntimeImpl(Config c, Runtime* owner);
   ~RuntimeImpl();
 
-  Runtime* self = nullptr;  // the Runtime this is the state of (its owner in shared_ranges)
-  os::Origin origin;        // set once the fork counter runs: a child of fork() may not use or stop it
+  // The Runtime this is the state of: its objects' owner in shared_ranges and direct_objects(), set
+  // before the memory model is made.
+  Runtime* self = nullptr;
+  os::Origin origin;  // set once the fork counter runs: a child of fork() may not use or stop it
   Config config;
   obs::Tracer tracer;
   obs::Counters counters;

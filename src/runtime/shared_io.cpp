@@ -11,6 +11,7 @@
 #include <hdsm/error.hpp>
 #include <hdsm/runtime.hpp>
 
+#include "runtime/direct_objects.hpp"
 #include "runtime/knobs.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "runtime/shared_ranges.hpp"
@@ -60,7 +61,10 @@ detail::MemoryModel* shared(detail::RuntimeImpl& impl, const void* p) {
 bool direct_ready(detail::RuntimeImpl& impl, const void* p, std::size_t n, const char* call) {
   if (n == 0) return true;
   try {
-    impl.model->before_direct_io(p, n, call);
+    // In another runtime's host-mapped or unified object: that runtime's model checks the range and
+    // orders the I/O after its calls (this one would refuse the range as another runtime's).
+    const Runtime* other = detail::direct_objects().other_owner(p, n, impl.self);
+    (other != nullptr ? *detail::impl_of(*other).model : *impl.model).before_direct_io(p, n, call);
     return true;
   } catch (const InvalidArgument&) {
     errno = EFAULT;

@@ -7,8 +7,8 @@
 namespace hdsm::detail {
 
 UnifiedModel::UnifiedModel(std::vector<Device*> devices, std::size_t default_device, bool prefetch,
-                           UmAdvice advice)
-    : DirectModel(std::move(devices), default_device, "HDSM_PROTOCOL=um"),
+                           UmAdvice advice, const Runtime* owner)
+    : DirectModel(std::move(devices), default_device, "HDSM_PROTOCOL=um", owner),
       prefetch_(prefetch),
       advice_(advice) {}
 
@@ -41,7 +41,7 @@ DirectModel::Object UnifiedModel::place(std::size_t bytes, unsigned device) {
 void UnifiedModel::release(Object& object) { managed(object.device).free_managed(object.start); }
 
 void* UnifiedModel::device_address(const void* p) const {
-  if (!find(p)) throw InvalidArgument(fmt::format("safe({}): not in a shared object of this runtime", p));
+  if (!find(p)) throw InvalidArgument(not_found(p, "safe"));
   return const_cast<void*>(p);
 }
 

@@ -17,7 +17,8 @@ namespace hdsm::detail {
 class UnifiedModel final : public DirectModel {
  public:
   /// Calls without a shared-pointer argument run on `default_device`.
-  UnifiedModel(std::vector<Device*> devices, std::size_t default_device, bool prefetch, UmAdvice advice);
+  UnifiedModel(std::vector<Device*> devices, std::size_t default_device, bool prefetch, UmAdvice advice,
+               const Runtime* owner);
   ~UnifiedModel() override;
   UnifiedModel(const UnifiedModel&) = delete;
   UnifiedModel& operator=(const UnifiedModel&) = delete;

@@ -295,6 +295,65 @@ TEST_P(DirectSim, IoWaitsForTheCallsInFlightOnTheObject) {
   rt_->free(x);
 }
 
+// Another runtime's object is that runtime's: refused by calls, bulk memory, safe and free (they
+// took it for host memory, unordered with its owner's kernels), by a copying runtime's too; I/O
+// into it is ordered by its owner, after the owner's calls.
+TEST_P(DirectSim, AnotherRuntimesObjectsAreRefusedAndTheirIoIsTheirOwners) {
+  const auto slow_fill = hdsm::per_thread("direct_slow_fill_other", [](const hdsm::Thread& t, int* x, int v) {
+    if (t.global_x() != 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (int i = 0; i < 1024; ++i) x[i] = v;
+  });
+  hdsm::Runtime other(rt_->config());
+  hdsm::Runtime copying(hdsm::test::fast_sim_config().set("HDSM_PROTOCOL", "rolling"));
+  int* theirs = other.alloc<int>(1024);
+  int* mine = rt_->alloc<int>(1024);
+  int* copied = copying.alloc<int>(1024);
+  std::vector<int> host(1024, 3);
+  const auto refused = [](const char* what, auto&& f) {
+    try {
+      f();
+      ADD_FAILURE() << what << ": another runtime's object was accepted";
+    } catch (const hdsm::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("another hdsm::Runtime"), std::string::npos)
+          << what << ": " << e.what();
+    }
+  };
+  refused("call, raw", [&] { rt_->call(kernel_, hdsm::cover(1024), mine, theirs, std::uint64_t{1024}); });
+  refused("call, annotated", [&] {
+    rt_->call(kernel_, hdsm::cover(1024), hdsm::in(theirs), hdsm::inout(mine), std::uint64_t{1024});
+  });
+  refused("memcpy into", [&] { rt_->memcpy(theirs, host.data(), 4096); });
+  refused("memcpy out of", [&] { rt_->memcpy(host.data(), theirs + 10, 8); });
+  refused("memset", [&] { rt_->memset(theirs, 0, 4096); });
+  refused("safe", [&] { (void)rt_->safe(theirs + 1); });
+  refused("free", [&] { rt_->free(theirs); });
+  refused("a copying runtime's memcpy", [&] { copying.memcpy(theirs, host.data(), 4096); });
+  refused("a copying runtime's call",
+          [&] { copying.call(kernel_, hdsm::cover(1024), hdsm::in(copied), theirs, std::uint64_t{1024}); });
+  refused("a direct runtime's memcpy of a copying runtime's object",
+          [&] { rt_->memcpy(copied, host.data(), 8); });
+  // I/O goes to the owner, after its kernel (7), not before it (0).
+  const int fd = ::memfd_create("hdsm direct io other", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  other.call(slow_fill, hdsm::cover(1), hdsm::out(theirs), 7);
+  ASSERT_EQ(rt_->write(fd, theirs, 4096), 4096);
+  std::vector<int> file(1024);
+  ASSERT_EQ(::pread(fd, file.data(), 4096, 0), 4096);
+  EXPECT_EQ(file, std::vector<int>(1024, 7)) << "the write came before the owner's kernel";
+  errno = 0;
+  EXPECT_EQ(rt_->read(fd, theirs + 1000, 100 * sizeof(int)), -1) << "a range leaving the owner's object";
+  EXPECT_EQ(errno, EFAULT);
+  ::close(fd);
+  // Each runtime's own objects are untouched by all this.
+  rt_->memcpy(mine, host.data(), 4096);
+  EXPECT_EQ(mine[1023], 3);
+  other.sync();
+  other.free(theirs);
+  rt_->free(mine);
+  copying.free(copied);
+}
+
 // hdsm's I/O on host memory is libc's at once: it waits for no call, nor for another thread's sync.
 // The kernel below waits until the write returned (a marker after 10 s otherwise); before, the write
 // of a host buffer waited for the sync another thread had begun, so for the kernel: a deadlock.
