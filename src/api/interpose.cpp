@@ -9,6 +9,7 @@
 #include <hdsm/runtime.hpp>
 
 #include "api/guarded.hpp"
+#include "os/fault.hpp"
 #include "os/signal_safe_io.hpp"
 #include "runtime/shared_ranges.hpp"
 
@@ -264,3 +265,25 @@ std::size_t fread_chk(void* buf, std::size_t buf_bytes, std::size_t size, std::s
 
 // The C symbols, forwarding to the functions above; libhdsm_preload.so defines them again.
 #include "api/interposed_symbols.inc"
+
+// sigaction of libhdsm.so only (libhdsm_preload.so's programs do not link hdsm): while hdsm's fault
+// handler is installed, another handler for SIGSEGV or SIGBUS is chained behind it instead of
+// replacing it. LLVM, inside PoCL's compiler, installs its crash handler while it builds a kernel:
+// shared memory's faults on other threads reached it, it removed the build's temporary files, and
+// with its SA_RESETHAND a fault in the window killed the process silently.
+// libc's own is called by its other name, __sigaction, not found with dlsym: AddressSanitizer
+// resolves its REAL(sigaction) to this one while it starts, before dlsym may run. Not under
+// ThreadSanitizer: its runtime calls sigaction before it can run instrumented code, and it keeps
+// the process's handlers in a table of its own, where hdsm's chaining has nothing to do.
+#if !defined(__SANITIZE_THREAD__)
+extern "C" {
+int __sigaction(int sig, const struct sigaction* act,  // NOLINT(bugprone-reserved-identifier)
+                struct sigaction* old) noexcept;
+HDSM_VISIBLE_BEGIN
+int sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
+  if (hdsm::os::chain_fault_signal(sig, act, old)) return 0;
+  return ::__sigaction(sig, act, old);
+}
+HDSM_VISIBLE_END
+}
+#endif

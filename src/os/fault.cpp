@@ -14,9 +14,14 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <ctime>
 #include <mutex>
 #include <string>
+
+// libc's sigaction under its other name, which no interposer (libhdsm's, a sanitizer's) replaces.
+extern "C" int __sigaction(int sig, const struct sigaction* act,  // NOLINT(bugprone-reserved-identifier)
+                           struct sigaction* old) noexcept;
 
 namespace hdsm::os {
 
@@ -76,7 +81,32 @@ struct Previous {
   std::atomic<bool> bus_reset{false};
 };
 Previous previous;
+// Odd while chain_fault_signal() writes `previous` (the handler reads it without a lock); writers
+// hold chain_mutex with every signal blocked.
+std::atomic<unsigned> previous_seq{0};
+std::mutex chain_mutex;
 std::atomic<bool> installed{false};
+
+// The seqlock's fences. ThreadSanitizer has none (GCC refuses them); there chain_fault_signal()
+// never writes, as its table, not the kernel, holds hdsm's handler.
+inline void seq_fence([[maybe_unused]] std::memory_order order) noexcept {
+#if !defined(__SANITIZE_THREAD__)
+  std::atomic_thread_fence(order);
+#endif
+}
+
+// The handler hdsm passes `sig`'s foreign faults to, as chain_fault_signal() last set it.
+struct sigaction previous_of(int sig) noexcept {
+  const struct sigaction& slot = sig == SIGBUS ? previous.bus : previous.segv;
+  struct sigaction copy {};
+  for (;;) {
+    const unsigned before = previous_seq.load(std::memory_order_acquire);
+    if ((before & 1) != 0) continue;
+    std::memcpy(&copy, &slot, sizeof copy);
+    seq_fence(std::memory_order_acquire);
+    if (previous_seq.load(std::memory_order_relaxed) == before) return copy;
+  }
+}
 
 std::atomic<std::uint64_t> resolved_reads{0}, resolved_writes{0}, resolved_unknown{0};
 
@@ -130,7 +160,7 @@ std::uintptr_t stack_pointer([[maybe_unused]] const void* ucontext) noexcept {
 // A fault no range resolved: hand it to whatever handled the signal before hdsm, and with no such
 // handler die of the signal, as the process would have without hdsm.
 void forward(int sig, siginfo_t* info, void* ucontext, Where where) noexcept {
-  const struct sigaction& prev = sig == SIGBUS ? previous.bus : previous.segv;
+  const struct sigaction prev = previous_of(sig);
   std::atomic<bool>& reset = sig == SIGBUS ? previous.bus_reset : previous.segv_reset;
   // SIG_DFL and SIG_IGN first, whatever the flags: {SIG_IGN, SA_SIGINFO} reads back with
   // sa_sigaction == (void*)1, which is no function. SIG_IGN is treated as SIG_DFL: ignoring a fault
@@ -204,7 +234,7 @@ void forward(int sig, siginfo_t* info, void* ucontext, Where where) noexcept {
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
-  ::sigaction(sig, &dfl, nullptr);
+  ::__sigaction(sig, &dfl, nullptr);  // libc's own: the interposed sigaction would chain it
   // A fault raised by the hardware repeats when the instruction is retried and then kills the process;
   // one sent by kill/raise/tgkill (si_code <= 0) has no instruction to retry, so send it again. It
   // stays pending (the signal is blocked in this handler) and kills the process on return.
@@ -305,10 +335,43 @@ void install_fault_handler() {
   }
   if (::sigaction(SIGBUS, &action, nullptr) != 0) {
     const int err = errno;
-    ::sigaction(SIGSEGV, &previous.segv, nullptr);
+    ::__sigaction(SIGSEGV, &previous.segv, nullptr);  // not chained: hdsm's is being taken back
     installed.store(false, std::memory_order_relaxed);
     throw SystemError("sigaction", "SIGBUS fault handler", err);
   }
+}
+
+bool chain_fault_signal(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
+  if ((sig != SIGSEGV && sig != SIGBUS) || !installed.load(std::memory_order_acquire)) return false;
+  struct sigaction current {};
+  if (::__sigaction(sig, nullptr, &current) != 0 || (current.sa_flags & SA_SIGINFO) == 0 ||
+      current.sa_sigaction != on_fault)
+    return false;  // not hdsm's (a sanitizer's, whose table has hdsm's handler): libc's to change
+  // Every signal blocked: a handler that calls sigaction must not find this thread inside.
+  sigset_t all, mask;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_BLOCK, &all, &mask);
+  {
+    const std::lock_guard lock(chain_mutex);
+    std::atomic<bool>& reset = sig == SIGBUS ? previous.bus_reset : previous.segv_reset;
+    if (old != nullptr) {
+      *old = previous_of(sig);
+      if (reset.load(std::memory_order_acquire)) {  // SA_RESETHAND ran it: the default, as the kernel says
+        *old = {};
+        old->sa_handler = SIG_DFL;
+      }
+    }
+    if (act != nullptr) {
+      struct sigaction& slot = sig == SIGBUS ? previous.bus : previous.segv;
+      previous_seq.fetch_add(1, std::memory_order_relaxed);
+      seq_fence(std::memory_order_release);
+      std::memcpy(&slot, act, sizeof slot);
+      reset.store(false, std::memory_order_relaxed);
+      previous_seq.fetch_add(1, std::memory_order_release);
+    }
+  }
+  ::pthread_sigmask(SIG_SETMASK, &mask, nullptr);
+  return true;
 }
 
 int register_fault_range(void* begin, std::size_t bytes, FaultResolver resolver, void* context) {

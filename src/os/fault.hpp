@@ -4,6 +4,7 @@
 #pragma once
 
 #include <hdsm/export.h>
+#include <csignal>
 
 #include <cstddef>
 #include <cstdint>
@@ -43,6 +44,13 @@ inline constexpr int kMaxFaultRanges = 16;
 /// handlers installed before it, to which foreign faults are passed. Thread-safe; covers threads
 /// created before and after it (signal dispositions are per process).
 void install_fault_handler();
+
+/// sigaction() of SIGSEGV or SIGBUS while hdsm's dispatcher is the process's action: `act` (if any)
+/// becomes the handler hdsm passes foreign faults to, and `old` (if any) gets the one before; true.
+/// hdsm's handler stays first, so a library that installs its own later (LLVM's crash handler in
+/// PoCL's compiler) no longer takes shared memory's faults. False for any other signal or action:
+/// the caller asks libc. Async-signal-safe with respect to the calling thread.
+bool chain_fault_signal(int sig, const struct sigaction* act, struct sigaction* old) noexcept;
 
 /// Sends faults in [begin, begin+bytes) to `resolver(context, ...)`; installs the dispatcher if it
 /// is not installed yet. Throws InvalidArgument for an empty range or one that overlaps a registered

@@ -4,7 +4,8 @@
 #  - libhdsm_preload.so: the interposed memcpy, memmove, memset, and the I/O calls again (for programs
 #    that do not link libhdsm.so, which then comes after libc), with their _chk forms, nothing else;
 #  - libhdsm_mpi.so: MPI calls, and of its own code only what the tests reach.
-# Arguments: NM, HEADER (hdsm.h), HDSM, PRELOAD, MPI (a library path, or empty).
+# Arguments: NM, HEADER (hdsm.h), HDSM, PRELOAD, MPI (a library path, or empty), SANITIZE (the
+# preset's HDSM_SANITIZE).
 function(exported out library)
   execute_process(COMMAND ${NM} -D -C --defined-only ${library} OUTPUT_VARIABLE text RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
@@ -45,6 +46,11 @@ foreach(line IN LISTS declarations)
   require("${hdsm}" libhdsm ${name})
 endforeach()
 require("${hdsm}" libhdsm read write pread pwrite readv writev fread fwrite "hdsm::Runtime::Runtime\\(hdsm::Config\\)")
+# sigaction, which chains later SIGSEGV/SIGBUS handlers behind hdsm's; not under ThreadSanitizer, whose
+# runtime calls it before it can run instrumented code (and keeps the handlers in its own table).
+if(NOT SANITIZE STREQUAL "thread")
+  require("${hdsm}" libhdsm sigaction)
+endif()
 forbid("${hdsm}" libhdsm "hdsm::opencl::" "hdsm::cuda::" "hdsm::sim::SimDevice" "hdsm::obs::Tracer::"
        "hdsm::exec::FiberWorker"
        "hdsm::detail::UnifiedModel" "hdsm::BufferTable<" "fmt::v[0-9]+::")

@@ -1,0 +1,170 @@
+// A SIGSEGV handler installed after hdsm's (LLVM's crash handler, which PoCL's compiler installs
+// while it builds a kernel) is chained behind hdsm's instead of replacing it: shared memory's faults
+// stay hdsm's, faults elsewhere reach the new handler, and sigaction() shows the program its own
+// handlers. Before, the new handler took hdsm's faults: LLVM's removed the build's temporary files
+// (every build failed while another thread faulted) and, with SA_RESETHAND, a fault in the window
+// killed the process.
+#include <hdsm/hdsm.hpp>
+
+#include "support/test_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+extern "C" int __sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept;
+
+namespace {
+
+std::atomic<int> crash_handler_runs{0};
+
+void crash_handler(int, siginfo_t*, void*) {
+  crash_handler_runs.fetch_add(1);
+  std::_Exit(3);
+}
+
+// What LLVM installs: SA_SIGINFO | SA_RESETHAND | SA_NODEFER | SA_ONSTACK.
+struct sigaction llvm_like() {
+  struct sigaction a {};
+  a.sa_sigaction = crash_handler;
+  a.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_NODEFER | SA_ONSTACK;
+  sigemptyset(&a.sa_mask);
+  return a;
+}
+
+const hdsm::Kernel& add_one() {
+  static const hdsm::Kernel k = hdsm::with_opencl(
+      R"(__kernel void chain_add_one(__global int* x, ulong n) {
+        const size_t i = get_global_id(0);
+        if (i < n) x[i] += 1;
+      })",
+      hdsm::per_thread("chain_add_one", [](const hdsm::Thread& t, int* x, std::uint64_t n) {
+        if (const auto i = t.global_x(); i < n) x[i] += 1;
+      }));
+  return k;
+}
+
+void skip_under_tsan() {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer keeps the process's signal handlers in a table of its own";
+#endif
+}
+
+TEST(SignalChain, AHandlerInstalledAfterHdsmsIsChainedBehindIt) {
+  skip_under_tsan();
+  if (::testing::Test::IsSkipped()) return;
+  hdsm::Runtime rt(hdsm::test::fast_sim_config("rolling"));
+  int* x = rt.alloc<int>(1024);
+  rt.call(add_one(), hdsm::cover(1024), hdsm::inout(x), std::uint64_t{1024});
+  rt.sync();  // x's blocks are the device's now: the next host write faults
+  struct sigaction hdsms {};
+  ASSERT_EQ(::__sigaction(SIGSEGV, nullptr, &hdsms), 0);
+  const struct sigaction mine = llvm_like();
+  struct sigaction before {};
+  ASSERT_EQ(::sigaction(SIGSEGV, &mine, &before), 0);
+  x[5] = 7;  // a fault hdsm resolves: not the new handler's
+  EXPECT_EQ(x[5], 7);
+  EXPECT_EQ(crash_handler_runs.load(), 0);
+  struct sigaction real {};
+  ASSERT_EQ(::__sigaction(SIGSEGV, nullptr, &real), 0);
+  EXPECT_EQ(real.sa_sigaction, hdsms.sa_sigaction) << "hdsm's handler was replaced";
+  struct sigaction shown {};
+  ASSERT_EQ(::sigaction(SIGSEGV, nullptr, &shown), 0);
+  EXPECT_EQ(shown.sa_sigaction, crash_handler) << "sigaction() does not show the program its handler";
+  EXPECT_EQ(shown.sa_flags & SA_RESETHAND, SA_RESETHAND);
+  // Put back, as LLVM does when the build ends: the handler before it is shown again, and hdsm's stays.
+  ASSERT_EQ(::sigaction(SIGSEGV, &before, nullptr), 0);
+  ASSERT_EQ(::sigaction(SIGSEGV, nullptr, &shown), 0);
+  EXPECT_NE(shown.sa_sigaction, crash_handler);
+  ASSERT_EQ(::__sigaction(SIGSEGV, nullptr, &real), 0);
+  EXPECT_EQ(real.sa_sigaction, hdsms.sa_sigaction);
+  rt.free(x);
+}
+
+TEST(SignalChainDeathTest, AFaultOutsideSharedMemoryReachesTheChainedHandler) {
+  skip_under_tsan();
+  if (::testing::Test::IsSkipped()) return;
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        hdsm::Runtime rt(hdsm::test::fast_sim_config("rolling"));
+        int* x = rt.alloc<int>(1024);
+        rt.call(add_one(), hdsm::cover(1024), hdsm::inout(x), std::uint64_t{1024});
+        rt.sync();
+        const struct sigaction mine = llvm_like();
+        ::sigaction(SIGSEGV, &mine, nullptr);
+        x[1] = 2;  // hdsm's
+        if (crash_handler_runs.load() != 0) std::_Exit(1);
+        volatile std::uintptr_t wild = 0x10;
+        *reinterpret_cast<volatile int*>(wild) = 1;  // the program's own crash: its handler's
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(3), "");
+}
+
+// The first call of a kernel whose source PoCL has not seen (no cache) builds it with LLVM while
+// another thread takes hdsm's page faults on a rolling object.
+TEST(SignalChain, AnOpenclBuildWhileAnotherThreadFaultsSucceeds_opencl) {
+  skip_under_tsan();
+  if (::testing::Test::IsSkipped()) return;
+  if (hdsm::test::opencl_only_without_lsan())
+    GTEST_SKIP() << "OpenCL under ASan runs in runtime.opencl_without_lsan";
+  std::unique_ptr<hdsm::Runtime> rt;
+  try {
+    rt = std::make_unique<hdsm::Runtime>(
+        hdsm::test::fast_sim_config("rolling").set("HDSM_OPENCL", "on").set("HDSM_CACHE_DIR", "off"));
+  } catch (const hdsm::NoDevice& e) {
+    GTEST_SKIP() << "no OpenCL device: " << e.what();
+  }
+  unsigned ocl = 0;
+  bool found = false;
+  for (unsigned d = 0; d < rt->devices().size(); ++d)
+    if (rt->device(d).properties().backend == hdsm::Backend::opencl) {
+      ocl = d;
+      found = true;
+    }
+  if (!found) GTEST_SKIP() << "no OpenCL device";
+  constexpr std::size_t kBytes = std::size_t{16} << 20;
+  auto* big = static_cast<unsigned char*>(rt->alloc(kBytes, 0));  // sim0: host writes fault
+  const auto touch =
+      hdsm::per_thread("chain_touch", [](const hdsm::Thread& t, unsigned char* y, std::uint64_t n) {
+        if (const auto i = t.global_x(); i < n) y[i * 4096] += 1;
+      });
+  std::atomic<bool> stop{false}, faulted{false};
+  std::thread faulter([&] {
+    while (!stop.load()) {
+      rt->call(touch, hdsm::cover(kBytes / 4096), hdsm::inout(big), std::uint64_t{kBytes / 4096});
+      rt->sync();
+      for (std::size_t i = 0; i < kBytes && !stop.load(); i += 4096) big[i] += 1;
+      faulted = true;
+    }
+  });
+  while (!faulted.load()) std::this_thread::yield();
+  int* x = rt->alloc<int>(4096, ocl);
+  for (int round = 0; round < 2; ++round) {
+    hdsm::Kernel k = add_one();
+    k.opencl_source =
+        "// " + std::to_string(::getpid()) + " round " + std::to_string(round) + "\n" + k.opencl_source;
+    x[0] = 1;
+    EXPECT_NO_THROW({
+      rt->call(k, hdsm::cover(4096), hdsm::inout(x), std::uint64_t{4096});
+      rt->sync();
+    }) << "round "
+       << round;
+    EXPECT_EQ(x[0], 2) << "round " << round;
+  }
+  stop = true;
+  faulter.join();
+  rt->free(x);
+  rt->free(big);
+}
+
+}  // namespace
