@@ -104,7 +104,7 @@ void StagingChunk::acquire(StagingPool* pool, std::size_t bytes, StagingPool::Wa
     kept_ = cache->take(bytes);
     data_ = kept_.data();
   } else {
-    heap_ = std::make_unique_for_overwrite<std::byte[]>(bytes);
+    heap_.reset(static_cast<std::byte*>(::operator new (bytes, std::align_val_t{kHeapAlign})));
     data_ = heap_.get();
   }
   size_ = bytes;

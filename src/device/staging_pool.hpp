@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -122,7 +123,13 @@ class StagingChunk {
   std::byte* data_ = nullptr;
   std::size_t size_ = 0;
   std::optional<StagingPool::Lease> lease_;
-  std::unique_ptr<std::byte[]> heap_;
+  // Pageable memory when no chunk is free, page-aligned as the pool's chunks are: O_DIRECT I/O
+  // through it needs that (malloc's large blocks start 16 bytes into a page: EINVAL).
+  static constexpr std::size_t kHeapAlign = 4096;
+  struct HeapFree {
+    void operator()(std::byte* p) const noexcept { ::operator delete (p, std::align_val_t{kHeapAlign}); }
+  };
+  std::unique_ptr<std::byte, HeapFree> heap_;
   BufferCache::Buffer kept_;
   std::vector<Event> pending_;
 };
