@@ -27,6 +27,7 @@
 #include <span>
 #include <vector>
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -87,14 +88,19 @@ bool range_ok(detail::MemoryModel& model, const void* p, std::size_t n, const ch
 /// What the system calls on a descriptor may do, found once per call with a shared buffer.
 enum class Descriptor {
   file,      // a regular file or a block device: never waits for another thread
+  append,    // a regular file opened O_APPEND: a file whose one write(2) lands whole at its end
   stream,    // a pipe, a stream socket, a terminal...: may wait for its peer, another thread perhaps
   messages,  // a socket that keeps message boundaries (datagram, sequenced packets): one call, one message
 };
 
 Descriptor classify(int fd) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || S_ISREG(st.st_mode) || S_ISBLK(st.st_mode))
+  if (::fstat(fd, &st) != 0 || S_ISBLK(st.st_mode))
     return Descriptor::file;  // a bad descriptor: the call itself fails with libc's errno
+  if (S_ISREG(st.st_mode)) {
+    const int flags = ::fcntl(fd, F_GETFL);
+    return flags >= 0 && (flags & O_APPEND) != 0 ? Descriptor::append : Descriptor::file;
+  }
   int type = 0;
   socklen_t length = sizeof type;
   if (S_ISSOCK(st.st_mode) && ::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &length) == 0 &&
@@ -102,6 +108,10 @@ Descriptor classify(int fd) {
     return Descriptor::messages;
   return Descriptor::stream;
 }
+
+/// Whether calls on `kind` may wait for another thread (a pipe's peer): their staging then holds no
+/// chunk of the pool.
+bool may_wait(Descriptor kind) { return kind == Descriptor::stream || kind == Descriptor::messages; }
 
 /// Whether a stream's read after one that returned data may go on: only while data is there now.
 /// read(2) returns what is there: the next chunk's read must not wait for more (it would wait
@@ -168,7 +178,8 @@ ssize_t read_message(detail::RuntimeImpl& impl, int fd, std::span<const struct i
   return got;
 }
 
-/// One write of `parts` to a message socket, as one message: gathered into one pageable buffer.
+/// One write of `parts` to a message socket, as one message (or to an O_APPEND file, as one append):
+/// gathered into one pageable buffer.
 /// Whether it fits is the kernel's to say (UDP takes datagrams larger than its send buffer);
 /// above kLargestMessage, which no socket takes, EMSGSIZE before anything is allocated.
 ssize_t write_message(detail::RuntimeImpl& impl, int fd, std::span<const struct iovec> parts) {
@@ -290,7 +301,9 @@ ssize_t write_from(detail::RuntimeImpl& impl, int fd, Descriptor kind, const voi
   detail::MemoryModel* space = shared(impl, buf);
   if (space == nullptr || n == 0) return direct_ready(impl, buf, n, "write") ? ::write(fd, buf, n) : -1;
   if (!range_ok(*space, buf, n, "write")) return -1;
-  if (kind == Descriptor::messages) {
+  // One write: a message whole, and an O_APPEND file's bytes together at its end, as libc's one
+  // write(2) puts them, not interleaved with another writer's between chunks (up to kLargestMessage).
+  if (kind == Descriptor::messages || (kind == Descriptor::append && n <= kLargestMessage)) {
     const struct iovec whole { const_cast<void*>(buf), n };
     return write_message(impl, fd, {&whole, 1});
   }
@@ -344,6 +357,9 @@ ssize_t vectored(detail::RuntimeImpl& impl, int fd, const struct iovec* iov, int
   const std::span<const struct iovec> parts(iov, static_cast<std::size_t>(count));
   if (kind == Descriptor::messages)
     return way == Way::in ? read_message(impl, fd, parts) : write_message(impl, fd, parts);
+  if (way == Way::out && kind == Descriptor::append)
+    if (const std::optional<std::size_t> total = total_of(parts); total && *total <= kLargestMessage)
+      return write_message(impl, fd, parts);  // whole at the file's end, as write_from's
   std::size_t done = 0;
   for (const struct iovec& v : parts) {
     if (done != 0 && way == Way::in && kind == Descriptor::stream && v.iov_len != 0 && !has_data(fd)) break;
@@ -359,6 +375,18 @@ ssize_t vectored(detail::RuntimeImpl& impl, int fd, const struct iovec* iov, int
   }
   return static_cast<ssize_t>(done);
 }
+
+/// A stdio stream locked for one call (flockfile: recursive, so the stdio calls inside take it too).
+class StreamLock {
+ public:
+  explicit StreamLock(std::FILE* stream) : stream_(stream) { ::flockfile(stream_); }
+  StreamLock(const StreamLock&) = delete;
+  StreamLock& operator=(const StreamLock&) = delete;
+  ~StreamLock() { ::funlockfile(stream_); }
+
+ private:
+  std::FILE* stream_;
+};
 
 /// The descriptor of a stdio stream, for classify(); a stream with none (fmemopen) is memory.
 Descriptor classify(std::FILE* stream) {
@@ -385,7 +413,7 @@ ssize_t Runtime::pread(int fd, void* buf, std::size_t n, off_t offset) {
   if (space == nullptr || n == 0)
     return direct_ready(*impl_, buf, n, "pread") ? ::pread(fd, buf, n, offset) : -1;
   if (!range_ok(*space, buf, n, "pread")) return -1;
-  return into_shared(*impl_, *space, buf, n, classify(fd) != Descriptor::file,
+  return into_shared(*impl_, *space, buf, n, may_wait(classify(fd)),
                      [fd, offset](std::byte* chunk, std::size_t bytes, std::size_t done) {
                        return ::pread(fd, chunk, bytes, offset + static_cast<off_t>(done));
                      });
@@ -401,7 +429,7 @@ ssize_t Runtime::pwrite(int fd, const void* buf, std::size_t n, off_t offset) {
   if (space == nullptr || n == 0)
     return direct_ready(*impl_, buf, n, "pwrite") ? ::pwrite(fd, buf, n, offset) : -1;
   if (!range_ok(*space, buf, n, "pwrite")) return -1;
-  return from_shared(*impl_, *space, buf, n, classify(fd) != Descriptor::file,
+  return from_shared(*impl_, *space, buf, n, may_wait(classify(fd)),
                      [fd, offset](const std::byte* chunk, std::size_t bytes, std::size_t done) {
                        return ::pwrite(fd, chunk, bytes, offset + static_cast<off_t>(done));
                      });
@@ -425,7 +453,8 @@ std::size_t Runtime::fread(void* buf, std::size_t size, std::size_t count, std::
     return direct_ready(*impl_, buf, n, "fread") ? std::fread(buf, size, count, stream) : 0;
   if (n == 0) return 0;
   if (!range_ok(*space, buf, n, "fread")) return 0;
-  const ssize_t done = into_shared(*impl_, *space, buf, n, classify(stream) != Descriptor::file,
+  const StreamLock lock(stream);  // one fread, as libc's: no other thread's call between the chunks
+  const ssize_t done = into_shared(*impl_, *space, buf, n, may_wait(classify(stream)),
                                    [stream](std::byte* chunk, std::size_t bytes, std::size_t) -> ssize_t {
                                      const std::size_t got = std::fread(chunk, 1, bytes, stream);
                                      return got == 0 && std::ferror(stream) ? -1 : static_cast<ssize_t>(got);
@@ -443,8 +472,9 @@ std::size_t Runtime::fwrite(const void* buf, std::size_t size, std::size_t count
     return direct_ready(*impl_, buf, n, "fwrite") ? std::fwrite(buf, size, count, stream) : 0;
   if (n == 0) return 0;
   if (!range_ok(*space, buf, n, "fwrite")) return 0;
+  const StreamLock lock(stream);  // one fwrite, as libc's: no other thread's call between the chunks
   const ssize_t done =
-      from_shared(*impl_, *space, buf, n, classify(stream) != Descriptor::file,
+      from_shared(*impl_, *space, buf, n, may_wait(classify(stream)),
                   [stream](const std::byte* chunk, std::size_t bytes, std::size_t) -> ssize_t {
                     const std::size_t put = std::fwrite(chunk, 1, bytes, stream);
                     return put == 0 && std::ferror(stream) ? -1 : static_cast<ssize_t>(put);

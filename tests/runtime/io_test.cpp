@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -423,6 +424,73 @@ TEST_P(Io, FreadAndFwriteCountWholeItems) {
   EXPECT_EQ(rt_.fread(p, SIZE_MAX / 2, 4, stdin), 0u);
   EXPECT_EQ(errno, EOVERFLOW);
   rt_.free(p);
+}
+
+// Records of several staging chunks from two threads at once, each thread's records filled with its
+// own bytes: libc keeps each call's bytes together on an O_APPEND file (write, writev) and on a stdio
+// stream (fwrite); before, each chunk was a call of its own and the threads' chunks interleaved.
+TEST_P(Io, AppendsAndStreamWritesOfTwoThreadsKeepEachCallWhole) {
+  constexpr std::size_t kRecord = 256 * 1024, kRecords = 8;  // 16 chunks a record
+  auto* a = static_cast<unsigned char*>(rt_.alloc(kRecord));
+  auto* b = static_cast<unsigned char*>(rt_.alloc(kRecord));
+  std::memset(a, 'a', kRecord);
+  std::memset(b, 'b', kRecord);
+  const auto whole_records = [&](const std::vector<unsigned char>& file, const char* how) {
+    ASSERT_EQ(file.size(), 2 * kRecords * kRecord) << how;
+    for (std::size_t r = 0; r < 2 * kRecords; ++r) {
+      const unsigned char first = file[r * kRecord];
+      const auto end = file.begin() + static_cast<std::ptrdiff_t>((r + 1) * kRecord);
+      const auto other = std::find_if(file.begin() + static_cast<std::ptrdiff_t>(r * kRecord), end,
+                                      [&](unsigned char c) { return c != first; });
+      EXPECT_EQ(other, end) << how << ": record " << r << " is torn";
+    }
+  };
+  for (const bool vectored : {false, true}) {
+    const int fd = ::memfd_create("hdsm io append", MFD_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::fcntl(fd, F_SETFL, O_APPEND), 0);
+    const auto writer = [&](unsigned char* p) {
+      for (std::size_t r = 0; r < kRecords; ++r) {
+        const iovec v[2] = {{p, kRecord / 2}, {p + kRecord / 2, kRecord / 2}};
+        EXPECT_EQ(vectored ? rt_.writev(fd, v, 2) : rt_.write(fd, p, kRecord), static_cast<ssize_t>(kRecord));
+      }
+    };
+    std::thread other(writer, b);
+    writer(a);
+    other.join();
+    whole_records(contents(fd), vectored ? "writev, O_APPEND" : "write, O_APPEND");
+    ::close(fd);
+  }
+  const int fd = ::memfd_create("hdsm io fwrite threads", MFD_CLOEXEC);
+  std::FILE* out = ::fdopen(::dup(fd), "wb");
+  ASSERT_NE(out, nullptr);
+  const auto writer = [&](unsigned char* p) {
+    for (std::size_t r = 0; r < kRecords; ++r) EXPECT_EQ(rt_.fwrite(p, kRecord, 1, out), 1u);
+  };
+  std::thread other(writer, b);
+  writer(a);
+  other.join();
+  ASSERT_EQ(std::fclose(out), 0);
+  whole_records(contents(fd), "fwrite");
+  // And back through one stream: each fread gets one record whole.
+  ASSERT_EQ(::lseek(fd, 0, SEEK_SET), 0);  // the writing stream's descriptor shared the offset
+  std::FILE* in = ::fdopen(::dup(fd), "rb");
+  ASSERT_NE(in, nullptr);
+  const auto reader = [&](unsigned char* p) {
+    for (std::size_t r = 0; r < kRecords; ++r) {
+      ASSERT_EQ(rt_.fread(p, kRecord, 1, in), 1u);
+      const unsigned char first = p[0];
+      EXPECT_EQ(std::count(p, p + kRecord, first), static_cast<std::ptrdiff_t>(kRecord))
+          << "fread " << r << " is torn";
+    }
+  };
+  std::thread other_reader(reader, b);
+  reader(a);
+  other_reader.join();
+  std::fclose(in);
+  ::close(fd);
+  rt_.free(a);
+  rt_.free(b);
 }
 
 INSTANTIATE_TEST_SUITE_P(Protocols, Io, ::testing::Values("batch", "lazy", "rolling"),
