@@ -271,10 +271,11 @@ std::size_t fread_chk(void* buf, std::size_t buf_bytes, std::size_t size, std::s
 // replacing it. LLVM, inside PoCL's compiler, installs its crash handler while it builds a kernel:
 // shared memory's faults on other threads reached it, it removed the build's temporary files, and
 // with its SA_RESETHAND a fault in the window killed the process silently.
+//
 // libc's own is called by its other name, __sigaction, not found with dlsym: AddressSanitizer
-// resolves its REAL(sigaction) to this one while it starts, before dlsym may run. Not under
+// resolves its REAL(sigaction) to this one while it starts, before dlsym may run. None under
 // ThreadSanitizer: its runtime calls sigaction before it can run instrumented code, and it keeps
-// the process's handlers in a table of its own, where hdsm's chaining has nothing to do.
+// the process's handlers in a table of its own, where there is nothing to chain.
 #if !defined(__SANITIZE_THREAD__)
 extern "C" {
 int __sigaction(int sig, const struct sigaction* act,  // NOLINT(bugprone-reserved-identifier)

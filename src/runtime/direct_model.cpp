@@ -66,14 +66,12 @@ void* DirectModel::alloc(std::size_t bytes, unsigned device) {
   o.device = device;
   std::byte* start = o.start;
   try {
-    std::lock_guard lock(mutex_);
-    const std::size_t bytes_placed = o.bytes;
-    const auto [it, added] = objects_.emplace(reinterpret_cast<std::uintptr_t>(start), std::move(o));
+    direct_objects().add(start, o.bytes, owner_);  // other runtimes may refuse it from now on
     try {
-      direct_objects().add(start, bytes_placed, owner_);
+      std::lock_guard lock(mutex_);
+      objects_.emplace(reinterpret_cast<std::uintptr_t>(start), std::move(o));
     } catch (...) {
-      o = std::move(it->second);
-      objects_.erase(it);
+      direct_objects().remove(start);
       throw;
     }
   } catch (...) {
