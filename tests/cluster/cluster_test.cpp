@@ -8,6 +8,7 @@
 #include "cluster/threads_transport.hpp"
 #include "os/fault.hpp"
 #include "os/spin_wait.hpp"
+#include "support/death_style.hpp"
 #include "support/model_run.hpp"
 
 #include <hdsm/cluster.hpp>
@@ -952,7 +953,7 @@ TEST(Cluster, RacesBetweenAPrivatePagesHolderAndAnotherRankAreReported) {
 // With the race check on, a rank's private pages are read-only between kernels too: a host write to
 // one is caught as on a shared page (without it, it goes through unnoticed; see the guide).
 TEST(ClusterDeathTest, HostWritesToAWatchedPrivatePageEndTheProgramWithAMessage) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const hdsm::test::DeathTestStyle style("threadsafe");
   EXPECT_DEATH(run_ranks(2, options(),
                          [](Node& node) {
                            int* a = cl::alloc<int>(16);
@@ -1324,7 +1325,7 @@ TEST(Cluster, APolicyThatFailsOrDiffersOnOneRankFailsTheLaunchOnEveryRank) {
 // touch would be recorded into the lists the boundary is reading and then resets, and the rank's
 // later touches of the page would go unrecorded.
 TEST(ClusterDeathTest, AHostThreadTouchingGlobalMemoryDuringABoundaryEndsTheProgram) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const hdsm::test::DeathTestStyle style("threadsafe");
   EXPECT_DEATH(
       {
         std::atomic<int*> page{nullptr};  // rank 1's (each in-process rank has its own addresses)
@@ -1498,7 +1499,7 @@ TEST(Cluster, PagesReopenBeyondAFullMappingsBudgetByClosingOthers) {
 // A process that is itself out of mappings (mprotect's ENOMEM, here made up) cannot open the page:
 // the program ends with a message naming the limits, rather than faulting forever.
 TEST(ClusterDeathTest, APageTheProcessHasNoMappingForEndsTheProgramWithAMessage) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const hdsm::test::DeathTestStyle style("threadsafe");
   EXPECT_DEATH(run_degraded([](Node& node, int* a, std::uint32_t per_page) {
                  node.refuse_mprotects(1000);
                  std::printf("read %d\n", a[per_page]);
@@ -1776,7 +1777,7 @@ TEST(Cluster, WeightedAndCustomPolicies) {
 }
 
 TEST(ClusterDeathTest, HostWritesToGlobalMemoryEndTheProgramWithAMessage) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const hdsm::test::DeathTestStyle style("threadsafe");
   // Two ranks (with one, every page is private to it and writable, so nothing would be caught).
   EXPECT_DEATH(run_ranks(2, options(),
                          [](Node& node) {
@@ -1790,7 +1791,7 @@ TEST(ClusterDeathTest, HostWritesToGlobalMemoryEndTheProgramWithAMessage) {
 // A kernel that reads past its allocation into memory no allocation holds: the message names the
 // kernel as well as the address (before, the address alone).
 TEST(ClusterDeathTest, AKernelsStrayAccessNamesTheKernel) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const hdsm::test::DeathTestStyle style("threadsafe");
   EXPECT_DEATH(run_ranks(2, options(),
                          [](Node&) {
                            int* a = cl::alloc<int>(16);
@@ -1806,7 +1807,7 @@ TEST(ClusterDeathTest, AKernelsStrayAccessNamesTheKernel) {
 // A child of fork() has the rank's memory map but neither its threads nor its place among the ranks:
 // its calls are refused (before, a launch in the child waited for ranks that never came).
 TEST(ClusterDeathTest, AChildOfForkIsNoRank) {
-  GTEST_FLAG_SET(death_test_style, "fast");  // a plain fork() of the rank's thread
+  const hdsm::test::DeathTestStyle style("fast");  // a plain fork() of the rank's thread
   run_ranks(2, options(), [](Node& node) {
     int* a = cl::alloc<int>(16);
     if (node.rank() == 0) {
@@ -1827,7 +1828,7 @@ TEST(ClusterDeathTest, AChildOfForkIsNoRank) {
 }
 
 TEST(ClusterDeathTest, HostThreadsTouchingGlobalMemoryDuringAKernelEndTheProgram) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const hdsm::test::DeathTestStyle style("threadsafe");
   EXPECT_DEATH(run_ranks(2, options(),
                          [](Node& node) {
                            int* a = cl::alloc<int>(1024);

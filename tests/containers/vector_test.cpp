@@ -3,6 +3,7 @@
 // mechanisms on the seed's two consistency scenarios, eviction under memory pressure, and bad input.
 #include <hdsm/hdsm.hpp>
 
+#include "support/death_style.hpp"
 #include "support/test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -208,7 +209,7 @@ TEST(Vector, AContainerOutlivingItsRuntimeRefusesEveryUse) {
 }
 
 TEST(VectorDeathTest, ExitUnderALiveContainerKeepsItsCode) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const hdsm::test::DeathTestStyle style("threadsafe");
   EXPECT_EXIT(
       {
         Vector<float> v(1000, 1.0f);  // the default runtime's

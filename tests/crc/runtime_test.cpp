@@ -2,6 +2,7 @@
 // variants, and every misuse the API names.
 #include "os/cpu_binding.hpp"
 #include "os/spin_wait.hpp"
+#include "support/death_style.hpp"
 #include "support/test_support.hpp"
 
 #include <hdsm/crc.hpp>
@@ -1295,7 +1296,7 @@ TEST(CrcDeathTest, ATaskThatOverflowsItsStackEndsWithAMessage) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "stack overflows are checked in plain builds";
 #endif
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const hdsm::test::DeathTestStyle style("threadsafe");
   EXPECT_DEATH(overflow_in_a_task(), "stack overflow");
 }
 

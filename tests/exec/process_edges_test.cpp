@@ -3,6 +3,7 @@
 #include "exec/executor.hpp"
 #include "os/fault.hpp"
 #include "os/mapping.hpp"
+#include "support/death_style.hpp"
 
 #include "exec_test_kernels.hpp"
 #include "support/test_support.hpp"
@@ -29,7 +30,7 @@ using testing::run;
 
 class ProcessEdgesDeathTest : public ::testing::Test {
  protected:
-  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+  hdsm::test::DeathTestStyle style_{"threadsafe"};
 };
 
 // The sanitizers keep stack frames and stacks of their own (fake frames, shadow stacks, alternate

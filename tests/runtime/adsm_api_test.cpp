@@ -1,5 +1,6 @@
 // The public ADSM API: alloc/free/call/sync with annotations, pointer translation, smart pointers,
 // bad input and the C API, on explicit Runtime instances over poisoning sim devices.
+#include "support/death_style.hpp"
 #include "support/test_support.hpp"
 
 #include <hdsm/hdsm.h>
@@ -541,7 +542,7 @@ TEST(AdsmConfig, AStoreAcrossTwoBlocksCompletesUnderARollingStepOfOne) {
 // A program that changes shared memory's protection itself: the access that the kernel then refuses,
 // though hdsm allows it, ends the process with a message (before, it faulted for good, a hang).
 TEST(AdsmDeathTest, AProgramsOwnMprotectOfSharedMemoryEndsWithAWord) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const hdsm::test::DeathTestStyle style("threadsafe");
   EXPECT_DEATH(
       {
         hdsm::Runtime rt(adsm_config("rolling"));
@@ -568,6 +569,8 @@ TEST(AdsmConfig, ExplicitProtocolPerInstance) {
 }
 
 TEST(AdsmCApi, AllocFreeSync) {
+  // A fresh process, whose default runtime is not made yet (a fork of this one may have it).
+  const hdsm::test::DeathTestStyle style("threadsafe");
   EXPECT_EXIT(
       {
         bool ok = hdsm_config_set("HDSM_SIM_MEMORY", "32MiB") == HDSM_SUCCESS;
@@ -647,10 +650,14 @@ bool c_kernel_call() {
 }
 
 TEST(AdsmCApi, KernelCall) {
+  // A fresh process, whose default runtime is not made yet (a fork of this one may have it).
+  const hdsm::test::DeathTestStyle style("threadsafe");
   EXPECT_EXIT(std::exit(c_kernel_call() ? 0 : 1), ::testing::ExitedWithCode(0), "");
 }
 
 TEST(AdsmCApi, SafeAllocAndSafe) {
+  // A fresh process, whose default runtime is not made yet (a fork of this one may have it).
+  const hdsm::test::DeathTestStyle style("threadsafe");
   EXPECT_EXIT(
       {
         bool ok = hdsm_config_set("HDSM_SIM_MEMORY", "32MiB") == HDSM_SUCCESS;

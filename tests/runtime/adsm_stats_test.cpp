@@ -1,5 +1,6 @@
 // Statistics and tracing of shared memory: bytes and transfers per coherence action, time in the
 // fault handler, trace spans, and the message a stray access to freed memory leaves before dying.
+#include "support/death_style.hpp"
 #include "support/test_support.hpp"
 
 #include <hdsm/hdsm.hpp>
@@ -300,7 +301,7 @@ using hdsm::test::default_disposition_under_sanitizers;
 [[gnu::noinline]] int read_int(const volatile int* p) { return *p; }
 
 TEST(AdsmStatsDeathTest, TouchingFreedMemoryNamesTheObject) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const hdsm::test::DeathTestStyle style("threadsafe");
   EXPECT_EXIT(
       {
         default_disposition_under_sanitizers();

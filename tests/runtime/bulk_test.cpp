@@ -7,6 +7,7 @@
 #include <hdsm/hdsm.h>
 #include <hdsm/hdsm.hpp>
 
+#include "support/death_style.hpp"
 #include "support/test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -249,6 +250,8 @@ INSTANTIATE_TEST_SUITE_P(Protocols, Bulk, ::testing::Values("batch", "lazy", "ro
                          [](const auto& info) { return std::string(info.param); });
 
 TEST(BulkCApi, MemcpyAndMemsetOnTheDefaultRuntime) {
+  // A fresh process, whose default runtime is not made yet (a fork of this one may have it).
+  const hdsm::test::DeathTestStyle style("threadsafe");
   EXPECT_EXIT(
       {
         bool ok = hdsm_config_set("HDSM_SIM_MEMORY", "32MiB") == HDSM_SUCCESS;
@@ -280,6 +283,8 @@ TEST(BulkCApi, MemcpyAndMemsetOnTheDefaultRuntime) {
 }
 
 TEST(BulkCApi, MemcpyAsyncBetweenDevicesGivesAnEvent) {
+  // A fresh process, whose default runtime is not made yet (a fork of this one may have it).
+  const hdsm::test::DeathTestStyle style("threadsafe");
   EXPECT_EXIT(
       {
         bool ok = hdsm_config_set("HDSM_SIM_MEMORY", "32MiB") == HDSM_SUCCESS;

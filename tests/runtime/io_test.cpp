@@ -4,6 +4,7 @@
 #include <hdsm/hdsm.h>
 #include <hdsm/hdsm.hpp>
 
+#include "support/death_style.hpp"
 #include "support/test_support.hpp"
 
 #include "runtime/runtime_impl.hpp"
@@ -578,6 +579,8 @@ TEST_P(Io, PipeWritersHoldingThePoolDoNotStarveTheirReaders) {
 }
 
 TEST(IoCApi, ReadAndWriteOnTheDefaultRuntime) {
+  // A fresh process, whose default runtime is not made yet (a fork of this one may have it).
+  const hdsm::test::DeathTestStyle style("threadsafe");
   EXPECT_EXIT(
       {
         bool ok = hdsm_config_set("HDSM_SIM_MEMORY", "32MiB") == HDSM_SUCCESS;

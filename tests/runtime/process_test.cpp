@@ -1,4 +1,5 @@
 // The ADSM runtime and the process around it: a child of fork(), and exit() from a kernel.
+#include "support/death_style.hpp"
 #include "support/test_support.hpp"
 
 #include <hdsm/crc.hpp>
@@ -35,7 +36,7 @@ constexpr const char* kChildFaultMessage = "child of fork\\(\\), which has none 
 // says why), and cannot use the parent's runtime, whose threads it lacks: its calls are refused, and
 // its exit does not wait for them (before, it hung in the runtime's destructor).
 TEST(RuntimeForkDeathTest, AChildOfForkHasNeitherTheObjectsNorTheRuntime) {
-  GTEST_FLAG_SET(death_test_style, "fast");  // a plain fork() of this process, runtime and all
+  const hdsm::test::DeathTestStyle style("fast");  // a plain fork() of this process, runtime and all
   int* x = hdsm::alloc<int>(1024);
   hdsm::call(fill(), hdsm::cover(1024), x, std::uint64_t{1024}, 5);
   hdsm::sync();
@@ -73,7 +74,7 @@ TEST(RuntimeForkDeathTest, AChildOfForkMakesARuntimeOfItsOwn) {
   // fork(): 2 of 10 runs hung there (seen in gdb: every child thread in SizeClassAllocator64's lock).
   GTEST_SKIP() << "AddressSanitizer's allocator lock may be held across a threaded fork()";
 #endif
-  GTEST_FLAG_SET(death_test_style, "fast");
+  const hdsm::test::DeathTestStyle style("fast");
   auto parent = std::make_unique<hdsm::Runtime>(hdsm::test::fast_sim_config());
   int* x = parent->alloc<int>(1024);
   EXPECT_EXIT(
@@ -95,7 +96,7 @@ TEST(RuntimeForkDeathTest, AChildOfForkMakesARuntimeOfItsOwn) {
 // An explicit runtime the child destroys: its threads are the parent's, and joining them waited
 // forever.
 TEST(RuntimeForkDeathTest, AChildOfForkDestroysItsParentsRuntimeWithoutWaiting) {
-  GTEST_FLAG_SET(death_test_style, "fast");
+  const hdsm::test::DeathTestStyle style("fast");
   auto rt = std::make_unique<hdsm::Runtime>(hdsm::test::fast_sim_config());
   int* x = rt->alloc<int>(1024);
   rt->call(fill(), hdsm::cover(1024), x, std::uint64_t{1024}, 5);
@@ -136,7 +137,7 @@ TEST(RuntimeExitDeathTest, ExitFromAKernelEndsTheProcessWithItsCode) {
   // against the running blocks): ThreadSanitizer says so and exits with its own code.
   GTEST_SKIP() << "exit() from a running kernel races with its other threads by nature";
 #endif
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const hdsm::test::DeathTestStyle style("threadsafe");
   const auto run = [] {
     static const hdsm::Kernel exits = hdsm::per_thread("exits", [](const hdsm::Thread& t, int*) {
       if (t.global_x() == 0) std::exit(3);

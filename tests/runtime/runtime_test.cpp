@@ -2,6 +2,7 @@
 #include <hdsm/hdsm.h>
 #include <hdsm/hdsm.hpp>
 
+#include "support/death_style.hpp"
 #include "support/test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -80,7 +81,7 @@ TEST(Runtime, StatsArePrintedAtExitWhenAsked) {
 // A static smart pointer made before the default runtime's first use outlives it at exit: its free
 // finds the runtime ended and does nothing (before, it read the destroyed runtime and crashed).
 TEST(Runtime, AStaticObjectThatOutlivesTheDefaultRuntimeFreesNothingAtExit) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process, whose default runtime is unmade
+  const hdsm::test::DeathTestStyle style("threadsafe");  // a fresh process, whose default runtime is unmade
   EXPECT_EXIT(
       {
         static hdsm::unique_ptr<int> early;  // constructed first, so destroyed after the runtime
@@ -104,7 +105,7 @@ TEST(Runtime, TwoThreadsMakingRuntimesWithOpenclAtOnceBothGetTheDevice) {
     } catch (const hdsm::NoDevice& e) {
       GTEST_SKIP() << e.what();
     }
-  GTEST_FLAG_SET(death_test_style, "threadsafe");  // each a fresh process: OpenCL not yet opened
+  const hdsm::test::DeathTestStyle style("threadsafe");  // each a fresh process: OpenCL not yet opened
   for (int run = 0; run < 5; ++run)
     EXPECT_EXIT(
         {
@@ -133,7 +134,7 @@ TEST(Runtime, TwoThreadsMakingRuntimesWithOpenclAtOnceBothGetTheDevice) {
 // A process started with stderr closed (a daemon's 2>&-): the arena's memfd must not become
 // descriptor 2, or every message to stderr lands in the first shared objects.
 TEST(Runtime, AClosedStderrIsNotTakenByTheArena) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const hdsm::test::DeathTestStyle style("threadsafe");
   EXPECT_EXIT(
       {
         ::close(STDERR_FILENO);
@@ -194,6 +195,8 @@ TEST(Runtime, TraceHasOneLanePerEngineQueueAndHostThread) {
 
 // The C API uses the implicit default runtime; run it in a child so the settings stay local.
 TEST(CApi, ConfigDevicesStatsAndErrors) {
+  // A fresh process, whose default runtime is not made yet (a fork of this one may have it).
+  const hdsm::test::DeathTestStyle style("threadsafe");
   EXPECT_EXIT(
       {
         bool ok = hdsm_config_set("HDSM_SIM_DEVICES", "3") == HDSM_SUCCESS;

@@ -6,6 +6,7 @@
 // killed the process.
 #include <hdsm/hdsm.hpp>
 
+#include "support/death_style.hpp"
 #include "support/test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -92,7 +93,7 @@ TEST(SignalChain, AHandlerInstalledAfterHdsmsIsChainedBehindIt) {
 TEST(SignalChainDeathTest, AFaultOutsideSharedMemoryReachesTheChainedHandler) {
   skip_under_tsan();
   if (::testing::Test::IsSkipped()) return;
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const hdsm::test::DeathTestStyle style("threadsafe");
   EXPECT_EXIT(
       {
         hdsm::Runtime rt(hdsm::test::fast_sim_config("rolling"));

@@ -2,6 +2,7 @@
 // uses, fault counts, rolling eviction, free errors and faults outside live objects.
 #include "coherence/shared_space.hpp"
 #include "runtime/runtime_impl.hpp"
+#include "support/death_style.hpp"
 #include "support/test_support.hpp"
 
 #include <hdsm/hdsm.hpp>
@@ -410,7 +411,7 @@ using hdsm::test::default_disposition_under_sanitizers;
 
 class SharedSpaceDeathTest : public ::testing::TestWithParam<Param> {
  protected:
-  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+  hdsm::test::DeathTestStyle style_{"threadsafe"};
 };
 
 [[gnu::noinline]] int read_int(const volatile int* p) { return *p; }

@@ -1,5 +1,6 @@
 // HDSM_SIM_BOUNDS_CHECK: guard pages around sim allocations. Kernels that leave a buffer die of
 // SIGSEGV with a message naming the kernel, the device and the offset; in-bounds work is unaffected.
+#include "support/death_style.hpp"
 #include "support/test_support.hpp"
 
 #include <hdsm/hdsm.hpp>
@@ -46,7 +47,7 @@ constexpr const char* kRead = "(read|accessed)";
 
 class SimBoundsDeathTest : public ::testing::Test {
  protected:
-  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+  hdsm::test::DeathTestStyle style_{"threadsafe"};
 };
 
 TEST_F(SimBoundsDeathTest, AdsmCallWritingOnePastTheEndDies) {

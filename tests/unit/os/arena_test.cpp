@@ -4,6 +4,7 @@
 
 #include "os/arena.hpp"
 #include "os/mapping.hpp"
+#include "support/death_style.hpp"
 
 #include <gtest/gtest.h>
 
@@ -68,7 +69,7 @@ TEST(Arena, UserAndShadowViewsShareMemory) {
 TEST(Arena, ShadowStaysWritableWhileUserViewIsProtected) {
   // The child of a fast (fork) death test has no arena views at all (MADV_DONTFORK): it re-runs the
   // test instead, so that the access dies of the protection it checks.
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const hdsm::test::DeathTestStyle style("threadsafe");
   Arena a(1, kSegment);
   const std::size_t page = hdsm::os::page_size();
   a.protect(0, 0, page, PROT_READ);
@@ -81,7 +82,7 @@ TEST(Arena, ShadowStaysWritableWhileUserViewIsProtected) {
 TEST(Arena, ReleaseGivesMemoryBackAndReadsZero) {
   // The child of a fast (fork) death test has no arena views at all (MADV_DONTFORK): it re-runs the
   // test instead, so that the access dies of the protection it checks.
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const hdsm::test::DeathTestStyle style("threadsafe");
   Arena a(1, kSegment);
   const std::size_t bytes = 8 << 20;
   a.protect(0, 0, bytes, PROT_READ | PROT_WRITE);
@@ -110,7 +111,7 @@ TEST(Arena, ReleaseLeavesTheUserViewToACallerThatClosedIt) {
 TEST(Arena, ReleasedMemoryIsKeptUpToTheLimitAndReadsZeroWhenReused) {
   // The child of a fast (fork) death test has no arena views at all (MADV_DONTFORK): it re-runs the
   // test instead, so that the access dies of the protection it checks.
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const hdsm::test::DeathTestStyle style("threadsafe");
   const std::size_t mib = 1 << 20;
   Arena a(1, kSegment, 8 * mib);
   a.protect(0, 0, 16 * mib, PROT_READ | PROT_WRITE);

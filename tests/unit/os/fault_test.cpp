@@ -2,6 +2,7 @@
 // foreign faults (death and chaining) and errno.
 #include "os/fault.hpp"
 #include "os/mapping.hpp"
+#include "support/death_style.hpp"
 #include "support/test_support.hpp"
 
 #include <hdsm/error.hpp>
@@ -246,7 +247,7 @@ TEST_F(FaultTest, ErrnoIsPreservedAcrossTheHandler) {
 
 class FaultDeathTest : public ::testing::Test {
  protected:
-  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+  hdsm::test::DeathTestStyle style_{"threadsafe"};
 };
 
 TEST_F(FaultDeathTest, ForeignAccessStillKillsWithSegv) {
