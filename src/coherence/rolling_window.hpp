@@ -1,7 +1,7 @@
 // Rolling-update's FIFO of dirty blocks (seed 000, section 4.3): at most capacity() blocks may be dirty
 // at once; a block that becomes dirty beyond that pushes the oldest one out, which the caller uploads
 // asynchronously and makes read_only (coherence::on_evict). The capacity, the rolling size, grows by a
-// fixed step (HDSM_ROLLING_STEP, default 2) on every allocation.
+// fixed step (HDSM_ROLLING_STEP, default 2) on every allocation, and shrinks by as much on every free.
 //
 // A fault handler adds blocks itself (try_add), so adding must neither allocate nor throw while there
 // is room. The FIFO is a power-of-two ring of blocks in arrival order, and each block's place in it is
@@ -13,6 +13,7 @@
 
 #include <hdsm/export.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -40,6 +41,9 @@ class RollingWindow {
   static bool contains(const Place& place) noexcept { return place != kOutside; }
   /// Raises the rolling size; keeps room for a handler to add up to min(capacity, 16384) blocks.
   void grow(std::size_t step = default_rolling_step);
+  /// Lowers the rolling size (not below 0). Blocks beyond it stay dirty until they leave (a release);
+  /// meanwhile each on_dirty() evicts one, so the window holds no more than it did.
+  void shrink(std::size_t step) noexcept { capacity_ -= std::min(step, capacity_); }
   /// Records `block` as the newest dirty block and returns the oldest one when the window overflows
   /// (its Place is kOutside again); the new block itself is never the one returned. Throws
   /// std::logic_error when the capacity is 0 or the block is in the window already (a dirty block

@@ -156,7 +156,7 @@ void* SharedSpace::alloc(std::size_t bytes, unsigned device) {
     // window of one evicted the first block as the second faulted, then the second as the first
     // faulted again, for good (HDSM_ROLLING_STEP=1 with one object).
     std::lock_guard lock(window_mutex_);
-    window_.grow(window_.capacity() == 0 ? std::max<std::size_t>(rolling_step_, 2) : rolling_step_);
+    window_.grow(rolling_objects_++ == 0 ? std::max<std::size_t>(rolling_step_, 2) : rolling_step_);
   }
   return directory_.user(*object);
 }
@@ -187,6 +187,9 @@ void SharedSpace::free(void* p) {
   if (kind_ == ProtocolKind::rolling) {
     std::lock_guard window_lock(window_mutex_);
     for (RollingWindow::Place& place : e->window_places) window_.remove(place);
+    // The rolling size follows the live objects (what alloc added): a program that allocates and
+    // frees in a loop would otherwise grow it without bound, until no block was ever evicted early.
+    window_.shrink(--rolling_objects_ == 0 ? window_.capacity() : rolling_step_);
   }
   {
     std::lock_guard objects_lock(objects_mutex_);

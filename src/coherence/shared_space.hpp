@@ -359,6 +359,7 @@ class SharedSpace {
 
   mutable os::RankedMutex<os::FaultMutex> window_mutex_{os::LockRank::window};  // taken by the fault handler
   RollingWindow window_;
+  std::size_t rolling_objects_ = 0;  // live objects, whose steps make the rolling size (window_mutex_)
 
   std::vector<std::unique_ptr<os::FaultService>> fault_services_;  // by device (arena segment)
   int fault_range_ = -1;

@@ -331,6 +331,30 @@ TEST(RollingWindowTest, GrowRaisesTheRollingSize) {
   EXPECT_EQ(w.on_dirty(7, p[7]), std::optional<std::uint64_t>(1));
 }
 
+// A free lowers the rolling size: blocks beyond it stay dirty, and each new one evicts the oldest, so
+// the window never holds more than it did; adding without eviction waits until it is below again.
+TEST(RollingWindowTest, ShrinkLowersTheRollingSize) {
+  RollingWindow w;
+  Blocks p;
+  w.grow(2);
+  w.grow(2);
+  for (std::uint64_t b = 0; b < 4; ++b) EXPECT_EQ(w.on_dirty(b, p[b]), std::nullopt);
+  w.shrink(2);
+  EXPECT_EQ(w.capacity(), 2u);
+  EXPECT_EQ(w.size(), 4u);
+  EXPECT_FALSE(w.can_add());
+  EXPECT_EQ(w.on_dirty(4, p[4]), std::optional<std::uint64_t>(0));
+  EXPECT_EQ(w.size(), 4u);
+  EXPECT_TRUE(w.remove(p[1]));
+  EXPECT_TRUE(w.remove(p[2]));
+  EXPECT_TRUE(w.remove(p[3]));
+  EXPECT_TRUE(w.can_add());
+  EXPECT_TRUE(w.try_add(5, p[5]));
+  EXPECT_EQ(w.on_dirty(6, p[6]), std::optional<std::uint64_t>(4));
+  w.shrink(100);
+  EXPECT_EQ(w.capacity(), 0u);
+}
+
 TEST(RollingWindowTest, ClearEmptiesTheWindow) {
   RollingWindow w(2);
   Blocks p;

@@ -314,6 +314,37 @@ TEST_P(SharedSpaceRollingTest, EvictionUploadsBeforeTheRelease) {
   space_->free(x);
 }
 
+// The rolling size follows the live objects: allocating and freeing in a loop left it growing by
+// HDSM_ROLLING_STEP per allocation for good, until no block was evicted early any more.
+TEST_P(SharedSpaceRollingTest, TheRollingSizeFollowsTheLiveObjects) {
+  const std::size_t none = space_->rolling_capacity();
+  const std::size_t per_block = block() / sizeof(int);
+  int* x = alloc_ints(8 * per_block);
+  const std::size_t one = space_->rolling_capacity();
+  ASSERT_EQ(one, none + 2);  // the default step, and at least 2
+  for (int round = 0; round < 50; ++round) space_->free(alloc_ints(16));
+  EXPECT_EQ(space_->rolling_capacity(), one);
+  int* y = alloc_ints(16);
+  ASSERT_EQ(space_->rolling_capacity(), one + 2);
+  // Four dirty blocks fill the window of two objects; with y freed, each further block evicts one.
+  const auto h2d = [&] { return stats().route(hdsm::Route::h2d).bytes; };
+  const std::uint64_t start = h2d();
+  for (std::size_t b = 0; b < 4; ++b) x[b * per_block] = static_cast<int>(b);
+  space_->free(y);
+  EXPECT_EQ(space_->rolling_capacity(), one);
+  EXPECT_EQ(h2d(), start);
+  for (std::size_t b = 4; b < 8; ++b) x[b * per_block] = static_cast<int>(b);
+  const std::uint64_t expected = start + 4 * block();
+  for (int i = 0; i < 500 && h2d() < expected; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(h2d(), expected);
+  run_twice_plus_one(x, 8 * per_block);
+  for (std::size_t b = 0; b < 8; ++b)
+    ASSERT_EQ(x[b * per_block], 2 * static_cast<int>(b) + 1) << "block " << b;
+  space_->free(x);
+  EXPECT_EQ(space_->rolling_capacity(), none);
+}
+
 TEST_P(SharedSpaceTest, ConcurrentFaultsFromSeveralThreads) {
   constexpr int kThreads = 4;
   const std::size_t n = 3 * block() / sizeof(int) + 1;
