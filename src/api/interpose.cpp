@@ -14,6 +14,9 @@
 #include "runtime/shared_ranges.hpp"
 
 #include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
@@ -43,7 +46,7 @@ class Next {
     Fn f = fn_.load(std::memory_order_acquire);
     if (f == nullptr) {
       void* symbol = dlsym(RTLD_NEXT, name_);
-      if (symbol == nullptr) symbol = from_libc();
+      if (symbol == nullptr || in_preload_library(symbol)) symbol = from_libc();
       f = reinterpret_cast<Fn>(symbol);
       fn_.store(f, std::memory_order_release);
     }
@@ -60,6 +63,17 @@ class Next {
     }
     dlclose(libc);  // only drops the reference RTLD_NOLOAD took: libc stays
     return symbol;
+  }
+
+  // Whether `symbol` is libhdsm_preload.so's definition, which comes next when the preload library
+  // follows libhdsm.so in the lookup order (LD_PRELOAD="libhdsm.so libhdsm_preload.so", or a program
+  // linked with -lhdsm -lhdsm_preload): it forwards back to this library, whose call of it again was
+  // a loop without end.
+  static bool in_preload_library(void* symbol) noexcept {
+    void* marker = dlsym(RTLD_DEFAULT, "hdsm_preload_library");
+    Dl_info of_marker{}, of_symbol{};
+    return marker != nullptr && dladdr(marker, &of_marker) != 0 && dladdr(symbol, &of_symbol) != 0 &&
+           of_marker.dli_fbase == of_symbol.dli_fbase;
   }
 
   const char* name_;
@@ -266,25 +280,59 @@ std::size_t fread_chk(void* buf, std::size_t buf_bytes, std::size_t size, std::s
 // The C symbols, forwarding to the functions above; libhdsm_preload.so defines them again.
 #include "api/interposed_symbols.inc"
 
-// sigaction of libhdsm.so only (libhdsm_preload.so's programs do not link hdsm): while hdsm's fault
-// handler is installed, another handler for SIGSEGV or SIGBUS is chained behind it instead of
-// replacing it. LLVM, inside PoCL's compiler, installs its crash handler while it builds a kernel:
-// shared memory's faults on other threads reached it, it removed the build's temporary files, and
-// with its SA_RESETHAND a fault in the window killed the process silently.
+// The signal calls. While hdsm's fault handler is installed, a handler for SIGSEGV or SIGBUS is
+// chained behind it instead of replacing it. LLVM, inside PoCL's compiler, installs its crash
+// handler while it builds a kernel: shared memory's faults on other threads reached it, it removed
+// the build's temporary files, and with its SA_RESETHAND a fault in the window killed the process.
+// signal() and its kin are here too: glibc's call its own sigaction by its inner name, past ours.
 //
-// libc's own is called by its other name, __sigaction, not found with dlsym: AddressSanitizer
-// resolves its REAL(sigaction) to this one while it starts, before dlsym may run. None under
-// ThreadSanitizer: its runtime calls sigaction before it can run instrumented code, and it keeps
-// the process's handlers in a table of its own, where there is nothing to chain.
+// libc's sigaction is called by its other name, __sigaction, not found with dlsym: AddressSanitizer
+// resolves its REAL(sigaction) to this library's while it starts, before dlsym may run. None under
+// ThreadSanitizer: its runtime calls sigaction before it can run instrumented code, and it keeps the
+// process's handlers in a table of its own, where there is nothing to chain.
 #if !defined(__SANITIZE_THREAD__)
-extern "C" {
-int __sigaction(int sig, const struct sigaction* act,  // NOLINT(bugprone-reserved-identifier)
-                struct sigaction* old) noexcept;
-HDSM_VISIBLE_BEGIN
-int sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
-  if (hdsm::os::chain_fault_signal(sig, act, old)) return 0;
+extern "C" int __sigaction(int sig, const struct sigaction* act,  // NOLINT(bugprone-reserved-identifier)
+                           struct sigaction* old) noexcept;
+
+namespace hdsm::api {
+namespace {
+
+using SignalFunction = sighandler_t (*)(int, sighandler_t);
+constinit Next<SignalFunction> libc_signal[kSignalCalls] = {
+    Next<SignalFunction>{"signal"}, Next<SignalFunction>{"bsd_signal"}, Next<SignalFunction>{"sysv_signal"},
+    Next<SignalFunction>{"__sysv_signal"}};
+
+// Resolved while the process starts, as the I/O calls: old programs call signal() again inside their
+// handlers, where dlsym's lock, held by the interrupted thread, would hang them.
+[[gnu::constructor]] void resolve_signal_calls() {
+  for (Next<SignalFunction>& next : libc_signal) static_cast<void>(*next);
+}
+
+}  // namespace
+
+int chained_sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
+  if (os::chain_fault_signal(sig, act, old)) return 0;
   return ::__sigaction(sig, act, old);
 }
-HDSM_VISIBLE_END
+
+// With the flags glibc gives each: BSD's (signal, bsd_signal: the handler stays, the signal is
+// blocked while it runs, interrupted calls restart) or System V's (sysv_signal, and signal itself in
+// strict ISO C modes: once, unblocked). Every call but a chained one is libc's.
+sighandler_t chained_signal(SignalCall call, int sig, sighandler_t handler) noexcept {
+  const bool bsd = call == kSignal || call == kBsdSignal;
+  if ((sig == SIGSEGV || sig == SIGBUS) && handler != SIG_ERR) {
+    struct sigaction act {};
+    act.sa_handler = handler;
+    sigemptyset(&act.sa_mask);
+    if (bsd) sigaddset(&act.sa_mask, sig);
+    act.sa_flags = bsd ? SA_RESTART : static_cast<int>(SA_RESETHAND | SA_NODEFER);
+    struct sigaction old {};
+    if (os::chain_fault_signal(sig, &act, &old)) return old.sa_handler;
+  }
+  return (*libc_signal[call])(sig, handler);
 }
+
+}  // namespace hdsm::api
+
+#include "api/interposed_signals.inc"
 #endif

@@ -9,6 +9,7 @@
 
 #include <hdsm/export.h>
 
+#include <csignal>
 #include <cstddef>
 #include <cstdio>
 
@@ -57,6 +58,13 @@ ssize_t pread_chk(int fd, void* buf, std::size_t n, off_t offset, std::size_t bu
 std::size_t fread_chk(void* buf, std::size_t buf_bytes, std::size_t size, std::size_t count,
                       std::FILE* stream);
 }  // namespace io
+
+/// sigaction and the signal() family (interposed_signals.inc's C symbols forward to them): for SIGSEGV
+/// and SIGBUS while hdsm's fault handler is installed, the new handler is chained behind hdsm's
+/// (os::chain_fault_signal) and the program is shown its own; everything else is libc's.
+int chained_sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept;
+enum SignalCall : unsigned char { kSignal, kBsdSignal, kSysvSignal, kSysvSignalInner, kSignalCalls };
+sighandler_t chained_signal(SignalCall call, int sig, sighandler_t handler) noexcept;
 
 }  // namespace hdsm::api
 

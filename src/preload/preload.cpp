@@ -113,6 +113,11 @@ hdsm::detail::SharedRanges::Bounds bounds() noexcept { return hdsm::detail::shar
 extern "C" {
 HDSM_VISIBLE_BEGIN
 
+// Tells libhdsm.so which definitions of its interposed calls are this library's (they forward to
+// it): when this library comes after libhdsm.so in the lookup order, libhdsm.so takes libc's instead.
+extern const char hdsm_preload_library;
+const char hdsm_preload_library = 1;
+
 [[noreturn]] void __chk_fail(void);
 
 void* memcpy(void* __restrict dst, const void* __restrict src, std::size_t n) noexcept {
@@ -155,3 +160,6 @@ HDSM_VISIBLE_END
 }  // extern "C"
 
 #include "api/interposed_symbols.inc"
+#if !defined(__SANITIZE_THREAD__)
+#include "api/interposed_signals.inc"
+#endif

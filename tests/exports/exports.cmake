@@ -1,8 +1,9 @@
 # Checks what the shared libraries export (they are built with hidden symbols by default):
 #  - libhdsm.so: every function <hdsm/hdsm.h> declares, the interposed libc I/O calls, and none of
 #    the backends' or the runtime's private code;
-#  - libhdsm_preload.so: the interposed memcpy, memmove, memset, and the I/O calls again (for programs
-#    that do not link libhdsm.so, which then comes after libc), with their _chk forms, nothing else;
+#  - libhdsm_preload.so: the interposed memcpy, memmove, memset, and the I/O and signal calls again
+#    (for programs that do not link libhdsm.so, which then comes after libc), with their _chk forms,
+#    and the marker libhdsm.so tells its definitions by, nothing else;
 #  - libhdsm_mpi.so: MPI calls, and of its own code only what the tests reach.
 # Arguments: NM, HEADER (hdsm.h), HDSM, PRELOAD, MPI (a library path, or empty), SANITIZE (the
 # preset's HDSM_SANITIZE).
@@ -46,10 +47,11 @@ foreach(line IN LISTS declarations)
   require("${hdsm}" libhdsm ${name})
 endforeach()
 require("${hdsm}" libhdsm read write pread pwrite readv writev fread fwrite "hdsm::Runtime::Runtime\\(hdsm::Config\\)")
-# sigaction, which chains later SIGSEGV/SIGBUS handlers behind hdsm's; not under ThreadSanitizer, whose
-# runtime calls it before it can run instrumented code (and keeps the handlers in its own table).
+# sigaction and the signal() family, which chain later SIGSEGV/SIGBUS handlers behind hdsm's; not under
+# ThreadSanitizer, whose runtime calls sigaction before it can run instrumented code (and keeps the
+# handlers in its own table).
 if(NOT SANITIZE STREQUAL "thread")
-  require("${hdsm}" libhdsm sigaction)
+  require("${hdsm}" libhdsm sigaction signal bsd_signal sysv_signal __sysv_signal)
 endif()
 forbid("${hdsm}" libhdsm "hdsm::opencl::" "hdsm::cuda::" "hdsm::sim::SimDevice" "hdsm::obs::Tracer::"
        "hdsm::exec::FiberWorker"
@@ -60,8 +62,13 @@ string(REGEX REPLACE "\n$" "" preload "${preload}")
 string(REPLACE "\n" ";" names "${preload}")
 list(SORT names)
 set(expected __fread_chk __memcpy_chk __memmove_chk __memset_chk __pread64_chk __pread_chk __read_chk fread
-    fread_unlocked fwrite fwrite_unlocked memcpy memmove memset pread pread64 pwrite pwrite64 read readv write
-    writev)
+    fread_unlocked fwrite fwrite_unlocked hdsm_preload_library memcpy memmove memset pread pread64 pwrite pwrite64
+    read readv write writev)
+# And the signal calls, as libhdsm's, for programs that do not link libhdsm.so.
+if(NOT SANITIZE STREQUAL "thread")
+  list(APPEND expected __sysv_signal bsd_signal sigaction signal sysv_signal)
+endif()
+list(SORT expected)
 if(NOT names STREQUAL expected)
   message(SEND_ERROR "libhdsm_preload exports '${names}', not '${expected}'")
 endif()

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdint>
 #include <cstdlib>
@@ -109,6 +110,74 @@ TEST(SignalChainDeathTest, AFaultOutsideSharedMemoryReachesTheChainedHandler) {
         std::_Exit(0);
       },
       ::testing::ExitedWithCode(3), "");
+}
+
+void plain_crash_handler(int) {
+  crash_handler_runs.fetch_add(1);
+  std::_Exit(4);
+}
+
+// signal(), which glibc implements with its own sigaction, past the program's: a handler installed
+// through it took shared memory's faults (the first one ended the program in it, exit code 4).
+TEST(SignalChain, AHandlerInstalledWithSignalIsChainedToo) {
+  skip_under_tsan();
+  if (::testing::Test::IsSkipped()) return;
+  hdsm::Runtime rt(hdsm::test::fast_sim_config("rolling"));
+  int* x = rt.alloc<int>(1024);
+  rt.call(add_one(), hdsm::cover(1024), hdsm::inout(x), std::uint64_t{1024});
+  rt.sync();
+  struct sigaction hdsms {};
+  ASSERT_EQ(::__sigaction(SIGSEGV, nullptr, &hdsms), 0);
+  const sighandler_t before = std::signal(SIGSEGV, plain_crash_handler);
+  ASSERT_NE(before, SIG_ERR);
+  x[5] = 7;  // hdsm's fault, not the handler's
+  EXPECT_EQ(x[5], 7);
+  EXPECT_EQ(crash_handler_runs.load(), 0);
+  struct sigaction real {};
+  ASSERT_EQ(::__sigaction(SIGSEGV, nullptr, &real), 0);
+  EXPECT_EQ(real.sa_sigaction, hdsms.sa_sigaction) << "hdsm's handler was replaced";
+  // What the program installed is what it is shown, with signal()'s BSD flags.
+  struct sigaction shown {};
+  ASSERT_EQ(::sigaction(SIGSEGV, nullptr, &shown), 0);
+  EXPECT_EQ(shown.sa_handler, plain_crash_handler);
+  EXPECT_EQ(shown.sa_flags & (SA_RESTART | SA_RESETHAND), SA_RESTART);
+  EXPECT_EQ(sigismember(&shown.sa_mask, SIGSEGV), 1);
+  // System V's flavour: once, and the handler it replaced comes back.
+  EXPECT_EQ(::sysv_signal(SIGSEGV, plain_crash_handler), plain_crash_handler);
+  ASSERT_EQ(::sigaction(SIGSEGV, nullptr, &shown), 0);
+  EXPECT_EQ(shown.sa_flags & SA_RESETHAND, SA_RESETHAND);
+  x[6] = 8;
+  EXPECT_EQ(x[6], 8);
+  ASSERT_EQ(::__sigaction(SIGSEGV, nullptr, &real), 0);
+  EXPECT_EQ(real.sa_sigaction, hdsms.sa_sigaction);
+  EXPECT_EQ(std::signal(SIGSEGV, before), plain_crash_handler);
+  // Other signals are libc's as ever.
+  const sighandler_t usr = std::signal(SIGUSR2, SIG_IGN);
+  EXPECT_EQ(std::signal(SIGUSR2, usr), SIG_IGN);
+  errno = 0;
+  EXPECT_EQ(std::signal(-1, SIG_IGN), SIG_ERR);
+  EXPECT_EQ(errno, EINVAL);
+  rt.free(x);
+}
+
+TEST(SignalChainDeathTest, AFaultOutsideSharedMemoryReachesASignalHandler) {
+  skip_under_tsan();
+  if (::testing::Test::IsSkipped()) return;
+  const hdsm::test::DeathTestStyle style("threadsafe");
+  EXPECT_EXIT(
+      {
+        hdsm::Runtime rt(hdsm::test::fast_sim_config("rolling"));
+        int* x = rt.alloc<int>(1024);
+        rt.call(add_one(), hdsm::cover(1024), hdsm::inout(x), std::uint64_t{1024});
+        rt.sync();
+        std::signal(SIGSEGV, plain_crash_handler);
+        x[1] = 2;  // hdsm's
+        if (crash_handler_runs.load() != 0) std::_Exit(1);
+        volatile std::uintptr_t wild = 0x10;
+        *reinterpret_cast<volatile int*>(wild) = 1;  // the program's own crash: its handler's
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(4), "");
 }
 
 // The first call of a kernel whose source PoCL has not seen (no cache) builds it with LLVM while
