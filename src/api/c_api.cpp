@@ -3,9 +3,12 @@
 #include <hdsm/hdsm.hpp>
 
 #include "api/guarded.hpp"
+#include "runtime/direct_objects.hpp"
 #include "runtime/runtime_impl.hpp"
 
 #include <cerrno>
+#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -13,6 +16,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <unistd.h>
 
 namespace hdsm::api {
 
@@ -117,6 +122,25 @@ hdsm::detail::CallArg call_arg_of(const hdsm_arg& a, std::size_t i) {
 void copy_route(hdsm_route_stats& out, const hdsm::RouteStats& in) {
   out.bytes = in.bytes;
   out.transfers = in.transfers;
+}
+
+// Whether a buffer is host memory, in no runtime's shared memory: the I/O calls then go straight to
+// libc, as hdsm.h says, without the default runtime, which such a buffer does not need and which may
+// not be there to make (a bad setting, no device, a child of fork()): they failed with EIO.
+bool host_memory(const void* p, std::size_t n) {
+  return hdsm::detail::foreign_owner(p, n, nullptr) == nullptr;
+}
+
+bool host_vectors(const struct iovec* iov, int count) {
+  if (iov == nullptr || count <= 0 || count > IOV_MAX) return true;  // libc's answer to give
+  for (int i = 0; i < count; ++i)
+    if (!host_memory(iov[i].iov_base, iov[i].iov_len)) return false;
+  return true;
+}
+
+// fread's and fwrite's bytes; 0 when size * count does not fit (the first byte is then what tells).
+std::size_t item_bytes(std::size_t size, std::size_t count) {
+  return size != 0 && count > SIZE_MAX / size ? 0 : size * count;
 }
 
 }  // namespace
@@ -290,34 +314,42 @@ hdsm_status hdsm_event_destroy(hdsm_event event) {
 }
 
 ssize_t hdsm_read(int fd, void* buf, size_t bytes) {
+  if (host_memory(buf, bytes)) return ::read(fd, buf, bytes);
   return io_guarded<ssize_t>(-1, [&] { return hdsm::Runtime::instance().read(fd, buf, bytes); });
 }
 
 ssize_t hdsm_write(int fd, const void* buf, size_t bytes) {
+  if (host_memory(buf, bytes)) return ::write(fd, buf, bytes);
   return io_guarded<ssize_t>(-1, [&] { return hdsm::Runtime::instance().write(fd, buf, bytes); });
 }
 
 ssize_t hdsm_pread(int fd, void* buf, size_t bytes, off_t offset) {
+  if (host_memory(buf, bytes)) return ::pread(fd, buf, bytes, offset);
   return io_guarded<ssize_t>(-1, [&] { return hdsm::Runtime::instance().pread(fd, buf, bytes, offset); });
 }
 
 ssize_t hdsm_pwrite(int fd, const void* buf, size_t bytes, off_t offset) {
+  if (host_memory(buf, bytes)) return ::pwrite(fd, buf, bytes, offset);
   return io_guarded<ssize_t>(-1, [&] { return hdsm::Runtime::instance().pwrite(fd, buf, bytes, offset); });
 }
 
 ssize_t hdsm_readv(int fd, const struct iovec* iov, int count) {
+  if (host_vectors(iov, count)) return ::readv(fd, iov, count);
   return io_guarded<ssize_t>(-1, [&] { return hdsm::Runtime::instance().readv(fd, iov, count); });
 }
 
 ssize_t hdsm_writev(int fd, const struct iovec* iov, int count) {
+  if (host_vectors(iov, count)) return ::writev(fd, iov, count);
   return io_guarded<ssize_t>(-1, [&] { return hdsm::Runtime::instance().writev(fd, iov, count); });
 }
 
 size_t hdsm_fread(void* buf, size_t size, size_t count, FILE* stream) {
+  if (host_memory(buf, item_bytes(size, count))) return std::fread(buf, size, count, stream);
   return io_guarded<size_t>(0, [&] { return hdsm::Runtime::instance().fread(buf, size, count, stream); });
 }
 
 size_t hdsm_fwrite(const void* buf, size_t size, size_t count, FILE* stream) {
+  if (host_memory(buf, item_bytes(size, count))) return std::fwrite(buf, size, count, stream);
   return io_guarded<size_t>(0, [&] { return hdsm::Runtime::instance().fwrite(buf, size, count, stream); });
 }
 

@@ -140,29 +140,14 @@ std::optional<std::size_t> total_of(std::span<const struct iovec> parts) {
 constexpr std::size_t kLargestMessage = std::size_t{64} << 20;
 
 /// One read of a message socket into `parts` (shared memory or host memory, in order): through one
-/// pageable buffer, then copied out, as readv would scatter it. The buffer is the next message's size,
-/// found by peeking into a buffer that doubles from 64 KiB until the message fits (or `parts` are
-/// full): a peek's MSG_TRUNC says it did not, where protocols that ignore MSG_TRUNC for the length
-/// (SCTP) give no length to ask for.
+/// pageable buffer as large as `parts` (up to kLargestMessage, more than any socket takes), then
+/// copied out, as readv would scatter it. Not sized by a peek at the next message: another reader
+/// of the socket may take that one first, and the next, larger one was cut to its size.
 ssize_t read_message(detail::RuntimeImpl& impl, int fd, std::span<const struct iovec> parts) {
   const std::optional<std::size_t> total = total_of(parts);
   if (!total) return -1;
-  const std::size_t most = std::min(*total, kLargestMessage);
-  std::size_t take = std::min(most, std::size_t{64} << 10);
-  auto buffer = std::make_unique_for_overwrite<std::byte[]>(take);
-  for (;;) {  // waits as the read would
-    struct iovec whole {
-      buffer.get(), take
-    };
-    struct msghdr peek {};
-    peek.msg_iov = &whole;
-    peek.msg_iovlen = 1;
-    if (::recvmsg(fd, &peek, MSG_PEEK) < 0) return -1;
-    if ((peek.msg_flags & MSG_TRUNC) == 0 || take == most) break;
-    take = std::min(most, 2 * take);
-    buffer = std::make_unique_for_overwrite<std::byte[]>(take);
-  }
-  // Another reader of the socket may take that message first; the next one is read as it fits.
+  const std::size_t take = std::min(*total, kLargestMessage);
+  const auto buffer = std::make_unique_for_overwrite<std::byte[]>(take);
   const ssize_t got = ::read(fd, buffer.get(), take);
   if (got <= 0) return got;
   std::size_t at = 0;
@@ -353,13 +338,20 @@ ssize_t vectored(detail::RuntimeImpl& impl, int fd, const struct iovec* iov, int
     any_shared |= space != nullptr;
   }
   if (!any_shared) return way == Way::in ? ::readv(fd, iov, count) : ::writev(fd, iov, count);
+  // The vectors as they are now, as the kernel copies them before it moves a byte: data a readv
+  // brings in may land on the array itself (a vector pointing at it), and must not redirect the next.
+  const std::vector<struct iovec> copied(iov, iov + count);
+  const std::span<const struct iovec> parts(copied);
   const Descriptor kind = classify(fd);
-  const std::span<const struct iovec> parts(iov, static_cast<std::size_t>(count));
   if (kind == Descriptor::messages)
     return way == Way::in ? read_message(impl, fd, parts) : write_message(impl, fd, parts);
-  if (way == Way::out && kind == Descriptor::append)
-    if (const std::optional<std::size_t> total = total_of(parts); total && *total <= kLargestMessage)
-      return write_message(impl, fd, parts);  // whole at the file's end, as write_from's
+  // One write, as libc's writev would be: whole at an O_APPEND file's end (as write_from's), and on a
+  // pipe up to PIPE_BUF bytes, which POSIX makes atomic there (another writer's bytes went between
+  // the vectors' writes).
+  if (way == Way::out && (kind == Descriptor::append || kind == Descriptor::stream))
+    if (const std::optional<std::size_t> total = total_of(parts);
+        total && *total <= (kind == Descriptor::append ? kLargestMessage : std::size_t{PIPE_BUF}))
+      return write_message(impl, fd, parts);
   std::size_t done = 0;
   for (const struct iovec& v : parts) {
     if (done != 0 && way == Way::in && kind == Descriptor::stream && v.iov_len != 0 && !has_data(fd)) break;

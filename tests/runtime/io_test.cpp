@@ -235,7 +235,7 @@ TEST_P(Io, AReadReturnsWhatAPipeHasWithoutWaitingForMore) {
 // first chunk's read truncated it, and the next chunk's read took the next message); readv scatters
 // one message over host and shared vectors as libc's does.
 TEST_P(Io, ADatagramLargerThanAChunkArrivesWhole) {
-  // Above the 64 KiB a read first peeks with: the buffer grows to the message.
+  // A message larger than a staging chunk, read whole.
   constexpr std::size_t kMessage = 100 << 10;
   for (const int type : {SOCK_DGRAM, SOCK_SEQPACKET}) {
     SCOPED_TRACE(type == SOCK_DGRAM ? "datagram" : "sequenced packets");
@@ -347,6 +347,110 @@ TEST_P(Io, APipeWriterWaitingForItsReaderHoldsNoChunkOfThePool) {
   ::close(fds[0]);
   ::close(fds[1]);
   rt_.free(p);
+}
+
+// readv takes its vectors as they are when it is called, as the kernel does: data landing on the
+// array itself (a vector pointing at it) does not redirect the next vector. Before, the file's bytes
+// made the second vector point at host memory of the file's choosing, and it was written there.
+TEST_P(Io, ReadvTakesItsVectorsBeforeAnyDataLands) {
+  auto* p = static_cast<unsigned char*>(rt_.alloc(kBlock));
+  unsigned char victim[16] = {};
+  struct iovec v[2];
+  v[1] = {p, 16};
+  v[0] = {&v[1], sizeof(struct iovec)};
+  const struct iovec fake { victim, sizeof victim };
+  std::vector<unsigned char> data(sizeof fake + 16);
+  std::memcpy(data.data(), &fake, sizeof fake);
+  for (std::size_t i = 0; i < 16; ++i) data[sizeof fake + i] = static_cast<unsigned char>(100 + i);
+  const int fd = file_with(data);
+  EXPECT_EQ(rt_.readv(fd, v, 2), static_cast<ssize_t>(data.size()));
+  for (std::size_t i = 0; i < 16; ++i) {
+    EXPECT_EQ(victim[i], 0) << i;
+    EXPECT_EQ(p[i], 100 + i) << i;
+  }
+  ::close(fd);
+  rt_.free(p);
+}
+
+// writev of up to PIPE_BUF bytes to a pipe is one write, which POSIX makes atomic there: two threads'
+// records do not mix. Before, each vector was a write of its own, and the other writer's went between.
+TEST_P(Io, VectoredPipeWritesUpToPipeBufStayWhole) {
+  constexpr int kRecords = 2000;
+  constexpr std::size_t kHead = 8, kBody = 56, kRecord = kHead + kBody;
+  auto* body = static_cast<unsigned char*>(rt_.alloc(2 * kBody));
+  std::memset(body, 1, kBody);
+  std::memset(body + kBody, 2, kBody);
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  std::vector<unsigned char> got(2 * kRecords * kRecord);
+  std::thread reader([&] {
+    std::size_t at = 0;
+    while (at < got.size()) {
+      const ssize_t n = ::read(fds[0], got.data() + at, got.size() - at);
+      if (n <= 0) break;
+      at += static_cast<std::size_t>(n);
+    }
+  });
+  std::vector<std::thread> writers;
+  std::atomic<int> failed{0};
+  for (int t = 0; t < 2; ++t)
+    writers.emplace_back([&, t] {
+      unsigned char head[kHead];
+      std::memset(head, t + 1, kHead);
+      const struct iovec v[2] = {{head, kHead}, {body + t * kBody, kBody}};
+      for (int r = 0; r < kRecords; ++r)
+        if (rt_.writev(fds[1], v, 2) != static_cast<ssize_t>(kRecord)) failed.fetch_add(1);
+    });
+  for (auto& w : writers) w.join();
+  ::close(fds[1]);
+  reader.join();
+  ::close(fds[0]);
+  EXPECT_EQ(failed.load(), 0);
+  int mixed = 0;
+  for (std::size_t r = 0; r < got.size() / kRecord; ++r) {
+    const unsigned char* record = got.data() + r * kRecord;
+    mixed += std::count(record, record + kRecord, record[0]) != static_cast<std::ptrdiff_t>(kRecord);
+  }
+  EXPECT_EQ(mixed, 0) << "records mixed with the other thread's";
+  rt_.free(body);
+}
+
+// Two threads reading one datagram socket into shared memory get whole messages. Before, a read sized
+// its buffer by a peek at the next message, which the other thread could take first: the next, larger
+// one was then cut to the size peeked.
+TEST_P(Io, TwoThreadsReadingOneDatagramSocketGetWholeMessages) {
+  constexpr int kMessages = 3000;
+  constexpr std::size_t kSmall = 100, kLarge = 20000;
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_DGRAM, 0, fds), 0);
+  const int room = 1 << 20;
+  ASSERT_EQ(::setsockopt(fds[1], SOL_SOCKET, SO_SNDBUF, &room, sizeof room), 0);
+  const struct timeval patience { 10, 0 };  // a lost end marker fails the test, not hangs it
+  ASSERT_EQ(::setsockopt(fds[0], SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof patience), 0);
+  std::atomic<int> cut{0}, whole{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 2; ++t)
+    readers.emplace_back([&] {
+      auto* p = static_cast<unsigned char*>(rt_.alloc(kLarge + kBlock));
+      for (;;) {
+        const ssize_t n = rt_.read(fds[0], p, kLarge + kBlock);
+        if (n <= 1) break;  // the end marker (or a timeout)
+        (n == static_cast<ssize_t>(kSmall) || n == static_cast<ssize_t>(kLarge) ? whole : cut).fetch_add(1);
+      }
+      rt_.free(p);
+    });
+  const std::vector<unsigned char> small = pattern(kSmall, 1), large = pattern(kLarge, 2);
+  for (int m = 0; m < kMessages; ++m) {
+    const auto& message = m % 2 == 0 ? small : large;
+    ASSERT_EQ(::send(fds[1], message.data(), message.size(), 0), static_cast<ssize_t>(message.size()));
+  }
+  const unsigned char end = 0;
+  for (int t = 0; t < 2; ++t) ASSERT_EQ(::send(fds[1], &end, 1, 0), 1);
+  for (auto& r : readers) r.join();
+  EXPECT_EQ(cut.load(), 0) << "messages cut short";
+  EXPECT_EQ(whole.load(), kMessages);
+  ::close(fds[0]);
+  ::close(fds[1]);
 }
 
 TEST_P(Io, ErrorsAreLibcs) {
@@ -598,6 +702,30 @@ TEST(IoCApi, ReadAndWriteOnTheDefaultRuntime) {
         std::exit(ok ? 0 : 1);
       },
       ::testing::ExitedWithCode(0), "");
+}
+
+// Host buffers go straight to libc, as hdsm.h says, without the default runtime: here it cannot be
+// made (an unknown setting), and before, every call failed with EIO.
+bool host_io_without_a_runtime() {
+  ::setenv("HDSM_NO_SUCH_SETTING", "1", 1);
+  bool ok = hdsm_sync() != HDSM_SUCCESS;  // the default runtime cannot be made
+  const std::vector<unsigned char> data = pattern(64, 3);
+  const int fd = file_with(data);
+  unsigned char buf[64] = {};
+  ok &= hdsm_read(fd, buf, 16) == 16;
+  ok &= hdsm_pread(fd, buf + 16, 48, 16) == 48;
+  ok &= std::memcmp(buf, data.data(), sizeof buf) == 0;
+  const struct iovec v { buf, 8 };
+  ok &= hdsm_writev(fd, &v, 1) == 8 && hdsm_pwrite(fd, buf, 4, 60) == 4;
+  std::FILE* stream = ::fdopen(fd, "r+");
+  ok &= stream != nullptr && std::fseek(stream, 0, SEEK_SET) == 0;
+  ok &= hdsm_fread(buf, 8, 2, stream) == 2 && std::memcmp(buf, data.data(), 16) == 0;
+  return ok;
+}
+
+TEST(IoCApi, HostBuffersNeedNoRuntime) {
+  const hdsm::test::DeathTestStyle style("threadsafe");
+  EXPECT_EXIT(std::exit(host_io_without_a_runtime() ? 0 : 1), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace
