@@ -115,8 +115,8 @@ HDSM_VISIBLE_BEGIN
 
 // Tells libhdsm.so which definitions of its interposed calls are this library's (they forward to
 // it): when this library comes after libhdsm.so in the lookup order, libhdsm.so takes libc's instead.
-extern const char hdsm_preload_library;
-const char hdsm_preload_library = 1;
+// A function, not a variable, which AddressSanitizer would give a symbol of its own.
+void hdsm_preload_library() noexcept {}
 
 [[noreturn]] void __chk_fail(void);
 
