@@ -323,6 +323,12 @@ class TypedContainer {
   static ContainerOptions options_of(const TypedContainer& other) {
     return {&other.core().runtime(), other.core().pinned(), other.core().mechanism()};
   }
+  /// What the copy that an assignment of `other` puts in place is made with: this container's runtime,
+  /// pinning and mechanism, as std::vector keeps its allocator (a moved-from one, which has none,
+  /// takes `other`'s).
+  ContainerOptions assigned_options(const TypedContainer& other) const {
+    return core_ ? options_of(*this) : options_of(other);
+  }
   /// A deep copy's contents: `other`'s current elements into this main copy (of the same size).
   void copy_contents(const TypedContainer& other) {
     if (other.size() != 0) std::memcpy(host(), other.data(), other.size() * sizeof(T));

@@ -35,9 +35,11 @@ class Matrix : public detail::TypedContainer<T> {
   Matrix(const Matrix& other) : Matrix(other.rows(), other.cols(), Base::options_of(other)) {
     this->copy_contents(other);
   }
+  /// `other`'s shape and current contents, on this matrix's runtime and with its options.
   Matrix& operator=(const Matrix& other) {
     if (this != &other) {
-      Matrix copy(other);
+      Matrix copy(other.rows(), other.cols(), this->assigned_options(other));
+      copy.copy_contents(other);
       *this = std::move(copy);
     }
     return *this;

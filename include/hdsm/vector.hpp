@@ -119,9 +119,11 @@ class Vector : public detail::TypedContainer<T> {
   }
   /// A copy of `other`'s current contents (in host memory; no device copies).
   Vector(const Vector& other) : Vector(other.size(), Base::options_of(other)) { this->copy_contents(other); }
+  /// `other`'s current contents, on this vector's runtime and with its options.
   Vector& operator=(const Vector& other) {
     if (this != &other) {
-      Vector copy(other);
+      Vector copy(other.size(), this->assigned_options(other));
+      copy.copy_contents(other);
       swap(copy);
     }
     return *this;

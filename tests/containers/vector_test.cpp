@@ -637,6 +637,37 @@ TEST(Matrix, ACopyIsDeepAndCurrent) {
   EXPECT_EQ(d.at(1, 1), 3.0f);
 }
 
+// A copy assignment keeps the target's runtime and options, as std::vector keeps its allocator; it
+// took the source's (after `a = b` with b of another runtime, a was refused in its own runtime's
+// calls and died with the other one; a `none` vector became `improved`).
+TEST(Containers, ACopyAssignmentKeepsTheTargetsRuntimeAndOptions) {
+  hdsm::Runtime mine(sim());
+  auto other = std::make_unique<hdsm::Runtime>(sim());
+  Vector<float> a(2, 0.0f, on(mine, hdsm::Mechanism::none));
+  hdsm::Matrix<float> m(1, 1, on(mine, hdsm::Mechanism::none));
+  {
+    const Vector<float> b(5, 3.0f, on(*other, hdsm::Mechanism::improved));
+    const hdsm::Matrix<float> mb(2, 3, 4.0f, on(*other, hdsm::Mechanism::improved));
+    a = b;
+    m = mb;
+  }
+  EXPECT_EQ(a.mechanism(), hdsm::Mechanism::none);
+  EXPECT_EQ(m.mechanism(), hdsm::Mechanism::none);
+  // A kernel of this runtime takes them...
+  hdsm::launch(0, axpb(), hdsm::cover(a.size()), hdsm::inout(a), std::uint64_t{a.size()}, 2.0f, 1.0f);
+  hdsm::launch(0, axpb(), hdsm::cover(6), hdsm::inout(m), std::uint64_t{6}, 2.0f, 1.0f);
+  // ...and the other runtime's end leaves them alone.
+  other.reset();
+  EXPECT_EQ(std::vector<float>(a.begin(), a.end()), std::vector<float>(5, 7.0f));
+  EXPECT_EQ(m.rows(), 2u);
+  EXPECT_EQ(m.at(1, 2), 9.0f);
+  // A moved-from vector has no runtime of its own: it takes the source's.
+  Vector<float> moved = std::move(a);
+  a = moved;
+  EXPECT_EQ(a.size(), 5u);
+  EXPECT_EQ(a[4], 7.0f);
+}
+
 // swap exchanges shapes, elements and device copies, a kernel on one of them still in flight.
 TEST(Matrix, SwapExchangesShapesAndContents) {
   hdsm::Runtime rt(sim());
