@@ -60,13 +60,19 @@ void skip_under_tsan() {
 #endif
 }
 
+// An object of `rt` whose blocks are the device's after a call: the next host write faults.
+int* on_the_device(hdsm::Runtime& rt) {
+  int* x = rt.alloc<int>(1024);
+  rt.call(add_one(), hdsm::cover(1024), hdsm::inout(x), std::uint64_t{1024});
+  rt.sync();
+  return x;
+}
+
 TEST(SignalChain, AHandlerInstalledAfterHdsmsIsChainedBehindIt) {
   skip_under_tsan();
   if (::testing::Test::IsSkipped()) return;
   hdsm::Runtime rt(hdsm::test::fast_sim_config("rolling"));
-  int* x = rt.alloc<int>(1024);
-  rt.call(add_one(), hdsm::cover(1024), hdsm::inout(x), std::uint64_t{1024});
-  rt.sync();  // x's blocks are the device's now: the next host write faults
+  int* x = on_the_device(rt);
   struct sigaction hdsms {};
   ASSERT_EQ(::__sigaction(SIGSEGV, nullptr, &hdsms), 0);
   const struct sigaction mine = llvm_like();
@@ -91,25 +97,30 @@ TEST(SignalChain, AHandlerInstalledAfterHdsmsIsChainedBehindIt) {
   rt.free(x);
 }
 
+// In a fresh process: `install` puts the program's SIGSEGV handler in after hdsm's, a fault of shared
+// memory stays hdsm's, and the program's own wild write reaches the handler (which exits with its
+// code).
+[[noreturn]] void faults_inside_then_outside(void (*install)()) {
+  hdsm::Runtime rt(hdsm::test::fast_sim_config("rolling"));
+  int* x = on_the_device(rt);
+  install();
+  x[1] = 2;  // hdsm's
+  if (crash_handler_runs.load() != 0) std::_Exit(1);
+  volatile std::uintptr_t wild = 0x10;
+  *reinterpret_cast<volatile int*>(wild) = 1;  // the program's own crash: its handler's
+  std::_Exit(0);
+}
+
+void install_llvm_like() {
+  const struct sigaction mine = llvm_like();
+  ::sigaction(SIGSEGV, &mine, nullptr);
+}
+
 TEST(SignalChainDeathTest, AFaultOutsideSharedMemoryReachesTheChainedHandler) {
   skip_under_tsan();
   if (::testing::Test::IsSkipped()) return;
   const hdsm::test::DeathTestStyle style("threadsafe");
-  EXPECT_EXIT(
-      {
-        hdsm::Runtime rt(hdsm::test::fast_sim_config("rolling"));
-        int* x = rt.alloc<int>(1024);
-        rt.call(add_one(), hdsm::cover(1024), hdsm::inout(x), std::uint64_t{1024});
-        rt.sync();
-        const struct sigaction mine = llvm_like();
-        ::sigaction(SIGSEGV, &mine, nullptr);
-        x[1] = 2;  // hdsm's
-        if (crash_handler_runs.load() != 0) std::_Exit(1);
-        volatile std::uintptr_t wild = 0x10;
-        *reinterpret_cast<volatile int*>(wild) = 1;  // the program's own crash: its handler's
-        std::_Exit(0);
-      },
-      ::testing::ExitedWithCode(3), "");
+  EXPECT_EXIT(faults_inside_then_outside(install_llvm_like), ::testing::ExitedWithCode(3), "");
 }
 
 void plain_crash_handler(int) {
@@ -123,9 +134,7 @@ TEST(SignalChain, AHandlerInstalledWithSignalIsChainedToo) {
   skip_under_tsan();
   if (::testing::Test::IsSkipped()) return;
   hdsm::Runtime rt(hdsm::test::fast_sim_config("rolling"));
-  int* x = rt.alloc<int>(1024);
-  rt.call(add_one(), hdsm::cover(1024), hdsm::inout(x), std::uint64_t{1024});
-  rt.sync();
+  int* x = on_the_device(rt);
   struct sigaction hdsms {};
   ASSERT_EQ(::__sigaction(SIGSEGV, nullptr, &hdsms), 0);
   const sighandler_t before = std::signal(SIGSEGV, plain_crash_handler);
@@ -160,24 +169,13 @@ TEST(SignalChain, AHandlerInstalledWithSignalIsChainedToo) {
   rt.free(x);
 }
 
+void install_with_signal() { std::signal(SIGSEGV, plain_crash_handler); }
+
 TEST(SignalChainDeathTest, AFaultOutsideSharedMemoryReachesASignalHandler) {
   skip_under_tsan();
   if (::testing::Test::IsSkipped()) return;
   const hdsm::test::DeathTestStyle style("threadsafe");
-  EXPECT_EXIT(
-      {
-        hdsm::Runtime rt(hdsm::test::fast_sim_config("rolling"));
-        int* x = rt.alloc<int>(1024);
-        rt.call(add_one(), hdsm::cover(1024), hdsm::inout(x), std::uint64_t{1024});
-        rt.sync();
-        std::signal(SIGSEGV, plain_crash_handler);
-        x[1] = 2;  // hdsm's
-        if (crash_handler_runs.load() != 0) std::_Exit(1);
-        volatile std::uintptr_t wild = 0x10;
-        *reinterpret_cast<volatile int*>(wild) = 1;  // the program's own crash: its handler's
-        std::_Exit(0);
-      },
-      ::testing::ExitedWithCode(4), "");
+  EXPECT_EXIT(faults_inside_then_outside(install_with_signal), ::testing::ExitedWithCode(4), "");
 }
 
 // The first call of a kernel whose source PoCL has not seen (no cache) builds it with LLVM while
