@@ -215,7 +215,8 @@ class TypedContainer {
   using value_type = T;
   using size_type = std::size_t;
 
-  /// `c[i]`: a read where converted to T, a write where assigned, a read-write for += and the like.
+  /// `c[i]`: a read where converted to T, a write where assigned, a read-write for +=, ++ (either) and
+  /// the other compound assignments.
   class reference {
    public:
     reference(TypedContainer* c, std::size_t i) : c_(c), i_(i) {}
@@ -264,6 +265,38 @@ class TypedContainer {
     }
     reference& operator--() {
       --c_->writable(i_, Access::read_write);
+      return *this;
+    }
+    T operator++(int) { return c_->writable(i_, Access::read_write)++; }
+    T operator--(int) { return c_->writable(i_, Access::read_write)--; }
+    template <class U>
+    reference& operator%=(const U& x) {
+      c_->writable(i_, Access::read_write) %= x;
+      return *this;
+    }
+    template <class U>
+    reference& operator&=(const U& x) {
+      c_->writable(i_, Access::read_write) &= x;
+      return *this;
+    }
+    template <class U>
+    reference& operator|=(const U& x) {
+      c_->writable(i_, Access::read_write) |= x;
+      return *this;
+    }
+    template <class U>
+    reference& operator^=(const U& x) {
+      c_->writable(i_, Access::read_write) ^= x;
+      return *this;
+    }
+    template <class U>
+    reference& operator<<=(const U& x) {
+      c_->writable(i_, Access::read_write) <<= x;
+      return *this;
+    }
+    template <class U>
+    reference& operator>>=(const U& x) {
+      c_->writable(i_, Access::read_write) >>= x;
       return *this;
     }
     friend void swap(reference a, reference b) {

@@ -139,6 +139,30 @@ static_assert(std::ranges::sized_range<Vector<int>>);
 static_assert(std::sortable<Vector<int>::iterator>);
 static_assert(std::ranges::contiguous_range<const Vector<int>>);
 
+// The element's operators on the proxy, each a read-write of the element: postfix ++ and -- give the
+// value before (they did not compile, nor %=, &=, |=, ^=, <<=, >>=).
+TEST(Vector, ProxiesHaveTheElementsOperators) {
+  hdsm::Runtime rt(sim());
+  Vector<int> v({5, 5, 12, 6}, on(rt));
+  EXPECT_EQ(v[0]++, 5);
+  EXPECT_EQ(v[0], 6);
+  EXPECT_EQ(v[1]--, 5);
+  EXPECT_EQ(v[1], 4);
+  v[2] %= 5;   // 2
+  v[2] |= 8;   // 10
+  v[2] ^= 3;   // 9
+  v[2] &= 13;  // 9
+  EXPECT_EQ(v[2], 9);
+  v[3] <<= 2;
+  v[3] >>= 1;
+  EXPECT_EQ(v[3], 12);
+  // After a kernel wrote the element on the device, the operator reads the kernel's value.
+  Vector<float> w(2, 1.0f, on(rt));
+  hdsm::launch(0, axpb(), hdsm::cover(w.size()), hdsm::inout(w), std::uint64_t{w.size()}, 2.0f, 1.0f);
+  EXPECT_EQ(w[0]++, 3.0f);
+  EXPECT_EQ(w[0], 4.0f);
+}
+
 TEST(Vector, StdRangesAlgorithmsWorkOnItAndSeeKernelResults) {
   hdsm::Runtime rt(sim());
   Vector<float> v(6, on(rt));
