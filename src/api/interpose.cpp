@@ -14,9 +14,7 @@
 #include "runtime/shared_ranges.hpp"
 
 #include <atomic>
-#include <cerrno>
 #include <csignal>
-#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 

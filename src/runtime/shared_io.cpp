@@ -163,8 +163,18 @@ ssize_t read_message(detail::RuntimeImpl& impl, int fd, std::span<const struct i
   return got;
 }
 
-/// One write of `parts` to a message socket, as one message (or to an O_APPEND file, as one append):
-/// gathered into one pageable buffer.
+/// Whether a write of `total` bytes to `kind` is one write(2), as libc's: a message whole (above
+/// kLargestMessage, which no socket takes, write_message refuses it), an O_APPEND file's bytes
+/// together at its end (up to kLargestMessage; not interleaved with another writer's between chunks),
+/// and up to PIPE_BUF bytes to a pipe, where POSIX makes such a write atomic (another writer's bytes
+/// went between a writev's vectors).
+bool one_write(Descriptor kind, std::size_t total) {
+  return kind == Descriptor::messages || (kind == Descriptor::append && total <= kLargestMessage) ||
+         (kind == Descriptor::stream && total <= PIPE_BUF);
+}
+
+/// One write of `parts` to a message socket, as one message (or to an O_APPEND file or a pipe, as
+/// one_write says): gathered into one pageable buffer.
 /// Whether it fits is the kernel's to say (UDP takes datagrams larger than its send buffer);
 /// above kLargestMessage, which no socket takes, EMSGSIZE before anything is allocated.
 ssize_t write_message(detail::RuntimeImpl& impl, int fd, std::span<const struct iovec> parts) {
@@ -286,9 +296,7 @@ ssize_t write_from(detail::RuntimeImpl& impl, int fd, Descriptor kind, const voi
   detail::MemoryModel* space = shared(impl, buf);
   if (space == nullptr || n == 0) return direct_ready(impl, buf, n, "write") ? ::write(fd, buf, n) : -1;
   if (!range_ok(*space, buf, n, "write")) return -1;
-  // One write: a message whole, and an O_APPEND file's bytes together at its end, as libc's one
-  // write(2) puts them, not interleaved with another writer's between chunks (up to kLargestMessage).
-  if (kind == Descriptor::messages || (kind == Descriptor::append && n <= kLargestMessage)) {
+  if (one_write(kind, n)) {
     const struct iovec whole { const_cast<void*>(buf), n };
     return write_message(impl, fd, {&whole, 1});
   }
@@ -343,15 +351,10 @@ ssize_t vectored(detail::RuntimeImpl& impl, int fd, const struct iovec* iov, int
   const std::vector<struct iovec> copied(iov, iov + count);
   const std::span<const struct iovec> parts(copied);
   const Descriptor kind = classify(fd);
-  if (kind == Descriptor::messages)
-    return way == Way::in ? read_message(impl, fd, parts) : write_message(impl, fd, parts);
-  // One write, as libc's writev would be: whole at an O_APPEND file's end (as write_from's), and on a
-  // pipe up to PIPE_BUF bytes, which POSIX makes atomic there (another writer's bytes went between
-  // the vectors' writes).
-  if (way == Way::out && (kind == Descriptor::append || kind == Descriptor::stream))
-    if (const std::optional<std::size_t> total = total_of(parts);
-        total && *total <= (kind == Descriptor::append ? kLargestMessage : std::size_t{PIPE_BUF}))
-      return write_message(impl, fd, parts);
+  if (way == Way::in && kind == Descriptor::messages) return read_message(impl, fd, parts);
+  if (way == Way::out)
+    if (const std::optional<std::size_t> total = total_of(parts); !total || one_write(kind, *total))
+      return write_message(impl, fd, parts);  // an overflowing total: its errno
   std::size_t done = 0;
   for (const struct iovec& v : parts) {
     if (done != 0 && way == Way::in && kind == Descriptor::stream && v.iov_len != 0 && !has_data(fd)) break;
