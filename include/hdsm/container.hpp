@@ -21,6 +21,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 HDSM_VISIBLE_BEGIN
 namespace hdsm {
@@ -134,6 +135,11 @@ class ContainerCore {
   View prepare(std::uint32_t copy, Access mode);
   void finish(const View& view, Access mode, const Event& done);
   void cancel(std::uint32_t copy);
+  /// A copy as reserve makes it, held for a call's later launches until release (DeviceHolds): it is
+  /// not evicted or freed, but it is no open view (a host write under the initial mechanism may
+  /// invalidate it).
+  std::uint32_t hold(unsigned device, const Extent& extent);
+  void release(std::uint32_t copy);
   /// A view for writing left without done() while an exception unwinds: unpinned, its copy's contents
   /// unknown (the main copy stays current; work enqueued on it by then is waited for before the copy
   /// is reused or freed), and nothing committed.
@@ -167,6 +173,7 @@ class ContainerCore {
 
  private:
   void refresh_flags();
+  std::uint32_t reserve_copy(unsigned device, const Extent& extent, bool held);
   /// hdsm::Unsupported naming `what` and the container when its runtime has ended.
   void check_alive(const char* what) const;
   Runtime* runtime_;
@@ -600,6 +607,30 @@ inline Runtime& runtime_of(std::span<const ContainerLaunchArg> args) {
     if (a.core != nullptr) return a.core->runtime();
   return Runtime::instance();
 }
+
+/// Device copies of container operands, allocated and pinned from add() until it goes. A call of
+/// several launches (a skeleton's parts on several devices, or two kernels on one) adds the operands
+/// of all of them before the first: one that does not fit then fails the call before any kernel wrote
+/// an output, so every container keeps its contents, as after one launch that does not fit. The
+/// launches find the held copies. Declared after the containers it holds, so that it goes first.
+class DeviceHolds {
+ public:
+  DeviceHolds() = default;
+  DeviceHolds(const DeviceHolds&) = delete;
+  DeviceHolds& operator=(const DeviceHolds&) = delete;
+  ~DeviceHolds();
+  /// Holds each container operand of `args` on `device` (values are passed over; an operand of no
+  /// elements needs no copy). hdsm::OutOfDeviceMemory where one does not fit beside the others held.
+  void add(unsigned device, std::span<const ContainerLaunchArg> args);
+  template <class... A>
+  void add(unsigned device, const A&... args) {
+    const auto packed = pack_launch(args...);
+    add(device, std::span<const ContainerLaunchArg>(packed));
+  }
+
+ private:
+  std::vector<std::pair<ContainerCore*, std::uint32_t>> held_;
+};
 
 }  // namespace detail
 

@@ -211,6 +211,34 @@ struct Parts {
   std::size_t last(std::size_t p) const { return bounds[p + 1]; }
 };
 
+/// A skeleton call's launches, each of them run twice by held_launches: first every launch's operands
+/// are held on its device (DeviceHolds), then the launches run on them. One that does not fit fails
+/// the call before any kernel wrote an output, so every container keeps its contents, as after one
+/// launch that does not fit; a part's second kernel finds its operands where the first left them.
+class HeldLaunches {
+ public:
+  template <class K, class... A>
+  void operator()(unsigned device, const K& kernel, const Launch& grid, const A&... args) {
+    if (launching_)
+      launch(device, kernel, grid, args...);
+    else
+      holds_.add(device, args...);
+  }
+
+ private:
+  template <class Body>
+  friend void held_launches(Body&& body);
+  DeviceHolds holds_;
+  bool launching_ = false;
+};
+template <class Body>
+void held_launches(Body&& body) {
+  HeldLaunches run;
+  body(run);
+  run.launching_ = true;
+  body(run);
+}
+
 /// [0, n) over `devices` as `split` says (equal: n / parts each, the last taking the rest).
 Parts skeleton_parts(Runtime& runtime, std::vector<unsigned> devices, const SplitChoice& split,
                      std::size_t n);
@@ -668,19 +696,22 @@ void run_map(std::optional<SkeletonBackend> backend_chosen, const std::vector<un
   const Parts split_parts = skeleton_parts(rt, skeleton_devices(rt, chosen), split, n);
   const std::vector<unsigned>& devices = split_parts.devices;
   const Kernel& kernel = MapKernel<F, Indexed, std::tuple<R...>, T...>::template get<U...>();
-  for (std::size_t part = 0; part < devices.size(); ++part) {
-    const std::size_t first = split_parts.first(part);
-    const std::size_t last = split_parts.last(part);
-    if (first == last) continue;
-    // The arguments in one tuple (outputs, inputs, sizes, uniforms): nested packs of generic lambdas
-    // are beyond nvcc's front end.
-    const auto part_of = [&](const auto& v) { return v.range(first, last - first); };
-    auto args = std::tuple_cat(
-        std::apply([&](const Slice<R>&... out) { return std::make_tuple(hdsm::out(part_of(out))...); }, outs),
-        std::apply([&](const Slice<T>&... in) { return std::make_tuple(hdsm::in(part_of(in))...); }, ins),
-        std::make_tuple(std::uint64_t{last - first}, std::uint64_t{first}), u);
-    std::apply([&](auto&... a) { launch(devices[part], kernel, cover(last - first), a...); }, args);
-  }
+  held_launches([&](HeldLaunches& run) {
+    for (std::size_t part = 0; part < devices.size(); ++part) {
+      const std::size_t first = split_parts.first(part);
+      const std::size_t last = split_parts.last(part);
+      if (first == last) continue;
+      // The arguments in one tuple (outputs, inputs, sizes, uniforms): nested packs of generic lambdas
+      // are beyond nvcc's front end.
+      const auto part_of = [&](const auto& v) { return v.range(first, last - first); };
+      auto args = std::tuple_cat(
+          std::apply([&](const Slice<R>&... out) { return std::make_tuple(hdsm::out(part_of(out))...); },
+                     outs),
+          std::apply([&](const Slice<T>&... in) { return std::make_tuple(hdsm::in(part_of(in))...); }, ins),
+          std::make_tuple(std::uint64_t{last - first}, std::uint64_t{first}), u);
+      std::apply([&](auto&... a) { run(devices[part], kernel, cover(last - first), a...); }, args);
+    }
+  });
 }
 
 /// What every skeleton is told: where it runs (Derived: the skeleton, for chained calls).
@@ -1031,16 +1062,18 @@ class Reduce : public detail::SkeletonOptions<Reduce<F>> {
     const detail::Parts split_parts = this->parts(rt, count);
     const std::vector<unsigned>& devices = split_parts.devices;
     const Kernel& kernel = detail::Reduce2DKernel<F, T>::get(by_rows);
-    for (std::size_t part = 0; part < devices.size(); ++part) {
-      const std::size_t first = split_parts.first(part);
-      const std::size_t last = split_parts.last(part);
-      if (first == last) continue;
-      // The part's rows (or columns) as a submatrix, contiguous on the device.
-      const std::size_t rows = by_rows ? last - first : m.rows(), cols = by_rows ? m.cols() : last - first;
-      launch(devices[part], kernel, cover(last - first),
-             hdsm::in(by_rows ? m.submatrix(first, 0, rows, cols) : m.submatrix(0, first, rows, cols)),
-             hdsm::out(out.range(first, last - first)), std::uint64_t{rows}, std::uint64_t{cols});
-    }
+    detail::held_launches([&](detail::HeldLaunches& run) {
+      for (std::size_t part = 0; part < devices.size(); ++part) {
+        const std::size_t first = split_parts.first(part);
+        const std::size_t last = split_parts.last(part);
+        if (first == last) continue;
+        // The part's rows (or columns) as a submatrix, contiguous on the device.
+        const std::size_t rows = by_rows ? last - first : m.rows(), cols = by_rows ? m.cols() : last - first;
+        run(devices[part], kernel, cover(last - first),
+            hdsm::in(by_rows ? m.submatrix(first, 0, rows, cols) : m.submatrix(0, first, rows, cols)),
+            hdsm::out(out.range(first, last - first)), std::uint64_t{rows}, std::uint64_t{cols});
+      }
+    });
   }
 
   template <class T>
@@ -1264,18 +1297,20 @@ class MapArray : public detail::SkeletonOptions<MapArray<F, Indexed>> {
     const detail::Parts split_parts = this->parts(rt, n);
     const std::vector<unsigned>& devices = split_parts.devices;
     const Kernel& kernel = detail::MapArrayKernel<F, Indexed, R, A, T...>::template get<U...>();
-    for (std::size_t part = 0; part < devices.size(); ++part) {
-      const std::size_t first = split_parts.first(part);
-      const std::size_t last = split_parts.last(part);
-      if (first == last) continue;
-      std::apply(
-          [&](const U&... v) {
-            launch(devices[part], kernel, cover(last - first), hdsm::out(out.range(first, last - first)),
-                   hdsm::in(array.whole()), hdsm::in(in.range(first, last - first))...,
-                   std::uint64_t{last - first}, std::uint64_t{first}, v...);
-          },
-          u);
-    }
+    detail::held_launches([&](detail::HeldLaunches& run) {
+      for (std::size_t part = 0; part < devices.size(); ++part) {
+        const std::size_t first = split_parts.first(part);
+        const std::size_t last = split_parts.last(part);
+        if (first == last) continue;
+        std::apply(
+            [&](const U&... v) {
+              run(devices[part], kernel, cover(last - first), hdsm::out(out.range(first, last - first)),
+                  hdsm::in(array.whole()), hdsm::in(in.range(first, last - first))...,
+                  std::uint64_t{last - first}, std::uint64_t{first}, v...);
+            },
+            u);
+      }
+    });
   }
 };
 
@@ -1868,60 +1903,62 @@ void run_overlap_matrix(const std::string& name, std::optional<SkeletonBackend> 
   const std::vector<unsigned>& devices = split_parts.devices;
   const Kernel& kernel = Kernel_::template get<U...>();
   const bool cyclic = edge == Edge::cyclic && rr > 0;
-  for (std::size_t part = 0; part < devices.size(); ++part) {
-    const std::size_t first = split_parts.first(part);
-    const std::size_t last = split_parts.last(part);
-    if (first == last) continue;
-    const std::size_t lo = first > rr ? first - rr : 0;
-    const std::size_t hi = std::min(rows, last + rr);
-    // The input's part has the output part's extent: last step's output part on this device is this
-    // step's input part, with no copy; the rr rows on each side come from their neighbours.
-    const auto part_in = in.submatrix(first, 0, last - first, cols);
-    const auto top = lo < first ? in.submatrix(lo, 0, first - lo, cols) : part_in;
-    const auto bottom = hi > last ? in.submatrix(last, 0, hi - last, cols) : part_in;
-    const auto before = cyclic && first < rr ? in.submatrix(rows - rr, 0, rr, cols) : part_in;
-    const auto after = cyclic && last + rr > rows ? in.submatrix(0, 0, rr, cols) : part_in;
-    const auto mine = out.submatrix(first, 0, last - first, cols);
-    auto args =
-        std::tuple_cat(std::make_tuple(hdsm::in(part_in), hdsm::in(top), hdsm::in(bottom), hdsm::in(before),
-                                       hdsm::in(after), std::uint64_t{rows}, std::uint64_t{cols},
-                                       std::uint64_t{first}, std::uint64_t{last - first}, std::uint64_t{lo},
-                                       std::uint64_t{rr}, std::uint64_t{cr}, e, std::uint64_t{0}, pad),
-                       u);
-    const std::size_t count = last - first;
-    // On OpenCL, the interior by a kernel of its own, then the frame (MapOverlapMatrixInterior).
-    if (rt.devices()[devices[part]]->properties().backend == Backend::opencl && count > 2 * rr &&
-        cols > 2 * cr && Interior::serves(rr, cr)) {
-      std::apply(
-          [&](const U&... v) {
-            const Launch inner = rows_launch(count - 2 * rr, cols - 2 * cr);
-            if (edge == Edge::none)
-              launch(devices[part], Interior::template get<U...>(), inner, hdsm::inout(mine),
-                     hdsm::in(part_in), std::uint64_t{cols}, std::uint64_t{count}, std::uint64_t{rr},
-                     std::uint64_t{cr}, v...);
-            else
-              launch(devices[part], Interior::template get<U...>(), inner, hdsm::out(mine), hdsm::in(part_in),
-                     std::uint64_t{cols}, std::uint64_t{count}, std::uint64_t{rr}, std::uint64_t{cr}, v...);
-          },
-          u);
-      std::get<13>(args) = 1;  // frame_only: the other kernel wrote the interior
-      const std::uint64_t frame = 2 * rr * cols + (count - 2 * rr) * 2 * cr;
-      if (frame != 0)
+  held_launches([&](HeldLaunches& run) {
+    for (std::size_t part = 0; part < devices.size(); ++part) {
+      const std::size_t first = split_parts.first(part);
+      const std::size_t last = split_parts.last(part);
+      if (first == last) continue;
+      const std::size_t lo = first > rr ? first - rr : 0;
+      const std::size_t hi = std::min(rows, last + rr);
+      // The input's part has the output part's extent: last step's output part on this device is this
+      // step's input part, with no copy; the rr rows on each side come from their neighbours.
+      const auto part_in = in.submatrix(first, 0, last - first, cols);
+      const auto top = lo < first ? in.submatrix(lo, 0, first - lo, cols) : part_in;
+      const auto bottom = hi > last ? in.submatrix(last, 0, hi - last, cols) : part_in;
+      const auto before = cyclic && first < rr ? in.submatrix(rows - rr, 0, rr, cols) : part_in;
+      const auto after = cyclic && last + rr > rows ? in.submatrix(0, 0, rr, cols) : part_in;
+      const auto mine = out.submatrix(first, 0, last - first, cols);
+      auto args =
+          std::tuple_cat(std::make_tuple(hdsm::in(part_in), hdsm::in(top), hdsm::in(bottom), hdsm::in(before),
+                                         hdsm::in(after), std::uint64_t{rows}, std::uint64_t{cols},
+                                         std::uint64_t{first}, std::uint64_t{last - first}, std::uint64_t{lo},
+                                         std::uint64_t{rr}, std::uint64_t{cr}, e, std::uint64_t{0}, pad),
+                         u);
+      const std::size_t count = last - first;
+      // On OpenCL, the interior by a kernel of its own, then the frame (MapOverlapMatrixInterior).
+      if (rt.devices()[devices[part]]->properties().backend == Backend::opencl && count > 2 * rr &&
+          cols > 2 * cr && Interior::serves(rr, cr)) {
         std::apply(
-            [&](auto&... a) { launch(devices[part], kernel, cover(frame, 64), hdsm::inout(mine), a...); },
-            args);
-      continue;
+            [&](const U&... v) {
+              const Launch inner = rows_launch(count - 2 * rr, cols - 2 * cr);
+              if (edge == Edge::none)
+                run(devices[part], Interior::template get<U...>(), inner, hdsm::inout(mine),
+                    hdsm::in(part_in), std::uint64_t{cols}, std::uint64_t{count}, std::uint64_t{rr},
+                    std::uint64_t{cr}, v...);
+              else
+                run(devices[part], Interior::template get<U...>(), inner, hdsm::out(mine), hdsm::in(part_in),
+                    std::uint64_t{cols}, std::uint64_t{count}, std::uint64_t{rr}, std::uint64_t{cr}, v...);
+            },
+            u);
+        std::get<13>(args) = 1;  // frame_only: the other kernel wrote the interior
+        const std::uint64_t frame = 2 * rr * cols + (count - 2 * rr) * 2 * cr;
+        if (frame != 0)
+          std::apply(
+              [&](auto&... a) { run(devices[part], kernel, cover(frame, 64), hdsm::inout(mine), a...); },
+              args);
+        continue;
+      }
+      // Edge::none leaves the edge elements as they are: the output is read too.
+      std::apply(
+          [&](auto&... a) {
+            if (edge == Edge::none)
+              run(devices[part], kernel, rows_launch(count, cols), hdsm::inout(mine), a...);
+            else
+              run(devices[part], kernel, rows_launch(count, cols), hdsm::out(mine), a...);
+          },
+          args);
     }
-    // Edge::none leaves the edge elements as they are: the output is read too.
-    std::apply(
-        [&](auto&... a) {
-          if (edge == Edge::none)
-            launch(devices[part], kernel, rows_launch(count, cols), hdsm::inout(mine), a...);
-          else
-            launch(devices[part], kernel, rows_launch(count, cols), hdsm::out(mine), a...);
-        },
-        args);
-  }
+  });
 }
 
 }  // namespace detail
@@ -2047,36 +2084,38 @@ class MapOverlap : public detail::EdgeOptions<MapOverlap<F>> {
     const Kernel& kernel =
         detail::MapOverlapKernel<F, T>::template get<std::tuple_element_t<1 + J, Params>...>();
     const bool cyclic = this->edge_ == Edge::cyclic && r > 0;
-    for (std::size_t part = 0; part < devices.size(); ++part) {
-      const std::size_t first = split_parts.first(part);
-      const std::size_t last = split_parts.last(part);
-      if (first == last) continue;
-      const std::size_t lo = first > r ? first - r : 0;
-      const std::size_t hi = std::min(n, last + r);
-      // The input's part has the output part's extent (last step's output there is this step's input,
-      // with no copy); the r elements on each side, and the wrapped ones only where a cyclic window
-      // leaves the vector, are their own operands.
-      auto part_in = in.range(first, last - first);
-      auto top = lo < first ? in.range(lo, first - lo) : part_in;
-      auto bottom = hi > last ? in.range(last, hi - last) : part_in;
-      auto before = cyclic && first < r ? in.range(n - r, r) : part_in;
-      auto after = cyclic && last + r > n ? in.range(0, r) : part_in;
-      // Edge::none leaves the edge elements as they are: the output is read too.
-      const auto go = [&](auto&& result) {
-        std::apply(
-            [&](const auto&... v) {
-              launch(devices[part], kernel, cover(last - first), result, hdsm::in(part_in), hdsm::in(top),
-                     hdsm::in(bottom), hdsm::in(before), hdsm::in(after), std::uint64_t{n},
-                     std::uint64_t{first}, std::uint64_t{last - first}, std::uint64_t{lo}, std::uint64_t{r},
-                     e, pad, v...);
-            },
-            u);
-      };
-      if (this->edge_ == Edge::none)
-        go(hdsm::inout(out.range(first, last - first)));
-      else
-        go(hdsm::out(out.range(first, last - first)));
-    }
+    detail::held_launches([&](detail::HeldLaunches& run) {
+      for (std::size_t part = 0; part < devices.size(); ++part) {
+        const std::size_t first = split_parts.first(part);
+        const std::size_t last = split_parts.last(part);
+        if (first == last) continue;
+        const std::size_t lo = first > r ? first - r : 0;
+        const std::size_t hi = std::min(n, last + r);
+        // The input's part has the output part's extent (last step's output there is this step's input,
+        // with no copy); the r elements on each side, and the wrapped ones only where a cyclic window
+        // leaves the vector, are their own operands.
+        auto part_in = in.range(first, last - first);
+        auto top = lo < first ? in.range(lo, first - lo) : part_in;
+        auto bottom = hi > last ? in.range(last, hi - last) : part_in;
+        auto before = cyclic && first < r ? in.range(n - r, r) : part_in;
+        auto after = cyclic && last + r > n ? in.range(0, r) : part_in;
+        // Edge::none leaves the edge elements as they are: the output is read too.
+        const auto go = [&](auto&& result) {
+          std::apply(
+              [&](const auto&... v) {
+                run(devices[part], kernel, cover(last - first), result, hdsm::in(part_in), hdsm::in(top),
+                    hdsm::in(bottom), hdsm::in(before), hdsm::in(after), std::uint64_t{n},
+                    std::uint64_t{first}, std::uint64_t{last - first}, std::uint64_t{lo}, std::uint64_t{r}, e,
+                    pad, v...);
+              },
+              u);
+        };
+        if (this->edge_ == Edge::none)
+          go(hdsm::inout(out.range(first, last - first)));
+        else
+          go(hdsm::out(out.range(first, last - first)));
+      }
+    });
   }
 
   template <class T, std::size_t... J, class... Args>
@@ -2453,10 +2492,14 @@ class Scan : public detail::SkeletonOptions<Scan<F>> {
     }
     const detail::Parts split_parts = this->parts(rt, n);
     const std::vector<unsigned>& devices = split_parts.devices;
+    // Each part scans its chunks (local), the host turns the chunks' totals into offsets, and each
+    // part adds its chunks' offsets (apply). Every operand of both launches is held from the start: out
+    // is not evicted between them (and so cannot fail to come back), and one that does not fit fails
+    // the call with out as it was.
     struct Part {
       unsigned device;
       std::size_t first, last, chunk, count;
-      Vector<T> totals;
+      Vector<T> totals, offsets;
     };
     std::vector<Part> parts;
     parts.reserve(devices.size());
@@ -2466,12 +2509,19 @@ class Scan : public detail::SkeletonOptions<Scan<F>> {
       if (first == last) continue;
       const std::size_t chunk = detail::ceil_div(last - first, chunks_);  // no wrap for a huge chunks()
       const std::size_t count = (last - first + chunk - 1) / chunk;
-      parts.push_back({devices[p], first, last, chunk, count, Vector<T>(count, ContainerOptions{&rt})});
-      Part& part = parts.back();
-      launch(part.device, detail::ScanKernels<F, T>::local(), cover(count),
-             hdsm::in(in.range(first, last - first)), hdsm::out(out.range(first, last - first)),
-             hdsm::out(part.totals), std::uint64_t{last - first}, std::uint64_t{chunk});
+      parts.push_back({devices[p], first, last, chunk, count, Vector<T>(count, ContainerOptions{&rt}),
+                       Vector<T>(count, ContainerOptions{&rt})});
     }
+    detail::DeviceHolds holds;  // after the parts: it goes first
+    for (Part& part : parts)
+      holds.add(part.device, hdsm::in(in.range(part.first, part.last - part.first)),
+                hdsm::out(out.range(part.first, part.last - part.first)), hdsm::out(part.totals),
+                hdsm::in(part.offsets));
+    for (Part& part : parts)
+      launch(part.device, detail::ScanKernels<F, T>::local(), cover(part.count),
+             hdsm::in(in.range(part.first, part.last - part.first)),
+             hdsm::out(out.range(part.first, part.last - part.first)), hdsm::out(part.totals),
+             std::uint64_t{part.last - part.first}, std::uint64_t{part.chunk});
     // Every chunk's total, in element order, gives each chunk the scan of all before it.
     std::vector<T> totals;
     std::vector<std::pair<std::size_t, std::size_t>> bounds;
@@ -2483,15 +2533,12 @@ class Scan : public detail::SkeletonOptions<Scan<F>> {
       }
     }
     const std::vector<T> offsets = offsets_of(totals, bounds, start);
-    std::vector<Vector<T>> part_offsets;  // kept until the kernels are done: going, they wait for them
-    part_offsets.reserve(parts.size());
     std::size_t at = 0;
     for (Part& part : parts) {
-      part_offsets.emplace_back(offsets.begin() + static_cast<std::ptrdiff_t>(at),
-                                offsets.begin() + static_cast<std::ptrdiff_t>(at + part.count),
-                                ContainerOptions{&rt});
+      std::copy_n(offsets.begin() + static_cast<std::ptrdiff_t>(at), part.count,
+                  part.offsets.host_range(0, part.count, Access::write));
       launch(part.device, detail::ScanKernels<F, T>::apply(), cover(part.count),
-             hdsm::inout(out.range(part.first, part.last - part.first)), hdsm::in(part_offsets.back()),
+             hdsm::inout(out.range(part.first, part.last - part.first)), hdsm::in(part.offsets),
              std::uint64_t{part.last - part.first}, std::uint64_t{part.chunk},
              std::uint64_t{at == 0 && start == nullptr ? 1u : 0u}, std::uint64_t{exclusive ? 1u : 0u});
       at += part.count;

@@ -111,7 +111,8 @@ struct ContainerCore::State {
   ContainerCore& core;
   coherence::CopySet set;
   std::vector<InFlight> in_flight;
-  std::vector<std::uint32_t> pins;  // by copy id: device accesses begun and not ended
+  std::vector<std::uint32_t> pins;   // by copy id: device accesses begun and not ended
+  std::vector<std::uint32_t> holds;  // by copy id: held for a call's later launches (DeviceHolds)
   ContainerStats stats;
   bool orphaned = false;  // its runtime ended first: `shared` and the devices are gone
   /// The runtime ends: every later access takes the slow path, which refuses it (check_alive).
@@ -185,7 +186,9 @@ struct ContainerCore::State {
     return std::any_of(in_flight.begin(), in_flight.end(),
                        [&](const InFlight& f) { return f.copy == id && !f.done.query(); });
   }
-  bool pinned(CopyId id) const { return id < pins.size() && pins[id] > 0; }
+  bool pinned(CopyId id) const {
+    return (id < pins.size() && pins[id] > 0) || (id < holds.size() && holds[id] > 0);
+  }
 
   /// The work a host access waits for: what writes what it reads, or reads or writes what it writes.
   std::vector<Pending> conflicting(ElementRange range, Access mode) const {
@@ -198,7 +201,10 @@ struct ContainerCore::State {
     return work;
   }
   bool pinned_any() const {
-    return std::any_of(pins.begin(), pins.end(), [](std::uint32_t p) { return p > 0; });
+    const auto any = [](const std::vector<std::uint32_t>& v) {
+      return std::any_of(v.begin(), v.end(), [](std::uint32_t p) { return p > 0; });
+    };
+    return any(pins) || any(holds);
   }
   /// InvalidArgument when a device view of the container is open (`what` would free its copy).
   void check_no_views(const char* what) const {
@@ -500,7 +506,11 @@ void ContainerCore::host_access(std::size_t first, std::size_t n, Access mode) {
   s.wait_for_conflicts(range, mode);
   std::lock_guard lock(s.shared.mutex);
   s.prune();
-  if (mode != Access::read && s.set.mechanism() == Mechanism::initial) s.check_no_views("host write");
+  // A call's own held copies (DeviceHolds: a Scan writes its offsets between its launches) are no
+  // views: they stay allocated and become invalid, as any device copy the write overlaps.
+  if (mode != Access::read && s.set.mechanism() == Mechanism::initial &&
+      std::any_of(s.pins.begin(), s.pins.end(), [](std::uint32_t p) { return p > 0; }))
+    s.check_no_views("host write");
   s.execute(s.set.host_access(range, mode));
   refresh_flags();
 }
@@ -512,6 +522,20 @@ void ContainerCore::host_access(const Extent& extent, Access mode) {
 }
 
 std::uint32_t ContainerCore::reserve(unsigned device, const Extent& extent) {
+  return reserve_copy(device, extent, false);
+}
+
+std::uint32_t ContainerCore::hold(unsigned device, const Extent& extent) {
+  return reserve_copy(device, extent, true);
+}
+
+void ContainerCore::release(std::uint32_t copy) {
+  std::lock_guard lock(state_->shared.mutex);
+  State& s = *state_;
+  if (copy < s.holds.size() && s.holds[copy] > 0) --s.holds[copy];
+}
+
+std::uint32_t ContainerCore::reserve_copy(unsigned device, const Extent& extent, bool held) {
   check_alive("device access");
   Shared& shared = state_->shared;
   if (device >= shared.queues.size())
@@ -535,8 +559,9 @@ std::uint32_t ContainerCore::reserve(unsigned device, const Extent& extent) {
       throw;
     }
   }
-  if (s.pins.size() <= id) s.pins.resize(id + 1, 0);
-  ++s.pins[id];
+  std::vector<std::uint32_t>& counts = held ? s.holds : s.pins;
+  if (counts.size() <= id) counts.resize(id + 1, 0);
+  ++counts[id];
   return id;
 }
 
@@ -717,6 +742,7 @@ void ContainerCore::resize(std::size_t elements, std::size_t row_length) {
   s.set = coherence::CopySet(m, elements_, row_length_);
   s.set.set_peers(static_cast<unsigned>(shared.queues.size()), shared.peer);
   s.pins.clear();
+  s.holds.clear();
   refresh_flags();
 }
 
@@ -822,6 +848,39 @@ Event launch_containers(Runtime& runtime, unsigned device, const Kernel& kernel,
   } catch (...) {
     cancel_all();
     throw;
+  }
+}
+
+DeviceHolds::~DeviceHolds() {
+  for (const auto& [core, copy] : held_) core->release(copy);
+  // Mechanism::none keeps no copy after a call: the launches wrote their results back but could not
+  // free the copies held here (each waited for its kernel). What is left is freeing them.
+  for (std::size_t i = 0; i < held_.size(); ++i) {
+    ContainerCore* core = held_[i].first;
+    const bool first = std::none_of(held_.begin(), held_.begin() + static_cast<std::ptrdiff_t>(i),
+                                    [&](const auto& h) { return h.first == core; });
+    if (!first || core->mechanism() != Mechanism::none) continue;
+    try {
+      core->flush_after_call();
+    } catch (...) {  // NOLINT(bugprone-empty-catch): a failed write-back is the launch's to report
+    }
+  }
+}
+
+void DeviceHolds::add(unsigned device, std::span<const ContainerLaunchArg> args) {
+  const ContainerCore* first = held_.empty() ? nullptr : held_.front().first;
+  for (const ContainerLaunchArg& a : args) {
+    if (a.core == nullptr) continue;
+    if (first == nullptr) first = a.core;
+    if (&a.core->runtime() != &first->runtime())
+      throw InvalidArgument(fmt::format("call on the {}: the {} belongs to another hdsm::Runtime",
+                                        first->name(), a.core->name()));
+  }
+  held_.reserve(held_.size() + args.size());
+  for (const ContainerLaunchArg& a : args) {
+    if (a.core == nullptr || a.extent.rows == 0 || a.extent.cols == 0) continue;
+    const std::uint32_t copy = a.core->hold(device, a.extent);
+    held_.emplace_back(a.core, copy);
   }
 }
 
