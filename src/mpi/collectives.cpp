@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <exception>
 #include <memory>
+#include <type_traits>
 
 namespace hdsm::mpi {
 namespace {
@@ -98,6 +99,24 @@ int staged(const char* call, MPI_Comm comm, Staged (&buffers)[2], Prepare prepar
   }
 }
 
+/// A blocking collective as its nonblocking form `start`, driven to its end with the pending
+/// operations: a receive posted before the collective must match a message another rank sent before
+/// entering it (MPI's progress rule), and receives are matched only when something drives them (an
+/// Irecv, a Barrier, then the Wait hung on any rendezvous-sized message). Always, not only while
+/// operations are pending here: a nonblocking collective does not match a blocking one on another
+/// rank. (`blocking` names libmpi's own call, for the reader and the types.)
+template <class Blocking, class Start, class... A>
+int driving(const char* call, MPI_Comm comm, [[maybe_unused]] Blocking blocking, Start start, A... args) {
+  static_assert(std::is_invocable_r_v<int, Blocking, A...>, "the blocking call takes the same arguments");
+  try {
+    MPI_Request request = MPI_REQUEST_NULL;
+    const int rc = start(args..., &request);
+    return rc != MPI_SUCCESS ? rc : wait_driving(&request, MPI_STATUS_IGNORE);
+  } catch (const std::exception& e) {
+    return internal(call, comm, e);
+  }
+}
+
 std::size_t times(int count, int n) { return count > 0 && n > 0 ? static_cast<std::size_t>(count) * n : 0; }
 
 }  // namespace
@@ -110,19 +129,23 @@ HDSM_VISIBLE_BEGIN
 
 int MPI_Bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
   const Group g = group_of(comm);
-  if (!g.intra) return PMPI_Bcast(buf, count, type, root, comm);
+  if (!g.intra) return driving("MPI_Bcast", comm, PMPI_Bcast, PMPI_Ibcast, buf, count, type, root, comm);
   Staged b[2];
   const bool root_here = g.rank == root;
   return staged(
       "MPI_Bcast", comm, b,
       [&] { return b[0].stage("MPI_Bcast", buf, times(count, 1), type, root_here, !root_here); },
-      [&] { return PMPI_Bcast(b[0].get(), count, type, root, comm); });
+      [&] {
+        return driving("MPI_Bcast", comm, PMPI_Bcast, PMPI_Ibcast, b[0].get(), count, type, root, comm);
+      });
 }
 
 int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                MPI_Comm comm) {
   const Group g = group_of(comm);
-  if (!g.intra) return PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
+  if (!g.intra)
+    return driving("MPI_Reduce", comm, PMPI_Reduce, PMPI_Ireduce, sendbuf, recvbuf, count, type, op, root,
+                   comm);
   Staged b[2];
   const bool root_here = g.rank == root, in_place = sendbuf == MPI_IN_PLACE;
   return staged(
@@ -132,13 +155,18 @@ int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type,
         if (rc != MPI_SUCCESS || !root_here) return rc;
         return b[1].stage("MPI_Reduce", recvbuf, times(count, 1), type, in_place, true);
       },
-      [&] { return PMPI_Reduce(b[0].get(), b[1].get(), count, type, op, root, comm); });
+      [&] {
+        return driving("MPI_Reduce", comm, PMPI_Reduce, PMPI_Ireduce, b[0].get(), b[1].get(), count, type, op,
+                       root, comm);
+      });
 }
 
 int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
                   MPI_Comm comm) {
   const Group g = group_of(comm);
-  if (!g.intra) return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
+  if (!g.intra)
+    return driving("MPI_Allreduce", comm, PMPI_Allreduce, PMPI_Iallreduce, sendbuf, recvbuf, count, type, op,
+                   comm);
   Staged b[2];
   const bool in_place = sendbuf == MPI_IN_PLACE;
   return staged(
@@ -149,13 +177,18 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype ty
                    ? rc
                    : b[1].stage("MPI_Allreduce", recvbuf, times(count, 1), type, in_place, true);
       },
-      [&] { return PMPI_Allreduce(b[0].get(), b[1].get(), count, type, op, comm); });
+      [&] {
+        return driving("MPI_Allreduce", comm, PMPI_Allreduce, PMPI_Iallreduce, b[0].get(), b[1].get(), count,
+                       type, op, comm);
+      });
 }
 
 int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                MPI_Datatype recvtype, int root, MPI_Comm comm) {
   const Group g = group_of(comm);
-  if (!g.intra) return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+  if (!g.intra)
+    return driving("MPI_Gather", comm, PMPI_Gather, PMPI_Igather, sendbuf, sendcount, sendtype, recvbuf,
+                   recvcount, recvtype, root, comm);
   Staged b[2];
   const bool root_here = g.rank == root, in_place = sendbuf == MPI_IN_PLACE;
   return staged(
@@ -166,14 +199,17 @@ int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* 
         return b[1].stage("MPI_Gather", recvbuf, times(recvcount, g.size), recvtype, in_place, true);
       },
       [&] {
-        return PMPI_Gather(b[0].get(), sendcount, sendtype, b[1].get(), recvcount, recvtype, root, comm);
+        return driving("MPI_Gather", comm, PMPI_Gather, PMPI_Igather, b[0].get(), sendcount, sendtype,
+                       b[1].get(), recvcount, recvtype, root, comm);
       });
 }
 
 int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                 MPI_Datatype recvtype, int root, MPI_Comm comm) {
   const Group g = group_of(comm);
-  if (!g.intra) return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+  if (!g.intra)
+    return driving("MPI_Scatter", comm, PMPI_Scatter, PMPI_Iscatter, sendbuf, sendcount, sendtype, recvbuf,
+                   recvcount, recvtype, root, comm);
   Staged b[2];
   const bool root_here = g.rank == root;
   return staged(
@@ -186,14 +222,17 @@ int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void*
         return b[1].stage("MPI_Scatter", recvbuf, times(recvcount, 1), recvtype, false, true);
       },
       [&] {
-        return PMPI_Scatter(b[0].get(), sendcount, sendtype, b[1].get(), recvcount, recvtype, root, comm);
+        return driving("MPI_Scatter", comm, PMPI_Scatter, PMPI_Iscatter, b[0].get(), sendcount, sendtype,
+                       b[1].get(), recvcount, recvtype, root, comm);
       });
 }
 
 int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                   MPI_Datatype recvtype, MPI_Comm comm) {
   const Group g = group_of(comm);
-  if (!g.intra) return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  if (!g.intra)
+    return driving("MPI_Allgather", comm, PMPI_Allgather, PMPI_Iallgather, sendbuf, sendcount, sendtype,
+                   recvbuf, recvcount, recvtype, comm);
   Staged b[2];
   const bool in_place = sendbuf == MPI_IN_PLACE;
   return staged(
@@ -203,13 +242,18 @@ int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, voi
         if (rc != MPI_SUCCESS) return rc;
         return b[1].stage("MPI_Allgather", recvbuf, times(recvcount, g.size), recvtype, in_place, true);
       },
-      [&] { return PMPI_Allgather(b[0].get(), sendcount, sendtype, b[1].get(), recvcount, recvtype, comm); });
+      [&] {
+        return driving("MPI_Allgather", comm, PMPI_Allgather, PMPI_Iallgather, b[0].get(), sendcount,
+                       sendtype, b[1].get(), recvcount, recvtype, comm);
+      });
 }
 
 int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                  MPI_Datatype recvtype, MPI_Comm comm) {
   const Group g = group_of(comm);
-  if (!g.intra) return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  if (!g.intra)
+    return driving("MPI_Alltoall", comm, PMPI_Alltoall, PMPI_Ialltoall, sendbuf, sendcount, sendtype, recvbuf,
+                   recvcount, recvtype, comm);
   Staged b[2];
   const bool in_place = sendbuf == MPI_IN_PLACE;
   return staged(
@@ -219,7 +263,76 @@ int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void
         if (rc != MPI_SUCCESS) return rc;
         return b[1].stage("MPI_Alltoall", recvbuf, times(recvcount, g.size), recvtype, in_place, true);
       },
-      [&] { return PMPI_Alltoall(b[0].get(), sendcount, sendtype, b[1].get(), recvcount, recvtype, comm); });
+      [&] {
+        return driving("MPI_Alltoall", comm, PMPI_Alltoall, PMPI_Ialltoall, b[0].get(), sendcount, sendtype,
+                       b[1].get(), recvcount, recvtype, comm);
+      });
+}
+
+// The collectives that are not staged (a shared buffer reaches libmpi through page faults) still
+// drive pending operations while they wait.
+int MPI_Barrier(MPI_Comm comm) { return driving("MPI_Barrier", comm, PMPI_Barrier, PMPI_Ibarrier, comm); }
+
+int MPI_Gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  return driving("MPI_Gatherv", comm, PMPI_Gatherv, PMPI_Igatherv, sendbuf, sendcount, sendtype, recvbuf,
+                 recvcounts, displs, recvtype, root, comm);
+}
+
+int MPI_Scatterv(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
+                 void* recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  return driving("MPI_Scatterv", comm, PMPI_Scatterv, PMPI_Iscatterv, sendbuf, sendcounts, displs, sendtype,
+                 recvbuf, recvcount, recvtype, root, comm);
+}
+
+int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                   const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
+  return driving("MPI_Allgatherv", comm, PMPI_Allgatherv, PMPI_Iallgatherv, sendbuf, sendcount, sendtype,
+                 recvbuf, recvcounts, displs, recvtype, comm);
+}
+
+int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                  void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
+                  MPI_Comm comm) {
+  return driving("MPI_Alltoallv", comm, PMPI_Alltoallv, PMPI_Ialltoallv, sendbuf, sendcounts, sdispls,
+                 sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
+}
+
+int MPI_Alltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                  const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[], const int rdispls[],
+                  const MPI_Datatype recvtypes[], MPI_Comm comm) {
+  return driving("MPI_Alltoallw", comm, PMPI_Alltoallw, PMPI_Ialltoallw, sendbuf, sendcounts, sdispls,
+                 sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
+}
+
+int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type,
+                       MPI_Op op, MPI_Comm comm) {
+  return driving("MPI_Reduce_scatter", comm, PMPI_Reduce_scatter, PMPI_Ireduce_scatter, sendbuf, recvbuf,
+                 recvcounts, type, op, comm);
+}
+
+int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
+                             MPI_Comm comm) {
+  return driving("MPI_Reduce_scatter_block", comm, PMPI_Reduce_scatter_block, PMPI_Ireduce_scatter_block,
+                 sendbuf, recvbuf, recvcount, type, op, comm);
+}
+
+int MPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  return driving("MPI_Scan", comm, PMPI_Scan, PMPI_Iscan, sendbuf, recvbuf, count, type, op, comm);
+}
+
+int MPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  return driving("MPI_Exscan", comm, PMPI_Exscan, PMPI_Iexscan, sendbuf, recvbuf, count, type, op, comm);
+}
+
+/// For hdsm's runtimes that wait on MPI requests of their own (the cluster's and crc's collectives,
+/// found with dlsym where libhdsm_mpi is loaded): one pass over the pending operations, so that a
+/// receive the program posted before a cluster call matches while the rank waits in it.
+void hdsm_mpi_progress() {
+  try {
+    drive();
+  } catch (...) {  // NOLINT(bugprone-empty-catch): an operation keeps its own error; only bad_alloc gets here
+  }
 }
 
 HDSM_VISIBLE_END

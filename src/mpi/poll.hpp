@@ -4,6 +4,7 @@
 
 #include "mpi/check.hpp"
 
+#include <dlfcn.h>
 #include <mpi.h>
 #include <sched.h>
 #include <time.h>
@@ -11,6 +12,15 @@
 #include <chrono>
 
 namespace hdsm::mpi_detail {
+
+/// libhdsm_mpi's progress call where the program loaded that library, else null. Its pending
+/// operations (a receive the program posted before a cluster or crc call) are matched only when
+/// something drives them: a rank that waits here without doing so can hang the rank that sent.
+inline void (*interposed_progress())() {
+  static void (*const progress)() =
+      reinterpret_cast<void (*)()>(::dlsym(RTLD_DEFAULT, "hdsm_mpi_progress"));  // NOLINT
+  return progress;
+}
 
 /// Tests `request` until it completes (true) or `limit` passes (false: the request stays pending,
 /// and the caller waits on it again or ends the job; a second collective would not match it);
@@ -34,6 +44,7 @@ inline bool wait_within(MPI_Request& request, std::chrono::milliseconds limit, c
     check(PMPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", what);
     if (done != 0) return true;
     if (polls % 64 != 0) continue;  // the clock is read every 64 polls
+    if (void (*progress)() = interposed_progress(); progress != nullptr) progress();
     const auto now = std::chrono::steady_clock::now();
     if (!forever && now >= deadline) return false;
     if (now - start < std::chrono::milliseconds(20)) {

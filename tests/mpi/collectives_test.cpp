@@ -8,6 +8,9 @@
 #include <mpi.h>
 
 #include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
 
 namespace {
 
@@ -123,6 +126,48 @@ TEST_F(Collectives, HostBuffersBesideSharedOnesPassThrough) {
   unsigned char* host_sum = buffer(Where::host, kBytes, -1);
   ASSERT_EQ(MPI_Allreduce(shared, host_sum, ints, MPI_UNSIGNED, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
   EXPECT_EQ(std::vector<unsigned char>(host_sum, host_sum + kBytes), sum_of_ranks(41));
+}
+
+// A receive posted before a collective matches while the rank waits in it (MPI's progress rule): rank
+// 0 sends synchronously to the last rank, which posted its receive, then both enter the collective.
+// Receives are matched only when libhdsm_mpi drives them, and the collectives did not: each of these
+// hung (the last rank in the collective, rank 0 in its MPI_Ssend), host memory only.
+TEST_F(Collectives, AReceivePostedBeforeACollectiveMatchesWhileTheRankWaitsInIt) {
+  const int me = rank(), last = world_size() - 1;
+  if (last == 0) GTEST_SKIP() << "needs two ranks";
+  const std::size_t n = 1 << 20;  // past the eager limit, as a 1-byte MPI_Ssend is
+  std::vector<unsigned char> buf(n, 0);
+  int value = me + 1, sum = 0;
+  std::vector<int> counts(static_cast<std::size_t>(world_size()), 1), displs(counts.size());
+  for (std::size_t r = 0; r < displs.size(); ++r) displs[r] = static_cast<int>(r);
+  std::vector<int> everyone(counts.size(), 0);
+  const std::vector<std::function<int()>> collectives = {
+      [] { return MPI_Barrier(MPI_COMM_WORLD); },
+      [&] { return MPI_Allreduce(&value, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD); },
+      [&] { return MPI_Bcast(&value, 1, MPI_INT, 0, MPI_COMM_WORLD); },
+      [&] {
+        return MPI_Allgatherv(&value, 1, MPI_INT, everyone.data(), counts.data(), displs.data(), MPI_INT,
+                              MPI_COMM_WORLD);
+      }};
+  for (std::size_t c = 0; c < collectives.size(); ++c) {
+    SCOPED_TRACE("collective " + std::to_string(c));
+    MPI_Request request = MPI_REQUEST_NULL;
+    if (me == last) {
+      std::fill(buf.begin(), buf.end(), 0);
+      ASSERT_EQ(MPI_Irecv(buf.data(), static_cast<int>(n), MPI_BYTE, 0, 7, MPI_COMM_WORLD, &request),
+                MPI_SUCCESS);
+    } else if (me == 0) {
+      const std::vector<unsigned char> data = pattern(n, static_cast<int>(c));
+      ASSERT_EQ(MPI_Ssend(data.data(), static_cast<int>(n), MPI_BYTE, last, 7, MPI_COMM_WORLD), MPI_SUCCESS);
+    }
+    ASSERT_EQ(collectives[c](), MPI_SUCCESS);
+    if (me == last) {
+      ASSERT_EQ(MPI_Wait(&request, MPI_STATUS_IGNORE), MPI_SUCCESS);
+      EXPECT_EQ(buf, pattern(n, static_cast<int>(c)));
+    }
+  }
+  EXPECT_EQ(sum, (last + 1) * (last + 2) / 2);
+  EXPECT_EQ(everyone, std::vector<int>(counts.size(), 1)) << "every rank's value, 1 after the broadcast";
 }
 
 class CollectiveErrors : public MpiErrors {
