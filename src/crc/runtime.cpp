@@ -25,6 +25,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -158,7 +159,12 @@ class ThreadsEngine final : public detail::Engine {
       throw OutOfDeviceMemory("crc shared space" + heap_.scattered_note(heap_.rounded(bytes)), bytes,
                               heap_.used(), heap_.capacity(), "HDSM_CRC_SHARED");
     std::byte* p = data_ + *offset;
-    std::memset(p, 0, heap_.rounded(bytes));
+    // Allocations come zeroed. Past every offset handed out so far the space is as mmap made it (zero,
+    // and not committed: writing zeros there would commit all of a large allocation at once); below,
+    // a freed allocation's bytes are cleared.
+    const std::size_t end = *offset + heap_.rounded(bytes);
+    if (*offset < fresh_from_) std::memset(p, 0, std::min(end, fresh_from_) - *offset);
+    fresh_from_ = std::max(fresh_from_, end);
     sizes_[p] = bytes;
     granules_.mark(*offset, bytes, true);
     return p;
@@ -267,6 +273,7 @@ class ThreadsEngine final : public detail::Engine {
   os::Mapping mapping_;
   std::byte* data_;
   os::OffsetHeap heap_;
+  std::size_t fresh_from_ = 0;  // no byte from this offset on was ever allocated: still zero
   std::map<std::byte*, std::size_t> sizes_;
   detail::Granules granules_{bytes_};
   detail::Geometry geometry_;
@@ -376,6 +383,10 @@ class Runtime::Impl {
   detail::Geometry geometry_;
   std::unique_ptr<detail::Engine> engine_;
   std::atomic<std::thread::id> runner_{};  // the host thread in run(), while a region runs
+  // allocate, free, page_size and define from several host threads between regions, one at a time:
+  // each changes the heap, the geometry or the task table; run() takes it once before its region,
+  // so that none is halfway when a region starts.
+  std::mutex between_regions_;
   Stats stats_;
   std::map<int, std::function<void()>> tasks_;
 
@@ -383,6 +394,7 @@ class Runtime::Impl {
   /// thread), `inside` says what to do; from another host thread, that a runtime runs one region
   /// at a time.
   void check_between_regions(const char* call, const char* inside) const {
+    check_same_process(call);
     const std::thread::id runner = runner_.load(std::memory_order_acquire);
     if (runner == std::thread::id{}) return;
     if (runner == std::this_thread::get_id() || crc::worker_id() >= 0)
@@ -393,7 +405,18 @@ class Runtime::Impl {
                     call));
   }
 
+  /// Unsupported in a child of fork(): the runtime's workers are the parent's threads (a region
+  /// would wait for them forever).
+  void check_same_process(const char* call) const {
+    if (!origin_.same_process())
+      throw Unsupported(fmt::format(
+          "crc::Runtime::{}: the runtime was made before this process was forked, and a child of fork() "
+          "has none of its workers (use it in the parent, or make a runtime in the child)",
+          call));
+  }
+
   void run(const std::function<void()>& task, bool home_works) {
+    check_same_process("run");
     // Until this thread holds the runtime: the check throws while another region runs, and returns
     // (to try again) once it has ended.
     for (std::thread::id none{};
@@ -404,6 +427,7 @@ class Runtime::Impl {
       std::atomic<std::thread::id>& runner;
       ~Ends() { runner.store(std::thread::id{}, std::memory_order_release); }
     } ends{runner_};
+    { std::lock_guard wait_for_changes(between_regions_); }
     try {
       const Stats region =
           home_works ? engine_->run_with_home(task, geometry_) : engine_->run(task, geometry_);
@@ -429,13 +453,19 @@ void* Runtime::allocate(std::size_t bytes) {
   // A size of 0 is refused by the engine: under MPI after the ranks agreed on the size, so that a
   // rank alone passing 0 does not leave the others in the collective.
   impl_->check_between_regions("allocate", "allocate between regions");
+  const std::lock_guard one_at_a_time(impl_->between_regions_);
+  impl_->check_between_regions("allocate", "allocate between regions");  // a region begun meanwhile
   return impl_->engine_->allocate(bytes);
 }
 void Runtime::free(void* pointer) {
   impl_->check_between_regions("free", "free between regions");  // null included: collective over MPI
+  const std::lock_guard one_at_a_time(impl_->between_regions_);
+  impl_->check_between_regions("free", "free between regions");
   impl_->engine_->free(pointer);
 }
 void Runtime::page_size(std::size_t bytes) {
+  impl_->check_between_regions("page_size", "change it between regions");
+  const std::lock_guard one_at_a_time(impl_->between_regions_);
   impl_->check_between_regions("page_size", "change it between regions");
   impl_->geometry_ = detail::geometry(impl_->options_.local_store, bytes, impl_->options_.sets);
 }
@@ -448,6 +478,8 @@ void Runtime::run(const std::function<void()>& task) { impl_->run(task, false); 
 void Runtime::run_with_home(const std::function<void()>& task) { impl_->run(task, true); }
 void Runtime::define(int task_id, std::function<void()> task) {
   // The region's tasks run the table's functions: a change there would destroy one while it runs.
+  impl_->check_between_regions("define", "define tasks between regions");
+  const std::lock_guard one_at_a_time(impl_->between_regions_);
   impl_->check_between_regions("define", "define tasks between regions");
   impl_->tasks_[task_id] = std::move(task);
 }

@@ -12,6 +12,7 @@
 #include <cassert>
 #include <cstring>
 #include <exception>
+#include <utility>
 
 namespace hdsm::crc {
 
@@ -58,6 +59,10 @@ void Worker::begin(const Geometry& g, int count) {
   }
   barriers_ = 0;
   aborted_ = false;
+  // A task of another runtime's region may run this one's region on its thread (run_with_home makes
+  // the caller this runtime's home worker): its worker is that thread's again afterwards.
+  outer_worker_ = current_worker;
+  outer_lookup_ = detail::current.load(std::memory_order_relaxed);
   current_worker = this;
   detail::current.store(&buffer_.lookup(), std::memory_order_relaxed);
   // Against interrupt(), which may come before this (another worker failed at once): each stores its
@@ -82,9 +87,7 @@ void Worker::end() {
   Request r{.op = Op::done, .worker = id_};
   link_.post(r);
   buffer_.clear();
-  current_worker = nullptr;
-  current_slot_.store(nullptr, std::memory_order_relaxed);
-  detail::current.store(&kOutsideTask, std::memory_order_relaxed);
+  leave_thread();
 }
 
 Request Worker::failure(const std::exception_ptr& error) const noexcept {
@@ -101,15 +104,25 @@ Request Worker::failure(const std::exception_ptr& error) const noexcept {
   return r;
 }
 
+void Worker::leave_thread() {
+  current_worker = std::exchange(outer_worker_, nullptr);
+  current_slot_.store(nullptr, std::memory_order_relaxed);
+  // The outer task goes on where it was, unless its region failed meanwhile (its interrupt() stored
+  // the outside marker, which the inner region overwrote).
+  const bool outer_runs =
+      current_worker != nullptr && !current_worker->interrupted_.load(std::memory_order_seq_cst);
+  detail::current.store(outer_runs ? std::exchange(outer_lookup_, nullptr) : &kOutsideTask,
+                        std::memory_order_relaxed);
+  outer_lookup_ = nullptr;
+}
+
 void Worker::failed(const std::exception_ptr& error) {
   Request r = failure(error);
   // What was modified is lost with the region: the buffer empties without write-backs.
   clear_single_writes();
   link_.post(r);
   buffer_.clear();
-  current_worker = nullptr;
-  current_slot_.store(nullptr, std::memory_order_relaxed);
-  detail::current.store(&kOutsideTask, std::memory_order_relaxed);
+  leave_thread();
 }
 
 std::exception_ptr Worker::run(const std::function<void()>& task, const Geometry& g, int count) {

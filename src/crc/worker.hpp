@@ -197,6 +197,11 @@ class Worker {
   // interrupt(): set by the home's thread, cleared by rearm() before the region.
   std::atomic<bool> interrupted_{false};
   std::atomic<std::atomic<const Lookup*>*> current_slot_{nullptr};  // the task's thread's lookup
+  // The thread's worker and lookup before begin() (another runtime's task that runs this region),
+  // put back when this worker leaves the thread.
+  Worker* outer_worker_ = nullptr;
+  const Lookup* outer_lookup_ = nullptr;
+  void leave_thread();
 };
 
 }  // namespace hdsm::crc::detail

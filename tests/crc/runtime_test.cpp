@@ -1301,3 +1301,87 @@ TEST(CrcDeathTest, ATaskThatOverflowsItsStackEndsWithAMessage) {
 }
 
 }  // namespace
+
+namespace {
+
+// The shared space is reserved, and committed as it is written: an allocation wrote zeros over all
+// of its bytes, which committed 1 GiB at once (and took seconds). A freed allocation's bytes still
+// come back zero.
+TEST(CrcRuntime, AnAllocationCommitsNoMemoryAndComesZeroed) {
+  crc::Options o = options(2);
+  o.shared_bytes = std::size_t{2} << 30;
+  crc::Runtime rt(o);
+  const std::size_t before = resident_bytes();
+  auto* big = static_cast<unsigned char*>(rt.allocate(std::size_t{1} << 30));
+  EXPECT_LT(resident_bytes() - before, std::size_t{64} << 20) << "resident memory grew by the allocation";
+  rt.run([&] {
+    if (crc::worker_id() == 0) crc::write(big + 12345, static_cast<unsigned char>(7));
+  });
+  EXPECT_EQ(big[12345], 7);
+  EXPECT_EQ(big[0], 0);
+  rt.free(big);
+  auto* again = static_cast<unsigned char*>(rt.allocate(1 << 20));
+  ASSERT_EQ(again, big) << "first fit: the freed range again";
+  EXPECT_EQ(again[12345], 0) << "a reused byte is cleared";
+}
+
+// A child of fork() has none of the runtime's workers: run() waited for them forever.
+TEST(CrcRuntime, AChildOfForkIsRefusedInsteadOfWaitingForWorkersItLacks) {
+  const hdsm::test::DeathTestStyle fork_this_process("fast");  // the child is a fork of this one
+  crc::Runtime rt(options(2));
+  rt.run([] {});
+  EXPECT_EXIT(
+      {
+        ::alarm(20);  // a hang fails the test instead of waiting for its timeout
+        try {
+          rt.run([] {});
+        } catch (const hdsm::Unsupported& e) {
+          std::fprintf(stderr, "%s\n", e.what());
+          std::_Exit(3);
+        }
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(3), "made before this process was forked");
+}
+
+// allocate and free from two host threads at once, between regions: they changed the heap together
+// (a segmentation fault in 4 of 5 runs).
+TEST(CrcRuntime, HostThreadsAllocateAndFreeAtOnce) {
+  crc::Runtime rt(options(2));
+  const auto churn = [&](int salt) {
+    std::vector<int*> mine;
+    for (int i = 0; i < 2000; ++i) {
+      mine.push_back(rt.alloc<int>(static_cast<std::size_t>(1 + (i * 7 + salt) % 300)));
+      if (mine.size() > 8) {
+        rt.free(mine.front());
+        mine.erase(mine.begin());
+      }
+    }
+    for (int* p : mine) rt.free(p);
+  };
+  std::thread other(churn, 1);
+  churn(2);
+  other.join();
+  int* p = rt.alloc<int>(1000);  // the heap is whole: all of it can be allocated again
+  rt.run([&] { crc::write(&p[crc::worker_id()], crc::worker_id() + 1); });
+  EXPECT_EQ(p[0] + p[1], 3);
+}
+
+// A task of runtime A that runs runtime B's region with itself as B's home worker goes on as A's
+// worker afterwards: its next access threw "crc::write outside a task".
+TEST(CrcRuntime, ATaskThatRunsAnotherRuntimesRegionWithHomeGoesOn) {
+  crc::Runtime a(options(2)), b(options(2));
+  int* x = a.alloc<int>(64);
+  int* y = b.alloc<int>(64);
+  a.run([&] {
+    const int me = crc::worker_id();
+    crc::write(&x[me], 1);
+    if (me == 0) b.run_with_home([&] { crc::write_single(&y[8 + crc::worker_id()], 5); });
+    crc::write(&x[10 + me], 2);
+    crc::barrier();
+  });
+  EXPECT_EQ(x[0] + x[1] + x[10] + x[11], 6);
+  EXPECT_EQ(y[8] + y[9] + y[10], 15);
+}
+
+}  // namespace
