@@ -48,9 +48,9 @@ std::size_t checked_space(std::size_t space, std::size_t page) {
   if (!std::has_single_bit(space) || space < (std::size_t{16} << 20) || space > (std::size_t{1} << 40) ||
       space < page)
     throw InvalidArgument(
-        fmt::format("cluster space {} (space_bytes, HDSM_CLUSTER_SPACE) must be a power of two from 16 MiB "
-                    "to 1 TiB",
-                    format_bytes(space)));
+        fmt::format("cluster space of {} B ({}; space_bytes, HDSM_CLUSTER_SPACE) must be a power of two from "
+                    "16 MiB to 1 TiB",
+                    space, format_bytes(space)));
   return space;
 }
 

@@ -157,6 +157,11 @@ std::uintptr_t stack_pointer([[maybe_unused]] const void* ucontext) noexcept {
 #endif
 }
 
+// Set when a fault of a memory access went to the handler the program had before hdsm: a crash
+// handler (Open MPI's, say) that ends by raising the signal again, with its own slot reset, comes
+// back here with a signal this process sent itself, which is that same fault, reported already.
+std::atomic<bool> forwarded_a_fault{false};
+
 // A fault no range resolved: hand it to whatever handled the signal before hdsm, and with no such
 // handler die of the signal, as the process would have without hdsm.
 void forward(int sig, siginfo_t* info, void* ucontext, Where where) noexcept {
@@ -184,6 +189,7 @@ void forward(int sig, siginfo_t* info, void* ucontext, Where where) noexcept {
     // process's action stays hdsm's, whose shared memory goes on faulting (before, the whole action
     // was reset, and the next touch of shared memory killed the process).
     ::pthread_sigmask(SIG_SETMASK, &mask, nullptr);
+    if (info->si_code > 0) forwarded_a_fault.store(true, std::memory_order_release);
     if ((prev.sa_flags & SA_SIGINFO) != 0 && prev.sa_sigaction != nullptr) {
       prev.sa_sigaction(sig, info, ucontext);
       return;
@@ -194,7 +200,9 @@ void forward(int sig, siginfo_t* info, void* ucontext, Where where) noexcept {
     }
   }
   const auto address = reinterpret_cast<std::uintptr_t>(info->si_addr);
-  if (claim_fatal_report()) {
+  const bool raised_again = (info->si_code == SI_USER || info->si_code == SI_TKILL) &&
+                            info->si_pid == ::getpid() && forwarded_a_fault.load(std::memory_order_acquire);
+  if (!raised_again && claim_fatal_report()) {
     signal_safe::Line line;
     if (info->si_code == SI_USER || info->si_code == SI_TKILL || info->si_code == SI_QUEUE) {
       // Sent by kill, raise or sigqueue: si_addr is no address then (it holds the sender's pid).

@@ -469,6 +469,31 @@ TEST_F(FaultDeathTest, PreviousHandlerWithResetHandLeavesHdsmsHandlerInPlace) {
       ::testing::ExitedWithCode(0), "");
 }
 
+// A crash handler that ends as Open MPI's does (its own slot back to the default, then raise) comes
+// back to hdsm with the signal it sent itself: that is the fault reported already, and the process
+// dies of it without a second line saying that some process sent a SIGSEGV.
+void report_reset_and_raise(int sig) {
+  constexpr char kLine[] = "crash handler ran\n";
+  (void)!::write(STDERR_FILENO, kLine, sizeof kLine - 1);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(sig, &dfl, nullptr);
+  ::raise(sig);
+}
+
+TEST_F(FaultDeathTest, ACrashHandlerThatRaisesAgainGetsNoSecondReport) {
+  ProtectedRegion foreign(1);
+  foreign.protect(PROT_NONE);
+  EXPECT_EXIT(
+      {
+        install_previous(nullptr, report_reset_and_raise, 0);
+        read_int(foreign.page(0));
+        ::_exit(0);
+      },
+      ::testing::KilledBySignal(SIGSEGV), "crash handler ran.?$");
+}
+
 // A SIGSEGV that kill or raise sent has no address (si_addr holds the sender's pid): the message
 // says who sent it instead of naming a bogus address.
 TEST_F(FaultDeathTest, ASentSigsegvIsNotReportedAsAnAddress) {
