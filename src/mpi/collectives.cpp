@@ -325,6 +325,39 @@ int MPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type,
   return driving("MPI_Exscan", comm, PMPI_Exscan, PMPI_Iexscan, sendbuf, recvbuf, count, type, op, comm);
 }
 
+int MPI_Neighbor_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                           int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  return driving("MPI_Neighbor_allgather", comm, PMPI_Neighbor_allgather, PMPI_Ineighbor_allgather, sendbuf,
+                 sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+
+int MPI_Neighbor_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                            const int recvcounts[], const int displs[], MPI_Datatype recvtype,
+                            MPI_Comm comm) {
+  return driving("MPI_Neighbor_allgatherv", comm, PMPI_Neighbor_allgatherv, PMPI_Ineighbor_allgatherv,
+                 sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
+}
+
+int MPI_Neighbor_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                          int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  return driving("MPI_Neighbor_alltoall", comm, PMPI_Neighbor_alltoall, PMPI_Ineighbor_alltoall, sendbuf,
+                 sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+
+int MPI_Neighbor_alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                           MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
+                           MPI_Datatype recvtype, MPI_Comm comm) {
+  return driving("MPI_Neighbor_alltoallv", comm, PMPI_Neighbor_alltoallv, PMPI_Ineighbor_alltoallv, sendbuf,
+                 sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
+}
+
+int MPI_Neighbor_alltoallw(const void* sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
+                           const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
+                           const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm) {
+  return driving("MPI_Neighbor_alltoallw", comm, PMPI_Neighbor_alltoallw, PMPI_Ineighbor_alltoallw, sendbuf,
+                 sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
+}
+
 /// For hdsm's runtimes that wait on MPI requests of their own (the cluster's and crc's collectives,
 /// found with dlsym where libhdsm_mpi is loaded): one pass over the pending operations, so that a
 /// receive the program posted before a cluster call matches while the rank waits in it.

@@ -47,13 +47,26 @@ ProgressEngine& engine() {
 
 /// One pass over the pending operations (the engine's lock held). A receive not yet matched keeps
 /// later receives on its communicator from probing in this pass, so they match in posting order.
+// Whether two receives' (source, tag) patterns can take one message: then the one posted first
+// matches first (MPI's order), and the later one waits for it; otherwise no message is theirs both.
+bool overlap(const std::pair<int, int>& a, const std::pair<int, int>& b) {
+  const auto same = [](int x, int y, int any) { return x == any || y == any || x == y; };
+  return same(a.first, b.first, MPI_ANY_SOURCE) && same(a.second, b.second, MPI_ANY_TAG);
+}
+
 void drive_locked(ProgressEngine& e) {
-  std::vector<MPI_Comm> unmatched;
+  struct Unmatched {
+    MPI_Comm comm;
+    std::pair<int, int> pattern;
+  };
+  std::vector<Unmatched> unmatched;  // receives not yet matched, in posting order
   for (auto it = e.pending.begin(); it != e.pending.end();) {
     Operation& op = **it;
     if (!op.done) {
       const bool waits =
-          op.matching() && std::find(unmatched.begin(), unmatched.end(), op.comm()) != unmatched.end();
+          op.matching() && std::any_of(unmatched.begin(), unmatched.end(), [&](const Unmatched& u) {
+            return u.comm == op.comm() && overlap(u.pattern, op.pattern());
+          });
       if (!waits) {
         try {
           op.done = op.progress();
@@ -62,7 +75,7 @@ void drive_locked(ProgressEngine& e) {
           op.done = true;
         }
       }
-      if (!op.done && op.matching()) unmatched.push_back(op.comm());
+      if (!op.done && op.matching()) unmatched.push_back({op.comm(), op.pattern()});
     }
     if (op.done) {
       if (op.request != MPI_REQUEST_NULL) PMPI_Grequest_complete(op.request);

@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace hdsm::mpi {
@@ -88,6 +89,8 @@ class Operation {
   /// True for a receive not yet matched: a later receive on the same communicator must not probe
   /// before it (MPI's matching order).
   virtual bool matching() const { return false; }
+  /// The (source, tag) a matching() receive takes (wildcards as MPI_ANY_SOURCE, MPI_ANY_TAG).
+  virtual std::pair<int, int> pattern() const { return {MPI_ANY_SOURCE, MPI_ANY_TAG}; }
 
   /// The status of the user's message (source, tag, count in bytes, error, cancelled).
   void fill(MPI_Status* status) const;

@@ -36,6 +36,7 @@ class Receive final : public Operation {
   }
 
   bool matching() const override { return state_ == State::match; }
+  std::pair<int, int> pattern() const override { return {want_source_, want_tag_}; }
 
   bool progress() override {
     switch (state_) {

@@ -1376,7 +1376,7 @@ TEST(CrcRuntime, ATaskThatRunsAnotherRuntimesRegionWithHomeGoesOn) {
   a.run([&] {
     const int me = crc::worker_id();
     crc::write(&x[me], 1);
-    if (me == 0) b.run_with_home([&] { crc::write_single(&y[8 + crc::worker_id()], 5); });
+    if (me == 0) b.run_with_home([&] { crc::write(&y[8 + crc::worker_id()], 5); });
     crc::write(&x[10 + me], 2);
     crc::barrier();
   });

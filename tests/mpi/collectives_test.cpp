@@ -140,7 +140,11 @@ TEST_F(Collectives, AReceivePostedBeforeACollectiveMatchesWhileTheRankWaitsInIt)
   int value = me + 1, sum = 0;
   std::vector<int> counts(static_cast<std::size_t>(world_size()), 1), displs(counts.size());
   for (std::size_t r = 0; r < displs.size(); ++r) displs[r] = static_cast<int>(r);
-  std::vector<int> everyone(counts.size(), 0);
+  std::vector<int> everyone(counts.size(), 0), two(2, 0);
+  // A ring for a neighbourhood collective (made here: creating a communicator drives nothing).
+  MPI_Comm ring = MPI_COMM_NULL;
+  const int ranks = world_size(), periodic = 1;
+  ASSERT_EQ(MPI_Cart_create(MPI_COMM_WORLD, 1, &ranks, &periodic, 0, &ring), MPI_SUCCESS);
   const std::vector<std::function<int()>> collectives = {
       [] { return MPI_Barrier(MPI_COMM_WORLD); },
       [&] { return MPI_Allreduce(&value, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD); },
@@ -148,7 +152,8 @@ TEST_F(Collectives, AReceivePostedBeforeACollectiveMatchesWhileTheRankWaitsInIt)
       [&] {
         return MPI_Allgatherv(&value, 1, MPI_INT, everyone.data(), counts.data(), displs.data(), MPI_INT,
                               MPI_COMM_WORLD);
-      }};
+      },
+      [&] { return MPI_Neighbor_allgather(&value, 1, MPI_INT, two.data(), 1, MPI_INT, ring); }};
   for (std::size_t c = 0; c < collectives.size(); ++c) {
     SCOPED_TRACE("collective " + std::to_string(c));
     MPI_Request request = MPI_REQUEST_NULL;
@@ -168,6 +173,8 @@ TEST_F(Collectives, AReceivePostedBeforeACollectiveMatchesWhileTheRankWaitsInIt)
   }
   EXPECT_EQ(sum, (last + 1) * (last + 2) / 2);
   EXPECT_EQ(everyone, std::vector<int>(counts.size(), 1)) << "every rank's value, 1 after the broadcast";
+  EXPECT_EQ(two, std::vector<int>(2, 1)) << "both neighbours' values";
+  MPI_Comm_free(&ring);
 }
 
 class CollectiveErrors : public MpiErrors {

@@ -223,6 +223,41 @@ TEST_F(Mpi, AnySourceAnyTagSeeTheUsersMessage) {
   }
 }
 
+// A receive waiting for a message that has not come (a control channel, tag 99) does not hold back a
+// later receive of another tag: rank 1 sends tag 99 only after rank 0 received tag 0 and replied.
+// The engine held every later receive on the communicator behind an unmatched one, and this hung;
+// receives whose patterns can take the same message (wildcards) still match in posting order.
+TEST_F(Mpi, AnUnmatchedReceiveHoldsBackOnlyReceivesThatCouldTakeItsMessage) {
+  int control = 0, data = 0, reply = 0;
+  if (rank() == 0) {
+    MPI_Request r;
+    ASSERT_EQ(MPI_Irecv(&control, 1, MPI_INT, 1, 99, comm_, &r), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Recv(&data, 1, MPI_INT, 1, 0, comm_, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    reply = data + 1;
+    ASSERT_EQ(MPI_Send(&reply, 1, MPI_INT, 1, 1, comm_), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Wait(&r, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    EXPECT_EQ(control, 7);
+    // Wildcards: the first posted receive takes the first message, whatever its tag.
+    int first = 0, second = 0;
+    MPI_Request any;
+    MPI_Status st;
+    ASSERT_EQ(MPI_Irecv(&first, 1, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &any), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Recv(&second, 1, MPI_INT, 1, 5, comm_, &st), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Wait(&any, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    EXPECT_EQ(first, 50);
+    EXPECT_EQ(second, 51);
+  } else {
+    data = 41;
+    ASSERT_EQ(MPI_Send(&data, 1, MPI_INT, 0, 0, comm_), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Recv(&reply, 1, MPI_INT, 0, 1, comm_, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    EXPECT_EQ(reply, 42);
+    const int seven = 7, fifty = 50, fifty_one = 51;
+    ASSERT_EQ(MPI_Send(&seven, 1, MPI_INT, 0, 99, comm_), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Send(&fifty, 1, MPI_INT, 0, 5, comm_), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Send(&fifty_one, 1, MPI_INT, 0, 5, comm_), MPI_SUCCESS);
+  }
+}
+
 // MPI_Probe and MPI_Iprobe see the user's message: a chunked one with its whole size, not its
 // 40-byte header, and a plain 40-byte message as 40 bytes. A message probed (and so held by
 // hdsm_mpi) stays probe-able and is received whole, in any order of tags.
