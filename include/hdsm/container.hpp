@@ -469,7 +469,9 @@ class DeviceView {
     try {
       done(view_.queue->record());
     } catch (...) {
-      core_->cancel(view_.copy);
+      // Not finished (no event could be recorded): unpinned. Finished already (the none mechanism's
+      // wait or write-back failed): the error is the container's to report.
+      if (core_ != nullptr) core_->cancel(view_.copy);
     }
   }
   KernelArg argument() const { return view_.argument(); }
@@ -477,10 +479,18 @@ class DeviceView {
   std::size_t offset() const { return view_.offset; }
   Queue& queue() const { return *view_.queue; }
   Device& device() const { return *view_.device; }
-  /// The last work that uses the view was enqueued and completes with `event`.
+  /// The last work that uses the view was enqueued and completes with `event`. Under
+  /// Mechanism::none, which keeps nothing on the devices between uses, it waits for that work and the
+  /// copy goes back to the main copy and is freed, as after a launch (a view's copy left modified on
+  /// the device was written back over a later call's results).
   void done(const Event& event) {
     detail::ContainerCore* core = std::exchange(core_, nullptr);
-    if (core != nullptr) core->finish(view_, access_, event);
+    if (core == nullptr) return;
+    core->finish(view_, access_, event);
+    if (core->mechanism() == Mechanism::none) {
+      event.wait();
+      core->flush_after_call();
+    }
   }
 
  private:

@@ -834,13 +834,21 @@ Event launch_containers(Runtime& runtime, unsigned device, const Kernel& kernel,
       }
     }
     if (first_error) std::rethrow_exception(first_error);
-    // Mechanism::none: the call's results go back and its device copies go at once.
+    // Mechanism::none: the call's results go back and its device copies go at once. A kernel that
+    // failed is reported as under the other mechanisms, once, by the next access of what it wrote
+    // (finish recorded it): thrown here too, it was reported twice; its copies go at that access.
     std::vector<ContainerCore*> flushed;
     for (std::size_t i = 0; i < args.size(); ++i)
       if (const ContainerLaunchArg& a = args[i];
           live(i) && a.core->mechanism() == Mechanism::none &&
           std::find(flushed.begin(), flushed.end(), a.core) == flushed.end()) {
-        if (flushed.empty()) done.wait();
+        if (flushed.empty()) {
+          try {
+            done.wait();
+          } catch (...) {  // NOLINT(bugprone-empty-catch): reported by the containers, as said above
+            return done;
+          }
+        }
         a.core->flush_after_call();
         flushed.push_back(a.core);
       }

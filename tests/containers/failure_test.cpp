@@ -107,6 +107,25 @@ TEST(ContainerFailures, EachFailedCallIsReportedOnceByTheAccessThatConflictsWith
   EXPECT_NO_THROW((void)static_cast<int>(v[0])) << "reported once";
 }
 
+// The none mechanism waits for each call: the launch itself threw the failure, and the first access
+// of what the call wrote threw it again.
+TEST(ContainerFailures, UnderTheNoneMechanismAFailedCallIsReportedOnceToo) {
+  hdsm::Runtime rt(sim(2));
+  Vector<int> v(20, 7, on(rt, hdsm::Mechanism::none));
+  int reports = 0;
+  for (int k = 0; k < 3; ++k) {
+    try {
+      if (k == 0) (void)hdsm::launch(1, failing_writer(), hdsm::cover(10), hdsm::out(v.range(0, 10)), 1);
+      (void)static_cast<int>(v[0]);
+    } catch (const hdsm::KernelFailure& e) {
+      ++reports;
+      EXPECT_NE(std::string(e.what()).find("failing_writer 1 failed"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(reports, 1);
+  EXPECT_EQ(v[15], 7);
+}
+
 TEST(ContainerFailures, AnEvictionForAnotherContainerDoesNotThrowAFailureThatIsNotItsOwn) {
   hdsm::Runtime rt(sim(1, "1MiB"));
   const std::size_t n = 150 * 1024;  // 600 KiB each: one evicts the other

@@ -543,6 +543,24 @@ TEST(VectorDeviceView, AnOpenViewKeepsItsCopy) {
   EXPECT_EQ(v.core().device_copies(), 0u);
 }
 
+// Under the none mechanism a view's copy goes at done(), as a launch's copies go after it: left on
+// the device, modified, it was written back over a later launch's result when the copy ids fell
+// that way (here: after a launch on device 0 that made and freed two copies).
+TEST(VectorDeviceView, UnderTheNoneMechanismAViewsCopyGoesAtDone) {
+  hdsm::Runtime rt(sim(2));
+  Vector<float> v(64, 1.0f, hdsm::ContainerOptions{&rt, false, hdsm::Mechanism::none});
+  hdsm::launch(0, axpb(), hdsm::cover(32), hdsm::inout(v.range(0, 32)), std::uint64_t{32}, 1.0f, 0.0f);
+  hdsm::launch(0, axpb(), hdsm::cover(32), hdsm::inout(v.range(32, 32)), std::uint64_t{32}, 1.0f, 0.0f);
+  {
+    hdsm::DeviceView view = v.device_view(1, 0, 64, Access::read_write);
+    view.done(view.queue().record());  // no kernel: the contents stay as they are
+  }
+  EXPECT_EQ(v.core().device_copies(), 0u) << "the none mechanism keeps no copy after a use";
+  hdsm::launch(1, axpb(), hdsm::cover(1), hdsm::inout(v.range(0, 1)), std::uint64_t{1}, 3.0f, 4.0f);
+  EXPECT_EQ(v[0], 7.0f) << "the launch's result";
+  EXPECT_EQ(v[1], 1.0f);
+}
+
 TEST(VectorAsync, AHostAccessWaitsOnlyForConflictingCalls) {
   hdsm::Runtime rt(sim(2));
   Vector<float> v0(16, 1.0f, on(rt));
