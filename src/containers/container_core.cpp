@@ -836,7 +836,8 @@ Event launch_containers(Runtime& runtime, unsigned device, const Kernel& kernel,
     if (first_error) std::rethrow_exception(first_error);
     // Mechanism::none: the call's results go back and its device copies go at once. A kernel that
     // failed is reported as under the other mechanisms, once, by the next access of what it wrote
-    // (finish recorded it): thrown here too, it was reported twice; its copies go at that access.
+    // (finish recorded it): thrown here too, it was reported twice. Its copies stay, holding what the
+    // kernel left, until a later use of the container frees them.
     std::vector<ContainerCore*> flushed;
     for (std::size_t i = 0; i < args.size(); ++i)
       if (const ContainerLaunchArg& a = args[i];

@@ -45,8 +45,6 @@ ProgressEngine& engine() {
   return e;
 }
 
-/// One pass over the pending operations (the engine's lock held). A receive not yet matched keeps
-/// later receives on its communicator from probing in this pass, so they match in posting order.
 // Whether two receives' (source, tag) patterns can take one message: then the one posted first
 // matches first (MPI's order), and the later one waits for it; otherwise no message is theirs both.
 bool overlap(const std::pair<int, int>& a, const std::pair<int, int>& b) {
@@ -54,6 +52,9 @@ bool overlap(const std::pair<int, int>& a, const std::pair<int, int>& b) {
   return same(a.first, b.first, MPI_ANY_SOURCE) && same(a.second, b.second, MPI_ANY_TAG);
 }
 
+/// One pass over the pending operations (the engine's lock held). A receive not yet matched keeps
+/// the later receives on its communicator that could take its message (overlap) from probing in
+/// this pass, so they match in posting order; the others go on.
 void drive_locked(ProgressEngine& e) {
   struct Unmatched {
     MPI_Comm comm;
