@@ -405,6 +405,15 @@ class Runtime::Impl {
                     call));
   }
 
+  /// check_between_regions, then the lock that keeps these calls one at a time, then the check
+  /// again (a region another thread began meanwhile).
+  std::unique_lock<std::mutex> between_regions(const char* call, const char* inside) {
+    check_between_regions(call, inside);
+    std::unique_lock lock(between_regions_);
+    check_between_regions(call, inside);
+    return lock;
+  }
+
   /// Unsupported in a child of fork(): the runtime's workers are the parent's threads (a region
   /// would wait for them forever).
   void check_same_process(const char* call) const {
@@ -452,21 +461,16 @@ Runtime::~Runtime() {
 void* Runtime::allocate(std::size_t bytes) {
   // A size of 0 is refused by the engine: under MPI after the ranks agreed on the size, so that a
   // rank alone passing 0 does not leave the others in the collective.
-  impl_->check_between_regions("allocate", "allocate between regions");
-  const std::lock_guard one_at_a_time(impl_->between_regions_);
-  impl_->check_between_regions("allocate", "allocate between regions");  // a region begun meanwhile
+  const auto one_at_a_time = impl_->between_regions("allocate", "allocate between regions");
   return impl_->engine_->allocate(bytes);
 }
 void Runtime::free(void* pointer) {
-  impl_->check_between_regions("free", "free between regions");  // null included: collective over MPI
-  const std::lock_guard one_at_a_time(impl_->between_regions_);
-  impl_->check_between_regions("free", "free between regions");
+  // null included: collective over MPI
+  const auto one_at_a_time = impl_->between_regions("free", "free between regions");
   impl_->engine_->free(pointer);
 }
 void Runtime::page_size(std::size_t bytes) {
-  impl_->check_between_regions("page_size", "change it between regions");
-  const std::lock_guard one_at_a_time(impl_->between_regions_);
-  impl_->check_between_regions("page_size", "change it between regions");
+  const auto one_at_a_time = impl_->between_regions("page_size", "change it between regions");
   impl_->geometry_ = detail::geometry(impl_->options_.local_store, bytes, impl_->options_.sets);
 }
 std::size_t Runtime::page_size() const { return impl_->geometry_.page_size; }
@@ -478,9 +482,7 @@ void Runtime::run(const std::function<void()>& task) { impl_->run(task, false); 
 void Runtime::run_with_home(const std::function<void()>& task) { impl_->run(task, true); }
 void Runtime::define(int task_id, std::function<void()> task) {
   // The region's tasks run the table's functions: a change there would destroy one while it runs.
-  impl_->check_between_regions("define", "define tasks between regions");
-  const std::lock_guard one_at_a_time(impl_->between_regions_);
-  impl_->check_between_regions("define", "define tasks between regions");
+  const auto one_at_a_time = impl_->between_regions("define", "define tasks between regions");
   impl_->tasks_[task_id] = std::move(task);
 }
 void Runtime::run(int task_id) {
