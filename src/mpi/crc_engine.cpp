@@ -376,7 +376,7 @@ class MpiEngine final : public Engine {
       own_mpi_ = true;
     }
     // A communicator of its own: the program's messages never meet the runtime's.
-    check(PMPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup", "MPI_COMM_WORLD");
+    mpi_detail::duplicate(MPI_COMM_WORLD, &comm_, check, "MPI_COMM_WORLD");
     PMPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     PMPI_Comm_rank(comm_, &rank_);
     int size = 0;

@@ -21,6 +21,24 @@ int finish(const std::shared_ptr<Operation>& op, MPI_Status* status);
 /// Puts `op` behind a generalized request (MPI_Grequest_start), stored in op->request and
 /// *request, and makes it pending.
 int start(const std::shared_ptr<Operation>& op, MPI_Request* request);
+/// The operation behind a generalized request start() made, until libmpi frees that request; null
+/// for any other request.
+std::shared_ptr<Operation> operation_of(MPI_Request request);
+/// False when no request of start()'s is alive (nothing to look up).
+bool operations_live();
+/// True while a pending operation, a request of start()'s not yet freed or a message matched by a
+/// probe (matched()) uses `comm`; `pending_only`: a pending operation.
+bool engine_uses(MPI_Comm comm, bool pending_only = false);
+/// True while a persistent request of hdsm_mpi's (persistent.cpp) was made on `comm`.
+bool persistent_uses(MPI_Comm comm);
+/// True while a RequestView holds operations (whose communicators it may still raise errors on).
+bool views_hold_operations();
+/// Drops the held messages of `comm` (probe.cpp): once it is freed nobody can receive them, and a
+/// new communicator at the same handle must not get them.
+void forget_held(MPI_Comm comm);
+/// Frees the communicators the program freed while hdsm_mpi still used them (communicators.cpp)
+/// once nothing uses them; `all`: every one, at MPI_Finalize.
+void release_freed(bool all = false);
 /// Waits for a request of libmpi's while driving the pending operations.
 int wait_driving(MPI_Request* request, MPI_Status* status);
 /// describe() of a send buffer (nothing for MPI_PROC_NULL); its error through `comm`'s handler.

@@ -29,6 +29,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include <sched.h>
@@ -93,13 +94,36 @@ void enqueue(const std::shared_ptr<Operation>& op) {
   e.pending.push_back(op);
 }
 
+/// The generalized requests of the nonblocking operations, by handle, from MPI_Grequest_start until
+/// libmpi frees them: the calls that complete requests find the operation behind one (RequestView).
+struct Requests {
+  std::mutex mutex;  // taken after the engine's lock, never before it
+  std::unordered_map<MPI_Request, std::shared_ptr<Operation>> live;
+  std::atomic<std::size_t> size{0};  // read without the lock: no request of ours, nothing to look up
+};
+Requests& requests() {
+  static Requests r;
+  return r;
+}
+
 int query_fn(void* extra, MPI_Status* status) {
+  // The operation's error is not libmpi's to report: a generalized request has no communicator, so
+  // libmpi would raise it on MPI_COMM_WORLD's handler. The calls that complete requests raise it on
+  // the operation's own (RequestView).
   const Operation& op = **static_cast<std::shared_ptr<Operation>*>(extra);
   op.fill(status);
-  return op.error();
+  status->MPI_ERROR = MPI_SUCCESS;
+  return MPI_SUCCESS;
 }
 int free_fn(void* extra) {
-  delete static_cast<std::shared_ptr<Operation>*>(extra);
+  auto* op = static_cast<std::shared_ptr<Operation>*>(extra);
+  {
+    Requests& r = requests();
+    std::lock_guard lock(r.mutex);
+    r.live.erase((*op)->request);
+    r.size.store(r.live.size());
+  }
+  delete op;
   return MPI_SUCCESS;
 }
 int cancel_fn(void* extra, int complete) {
@@ -107,20 +131,24 @@ int cancel_fn(void* extra, int complete) {
   return MPI_SUCCESS;
 }
 
-/// Waits for a receive and a send (in that order in `requests`) while driving the pending
-/// operations; the first error of either.
-int wait_pair(MPI_Request requests[2], MPI_Status statuses[2]) {
+/// Waits for a receive and a send (in that order in `pair`) while driving the pending operations;
+/// the first error of either, which went through the communicator's handler once.
+int wait_pair(MPI_Request pair[2], MPI_Status statuses[2]) {
+  RequestView view(2, pair);
   int rc = MPI_SUCCESS;
   for (;;) {
     drive();
     int flag = 0;
-    rc = PMPI_Testall(2, requests, &flag, statuses);
+    rc = PMPI_Testall(2, view.data(), &flag, statuses);
     if (rc != MPI_SUCCESS || flag != 0) break;
     sched_yield();
   }
-  if (rc == MPI_ERR_IN_STATUS)
-    rc = statuses[0].MPI_ERROR != MPI_SUCCESS ? statuses[0].MPI_ERROR : statuses[1].MPI_ERROR;
-  return rc;
+  view.commit();
+  if (rc == MPI_ERR_IN_STATUS)  // libmpi's own, through the handler already
+    return statuses[0].MPI_ERROR != MPI_SUCCESS ? statuses[0].MPI_ERROR : statuses[1].MPI_ERROR;
+  if (rc != MPI_SUCCESS) return rc;
+  rc = view.completed(MPI_SUCCESS, 0);
+  return rc != MPI_SUCCESS ? rc : view.completed(MPI_SUCCESS, 1);
 }
 
 /// After MPI_Init: the private communicator of the chunks and the largest tag.
@@ -151,6 +179,9 @@ int matched_receive(const char* call, void* buf, int count, MPI_Datatype type, M
   std::lock_guard lock(e.mutex);
   const auto it = matched().find(*message);
   if (it == matched().end()) return MPI_SUCCESS;
+  if (const int rc = check_receive(call, buf, count, type, MPI_ANY_SOURCE, MPI_ANY_TAG, it->second.comm);
+      rc != MPI_SUCCESS)
+    return rc;  // the handle stays the user's
   UserBuffer b;
   if (const int rc = describe(call, buf, count, type, b); rc != MPI_SUCCESS)
     return refuse(it->second.comm, rc);
@@ -189,10 +220,15 @@ int nonblocking_send(const char* call, SendMode mode, HostRequestSend host, cons
 }  // namespace
 
 bool drive() {
-  ProgressEngine& e = engine();
-  std::lock_guard lock(e.mutex);
-  if (!e.pending.empty()) drive_locked(e);
-  return e.pending.empty();
+  bool done = false;
+  {
+    ProgressEngine& e = engine();
+    std::lock_guard lock(e.mutex);
+    if (!e.pending.empty()) drive_locked(e);
+    done = e.pending.empty();
+  }
+  release_freed();
+  return done;
 }
 
 bool idle() {
@@ -225,8 +261,43 @@ int start(const std::shared_ptr<Operation>& op, MPI_Request* request) {
     return report(op->call(), rc, "MPI_Grequest_start failed");
   }
   *request = op->request;
+  {
+    Requests& r = requests();
+    std::lock_guard lock(r.mutex);
+    r.live.emplace(op->request, op);
+    r.size.store(r.live.size());
+  }
   enqueue(op);
   return MPI_SUCCESS;
+}
+
+std::shared_ptr<Operation> operation_of(MPI_Request request) {
+  Requests& r = requests();
+  if (r.size.load() == 0 || request == MPI_REQUEST_NULL) return nullptr;
+  std::lock_guard lock(r.mutex);
+  const auto it = r.live.find(request);
+  return it == r.live.end() ? nullptr : it->second;
+}
+
+bool operations_live() { return requests().size.load() != 0; }
+
+bool engine_uses(MPI_Comm comm, bool pending_only) {
+  ProgressEngine& e = engine();
+  std::lock_guard lock(e.mutex);
+  if (std::any_of(e.pending.begin(), e.pending.end(), [&](const auto& op) { return op->comm() == comm; }))
+    return true;
+  if (pending_only) return false;
+  if (std::any_of(matched().begin(), matched().end(), [&](const auto& m) { return m.second.comm == comm; }))
+    return true;
+  Requests& r = requests();
+  std::lock_guard live(r.mutex);
+  return std::any_of(r.live.begin(), r.live.end(), [&](const auto& op) { return op.second->comm() == comm; });
+}
+
+void forget_held(MPI_Comm comm) {
+  ProgressEngine& e = engine();
+  std::lock_guard lock(e.mutex);
+  std::erase_if(held(), [&](const Held& h) { return h.comm == comm; });
 }
 
 int wait_driving(MPI_Request* request, MPI_Status* status) {
@@ -302,6 +373,7 @@ int MPI_Finalize(void) {
     }
     sched_yield();
   }
+  release_freed(true);
   Wire& w = wire();
   if (w.comm != MPI_COMM_NULL) PMPI_Comm_free(&w.comm);
   if (w.tokens != MPI_COMM_NULL) PMPI_Comm_free(&w.tokens);
@@ -356,6 +428,8 @@ int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_C
              MPI_Status* status) {
   try {
     if (source == MPI_PROC_NULL) return PMPI_Recv(buf, count, type, source, tag, comm, status);
+    if (const int rc = check_receive("MPI_Recv", buf, count, type, source, tag, comm); rc != MPI_SUCCESS)
+      return rc;
     UserBuffer b;
     if (const int rc = describe("MPI_Recv", buf, count, type, b); rc != MPI_SUCCESS) return refuse(comm, rc);
     return finish(make_receive("MPI_Recv", b, source, tag, comm), status);
@@ -368,6 +442,8 @@ int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_
               MPI_Request* request) {
   try {
     if (source == MPI_PROC_NULL) return PMPI_Irecv(buf, count, type, source, tag, comm, request);
+    if (const int rc = check_receive("MPI_Irecv", buf, count, type, source, tag, comm); rc != MPI_SUCCESS)
+      return rc;
     UserBuffer b;
     if (const int rc = describe("MPI_Irecv", buf, count, type, b); rc != MPI_SUCCESS) return refuse(comm, rc);
     return start(make_receive("MPI_Irecv", b, source, tag, comm), request);
@@ -390,7 +466,7 @@ int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int 
       return rc;
     }
     rc = wait_pair(requests, statuses);
-    if (status != MPI_STATUS_IGNORE) *status = statuses[0];
+    give_status(status, statuses[0]);
     return rc;
   } catch (const std::exception& e) {
     return internal("MPI_Sendrecv", comm, e);
@@ -449,7 +525,7 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int 
                                              got, buf, e.what())));
       }
     }
-    if (status != MPI_STATUS_IGNORE) *status = statuses[0];
+    give_status(status, statuses[0]);
     return rc;
   } catch (const std::exception& e) {
     return internal("MPI_Sendrecv_replace", comm, e);
@@ -527,7 +603,7 @@ int MPI_Wait(MPI_Request* request, MPI_Status* status) {
   RequestView view(1, request);
   const int rc = idle() ? PMPI_Wait(view.data(), status) : wait_driving(view.data(), status);
   view.commit();
-  return rc;
+  return view.completed(rc, 0);
 }
 
 int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
@@ -535,7 +611,7 @@ int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
   RequestView view(1, request);
   const int rc = PMPI_Test(view.data(), flag, status);
   view.commit();
-  return rc;
+  return *flag != 0 ? view.completed(rc, 0) : rc;
 }
 
 int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
@@ -552,7 +628,7 @@ int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
     }
   }
   view.commit();
-  return rc;
+  return view.completed_some(rc, count, nullptr, statuses);
 }
 
 int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
@@ -560,7 +636,7 @@ int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuse
   RequestView view(count, requests);
   const int rc = PMPI_Testall(count, view.data(), flag, statuses);
   view.commit();
-  return rc;
+  return *flag != 0 ? view.completed_some(rc, count, nullptr, statuses) : rc;
 }
 
 int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status) {
@@ -577,7 +653,7 @@ int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* statu
     }
   }
   view.commit();
-  return rc;
+  return view.completed(rc, *index);
 }
 
 int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status) {
@@ -585,7 +661,7 @@ int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_St
   RequestView view(count, requests);
   const int rc = PMPI_Testany(count, view.data(), index, flag, status);
   view.commit();
-  return rc;
+  return *flag != 0 ? view.completed(rc, *index) : rc;
 }
 
 int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
@@ -602,7 +678,7 @@ int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices
     }
   }
   view.commit();
-  return rc;
+  return *outcount == MPI_UNDEFINED ? rc : view.completed_some(rc, *outcount, indices, statuses);
 }
 
 int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
@@ -610,7 +686,7 @@ int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices
   RequestView view(incount, requests);
   const int rc = PMPI_Testsome(incount, view.data(), outcount, indices, statuses);
   view.commit();
-  return rc;
+  return *outcount == MPI_UNDEFINED ? rc : view.completed_some(rc, *outcount, indices, statuses);
 }
 
 HDSM_VISIBLE_END

@@ -125,8 +125,18 @@ class Operation {
   MPI_Count bytes_ = 0;
 };
 
-/// Sets a status as MPI_Recv would: source, tag, error and `bytes` received as MPI_BYTE.
-void set_status(MPI_Status* status, int source, int tag, int error, MPI_Count bytes);
+/// Sets a status as MPI_Recv would: source, tag and `bytes` received as MPI_BYTE. Its MPI_ERROR
+/// stays as it was: MPI sets that field only where a call completes several requests and returns
+/// MPI_ERR_IN_STATUS.
+void set_status(MPI_Status* status, int source, int tag, MPI_Count bytes);
+/// Copies libmpi's status `from` into the user's, but for MPI_ERROR (set_status).
+void give_status(MPI_Status* status, const MPI_Status& from);
+/// The checks MPI makes of a receive's arguments before it matches anything (the communicator, the
+/// count, the datatype, a null buffer, the tag, the source): an MPI error code, reported and through
+/// the communicator's handler, so a bad receive fails with MPI's error class and leaves the message
+/// it could have matched for the next receive.
+int check_receive(const char* call, const void* buf, int count, MPI_Datatype type, int source, int tag,
+                  MPI_Comm comm);
 
 // Helpers of the send, receive and probe files (wire.cpp).
 /// `rank` of `comm` in MPI_COMM_WORLD, or -1.

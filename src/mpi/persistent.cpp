@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -108,17 +109,89 @@ int post(Persistent p, MPI_Request handle) {
 
 }  // namespace
 
-RequestView::RequestView(int count, MPI_Request* user) : user_(user) {
+std::atomic<int>& views_with_operations() {
+  static std::atomic<int> views{0};
+  return views;
+}
+
+bool views_hold_operations() { return views_with_operations().load() != 0; }
+
+bool persistent_uses(MPI_Comm comm) {
   Registry& r = registry();
-  if (count <= 0 || user == nullptr || r.size.load() == 0) return;
+  if (r.size.load() == 0) return false;
   std::lock_guard lock(r.mutex);
-  for (std::size_t i = 0; i < static_cast<std::size_t>(count); ++i) {
-    const auto it = r.entries.find(user[i]);
-    if (it == r.entries.end()) continue;
-    if (view_.empty()) view_.assign(user, user + count);
-    view_[i] = it->second.active;
-    persistent_.push_back(i);
+  return std::any_of(r.entries.begin(), r.entries.end(),
+                     [&](const auto& e) { return e.second.comm == comm; });
+}
+
+RequestView::~RequestView() {
+  if (operations_.empty()) return;
+  views_with_operations().fetch_sub(1);
+  release_freed();
+}
+
+RequestView::RequestView(int count, MPI_Request* user) : user_(user) {
+  if (count <= 0 || user == nullptr) return;
+  if (Registry& r = registry(); r.size.load() != 0) {
+    std::lock_guard lock(r.mutex);
+    for (std::size_t i = 0; i < static_cast<std::size_t>(count); ++i) {
+      const auto it = r.entries.find(user[i]);
+      if (it == r.entries.end()) continue;
+      if (view_.empty()) view_.assign(user, user + count);
+      view_[i] = it->second.active;
+      persistent_.push_back(i);
+    }
   }
+  if (!operations_live()) return;
+  const MPI_Request* requests = data();
+  for (std::size_t i = 0; i < static_cast<std::size_t>(count); ++i) {
+    std::shared_ptr<Operation> op = operation_of(requests[i]);
+    if (!op) continue;
+    if (operations_.empty()) {
+      operations_.resize(static_cast<std::size_t>(count));
+      views_with_operations().fetch_add(1);  // before libmpi may free the request
+    }
+    operations_[i] = std::move(op);
+  }
+}
+
+int RequestView::completed(int rc, int index) const {
+  if (rc != MPI_SUCCESS || index < 0 || static_cast<std::size_t>(index) >= operations_.size()) return rc;
+  const Operation* op = operations_[static_cast<std::size_t>(index)].get();
+  if (op == nullptr || op->error() == MPI_SUCCESS) return rc;
+  if (!op->error_handled()) PMPI_Comm_call_errhandler(op->comm(), op->error());
+  return op->error();
+}
+
+int RequestView::completed_some(int rc, int n, const int* indices, MPI_Status* statuses) const {
+  if (operations_.empty() || (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS)) return rc;
+  const auto operation = [&](int k) -> const Operation* {
+    const int i = indices == nullptr ? k : indices[k];
+    const Operation* op = i >= 0 && static_cast<std::size_t>(i) < operations_.size()
+                              ? operations_[static_cast<std::size_t>(i)].get()
+                              : nullptr;
+    return op != nullptr && op->error() != MPI_SUCCESS ? op : nullptr;
+  };
+  const Operation* first = nullptr;  // the first failed operation whose error was not raised yet
+  bool failed = false;
+  for (int k = 0; k < n; ++k) {
+    const Operation* op = operation(k);
+    if (op == nullptr) continue;
+    failed = true;
+    if (first == nullptr && !op->error_handled()) first = op;
+  }
+  if (!failed) return rc;
+  if (statuses != MPI_STATUSES_IGNORE) {
+    for (int k = 0; k < n; ++k) {
+      const Operation* op = operation(k);
+      if (op != nullptr)
+        statuses[k].MPI_ERROR = op->error();
+      else if (rc == MPI_SUCCESS)  // libmpi set no error field: MPI_ERR_IN_STATUS sets them all
+        statuses[k].MPI_ERROR = MPI_SUCCESS;
+    }
+  }
+  if (rc == MPI_SUCCESS && first != nullptr) PMPI_Comm_call_errhandler(first->comm(), MPI_ERR_IN_STATUS);
+  return MPI_ERR_IN_STATUS;
 }
 
 void RequestView::commit() {
@@ -171,6 +244,8 @@ int MPI_Recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, 
                   MPI_Request* request) {
   try {
     if (source == MPI_PROC_NULL) return PMPI_Recv_init(buf, count, type, source, tag, comm, request);
+    if (const int rc = check_receive("MPI_Recv_init", buf, count, type, source, tag, comm); rc != MPI_SUCCESS)
+      return rc;
     UserBuffer b;
     if (const int rc = describe("MPI_Recv_init", buf, count, type, b); rc != MPI_SUCCESS)
       return refuse(comm, rc);
@@ -215,7 +290,9 @@ int MPI_Request_free(MPI_Request* request) {
   // A running transfer goes on to its end (MPI's rule for a freed active request): the engine
   // still holds its operation and completes the generalized request.
   if (p->active != MPI_REQUEST_NULL) PMPI_Request_free(&p->active);
-  return PMPI_Request_free(request);
+  const int rc = PMPI_Request_free(request);
+  release_freed();  // a communicator the program freed may have waited for this request
+  return rc;
 }
 
 int MPI_Cancel(MPI_Request* request) {
@@ -227,7 +304,8 @@ int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
   drive();  // a caller that polls with this call alone still sees its transfer move
   // An inactive persistent request is MPI_REQUEST_NULL to libmpi: flag set, an empty status.
   RequestView view(1, &request);
-  return PMPI_Request_get_status(*view.data(), flag, status);
+  const int rc = PMPI_Request_get_status(*view.data(), flag, status);
+  return *flag != 0 ? view.completed(rc, 0) : rc;
 }
 
 HDSM_VISIBLE_END

@@ -7,9 +7,12 @@
 // leaves the persistent handle inactive, as MPI does with a persistent request.
 #pragma once
 
+#include "mpi/operations.hpp"
+
 #include <mpi.h>
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 namespace hdsm::mpi {
@@ -21,6 +24,7 @@ namespace hdsm::mpi {
 class RequestView {
  public:
   RequestView(int count, MPI_Request* user);
+  ~RequestView();
   RequestView(const RequestView&) = delete;
   RequestView& operator=(const RequestView&) = delete;
 
@@ -29,10 +33,24 @@ class RequestView {
   /// persistent handle whose active request completed becomes inactive; the user's handle stays.
   void commit();
 
+  /// After a libmpi call that completed request `index` (MPI_Wait, MPI_Test with its flag set,
+  /// MPI_Waitany's index; MPI_UNDEFINED: none) and returned `rc`: where hdsm_mpi's operation
+  /// behind that request failed, its error, raised on the operation's communicator (unless it went
+  /// through that handler when it happened); `rc` otherwise.
+  int completed(int rc, int index) const;
+  /// After a libmpi call that completed the requests `indices[0..n)` (every request for MPI_Waitall
+  /// and a successful MPI_Testall: `indices` null), `statuses[k]` being indices[k]'s: where
+  /// operations failed, MPI_ERR_IN_STATUS with every status's MPI_ERROR set, raised on the first
+  /// failed operation's communicator; `rc` otherwise.
+  int completed_some(int rc, int n, const int* indices, MPI_Status* statuses) const;
+
  private:
   MPI_Request* user_;
   std::vector<MPI_Request> view_;  // empty: no persistent handle among the user's requests
   std::vector<std::size_t> persistent_;
+  // hdsm_mpi's operations behind the requests, by index (empty: none), held so that their errors
+  // outlive the requests libmpi frees when they complete.
+  std::vector<std::shared_ptr<Operation>> operations_;
 };
 
 }  // namespace hdsm::mpi

@@ -56,4 +56,14 @@ inline bool wait_within(MPI_Request& request, std::chrono::milliseconds limit, c
   }
 }
 
+/// MPI_Comm_dup of `comm` into `out` for a runtime's own messages, as MPI_Comm_idup waited for with
+/// wait_within: a rank that waits in a blocking duplicate drives nothing, and a receive the program
+/// posted before it, which another rank's send needs matched before that rank can come, would hang
+/// both. `what` names the duplicate in an MPI error.
+inline void duplicate(MPI_Comm comm, MPI_Comm* out, const CallCheck& check, const char* what) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(PMPI_Comm_idup(comm, out, &request), "MPI_Comm_idup", what);
+  wait_within(request, std::chrono::milliseconds::max(), check, what);
+}
+
 }  // namespace hdsm::mpi_detail

@@ -68,7 +68,7 @@ int matched_probe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* me
       matched()[got] = m;
       *message = got;
       *flag = 1;
-      if (status != MPI_STATUS_IGNORE) *status = st;
+      give_status(status, st);
       return MPI_SUCCESS;
     }
     Held h;
@@ -91,7 +91,7 @@ int matched_probe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* me
   matched()[token] = m;
   *message = token;
   *flag = 1;
-  set_status(status, m.source, m.tag, MPI_SUCCESS, m.bytes);
+  set_status(status, m.source, m.tag, m.bytes);
   return MPI_SUCCESS;
 }
 
@@ -100,7 +100,7 @@ int probe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
   for (const Held& h : held()) {
     if (!h.matches(source, tag, comm)) continue;
     *flag = 1;
-    set_status(status, h.source, h.tag, MPI_SUCCESS, h.bytes());
+    set_status(status, h.source, h.tag, h.bytes());
     return MPI_SUCCESS;
   }
   MPI_Status st;
@@ -109,7 +109,7 @@ int probe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
   MPI_Count bytes = 0;
   PMPI_Get_elements_x(&st, MPI_BYTE, &bytes);
   if (static_cast<std::size_t>(bytes) != sizeof(Header)) {
-    if (status != MPI_STATUS_IGNORE) *status = st;
+    give_status(status, st);
     return MPI_SUCCESS;
   }
   // The first message from that source with that tag is the one just probed (MPI keeps the order
@@ -127,7 +127,7 @@ int probe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
     return rc;
   }
   held().push_back(h);
-  set_status(status, h.source, h.tag, MPI_SUCCESS, h.bytes());
+  set_status(status, h.source, h.tag, h.bytes());
   return MPI_SUCCESS;
 }
 

@@ -84,18 +84,58 @@ BufferCache& receive_buffers(const Runtime& runtime) {
   });
 }
 
-void set_status(MPI_Status* status, int source, int tag, int error, MPI_Count bytes) {
+void set_status(MPI_Status* status, int source, int tag, MPI_Count bytes) {
   if (status == MPI_STATUS_IGNORE) return;
   status->MPI_SOURCE = source;
   status->MPI_TAG = tag;
-  status->MPI_ERROR = error;
   PMPI_Status_set_elements_x(status, MPI_BYTE, bytes);
   PMPI_Status_set_cancelled(status, 0);
 }
 
+void give_status(MPI_Status* status, const MPI_Status& from) {
+  if (status == MPI_STATUS_IGNORE) return;
+  const int error = status->MPI_ERROR;
+  *status = from;
+  status->MPI_ERROR = error;
+}
+
 void Operation::fill(MPI_Status* status) const {
-  set_status(status, source_, tag_, error_, bytes_);
+  set_status(status, source_, tag_, bytes_);
   if (cancelled_ && status != MPI_STATUS_IGNORE) PMPI_Status_set_cancelled(status, 1);
+}
+
+int check_receive(const char* call, const void* buf, int count, MPI_Datatype type, int source, int tag,
+                  MPI_Comm comm) {
+  const auto refused = [&](int code, const std::string& what) {
+    report(call, code, what);
+    // MPI_COMM_NULL has no handler: MPI reports on MPI_COMM_WORLD then.
+    PMPI_Comm_call_errhandler(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, code);
+    return code;
+  };
+  if (comm == MPI_COMM_NULL) return refused(MPI_ERR_COMM, "the communicator is MPI_COMM_NULL");
+  if (count < 0) return refused(MPI_ERR_COUNT, fmt::format("count {} is negative", count));
+  int size = 0;
+  MPI_Aint extent = 0, true_lb = 0, true_extent = 0;
+  bool contiguous = false;
+  if (type == MPI_DATATYPE_NULL || !type_layout(type, size, extent, contiguous) ||
+      PMPI_Type_get_true_extent(type, &true_lb, &true_extent) != MPI_SUCCESS)
+    return refused(MPI_ERR_TYPE, "invalid datatype (MPI_DATATYPE_NULL or freed)");
+  // As MPI checks it: a null buffer with data to take, unless the datatype's addresses are absolute
+  // (MPI_BOTTOM).
+  if (buf == nullptr && count > 0 && size > 0 && true_lb == 0)
+    return refused(MPI_ERR_BUFFER, fmt::format("a null buffer for {} elements", count));
+  if (tag != MPI_ANY_TAG && (tag < 0 || tag > wire().tag_ub))
+    return refused(MPI_ERR_TAG, fmt::format("tag {} is not MPI_ANY_TAG nor in [0, {}]", tag, wire().tag_ub));
+  if (source != MPI_ANY_SOURCE && source != MPI_PROC_NULL) {
+    int ranks = 0;
+    const int rc = intercomm(comm) ? PMPI_Comm_remote_size(comm, &ranks) : PMPI_Comm_size(comm, &ranks);
+    if (rc != MPI_SUCCESS) return refused(MPI_ERR_COMM, "invalid communicator");
+    if (source < 0 || source >= ranks)
+      return refused(MPI_ERR_RANK, fmt::format("source {} is not MPI_ANY_SOURCE nor one of the "
+                                               "communicator's {} ranks",
+                                               source, ranks));
+  }
+  return MPI_SUCCESS;
 }
 
 void Operation::fail(int code, const std::string& what, bool handled) {

@@ -84,6 +84,25 @@ TEST_F(CrcMpi, WorkersShareTheirWritesThroughTheHome) {
   }
 }
 
+// A runtime is made (its communicator is a collective's) while a receive the program posted before
+// waits for a message whose sender cannot come until that receive matched it (a synchronous send).
+TEST_F(CrcMpi, ARuntimeIsMadeWhileAReceiveWaitsForItsSender) {
+  int rank = 0, got = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Request r = MPI_REQUEST_NULL;
+  if (rank == 0) {
+    ASSERT_EQ(MPI_Irecv(&got, 1, MPI_INT, 1, 77, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+  } else if (rank == 1) {
+    ASSERT_EQ(MPI_Ssend(&rank, 1, MPI_INT, 0, 77, MPI_COMM_WORLD), MPI_SUCCESS);
+  }
+  crc::Runtime rt(mpi_options());
+  EXPECT_EQ(rt.workers(), world_size() - 1);
+  if (rank == 0) {
+    ASSERT_EQ(MPI_Wait(&r, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    EXPECT_EQ(got, 1);
+  }
+}
+
 TEST_F(CrcMpi, LocksCountEveryIncrementAndVariantsUseOneSidedCopies) {
   crc::Runtime rt(mpi_options());
   auto* counter = rt.alloc<long>(1);

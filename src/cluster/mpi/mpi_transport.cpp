@@ -117,8 +117,8 @@ void MpiTransport::on_mpi_thread(const char* call) const {
 MpiTransport::MpiTransport(MPI_Comm world, int thread_level, std::chrono::milliseconds timeout)
     : level_(thread_level), multiple_(thread_level >= MPI_THREAD_MULTIPLE), timeout_(timeout) {
   on_mpi_thread("a session");
-  check(PMPI_Comm_dup(world, &comm_), "MPI_Comm_dup", "the cluster's collectives");
-  check(PMPI_Comm_dup(world, &server_comm_), "MPI_Comm_dup", "the cluster's page requests");
+  mpi_detail::duplicate(world, &comm_, check, "the cluster's collectives");
+  mpi_detail::duplicate(world, &server_comm_, check, "the cluster's page requests");
   // Errors come back as codes, which become exceptions naming the call, instead of aborting.
   PMPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   PMPI_Comm_set_errhandler(server_comm_, MPI_ERRORS_RETURN);

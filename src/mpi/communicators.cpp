@@ -1,0 +1,161 @@
+// Communicators under libhdsm_mpi: the calls that make one are collectives, which must let the
+// pending operations move while the rank waits in them; and a communicator the program frees while
+// an operation of hdsm_mpi's still uses it lives on until that operation is done, as MPI_Comm_free
+// promises ("pending operations complete normally").
+#include <hdsm/export.h>
+
+#include "mpi/engine.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <vector>
+
+#include <sched.h>
+
+namespace hdsm::mpi {
+namespace {
+
+/// The communicators the program freed while hdsm_mpi used them, freed here later.
+struct Freed {
+  std::mutex mutex;
+  std::vector<MPI_Comm> comms;
+  std::atomic<bool> any{false};  // read without the lock on every drive()
+};
+Freed& freed() {
+  static Freed f;
+  return f;
+}
+
+bool used(MPI_Comm comm) { return engine_uses(comm) || persistent_uses(comm); }
+
+/// Every rank of `comm` has entered the call: a driven MPI_Ibarrier before a communicator
+/// constructor that has no nonblocking form. A receive posted before the call matches a message
+/// another rank must hand over before it can enter (a rendezvous-sized MPI_Send, an MPI_Ssend);
+/// once all are in, the constructor's own messages need nothing from hdsm_mpi. Every rank makes the
+/// barrier, pending operations or not: a collective has to match on all of them.
+int entered(MPI_Comm comm) {
+  if (comm == MPI_COMM_NULL) return MPI_SUCCESS;  // libmpi's call reports it, under its own name
+  MPI_Request request = MPI_REQUEST_NULL;
+  const int rc = PMPI_Ibarrier(comm, &request);
+  return rc != MPI_SUCCESS ? rc : wait_driving(&request, MPI_STATUS_IGNORE);
+}
+
+}  // namespace
+
+void release_freed(bool all) {
+  Freed& f = freed();
+  if (!f.any.load() || (!all && views_hold_operations())) return;
+  std::lock_guard lock(f.mutex);
+  std::erase_if(f.comms, [&](MPI_Comm& comm) {
+    if (!all && used(comm)) return false;
+    PMPI_Comm_free(&comm);
+    return true;
+  });
+  f.any.store(!f.comms.empty());
+}
+
+}  // namespace hdsm::mpi
+
+using namespace hdsm::mpi;
+
+extern "C" {
+HDSM_VISIBLE_BEGIN
+
+int MPI_Comm_free(MPI_Comm* comm) {
+  if (comm == nullptr || *comm == MPI_COMM_NULL || *comm == MPI_COMM_WORLD || *comm == MPI_COMM_SELF)
+    return PMPI_Comm_free(comm);  // libmpi's error
+  forget_held(*comm);
+  if (!used(*comm)) return PMPI_Comm_free(comm);
+  // An operation still matches on it, or a request the program has not completed yet will raise an
+  // error on it: it goes when they are done (release_freed); the program's handle is gone now.
+  Freed& f = freed();
+  std::lock_guard lock(f.mutex);
+  f.comms.push_back(*comm);
+  f.any.store(true);
+  *comm = MPI_COMM_NULL;
+  return MPI_SUCCESS;
+}
+
+int MPI_Comm_disconnect(MPI_Comm* comm) {
+  // MPI_Comm_disconnect waits for the communicator's pending communication, hdsm_mpi's included.
+  if (comm != nullptr && *comm != MPI_COMM_NULL) {
+    forget_held(*comm);
+    while (engine_uses(*comm, true)) {
+      drive();
+      sched_yield();
+    }
+  }
+  return PMPI_Comm_disconnect(comm);
+}
+
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* out) {
+  if (comm == MPI_COMM_NULL) return PMPI_Comm_dup(comm, out);
+  MPI_Request request = MPI_REQUEST_NULL;
+  const int rc = PMPI_Comm_idup(comm, out, &request);
+  return rc != MPI_SUCCESS ? rc : wait_driving(&request, MPI_STATUS_IGNORE);
+}
+
+int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* out) {
+  const int rc = entered(comm);
+  return rc != MPI_SUCCESS ? rc : PMPI_Comm_dup_with_info(comm, info, out);
+}
+
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* out) {
+  const int rc = entered(comm);
+  return rc != MPI_SUCCESS ? rc : PMPI_Comm_split(comm, color, key, out);
+}
+
+int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm* out) {
+  const int rc = entered(comm);
+  return rc != MPI_SUCCESS ? rc : PMPI_Comm_split_type(comm, type, key, info, out);
+}
+
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* out) {
+  const int rc = entered(comm);
+  return rc != MPI_SUCCESS ? rc : PMPI_Comm_create(comm, group, out);
+}
+
+int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm* out) {
+  const int rc = entered(intercomm);
+  return rc != MPI_SUCCESS ? rc : PMPI_Intercomm_merge(intercomm, high, out);
+}
+
+int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int periods[], int reorder,
+                    MPI_Comm* out) {
+  const int rc = entered(comm);
+  return rc != MPI_SUCCESS ? rc : PMPI_Cart_create(comm, ndims, dims, periods, reorder, out);
+}
+
+int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm* out) {
+  const int rc = entered(comm);
+  return rc != MPI_SUCCESS ? rc : PMPI_Cart_sub(comm, remain_dims, out);
+}
+
+int MPI_Graph_create(MPI_Comm comm, int nnodes, const int index[], const int edges[], int reorder,
+                     MPI_Comm* out) {
+  const int rc = entered(comm);
+  return rc != MPI_SUCCESS ? rc : PMPI_Graph_create(comm, nnodes, index, edges, reorder, out);
+}
+
+int MPI_Dist_graph_create(MPI_Comm comm, int n, const int sources[], const int degrees[],
+                          const int destinations[], const int weights[], MPI_Info info, int reorder,
+                          MPI_Comm* out) {
+  const int rc = entered(comm);
+  return rc != MPI_SUCCESS
+             ? rc
+             : PMPI_Dist_graph_create(comm, n, sources, degrees, destinations, weights, info, reorder, out);
+}
+
+int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int sources[],
+                                   const int sourceweights[], int outdegree, const int destinations[],
+                                   const int destweights[], MPI_Info info, int reorder, MPI_Comm* out) {
+  const int rc = entered(comm);
+  return rc != MPI_SUCCESS
+             ? rc
+             : PMPI_Dist_graph_create_adjacent(comm, indegree, sources, sourceweights, outdegree,
+                                               destinations, destweights, info, reorder, out);
+}
+
+HDSM_VISIBLE_END
+}  // extern "C"
