@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstddef>
 #include <exception>
@@ -118,6 +119,53 @@ int driving(const char* call, MPI_Comm comm, [[maybe_unused]] Blocking blocking,
 }
 
 std::size_t times(int count, int n) { return count > 0 && n > 0 ? static_cast<std::size_t>(count) * n : 0; }
+
+/// The blocks of a v collective's buffer: counts[i] elements at displs[i] (null: one after the other),
+/// i < n. What is staged is the elements from the buffer's start to the end of the last block.
+struct Blocks {
+  std::size_t span = 0;  // 0: nothing staged (a negative count or displacement: libmpi's own checks)
+  bool gaps = false;     // the blocks leave elements out: a staged copy the call writes is read first,
+                         // so that the elements it does not write come back unchanged
+};
+Blocks blocks(const int counts[], const int displs[], int n) {
+  Blocks b;
+  if (counts == nullptr || n <= 0) return b;
+  std::size_t covered = 0, end = 0, next = 0;
+  for (int i = 0; i < n; ++i) {
+    const long long displ = displs != nullptr ? displs[i] : static_cast<long long>(next);
+    if (counts[i] < 0 || displ < 0) return {};
+    next = static_cast<std::size_t>(displ) + static_cast<std::size_t>(counts[i]);
+    covered += static_cast<std::size_t>(counts[i]);
+    if (counts[i] > 0) end = std::max(end, next);
+  }
+  b.span = end;
+  b.gaps = covered != end;  // blocks a call writes do not overlap (MPI's rule): fewer means gaps
+  return b;
+}
+int sum(const int counts[], int n) {
+  long long total = 0;
+  for (int i = 0; counts != nullptr && i < n; ++i) total += counts[i] > 0 ? counts[i] : 0;
+  return total > INT_MAX ? INT_MAX : static_cast<int>(total);
+}
+
+/// MPI_Scan and MPI_Exscan, staged. MPI_Exscan leaves rank 0's receive buffer undefined: the staged
+/// copy is read first there, so the object keeps what it held.
+template <class Blocking, class Start>
+int scan(const char* call, Blocking blocking, Start start, const void* sendbuf, void* recvbuf, int count,
+         MPI_Datatype type, MPI_Op op, MPI_Comm comm, bool exclusive) {
+  const Group g = group_of(comm);
+  if (!g.intra) return driving(call, comm, blocking, start, sendbuf, recvbuf, count, type, op, comm);
+  Staged b[2];
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  return staged(
+      call, comm, b,
+      [&] {
+        const int rc = b[0].stage(call, sendbuf, times(count, 1), type, true, false);
+        if (rc != MPI_SUCCESS) return rc;
+        return b[1].stage(call, recvbuf, times(count, 1), type, in_place || (exclusive && g.rank == 0), true);
+      },
+      [&] { return driving(call, comm, blocking, start, b[0].get(), b[1].get(), count, type, op, comm); });
+}
 
 }  // namespace
 }  // namespace hdsm::mpi
@@ -269,60 +317,166 @@ int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void
       });
 }
 
-// The collectives that are not staged (a shared buffer reaches libmpi through page faults) still
-// drive pending operations while they wait.
 int MPI_Barrier(MPI_Comm comm) { return driving("MPI_Barrier", comm, PMPI_Barrier, PMPI_Ibarrier, comm); }
+
+// The v forms stage each buffer from its start to the end of its last block (blocks()).
 
 int MPI_Gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                 const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  return driving("MPI_Gatherv", comm, PMPI_Gatherv, PMPI_Igatherv, sendbuf, sendcount, sendtype, recvbuf,
-                 recvcounts, displs, recvtype, root, comm);
+  const Group g = group_of(comm);
+  if (!g.intra)
+    return driving("MPI_Gatherv", comm, PMPI_Gatherv, PMPI_Igatherv, sendbuf, sendcount, sendtype, recvbuf,
+                   recvcounts, displs, recvtype, root, comm);
+  Staged b[2];
+  const bool root_here = g.rank == root, in_place = sendbuf == MPI_IN_PLACE;
+  return staged(
+      "MPI_Gatherv", comm, b,
+      [&] {
+        const int rc = b[0].stage("MPI_Gatherv", sendbuf, times(sendcount, 1), sendtype, true, false);
+        if (rc != MPI_SUCCESS || !root_here) return rc;
+        const Blocks r = blocks(recvcounts, displs, g.size);
+        return b[1].stage("MPI_Gatherv", recvbuf, r.span, recvtype, in_place || r.gaps, true);
+      },
+      [&] {
+        return driving("MPI_Gatherv", comm, PMPI_Gatherv, PMPI_Igatherv, b[0].get(), sendcount, sendtype,
+                       b[1].get(), recvcounts, displs, recvtype, root, comm);
+      });
 }
 
 int MPI_Scatterv(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
                  void* recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  return driving("MPI_Scatterv", comm, PMPI_Scatterv, PMPI_Iscatterv, sendbuf, sendcounts, displs, sendtype,
-                 recvbuf, recvcount, recvtype, root, comm);
+  const Group g = group_of(comm);
+  if (!g.intra)
+    return driving("MPI_Scatterv", comm, PMPI_Scatterv, PMPI_Iscatterv, sendbuf, sendcounts, displs, sendtype,
+                   recvbuf, recvcount, recvtype, root, comm);
+  Staged b[2];
+  const bool root_here = g.rank == root;
+  return staged(
+      "MPI_Scatterv", comm, b,
+      [&] {
+        if (root_here) {
+          const int rc = b[0].stage("MPI_Scatterv", sendbuf, blocks(sendcounts, displs, g.size).span,
+                                    sendtype, true, false);
+          if (rc != MPI_SUCCESS) return rc;
+        }
+        return b[1].stage("MPI_Scatterv", recvbuf, times(recvcount, 1), recvtype, false, true);
+      },
+      [&] {
+        return driving("MPI_Scatterv", comm, PMPI_Scatterv, PMPI_Iscatterv, b[0].get(), sendcounts, displs,
+                       sendtype, b[1].get(), recvcount, recvtype, root, comm);
+      });
 }
 
 int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                    const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
-  return driving("MPI_Allgatherv", comm, PMPI_Allgatherv, PMPI_Iallgatherv, sendbuf, sendcount, sendtype,
-                 recvbuf, recvcounts, displs, recvtype, comm);
+  const Group g = group_of(comm);
+  if (!g.intra)
+    return driving("MPI_Allgatherv", comm, PMPI_Allgatherv, PMPI_Iallgatherv, sendbuf, sendcount, sendtype,
+                   recvbuf, recvcounts, displs, recvtype, comm);
+  Staged b[2];
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  return staged(
+      "MPI_Allgatherv", comm, b,
+      [&] {
+        const int rc = b[0].stage("MPI_Allgatherv", sendbuf, times(sendcount, 1), sendtype, true, false);
+        if (rc != MPI_SUCCESS) return rc;
+        const Blocks r = blocks(recvcounts, displs, g.size);
+        return b[1].stage("MPI_Allgatherv", recvbuf, r.span, recvtype, in_place || r.gaps, true);
+      },
+      [&] {
+        return driving("MPI_Allgatherv", comm, PMPI_Allgatherv, PMPI_Iallgatherv, b[0].get(), sendcount,
+                       sendtype, b[1].get(), recvcounts, displs, recvtype, comm);
+      });
 }
 
 int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
                   void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
                   MPI_Comm comm) {
-  return driving("MPI_Alltoallv", comm, PMPI_Alltoallv, PMPI_Ialltoallv, sendbuf, sendcounts, sdispls,
-                 sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
+  const Group g = group_of(comm);
+  if (!g.intra)
+    return driving("MPI_Alltoallv", comm, PMPI_Alltoallv, PMPI_Ialltoallv, sendbuf, sendcounts, sdispls,
+                   sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
+  Staged b[2];
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  return staged(
+      "MPI_Alltoallv", comm, b,
+      [&] {
+        if (!in_place) {
+          const int rc = b[0].stage("MPI_Alltoallv", sendbuf, blocks(sendcounts, sdispls, g.size).span,
+                                    sendtype, true, false);
+          if (rc != MPI_SUCCESS) return rc;
+        }
+        const Blocks r = blocks(recvcounts, rdispls, g.size);
+        return b[1].stage("MPI_Alltoallv", recvbuf, r.span, recvtype, in_place || r.gaps, true);
+      },
+      [&] {
+        return driving("MPI_Alltoallv", comm, PMPI_Alltoallv, PMPI_Ialltoallv, b[0].get(), sendcounts,
+                       sdispls, sendtype, b[1].get(), recvcounts, rdispls, recvtype, comm);
+      });
 }
 
+int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type,
+                       MPI_Op op, MPI_Comm comm) {
+  const Group g = group_of(comm);
+  if (!g.intra || recvcounts == nullptr)
+    return driving("MPI_Reduce_scatter", comm, PMPI_Reduce_scatter, PMPI_Ireduce_scatter, sendbuf, recvbuf,
+                   recvcounts, type, op, comm);
+  Staged b[2];
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  const int all = sum(recvcounts, g.size), mine = recvcounts[g.rank];
+  return staged(
+      "MPI_Reduce_scatter", comm, b,
+      [&] {
+        const int rc = b[0].stage("MPI_Reduce_scatter", sendbuf, times(all, 1), type, true, false);
+        if (rc != MPI_SUCCESS) return rc;
+        // In place, the input is the receive buffer's `all` elements; the result its first `mine`.
+        return b[1].stage("MPI_Reduce_scatter", recvbuf, times(in_place ? all : mine, 1), type, in_place,
+                          true);
+      },
+      [&] {
+        return driving("MPI_Reduce_scatter", comm, PMPI_Reduce_scatter, PMPI_Ireduce_scatter, b[0].get(),
+                       b[1].get(), recvcounts, type, op, comm);
+      });
+}
+
+int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
+                             MPI_Comm comm) {
+  const Group g = group_of(comm);
+  if (!g.intra)
+    return driving("MPI_Reduce_scatter_block", comm, PMPI_Reduce_scatter_block, PMPI_Ireduce_scatter_block,
+                   sendbuf, recvbuf, recvcount, type, op, comm);
+  Staged b[2];
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  return staged(
+      "MPI_Reduce_scatter_block", comm, b,
+      [&] {
+        const int rc =
+            b[0].stage("MPI_Reduce_scatter_block", sendbuf, times(recvcount, g.size), type, true, false);
+        if (rc != MPI_SUCCESS) return rc;
+        return b[1].stage("MPI_Reduce_scatter_block", recvbuf, times(recvcount, in_place ? g.size : 1), type,
+                          in_place, true);
+      },
+      [&] {
+        return driving("MPI_Reduce_scatter_block", comm, PMPI_Reduce_scatter_block,
+                       PMPI_Ireduce_scatter_block, b[0].get(), b[1].get(), recvcount, type, op, comm);
+      });
+}
+
+int MPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  return scan("MPI_Scan", PMPI_Scan, PMPI_Iscan, sendbuf, recvbuf, count, type, op, comm, false);
+}
+
+int MPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  return scan("MPI_Exscan", PMPI_Exscan, PMPI_Iexscan, sendbuf, recvbuf, count, type, op, comm, true);
+}
+
+// The neighbourhood collectives and MPI_Alltoallw are not staged (a shared buffer reaches libmpi
+// through page faults); they still drive pending operations while they wait.
 int MPI_Alltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[],
                   const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[], const int rdispls[],
                   const MPI_Datatype recvtypes[], MPI_Comm comm) {
   return driving("MPI_Alltoallw", comm, PMPI_Alltoallw, PMPI_Ialltoallw, sendbuf, sendcounts, sdispls,
                  sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
-}
-
-int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type,
-                       MPI_Op op, MPI_Comm comm) {
-  return driving("MPI_Reduce_scatter", comm, PMPI_Reduce_scatter, PMPI_Ireduce_scatter, sendbuf, recvbuf,
-                 recvcounts, type, op, comm);
-}
-
-int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
-                             MPI_Comm comm) {
-  return driving("MPI_Reduce_scatter_block", comm, PMPI_Reduce_scatter_block, PMPI_Ireduce_scatter_block,
-                 sendbuf, recvbuf, recvcount, type, op, comm);
-}
-
-int MPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  return driving("MPI_Scan", comm, PMPI_Scan, PMPI_Iscan, sendbuf, recvbuf, count, type, op, comm);
-}
-
-int MPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  return driving("MPI_Exscan", comm, PMPI_Exscan, PMPI_Iexscan, sendbuf, recvbuf, count, type, op, comm);
 }
 
 int MPI_Neighbor_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,

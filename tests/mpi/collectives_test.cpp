@@ -1,5 +1,6 @@
 // Collectives on shared objects (src/mpi/collectives.cpp): MPI_Bcast, MPI_Reduce, MPI_Allreduce,
-// MPI_Gather, MPI_Scatter, MPI_Allgather and MPI_Alltoall on device-valid objects give libmpi's
+// MPI_Gather, MPI_Scatter, MPI_Allgather, MPI_Alltoall, their v forms, the reduce-scatters and the
+// scans on device-valid objects give libmpi's
 // results and take no page fault (their buffers are staged through host memory by bulk copies),
 // in place too; a host buffer beside a shared one still works, and a range that leaves its object
 // is refused before anything moves.
@@ -7,6 +8,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -115,6 +117,128 @@ TEST_F(Collectives, EachCollectiveOnDeviceValidObjectsGivesLibmpisResultWithoutF
       << "MPI_Alltoall";
 }
 
+/// The element-wise unsigned sum of the patterns `first` .. `first` + ranks - 1 (n bytes each), as
+/// bytes.
+std::vector<unsigned char> summed(std::size_t n, int first, int ranks) {
+  std::vector<unsigned char> out(n, 0);
+  for (int r = 0; r < ranks; ++r) {
+    const std::vector<unsigned char> x = pattern(n, first + r);
+    for (std::size_t i = 0; i + sizeof(unsigned) <= n; i += sizeof(unsigned)) {
+      unsigned u = 0, s = 0;
+      std::memcpy(&u, x.data() + i, sizeof u);
+      std::memcpy(&s, out.data() + i, sizeof s);
+      s += u;
+      std::memcpy(out.data() + i, &s, sizeof s);
+    }
+  }
+  return out;
+}
+
+/// `into` with `n` bytes of `from` copied to `at`.
+std::vector<unsigned char> with(std::vector<unsigned char> into, std::size_t at,
+                                const std::vector<unsigned char>& from, std::size_t n) {
+  std::copy_n(from.begin(), n, into.begin() + static_cast<std::ptrdiff_t>(at));
+  return into;
+}
+
+// The v forms, the reduce-scatters and the scans are staged too: libmpi sees host memory (with the
+// single-copy transport it reads other ranks' buffers from outside their process, where a shared
+// object's pages fault nothing in: it failed with EFAULT), and a receive buffer whose blocks leave
+// gaps keeps the bytes between them.
+TEST_F(Collectives, VFormsReduceScattersAndScansOnDeviceValidObjectsGiveLibmpisResultWithoutFaults) {
+  const int me = rank(), ranks = world_size(), last = ranks - 1;
+  const auto n = static_cast<std::size_t>(ranks);
+  // Rank r's block: 1000 (r + 1) bytes at the sum of the blocks before it plus a gap of 16 (r + 1).
+  std::vector<int> counts(n), displs(n);
+  std::size_t span = 0;
+  for (std::size_t r = 0; r < n; ++r) {
+    counts[r] = 1000 * static_cast<int>(r + 1);
+    displs[r] = static_cast<int>(span + 16 * (r + 1));
+    span = static_cast<std::size_t>(displs[r] + counts[r]);
+  }
+  const int mine = counts[static_cast<std::size_t>(me)];
+  unsigned char* own = device_valid(static_cast<std::size_t>(mine), 41 + me);
+  unsigned char* gathered = device_valid(span, 60);
+  unsigned char* all = device_valid(span, 61);
+  unsigned char* scatter_from = device_valid(span, 43);
+  unsigned char* scattered = empty(static_cast<std::size_t>(mine));
+  // Alltoallv: rank s sends 300 + 10 r bytes from s's pattern at 1000 r to rank r, which puts them
+  // at 1000 s + 8.
+  std::vector<int> send_counts(n), send_displs(n), recv_counts(n), recv_displs(n);
+  for (std::size_t r = 0; r < n; ++r) {
+    send_counts[r] = 300 + 10 * static_cast<int>(r);
+    send_displs[r] = 1000 * static_cast<int>(r);
+    recv_counts[r] = 300 + 10 * me;
+    recv_displs[r] = 1000 * static_cast<int>(r) + 8;
+  }
+  unsigned char* to_all = device_valid(1000 * n, 100 + me);
+  unsigned char* from_all = device_valid(1000 * n, 70 + me);
+  // Reduce-scatter of unsigned ints: every rank's kBytes / 4 ints per rank.
+  const std::size_t block = kBytes, total = block * n;
+  const int ints = static_cast<int>(block / sizeof(unsigned));
+  unsigned char* reduce_from = device_valid(total, 80 + me);
+  unsigned char* reduced = empty(block);
+  unsigned char* reduced_block = empty(block);
+  std::vector<int> reduce_counts(n, ints);
+  unsigned char* scan_from = device_valid(block, 90 + me);
+  unsigned char* scanned = empty(block);
+  unsigned char* exscanned = device_valid(block, 95);
+  rt_.reset_stats();
+
+  ASSERT_EQ(MPI_Gatherv(own, mine, MPI_BYTE, gathered, counts.data(), displs.data(), MPI_BYTE, last,
+                        MPI_COMM_WORLD),
+            MPI_SUCCESS);
+  ASSERT_EQ(MPI_Allgatherv(own, mine, MPI_BYTE, all, counts.data(), displs.data(), MPI_BYTE, MPI_COMM_WORLD),
+            MPI_SUCCESS);
+  ASSERT_EQ(MPI_Scatterv(scatter_from, counts.data(), displs.data(), MPI_BYTE, scattered, mine, MPI_BYTE, 0,
+                         MPI_COMM_WORLD),
+            MPI_SUCCESS);
+  ASSERT_EQ(MPI_Alltoallv(to_all, send_counts.data(), send_displs.data(), MPI_BYTE, from_all,
+                          recv_counts.data(), recv_displs.data(), MPI_BYTE, MPI_COMM_WORLD),
+            MPI_SUCCESS);
+  ASSERT_EQ(
+      MPI_Reduce_scatter(reduce_from, reduced, reduce_counts.data(), MPI_UNSIGNED, MPI_SUM, MPI_COMM_WORLD),
+      MPI_SUCCESS);
+  ASSERT_EQ(MPI_Reduce_scatter_block(reduce_from, reduced_block, ints, MPI_UNSIGNED, MPI_SUM, MPI_COMM_WORLD),
+            MPI_SUCCESS);
+  ASSERT_EQ(MPI_Scan(scan_from, scanned, ints, MPI_UNSIGNED, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Exscan(scan_from, exscanned, ints, MPI_UNSIGNED, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  EXPECT_EQ(faults(rt_), 0u) << "a collective touched a shared object through its user view";
+
+  std::vector<unsigned char> blocks = pattern(span, 61);
+  for (std::size_t r = 0; r < n; ++r)
+    blocks = with(blocks, static_cast<std::size_t>(displs[r]),
+                  pattern(static_cast<std::size_t>(counts[r]), 41 + static_cast<int>(r)),
+                  static_cast<std::size_t>(counts[r]));
+  EXPECT_EQ(bytes(all, span), blocks) << "MPI_Allgatherv";
+  std::vector<unsigned char> at_root = pattern(span, 60);
+  if (me == last)
+    for (std::size_t r = 0; r < n; ++r)
+      at_root = with(at_root, static_cast<std::size_t>(displs[r]),
+                     pattern(static_cast<std::size_t>(counts[r]), 41 + static_cast<int>(r)),
+                     static_cast<std::size_t>(counts[r]));
+  EXPECT_EQ(bytes(gathered, span), at_root) << "MPI_Gatherv: the root's blocks, the gaps kept";
+  EXPECT_EQ(bytes(scattered, static_cast<std::size_t>(mine)),
+            pattern(static_cast<std::size_t>(mine), 43,
+                    static_cast<std::size_t>(displs[static_cast<std::size_t>(me)])))
+      << "MPI_Scatterv";
+  std::vector<unsigned char> exchanged = pattern(1000 * n, 70 + me);
+  for (std::size_t s = 0; s < n; ++s)
+    exchanged = with(exchanged, 1000 * s + 8,
+                     pattern(static_cast<std::size_t>(recv_counts[s]), 100 + static_cast<int>(s),
+                             1000 * static_cast<std::size_t>(me)),
+                     static_cast<std::size_t>(recv_counts[s]));
+  EXPECT_EQ(bytes(from_all, 1000 * n), exchanged) << "MPI_Alltoallv";
+  const std::vector<unsigned char> sums = summed(total, 80, ranks);
+  const std::vector<unsigned char> my_sum(sums.begin() + static_cast<std::ptrdiff_t>(block) * me,
+                                          sums.begin() + static_cast<std::ptrdiff_t>(block) * (me + 1));
+  EXPECT_EQ(bytes(reduced, block), my_sum) << "MPI_Reduce_scatter";
+  EXPECT_EQ(bytes(reduced_block, block), my_sum) << "MPI_Reduce_scatter_block";
+  EXPECT_EQ(bytes(scanned, block), summed(block, 90, me + 1)) << "MPI_Scan";
+  EXPECT_EQ(bytes(exscanned, block), me == 0 ? pattern(block, 95) : summed(block, 90, me))
+      << "MPI_Exscan: rank 0's buffer kept";
+}
+
 TEST_F(Collectives, HostBuffersBesideSharedOnesPassThrough) {
   const int me = rank();
   const int ints = static_cast<int>(kBytes / sizeof(unsigned));
@@ -141,7 +265,7 @@ TEST_F(Collectives, AReceivePostedBeforeACollectiveMatchesWhileTheRankWaitsInIt)
   std::vector<int> counts(static_cast<std::size_t>(world_size()), 1), displs(counts.size());
   for (std::size_t r = 0; r < displs.size(); ++r) displs[r] = static_cast<int>(r);
   std::vector<int> everyone(counts.size(), 0), two(2, 0);
-  // A ring for a neighbourhood collective (made here: creating a communicator drives nothing).
+  // A ring for a neighbourhood collective.
   MPI_Comm ring = MPI_COMM_NULL;
   const int ranks = world_size(), periodic = 1;
   ASSERT_EQ(MPI_Cart_create(MPI_COMM_WORLD, 1, &ranks, &periodic, 0, &ring), MPI_SUCCESS);
