@@ -470,7 +470,7 @@ class DeviceView {
       done(view_.queue->record());
     } catch (...) {
       // Not finished (no event could be recorded): unpinned. Finished already (the none mechanism's
-      // wait or write-back failed): the error is the container's to report.
+      // write-back failed): the error is the container's to report.
       if (core_ != nullptr) core_->cancel(view_.copy);
     }
   }
@@ -488,7 +488,13 @@ class DeviceView {
     if (core == nullptr) return;
     core->finish(view_, access_, event);
     if (core->mechanism() == Mechanism::none) {
-      event.wait();
+      try {
+        event.wait();
+      } catch (...) {
+        // The work failed: reported once, by the container's next access of the range (finish
+        // recorded it), as under the other mechanisms; thrown here too, it was reported twice.
+        return;
+      }
       core->flush_after_call();
     }
   }

@@ -72,6 +72,27 @@ TEST(ContainerFailures, WorkThatFailedBeforeItsViewWasDoneIsStillReported) {
   EXPECT_THROW((void)static_cast<int>(v[0]), hdsm::KernelFailure);
 }
 
+// Under the none mechanism done() waits for the view's work: work that failed is still reported
+// once, by the next access, not by done() as well.
+TEST(ContainerFailures, UnderTheNoneMechanismAViewsFailedWorkIsReportedOnce) {
+  hdsm::Runtime rt(sim(1));
+  Vector<int> v(64, 7, on(rt, hdsm::Mechanism::none));
+  hdsm::DeviceView view = v.device_view(0, 0, 64, Access::write);
+  const hdsm::KernelArg args[] = {view.argument(), hdsm::KernelArg::value(1)};
+  view.queue().launch(failing_writer(), hdsm::cover(64), args);
+  EXPECT_NO_THROW(view.done(view.queue().record()));
+  int reports = 0;
+  for (int k = 0; k < 3; ++k) {
+    try {
+      (void)static_cast<int>(v[0]);
+    } catch (const hdsm::KernelFailure& e) {
+      ++reports;
+      EXPECT_NE(std::string(e.what()).find("failing_writer 1 failed"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(reports, 1);
+}
+
 TEST(ContainerFailures, UpdateHostFlushAndInvalidateReportAFailedWriter) {
   hdsm::Runtime rt(sim(1));
   for (const int how : {0, 1, 2}) {
