@@ -255,7 +255,8 @@ std::size_t fwrite_unlocked(const void* buf, std::size_t size, std::size_t count
 }
 
 // What _FORTIFY_SOURCE builds call. A request larger than the buffer goes to libc, which stops the
-// program as it would without hdsm.
+// program as it would without hdsm; so does an fread whose size * count overflows, even where the
+// wrapped product fits the buffer (the runtime would fail it with EOVERFLOW, and the program go on).
 ssize_t read_chk(int fd, void* buf, std::size_t n, std::size_t buf_bytes) {
   if (n > buf_bytes || !may_touch(buf, n)) return (*libc_read_chk)(fd, buf, n, buf_bytes);
   return io::read(fd, buf, n);
@@ -268,7 +269,8 @@ ssize_t pread_chk(int fd, void* buf, std::size_t n, off_t offset, std::size_t bu
 
 std::size_t fread_chk(void* buf, std::size_t buf_bytes, std::size_t size, std::size_t count,
                       std::FILE* stream) {
-  if (size * count > buf_bytes || !may_touch(buf, size * count))
+  std::size_t n = 0;
+  if (__builtin_mul_overflow(size, count, &n) || n > buf_bytes || !may_touch(buf, n))
     return (*libc_fread_chk)(buf, buf_bytes, size, count, stream);
   return io::fread(buf, size, count, stream);
 }

@@ -7,11 +7,13 @@
 
 #include "api/interpose.hpp"
 #include "runtime/shared_ranges.hpp"
+#include "support/death_style.hpp"
 #include "support/test_support.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -21,6 +23,17 @@
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
+
+// glibc declares them only where _FORTIFY_SOURCE is on.
+extern "C" {
+ssize_t __read_chk(int fd, void* buf, std::size_t n,
+                   std::size_t buf_bytes);                           // NOLINT(bugprone-reserved-identifier)
+ssize_t __pread_chk(int fd, void* buf, std::size_t n, off_t offset,  // NOLINT(bugprone-reserved-identifier)
+                    std::size_t buf_bytes);
+std::size_t __fread_chk(void* buf, std::size_t buf_bytes,
+                        std::size_t size,  // NOLINT(bugprone-reserved-identifier)
+                        std::size_t count, std::FILE* stream);
+}
 
 namespace {
 
@@ -161,6 +174,37 @@ TEST_P(Interpose, StdioFreadAndFwriteOnSharedMemory) {
   std::fclose(f);
   rt_.free(p);
   rt_.free(q);
+}
+
+// What _FORTIFY_SOURCE builds call instead of read, pread and fread: the same I/O on shared memory,
+// and libc's stop (abort) for a request larger than the buffer, including an fread whose size * count
+// wraps around to a size that fits.
+TEST_P(Interpose, FortifiedEntryPointsFillSharedMemoryAndStopOnOverflows) {
+  const std::size_t bytes = 10 * kBlock + 5;
+  unsigned char* p = invalid_object(bytes);
+  const std::vector<unsigned char> data = pattern(bytes, 9);
+  const int fd = memfd_with(data);
+  ASSERT_EQ(::lseek(fd, 0, SEEK_SET), 0);
+  rt_.reset_stats();
+  EXPECT_EQ(__read_chk(fd, p, 3 * kBlock, bytes), static_cast<ssize_t>(3 * kBlock));
+  EXPECT_EQ(__pread_chk(fd, p + 3 * kBlock, 3 * kBlock, static_cast<off_t>(3 * kBlock), bytes - 3 * kBlock),
+            static_cast<ssize_t>(3 * kBlock));
+  std::FILE* f = ::fdopen(::dup(fd), "r");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(std::fseek(f, static_cast<long>(6 * kBlock), SEEK_SET), 0);
+  const std::size_t rest = bytes - 6 * kBlock;
+  EXPECT_EQ(__fread_chk(p + 6 * kBlock, rest, 1, rest, f), rest);
+  EXPECT_EQ(faults(), 0u);
+  EXPECT_EQ(std::memcmp(p, data.data(), bytes), 0);
+  // 2^63 + 8 items of two bytes: 16 bytes once wrapped, which fit the 16-byte buffer. The child runs
+  // the test from the start (a fork's child has no runtime: hdsm leaves its calls to libc).
+  const hdsm::test::DeathTestStyle style("threadsafe");
+  const std::size_t huge = (SIZE_MAX / 2) + 9;
+  EXPECT_EXIT((void)__fread_chk(p, 16, huge, 2, f), ::testing::KilledBySignal(SIGABRT), "buffer overflow");
+  EXPECT_EXIT((void)__read_chk(fd, p, 32, 16), ::testing::KilledBySignal(SIGABRT), "buffer overflow");
+  std::fclose(f);
+  ::close(fd);
+  rt_.free(p);
 }
 
 TEST_P(Interpose, ErrorsAreLibcs) {

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <string>
-#include "support/death_style.hpp"
 
 namespace hdsm::test {
 
