@@ -1,11 +1,13 @@
 // Collectives on shared objects: MPI_Bcast, MPI_Reduce, MPI_Allreduce, MPI_Gather, MPI_Scatter,
-// MPI_Allgather and MPI_Alltoall. libmpi reads and writes a collective's buffers itself, and on a
+// MPI_Allgather and MPI_Alltoall, their v and w forms, the reduce-scatters, the scans and the
+// neighbourhood collectives. libmpi reads and writes a collective's buffers itself, and on a
 // shared object that would cost a page fault per block (a fetch for every block read, a dirty block
 // for every block written). Instead a buffer in a shared object is staged through host memory: one
 // bulk read of the bytes the call reads before it (device-resident blocks come straight from the
 // device copy), one bulk write of the bytes it writes after it (which go to the device copy where
 // the host's is invalid). The collective itself is libmpi's, on the host copies. Buffers in host
-// memory, non-contiguous datatypes and intercommunicators are passed through untouched.
+// memory, non-contiguous datatypes (but for the w forms, staged as bytes), intercommunicators and
+// communicators with no topology for a neighbourhood collective are passed through untouched.
 #include <hdsm/export.h>
 
 #include "mpi/engine.hpp"
@@ -20,6 +22,7 @@
 #include <exception>
 #include <memory>
 #include <type_traits>
+#include <vector>
 
 namespace hdsm::mpi {
 namespace {
@@ -146,6 +149,81 @@ int sum(const int counts[], int n) {
   long long total = 0;
   for (int i = 0; counts != nullptr && i < n; ++i) total += counts[i] > 0 ? counts[i] : 0;
   return total > INT_MAX ? INT_MAX : static_cast<int>(total);
+}
+
+/// The bytes of a w collective's buffer from its start to the end of its last block: counts[i]
+/// elements of types[i] at byte displacement displs[i], i < n, as the types lay them out (their true
+/// extents). Staged as bytes, whatever the types: the copy keeps the layout. Nothing staged (a span
+/// of 0) where a block starts before the buffer or an argument is one libmpi will refuse.
+template <class Displacement>
+Blocks byte_blocks(const int counts[], const Displacement displs[], const MPI_Datatype types[], int n) {
+  if (counts == nullptr || displs == nullptr || types == nullptr || n <= 0) return {};
+  long long covered = 0, end = 0;
+  for (int i = 0; i < n; ++i) {
+    if (counts[i] < 0 || displs[i] < 0) return {};
+    if (counts[i] == 0) continue;
+    MPI_Aint lb = 0, extent = 0, true_lb = 0, true_extent = 0;
+    int size = 0;
+    if (types[i] == MPI_DATATYPE_NULL || PMPI_Type_get_extent(types[i], &lb, &extent) != MPI_SUCCESS ||
+        PMPI_Type_get_true_extent(types[i], &true_lb, &true_extent) != MPI_SUCCESS ||
+        PMPI_Type_size(types[i], &size) != MPI_SUCCESS || extent < 0 || true_extent < 0)
+      return {};
+    // The block's first byte, and one past its last element's last byte.
+    long long first = 0, step = 0, stop = 0, data = 0;
+    if (__builtin_add_overflow(static_cast<long long>(displs[i]), static_cast<long long>(true_lb), &first) ||
+        first < 0 ||
+        __builtin_mul_overflow(static_cast<long long>(counts[i]) - 1, static_cast<long long>(extent),
+                               &step) ||
+        __builtin_add_overflow(first, step, &stop) ||
+        __builtin_add_overflow(stop, static_cast<long long>(true_extent), &stop) ||
+        __builtin_mul_overflow(static_cast<long long>(counts[i]), static_cast<long long>(size), &data) ||
+        __builtin_add_overflow(covered, data, &covered))
+      return {};
+    end = std::max(end, stop);
+  }
+  Blocks b;
+  b.span = static_cast<std::size_t>(end);
+  b.gaps = covered != end;  // holes between or inside the blocks (a type's own gaps) are read first
+  return b;
+}
+
+/// A neighbourhood collective's numbers of sources (`in`) and destinations (`out`) on `comm`'s
+/// topology, and whether some may be MPI_PROC_NULL (a Cartesian topology with a dimension that is not
+/// periodic), whose receive blocks the call leaves as they were. False where `comm` has no topology:
+/// libmpi reports that.
+struct Neighbours {
+  int in = 0;
+  int out = 0;
+  bool null_sources = true;
+};
+bool neighbours(MPI_Comm comm, Neighbours& n) {
+  int kind = MPI_UNDEFINED;
+  if (comm == MPI_COMM_NULL || PMPI_Topo_test(comm, &kind) != MPI_SUCCESS) return false;
+  if (kind == MPI_CART) {
+    int dims = 0;
+    if (PMPI_Cartdim_get(comm, &dims) != MPI_SUCCESS || dims < 0) return false;
+    n.in = n.out = 2 * dims;
+    std::vector<int> sizes(static_cast<std::size_t>(dims) + 1), periodic(sizes.size()), coords(sizes.size());
+    if (PMPI_Cart_get(comm, dims, sizes.data(), periodic.data(), coords.data()) != MPI_SUCCESS) return false;
+    n.null_sources = std::any_of(periodic.begin(), periodic.begin() + dims, [](int p) { return p == 0; });
+    return true;
+  }
+  if (kind == MPI_GRAPH) {
+    int rank = 0;
+    if (PMPI_Comm_rank(comm, &rank) != MPI_SUCCESS ||
+        PMPI_Graph_neighbors_count(comm, rank, &n.in) != MPI_SUCCESS)
+      return false;
+    n.out = n.in;
+    n.null_sources = false;
+    return true;
+  }
+  if (kind == MPI_DIST_GRAPH) {
+    int weighted = 0;
+    // MPI_PROC_NULL is no source of a distributed graph (libmpi refuses it), but reading the copy
+    // first costs one bulk read, and a library that let one through would lose no data.
+    return PMPI_Dist_graph_neighbors_count(comm, &n.in, &n.out, &weighted) == MPI_SUCCESS;
+  }
+  return false;
 }
 
 /// MPI_Scan and MPI_Exscan, staged. MPI_Exscan leaves rank 0's receive buffer undefined: the staged
@@ -470,46 +548,156 @@ int MPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type,
   return scan("MPI_Exscan", PMPI_Exscan, PMPI_Iexscan, sendbuf, recvbuf, count, type, op, comm, true);
 }
 
-// The neighbourhood collectives and MPI_Alltoallw are not staged (a shared buffer reaches libmpi
-// through page faults); they still drive pending operations while they wait.
+// The w forms stage each buffer as bytes, from its start to the end of its last block (byte_blocks()).
+
 int MPI_Alltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[],
                   const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[], const int rdispls[],
                   const MPI_Datatype recvtypes[], MPI_Comm comm) {
-  return driving("MPI_Alltoallw", comm, PMPI_Alltoallw, PMPI_Ialltoallw, sendbuf, sendcounts, sdispls,
-                 sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
+  const Group g = group_of(comm);
+  if (!g.intra)
+    return driving("MPI_Alltoallw", comm, PMPI_Alltoallw, PMPI_Ialltoallw, sendbuf, sendcounts, sdispls,
+                   sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
+  Staged b[2];
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  return staged(
+      "MPI_Alltoallw", comm, b,
+      [&] {
+        if (!in_place) {
+          const int rc =
+              b[0].stage("MPI_Alltoallw", sendbuf, byte_blocks(sendcounts, sdispls, sendtypes, g.size).span,
+                         MPI_BYTE, true, false);
+          if (rc != MPI_SUCCESS) return rc;
+        }
+        const Blocks r = byte_blocks(recvcounts, rdispls, recvtypes, g.size);
+        return b[1].stage("MPI_Alltoallw", recvbuf, r.span, MPI_BYTE, in_place || r.gaps, true);
+      },
+      [&] {
+        return driving("MPI_Alltoallw", comm, PMPI_Alltoallw, PMPI_Ialltoallw, b[0].get(), sendcounts,
+                       sdispls, sendtypes, b[1].get(), recvcounts, rdispls, recvtypes, comm);
+      });
 }
+
+// The neighbourhood collectives: one block for each source (receive) and each destination (send) of
+// the communicator's topology (neighbours()). A receive buffer where some source may be MPI_PROC_NULL
+// is read first: that source's block keeps its bytes.
 
 int MPI_Neighbor_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                            int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  return driving("MPI_Neighbor_allgather", comm, PMPI_Neighbor_allgather, PMPI_Ineighbor_allgather, sendbuf,
-                 sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  Neighbours n;
+  if (!neighbours(comm, n))
+    return driving("MPI_Neighbor_allgather", comm, PMPI_Neighbor_allgather, PMPI_Ineighbor_allgather, sendbuf,
+                   sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  Staged b[2];
+  return staged(
+      "MPI_Neighbor_allgather", comm, b,
+      [&] {
+        const int rc =
+            b[0].stage("MPI_Neighbor_allgather", sendbuf, times(sendcount, 1), sendtype, true, false);
+        if (rc != MPI_SUCCESS) return rc;
+        return b[1].stage("MPI_Neighbor_allgather", recvbuf, times(recvcount, n.in), recvtype, n.null_sources,
+                          true);
+      },
+      [&] {
+        return driving("MPI_Neighbor_allgather", comm, PMPI_Neighbor_allgather, PMPI_Ineighbor_allgather,
+                       b[0].get(), sendcount, sendtype, b[1].get(), recvcount, recvtype, comm);
+      });
 }
 
 int MPI_Neighbor_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                             const int recvcounts[], const int displs[], MPI_Datatype recvtype,
                             MPI_Comm comm) {
-  return driving("MPI_Neighbor_allgatherv", comm, PMPI_Neighbor_allgatherv, PMPI_Ineighbor_allgatherv,
-                 sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
+  Neighbours n;
+  if (!neighbours(comm, n))
+    return driving("MPI_Neighbor_allgatherv", comm, PMPI_Neighbor_allgatherv, PMPI_Ineighbor_allgatherv,
+                   sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
+  Staged b[2];
+  return staged(
+      "MPI_Neighbor_allgatherv", comm, b,
+      [&] {
+        const int rc =
+            b[0].stage("MPI_Neighbor_allgatherv", sendbuf, times(sendcount, 1), sendtype, true, false);
+        if (rc != MPI_SUCCESS) return rc;
+        const Blocks r = blocks(recvcounts, displs, n.in);
+        return b[1].stage("MPI_Neighbor_allgatherv", recvbuf, r.span, recvtype, n.null_sources || r.gaps,
+                          true);
+      },
+      [&] {
+        return driving("MPI_Neighbor_allgatherv", comm, PMPI_Neighbor_allgatherv, PMPI_Ineighbor_allgatherv,
+                       b[0].get(), sendcount, sendtype, b[1].get(), recvcounts, displs, recvtype, comm);
+      });
 }
 
 int MPI_Neighbor_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                           int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  return driving("MPI_Neighbor_alltoall", comm, PMPI_Neighbor_alltoall, PMPI_Ineighbor_alltoall, sendbuf,
-                 sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  Neighbours n;
+  if (!neighbours(comm, n))
+    return driving("MPI_Neighbor_alltoall", comm, PMPI_Neighbor_alltoall, PMPI_Ineighbor_alltoall, sendbuf,
+                   sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  Staged b[2];
+  return staged(
+      "MPI_Neighbor_alltoall", comm, b,
+      [&] {
+        const int rc =
+            b[0].stage("MPI_Neighbor_alltoall", sendbuf, times(sendcount, n.out), sendtype, true, false);
+        if (rc != MPI_SUCCESS) return rc;
+        return b[1].stage("MPI_Neighbor_alltoall", recvbuf, times(recvcount, n.in), recvtype, n.null_sources,
+                          true);
+      },
+      [&] {
+        return driving("MPI_Neighbor_alltoall", comm, PMPI_Neighbor_alltoall, PMPI_Ineighbor_alltoall,
+                       b[0].get(), sendcount, sendtype, b[1].get(), recvcount, recvtype, comm);
+      });
 }
 
 int MPI_Neighbor_alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
                            MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
                            MPI_Datatype recvtype, MPI_Comm comm) {
-  return driving("MPI_Neighbor_alltoallv", comm, PMPI_Neighbor_alltoallv, PMPI_Ineighbor_alltoallv, sendbuf,
-                 sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
+  Neighbours n;
+  if (!neighbours(comm, n))
+    return driving("MPI_Neighbor_alltoallv", comm, PMPI_Neighbor_alltoallv, PMPI_Ineighbor_alltoallv, sendbuf,
+                   sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
+  Staged b[2];
+  return staged(
+      "MPI_Neighbor_alltoallv", comm, b,
+      [&] {
+        const int rc = b[0].stage("MPI_Neighbor_alltoallv", sendbuf, blocks(sendcounts, sdispls, n.out).span,
+                                  sendtype, true, false);
+        if (rc != MPI_SUCCESS) return rc;
+        const Blocks r = blocks(recvcounts, rdispls, n.in);
+        return b[1].stage("MPI_Neighbor_alltoallv", recvbuf, r.span, recvtype, n.null_sources || r.gaps,
+                          true);
+      },
+      [&] {
+        return driving("MPI_Neighbor_alltoallv", comm, PMPI_Neighbor_alltoallv, PMPI_Ineighbor_alltoallv,
+                       b[0].get(), sendcounts, sdispls, sendtype, b[1].get(), recvcounts, rdispls, recvtype,
+                       comm);
+      });
 }
 
 int MPI_Neighbor_alltoallw(const void* sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
                            const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
                            const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm) {
-  return driving("MPI_Neighbor_alltoallw", comm, PMPI_Neighbor_alltoallw, PMPI_Ineighbor_alltoallw, sendbuf,
-                 sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
+  Neighbours n;
+  if (!neighbours(comm, n))
+    return driving("MPI_Neighbor_alltoallw", comm, PMPI_Neighbor_alltoallw, PMPI_Ineighbor_alltoallw, sendbuf,
+                   sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
+  Staged b[2];
+  return staged(
+      "MPI_Neighbor_alltoallw", comm, b,
+      [&] {
+        const int rc =
+            b[0].stage("MPI_Neighbor_alltoallw", sendbuf,
+                       byte_blocks(sendcounts, sdispls, sendtypes, n.out).span, MPI_BYTE, true, false);
+        if (rc != MPI_SUCCESS) return rc;
+        const Blocks r = byte_blocks(recvcounts, rdispls, recvtypes, n.in);
+        return b[1].stage("MPI_Neighbor_alltoallw", recvbuf, r.span, MPI_BYTE, n.null_sources || r.gaps,
+                          true);
+      },
+      [&] {
+        return driving("MPI_Neighbor_alltoallw", comm, PMPI_Neighbor_alltoallw, PMPI_Ineighbor_alltoallw,
+                       b[0].get(), sendcounts, sdispls, sendtypes, b[1].get(), recvcounts, rdispls, recvtypes,
+                       comm);
+      });
 }
 
 /// For hdsm's runtimes that wait on MPI requests of their own (the cluster's and crc's collectives,
