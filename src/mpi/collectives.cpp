@@ -5,7 +5,9 @@
 // for every block written). Instead a buffer in a shared object is staged through host memory: one
 // bulk read of the bytes the call reads before it (device-resident blocks come straight from the
 // device copy), one bulk write of the bytes it writes after it (which go to the device copy where
-// the host's is invalid). The collective itself is libmpi's, on the host copies. Buffers in host
+// the host's is invalid). The collective itself is libmpi's, on the host copies. The nonblocking
+// forms stage the same way: the bytes they read at the call, the bytes they wrote once libmpi's
+// request completes, before the user's request does (an operation of the engine's). Buffers in host
 // memory, non-contiguous datatypes (but for the w forms, staged as bytes), intercommunicators and
 // communicators with no topology for a neighbourhood collective are passed through untouched.
 #include <hdsm/export.h>
@@ -21,7 +23,7 @@
 #include <cstddef>
 #include <exception>
 #include <memory>
-#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace hdsm::mpi {
@@ -51,6 +53,7 @@ class Staged {
   }
   /// What libmpi gets: the host copy, or the user's pointer.
   void* get() const { return copy_ ? copy_.get() : const_cast<void*>(user_); }
+  bool staged() const { return copy_ != nullptr; }
   /// After the collective: the bytes it wrote go back to the object.
   void finish() const {
     if (copy_ && writes_) model_->copy(const_cast<void*>(user_), copy_.get(), bytes_, nullptr);
@@ -87,39 +90,71 @@ Group group_of(MPI_Comm comm) {
   return g;
 }
 
-/// The shape every staged collective shares: stage the buffers (`prepare` returns an MPI error code),
-/// run libmpi's collective on what they give (`run`), write back what it wrote. Errors before the
-/// collective go through `comm`'s handler; libmpi's own are returned as they are.
-template <class Prepare, class Run>
-int staged(const char* call, MPI_Comm comm, Staged (&buffers)[2], Prepare prepare, Run run) {
+/// A nonblocking collective with a staged buffer, behind a generalized request of the engine's:
+/// libmpi's request runs on the staged copies, and once it completes the copies the collective wrote
+/// go back to their objects, before the user's request completes.
+class StagedCollective final : public Operation {
+ public:
+  StagedCollective(const char* call, MPI_Comm comm, Staged (&buffers)[2], MPI_Request inner)
+      : Operation(call, comm), buffers_{std::move(buffers[0]), std::move(buffers[1])}, inner_(inner) {}
+
+  bool progress() override {
+    int rc = MPI_SUCCESS;
+    if (!tested(inner_, MPI_STATUS_IGNORE, rc)) return false;
+    if (rc != MPI_SUCCESS) {
+      fail(rc, "", true);  // MPI_Test raised it on the communicator's handler
+      return true;
+    }
+    try {
+      for (const Staged& b : buffers_) b.finish();
+    } catch (const std::exception& x) {
+      fail(MPI_ERR_OTHER, fmt::format("writing the result back to its shared object failed: {}", x.what()));
+    }
+    return true;
+  }
+
+ private:
+  Staged buffers_[2];
+  MPI_Request inner_;
+};
+
+/// The shape of every collective: stage the buffers (`prepare`, an MPI error code, where `stage`),
+/// start libmpi's nonblocking form on what they give (`begin`), then
+/// - blocking (`request` null): wait for it, driving the pending operations, and write back what it
+///   wrote. A receive posted before the collective must match a message another rank sent before
+///   entering it (MPI's progress rule), and receives are matched only when something drives them (an
+///   Irecv, a Barrier, then the Wait hung on any rendezvous-sized message). Always the nonblocking
+///   form, not only while operations are pending here: a nonblocking collective does not match a
+///   blocking one on another rank;
+/// - nonblocking: the user's request is libmpi's where nothing was staged, a StagedCollective's
+///   otherwise.
+/// Errors before the collective go through `comm`'s handler; libmpi's own are returned as they are.
+template <class Prepare, class Begin>
+int collective(const char* call, MPI_Comm comm, MPI_Request* request, bool stage, Staged (&b)[2],
+               Prepare prepare, Begin begin) {
   try {
-    if (const int rc = prepare(); rc != MPI_SUCCESS) return refuse(comm, rc);
-    const int rc = run();
-    if (rc != MPI_SUCCESS) return rc;
-    for (const Staged& b : buffers) b.finish();
-    return MPI_SUCCESS;
+    if (stage)
+      if (const int rc = prepare(); rc != MPI_SUCCESS) return refuse(comm, rc);
+    if (request != nullptr && !b[0].staged() && !b[1].staged()) return begin(request);
+    MPI_Request inner = MPI_REQUEST_NULL;
+    if (const int rc = begin(&inner); rc != MPI_SUCCESS) return rc;
+    if (request == nullptr) {
+      if (const int rc = wait_driving(&inner, MPI_STATUS_IGNORE); rc != MPI_SUCCESS) return rc;
+      for (const Staged& s : b) s.finish();
+      return MPI_SUCCESS;
+    }
+    const auto op = std::make_shared<StagedCollective>(call, comm, b, inner);
+    const int rc = start(op, request);
+    if (rc != MPI_SUCCESS)  // no request to give: libmpi's must end before the copies go
+      while (!op->progress()) drive();
+    return rc;
   } catch (const std::exception& e) {
     return internal(call, comm, e);
   }
 }
 
-/// A blocking collective as its nonblocking form `start`, driven to its end with the pending
-/// operations: a receive posted before the collective must match a message another rank sent before
-/// entering it (MPI's progress rule), and receives are matched only when something drives them (an
-/// Irecv, a Barrier, then the Wait hung on any rendezvous-sized message). Always, not only while
-/// operations are pending here: a nonblocking collective does not match a blocking one on another
-/// rank. (`blocking` names libmpi's own call, for the reader and the types.)
-template <class Blocking, class Start, class... A>
-int driving(const char* call, MPI_Comm comm, [[maybe_unused]] Blocking blocking, Start start, A... args) {
-  static_assert(std::is_invocable_r_v<int, Blocking, A...>, "the blocking call takes the same arguments");
-  try {
-    MPI_Request request = MPI_REQUEST_NULL;
-    const int rc = start(args..., &request);
-    return rc != MPI_SUCCESS ? rc : wait_driving(&request, MPI_STATUS_IGNORE);
-  } catch (const std::exception& e) {
-    return internal(call, comm, e);
-  }
-}
+/// No buffer to stage.
+int nothing() { return MPI_SUCCESS; }
 
 std::size_t times(int count, int n) { return count > 0 && n > 0 ? static_cast<std::size_t>(count) * n : 0; }
 
@@ -226,23 +261,396 @@ bool neighbours(MPI_Comm comm, Neighbours& n) {
   return false;
 }
 
-/// MPI_Scan and MPI_Exscan, staged. MPI_Exscan leaves rank 0's receive buffer undefined: the staged
-/// copy is read first there, so the object keeps what it held.
-template <class Blocking, class Start>
-int scan(const char* call, Blocking blocking, Start start, const void* sendbuf, void* recvbuf, int count,
+/// MPI_Scan and MPI_Exscan and their nonblocking forms. MPI_Exscan leaves rank 0's receive buffer
+/// undefined: the staged copy is read first there, so the object keeps what it held.
+template <class Begin>
+int scan(const char* call, MPI_Request* request, Begin begin, const void* sendbuf, void* recvbuf, int count,
          MPI_Datatype type, MPI_Op op, MPI_Comm comm, bool exclusive) {
   const Group g = group_of(comm);
-  if (!g.intra) return driving(call, comm, blocking, start, sendbuf, recvbuf, count, type, op, comm);
   Staged b[2];
   const bool in_place = sendbuf == MPI_IN_PLACE;
-  return staged(
-      call, comm, b,
+  return collective(
+      call, comm, request, g.intra, b,
       [&] {
         const int rc = b[0].stage(call, sendbuf, times(count, 1), type, true, false);
         if (rc != MPI_SUCCESS) return rc;
         return b[1].stage(call, recvbuf, times(count, 1), type, in_place || (exclusive && g.rank == 0), true);
       },
-      [&] { return driving(call, comm, blocking, start, b[0].get(), b[1].get(), count, type, op, comm); });
+      [&](MPI_Request* r) { return begin(b[0].get(), b[1].get(), count, type, op, comm, r); });
+}
+
+// Each collective once, for its blocking form (`request` null) and its nonblocking one.
+
+int bcast(MPI_Request* request, void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  const char* call = request == nullptr ? "MPI_Bcast" : "MPI_Ibcast";
+  const Group g = group_of(comm);
+  Staged b[2];
+  const bool root_here = g.rank == root;
+  return collective(
+      call, comm, request, g.intra, b,
+      [&] { return b[0].stage(call, buf, times(count, 1), type, root_here, !root_here); },
+      [&](MPI_Request* r) { return PMPI_Ibcast(b[0].get(), count, type, root, comm, r); });
+}
+
+int reduce(MPI_Request* request, const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
+           int root, MPI_Comm comm) {
+  const char* call = request == nullptr ? "MPI_Reduce" : "MPI_Ireduce";
+  const Group g = group_of(comm);
+  Staged b[2];
+  const bool root_here = g.rank == root, in_place = sendbuf == MPI_IN_PLACE;
+  return collective(
+      call, comm, request, g.intra, b,
+      [&] {
+        const int rc = b[0].stage(call, sendbuf, times(count, 1), type, true, false);
+        if (rc != MPI_SUCCESS || !root_here) return rc;
+        return b[1].stage(call, recvbuf, times(count, 1), type, in_place, true);
+      },
+      [&](MPI_Request* r) { return PMPI_Ireduce(b[0].get(), b[1].get(), count, type, op, root, comm, r); });
+}
+
+int allreduce(MPI_Request* request, const void* sendbuf, void* recvbuf, int count, MPI_Datatype type,
+              MPI_Op op, MPI_Comm comm) {
+  const char* call = request == nullptr ? "MPI_Allreduce" : "MPI_Iallreduce";
+  const Group g = group_of(comm);
+  Staged b[2];
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  return collective(
+      call, comm, request, g.intra, b,
+      [&] {
+        const int rc = b[0].stage(call, sendbuf, times(count, 1), type, true, false);
+        return rc != MPI_SUCCESS ? rc : b[1].stage(call, recvbuf, times(count, 1), type, in_place, true);
+      },
+      [&](MPI_Request* r) { return PMPI_Iallreduce(b[0].get(), b[1].get(), count, type, op, comm, r); });
+}
+
+int gather(MPI_Request* request, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+           int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  const char* call = request == nullptr ? "MPI_Gather" : "MPI_Igather";
+  const Group g = group_of(comm);
+  Staged b[2];
+  const bool root_here = g.rank == root, in_place = sendbuf == MPI_IN_PLACE;
+  return collective(
+      call, comm, request, g.intra, b,
+      [&] {
+        const int rc = b[0].stage(call, sendbuf, times(sendcount, 1), sendtype, true, false);
+        if (rc != MPI_SUCCESS || !root_here) return rc;
+        return b[1].stage(call, recvbuf, times(recvcount, g.size), recvtype, in_place, true);
+      },
+      [&](MPI_Request* r) {
+        return PMPI_Igather(b[0].get(), sendcount, sendtype, b[1].get(), recvcount, recvtype, root, comm, r);
+      });
+}
+
+int scatter(MPI_Request* request, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+            int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  const char* call = request == nullptr ? "MPI_Scatter" : "MPI_Iscatter";
+  const Group g = group_of(comm);
+  Staged b[2];
+  const bool root_here = g.rank == root;
+  return collective(
+      call, comm, request, g.intra, b,
+      [&] {
+        if (root_here) {
+          const int rc = b[0].stage(call, sendbuf, times(sendcount, g.size), sendtype, true, false);
+          if (rc != MPI_SUCCESS) return rc;
+        }
+        return b[1].stage(call, recvbuf, times(recvcount, 1), recvtype, false, true);
+      },
+      [&](MPI_Request* r) {
+        return PMPI_Iscatter(b[0].get(), sendcount, sendtype, b[1].get(), recvcount, recvtype, root, comm, r);
+      });
+}
+
+int allgather(MPI_Request* request, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+              int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  const char* call = request == nullptr ? "MPI_Allgather" : "MPI_Iallgather";
+  const Group g = group_of(comm);
+  Staged b[2];
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  return collective(
+      call, comm, request, g.intra, b,
+      [&] {
+        const int rc = b[0].stage(call, sendbuf, times(sendcount, 1), sendtype, true, false);
+        if (rc != MPI_SUCCESS) return rc;
+        return b[1].stage(call, recvbuf, times(recvcount, g.size), recvtype, in_place, true);
+      },
+      [&](MPI_Request* r) {
+        return PMPI_Iallgather(b[0].get(), sendcount, sendtype, b[1].get(), recvcount, recvtype, comm, r);
+      });
+}
+
+int alltoall(MPI_Request* request, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+             int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  const char* call = request == nullptr ? "MPI_Alltoall" : "MPI_Ialltoall";
+  const Group g = group_of(comm);
+  Staged b[2];
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  return collective(
+      call, comm, request, g.intra, b,
+      [&] {
+        const int rc = b[0].stage(call, sendbuf, times(sendcount, g.size), sendtype, true, false);
+        if (rc != MPI_SUCCESS) return rc;
+        return b[1].stage(call, recvbuf, times(recvcount, g.size), recvtype, in_place, true);
+      },
+      [&](MPI_Request* r) {
+        return PMPI_Ialltoall(b[0].get(), sendcount, sendtype, b[1].get(), recvcount, recvtype, comm, r);
+      });
+}
+
+// The v forms stage each buffer from its start to the end of its last block (blocks()).
+
+int gatherv(MPI_Request* request, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+            const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  const char* call = request == nullptr ? "MPI_Gatherv" : "MPI_Igatherv";
+  const Group g = group_of(comm);
+  Staged b[2];
+  const bool root_here = g.rank == root, in_place = sendbuf == MPI_IN_PLACE;
+  return collective(
+      call, comm, request, g.intra, b,
+      [&] {
+        const int rc = b[0].stage(call, sendbuf, times(sendcount, 1), sendtype, true, false);
+        if (rc != MPI_SUCCESS || !root_here) return rc;
+        const Blocks r = blocks(recvcounts, displs, g.size);
+        return b[1].stage(call, recvbuf, r.span, recvtype, in_place || r.gaps, true);
+      },
+      [&](MPI_Request* r) {
+        return PMPI_Igatherv(b[0].get(), sendcount, sendtype, b[1].get(), recvcounts, displs, recvtype, root,
+                             comm, r);
+      });
+}
+
+int scatterv(MPI_Request* request, const void* sendbuf, const int sendcounts[], const int displs[],
+             MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype, int root,
+             MPI_Comm comm) {
+  const char* call = request == nullptr ? "MPI_Scatterv" : "MPI_Iscatterv";
+  const Group g = group_of(comm);
+  Staged b[2];
+  const bool root_here = g.rank == root;
+  return collective(
+      call, comm, request, g.intra, b,
+      [&] {
+        if (root_here) {
+          const int rc =
+              b[0].stage(call, sendbuf, blocks(sendcounts, displs, g.size).span, sendtype, true, false);
+          if (rc != MPI_SUCCESS) return rc;
+        }
+        return b[1].stage(call, recvbuf, times(recvcount, 1), recvtype, false, true);
+      },
+      [&](MPI_Request* r) {
+        return PMPI_Iscatterv(b[0].get(), sendcounts, displs, sendtype, b[1].get(), recvcount, recvtype, root,
+                              comm, r);
+      });
+}
+
+int allgatherv(MPI_Request* request, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+               const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
+  const char* call = request == nullptr ? "MPI_Allgatherv" : "MPI_Iallgatherv";
+  const Group g = group_of(comm);
+  Staged b[2];
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  return collective(
+      call, comm, request, g.intra, b,
+      [&] {
+        const int rc = b[0].stage(call, sendbuf, times(sendcount, 1), sendtype, true, false);
+        if (rc != MPI_SUCCESS) return rc;
+        const Blocks r = blocks(recvcounts, displs, g.size);
+        return b[1].stage(call, recvbuf, r.span, recvtype, in_place || r.gaps, true);
+      },
+      [&](MPI_Request* r) {
+        return PMPI_Iallgatherv(b[0].get(), sendcount, sendtype, b[1].get(), recvcounts, displs, recvtype,
+                                comm, r);
+      });
+}
+
+int alltoallv(MPI_Request* request, const void* sendbuf, const int sendcounts[], const int sdispls[],
+              MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
+              MPI_Datatype recvtype, MPI_Comm comm) {
+  const char* call = request == nullptr ? "MPI_Alltoallv" : "MPI_Ialltoallv";
+  const Group g = group_of(comm);
+  Staged b[2];
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  return collective(
+      call, comm, request, g.intra, b,
+      [&] {
+        if (!in_place) {
+          const int rc =
+              b[0].stage(call, sendbuf, blocks(sendcounts, sdispls, g.size).span, sendtype, true, false);
+          if (rc != MPI_SUCCESS) return rc;
+        }
+        const Blocks r = blocks(recvcounts, rdispls, g.size);
+        return b[1].stage(call, recvbuf, r.span, recvtype, in_place || r.gaps, true);
+      },
+      [&](MPI_Request* r) {
+        return PMPI_Ialltoallv(b[0].get(), sendcounts, sdispls, sendtype, b[1].get(), recvcounts, rdispls,
+                               recvtype, comm, r);
+      });
+}
+
+int reduce_scatter(MPI_Request* request, const void* sendbuf, void* recvbuf, const int recvcounts[],
+                   MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  const char* call = request == nullptr ? "MPI_Reduce_scatter" : "MPI_Ireduce_scatter";
+  const Group g = group_of(comm);
+  Staged b[2];
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  return collective(
+      call, comm, request, g.intra && recvcounts != nullptr, b,
+      [&] {
+        const int all = sum(recvcounts, g.size), mine = recvcounts[g.rank];
+        const int rc = b[0].stage(call, sendbuf, times(all, 1), type, true, false);
+        if (rc != MPI_SUCCESS) return rc;
+        // In place, the input is the receive buffer's `all` elements; the result its first `mine`.
+        return b[1].stage(call, recvbuf, times(in_place ? all : mine, 1), type, in_place, true);
+      },
+      [&](MPI_Request* r) {
+        return PMPI_Ireduce_scatter(b[0].get(), b[1].get(), recvcounts, type, op, comm, r);
+      });
+}
+
+int reduce_scatter_block(MPI_Request* request, const void* sendbuf, void* recvbuf, int recvcount,
+                         MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  const char* call = request == nullptr ? "MPI_Reduce_scatter_block" : "MPI_Ireduce_scatter_block";
+  const Group g = group_of(comm);
+  Staged b[2];
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  return collective(
+      call, comm, request, g.intra, b,
+      [&] {
+        const int rc = b[0].stage(call, sendbuf, times(recvcount, g.size), type, true, false);
+        if (rc != MPI_SUCCESS) return rc;
+        return b[1].stage(call, recvbuf, times(recvcount, in_place ? g.size : 1), type, in_place, true);
+      },
+      [&](MPI_Request* r) {
+        return PMPI_Ireduce_scatter_block(b[0].get(), b[1].get(), recvcount, type, op, comm, r);
+      });
+}
+
+// The w forms stage each buffer as bytes, from its start to the end of its last block (byte_blocks()).
+
+int alltoallw(MPI_Request* request, const void* sendbuf, const int sendcounts[], const int sdispls[],
+              const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[], const int rdispls[],
+              const MPI_Datatype recvtypes[], MPI_Comm comm) {
+  const char* call = request == nullptr ? "MPI_Alltoallw" : "MPI_Ialltoallw";
+  const Group g = group_of(comm);
+  Staged b[2];
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  return collective(
+      call, comm, request, g.intra, b,
+      [&] {
+        if (!in_place) {
+          const int rc = b[0].stage(call, sendbuf, byte_blocks(sendcounts, sdispls, sendtypes, g.size).span,
+                                    MPI_BYTE, true, false);
+          if (rc != MPI_SUCCESS) return rc;
+        }
+        const Blocks r = byte_blocks(recvcounts, rdispls, recvtypes, g.size);
+        return b[1].stage(call, recvbuf, r.span, MPI_BYTE, in_place || r.gaps, true);
+      },
+      [&](MPI_Request* r) {
+        return PMPI_Ialltoallw(b[0].get(), sendcounts, sdispls, sendtypes, b[1].get(), recvcounts, rdispls,
+                               recvtypes, comm, r);
+      });
+}
+
+// The neighbourhood collectives: one block for each source (receive) and each destination (send) of
+// the communicator's topology (neighbours()). A receive buffer where some source may be MPI_PROC_NULL
+// is read first: that source's block keeps its bytes.
+
+int neighbor_allgather(MPI_Request* request, const void* sendbuf, int sendcount, MPI_Datatype sendtype,
+                       void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  const char* call = request == nullptr ? "MPI_Neighbor_allgather" : "MPI_Ineighbor_allgather";
+  Neighbours n;
+  Staged b[2];
+  return collective(
+      call, comm, request, neighbours(comm, n), b,
+      [&] {
+        const int rc = b[0].stage(call, sendbuf, times(sendcount, 1), sendtype, true, false);
+        if (rc != MPI_SUCCESS) return rc;
+        return b[1].stage(call, recvbuf, times(recvcount, n.in), recvtype, n.null_sources, true);
+      },
+      [&](MPI_Request* r) {
+        return PMPI_Ineighbor_allgather(b[0].get(), sendcount, sendtype, b[1].get(), recvcount, recvtype,
+                                        comm, r);
+      });
+}
+
+int neighbor_allgatherv(MPI_Request* request, const void* sendbuf, int sendcount, MPI_Datatype sendtype,
+                        void* recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype,
+                        MPI_Comm comm) {
+  const char* call = request == nullptr ? "MPI_Neighbor_allgatherv" : "MPI_Ineighbor_allgatherv";
+  Neighbours n;
+  Staged b[2];
+  return collective(
+      call, comm, request, neighbours(comm, n), b,
+      [&] {
+        const int rc = b[0].stage(call, sendbuf, times(sendcount, 1), sendtype, true, false);
+        if (rc != MPI_SUCCESS) return rc;
+        const Blocks r = blocks(recvcounts, displs, n.in);
+        return b[1].stage(call, recvbuf, r.span, recvtype, n.null_sources || r.gaps, true);
+      },
+      [&](MPI_Request* r) {
+        return PMPI_Ineighbor_allgatherv(b[0].get(), sendcount, sendtype, b[1].get(), recvcounts, displs,
+                                         recvtype, comm, r);
+      });
+}
+
+int neighbor_alltoall(MPI_Request* request, const void* sendbuf, int sendcount, MPI_Datatype sendtype,
+                      void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  const char* call = request == nullptr ? "MPI_Neighbor_alltoall" : "MPI_Ineighbor_alltoall";
+  Neighbours n;
+  Staged b[2];
+  return collective(
+      call, comm, request, neighbours(comm, n), b,
+      [&] {
+        const int rc = b[0].stage(call, sendbuf, times(sendcount, n.out), sendtype, true, false);
+        if (rc != MPI_SUCCESS) return rc;
+        return b[1].stage(call, recvbuf, times(recvcount, n.in), recvtype, n.null_sources, true);
+      },
+      [&](MPI_Request* r) {
+        return PMPI_Ineighbor_alltoall(b[0].get(), sendcount, sendtype, b[1].get(), recvcount, recvtype, comm,
+                                       r);
+      });
+}
+
+int neighbor_alltoallv(MPI_Request* request, const void* sendbuf, const int sendcounts[], const int sdispls[],
+                       MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
+                       MPI_Datatype recvtype, MPI_Comm comm) {
+  const char* call = request == nullptr ? "MPI_Neighbor_alltoallv" : "MPI_Ineighbor_alltoallv";
+  Neighbours n;
+  Staged b[2];
+  return collective(
+      call, comm, request, neighbours(comm, n), b,
+      [&] {
+        const int rc =
+            b[0].stage(call, sendbuf, blocks(sendcounts, sdispls, n.out).span, sendtype, true, false);
+        if (rc != MPI_SUCCESS) return rc;
+        const Blocks r = blocks(recvcounts, rdispls, n.in);
+        return b[1].stage(call, recvbuf, r.span, recvtype, n.null_sources || r.gaps, true);
+      },
+      [&](MPI_Request* r) {
+        return PMPI_Ineighbor_alltoallv(b[0].get(), sendcounts, sdispls, sendtype, b[1].get(), recvcounts,
+                                        rdispls, recvtype, comm, r);
+      });
+}
+
+int neighbor_alltoallw(MPI_Request* request, const void* sendbuf, const int sendcounts[],
+                       const MPI_Aint sdispls[], const MPI_Datatype sendtypes[], void* recvbuf,
+                       const int recvcounts[], const MPI_Aint rdispls[], const MPI_Datatype recvtypes[],
+                       MPI_Comm comm) {
+  const char* call = request == nullptr ? "MPI_Neighbor_alltoallw" : "MPI_Ineighbor_alltoallw";
+  Neighbours n;
+  Staged b[2];
+  return collective(
+      call, comm, request, neighbours(comm, n), b,
+      [&] {
+        const int rc = b[0].stage(call, sendbuf, byte_blocks(sendcounts, sdispls, sendtypes, n.out).span,
+                                  MPI_BYTE, true, false);
+        if (rc != MPI_SUCCESS) return rc;
+        const Blocks r = byte_blocks(recvcounts, rdispls, recvtypes, n.in);
+        return b[1].stage(call, recvbuf, r.span, MPI_BYTE, n.null_sources || r.gaps, true);
+      },
+      [&](MPI_Request* r) {
+        return PMPI_Ineighbor_alltoallw(b[0].get(), sendcounts, sdispls, sendtypes, b[1].get(), recvcounts,
+                                        rdispls, recvtypes, comm, r);
+      });
 }
 
 }  // namespace
@@ -254,450 +662,218 @@ extern "C" {
 HDSM_VISIBLE_BEGIN
 
 int MPI_Bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
-  const Group g = group_of(comm);
-  if (!g.intra) return driving("MPI_Bcast", comm, PMPI_Bcast, PMPI_Ibcast, buf, count, type, root, comm);
-  Staged b[2];
-  const bool root_here = g.rank == root;
-  return staged(
-      "MPI_Bcast", comm, b,
-      [&] { return b[0].stage("MPI_Bcast", buf, times(count, 1), type, root_here, !root_here); },
-      [&] {
-        return driving("MPI_Bcast", comm, PMPI_Bcast, PMPI_Ibcast, b[0].get(), count, type, root, comm);
-      });
+  return bcast(nullptr, buf, count, type, root, comm);
+}
+int MPI_Ibcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request* request) {
+  return bcast(request, buf, count, type, root, comm);
 }
 
 int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                MPI_Comm comm) {
-  const Group g = group_of(comm);
-  if (!g.intra)
-    return driving("MPI_Reduce", comm, PMPI_Reduce, PMPI_Ireduce, sendbuf, recvbuf, count, type, op, root,
-                   comm);
-  Staged b[2];
-  const bool root_here = g.rank == root, in_place = sendbuf == MPI_IN_PLACE;
-  return staged(
-      "MPI_Reduce", comm, b,
-      [&] {
-        const int rc = b[0].stage("MPI_Reduce", sendbuf, times(count, 1), type, true, false);
-        if (rc != MPI_SUCCESS || !root_here) return rc;
-        return b[1].stage("MPI_Reduce", recvbuf, times(count, 1), type, in_place, true);
-      },
-      [&] {
-        return driving("MPI_Reduce", comm, PMPI_Reduce, PMPI_Ireduce, b[0].get(), b[1].get(), count, type, op,
-                       root, comm);
-      });
+  return reduce(nullptr, sendbuf, recvbuf, count, type, op, root, comm);
+}
+int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+                MPI_Comm comm, MPI_Request* request) {
+  return reduce(request, sendbuf, recvbuf, count, type, op, root, comm);
 }
 
 int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
                   MPI_Comm comm) {
-  const Group g = group_of(comm);
-  if (!g.intra)
-    return driving("MPI_Allreduce", comm, PMPI_Allreduce, PMPI_Iallreduce, sendbuf, recvbuf, count, type, op,
-                   comm);
-  Staged b[2];
-  const bool in_place = sendbuf == MPI_IN_PLACE;
-  return staged(
-      "MPI_Allreduce", comm, b,
-      [&] {
-        const int rc = b[0].stage("MPI_Allreduce", sendbuf, times(count, 1), type, true, false);
-        return rc != MPI_SUCCESS
-                   ? rc
-                   : b[1].stage("MPI_Allreduce", recvbuf, times(count, 1), type, in_place, true);
-      },
-      [&] {
-        return driving("MPI_Allreduce", comm, PMPI_Allreduce, PMPI_Iallreduce, b[0].get(), b[1].get(), count,
-                       type, op, comm);
-      });
+  return allreduce(nullptr, sendbuf, recvbuf, count, type, op, comm);
+}
+int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                   MPI_Request* request) {
+  return allreduce(request, sendbuf, recvbuf, count, type, op, comm);
 }
 
 int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  const Group g = group_of(comm);
-  if (!g.intra)
-    return driving("MPI_Gather", comm, PMPI_Gather, PMPI_Igather, sendbuf, sendcount, sendtype, recvbuf,
-                   recvcount, recvtype, root, comm);
-  Staged b[2];
-  const bool root_here = g.rank == root, in_place = sendbuf == MPI_IN_PLACE;
-  return staged(
-      "MPI_Gather", comm, b,
-      [&] {
-        const int rc = b[0].stage("MPI_Gather", sendbuf, times(sendcount, 1), sendtype, true, false);
-        if (rc != MPI_SUCCESS || !root_here) return rc;
-        return b[1].stage("MPI_Gather", recvbuf, times(recvcount, g.size), recvtype, in_place, true);
-      },
-      [&] {
-        return driving("MPI_Gather", comm, PMPI_Gather, PMPI_Igather, b[0].get(), sendcount, sendtype,
-                       b[1].get(), recvcount, recvtype, root, comm);
-      });
+  return gather(nullptr, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+}
+int MPI_Igather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
+  return gather(request, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
 }
 
 int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                 MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  const Group g = group_of(comm);
-  if (!g.intra)
-    return driving("MPI_Scatter", comm, PMPI_Scatter, PMPI_Iscatter, sendbuf, sendcount, sendtype, recvbuf,
-                   recvcount, recvtype, root, comm);
-  Staged b[2];
-  const bool root_here = g.rank == root;
-  return staged(
-      "MPI_Scatter", comm, b,
-      [&] {
-        if (root_here) {
-          const int rc = b[0].stage("MPI_Scatter", sendbuf, times(sendcount, g.size), sendtype, true, false);
-          if (rc != MPI_SUCCESS) return rc;
-        }
-        return b[1].stage("MPI_Scatter", recvbuf, times(recvcount, 1), recvtype, false, true);
-      },
-      [&] {
-        return driving("MPI_Scatter", comm, PMPI_Scatter, PMPI_Iscatter, b[0].get(), sendcount, sendtype,
-                       b[1].get(), recvcount, recvtype, root, comm);
-      });
+  return scatter(nullptr, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+}
+int MPI_Iscatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                 MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
+  return scatter(request, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
 }
 
 int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                   MPI_Datatype recvtype, MPI_Comm comm) {
-  const Group g = group_of(comm);
-  if (!g.intra)
-    return driving("MPI_Allgather", comm, PMPI_Allgather, PMPI_Iallgather, sendbuf, sendcount, sendtype,
-                   recvbuf, recvcount, recvtype, comm);
-  Staged b[2];
-  const bool in_place = sendbuf == MPI_IN_PLACE;
-  return staged(
-      "MPI_Allgather", comm, b,
-      [&] {
-        const int rc = b[0].stage("MPI_Allgather", sendbuf, times(sendcount, 1), sendtype, true, false);
-        if (rc != MPI_SUCCESS) return rc;
-        return b[1].stage("MPI_Allgather", recvbuf, times(recvcount, g.size), recvtype, in_place, true);
-      },
-      [&] {
-        return driving("MPI_Allgather", comm, PMPI_Allgather, PMPI_Iallgather, b[0].get(), sendcount,
-                       sendtype, b[1].get(), recvcount, recvtype, comm);
-      });
+  return allgather(nullptr, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                   MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  return allgather(request, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
 
 int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                  MPI_Datatype recvtype, MPI_Comm comm) {
-  const Group g = group_of(comm);
-  if (!g.intra)
-    return driving("MPI_Alltoall", comm, PMPI_Alltoall, PMPI_Ialltoall, sendbuf, sendcount, sendtype, recvbuf,
-                   recvcount, recvtype, comm);
-  Staged b[2];
-  const bool in_place = sendbuf == MPI_IN_PLACE;
-  return staged(
-      "MPI_Alltoall", comm, b,
-      [&] {
-        const int rc = b[0].stage("MPI_Alltoall", sendbuf, times(sendcount, g.size), sendtype, true, false);
-        if (rc != MPI_SUCCESS) return rc;
-        return b[1].stage("MPI_Alltoall", recvbuf, times(recvcount, g.size), recvtype, in_place, true);
-      },
-      [&] {
-        return driving("MPI_Alltoall", comm, PMPI_Alltoall, PMPI_Ialltoall, b[0].get(), sendcount, sendtype,
-                       b[1].get(), recvcount, recvtype, comm);
-      });
+  return alltoall(nullptr, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                  MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  return alltoall(request, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
 
-int MPI_Barrier(MPI_Comm comm) { return driving("MPI_Barrier", comm, PMPI_Barrier, PMPI_Ibarrier, comm); }
-
-// The v forms stage each buffer from its start to the end of its last block (blocks()).
+int MPI_Barrier(MPI_Comm comm) {
+  Staged none[2];
+  return collective("MPI_Barrier", comm, nullptr, false, none, nothing,
+                    [&](MPI_Request* r) { return PMPI_Ibarrier(comm, r); });
+}
 
 int MPI_Gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                 const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  const Group g = group_of(comm);
-  if (!g.intra)
-    return driving("MPI_Gatherv", comm, PMPI_Gatherv, PMPI_Igatherv, sendbuf, sendcount, sendtype, recvbuf,
-                   recvcounts, displs, recvtype, root, comm);
-  Staged b[2];
-  const bool root_here = g.rank == root, in_place = sendbuf == MPI_IN_PLACE;
-  return staged(
-      "MPI_Gatherv", comm, b,
-      [&] {
-        const int rc = b[0].stage("MPI_Gatherv", sendbuf, times(sendcount, 1), sendtype, true, false);
-        if (rc != MPI_SUCCESS || !root_here) return rc;
-        const Blocks r = blocks(recvcounts, displs, g.size);
-        return b[1].stage("MPI_Gatherv", recvbuf, r.span, recvtype, in_place || r.gaps, true);
-      },
-      [&] {
-        return driving("MPI_Gatherv", comm, PMPI_Gatherv, PMPI_Igatherv, b[0].get(), sendcount, sendtype,
-                       b[1].get(), recvcounts, displs, recvtype, root, comm);
-      });
+  return gatherv(nullptr, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
+}
+int MPI_Igatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                 const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm,
+                 MPI_Request* request) {
+  return gatherv(request, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
 }
 
 int MPI_Scatterv(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
                  void* recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  const Group g = group_of(comm);
-  if (!g.intra)
-    return driving("MPI_Scatterv", comm, PMPI_Scatterv, PMPI_Iscatterv, sendbuf, sendcounts, displs, sendtype,
-                   recvbuf, recvcount, recvtype, root, comm);
-  Staged b[2];
-  const bool root_here = g.rank == root;
-  return staged(
-      "MPI_Scatterv", comm, b,
-      [&] {
-        if (root_here) {
-          const int rc = b[0].stage("MPI_Scatterv", sendbuf, blocks(sendcounts, displs, g.size).span,
-                                    sendtype, true, false);
-          if (rc != MPI_SUCCESS) return rc;
-        }
-        return b[1].stage("MPI_Scatterv", recvbuf, times(recvcount, 1), recvtype, false, true);
-      },
-      [&] {
-        return driving("MPI_Scatterv", comm, PMPI_Scatterv, PMPI_Iscatterv, b[0].get(), sendcounts, displs,
-                       sendtype, b[1].get(), recvcount, recvtype, root, comm);
-      });
+  return scatterv(nullptr, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
+}
+int MPI_Iscatterv(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
+                  void* recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                  MPI_Request* request) {
+  return scatterv(request, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
 }
 
 int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                    const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
-  const Group g = group_of(comm);
-  if (!g.intra)
-    return driving("MPI_Allgatherv", comm, PMPI_Allgatherv, PMPI_Iallgatherv, sendbuf, sendcount, sendtype,
-                   recvbuf, recvcounts, displs, recvtype, comm);
-  Staged b[2];
-  const bool in_place = sendbuf == MPI_IN_PLACE;
-  return staged(
-      "MPI_Allgatherv", comm, b,
-      [&] {
-        const int rc = b[0].stage("MPI_Allgatherv", sendbuf, times(sendcount, 1), sendtype, true, false);
-        if (rc != MPI_SUCCESS) return rc;
-        const Blocks r = blocks(recvcounts, displs, g.size);
-        return b[1].stage("MPI_Allgatherv", recvbuf, r.span, recvtype, in_place || r.gaps, true);
-      },
-      [&] {
-        return driving("MPI_Allgatherv", comm, PMPI_Allgatherv, PMPI_Iallgatherv, b[0].get(), sendcount,
-                       sendtype, b[1].get(), recvcounts, displs, recvtype, comm);
-      });
+  return allgatherv(nullptr, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
+}
+int MPI_Iallgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                    const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm,
+                    MPI_Request* request) {
+  return allgatherv(request, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
 }
 
 int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
                   void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
                   MPI_Comm comm) {
-  const Group g = group_of(comm);
-  if (!g.intra)
-    return driving("MPI_Alltoallv", comm, PMPI_Alltoallv, PMPI_Ialltoallv, sendbuf, sendcounts, sdispls,
-                   sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
-  Staged b[2];
-  const bool in_place = sendbuf == MPI_IN_PLACE;
-  return staged(
-      "MPI_Alltoallv", comm, b,
-      [&] {
-        if (!in_place) {
-          const int rc = b[0].stage("MPI_Alltoallv", sendbuf, blocks(sendcounts, sdispls, g.size).span,
-                                    sendtype, true, false);
-          if (rc != MPI_SUCCESS) return rc;
-        }
-        const Blocks r = blocks(recvcounts, rdispls, g.size);
-        return b[1].stage("MPI_Alltoallv", recvbuf, r.span, recvtype, in_place || r.gaps, true);
-      },
-      [&] {
-        return driving("MPI_Alltoallv", comm, PMPI_Alltoallv, PMPI_Ialltoallv, b[0].get(), sendcounts,
-                       sdispls, sendtype, b[1].get(), recvcounts, rdispls, recvtype, comm);
-      });
+  return alltoallv(nullptr, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
+                   comm);
+}
+int MPI_Ialltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                   void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
+                   MPI_Comm comm, MPI_Request* request) {
+  return alltoallv(request, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
+                   comm);
 }
 
 int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type,
                        MPI_Op op, MPI_Comm comm) {
-  const Group g = group_of(comm);
-  if (!g.intra || recvcounts == nullptr)
-    return driving("MPI_Reduce_scatter", comm, PMPI_Reduce_scatter, PMPI_Ireduce_scatter, sendbuf, recvbuf,
-                   recvcounts, type, op, comm);
-  Staged b[2];
-  const bool in_place = sendbuf == MPI_IN_PLACE;
-  const int all = sum(recvcounts, g.size), mine = recvcounts[g.rank];
-  return staged(
-      "MPI_Reduce_scatter", comm, b,
-      [&] {
-        const int rc = b[0].stage("MPI_Reduce_scatter", sendbuf, times(all, 1), type, true, false);
-        if (rc != MPI_SUCCESS) return rc;
-        // In place, the input is the receive buffer's `all` elements; the result its first `mine`.
-        return b[1].stage("MPI_Reduce_scatter", recvbuf, times(in_place ? all : mine, 1), type, in_place,
-                          true);
-      },
-      [&] {
-        return driving("MPI_Reduce_scatter", comm, PMPI_Reduce_scatter, PMPI_Ireduce_scatter, b[0].get(),
-                       b[1].get(), recvcounts, type, op, comm);
-      });
+  return reduce_scatter(nullptr, sendbuf, recvbuf, recvcounts, type, op, comm);
+}
+int MPI_Ireduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type,
+                        MPI_Op op, MPI_Comm comm, MPI_Request* request) {
+  return reduce_scatter(request, sendbuf, recvbuf, recvcounts, type, op, comm);
 }
 
 int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
                              MPI_Comm comm) {
-  const Group g = group_of(comm);
-  if (!g.intra)
-    return driving("MPI_Reduce_scatter_block", comm, PMPI_Reduce_scatter_block, PMPI_Ireduce_scatter_block,
-                   sendbuf, recvbuf, recvcount, type, op, comm);
-  Staged b[2];
-  const bool in_place = sendbuf == MPI_IN_PLACE;
-  return staged(
-      "MPI_Reduce_scatter_block", comm, b,
-      [&] {
-        const int rc =
-            b[0].stage("MPI_Reduce_scatter_block", sendbuf, times(recvcount, g.size), type, true, false);
-        if (rc != MPI_SUCCESS) return rc;
-        return b[1].stage("MPI_Reduce_scatter_block", recvbuf, times(recvcount, in_place ? g.size : 1), type,
-                          in_place, true);
-      },
-      [&] {
-        return driving("MPI_Reduce_scatter_block", comm, PMPI_Reduce_scatter_block,
-                       PMPI_Ireduce_scatter_block, b[0].get(), b[1].get(), recvcount, type, op, comm);
-      });
+  return reduce_scatter_block(nullptr, sendbuf, recvbuf, recvcount, type, op, comm);
+}
+int MPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
+                              MPI_Comm comm, MPI_Request* request) {
+  return reduce_scatter_block(request, sendbuf, recvbuf, recvcount, type, op, comm);
 }
 
 int MPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  return scan("MPI_Scan", PMPI_Scan, PMPI_Iscan, sendbuf, recvbuf, count, type, op, comm, false);
+  return scan("MPI_Scan", nullptr, PMPI_Iscan, sendbuf, recvbuf, count, type, op, comm, false);
+}
+int MPI_Iscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+              MPI_Request* request) {
+  return scan("MPI_Iscan", request, PMPI_Iscan, sendbuf, recvbuf, count, type, op, comm, false);
 }
 
 int MPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  return scan("MPI_Exscan", PMPI_Exscan, PMPI_Iexscan, sendbuf, recvbuf, count, type, op, comm, true);
+  return scan("MPI_Exscan", nullptr, PMPI_Iexscan, sendbuf, recvbuf, count, type, op, comm, true);
 }
-
-// The w forms stage each buffer as bytes, from its start to the end of its last block (byte_blocks()).
+int MPI_Iexscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                MPI_Request* request) {
+  return scan("MPI_Iexscan", request, PMPI_Iexscan, sendbuf, recvbuf, count, type, op, comm, true);
+}
 
 int MPI_Alltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[],
                   const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[], const int rdispls[],
                   const MPI_Datatype recvtypes[], MPI_Comm comm) {
-  const Group g = group_of(comm);
-  if (!g.intra)
-    return driving("MPI_Alltoallw", comm, PMPI_Alltoallw, PMPI_Ialltoallw, sendbuf, sendcounts, sdispls,
-                   sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
-  Staged b[2];
-  const bool in_place = sendbuf == MPI_IN_PLACE;
-  return staged(
-      "MPI_Alltoallw", comm, b,
-      [&] {
-        if (!in_place) {
-          const int rc =
-              b[0].stage("MPI_Alltoallw", sendbuf, byte_blocks(sendcounts, sdispls, sendtypes, g.size).span,
-                         MPI_BYTE, true, false);
-          if (rc != MPI_SUCCESS) return rc;
-        }
-        const Blocks r = byte_blocks(recvcounts, rdispls, recvtypes, g.size);
-        return b[1].stage("MPI_Alltoallw", recvbuf, r.span, MPI_BYTE, in_place || r.gaps, true);
-      },
-      [&] {
-        return driving("MPI_Alltoallw", comm, PMPI_Alltoallw, PMPI_Ialltoallw, b[0].get(), sendcounts,
-                       sdispls, sendtypes, b[1].get(), recvcounts, rdispls, recvtypes, comm);
-      });
+  return alltoallw(nullptr, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes,
+                   comm);
 }
-
-// The neighbourhood collectives: one block for each source (receive) and each destination (send) of
-// the communicator's topology (neighbours()). A receive buffer where some source may be MPI_PROC_NULL
-// is read first: that source's block keeps its bytes.
+int MPI_Ialltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                   const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[], const int rdispls[],
+                   const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Request* request) {
+  return alltoallw(request, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes,
+                   comm);
+}
 
 int MPI_Neighbor_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                            int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  Neighbours n;
-  if (!neighbours(comm, n))
-    return driving("MPI_Neighbor_allgather", comm, PMPI_Neighbor_allgather, PMPI_Ineighbor_allgather, sendbuf,
-                   sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-  Staged b[2];
-  return staged(
-      "MPI_Neighbor_allgather", comm, b,
-      [&] {
-        const int rc =
-            b[0].stage("MPI_Neighbor_allgather", sendbuf, times(sendcount, 1), sendtype, true, false);
-        if (rc != MPI_SUCCESS) return rc;
-        return b[1].stage("MPI_Neighbor_allgather", recvbuf, times(recvcount, n.in), recvtype, n.null_sources,
-                          true);
-      },
-      [&] {
-        return driving("MPI_Neighbor_allgather", comm, PMPI_Neighbor_allgather, PMPI_Ineighbor_allgather,
-                       b[0].get(), sendcount, sendtype, b[1].get(), recvcount, recvtype, comm);
-      });
+  return neighbor_allgather(nullptr, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+int MPI_Ineighbor_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                            int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  return neighbor_allgather(request, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
 
 int MPI_Neighbor_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                             const int recvcounts[], const int displs[], MPI_Datatype recvtype,
                             MPI_Comm comm) {
-  Neighbours n;
-  if (!neighbours(comm, n))
-    return driving("MPI_Neighbor_allgatherv", comm, PMPI_Neighbor_allgatherv, PMPI_Ineighbor_allgatherv,
-                   sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
-  Staged b[2];
-  return staged(
-      "MPI_Neighbor_allgatherv", comm, b,
-      [&] {
-        const int rc =
-            b[0].stage("MPI_Neighbor_allgatherv", sendbuf, times(sendcount, 1), sendtype, true, false);
-        if (rc != MPI_SUCCESS) return rc;
-        const Blocks r = blocks(recvcounts, displs, n.in);
-        return b[1].stage("MPI_Neighbor_allgatherv", recvbuf, r.span, recvtype, n.null_sources || r.gaps,
-                          true);
-      },
-      [&] {
-        return driving("MPI_Neighbor_allgatherv", comm, PMPI_Neighbor_allgatherv, PMPI_Ineighbor_allgatherv,
-                       b[0].get(), sendcount, sendtype, b[1].get(), recvcounts, displs, recvtype, comm);
-      });
+  return neighbor_allgatherv(nullptr, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
+                             comm);
+}
+int MPI_Ineighbor_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                             const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm,
+                             MPI_Request* request) {
+  return neighbor_allgatherv(request, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
+                             comm);
 }
 
 int MPI_Neighbor_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                           int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  Neighbours n;
-  if (!neighbours(comm, n))
-    return driving("MPI_Neighbor_alltoall", comm, PMPI_Neighbor_alltoall, PMPI_Ineighbor_alltoall, sendbuf,
-                   sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-  Staged b[2];
-  return staged(
-      "MPI_Neighbor_alltoall", comm, b,
-      [&] {
-        const int rc =
-            b[0].stage("MPI_Neighbor_alltoall", sendbuf, times(sendcount, n.out), sendtype, true, false);
-        if (rc != MPI_SUCCESS) return rc;
-        return b[1].stage("MPI_Neighbor_alltoall", recvbuf, times(recvcount, n.in), recvtype, n.null_sources,
-                          true);
-      },
-      [&] {
-        return driving("MPI_Neighbor_alltoall", comm, PMPI_Neighbor_alltoall, PMPI_Ineighbor_alltoall,
-                       b[0].get(), sendcount, sendtype, b[1].get(), recvcount, recvtype, comm);
-      });
+  return neighbor_alltoall(nullptr, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+int MPI_Ineighbor_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                           int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  return neighbor_alltoall(request, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
 
 int MPI_Neighbor_alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
                            MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
                            MPI_Datatype recvtype, MPI_Comm comm) {
-  Neighbours n;
-  if (!neighbours(comm, n))
-    return driving("MPI_Neighbor_alltoallv", comm, PMPI_Neighbor_alltoallv, PMPI_Ineighbor_alltoallv, sendbuf,
-                   sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
-  Staged b[2];
-  return staged(
-      "MPI_Neighbor_alltoallv", comm, b,
-      [&] {
-        const int rc = b[0].stage("MPI_Neighbor_alltoallv", sendbuf, blocks(sendcounts, sdispls, n.out).span,
-                                  sendtype, true, false);
-        if (rc != MPI_SUCCESS) return rc;
-        const Blocks r = blocks(recvcounts, rdispls, n.in);
-        return b[1].stage("MPI_Neighbor_alltoallv", recvbuf, r.span, recvtype, n.null_sources || r.gaps,
-                          true);
-      },
-      [&] {
-        return driving("MPI_Neighbor_alltoallv", comm, PMPI_Neighbor_alltoallv, PMPI_Ineighbor_alltoallv,
-                       b[0].get(), sendcounts, sdispls, sendtype, b[1].get(), recvcounts, rdispls, recvtype,
-                       comm);
-      });
+  return neighbor_alltoallv(nullptr, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                            recvtype, comm);
+}
+int MPI_Ineighbor_alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                            MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
+                            MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  return neighbor_alltoallv(request, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                            recvtype, comm);
 }
 
 int MPI_Neighbor_alltoallw(const void* sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
                            const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
                            const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm) {
-  Neighbours n;
-  if (!neighbours(comm, n))
-    return driving("MPI_Neighbor_alltoallw", comm, PMPI_Neighbor_alltoallw, PMPI_Ineighbor_alltoallw, sendbuf,
-                   sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
-  Staged b[2];
-  return staged(
-      "MPI_Neighbor_alltoallw", comm, b,
-      [&] {
-        const int rc =
-            b[0].stage("MPI_Neighbor_alltoallw", sendbuf,
-                       byte_blocks(sendcounts, sdispls, sendtypes, n.out).span, MPI_BYTE, true, false);
-        if (rc != MPI_SUCCESS) return rc;
-        const Blocks r = byte_blocks(recvcounts, rdispls, recvtypes, n.in);
-        return b[1].stage("MPI_Neighbor_alltoallw", recvbuf, r.span, MPI_BYTE, n.null_sources || r.gaps,
-                          true);
-      },
-      [&] {
-        return driving("MPI_Neighbor_alltoallw", comm, PMPI_Neighbor_alltoallw, PMPI_Ineighbor_alltoallw,
-                       b[0].get(), sendcounts, sdispls, sendtypes, b[1].get(), recvcounts, rdispls, recvtypes,
-                       comm);
-      });
+  return neighbor_alltoallw(nullptr, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls,
+                            recvtypes, comm);
+}
+int MPI_Ineighbor_alltoallw(const void* sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
+                            const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
+                            const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
+                            MPI_Request* request) {
+  return neighbor_alltoallw(request, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls,
+                            recvtypes, comm);
 }
 
 /// For hdsm's runtimes that wait on MPI requests of their own (the cluster's and crc's collectives,
