@@ -1,13 +1,14 @@
-// Communicators under libhdsm_mpi: the calls that make one are collectives, which must let the
-// pending operations move while the rank waits in them; and a communicator the program frees while
-// an operation of hdsm_mpi's still uses it lives on until that operation is done, as MPI_Comm_free
-// promises ("pending operations complete normally").
+// Communicators and windows under libhdsm_mpi: the calls that make one are collectives, which must
+// let the pending operations move while the rank waits in them (so is MPI_Win_fence); and a communicator the
+// program frees while an operation of hdsm_mpi's still uses it lives on until that operation is done, as
+// MPI_Comm_free promises ("pending operations complete normally").
 #include <hdsm/export.h>
 
 #include "mpi/engine.hpp"
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <vector>
 
@@ -39,6 +40,50 @@ int entered(MPI_Comm comm) {
   MPI_Request request = MPI_REQUEST_NULL;
   const int rc = PMPI_Ibarrier(comm, &request);
   return rc != MPI_SUCCESS ? rc : wait_driving(&request, MPI_STATUS_IGNORE);
+}
+
+/// The windows of the program's one-sided communication, each with a duplicate of the communicator
+/// it was made on: the window's collective calls (MPI_Win_fence, MPI_Win_free) make their driven
+/// barrier (entered()) there, as the program may have freed its own communicator since.
+struct Windows {
+  std::mutex mutex;
+  std::map<MPI_Win, MPI_Comm> comms;
+};
+Windows& windows() {
+  static Windows w;
+  return w;
+}
+
+/// A window constructor (`make`, libmpi's) on `comm`: first a driven MPI_Comm_idup of `comm`, which
+/// every rank has entered once it completes, then the constructor, then the duplicate recorded for
+/// the window.
+template <class Make>
+int make_window(MPI_Comm comm, MPI_Win* win, Make make) {
+  MPI_Comm dup = MPI_COMM_NULL;
+  if (comm != MPI_COMM_NULL) {  // else libmpi's constructor reports it, under its own name
+    MPI_Request request = MPI_REQUEST_NULL;
+    int rc = PMPI_Comm_idup(comm, &dup, &request);
+    if (rc == MPI_SUCCESS) rc = wait_driving(&request, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return rc;
+  }
+  const int rc = make();
+  if (rc != MPI_SUCCESS || win == nullptr || *win == MPI_WIN_NULL) {
+    if (dup != MPI_COMM_NULL) PMPI_Comm_free(&dup);
+    return rc;
+  }
+  Windows& w = windows();
+  std::lock_guard lock(w.mutex);
+  if (const auto [it, added] = w.comms.emplace(*win, dup); !added && dup != MPI_COMM_NULL)
+    PMPI_Comm_free(&dup);  // a handle libmpi gave twice: keep the first one's
+  return rc;
+}
+
+/// The duplicate of a window made by make_window(); MPI_COMM_NULL for any other handle.
+MPI_Comm window_comm(MPI_Win win) {
+  Windows& w = windows();
+  std::lock_guard lock(w.mutex);
+  const auto it = w.comms.find(win);
+  return it == w.comms.end() ? MPI_COMM_NULL : it->second;
 }
 
 }  // namespace
@@ -155,6 +200,49 @@ int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int source
              ? rc
              : PMPI_Dist_graph_create_adjacent(comm, indegree, sources, sourceweights, outdegree,
                                                destinations, destweights, info, reorder, out);
+}
+
+// One-sided communication: the calls that make or free a window and the fence are collective over
+// the window's group (the ranks of the communicator it was made on).
+
+int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, MPI_Win* win) {
+  return make_window(comm, win, [&] { return PMPI_Win_create(base, size, disp_unit, info, comm, win); });
+}
+
+int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void* base, MPI_Win* win) {
+  return make_window(comm, win, [&] { return PMPI_Win_allocate(size, disp_unit, info, comm, base, win); });
+}
+
+int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void* base,
+                            MPI_Win* win) {
+  return make_window(comm, win,
+                     [&] { return PMPI_Win_allocate_shared(size, disp_unit, info, comm, base, win); });
+}
+
+int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win* win) {
+  return make_window(comm, win, [&] { return PMPI_Win_create_dynamic(info, comm, win); });
+}
+
+int MPI_Win_fence(int assertion, MPI_Win win) {
+  const int rc = entered(window_comm(win));
+  return rc != MPI_SUCCESS ? rc : PMPI_Win_fence(assertion, win);
+}
+
+int MPI_Win_free(MPI_Win* win) {
+  if (win == nullptr) return PMPI_Win_free(win);
+  const MPI_Win handle = *win;
+  MPI_Comm comm = window_comm(handle);
+  if (const int rc = entered(comm); rc != MPI_SUCCESS) return rc;
+  const int rc = PMPI_Win_free(win);
+  if (rc == MPI_SUCCESS && comm != MPI_COMM_NULL) {
+    {
+      Windows& w = windows();
+      std::lock_guard lock(w.mutex);
+      w.comms.erase(handle);
+    }
+    PMPI_Comm_free(&comm);
+  }
+  return rc;
 }
 
 HDSM_VISIBLE_END

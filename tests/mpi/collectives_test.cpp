@@ -403,7 +403,8 @@ TEST_F(Collectives, HostBuffersBesideSharedOnesPassThrough) {
 // A receive posted before a collective matches while the rank waits in it (MPI's progress rule): rank
 // 0 sends synchronously to the last rank, which posted its receive, then both enter the collective.
 // Receives are matched only when libhdsm_mpi drives them, and the collectives did not: each of these
-// hung (the last rank in the collective, rank 0 in its MPI_Ssend), host memory only.
+// hung (the last rank in the collective, rank 0 in its MPI_Ssend), host memory only; the window calls
+// hung until they drove too.
 TEST_F(Collectives, AReceivePostedBeforeACollectiveMatchesWhileTheRankWaitsInIt) {
   const int me = rank(), last = world_size() - 1;
   if (last == 0) GTEST_SKIP() << "needs two ranks";
@@ -417,6 +418,12 @@ TEST_F(Collectives, AReceivePostedBeforeACollectiveMatchesWhileTheRankWaitsInIt)
   MPI_Comm ring = MPI_COMM_NULL;
   const int ranks = world_size(), periodic = 1;
   ASSERT_EQ(MPI_Cart_create(MPI_COMM_WORLD, 1, &ranks, &periodic, 0, &ring), MPI_SUCCESS);
+  // (MPI_Win_allocate: MPI_Win_create needs a transport with one-sided copies, which the tests turn off.)
+  void* exposed = nullptr;
+  MPI_Win window = MPI_WIN_NULL;
+  ASSERT_EQ(MPI_Win_allocate(sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &exposed, &window),
+            MPI_SUCCESS);
+  ASSERT_EQ(MPI_Win_fence(0, window), MPI_SUCCESS);
   const std::vector<std::function<int()>> collectives = {
       [] { return MPI_Barrier(MPI_COMM_WORLD); },
       [&] { return MPI_Allreduce(&value, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD); },
@@ -425,7 +432,21 @@ TEST_F(Collectives, AReceivePostedBeforeACollectiveMatchesWhileTheRankWaitsInIt)
         return MPI_Allgatherv(&value, 1, MPI_INT, everyone.data(), counts.data(), displs.data(), MPI_INT,
                               MPI_COMM_WORLD);
       },
-      [&] { return MPI_Neighbor_allgather(&value, 1, MPI_INT, two.data(), 1, MPI_INT, ring); }};
+      [&] { return MPI_Neighbor_allgather(&value, 1, MPI_INT, two.data(), 1, MPI_INT, ring); },
+      // One-sided communication: the calls that make and free a window and the fence are collective.
+      [&] { return MPI_Win_fence(0, window); },
+      [&] {
+        void* base = nullptr;
+        MPI_Win made = MPI_WIN_NULL;
+        const int rc = MPI_Win_allocate(64, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &made);
+        return rc != MPI_SUCCESS ? rc : MPI_Win_free(&made);
+      },
+      [&] {
+        void* base = nullptr;
+        MPI_Win made = MPI_WIN_NULL;
+        const int rc = MPI_Win_allocate_shared(64, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &made);
+        return rc != MPI_SUCCESS ? rc : MPI_Win_free(&made);
+      }};
   for (std::size_t c = 0; c < collectives.size(); ++c) {
     SCOPED_TRACE("collective " + std::to_string(c));
     MPI_Request request = MPI_REQUEST_NULL;
@@ -446,6 +467,7 @@ TEST_F(Collectives, AReceivePostedBeforeACollectiveMatchesWhileTheRankWaitsInIt)
   EXPECT_EQ(sum, (last + 1) * (last + 2) / 2);
   EXPECT_EQ(everyone, std::vector<int>(counts.size(), 1)) << "every rank's value, 1 after the broadcast";
   EXPECT_EQ(two, std::vector<int>(2, 1)) << "both neighbours' values";
+  MPI_Win_free(&window);
   MPI_Comm_free(&ring);
 }
 
