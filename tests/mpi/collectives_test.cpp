@@ -24,13 +24,13 @@ constexpr std::size_t kBytes = 5 * kChunk + 76;  // a multiple of 4: also read a
 
 std::uint64_t faults(const hdsm::Runtime& rt) { return rt.stats().read_faults + rt.stats().write_faults; }
 
-/// The element-wise unsigned sum of the patterns `first`, `first` + 1, ... of every rank (kBytes
-/// each), as bytes.
-std::vector<unsigned char> sum_of_ranks(int first) {
-  std::vector<unsigned char> out(kBytes, 0);
-  for (int r = 0; r < world_size(); ++r) {
-    const std::vector<unsigned char> x = pattern(kBytes, first + r);
-    for (std::size_t i = 0; i < kBytes; i += sizeof(unsigned)) {
+/// The element-wise unsigned sum of the patterns `first` .. `first` + ranks - 1 (n bytes each), as
+/// bytes.
+std::vector<unsigned char> summed(std::size_t n, int first, int ranks) {
+  std::vector<unsigned char> out(n, 0);
+  for (int r = 0; r < ranks; ++r) {
+    const std::vector<unsigned char> x = pattern(n, first + r);
+    for (std::size_t i = 0; i + sizeof(unsigned) <= n; i += sizeof(unsigned)) {
       unsigned u = 0, s = 0;
       std::memcpy(&u, x.data() + i, sizeof u);
       std::memcpy(&s, out.data() + i, sizeof s);
@@ -103,9 +103,10 @@ TEST_F(Collectives, EachCollectiveOnDeviceValidObjectsGivesLibmpisResultWithoutF
   EXPECT_EQ(faults(rt_), 0u) << "a collective touched a shared object through its user view";
 
   EXPECT_EQ(bytes(bcast, kBytes), pattern(kBytes, 40)) << "MPI_Bcast";
-  EXPECT_EQ(bytes(sum, kBytes), sum_of_ranks(41)) << "MPI_Allreduce";
-  EXPECT_EQ(bytes(in_place, kBytes), sum_of_ranks(41)) << "MPI_Allreduce in place";
-  EXPECT_EQ(bytes(reduced, kBytes), me == last ? sum_of_ranks(41) : std::vector<unsigned char>(kBytes, 0))
+  EXPECT_EQ(bytes(sum, kBytes), summed(kBytes, 41, world_size())) << "MPI_Allreduce";
+  EXPECT_EQ(bytes(in_place, kBytes), summed(kBytes, 41, world_size())) << "MPI_Allreduce in place";
+  EXPECT_EQ(bytes(reduced, kBytes),
+            me == last ? summed(kBytes, 41, world_size()) : std::vector<unsigned char>(kBytes, 0))
       << "MPI_Reduce: the root's buffer only";
   EXPECT_EQ(bytes(gathered, all_bytes), me == 0 ? concatenated(41) : std::vector<unsigned char>(all_bytes, 0))
       << "MPI_Gather";
@@ -115,23 +116,6 @@ TEST_F(Collectives, EachCollectiveOnDeviceValidObjectsGivesLibmpisResultWithoutF
   // Rank s's segment r of its pattern 100 + s goes to rank r, at segment s.
   EXPECT_EQ(bytes(from_all, all_bytes), concatenated(100, static_cast<std::size_t>(me) * kBytes))
       << "MPI_Alltoall";
-}
-
-/// The element-wise unsigned sum of the patterns `first` .. `first` + ranks - 1 (n bytes each), as
-/// bytes.
-std::vector<unsigned char> summed(std::size_t n, int first, int ranks) {
-  std::vector<unsigned char> out(n, 0);
-  for (int r = 0; r < ranks; ++r) {
-    const std::vector<unsigned char> x = pattern(n, first + r);
-    for (std::size_t i = 0; i + sizeof(unsigned) <= n; i += sizeof(unsigned)) {
-      unsigned u = 0, s = 0;
-      std::memcpy(&u, x.data() + i, sizeof u);
-      std::memcpy(&s, out.data() + i, sizeof s);
-      s += u;
-      std::memcpy(out.data() + i, &s, sizeof s);
-    }
-  }
-  return out;
 }
 
 /// `into` with `n` bytes of `from` copied to `at`.
@@ -370,7 +354,7 @@ TEST_F(Collectives, NonblockingCollectivesOnDeviceValidObjectsCompleteWithLibmpi
   ASSERT_EQ(MPI_Ibarrier(MPI_COMM_WORLD, &requests[6]), MPI_SUCCESS);
   // One completes by MPI_Test, the others by MPI_Waitall.
   for (int flag = 0; flag == 0;) ASSERT_EQ(MPI_Test(&requests[1], &flag, MPI_STATUS_IGNORE), MPI_SUCCESS);
-  EXPECT_EQ(bytes(sum, b), sum_of_ranks(41)) << "MPI_Iallreduce, once its request completed";
+  EXPECT_EQ(bytes(sum, b), summed(kBytes, 41, world_size())) << "MPI_Iallreduce, once its request completed";
   ASSERT_EQ(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE),
             MPI_SUCCESS);
   EXPECT_EQ(faults(rt_), 0u) << "a collective touched a shared object through its user view";
@@ -393,11 +377,11 @@ TEST_F(Collectives, HostBuffersBesideSharedOnesPassThrough) {
   unsigned char* host = buffer(Where::host, kBytes, 41 + me);
   unsigned char* sum = empty(kBytes);
   ASSERT_EQ(MPI_Allreduce(host, sum, ints, MPI_UNSIGNED, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
-  EXPECT_EQ(bytes(sum, kBytes), sum_of_ranks(41));
+  EXPECT_EQ(bytes(sum, kBytes), summed(kBytes, 41, world_size()));
   unsigned char* shared = device_valid(kBytes, 41 + me);
   unsigned char* host_sum = buffer(Where::host, kBytes, -1);
   ASSERT_EQ(MPI_Allreduce(shared, host_sum, ints, MPI_UNSIGNED, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
-  EXPECT_EQ(std::vector<unsigned char>(host_sum, host_sum + kBytes), sum_of_ranks(41));
+  EXPECT_EQ(std::vector<unsigned char>(host_sum, host_sum + kBytes), summed(kBytes, 41, world_size()));
 }
 
 // A receive posted before a collective matches while the rank waits in it (MPI's progress rule): rank
