@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -27,6 +28,7 @@
 
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -228,6 +230,68 @@ TEST_P(Io, AReadReturnsWhatAPipeHasWithoutWaitingForMore) {
   ::close(fds[0]);
   ::close(fds[1]);
   rt_.free(p);
+}
+
+// A signal that interrupts a read waiting on an empty pipe (a handler without SA_RESTART) ends it as
+// libc's ends: -1 with EINTR, no byte taken; a write interrupted after part of its bytes went out
+// returns that part. The next call goes on where the last one stopped, and no byte is lost.
+TEST_P(Io, ASignalEndsAWaitingReadWithEintrAndAWriteWithWhatWentOut) {
+  constexpr std::size_t kBytes = 256 << 10;  // four times a pipe's 64 KiB, sixteen staging chunks
+  auto* p = static_cast<unsigned char*>(rt_.alloc(kBytes));
+  const std::vector<unsigned char> ref = pattern(kBytes, 21);
+  std::memcpy(p, ref.data(), kBytes);
+  auto* q = static_cast<unsigned char*>(rt_.alloc(kBytes));
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  struct sigaction on {
+  }, old{};
+  on.sa_handler = [](int) {};  // no SA_RESTART: the waiting call ends with EINTR
+  ASSERT_EQ(::sigemptyset(&on.sa_mask), 0);
+  ASSERT_EQ(::sigaction(SIGUSR1, &on, &old), 0);
+  // Signals the calling thread every 10 ms until `call` returns (a signal before the call starts
+  // waiting is only the first of several), then gives its result and errno.
+  const auto interrupted = [](auto call) {
+    const pthread_t self = ::pthread_self();
+    std::atomic<bool> returned{false};
+    std::thread kicker([&] {
+      while (!returned.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (!returned.load()) ::pthread_kill(self, SIGUSR1);
+      }
+    });
+    errno = 0;
+    const ssize_t rc = call();
+    const int error = errno;
+    returned = true;
+    kicker.join();
+    return std::pair<ssize_t, int>{rc, error};
+  };
+  const auto [got, read_error] = interrupted([&] { return rt_.read(fds[0], q, kBytes); });
+  EXPECT_EQ(got, -1) << "a read of an empty pipe returned without data";
+  EXPECT_EQ(read_error, EINTR);
+  // The pipe takes 64 KiB, then the write waits for a reader that never comes until the signal.
+  const auto [put, write_error] = interrupted([&] { return rt_.write(fds[1], p, kBytes); });
+  ASSERT_GT(put, 0) << "errno " << write_error;
+  EXPECT_LT(put, static_cast<ssize_t>(kBytes)) << "the pipe took everything without a reader";
+  // What went out arrives, and the rest follows from where the write stopped.
+  std::thread rest([&] {
+    for (auto done = static_cast<std::size_t>(put); done < kBytes;) {
+      const ssize_t n = rt_.write(fds[1], p + done, kBytes - done);
+      if (n <= 0) break;
+      done += static_cast<std::size_t>(n);
+    }
+    ::close(fds[1]);
+  });
+  std::size_t done = 0;
+  for (ssize_t n = 0; (n = rt_.read(fds[0], q + done, kBytes - done)) > 0;)
+    done += static_cast<std::size_t>(n);
+  rest.join();
+  EXPECT_EQ(done, kBytes);
+  EXPECT_EQ(std::memcmp(q, ref.data(), kBytes), 0) << "a byte was lost or repeated around the signals";
+  ASSERT_EQ(::sigaction(SIGUSR1, &old, nullptr), 0);
+  ::close(fds[0]);
+  rt_.free(p);
+  rt_.free(q);
 }
 
 // A datagram larger than a staging chunk (16 KiB here) arrives whole: a message socket's read takes
