@@ -32,6 +32,10 @@ namespace {
 /// One buffer argument of a collective as the call passes it to libmpi.
 class Staged {
  public:
+  /// `buf` as the call passes it: what libmpi gets unless stage() makes a copy (a communicator
+  /// whose collectives are not staged passes the user's buffers as they are).
+  explicit Staged(const void* buf = nullptr) : user_(buf) {}
+
   /// Stages the `count` elements of `type` from `buf` when they lie in a shared object: a host copy,
   /// filled from the object when the call `reads` them. An MPI error code (reported, naming `call`)
   /// when the range leaves the live shared objects.
@@ -267,7 +271,7 @@ template <class Begin>
 int scan(const char* call, MPI_Request* request, Begin begin, const void* sendbuf, void* recvbuf, int count,
          MPI_Datatype type, MPI_Op op, MPI_Comm comm, bool exclusive) {
   const Group g = group_of(comm);
-  Staged b[2];
+  Staged b[2]{Staged{sendbuf}, Staged{recvbuf}};
   const bool in_place = sendbuf == MPI_IN_PLACE;
   return collective(
       call, comm, request, g.intra, b,
@@ -284,7 +288,7 @@ int scan(const char* call, MPI_Request* request, Begin begin, const void* sendbu
 int bcast(MPI_Request* request, void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
   const char* call = request == nullptr ? "MPI_Bcast" : "MPI_Ibcast";
   const Group g = group_of(comm);
-  Staged b[2];
+  Staged b[2]{Staged{buf}, Staged{}};
   const bool root_here = g.rank == root;
   return collective(
       call, comm, request, g.intra, b,
@@ -296,7 +300,7 @@ int reduce(MPI_Request* request, const void* sendbuf, void* recvbuf, int count, 
            int root, MPI_Comm comm) {
   const char* call = request == nullptr ? "MPI_Reduce" : "MPI_Ireduce";
   const Group g = group_of(comm);
-  Staged b[2];
+  Staged b[2]{Staged{sendbuf}, Staged{recvbuf}};
   const bool root_here = g.rank == root, in_place = sendbuf == MPI_IN_PLACE;
   return collective(
       call, comm, request, g.intra, b,
@@ -312,7 +316,7 @@ int allreduce(MPI_Request* request, const void* sendbuf, void* recvbuf, int coun
               MPI_Op op, MPI_Comm comm) {
   const char* call = request == nullptr ? "MPI_Allreduce" : "MPI_Iallreduce";
   const Group g = group_of(comm);
-  Staged b[2];
+  Staged b[2]{Staged{sendbuf}, Staged{recvbuf}};
   const bool in_place = sendbuf == MPI_IN_PLACE;
   return collective(
       call, comm, request, g.intra, b,
@@ -327,7 +331,7 @@ int gather(MPI_Request* request, const void* sendbuf, int sendcount, MPI_Datatyp
            int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
   const char* call = request == nullptr ? "MPI_Gather" : "MPI_Igather";
   const Group g = group_of(comm);
-  Staged b[2];
+  Staged b[2]{Staged{sendbuf}, Staged{recvbuf}};
   const bool root_here = g.rank == root, in_place = sendbuf == MPI_IN_PLACE;
   return collective(
       call, comm, request, g.intra, b,
@@ -345,7 +349,7 @@ int scatter(MPI_Request* request, const void* sendbuf, int sendcount, MPI_Dataty
             int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
   const char* call = request == nullptr ? "MPI_Scatter" : "MPI_Iscatter";
   const Group g = group_of(comm);
-  Staged b[2];
+  Staged b[2]{Staged{sendbuf}, Staged{recvbuf}};
   const bool root_here = g.rank == root;
   return collective(
       call, comm, request, g.intra, b,
@@ -365,7 +369,7 @@ int allgather(MPI_Request* request, const void* sendbuf, int sendcount, MPI_Data
               int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
   const char* call = request == nullptr ? "MPI_Allgather" : "MPI_Iallgather";
   const Group g = group_of(comm);
-  Staged b[2];
+  Staged b[2]{Staged{sendbuf}, Staged{recvbuf}};
   const bool in_place = sendbuf == MPI_IN_PLACE;
   return collective(
       call, comm, request, g.intra, b,
@@ -383,7 +387,7 @@ int alltoall(MPI_Request* request, const void* sendbuf, int sendcount, MPI_Datat
              int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
   const char* call = request == nullptr ? "MPI_Alltoall" : "MPI_Ialltoall";
   const Group g = group_of(comm);
-  Staged b[2];
+  Staged b[2]{Staged{sendbuf}, Staged{recvbuf}};
   const bool in_place = sendbuf == MPI_IN_PLACE;
   return collective(
       call, comm, request, g.intra, b,
@@ -403,7 +407,7 @@ int gatherv(MPI_Request* request, const void* sendbuf, int sendcount, MPI_Dataty
             const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm) {
   const char* call = request == nullptr ? "MPI_Gatherv" : "MPI_Igatherv";
   const Group g = group_of(comm);
-  Staged b[2];
+  Staged b[2]{Staged{sendbuf}, Staged{recvbuf}};
   const bool root_here = g.rank == root, in_place = sendbuf == MPI_IN_PLACE;
   return collective(
       call, comm, request, g.intra, b,
@@ -424,7 +428,7 @@ int scatterv(MPI_Request* request, const void* sendbuf, const int sendcounts[], 
              MPI_Comm comm) {
   const char* call = request == nullptr ? "MPI_Scatterv" : "MPI_Iscatterv";
   const Group g = group_of(comm);
-  Staged b[2];
+  Staged b[2]{Staged{sendbuf}, Staged{recvbuf}};
   const bool root_here = g.rank == root;
   return collective(
       call, comm, request, g.intra, b,
@@ -446,7 +450,7 @@ int allgatherv(MPI_Request* request, const void* sendbuf, int sendcount, MPI_Dat
                const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
   const char* call = request == nullptr ? "MPI_Allgatherv" : "MPI_Iallgatherv";
   const Group g = group_of(comm);
-  Staged b[2];
+  Staged b[2]{Staged{sendbuf}, Staged{recvbuf}};
   const bool in_place = sendbuf == MPI_IN_PLACE;
   return collective(
       call, comm, request, g.intra, b,
@@ -467,7 +471,7 @@ int alltoallv(MPI_Request* request, const void* sendbuf, const int sendcounts[],
               MPI_Datatype recvtype, MPI_Comm comm) {
   const char* call = request == nullptr ? "MPI_Alltoallv" : "MPI_Ialltoallv";
   const Group g = group_of(comm);
-  Staged b[2];
+  Staged b[2]{Staged{sendbuf}, Staged{recvbuf}};
   const bool in_place = sendbuf == MPI_IN_PLACE;
   return collective(
       call, comm, request, g.intra, b,
@@ -490,7 +494,7 @@ int reduce_scatter(MPI_Request* request, const void* sendbuf, void* recvbuf, con
                    MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
   const char* call = request == nullptr ? "MPI_Reduce_scatter" : "MPI_Ireduce_scatter";
   const Group g = group_of(comm);
-  Staged b[2];
+  Staged b[2]{Staged{sendbuf}, Staged{recvbuf}};
   const bool in_place = sendbuf == MPI_IN_PLACE;
   return collective(
       call, comm, request, g.intra && recvcounts != nullptr, b,
@@ -510,7 +514,7 @@ int reduce_scatter_block(MPI_Request* request, const void* sendbuf, void* recvbu
                          MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
   const char* call = request == nullptr ? "MPI_Reduce_scatter_block" : "MPI_Ireduce_scatter_block";
   const Group g = group_of(comm);
-  Staged b[2];
+  Staged b[2]{Staged{sendbuf}, Staged{recvbuf}};
   const bool in_place = sendbuf == MPI_IN_PLACE;
   return collective(
       call, comm, request, g.intra, b,
@@ -531,7 +535,7 @@ int alltoallw(MPI_Request* request, const void* sendbuf, const int sendcounts[],
               const MPI_Datatype recvtypes[], MPI_Comm comm) {
   const char* call = request == nullptr ? "MPI_Alltoallw" : "MPI_Ialltoallw";
   const Group g = group_of(comm);
-  Staged b[2];
+  Staged b[2]{Staged{sendbuf}, Staged{recvbuf}};
   const bool in_place = sendbuf == MPI_IN_PLACE;
   return collective(
       call, comm, request, g.intra, b,
@@ -558,7 +562,7 @@ int neighbor_allgather(MPI_Request* request, const void* sendbuf, int sendcount,
                        void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
   const char* call = request == nullptr ? "MPI_Neighbor_allgather" : "MPI_Ineighbor_allgather";
   Neighbours n;
-  Staged b[2];
+  Staged b[2]{Staged{sendbuf}, Staged{recvbuf}};
   return collective(
       call, comm, request, neighbours(comm, n), b,
       [&] {
@@ -577,7 +581,7 @@ int neighbor_allgatherv(MPI_Request* request, const void* sendbuf, int sendcount
                         MPI_Comm comm) {
   const char* call = request == nullptr ? "MPI_Neighbor_allgatherv" : "MPI_Ineighbor_allgatherv";
   Neighbours n;
-  Staged b[2];
+  Staged b[2]{Staged{sendbuf}, Staged{recvbuf}};
   return collective(
       call, comm, request, neighbours(comm, n), b,
       [&] {
@@ -596,7 +600,7 @@ int neighbor_alltoall(MPI_Request* request, const void* sendbuf, int sendcount, 
                       void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
   const char* call = request == nullptr ? "MPI_Neighbor_alltoall" : "MPI_Ineighbor_alltoall";
   Neighbours n;
-  Staged b[2];
+  Staged b[2]{Staged{sendbuf}, Staged{recvbuf}};
   return collective(
       call, comm, request, neighbours(comm, n), b,
       [&] {
@@ -615,7 +619,7 @@ int neighbor_alltoallv(MPI_Request* request, const void* sendbuf, const int send
                        MPI_Datatype recvtype, MPI_Comm comm) {
   const char* call = request == nullptr ? "MPI_Neighbor_alltoallv" : "MPI_Ineighbor_alltoallv";
   Neighbours n;
-  Staged b[2];
+  Staged b[2]{Staged{sendbuf}, Staged{recvbuf}};
   return collective(
       call, comm, request, neighbours(comm, n), b,
       [&] {
@@ -637,7 +641,7 @@ int neighbor_alltoallw(MPI_Request* request, const void* sendbuf, const int send
                        MPI_Comm comm) {
   const char* call = request == nullptr ? "MPI_Neighbor_alltoallw" : "MPI_Ineighbor_alltoallw";
   Neighbours n;
-  Staged b[2];
+  Staged b[2]{Staged{sendbuf}, Staged{recvbuf}};
   return collective(
       call, comm, request, neighbours(comm, n), b,
       [&] {
