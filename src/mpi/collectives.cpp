@@ -265,6 +265,16 @@ bool neighbours(MPI_Comm comm, Neighbours& n) {
   return false;
 }
 
+/// Stages a collective's send buffer (`send` elements of `sendtype`, which it reads), then its
+/// receive buffer (`receive` elements of `recvtype`, which it writes, read first where
+/// `read_receive`): the first error. A count of 0 stages nothing (the buffer is not significant on
+/// this rank, or its blocks are libmpi's to refuse).
+int stage_both(Staged (&b)[2], const char* call, const void* sendbuf, std::size_t send, MPI_Datatype sendtype,
+               const void* recvbuf, std::size_t receive, MPI_Datatype recvtype, bool read_receive) {
+  const int rc = b[0].stage(call, sendbuf, send, sendtype, true, false);
+  return rc != MPI_SUCCESS ? rc : b[1].stage(call, recvbuf, receive, recvtype, read_receive, true);
+}
+
 /// MPI_Scan and MPI_Exscan and their nonblocking forms. MPI_Exscan leaves rank 0's receive buffer
 /// undefined: the staged copy is read first there, so the object keeps what it held.
 template <class Begin>
@@ -276,9 +286,8 @@ int scan(const char* call, MPI_Request* request, Begin begin, const void* sendbu
   return collective(
       call, comm, request, g.intra, b,
       [&] {
-        const int rc = b[0].stage(call, sendbuf, times(count, 1), type, true, false);
-        if (rc != MPI_SUCCESS) return rc;
-        return b[1].stage(call, recvbuf, times(count, 1), type, in_place || (exclusive && g.rank == 0), true);
+        return stage_both(b, call, sendbuf, times(count, 1), type, recvbuf, times(count, 1), type,
+                          in_place || (exclusive && g.rank == 0));
       },
       [&](MPI_Request* r) { return begin(b[0].get(), b[1].get(), count, type, op, comm, r); });
 }
@@ -305,9 +314,8 @@ int reduce(MPI_Request* request, const void* sendbuf, void* recvbuf, int count, 
   return collective(
       call, comm, request, g.intra, b,
       [&] {
-        const int rc = b[0].stage(call, sendbuf, times(count, 1), type, true, false);
-        if (rc != MPI_SUCCESS || !root_here) return rc;
-        return b[1].stage(call, recvbuf, times(count, 1), type, in_place, true);
+        return stage_both(b, call, sendbuf, times(count, 1), type, recvbuf, root_here ? times(count, 1) : 0,
+                          type, in_place);
       },
       [&](MPI_Request* r) { return PMPI_Ireduce(b[0].get(), b[1].get(), count, type, op, root, comm, r); });
 }
@@ -321,8 +329,7 @@ int allreduce(MPI_Request* request, const void* sendbuf, void* recvbuf, int coun
   return collective(
       call, comm, request, g.intra, b,
       [&] {
-        const int rc = b[0].stage(call, sendbuf, times(count, 1), type, true, false);
-        return rc != MPI_SUCCESS ? rc : b[1].stage(call, recvbuf, times(count, 1), type, in_place, true);
+        return stage_both(b, call, sendbuf, times(count, 1), type, recvbuf, times(count, 1), type, in_place);
       },
       [&](MPI_Request* r) { return PMPI_Iallreduce(b[0].get(), b[1].get(), count, type, op, comm, r); });
 }
@@ -336,9 +343,8 @@ int gather(MPI_Request* request, const void* sendbuf, int sendcount, MPI_Datatyp
   return collective(
       call, comm, request, g.intra, b,
       [&] {
-        const int rc = b[0].stage(call, sendbuf, times(sendcount, 1), sendtype, true, false);
-        if (rc != MPI_SUCCESS || !root_here) return rc;
-        return b[1].stage(call, recvbuf, times(recvcount, g.size), recvtype, in_place, true);
+        return stage_both(b, call, sendbuf, times(sendcount, 1), sendtype, recvbuf,
+                          root_here ? times(recvcount, g.size) : 0, recvtype, in_place);
       },
       [&](MPI_Request* r) {
         return PMPI_Igather(b[0].get(), sendcount, sendtype, b[1].get(), recvcount, recvtype, root, comm, r);
@@ -354,11 +360,8 @@ int scatter(MPI_Request* request, const void* sendbuf, int sendcount, MPI_Dataty
   return collective(
       call, comm, request, g.intra, b,
       [&] {
-        if (root_here) {
-          const int rc = b[0].stage(call, sendbuf, times(sendcount, g.size), sendtype, true, false);
-          if (rc != MPI_SUCCESS) return rc;
-        }
-        return b[1].stage(call, recvbuf, times(recvcount, 1), recvtype, false, true);
+        return stage_both(b, call, sendbuf, root_here ? times(sendcount, g.size) : 0, sendtype, recvbuf,
+                          times(recvcount, 1), recvtype, false);
       },
       [&](MPI_Request* r) {
         return PMPI_Iscatter(b[0].get(), sendcount, sendtype, b[1].get(), recvcount, recvtype, root, comm, r);
@@ -374,9 +377,8 @@ int allgather(MPI_Request* request, const void* sendbuf, int sendcount, MPI_Data
   return collective(
       call, comm, request, g.intra, b,
       [&] {
-        const int rc = b[0].stage(call, sendbuf, times(sendcount, 1), sendtype, true, false);
-        if (rc != MPI_SUCCESS) return rc;
-        return b[1].stage(call, recvbuf, times(recvcount, g.size), recvtype, in_place, true);
+        return stage_both(b, call, sendbuf, times(sendcount, 1), sendtype, recvbuf, times(recvcount, g.size),
+                          recvtype, in_place);
       },
       [&](MPI_Request* r) {
         return PMPI_Iallgather(b[0].get(), sendcount, sendtype, b[1].get(), recvcount, recvtype, comm, r);
@@ -392,9 +394,8 @@ int alltoall(MPI_Request* request, const void* sendbuf, int sendcount, MPI_Datat
   return collective(
       call, comm, request, g.intra, b,
       [&] {
-        const int rc = b[0].stage(call, sendbuf, times(sendcount, g.size), sendtype, true, false);
-        if (rc != MPI_SUCCESS) return rc;
-        return b[1].stage(call, recvbuf, times(recvcount, g.size), recvtype, in_place, true);
+        return stage_both(b, call, sendbuf, times(sendcount, g.size), sendtype, recvbuf,
+                          times(recvcount, g.size), recvtype, in_place);
       },
       [&](MPI_Request* r) {
         return PMPI_Ialltoall(b[0].get(), sendcount, sendtype, b[1].get(), recvcount, recvtype, comm, r);
@@ -412,10 +413,9 @@ int gatherv(MPI_Request* request, const void* sendbuf, int sendcount, MPI_Dataty
   return collective(
       call, comm, request, g.intra, b,
       [&] {
-        const int rc = b[0].stage(call, sendbuf, times(sendcount, 1), sendtype, true, false);
-        if (rc != MPI_SUCCESS || !root_here) return rc;
-        const Blocks r = blocks(recvcounts, displs, g.size);
-        return b[1].stage(call, recvbuf, r.span, recvtype, in_place || r.gaps, true);
+        const Blocks r = root_here ? blocks(recvcounts, displs, g.size) : Blocks{};
+        return stage_both(b, call, sendbuf, times(sendcount, 1), sendtype, recvbuf, r.span, recvtype,
+                          in_place || r.gaps);
       },
       [&](MPI_Request* r) {
         return PMPI_Igatherv(b[0].get(), sendcount, sendtype, b[1].get(), recvcounts, displs, recvtype, root,
@@ -433,12 +433,8 @@ int scatterv(MPI_Request* request, const void* sendbuf, const int sendcounts[], 
   return collective(
       call, comm, request, g.intra, b,
       [&] {
-        if (root_here) {
-          const int rc =
-              b[0].stage(call, sendbuf, blocks(sendcounts, displs, g.size).span, sendtype, true, false);
-          if (rc != MPI_SUCCESS) return rc;
-        }
-        return b[1].stage(call, recvbuf, times(recvcount, 1), recvtype, false, true);
+        return stage_both(b, call, sendbuf, root_here ? blocks(sendcounts, displs, g.size).span : 0, sendtype,
+                          recvbuf, times(recvcount, 1), recvtype, false);
       },
       [&](MPI_Request* r) {
         return PMPI_Iscatterv(b[0].get(), sendcounts, displs, sendtype, b[1].get(), recvcount, recvtype, root,
@@ -455,10 +451,9 @@ int allgatherv(MPI_Request* request, const void* sendbuf, int sendcount, MPI_Dat
   return collective(
       call, comm, request, g.intra, b,
       [&] {
-        const int rc = b[0].stage(call, sendbuf, times(sendcount, 1), sendtype, true, false);
-        if (rc != MPI_SUCCESS) return rc;
         const Blocks r = blocks(recvcounts, displs, g.size);
-        return b[1].stage(call, recvbuf, r.span, recvtype, in_place || r.gaps, true);
+        return stage_both(b, call, sendbuf, times(sendcount, 1), sendtype, recvbuf, r.span, recvtype,
+                          in_place || r.gaps);
       },
       [&](MPI_Request* r) {
         return PMPI_Iallgatherv(b[0].get(), sendcount, sendtype, b[1].get(), recvcounts, displs, recvtype,
@@ -476,13 +471,9 @@ int alltoallv(MPI_Request* request, const void* sendbuf, const int sendcounts[],
   return collective(
       call, comm, request, g.intra, b,
       [&] {
-        if (!in_place) {
-          const int rc =
-              b[0].stage(call, sendbuf, blocks(sendcounts, sdispls, g.size).span, sendtype, true, false);
-          if (rc != MPI_SUCCESS) return rc;
-        }
         const Blocks r = blocks(recvcounts, rdispls, g.size);
-        return b[1].stage(call, recvbuf, r.span, recvtype, in_place || r.gaps, true);
+        return stage_both(b, call, sendbuf, in_place ? 0 : blocks(sendcounts, sdispls, g.size).span, sendtype,
+                          recvbuf, r.span, recvtype, in_place || r.gaps);
       },
       [&](MPI_Request* r) {
         return PMPI_Ialltoallv(b[0].get(), sendcounts, sdispls, sendtype, b[1].get(), recvcounts, rdispls,
@@ -500,10 +491,9 @@ int reduce_scatter(MPI_Request* request, const void* sendbuf, void* recvbuf, con
       call, comm, request, g.intra && recvcounts != nullptr, b,
       [&] {
         const int all = sum(recvcounts, g.size), mine = recvcounts[g.rank];
-        const int rc = b[0].stage(call, sendbuf, times(all, 1), type, true, false);
-        if (rc != MPI_SUCCESS) return rc;
         // In place, the input is the receive buffer's `all` elements; the result its first `mine`.
-        return b[1].stage(call, recvbuf, times(in_place ? all : mine, 1), type, in_place, true);
+        return stage_both(b, call, sendbuf, times(all, 1), type, recvbuf, times(in_place ? all : mine, 1),
+                          type, in_place);
       },
       [&](MPI_Request* r) {
         return PMPI_Ireduce_scatter(b[0].get(), b[1].get(), recvcounts, type, op, comm, r);
@@ -519,9 +509,8 @@ int reduce_scatter_block(MPI_Request* request, const void* sendbuf, void* recvbu
   return collective(
       call, comm, request, g.intra, b,
       [&] {
-        const int rc = b[0].stage(call, sendbuf, times(recvcount, g.size), type, true, false);
-        if (rc != MPI_SUCCESS) return rc;
-        return b[1].stage(call, recvbuf, times(recvcount, in_place ? g.size : 1), type, in_place, true);
+        return stage_both(b, call, sendbuf, times(recvcount, g.size), type, recvbuf,
+                          times(recvcount, in_place ? g.size : 1), type, in_place);
       },
       [&](MPI_Request* r) {
         return PMPI_Ireduce_scatter_block(b[0].get(), b[1].get(), recvcount, type, op, comm, r);
@@ -540,13 +529,10 @@ int alltoallw(MPI_Request* request, const void* sendbuf, const int sendcounts[],
   return collective(
       call, comm, request, g.intra, b,
       [&] {
-        if (!in_place) {
-          const int rc = b[0].stage(call, sendbuf, byte_blocks(sendcounts, sdispls, sendtypes, g.size).span,
-                                    MPI_BYTE, true, false);
-          if (rc != MPI_SUCCESS) return rc;
-        }
         const Blocks r = byte_blocks(recvcounts, rdispls, recvtypes, g.size);
-        return b[1].stage(call, recvbuf, r.span, MPI_BYTE, in_place || r.gaps, true);
+        return stage_both(b, call, sendbuf,
+                          in_place ? 0 : byte_blocks(sendcounts, sdispls, sendtypes, g.size).span, MPI_BYTE,
+                          recvbuf, r.span, MPI_BYTE, in_place || r.gaps);
       },
       [&](MPI_Request* r) {
         return PMPI_Ialltoallw(b[0].get(), sendcounts, sdispls, sendtypes, b[1].get(), recvcounts, rdispls,
@@ -566,9 +552,8 @@ int neighbor_allgather(MPI_Request* request, const void* sendbuf, int sendcount,
   return collective(
       call, comm, request, neighbours(comm, n), b,
       [&] {
-        const int rc = b[0].stage(call, sendbuf, times(sendcount, 1), sendtype, true, false);
-        if (rc != MPI_SUCCESS) return rc;
-        return b[1].stage(call, recvbuf, times(recvcount, n.in), recvtype, n.null_sources, true);
+        return stage_both(b, call, sendbuf, times(sendcount, 1), sendtype, recvbuf, times(recvcount, n.in),
+                          recvtype, n.null_sources);
       },
       [&](MPI_Request* r) {
         return PMPI_Ineighbor_allgather(b[0].get(), sendcount, sendtype, b[1].get(), recvcount, recvtype,
@@ -585,10 +570,9 @@ int neighbor_allgatherv(MPI_Request* request, const void* sendbuf, int sendcount
   return collective(
       call, comm, request, neighbours(comm, n), b,
       [&] {
-        const int rc = b[0].stage(call, sendbuf, times(sendcount, 1), sendtype, true, false);
-        if (rc != MPI_SUCCESS) return rc;
         const Blocks r = blocks(recvcounts, displs, n.in);
-        return b[1].stage(call, recvbuf, r.span, recvtype, n.null_sources || r.gaps, true);
+        return stage_both(b, call, sendbuf, times(sendcount, 1), sendtype, recvbuf, r.span, recvtype,
+                          n.null_sources || r.gaps);
       },
       [&](MPI_Request* r) {
         return PMPI_Ineighbor_allgatherv(b[0].get(), sendcount, sendtype, b[1].get(), recvcounts, displs,
@@ -604,9 +588,8 @@ int neighbor_alltoall(MPI_Request* request, const void* sendbuf, int sendcount, 
   return collective(
       call, comm, request, neighbours(comm, n), b,
       [&] {
-        const int rc = b[0].stage(call, sendbuf, times(sendcount, n.out), sendtype, true, false);
-        if (rc != MPI_SUCCESS) return rc;
-        return b[1].stage(call, recvbuf, times(recvcount, n.in), recvtype, n.null_sources, true);
+        return stage_both(b, call, sendbuf, times(sendcount, n.out), sendtype, recvbuf,
+                          times(recvcount, n.in), recvtype, n.null_sources);
       },
       [&](MPI_Request* r) {
         return PMPI_Ineighbor_alltoall(b[0].get(), sendcount, sendtype, b[1].get(), recvcount, recvtype, comm,
@@ -623,11 +606,9 @@ int neighbor_alltoallv(MPI_Request* request, const void* sendbuf, const int send
   return collective(
       call, comm, request, neighbours(comm, n), b,
       [&] {
-        const int rc =
-            b[0].stage(call, sendbuf, blocks(sendcounts, sdispls, n.out).span, sendtype, true, false);
-        if (rc != MPI_SUCCESS) return rc;
         const Blocks r = blocks(recvcounts, rdispls, n.in);
-        return b[1].stage(call, recvbuf, r.span, recvtype, n.null_sources || r.gaps, true);
+        return stage_both(b, call, sendbuf, blocks(sendcounts, sdispls, n.out).span, sendtype, recvbuf,
+                          r.span, recvtype, n.null_sources || r.gaps);
       },
       [&](MPI_Request* r) {
         return PMPI_Ineighbor_alltoallv(b[0].get(), sendcounts, sdispls, sendtype, b[1].get(), recvcounts,
@@ -645,11 +626,9 @@ int neighbor_alltoallw(MPI_Request* request, const void* sendbuf, const int send
   return collective(
       call, comm, request, neighbours(comm, n), b,
       [&] {
-        const int rc = b[0].stage(call, sendbuf, byte_blocks(sendcounts, sdispls, sendtypes, n.out).span,
-                                  MPI_BYTE, true, false);
-        if (rc != MPI_SUCCESS) return rc;
         const Blocks r = byte_blocks(recvcounts, rdispls, recvtypes, n.in);
-        return b[1].stage(call, recvbuf, r.span, MPI_BYTE, n.null_sources || r.gaps, true);
+        return stage_both(b, call, sendbuf, byte_blocks(sendcounts, sdispls, sendtypes, n.out).span, MPI_BYTE,
+                          recvbuf, r.span, MPI_BYTE, n.null_sources || r.gaps);
       },
       [&](MPI_Request* r) {
         return PMPI_Ineighbor_alltoallw(b[0].get(), sendcounts, sdispls, sendtypes, b[1].get(), recvcounts,
