@@ -3,6 +3,8 @@
 // that depend on each other (two ranks that both send and receive) all move.
 #pragma once
 
+#include <hdsm/export.h>
+
 #include "mpi/operations.hpp"
 
 #include <exception>
@@ -17,10 +19,10 @@ bool drive();
 bool idle();
 /// Drives until `op` is done, then fills `status`; its error goes through its communicator's error
 /// handler (unless an MPI call already took it there).
-int finish(const std::shared_ptr<Operation>& op, MPI_Status* status);
+HDSM_API int finish(const std::shared_ptr<Operation>& op, MPI_Status* status);  // exported for the tests
 /// Puts `op` behind a generalized request (MPI_Grequest_start), stored in op->request and
 /// *request, and makes it pending.
-int start(const std::shared_ptr<Operation>& op, MPI_Request* request);
+HDSM_API int start(const std::shared_ptr<Operation>& op, MPI_Request* request);  // exported for the tests
 /// The operation behind a generalized request start() made, until libmpi frees that request; null
 /// for any other request.
 std::shared_ptr<Operation> operation_of(MPI_Request request);

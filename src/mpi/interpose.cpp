@@ -72,8 +72,8 @@ void drive_locked(ProgressEngine& e) {
       if (!waits) {
         try {
           op.done = op.progress();
-        } catch (const std::exception& x) {  // a bug: report it rather than lose the request
-          report(op.call(), MPI_ERR_INTERN, fmt::format("internal error: {}", x.what()));
+        } catch (const std::exception& x) {  // a bug: fail the request rather than lose it
+          op.fail_internal(x.what());
           op.done = true;
         }
       }

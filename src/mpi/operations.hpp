@@ -98,6 +98,10 @@ class Operation {
   /// progress() without a message, its status cancelled; anything else runs to its end, as MPI
   /// allows for a cancel that comes too late.
   void request_cancel() { cancel_requested_.store(true); }
+  /// An exception that escaped progress() (a bug or an allocation failure): the operation ends
+  /// with MPI_ERR_INTERN, reported naming `what`, so its request fails instead of completing as if
+  /// the transfer had happened.
+  void fail_internal(const std::string& what);
   int error() const { return error_; }
   /// True when the error already went through the communicator's error handler (it came from an
   /// MPI call on the user's communicator).

@@ -145,6 +145,10 @@ void Operation::fail(int code, const std::string& what, bool handled) {
   error_handled_ = handled;
 }
 
+void Operation::fail_internal(const std::string& what) {
+  fail(MPI_ERR_INTERN, fmt::format("internal error: {}", what));
+}
+
 bool Operation::settled(std::vector<Event>& events) {
   for (const Event& e : events)
     if (!e.query()) return false;

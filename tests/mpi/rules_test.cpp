@@ -1,13 +1,18 @@
 // MPI's own rules, kept by libhdsm_mpi although every receive is its operation (mpi_fixture.hpp):
 // what a status's error field holds, which error handler an error goes through, the checks of a
 // receive's arguments, where a message of a header's size lands in a datatype, a communicator freed
-// with a receive pending on it, and communicators made while a receive waits for its sender.
+// with a receive pending on it, and communicators made while a receive waits for its sender. An operation
+// that throws fails its request.
 #include "mpi_fixture.hpp"
+
+#include "mpi/engine.hpp"
 
 #include <mpi.h>
 
 #include <array>
 #include <cstdarg>
+#include <memory>
+#include <stdexcept>
 
 namespace {
 
@@ -218,6 +223,34 @@ TEST_F(MpiHandlers, ANonblockingReceivesErrorGoesThroughItsCommunicatorsHandlerO
   EXPECT_EQ(indices[0], 0);
   EXPECT_EQ(error_class(st[0].MPI_ERROR), MPI_ERR_TRUNCATE);
   after("MPI_Waitsome");
+}
+
+// An operation whose progress throws (a bug in hdsm_mpi, an allocation that failed) fails its
+// request with MPI_ERR_INTERN through its communicator's handler, nonblocking or blocking, instead
+// of completing it as if the transfer had happened. Runs on every rank: it needs no partner.
+class Throws final : public hdsm::mpi::Operation {
+ public:
+  explicit Throws(MPI_Comm comm) : Operation("MPI_Irecv", comm) {}
+  bool progress() override { throw std::runtime_error("injected by the test"); }
+};
+
+class MpiHandlersOnEveryRank : public MpiHandlers {
+ protected:
+  MpiHandlersOnEveryRank() { pairs_only_ = false; }
+};
+
+TEST_F(MpiHandlersOnEveryRank, AnOperationThatThrowsFailsItsRequest) {
+  MPI_Request r = MPI_REQUEST_NULL;
+  ASSERT_EQ(hdsm::mpi::start(std::make_shared<Throws>(comm_), &r), MPI_SUCCESS);
+  MPI_Status st;
+  EXPECT_EQ(error_class(MPI_Wait(&r, &st)), MPI_ERR_INTERN);
+  EXPECT_EQ(r, MPI_REQUEST_NULL);
+  EXPECT_EQ(on_pair, 1);
+  EXPECT_EQ(on_world, 0);
+  EXPECT_EQ(error_class(hdsm::mpi::finish(std::make_shared<Throws>(comm_), MPI_STATUS_IGNORE)),
+            MPI_ERR_INTERN);
+  EXPECT_EQ(on_pair, 2);
+  EXPECT_EQ(on_world, 0);
 }
 
 // MPI_Comm_free with a receive pending on the communicator: the receive completes normally (MPI's
