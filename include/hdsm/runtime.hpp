@@ -16,6 +16,7 @@
 #include <memory>
 #include <span>
 
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -135,6 +136,13 @@ class Runtime {
   ssize_t writev(int fd, const struct iovec* iov, int count);
   std::size_t fread(void* buf, std::size_t size, std::size_t count, std::FILE* stream);
   std::size_t fwrite(const void* buf, std::size_t size, std::size_t count, std::FILE* stream);
+  /// Socket calls, as recvmsg(2) and sendmsg(2) (send, recv and the rest are these with one vector):
+  /// vectors in shared memory go through pageable memory. A message, a peek and a receive that takes
+  /// ancillary data are one call; a stream's bytes move in pieces of HDSM_STAGING_CHUNK, the later
+  /// pieces of a receive only while data is there (with MSG_WAITALL, until all arrived), those of a
+  /// send until one goes out short. Sender, ancillary data and flags are the first piece's.
+  ssize_t recvmsg(int fd, struct msghdr* msg, int flags);
+  ssize_t sendmsg(int fd, const struct msghdr* msg, int flags);
 
   /// Release, then launch asynchronously on the device hosting the first shared-pointer argument.
   /// Objects of other devices are passed by their device's address when the devices are peers, as

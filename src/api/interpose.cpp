@@ -14,11 +14,14 @@
 #include "runtime/shared_ranges.hpp"
 
 #include <atomic>
+#include <cerrno>
+#include <climits>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 
 #include <dlfcn.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -88,6 +91,14 @@ using FwriteFn = std::size_t (*)(const void*, std::size_t, std::size_t, std::FIL
 using ReadChkFn = ssize_t (*)(int, void*, std::size_t, std::size_t);
 using PreadChkFn = ssize_t (*)(int, void*, std::size_t, off_t, std::size_t);
 using FreadChkFn = std::size_t (*)(void*, std::size_t, std::size_t, std::size_t, std::FILE*);
+using RecvFn = ssize_t (*)(int, void*, std::size_t, int);
+using RecvfromFn = ssize_t (*)(int, void*, std::size_t, int, struct sockaddr*, socklen_t*);
+using RecvmsgFn = ssize_t (*)(int, struct msghdr*, int);
+using SendFn = ssize_t (*)(int, const void*, std::size_t, int);
+using SendtoFn = ssize_t (*)(int, const void*, std::size_t, int, const struct sockaddr*, socklen_t);
+using SendmsgFn = ssize_t (*)(int, const struct msghdr*, int);
+using RecvChkFn = ssize_t (*)(int, void*, std::size_t, std::size_t, int);
+using RecvfromChkFn = ssize_t (*)(int, void*, std::size_t, std::size_t, int, struct sockaddr*, socklen_t*);
 
 constinit Next<ReadFn> libc_read{"read"};
 constinit Next<WriteFn> libc_write{"write"};
@@ -102,6 +113,14 @@ constinit Next<FwriteFn> libc_fwrite_unlocked{"fwrite_unlocked"};
 constinit Next<ReadChkFn> libc_read_chk{"__read_chk"};
 constinit Next<PreadChkFn> libc_pread_chk{"__pread_chk"};
 constinit Next<FreadChkFn> libc_fread_chk{"__fread_chk"};
+constinit Next<RecvFn> libc_recv{"recv"};
+constinit Next<RecvfromFn> libc_recvfrom{"recvfrom"};
+constinit Next<RecvmsgFn> libc_recvmsg{"recvmsg"};
+constinit Next<SendFn> libc_send{"send"};
+constinit Next<SendtoFn> libc_sendto{"sendto"};
+constinit Next<SendmsgFn> libc_sendmsg{"sendmsg"};
+constinit Next<RecvChkFn> libc_recv_chk{"__recv_chk"};
+constinit Next<RecvfromChkFn> libc_recvfrom_chk{"__recvfrom_chk"};
 
 // Resolved while the process starts, so that no later first call (one from a signal handler, say)
 // runs dlsym.
@@ -112,7 +131,9 @@ void resolve(Next<Fn>&... next) {
 
 [[gnu::constructor]] void resolve_all() {
   resolve(libc_read, libc_write, libc_pread, libc_pwrite, libc_readv, libc_writev, libc_fread, libc_fwrite,
-          libc_fread_unlocked, libc_fwrite_unlocked, libc_read_chk, libc_pread_chk, libc_fread_chk);
+          libc_fread_unlocked, libc_fwrite_unlocked, libc_read_chk, libc_pread_chk, libc_fread_chk, libc_recv,
+          libc_recvfrom, libc_recvmsg, libc_send, libc_sendto, libc_sendmsg, libc_recv_chk,
+          libc_recvfrom_chk);
 }
 
 /// The runtime that owns `p`, unless this thread is inside an interposed call already.
@@ -273,6 +294,96 @@ std::size_t fread_chk(void* buf, std::size_t buf_bytes, std::size_t size, std::s
   if (__builtin_mul_overflow(size, count, &n) || n > buf_bytes || !may_touch(buf, n))
     return (*libc_fread_chk)(buf, buf_bytes, size, count, stream);
   return io::fread(buf, size, count, stream);
+}
+
+// The socket calls: each is the runtime's recvmsg or sendmsg with one vector (and the sender or
+// receiver's address for recvfrom and sendto).
+ssize_t recv(int fd, void* buf, std::size_t n, int flags) {
+  return recvfrom(fd, buf, n, flags, nullptr, nullptr);
+}
+
+ssize_t recvfrom(int fd, void* buf, std::size_t n, int flags, struct sockaddr* from, socklen_t* from_bytes) {
+  const auto plain = [&] {
+    return from == nullptr && from_bytes == nullptr ? (*libc_recv)(fd, buf, n, flags)
+                                                    : (*libc_recvfrom)(fd, buf, n, flags, from, from_bytes);
+  };
+  if (!may_touch(buf, n)) return plain();
+  return dispatch<ssize_t>(
+      buf, -1,
+      [&](Runtime& r) -> ssize_t {
+        if (from != nullptr && from_bytes == nullptr) {  // the kernel would take the data, then fail
+          errno = EFAULT;
+          return -1;
+        }
+        struct iovec v {
+          buf, n
+        };
+        struct msghdr msg {};
+        msg.msg_iov = &v;
+        msg.msg_iovlen = 1;
+        msg.msg_name = from;
+        msg.msg_namelen = from != nullptr ? *from_bytes : 0;
+        const ssize_t got = r.recvmsg(fd, &msg, flags);
+        if (got >= 0 && from != nullptr) *from_bytes = msg.msg_namelen;
+        return got;
+      },
+      plain);
+}
+
+ssize_t recvmsg(int fd, struct msghdr* msg, int flags) {
+  const auto plain = [&] { return (*libc_recvmsg)(fd, msg, flags); };
+  if (msg == nullptr || msg->msg_iovlen > INT_MAX) return plain();
+  const void* shared = hdsm::api::shared_vector(msg->msg_iov, static_cast<int>(msg->msg_iovlen));
+  if (shared == nullptr) return plain();
+  return dispatch<ssize_t>(
+      shared, -1, [&](Runtime& r) { return r.recvmsg(fd, msg, flags); }, plain);
+}
+
+ssize_t send(int fd, const void* buf, std::size_t n, int flags) {
+  return sendto(fd, buf, n, flags, nullptr, 0);
+}
+
+ssize_t sendto(int fd, const void* buf, std::size_t n, int flags, const struct sockaddr* to,
+               socklen_t to_bytes) {
+  const auto plain = [&] {
+    return to == nullptr ? (*libc_send)(fd, buf, n, flags) : (*libc_sendto)(fd, buf, n, flags, to, to_bytes);
+  };
+  if (!may_touch(buf, n)) return plain();
+  return dispatch<ssize_t>(
+      buf, -1,
+      [&](Runtime& r) {
+        struct iovec v {
+          const_cast<void*>(buf), n
+        };
+        struct msghdr msg {};
+        msg.msg_iov = &v;
+        msg.msg_iovlen = 1;
+        msg.msg_name = const_cast<struct sockaddr*>(to);
+        msg.msg_namelen = to != nullptr ? to_bytes : 0;
+        return r.sendmsg(fd, &msg, flags);
+      },
+      plain);
+}
+
+ssize_t sendmsg(int fd, const struct msghdr* msg, int flags) {
+  const auto plain = [&] { return (*libc_sendmsg)(fd, msg, flags); };
+  if (msg == nullptr || msg->msg_iovlen > INT_MAX) return plain();
+  const void* shared = hdsm::api::shared_vector(msg->msg_iov, static_cast<int>(msg->msg_iovlen));
+  if (shared == nullptr) return plain();
+  return dispatch<ssize_t>(
+      shared, -1, [&](Runtime& r) { return r.sendmsg(fd, msg, flags); }, plain);
+}
+
+ssize_t recv_chk(int fd, void* buf, std::size_t n, std::size_t buf_bytes, int flags) {
+  if (n > buf_bytes || !may_touch(buf, n)) return (*libc_recv_chk)(fd, buf, n, buf_bytes, flags);
+  return io::recv(fd, buf, n, flags);
+}
+
+ssize_t recvfrom_chk(int fd, void* buf, std::size_t n, std::size_t buf_bytes, int flags,
+                     struct sockaddr* from, socklen_t* from_bytes) {
+  if (n > buf_bytes || !may_touch(buf, n))
+    return (*libc_recvfrom_chk)(fd, buf, n, buf_bytes, flags, from, from_bytes);
+  return io::recvfrom(fd, buf, n, flags, from, from_bytes);
 }
 
 }  // namespace hdsm::api::io

@@ -1,10 +1,10 @@
-// Interposition (seed 000 §4.4): libhdsm.so defines read, write, pread, pwrite, readv, writev, fread
-// and fwrite, so a program linked with it has its I/O on shared objects done by hdsm (no fault, no
-// restarted system call) without calling hdsm's own I/O; libhdsm_preload.so adds memcpy, memmove
-// and memset, and defines the I/O calls again (interposed_symbols.inc): a program that does not link
-// hdsm loads libhdsm.so as the preload library's dependency, after libc, where its definitions come
-// too late. Calls on host memory cost one range check (SharedRanges::may_touch) and go to the next
-// definition of the symbol, libc's, found with dlsym(RTLD_NEXT).
+// Interposition (seed 000 §4.4): libhdsm.so defines read, write, pread, pwrite, readv, writev, fread,
+// fwrite and the socket calls (recv, send and their kin), so a program linked with it has its I/O on shared
+// objects done by hdsm (no fault, no restarted system call) without calling hdsm's own I/O;
+// libhdsm_preload.so adds memcpy, memmove and memset, and defines the I/O calls again
+// (interposed_symbols.inc): a program that does not link hdsm loads libhdsm.so as the preload library's
+// dependency, after libc, where its definitions come too late. Calls on host memory cost one range check
+// (SharedRanges::may_touch) and go to the next definition of the symbol, libc's, found with dlsym(RTLD_NEXT).
 #pragma once
 
 #include <hdsm/export.h>
@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdio>
 
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -57,6 +58,16 @@ ssize_t read_chk(int fd, void* buf, std::size_t n, std::size_t buf_bytes);
 ssize_t pread_chk(int fd, void* buf, std::size_t n, off_t offset, std::size_t buf_bytes);
 std::size_t fread_chk(void* buf, std::size_t buf_bytes, std::size_t size, std::size_t count,
                       std::FILE* stream);
+ssize_t recv(int fd, void* buf, std::size_t n, int flags);
+ssize_t recvfrom(int fd, void* buf, std::size_t n, int flags, struct sockaddr* from, socklen_t* from_bytes);
+ssize_t recvmsg(int fd, struct msghdr* msg, int flags);
+ssize_t send(int fd, const void* buf, std::size_t n, int flags);
+ssize_t sendto(int fd, const void* buf, std::size_t n, int flags, const struct sockaddr* to,
+               socklen_t to_bytes);
+ssize_t sendmsg(int fd, const struct msghdr* msg, int flags);
+ssize_t recv_chk(int fd, void* buf, std::size_t n, std::size_t buf_bytes, int flags);
+ssize_t recvfrom_chk(int fd, void* buf, std::size_t n, std::size_t buf_bytes, int flags,
+                     struct sockaddr* from, socklen_t* from_bytes);
 }  // namespace io
 
 /// sigaction and the signal() family (interposed_signals.inc's C symbols forward to them): for SIGSEGV

@@ -139,6 +139,39 @@ std::optional<std::size_t> total_of(std::span<const struct iovec> parts) {
 /// The largest message hdsm stages whole (a socket's buffer holds far less: net.core.*mem_max).
 constexpr std::size_t kLargestMessage = std::size_t{64} << 20;
 
+/// Copies `n` bytes between `buffer` and `parts` (shared memory or host memory, in order), starting
+/// `at` bytes into them: into the parts as readv scatters (`to_parts`), or out of them as writev
+/// gathers.
+void exchange(detail::RuntimeImpl& impl, std::span<const struct iovec> parts, std::size_t at,
+              std::byte* buffer, std::size_t n, bool to_parts) {
+  for (const struct iovec& v : parts) {
+    if (n == 0) break;
+    if (at >= v.iov_len) {
+      at -= v.iov_len;
+      continue;
+    }
+    const std::size_t take = std::min(v.iov_len - at, n);
+    std::byte* part = static_cast<std::byte*>(v.iov_base) + at;
+    void* to = to_parts ? static_cast<void*>(part) : buffer;
+    const void* from = to_parts ? static_cast<const void*>(buffer) : part;
+    if (detail::MemoryModel* space = shared(impl, v.iov_base))
+      space->copy(to, from, take, nullptr);
+    else
+      std::memcpy(to, from, take);
+    buffer += take;
+    n -= take;
+    at = 0;
+  }
+}
+void scatter(detail::RuntimeImpl& impl, std::span<const struct iovec> parts, std::size_t at, std::byte* from,
+             std::size_t n) {
+  exchange(impl, parts, at, from, n, true);
+}
+void gather(detail::RuntimeImpl& impl, std::span<const struct iovec> parts, std::size_t at, std::byte* to,
+            std::size_t n) {
+  exchange(impl, parts, at, to, n, false);
+}
+
 /// One read of a message socket into `parts` (shared memory or host memory, in order): through one
 /// pageable buffer as large as `parts` (up to kLargestMessage, more than any socket takes), then
 /// copied out, as readv would scatter it. Not sized by a peek at the next message: another reader
@@ -149,17 +182,7 @@ ssize_t read_message(detail::RuntimeImpl& impl, int fd, std::span<const struct i
   const std::size_t take = std::min(*total, kLargestMessage);
   const auto buffer = std::make_unique_for_overwrite<std::byte[]>(take);
   const ssize_t got = ::read(fd, buffer.get(), take);
-  if (got <= 0) return got;
-  std::size_t at = 0;
-  for (const struct iovec& v : parts) {
-    const std::size_t n = std::min(v.iov_len, static_cast<std::size_t>(got) - at);
-    if (n == 0) break;
-    if (detail::MemoryModel* space = shared(impl, v.iov_base))
-      space->copy(v.iov_base, buffer.get() + at, n, nullptr);
-    else
-      std::memcpy(v.iov_base, buffer.get() + at, n);
-    at += n;
-  }
+  if (got > 0) scatter(impl, parts, 0, buffer.get(), static_cast<std::size_t>(got));
   return got;
 }
 
@@ -185,14 +208,7 @@ ssize_t write_message(detail::RuntimeImpl& impl, int fd, std::span<const struct 
     return -1;
   }
   const auto buffer = std::make_unique_for_overwrite<std::byte[]>(*total);
-  std::size_t at = 0;
-  for (const struct iovec& v : parts) {
-    if (detail::MemoryModel* space = shared(impl, v.iov_base))
-      space->copy(buffer.get() + at, v.iov_base, v.iov_len, nullptr);
-    else if (v.iov_len != 0)
-      std::memcpy(buffer.get() + at, v.iov_base, v.iov_len);
-    at += v.iov_len;
-  }
+  gather(impl, parts, 0, buffer.get(), *total);
   return ::write(fd, buffer.get(), *total);
 }
 
@@ -313,6 +329,26 @@ Runtime* other_runtime(const detail::RuntimeImpl& impl, const void* p) {
   return owner != impl.self ? owner : nullptr;
 }
 
+/// Where a call's vectors are: 1 when one is in shared memory that hdsm moves (this runtime's
+/// mediated objects, checked whole, or another runtime's objects, which that runtime checks); 0 when
+/// libc may take them all, once the calls in flight on host-mapped and unified objects among them are
+/// done; -1 with EFAULT for a range that leaves the objects it starts in.
+int place(detail::RuntimeImpl& impl, const struct iovec* iov, int count, const char* call) {
+  bool any_shared = false;
+  for (int i = 0; i < count && iov != nullptr; ++i) {
+    if (iov[i].iov_len != 0 && other_runtime(impl, iov[i].iov_base) != nullptr) {
+      any_shared = true;  // checked by its own runtime when its turn comes
+      continue;
+    }
+    detail::MemoryModel* space = shared(impl, iov[i].iov_base);
+    if (space != nullptr ? iov[i].iov_len != 0 && !range_ok(*space, iov[i].iov_base, iov[i].iov_len, call)
+                         : !direct_ready(impl, iov[i].iov_base, iov[i].iov_len, call))
+      return -1;
+    any_shared |= space != nullptr;
+  }
+  return any_shared ? 1 : 0;
+}
+
 /// readv or writev (`way`): libc's when no vector is shared memory; else a message socket's message
 /// whole, by one read or write of all the vectors; else the vectors in order, stopping at the first
 /// short one, and for a stream's readv where the next vector's read would wait. A vector in another
@@ -332,20 +368,9 @@ ssize_t vectored(detail::RuntimeImpl& impl, int fd, const struct iovec* iov, int
       return -1;
     }
   }
-  bool any_shared = false;
-  const char* call = way == Way::in ? "readv" : "writev";
-  for (int i = 0; i < count && iov != nullptr; ++i) {
-    if (iov[i].iov_len != 0 && other_runtime(impl, iov[i].iov_base) != nullptr) {
-      any_shared = true;  // checked by its own runtime when its turn comes
-      continue;
-    }
-    detail::MemoryModel* space = shared(impl, iov[i].iov_base);
-    if (space != nullptr ? iov[i].iov_len != 0 && !range_ok(*space, iov[i].iov_base, iov[i].iov_len, call)
-                         : !direct_ready(impl, iov[i].iov_base, iov[i].iov_len, call))
-      return -1;
-    any_shared |= space != nullptr;
-  }
-  if (!any_shared) return way == Way::in ? ::readv(fd, iov, count) : ::writev(fd, iov, count);
+  const int placed = place(impl, iov, count, way == Way::in ? "readv" : "writev");
+  if (placed < 0) return -1;
+  if (placed == 0) return way == Way::in ? ::readv(fd, iov, count) : ::writev(fd, iov, count);
   // The vectors as they are now, as the kernel copies them before it moves a byte: data a readv
   // brings in may land on the array itself (a vector pointing at it), and must not redirect the next.
   const std::vector<struct iovec> copied(iov, iov + count);
@@ -369,6 +394,84 @@ ssize_t vectored(detail::RuntimeImpl& impl, int fd, const struct iovec* iov, int
     if (static_cast<std::size_t>(moved) < v.iov_len) break;
   }
   return static_cast<ssize_t>(done);
+}
+
+/// recvmsg(2) into `parts` or sendmsg(2) of them (`way`; msg's vectors as they were at the call,
+/// some in shared memory), through a pageable buffer: scattered after a receive, gathered before a
+/// send. A message is one call, whole (to send above kLargestMessage, which no socket takes: EMSGSIZE
+/// before anything is allocated; MSG_TRUNC's length of a longer datagram comes back as the kernel
+/// gives it). So are a peek and a receive that takes ancillary data. A stream's bytes move in pieces:
+/// a receive's later pieces only while data is there, as read(2)'s, or with MSG_WAITALL until every
+/// byte arrived; a send's until one goes out short (what went out is the result). The address and
+/// the ancillary data go with the first piece, and a receive's sender, ancillary data and flags are
+/// the first piece's.
+ssize_t socket_transfer(detail::RuntimeImpl& impl, int fd, struct msghdr& msg,
+                        std::span<const struct iovec> parts, int flags, Way way) {
+  const std::optional<std::size_t> total = total_of(parts);
+  if (!total) return -1;
+  const bool in = way == Way::in;
+  const bool pieces =
+      classify(fd) == Descriptor::stream && (!in || ((flags & MSG_PEEK) == 0 && msg.msg_control == nullptr));
+  if (!in && !pieces && *total > kLargestMessage) {
+    errno = EMSGSIZE;
+    return -1;
+  }
+  const std::size_t size =
+      std::min(*total, pieces ? impl.config.size(knob_name(Knob::staging_chunk)) : kLargestMessage);
+  const auto buffer = std::make_unique_for_overwrite<std::byte[]>(size);
+  struct msghdr call = msg;
+  std::size_t done = 0;
+  int error = 0;
+  for (bool first = true;; first = false) {
+    const std::size_t take = std::min(*total - done, size);
+    if (!in) gather(impl, parts, done, buffer.get(), take);
+    struct iovec piece {
+      buffer.get(), take
+    };
+    call.msg_iov = &piece;
+    call.msg_iovlen = 1;
+    const ssize_t moved = in ? ::recvmsg(fd, &call, flags) : ::sendmsg(fd, &call, flags);
+    if (moved < 0) {
+      error = errno;
+      break;
+    }
+    if (first && in) {
+      msg.msg_namelen = call.msg_namelen;
+      msg.msg_controllen = call.msg_controllen;
+      msg.msg_flags = call.msg_flags;
+    }
+    call.msg_name = nullptr;
+    call.msg_namelen = 0;
+    call.msg_control = nullptr;
+    call.msg_controllen = 0;
+    if (in) scatter(impl, parts, done, buffer.get(), std::min(static_cast<std::size_t>(moved), take));
+    done += static_cast<std::size_t>(moved);
+    if (!pieces || static_cast<std::size_t>(moved) < take || done == *total) break;
+    if (in && (flags & MSG_WAITALL) == 0 && !has_data(fd)) break;
+  }
+  if (done == 0 && error != 0) {
+    errno = error;
+    return -1;
+  }
+  return static_cast<ssize_t>(done);
+}
+
+/// recvmsg or sendmsg (`way`) with the libc call's arguments: libc's when no vector is in shared
+/// memory hdsm moves (and for what the kernel refuses before it looks at a vector).
+ssize_t socket_call(detail::RuntimeImpl& impl, int fd, struct msghdr* msg, int flags, Way way) {
+  const auto libc = [&] { return way == Way::in ? ::recvmsg(fd, msg, flags) : ::sendmsg(fd, msg, flags); };
+  if (msg == nullptr || msg->msg_iov == nullptr || msg->msg_iovlen > IOV_MAX) return libc();
+  const auto count = static_cast<int>(msg->msg_iovlen);
+  for (int i = 0; i < count; ++i) {
+    if (msg->msg_iov[i].iov_len > static_cast<std::size_t>(SSIZE_MAX)) {
+      errno = EINVAL;
+      return -1;
+    }
+  }
+  const int placed = place(impl, msg->msg_iov, count, way == Way::in ? "recvmsg" : "sendmsg");
+  if (placed <= 0) return placed < 0 ? -1 : libc();
+  const std::vector<struct iovec> parts(msg->msg_iov, msg->msg_iov + count);
+  return socket_transfer(impl, fd, *msg, parts, flags, way);
 }
 
 /// A stdio stream locked for one call (flockfile: recursive, so the stdio calls inside take it too).
@@ -436,6 +539,14 @@ ssize_t Runtime::readv(int fd, const struct iovec* iov, int count) {
 
 ssize_t Runtime::writev(int fd, const struct iovec* iov, int count) {
   return vectored(*impl_, fd, iov, count, Way::out);
+}
+
+ssize_t Runtime::recvmsg(int fd, struct msghdr* msg, int flags) {
+  return socket_call(*impl_, fd, msg, flags, Way::in);
+}
+
+ssize_t Runtime::sendmsg(int fd, const struct msghdr* msg, int flags) {
+  return socket_call(*impl_, fd, const_cast<struct msghdr*>(msg), flags, Way::out);  // sendmsg only reads it
 }
 
 std::size_t Runtime::fread(void* buf, std::size_t size, std::size_t count, std::FILE* stream) {

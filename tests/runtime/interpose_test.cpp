@@ -1,8 +1,8 @@
 // Interposition (issue 4, part 3a): a program linked with libhdsm calls plain read, write, pread,
-// pwrite, readv, writev, fread and fwrite on shared memory and gets hdsm's I/O (no fault, right data,
-// libc's errno). Without interposition the kernel would refuse the protected user view (EFAULT) or
-// stop part way, so these tests fail if the symbols are not interposed. Also the reentrancy guard
-// and the memmove/memset entry points of libhdsm_preload.so.
+// pwrite, readv, writev, fread, fwrite and the socket calls on shared memory and gets hdsm's I/O (no fault,
+// right data, libc's errno). Without interposition the kernel would refuse the protected user view (EFAULT)
+// or stop part way, so these tests fail if the symbols are not interposed. Also the reentrancy guard and the
+// memmove/memset entry points of libhdsm_preload.so.
 #include <hdsm/hdsm.hpp>
 
 #include "api/interpose.hpp"
@@ -18,9 +18,12 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -174,6 +177,161 @@ TEST_P(Interpose, StdioFreadAndFwriteOnSharedMemory) {
   std::fclose(f);
   rt_.free(p);
   rt_.free(q);
+}
+
+// recv, send and their kin on shared memory, over a stream socket (larger than a staging chunk, so
+// in pieces) and a datagram socket: the data arrives, no fault is raised, and the calls keep what
+// libc's do: MSG_WAITALL waits for every byte, MSG_PEEK leaves the data queued, recvfrom gives the
+// sender's address as libc does, sendmsg's ancillary data (a descriptor) travels with its bytes.
+TEST_P(Interpose, SocketCallsMoveSharedMemoryWithoutFaults) {
+  const std::size_t bytes = 20 * kBlock + 300;  // five 16 KiB staging chunks and a bit
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  unsigned char* p = invalid_object(bytes);
+  unsigned char* q = invalid_object(bytes);
+  rt_.reset_stats();
+  // The shared bytes, read without touching the user view (which would fault).
+  const auto in_q = [&](std::size_t at, std::size_t n) {
+    std::vector<unsigned char> v(n);
+    rt_.memcpy(v.data(), q + at, n);
+    return v;
+  };
+  const auto same = [](const std::vector<unsigned char>& v, const unsigned char* want) {
+    return std::memcmp(v.data(), want, v.size()) == 0;
+  };
+  std::vector<unsigned char> stamp(bytes);  // what stamp_kernel wrote into p
+  for (std::size_t i = 0; i < bytes; ++i) stamp[i] = static_cast<unsigned char>(i % 251);
+  std::vector<unsigned char> got(bytes, 0);
+  std::thread reader([&] { EXPECT_EQ(::recv(fds[1], got.data(), bytes, MSG_WAITALL), ssize_t(bytes)); });
+  const ssize_t sent = ::send(fds[0], p, bytes, 0);
+  if (sent != static_cast<ssize_t>(bytes)) ::shutdown(fds[0], SHUT_WR);  // the reader ends, not waits
+  EXPECT_EQ(sent, static_cast<ssize_t>(bytes));
+  reader.join();
+  EXPECT_EQ(got, stamp);
+
+  const std::vector<unsigned char> data = pattern(bytes, 4);
+  std::thread writer([&] { EXPECT_EQ(::send(fds[1], data.data(), bytes, 0), ssize_t(bytes)); });
+  EXPECT_EQ(::recv(fds[0], q, 8, MSG_PEEK), 8);
+  EXPECT_EQ(::recv(fds[0], q + 8, 8, MSG_PEEK | MSG_WAITALL), 8);
+  EXPECT_TRUE(same(in_q(0, 8), data.data()));
+  EXPECT_TRUE(same(in_q(8, 8), data.data())) << "a peek takes nothing away";
+  EXPECT_EQ(::recv(fds[0], q, bytes, MSG_WAITALL), static_cast<ssize_t>(bytes));
+  writer.join();
+  EXPECT_TRUE(same(in_q(0, bytes), data.data()));
+
+  // Without MSG_WAITALL a receive returns what is there, and waits only for the first byte.
+  std::thread later([&] { EXPECT_EQ(::send(fds[1], data.data(), 3 * kBlock, 0), ssize_t(3 * kBlock)); });
+  std::size_t arrived = 0;
+  while (arrived < 3 * kBlock) {
+    const ssize_t n = ::recv(fds[0], q + arrived, bytes - arrived, 0);
+    if (n <= 0) {
+      ADD_FAILURE() << "recv: " << n << ", errno " << errno;
+      break;
+    }
+    arrived += static_cast<std::size_t>(n);
+  }
+  later.join();
+  EXPECT_EQ(arrived, 3 * kBlock);
+  EXPECT_TRUE(same(in_q(0, 3 * kBlock), data.data()));
+
+  // sendmsg from shared and host vectors with a descriptor; recvmsg into shared and host vectors.
+  std::vector<unsigned char> host(100, 0x5a);
+  struct iovec out[] = {{p, 1000}, {host.data(), host.size()}, {p + 1000, 2000}};
+  int passed = ::memfd_create("hdsm interpose passed", MFD_CLOEXEC);
+  ASSERT_GE(passed, 0);
+  alignas(struct cmsghdr) unsigned char control[CMSG_SPACE(sizeof(int))] = {};
+  struct msghdr msg {};
+  msg.msg_iov = out;
+  msg.msg_iovlen = 3;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &passed, sizeof passed);
+  EXPECT_EQ(::sendmsg(fds[0], &msg, 0), 3100);
+  ::close(passed);
+  std::vector<unsigned char> tail(600, 0);
+  struct iovec in[] = {{q, 2500}, {tail.data(), tail.size()}};
+  alignas(struct cmsghdr) unsigned char received[CMSG_SPACE(sizeof(int))] = {};
+  struct msghdr back {};
+  back.msg_iov = in;
+  back.msg_iovlen = 2;
+  back.msg_control = received;
+  back.msg_controllen = sizeof received;
+  EXPECT_EQ(::recvmsg(fds[1], &back, MSG_WAITALL), 3100);
+  EXPECT_EQ(back.msg_flags & MSG_CTRUNC, 0);
+  ASSERT_GE(back.msg_controllen, CMSG_LEN(sizeof(int)));
+  const struct cmsghdr* rc = CMSG_FIRSTHDR(&back);
+  ASSERT_NE(rc, nullptr);
+  EXPECT_EQ(rc->cmsg_type, SCM_RIGHTS);
+  int fd = -1;
+  std::memcpy(&fd, CMSG_DATA(rc), sizeof fd);
+  EXPECT_EQ(::fcntl(fd, F_GETFD) >= 0, true) << "the descriptor arrived";
+  ::close(fd);
+  std::vector<unsigned char> want(3100);
+  for (std::size_t i = 0; i < 1000; ++i) want[i] = static_cast<unsigned char>(i % 251);
+  std::fill_n(want.begin() + 1000, 100, 0x5a);
+  for (std::size_t i = 0; i < 2000; ++i) want[1100 + i] = static_cast<unsigned char>((1000 + i) % 251);
+  EXPECT_TRUE(same(in_q(0, 2500), want.data()));
+  EXPECT_EQ(std::memcmp(tail.data(), want.data() + 2500, 600), 0);
+  EXPECT_EQ(faults(), 0u);
+  ::close(fds[0]);
+  ::close(fds[1]);
+
+  // Datagrams: one call, one message, whole, with the sender's address as libc gives it.
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_DGRAM, 0, fds), 0);
+  rt_.reset_stats();
+  EXPECT_EQ(::sendto(fds[0], p, 3000, 0, nullptr, 0), 3000);
+  EXPECT_EQ(::send(fds[0], data.data(), 3000, 0), 3000);
+  struct sockaddr_storage from {
+  }, host_from{};
+  socklen_t from_bytes = sizeof from, host_bytes = sizeof host_from;
+  EXPECT_EQ(::recvfrom(fds[1], q + 1, 5000, 0, reinterpret_cast<sockaddr*>(&from), &from_bytes), 3000);
+  EXPECT_EQ(::recvfrom(fds[1], got.data(), 3000, 0, reinterpret_cast<sockaddr*>(&host_from), &host_bytes),
+            3000);
+  EXPECT_EQ(from_bytes, host_bytes);
+  EXPECT_EQ(from.ss_family, host_from.ss_family);
+  EXPECT_TRUE(same(in_q(1, 3000), stamp.data()));
+  EXPECT_EQ(std::memcmp(got.data(), data.data(), 3000), 0);
+  EXPECT_EQ(::send(fds[0], p, 3000, 0), 3000);
+  EXPECT_EQ(::recv(fds[1], q, 10, MSG_TRUNC), 3000) << "MSG_TRUNC gives the datagram's length";
+  EXPECT_TRUE(same(in_q(0, 10), stamp.data()));
+  EXPECT_EQ(faults(), 0u);
+  ::close(fds[0]);
+  ::close(fds[1]);
+  rt_.free(p);
+  rt_.free(q);
+}
+
+// The socket calls' errors are libc's: a bad descriptor, a descriptor that is no socket, and a range
+// that leaves the object, refused before the data is taken (the next receive gets it).
+TEST_P(Interpose, SocketErrorsAreLibcsAndLoseNoData) {
+  unsigned char* p = invalid_object(4 * kBlock);
+  errno = 0;
+  EXPECT_EQ(::recv(-1, p, 10, 0), -1);
+  EXPECT_EQ(errno, EBADF);
+  const int file = ::memfd_create("hdsm interpose not a socket", MFD_CLOEXEC);
+  errno = 0;
+  EXPECT_EQ(::send(file, p, 10, 0), -1);
+  EXPECT_EQ(errno, ENOTSOCK);
+  ::close(file);
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  const unsigned char hello[5] = {'h', 'e', 'l', 'l', 'o'};
+  ASSERT_EQ(::send(fds[0], hello, 5, 0), 5);
+  errno = 0;
+  EXPECT_EQ(::recv(fds[1], p + 4 * kBlock - 2, 5, 0), -1) << "the range leaves the object";
+  EXPECT_EQ(errno, EFAULT);
+  EXPECT_EQ(::recv(fds[1], p, 5, MSG_DONTWAIT), 5) << "the data is still there";
+  EXPECT_EQ(std::memcmp(p, hello, 5), 0);
+  errno = 0;
+  EXPECT_EQ(::recv(fds[1], p, 5, MSG_DONTWAIT), -1);
+  EXPECT_EQ(errno, EAGAIN);
+  ::close(fds[0]);
+  ::close(fds[1]);
+  rt_.free(p);
 }
 
 // What _FORTIFY_SOURCE builds call instead of read, pread and fread: the same I/O on shared memory,
