@@ -515,8 +515,9 @@ struct ContainerRef {
   using element_type = T;
 };
 
-/// A part of a container (a range of a vector, a row, column or submatrix of a matrix).
-template <class T>
+/// A part of a container (a range of a vector, a row, column or submatrix of a matrix). A part of a
+/// const container is not `Writable`: only in() and a skeleton's inputs take it.
+template <class T, bool Writable = true>
 struct ContainerPart {
   detail::ContainerCore* core;
   Extent extent;
@@ -542,16 +543,18 @@ template <WholeContainer C>
 requires(!std::is_const_v<C>) ContainerRef<typename C::value_type> inout(C& c) {
   return {&c.core(), c.whole(), Access::read_write};
 }
-template <class T>
-ContainerRef<T> in(const ContainerPart<T>& p) {
+template <class T, bool Writable>
+ContainerRef<T> in(const ContainerPart<T, Writable>& p) {
   return {p.core, p.extent, Access::read};
 }
-template <class T>
-ContainerRef<T> out(const ContainerPart<T>& p) {
+template <class T, bool Writable>
+ContainerRef<T> out(const ContainerPart<T, Writable>& p) {
+  static_assert(Writable, "hdsm: out() of a part of a const container");
   return {p.core, p.extent, Access::write};
 }
-template <class T>
-ContainerRef<T> inout(const ContainerPart<T>& p) {
+template <class T, bool Writable>
+ContainerRef<T> inout(const ContainerPart<T, Writable>& p) {
+  static_assert(Writable, "hdsm: inout() of a part of a const container");
   return {p.core, p.extent, Access::read_write};
 }
 

@@ -64,11 +64,14 @@ class Matrix : public detail::TypedContainer<T> {
   ContainerPart<T> col(std::size_t c) { return submatrix(0, c, rows_, 1); }
   /// rows x cols elements from (row, col).
   ContainerPart<T> submatrix(std::size_t row, std::size_t col, std::size_t rows, std::size_t cols) {
-    if (row > rows_ || col > cols_ || rows > rows_ - row || cols > cols_ - col || rows == 0 || cols == 0)
-      throw InvalidArgument("submatrix " + std::to_string(rows) + " x " + std::to_string(cols) + " at (" +
-                            std::to_string(row) + ", " + std::to_string(col) + ") outside the " +
-                            this->core().name());
-    return {&this->core(), Extent{row * cols_ + col, rows, cols, cols_}};
+    return {&this->core(), part(row, col, rows, cols)};
+  }
+  /// The same of a const matrix, for in() and a skeleton's inputs.
+  ContainerPart<T, false> row(std::size_t r) const { return submatrix(r, 0, 1, cols_); }
+  ContainerPart<T, false> col(std::size_t c) const { return submatrix(0, c, rows_, 1); }
+  ContainerPart<T, false> submatrix(std::size_t row, std::size_t col, std::size_t rows,
+                                    std::size_t cols) const {
+    return {&this->core(), part(row, col, rows, cols)};
   }
   /// A submatrix current on `device` for `access`, for a kernel enqueued by hand.
   DeviceView device_view(unsigned device, const ContainerPart<T>& part, Access access) {
@@ -102,6 +105,13 @@ class Matrix : public detail::TypedContainer<T> {
   friend void swap(Matrix& a, Matrix& b) noexcept { a.swap(b); }
 
  private:
+  Extent part(std::size_t row, std::size_t col, std::size_t rows, std::size_t cols) const {
+    if (row > rows_ || col > cols_ || rows > rows_ - row || cols > cols_ - col || rows == 0 || cols == 0)
+      throw InvalidArgument("submatrix " + std::to_string(rows) + " x " + std::to_string(cols) + " at (" +
+                            std::to_string(row) + ", " + std::to_string(col) + ") outside the " +
+                            this->core().name());
+    return Extent{row * cols_ + col, rows, cols, cols_};
+  }
   static std::size_t checked_count(std::size_t rows, std::size_t cols) {
     if (cols != 0 && rows > static_cast<std::size_t>(-1) / cols)
       throw InvalidArgument("matrix of " + std::to_string(rows) + " x " + std::to_string(cols) +

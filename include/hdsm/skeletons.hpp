@@ -483,8 +483,12 @@ template <class T>
 inline constexpr bool is_matrix<Matrix<T>> = true;
 template <class X>
 inline constexpr bool is_part = false;
+template <class T, bool Writable>
+inline constexpr bool is_part<ContainerPart<T, Writable>> = true;
+template <class X>
+inline constexpr bool is_read_only_part = false;
 template <class T>
-inline constexpr bool is_part<ContainerPart<T>> = true;
+inline constexpr bool is_read_only_part<ContainerPart<T, false>> = true;
 
 /// Whether an argument is an operand of a 1D skeleton: a vector, a whole matrix (its elements in
 /// row-major order), or a part of a container (`v.range(first, n)`, `m.row(i)`, whole rows).
@@ -496,8 +500,8 @@ template <class A>
 struct operand_element {
   using type = typename A::value_type;
 };
-template <class T>
-struct operand_element<ContainerPart<T>> {
+template <class T, bool Writable>
+struct operand_element<ContainerPart<T, Writable>> {
   using type = T;
 };
 /// The element type of an operand.
@@ -554,8 +558,8 @@ template <class T>
 Slice<T> slice_of(const Matrix<T>& m, const char* /*prefix*/, const char* /*function*/) {
   return {m.core(), 0, m.size()};
 }
-template <class T>
-Slice<T> slice_of(const ContainerPart<T>& part, const char* prefix, const char* function) {
+template <class T, bool Writable>
+Slice<T> slice_of(const ContainerPart<T, Writable>& part, const char* prefix, const char* function) {
   const Extent e = part.extent.normalized();
   if (e.count() == 0) return {*part.core, e.offset, 0};
   if (e.rows != 1)
@@ -573,6 +577,8 @@ auto output_slice_of(O& out, const char* prefix, const char* function) {
   // A const part (a handle into a container) still writes the container; a const container does not.
   static_assert(!(std::is_const_v<O> && WholeContainer<std::remove_const_t<O>>),
                 "hdsm: a skeleton's output cannot be a const container");
+  static_assert(!is_read_only_part<std::remove_const_t<O>>,
+                "hdsm: a skeleton's output cannot be a part of a const container");
   return slice_of(out, prefix, function);
 }
 

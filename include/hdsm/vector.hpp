@@ -161,6 +161,10 @@ class Vector : public detail::TypedContainer<T> {
     this->core().check_range(first, n, "range");
     return {&this->core(), Extent::range(first, n)};
   }
+  ContainerPart<T, false> range(std::size_t first, std::size_t n) const {
+    this->core().check_range(first, n, "range");
+    return {&this->core(), Extent::range(first, n)};
+  }
 
   /// Elements [first, first + n) current on `device` for `access`, for a kernel enqueued by hand.
   DeviceView device_view(unsigned device, std::size_t first, std::size_t n, Access access) {

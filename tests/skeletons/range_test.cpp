@@ -1,4 +1,5 @@
-// Skeleton calls on ranges of containers (v.range(first, n), a matrix's row or whole rows) and on
+// Skeleton calls on ranges of containers (v.range(first, n), a matrix's row or whole rows, of const
+// containers too as inputs) and on
 // whole matrices (their elements in row-major order): every 1D skeleton on the host, on 1, 2 and 3
 // sim devices and on PoCL, against loops over the same ranges;
 // the elements outside a call's ranges are neither changed nor read; a range moves only its own bytes
@@ -58,7 +59,8 @@ void check_map(hdsm::Runtime& rt, hdsm::SkeletonBackend backend, const std::vect
   const std::size_t n = 2'999, a = 17, b = 1'200, c = 2'001;
   hdsm::Vector<long> x = filled(rt, a, n), y = filled(rt, b, n, 3), out = filled(rt, 0, 0);
   hdsm::Map<rg_axpy> axpy;
-  place(axpy, backend, devices)(out.range(c, n), x.range(a, n), y.range(b, n), 4L);
+  const hdsm::Vector<long>& read_only = y;  // a const container's range is an input too
+  place(axpy, backend, devices)(out.range(c, n), x.range(a, n), read_only.range(b, n), 4L);
   std::vector<long> expected(kN, kOutside);
   for (std::size_t i = 0; i < n; ++i) expected[c + i] = 4 * value_of(a + i) + value_of(b + i) + 3;
   EXPECT_EQ(values(out), expected) << "Map on three ranges at different offsets";
@@ -103,6 +105,8 @@ void check_matrix_parts(hdsm::Runtime& rt, hdsm::SkeletonBackend backend,
   long e = 0;
   for (std::size_t j = 0; j < cols; ++j) e += 2 * value_of(7 + j) + 1;
   EXPECT_EQ(place(sum, backend, devices)(m.row(3)), e) << "Reduce of a matrix row";
+  const hdsm::Matrix<long>& read_only = m;
+  EXPECT_EQ(place(sum, backend, devices)(read_only.row(3)), e) << "Reduce of a const matrix's row";
 
   // Whole matrices are operands too: their elements in row-major order, as a vector's.
   hdsm::Matrix<long> x(rows, cols, 0L, hdsm::ContainerOptions{&rt}),
