@@ -115,6 +115,45 @@ TEST(ClusterMpi, KernelsReadPagesInvalidatedByLazyBoundaries) {
   cl::free(a);
 }
 
+// The session talks on duplicates of MPI_COMM_WORLD: a wildcard receive the program keeps posted on
+// MPI_COMM_WORLD through lazy boundaries and page fetches (point-to-point, to rank 0's server) takes
+// only the program's own message, and the session's messages all reach the session.
+TEST(ClusterMpi, AWildcardReceiveOnWorldTakesNoneOfTheSessionsMessages) {
+  cl::Session session(options(/*lazy_pages=*/0));
+  const int rank = session.rank(), ranks = session.ranks();
+  int got = -1;
+  MPI_Request request = MPI_REQUEST_NULL;
+  ASSERT_EQ(MPI_Irecv(&got, 1, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &request), MPI_SUCCESS);
+  constexpr std::uint32_t n = 32 * 1024;
+  int* a = cl::alloc<int>(n);
+  int* b = cl::alloc<int>(n);
+  const std::vector<int> zeros(n, 0);
+  cl::memcpy(b, zeros.data(), n * sizeof(int));
+  cl::launch(interleave_kernel(), Launch{Dim3{64}, Dim3{1}, 0}, a, n, 0);
+  cl::launch(add_kernel(), hdsm::cover(n), a, b, n, 1);  // reads pages other ranks wrote: fetches
+  std::vector<int> out(n);
+  cl::memcpy(out.data(), b, n * sizeof(int));
+  if (ranks > 1 && rank != 0) {
+    EXPECT_GT(cl::stats().fetches, 0u);
+  }
+  int flag = 0;
+  MPI_Status status;
+  ASSERT_EQ(MPI_Test(&request, &flag, &status), MPI_SUCCESS);
+  EXPECT_EQ(flag, 0) << "a message of the session's reached the program's receive";
+  ASSERT_EQ(MPI_Barrier(MPI_COMM_WORLD), MPI_SUCCESS);  // no rank sends before every rank tested
+  const int mine = 1000 + rank;  // each rank to the next: the receive takes the previous one's
+  ASSERT_EQ(MPI_Send(&mine, 1, MPI_INT, (rank + 1) % ranks, 7, MPI_COMM_WORLD), MPI_SUCCESS);
+  if (flag == 0) {
+    ASSERT_EQ(MPI_Wait(&request, &status), MPI_SUCCESS);
+  }
+  EXPECT_EQ(got, 1000 + (rank + ranks - 1) % ranks);
+  EXPECT_EQ(status.MPI_TAG, 7);
+  for (std::uint32_t i = 0; i < n; ++i)
+    ASSERT_EQ(out[i], static_cast<int>((i + n / 2) % n) + 1) << "rank " << rank << ", element " << i;
+  cl::free(b);
+  cl::free(a);
+}
+
 TEST(ClusterMpi, SeveralKernelsWithHostCopiesBetweenThem) {
   cl::Session session(options());
   constexpr std::uint32_t n = 20000;
