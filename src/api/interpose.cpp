@@ -13,8 +13,10 @@
 #include "os/signal_safe_io.hpp"
 #include "runtime/shared_ranges.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <csignal>
 #include <cstdio>
@@ -97,6 +99,8 @@ using RecvmsgFn = ssize_t (*)(int, struct msghdr*, int);
 using SendFn = ssize_t (*)(int, const void*, std::size_t, int);
 using SendtoFn = ssize_t (*)(int, const void*, std::size_t, int, const struct sockaddr*, socklen_t);
 using SendmsgFn = ssize_t (*)(int, const struct msghdr*, int);
+using RecvmmsgFn = int (*)(int, struct mmsghdr*, unsigned, int, struct timespec*);
+using SendmmsgFn = int (*)(int, struct mmsghdr*, unsigned, int);
 using RecvChkFn = ssize_t (*)(int, void*, std::size_t, std::size_t, int);
 using RecvfromChkFn = ssize_t (*)(int, void*, std::size_t, std::size_t, int, struct sockaddr*, socklen_t*);
 
@@ -119,6 +123,8 @@ constinit Next<RecvmsgFn> libc_recvmsg{"recvmsg"};
 constinit Next<SendFn> libc_send{"send"};
 constinit Next<SendtoFn> libc_sendto{"sendto"};
 constinit Next<SendmsgFn> libc_sendmsg{"sendmsg"};
+constinit Next<RecvmmsgFn> libc_recvmmsg{"recvmmsg"};
+constinit Next<SendmmsgFn> libc_sendmmsg{"sendmmsg"};
 constinit Next<RecvChkFn> libc_recv_chk{"__recv_chk"};
 constinit Next<RecvfromChkFn> libc_recvfrom_chk{"__recvfrom_chk"};
 
@@ -132,8 +138,8 @@ void resolve(Next<Fn>&... next) {
 [[gnu::constructor]] void resolve_all() {
   resolve(libc_read, libc_write, libc_pread, libc_pwrite, libc_readv, libc_writev, libc_fread, libc_fwrite,
           libc_fread_unlocked, libc_fwrite_unlocked, libc_read_chk, libc_pread_chk, libc_fread_chk, libc_recv,
-          libc_recvfrom, libc_recvmsg, libc_send, libc_sendto, libc_sendmsg, libc_recv_chk,
-          libc_recvfrom_chk);
+          libc_recvfrom, libc_recvmsg, libc_send, libc_sendto, libc_sendmsg, libc_recvmmsg, libc_sendmmsg,
+          libc_recv_chk, libc_recvfrom_chk);
 }
 
 /// The runtime that owns `p`, unless this thread is inside an interposed call already.
@@ -162,6 +168,20 @@ const void* shared_vector(const struct iovec* iov, int count) noexcept {
 }
 
 bool may_touch(const void* p, std::size_t n) noexcept { return detail::shared_ranges.may_touch(p, n); }
+
+/// The most messages one recvmmsg or sendmmsg takes (the kernel's UIO_MAXIOV).
+constexpr unsigned kMostMessages = 1024;
+
+/// The first vector of `count` messages that may touch shared memory, or nullptr.
+const void* shared_message(const struct mmsghdr* messages, unsigned count) noexcept {
+  if (messages == nullptr) return nullptr;
+  for (unsigned i = 0; i < std::min(count, kMostMessages); ++i) {
+    const struct msghdr& m = messages[i].msg_hdr;
+    if (m.msg_iovlen > INT_MAX) continue;  // libc's call refuses it
+    if (const void* p = shared_vector(m.msg_iov, static_cast<int>(m.msg_iovlen))) return p;
+  }
+  return nullptr;
+}
 
 }  // namespace
 
@@ -372,6 +392,65 @@ ssize_t sendmsg(int fd, const struct msghdr* msg, int flags) {
   if (shared == nullptr) return plain();
   return dispatch<ssize_t>(
       shared, -1, [&](Runtime& r) { return r.sendmsg(fd, msg, flags); }, plain);
+}
+
+// The multi-message forms, as the kernel makes them: one message after another, the count of those
+// that moved (-1 only when the first fails). recvmmsg waits for the first message; with
+// MSG_WAITFORONE it takes only those already there after it; its timeout is checked after each
+// message, and the time left written back.
+int recvmmsg(int fd, struct mmsghdr* messages, unsigned count, int flags, struct timespec* timeout) {
+  const auto plain = [&] { return (*libc_recvmmsg)(fd, messages, count, flags, timeout); };
+  const void* shared = shared_message(messages, count);
+  if (shared == nullptr) return plain();
+  return dispatch<int>(
+      shared, -1,
+      [&](Runtime& r) {
+        using Clock = std::chrono::steady_clock;
+        const auto deadline = timeout == nullptr ? Clock::time_point::max()
+                                                 : Clock::now() + std::chrono::seconds(timeout->tv_sec) +
+                                                       std::chrono::nanoseconds(timeout->tv_nsec);
+        const int each = flags & ~MSG_WAITFORONE;
+        unsigned done = 0;
+        while (done < std::min(count, kMostMessages)) {
+          const bool rest = done > 0 && (flags & MSG_WAITFORONE) != 0;
+          const ssize_t got = r.recvmsg(fd, &messages[done].msg_hdr, rest ? each | MSG_DONTWAIT : each);
+          if (got < 0) {
+            if (done == 0) return -1;
+            break;
+          }
+          messages[done++].msg_len = static_cast<unsigned>(got);
+          if (timeout != nullptr && Clock::now() >= deadline) break;
+        }
+        if (timeout != nullptr) {
+          const auto left = std::max(deadline - Clock::now(), Clock::duration::zero());
+          const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(left);
+          timeout->tv_sec = seconds.count();
+          timeout->tv_nsec = std::chrono::duration_cast<std::chrono::nanoseconds>(left - seconds).count();
+        }
+        return static_cast<int>(done);
+      },
+      plain);
+}
+
+int sendmmsg(int fd, struct mmsghdr* messages, unsigned count, int flags) {
+  const auto plain = [&] { return (*libc_sendmmsg)(fd, messages, count, flags); };
+  const void* shared = shared_message(messages, count);
+  if (shared == nullptr) return plain();
+  return dispatch<int>(
+      shared, -1,
+      [&](Runtime& r) {
+        unsigned done = 0;
+        while (done < std::min(count, kMostMessages)) {
+          const ssize_t put = r.sendmsg(fd, &messages[done].msg_hdr, flags);
+          if (put < 0) {
+            if (done == 0) return -1;
+            break;
+          }
+          messages[done++].msg_len = static_cast<unsigned>(put);
+        }
+        return static_cast<int>(done);
+      },
+      plain);
 }
 
 ssize_t recv_chk(int fd, void* buf, std::size_t n, std::size_t buf_bytes, int flags) {

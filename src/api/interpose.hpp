@@ -1,7 +1,7 @@
 // Interposition (seed 000 §4.4): libhdsm.so defines read, write, pread, pwrite, readv, writev, fread,
-// fwrite and the socket calls (recv, send and their kin), so a program linked with it has its I/O on shared
-// objects done by hdsm (no fault, no restarted system call) without calling hdsm's own I/O;
-// libhdsm_preload.so adds memcpy, memmove and memset, and defines the I/O calls again
+// fwrite and the socket calls (recv, send, their kin and the multi-message forms), so a program linked with
+// it has its I/O on shared objects done by hdsm (no fault, no restarted system call) without calling hdsm's
+// own I/O; libhdsm_preload.so adds memcpy, memmove and memset, and defines the I/O calls again
 // (interposed_symbols.inc): a program that does not link hdsm loads libhdsm.so as the preload library's
 // dependency, after libc, where its definitions come too late. Calls on host memory cost one range check
 // (SharedRanges::may_touch) and go to the next definition of the symbol, libc's, found with dlsym(RTLD_NEXT).
@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstddef>
 #include <cstdio>
+#include <ctime>
 
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -65,6 +66,8 @@ ssize_t send(int fd, const void* buf, std::size_t n, int flags);
 ssize_t sendto(int fd, const void* buf, std::size_t n, int flags, const struct sockaddr* to,
                socklen_t to_bytes);
 ssize_t sendmsg(int fd, const struct msghdr* msg, int flags);
+int recvmmsg(int fd, struct mmsghdr* messages, unsigned count, int flags, struct timespec* timeout);
+int sendmmsg(int fd, struct mmsghdr* messages, unsigned count, int flags);
 ssize_t recv_chk(int fd, void* buf, std::size_t n, std::size_t buf_bytes, int flags);
 ssize_t recvfrom_chk(int fd, void* buf, std::size_t n, std::size_t buf_bytes, int flags,
                      struct sockaddr* from, socklen_t* from_bytes);

@@ -305,6 +305,59 @@ TEST_P(Interpose, SocketCallsMoveSharedMemoryWithoutFaults) {
   rt_.free(q);
 }
 
+// sendmmsg and recvmmsg with vectors in shared memory: each message whole and the count of those
+// that moved, MSG_WAITFORONE taking only what is there after the first message, and the timeout
+// checked after each message.
+TEST_P(Interpose, MultiMessageSocketCallsOnSharedMemory) {
+  unsigned char* p = invalid_object(4 * kBlock);
+  unsigned char* q = invalid_object(4 * kBlock);
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_DGRAM, 0, fds), 0);
+  rt_.reset_stats();
+  struct iovec out[3] = {{p, 1000}, {p + 1000, 3000}, {p + 4000, 10}};
+  struct mmsghdr sent[3] = {};
+  for (int i = 0; i < 3; ++i) {
+    sent[i].msg_hdr.msg_iov = &out[i];
+    sent[i].msg_hdr.msg_iovlen = 1;
+  }
+  ASSERT_EQ(::sendmmsg(fds[0], sent, 3, 0), 3);  // else the receive below would wait forever
+  EXPECT_EQ(sent[1].msg_len, 3000u);
+  struct iovec in[5];
+  struct mmsghdr got[5] = {};
+  for (int i = 0; i < 5; ++i) {
+    in[i] = {q + static_cast<std::ptrdiff_t>(i) * 3000, 3000};
+    got[i].msg_hdr.msg_iov = &in[i];
+    got[i].msg_hdr.msg_iovlen = 1;
+  }
+  EXPECT_EQ(::recvmmsg(fds[1], got, 5, MSG_WAITFORONE, nullptr), 3);
+  EXPECT_EQ(got[0].msg_len, 1000u);
+  EXPECT_EQ(got[1].msg_len, 3000u);
+  EXPECT_EQ(got[2].msg_len, 10u);
+  errno = 0;
+  EXPECT_EQ(::recvmmsg(fds[1], got, 5, MSG_DONTWAIT, nullptr), -1);
+  EXPECT_EQ(errno, EAGAIN);
+  // A timeout of zero ends the call after its first message, though a second one is there.
+  ASSERT_EQ(::sendmmsg(fds[0], sent, 2, 0), 2);
+  struct timespec none {};
+  EXPECT_EQ(::recvmmsg(fds[1], got + 3, 2, 0, &none), 1);
+  EXPECT_EQ(none.tv_sec, 0);
+  EXPECT_EQ(none.tv_nsec, 0);
+  EXPECT_EQ(::recvmmsg(fds[1], got + 4, 1, 0, nullptr), 1);
+  EXPECT_EQ(faults(), 0u);
+  std::vector<unsigned char> stamp(4 * kBlock), back(15000);
+  for (std::size_t i = 0; i < stamp.size(); ++i) stamp[i] = static_cast<unsigned char>(i % 251);
+  rt_.memcpy(back.data(), q, back.size());
+  EXPECT_EQ(std::memcmp(back.data(), stamp.data(), 1000), 0);
+  EXPECT_EQ(std::memcmp(back.data() + 3000, stamp.data() + 1000, 3000), 0);
+  EXPECT_EQ(std::memcmp(back.data() + 6000, stamp.data() + 4000, 10), 0);
+  EXPECT_EQ(std::memcmp(back.data() + 9000, stamp.data(), 1000), 0);
+  EXPECT_EQ(std::memcmp(back.data() + 12000, stamp.data() + 1000, 3000), 0);
+  ::close(fds[0]);
+  ::close(fds[1]);
+  rt_.free(p);
+  rt_.free(q);
+}
+
 // The socket calls' errors are libc's: a bad descriptor, a descriptor that is no socket, and a range
 // that leaves the object, refused before the data is taken (the next receive gets it).
 TEST_P(Interpose, SocketErrorsAreLibcsAndLoseNoData) {
