@@ -1,5 +1,6 @@
 // Communicators and windows under libhdsm_mpi: the calls that make one are collectives, which must
-// let the pending operations move while the rank waits in them (so is MPI_Win_fence); and a communicator the
+// let the pending operations move while the rank waits in them (so are MPI_Win_fence and
+// MPI_Win_wait); and a communicator the
 // program frees while an operation of hdsm_mpi's still uses it lives on until that operation is done, as
 // MPI_Comm_free promises ("pending operations complete normally").
 #include <hdsm/export.h>
@@ -226,6 +227,15 @@ int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win* win) {
 int MPI_Win_fence(int assertion, MPI_Win win) {
   const int rc = entered(window_comm(win));
   return rc != MPI_SUCCESS ? rc : PMPI_Win_fence(assertion, win);
+}
+
+// MPI_Win_wait ends an exposure epoch once every origin of the group called MPI_Win_complete, and an
+// origin may first need a message this rank's pending operations hand over (a receive posted before
+// MPI_Win_post that its MPI_Ssend waits for): MPI_Win_test, the call's nonblocking form, is polled
+// while they are driven.
+int MPI_Win_wait(MPI_Win win) {
+  if (idle()) return PMPI_Win_wait(win);
+  return drive_until([&](int& flag) { return PMPI_Win_test(win, &flag); });
 }
 
 int MPI_Win_free(MPI_Win* win) {

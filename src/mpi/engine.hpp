@@ -41,6 +41,9 @@ void forget_held(MPI_Comm comm);
 /// Frees the communicators the program freed while hdsm_mpi still used them (communicators.cpp)
 /// once nothing uses them; `all`: every one, at MPI_Finalize.
 void release_freed(bool all = false);
+/// Drives the pending operations until `test` (a nonblocking MPI test) sets its flag or fails; its
+/// error code.
+int drive_until(const std::function<int(int& flag)>& test);
 /// Waits for a request of libmpi's while driving the pending operations.
 int wait_driving(MPI_Request* request, MPI_Status* status);
 /// describe() of a send buffer (nothing for MPI_PROC_NULL); its error through `comm`'s handler.

@@ -300,16 +300,20 @@ void forget_held(MPI_Comm comm) {
   std::erase_if(held(), [&](const Held& h) { return h.comm == comm; });
 }
 
-int wait_driving(MPI_Request* request, MPI_Status* status) {
+int drive_until(const std::function<int(int& flag)>& test) {
   // A yield every 64 polls, as os::spin_until_for: a collective of ranks that are all there completes
   // in a few polls, which a yield each (a system call) made several times slower.
   for (unsigned polls = 1;; ++polls) {
     drive();
     int flag = 0;
-    const int rc = PMPI_Test(request, &flag, status);
+    const int rc = test(flag);
     if (rc != MPI_SUCCESS || flag != 0) return rc;
     if (polls % 64 == 0) sched_yield();
   }
+}
+
+int wait_driving(MPI_Request* request, MPI_Status* status) {
+  return drive_until([&](int& flag) { return PMPI_Test(request, &flag, status); });
 }
 
 int describe_send(const char* call, const void* buf, int count, MPI_Datatype type, int dest, MPI_Comm comm,

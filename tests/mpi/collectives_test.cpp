@@ -415,7 +415,7 @@ TEST_F(Collectives, HostBuffersBesideSharedOnesPassThrough) {
 // 0 sends synchronously to the last rank, which posted its receive, then both enter the collective.
 // Receives are matched only when libhdsm_mpi drives them, and the collectives did not: each of these
 // hung (the last rank in the collective, rank 0 in its MPI_Ssend), host memory only; the window calls
-// hung until they drove too.
+// hung until they drove too, MPI_Win_wait included.
 TEST_F(Collectives, AReceivePostedBeforeACollectiveMatchesWhileTheRankWaitsInIt) {
   const int me = rank(), last = world_size() - 1;
   if (last == 0) GTEST_SKIP() << "needs two ranks";
@@ -474,6 +474,37 @@ TEST_F(Collectives, AReceivePostedBeforeACollectiveMatchesWhileTheRankWaitsInIt)
       ASSERT_EQ(MPI_Wait(&request, MPI_STATUS_IGNORE), MPI_SUCCESS);
       EXPECT_EQ(buf, pattern(n, static_cast<int>(c)));
     }
+  }
+  // Active-target synchronization (post, start, complete, wait): the last rank waits in MPI_Win_wait
+  // for rank 0's MPI_Win_complete, which comes after rank 0's MPI_Ssend to the receive the last rank
+  // posted before MPI_Win_post.
+  {
+    MPI_Group world_group = MPI_GROUP_NULL, peer = MPI_GROUP_NULL;
+    MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+    const int other = me == last ? 0 : last;
+    MPI_Group_incl(world_group, 1, &other, &peer);
+    const std::vector<unsigned char> data = pattern(n, 99);
+    ASSERT_EQ(MPI_Win_fence(MPI_MODE_NOSUCCEED, window), MPI_SUCCESS);  // no fence epoch open
+    *static_cast<int*>(exposed) = 0;
+    if (me == last) {
+      MPI_Request request = MPI_REQUEST_NULL;
+      std::fill(buf.begin(), buf.end(), 0);
+      ASSERT_EQ(MPI_Irecv(buf.data(), static_cast<int>(n), MPI_BYTE, 0, 8, MPI_COMM_WORLD, &request),
+                MPI_SUCCESS);
+      ASSERT_EQ(MPI_Win_post(peer, 0, window), MPI_SUCCESS);
+      ASSERT_EQ(MPI_Win_wait(window), MPI_SUCCESS);
+      ASSERT_EQ(MPI_Wait(&request, MPI_STATUS_IGNORE), MPI_SUCCESS);
+      EXPECT_EQ(buf, data);
+      EXPECT_EQ(*static_cast<int*>(exposed), 4242) << "rank 0's MPI_Put";
+    } else if (me == 0) {
+      ASSERT_EQ(MPI_Ssend(data.data(), static_cast<int>(n), MPI_BYTE, last, 8, MPI_COMM_WORLD), MPI_SUCCESS);
+      const int put = 4242;
+      ASSERT_EQ(MPI_Win_start(peer, 0, window), MPI_SUCCESS);
+      ASSERT_EQ(MPI_Put(&put, 1, MPI_INT, last, 0, 1, MPI_INT, window), MPI_SUCCESS);
+      ASSERT_EQ(MPI_Win_complete(window), MPI_SUCCESS);
+    }
+    MPI_Group_free(&peer);
+    MPI_Group_free(&world_group);
   }
   EXPECT_EQ(sum, (last + 1) * (last + 2) / 2);
   EXPECT_EQ(everyone, std::vector<int>(counts.size(), 1)) << "every rank's value, 1 after the broadcast";
