@@ -162,6 +162,29 @@ int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* out) {
   return rc != MPI_SUCCESS ? rc : PMPI_Comm_create(comm, group, out);
 }
 
+// Collective over two groups, whose leaders talk on `peer` with `tag` (MPI's own use of them, which
+// the program keeps free of other traffic): every local rank enters (a driven barrier), the leaders
+// exchange an empty message there, driven, and a second barrier tells the local ranks that the remote
+// group has entered too. Then nobody waits in libmpi's call for a receive to match.
+int MPI_Intercomm_create(MPI_Comm local, int local_leader, MPI_Comm peer, int remote_leader, int tag,
+                         MPI_Comm* out) {
+  const auto call = [&] { return PMPI_Intercomm_create(local, local_leader, peer, remote_leader, tag, out); };
+  int me = -1, peers = 0;
+  if (local == MPI_COMM_NULL || PMPI_Comm_rank(local, &me) != MPI_SUCCESS) return call();  // its error
+  if (int rc = entered(local); rc != MPI_SUCCESS) return rc;
+  if (me == local_leader && peer != MPI_COMM_NULL && PMPI_Comm_size(peer, &peers) == MPI_SUCCESS &&
+      remote_leader >= 0 && remote_leader < peers) {
+    MPI_Request both[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    int rc = PMPI_Irecv(nullptr, 0, MPI_BYTE, remote_leader, tag, peer, &both[0]);
+    if (rc == MPI_SUCCESS) rc = PMPI_Isend(nullptr, 0, MPI_BYTE, remote_leader, tag, peer, &both[1]);
+    if (rc == MPI_SUCCESS)
+      rc = drive_until([&](int& flag) { return PMPI_Testall(2, both, &flag, MPI_STATUSES_IGNORE); });
+    if (rc != MPI_SUCCESS) return rc;
+  }
+  const int rc = entered(local);
+  return rc != MPI_SUCCESS ? rc : call();
+}
+
 int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm* out) {
   const int rc = entered(intercomm);
   return rc != MPI_SUCCESS ? rc : PMPI_Intercomm_merge(intercomm, high, out);

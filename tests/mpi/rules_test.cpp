@@ -291,8 +291,11 @@ TEST_F(Mpi, ACommunicatorFreedWithReceivesPendingLivesUntilTheyComplete) {
 // that waits in the collective drives the receive.
 TEST_F(Mpi, CommunicatorsAreMadeWhileAReceiveWaitsForItsSender) {
   const char* calls[] = {"MPI_Comm_dup",        "MPI_Comm_dup_with_info", "MPI_Comm_split",
-                         "MPI_Comm_split_type", "MPI_Comm_create",        "MPI_Cart_create"};
-  for (int which = 0; which < 6; ++which) {
+                         "MPI_Comm_split_type", "MPI_Comm_create",        "MPI_Cart_create",
+                         "MPI_Intercomm_create"};
+  MPI_Comm alone = MPI_COMM_NULL;  // each rank of the pair alone: the two groups of an intercommunicator
+  ASSERT_EQ(MPI_Comm_split(comm_, rank(), 0, &alone), MPI_SUCCESS);
+  for (int which = 0; which < 7; ++which) {
     SCOPED_TRACE(calls[which]);
     int v = which, got = -1;
     MPI_Request r = MPI_REQUEST_NULL;
@@ -322,12 +325,20 @@ TEST_F(Mpi, CommunicatorsAreMadeWhileAReceiveWaitsForItsSender) {
         ASSERT_EQ(MPI_Comm_create(comm_, group, &made), MPI_SUCCESS);
         MPI_Group_free(&group);
         break;
-      default:
+      case 5:
         ASSERT_EQ(MPI_Cart_create(comm_, 1, dims, periods, 0, &made), MPI_SUCCESS);
+        break;
+      default:
+        ASSERT_EQ(MPI_Intercomm_create(alone, 0, comm_, 1 - rank(), 77, &made), MPI_SUCCESS);
         break;
     }
     int size = 0;
-    MPI_Comm_size(made, &size);
+    if (which == 6) {
+      MPI_Comm_remote_size(made, &size);
+      ++size;  // and this rank, the local group
+    } else {
+      MPI_Comm_size(made, &size);
+    }
     EXPECT_EQ(size, 2);
     ASSERT_EQ(MPI_Comm_free(&made), MPI_SUCCESS);
     if (rank() == 1) {
@@ -335,6 +346,7 @@ TEST_F(Mpi, CommunicatorsAreMadeWhileAReceiveWaitsForItsSender) {
       EXPECT_EQ(got, which);
     }
   }
+  MPI_Comm_free(&alone);
 }
 
 }  // namespace
