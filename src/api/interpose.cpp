@@ -406,9 +406,17 @@ int recvmmsg(int fd, struct mmsghdr* messages, unsigned count, int flags, struct
       shared, -1,
       [&](Runtime& r) {
         using Clock = std::chrono::steady_clock;
-        const auto deadline = timeout == nullptr ? Clock::time_point::max()
-                                                 : Clock::now() + std::chrono::seconds(timeout->tv_sec) +
-                                                       std::chrono::nanoseconds(timeout->tv_nsec);
+        if (timeout != nullptr &&
+            (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1'000'000'000)) {
+          errno = EINVAL;  // the kernel's answer, before any message moves
+          return -1;
+        }
+        // A timeout beyond a century is none (its time point would not fit the clock's range).
+        constexpr std::time_t kCentury = std::time_t{100} * 365 * 24 * 3600;
+        const bool timed = timeout != nullptr && timeout->tv_sec < kCentury;
+        const auto deadline = !timed ? Clock::time_point::max()
+                                     : Clock::now() + std::chrono::seconds(timeout->tv_sec) +
+                                           std::chrono::nanoseconds(timeout->tv_nsec);
         const int each = flags & ~MSG_WAITFORONE;
         unsigned done = 0;
         while (done < std::min(count, kMostMessages)) {
@@ -419,9 +427,9 @@ int recvmmsg(int fd, struct mmsghdr* messages, unsigned count, int flags, struct
             break;
           }
           messages[done++].msg_len = static_cast<unsigned>(got);
-          if (timeout != nullptr && Clock::now() >= deadline) break;
+          if (timed && Clock::now() >= deadline) break;
         }
-        if (timeout != nullptr) {
+        if (timed) {
           const auto left = std::max(deadline - Clock::now(), Clock::duration::zero());
           const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(left);
           timeout->tv_sec = seconds.count();

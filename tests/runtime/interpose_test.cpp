@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -343,6 +344,18 @@ TEST_P(Interpose, MultiMessageSocketCallsOnSharedMemory) {
   EXPECT_EQ(none.tv_sec, 0);
   EXPECT_EQ(none.tv_nsec, 0);
   EXPECT_EQ(::recvmmsg(fds[1], got + 4, 1, 0, nullptr), 1);
+  // A timeout that is no time is the kernel's EINVAL; one of years is a wait as long as needed.
+  struct timespec bad {
+    0, 1'000'000'000
+  };
+  errno = 0;
+  EXPECT_EQ(::recvmmsg(fds[1], got, 1, MSG_DONTWAIT, &bad), -1);
+  EXPECT_EQ(errno, EINVAL);
+  ASSERT_EQ(::sendmmsg(fds[0], sent, 2, 0), 2);
+  struct timespec forever {
+    std::numeric_limits<std::time_t>::max(), 0
+  };
+  EXPECT_EQ(::recvmmsg(fds[1], got, 5, MSG_WAITFORONE, &forever), 2) << "both messages, in no time";
   EXPECT_EQ(faults(), 0u);
   std::vector<unsigned char> stamp(4 * kBlock), back(15000);
   for (std::size_t i = 0; i < stamp.size(); ++i) stamp[i] = static_cast<unsigned char>(i % 251);
