@@ -11,6 +11,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <vector>
 
 #include <sched.h>
@@ -160,6 +161,50 @@ int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Com
 int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* out) {
   const int rc = entered(comm);
   return rc != MPI_SUCCESS ? rc : PMPI_Comm_create(comm, group, out);
+}
+
+// Collective over `group` alone: the other ranks of `comm` never call it, so no barrier on `comm` can
+// tell that the members are in. The members make a dissemination barrier of empty messages instead,
+// driven, on hdsm_mpi's own duplicate of MPI_COMM_WORLD (at their world ranks) with the call's tag,
+// which MPI asks threads that make communicators at once to keep apart. A group with a member outside
+// MPI_COMM_WORLD (a spawned or connected process) gets libmpi's call alone.
+int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm* out) {
+  const auto call = [&] { return PMPI_Comm_create_group(comm, group, tag, out); };
+  const Wire& w = wire();
+  int me = MPI_UNDEFINED, n = 0;
+  if (comm == MPI_COMM_NULL || group == MPI_GROUP_NULL || w.groups == MPI_COMM_NULL || tag < 0 ||
+      tag > w.tag_ub || PMPI_Group_rank(group, &me) != MPI_SUCCESS || me == MPI_UNDEFINED ||
+      PMPI_Group_size(group, &n) != MPI_SUCCESS || n < 2)
+    return call();  // libmpi's error, its answer to a rank outside the group, or no one to wait for
+  std::vector<int> ranks(static_cast<std::size_t>(n)), world(static_cast<std::size_t>(n), MPI_UNDEFINED);
+  std::iota(ranks.begin(), ranks.end(), 0);
+  MPI_Group all = MPI_GROUP_NULL;
+  int rc = PMPI_Comm_group(MPI_COMM_WORLD, &all);
+  if (rc == MPI_SUCCESS) rc = PMPI_Group_translate_ranks(group, n, ranks.data(), all, world.data());
+  if (all != MPI_GROUP_NULL) PMPI_Group_free(&all);
+  if (rc != MPI_SUCCESS) return refuse(comm, rc);
+  if (std::ranges::find(world, MPI_UNDEFINED) != world.end()) return call();
+  // Round k: a message to the member 2^k after this one, from the one 2^k before; after the last
+  // round every member has heard, through some chain, from every other.
+  for (int k = 1; k < n; k *= 2) {
+    MPI_Request both[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    rc = PMPI_Irecv(nullptr, 0, MPI_BYTE, world[static_cast<std::size_t>((me - k + n) % n)], tag, w.groups,
+                    &both[0]);
+    if (rc == MPI_SUCCESS)
+      rc = PMPI_Isend(nullptr, 0, MPI_BYTE, world[static_cast<std::size_t>((me + k) % n)], tag, w.groups,
+                      &both[1]);
+    if (rc == MPI_SUCCESS)
+      rc = drive_until([&](int& flag) { return PMPI_Testall(2, both, &flag, MPI_STATUSES_IGNORE); });
+    if (rc != MPI_SUCCESS) {
+      for (MPI_Request& r : both)
+        if (r != MPI_REQUEST_NULL) {
+          PMPI_Cancel(&r);
+          PMPI_Request_free(&r);
+        }
+      return refuse(comm, rc);
+    }
+  }
+  return call();
 }
 
 // Collective over two groups, whose leaders talk on `peer` with `tag` (MPI's own use of them, which

@@ -161,6 +161,9 @@ int open_wire(const char* call) {
   if (const int rc = PMPI_Comm_dup(MPI_COMM_SELF, &w.tokens); rc != MPI_SUCCESS)
     return report(call, rc, "MPI_Comm_dup(MPI_COMM_SELF) for the hdsm_mpi message handles failed");
   PMPI_Comm_set_errhandler(w.tokens, MPI_ERRORS_RETURN);
+  if (const int rc = PMPI_Comm_dup(MPI_COMM_WORLD, &w.groups); rc != MPI_SUCCESS)
+    return report(call, rc, "MPI_Comm_dup(MPI_COMM_WORLD) for the MPI_Comm_create_group barriers failed");
+  PMPI_Comm_set_errhandler(w.groups, MPI_ERRORS_RETURN);
   int* tag_ub = nullptr;
   int flag = 0;
   PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &flag);
@@ -381,6 +384,7 @@ int MPI_Finalize(void) {
   Wire& w = wire();
   if (w.comm != MPI_COMM_NULL) PMPI_Comm_free(&w.comm);
   if (w.tokens != MPI_COMM_NULL) PMPI_Comm_free(&w.tokens);
+  if (w.groups != MPI_COMM_NULL) PMPI_Comm_free(&w.groups);
   return PMPI_Finalize();
 }
 

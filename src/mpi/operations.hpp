@@ -32,6 +32,7 @@ namespace hdsm::mpi {
 struct Wire {
   MPI_Comm comm = MPI_COMM_NULL;
   MPI_Comm tokens = MPI_COMM_NULL;  // a duplicate of MPI_COMM_SELF for matched-message handles
+  MPI_Comm groups = MPI_COMM_NULL;  // a duplicate of MPI_COMM_WORLD for MPI_Comm_create_group's barriers
   int tag_ub = 32767;
   std::atomic<std::uint64_t> next_sequence{0};
 };

@@ -349,4 +349,54 @@ TEST_F(Mpi, CommunicatorsAreMadeWhileAReceiveWaitsForItsSender) {
   MPI_Comm_free(&alone);
 }
 
+// MPI_Comm_create_group, collective over a group that is not a communicator's: a member waits in it
+// while a receive posted before it waits for a synchronous send of another member (which enters only
+// once that receive matched). The group is two ranks of a communicator whose ranks run the other way
+// from MPI_COMM_WORLD's; with 3 ranks the one in the middle is no member and never calls. Two calls
+// in a row with the same tag, and one with another tag.
+class MpiOnEveryRank : public Mpi {
+ protected:
+  MpiOnEveryRank() { pairs_only_ = false; }
+};
+
+TEST_F(MpiOnEveryRank, AGroupIsMadeWhileAReceiveWaitsForItsSender) {
+  const int n = world_size(), me = world_rank();
+  if (n < 2) GTEST_SKIP() << "a group of two needs two ranks";
+  MPI_Comm reversed = MPI_COMM_NULL;
+  ASSERT_EQ(MPI_Comm_split(MPI_COMM_WORLD, 0, n - me, &reversed), MPI_SUCCESS);
+  MPI_Group all = MPI_GROUP_NULL, two = MPI_GROUP_NULL;
+  MPI_Comm_group(reversed, &all);
+  const int members[2] = {0, n - 1};  // world ranks n - 1 and 0, in that order
+  MPI_Group_incl(all, 2, members, &two);
+  MPI_Group_free(&all);
+  const int sender = 0, receiver = n - 1;  // world ranks
+  for (const int tag : {5, 5, 6}) {
+    SCOPED_TRACE(tag);
+    int v = tag, got = -1;
+    MPI_Request r = MPI_REQUEST_NULL;
+    if (me == sender) {
+      ASSERT_EQ(MPI_Ssend(&v, 1, MPI_INT, receiver, tag, MPI_COMM_WORLD), MPI_SUCCESS);
+    } else if (me == receiver) {
+      ASSERT_EQ(MPI_Irecv(&got, 1, MPI_INT, sender, tag, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+    }
+    if (me == sender || me == receiver) {
+      MPI_Comm made = MPI_COMM_NULL;
+      ASSERT_EQ(MPI_Comm_create_group(reversed, two, tag, &made), MPI_SUCCESS);
+      ASSERT_NE(made, MPI_COMM_NULL);
+      int size = 0, rank = -1;
+      MPI_Comm_size(made, &size);
+      MPI_Comm_rank(made, &rank);
+      EXPECT_EQ(size, 2);
+      EXPECT_EQ(rank, me == receiver ? 0 : 1);
+      ASSERT_EQ(MPI_Comm_free(&made), MPI_SUCCESS);
+    }
+    if (me == receiver) {
+      ASSERT_EQ(MPI_Wait(&r, MPI_STATUS_IGNORE), MPI_SUCCESS);
+      EXPECT_EQ(got, tag);
+    }
+  }
+  MPI_Group_free(&two);
+  MPI_Comm_free(&reversed);
+}
+
 }  // namespace
