@@ -156,14 +156,16 @@ hdsm_status hdsm_event_destroy(hdsm_event event);
  * and EFAULT (hdsm_fread/hdsm_fwrite: 0) before anything moves; a device failure gives -1 and EIO,
  * with the message in hdsm_last_error(). Host-memory buffers go straight to libc.
  * A program linked with libhdsm gets the same for its plain read, write, pread, pwrite, readv, writev,
- * fread and fwrite calls (symbol interposition, whichever runtime owns the buffer); running it with
- * LD_PRELOAD=libhdsm_preload.so does so for memcpy, memmove and memset too. */
+ * preadv, pwritev, fread and fwrite calls (symbol interposition, whichever runtime owns the buffer); running
+ * it with LD_PRELOAD=libhdsm_preload.so does so for memcpy, memmove and memset too. */
 ssize_t hdsm_read(int fd, void* buf, size_t bytes);
 ssize_t hdsm_write(int fd, const void* buf, size_t bytes);
 ssize_t hdsm_pread(int fd, void* buf, size_t bytes, off_t offset);
 ssize_t hdsm_pwrite(int fd, const void* buf, size_t bytes, off_t offset);
 ssize_t hdsm_readv(int fd, const struct iovec* iov, int count);
 ssize_t hdsm_writev(int fd, const struct iovec* iov, int count);
+ssize_t hdsm_preadv(int fd, const struct iovec* iov, int count, off_t offset);
+ssize_t hdsm_pwritev(int fd, const struct iovec* iov, int count, off_t offset);
 size_t hdsm_fread(void* buf, size_t size, size_t count, FILE* stream);
 size_t hdsm_fwrite(const void* buf, size_t size, size_t count, FILE* stream);
 

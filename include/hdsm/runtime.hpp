@@ -127,13 +127,17 @@ class Runtime {
   /// Host-mapped and unified objects go to libc once the calls in flight that use them are done;
   /// other host memory goes straight to libc. readv/writev handle their vectors in order, each as one
   /// read/write, and so are not atomic when a vector is shared; on a socket that keeps message
-  /// boundaries, one message is one call, whole.
+  /// boundaries, one message is one call, whole. preadv/pwritev gather or scatter their vectors
+  /// through staging chunks, one pread/pwrite per chunk (a pwritev to an O_APPEND file appends, as
+  /// writev).
   ssize_t read(int fd, void* buf, std::size_t n);
   ssize_t write(int fd, const void* buf, std::size_t n);
   ssize_t pread(int fd, void* buf, std::size_t n, off_t offset);
   ssize_t pwrite(int fd, const void* buf, std::size_t n, off_t offset);
   ssize_t readv(int fd, const struct iovec* iov, int count);
   ssize_t writev(int fd, const struct iovec* iov, int count);
+  ssize_t preadv(int fd, const struct iovec* iov, int count, off_t offset);
+  ssize_t pwritev(int fd, const struct iovec* iov, int count, off_t offset);
   std::size_t fread(void* buf, std::size_t size, std::size_t count, std::FILE* stream);
   std::size_t fwrite(const void* buf, std::size_t size, std::size_t count, std::FILE* stream);
   /// Socket calls, as recvmsg(2) and sendmsg(2) (send, recv and the rest are these with one vector):

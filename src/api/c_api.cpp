@@ -343,6 +343,16 @@ ssize_t hdsm_writev(int fd, const struct iovec* iov, int count) {
   return io_guarded<ssize_t>(-1, [&] { return hdsm::Runtime::instance().writev(fd, iov, count); });
 }
 
+ssize_t hdsm_preadv(int fd, const struct iovec* iov, int count, off_t offset) {
+  if (host_vectors(iov, count)) return ::preadv(fd, iov, count, offset);
+  return io_guarded<ssize_t>(-1, [&] { return hdsm::Runtime::instance().preadv(fd, iov, count, offset); });
+}
+
+ssize_t hdsm_pwritev(int fd, const struct iovec* iov, int count, off_t offset) {
+  if (host_vectors(iov, count)) return ::pwritev(fd, iov, count, offset);
+  return io_guarded<ssize_t>(-1, [&] { return hdsm::Runtime::instance().pwritev(fd, iov, count, offset); });
+}
+
 size_t hdsm_fread(void* buf, size_t size, size_t count, FILE* stream) {
   if (host_memory(buf, item_bytes(size, count))) return std::fread(buf, size, count, stream);
   return io_guarded<size_t>(0, [&] { return hdsm::Runtime::instance().fread(buf, size, count, stream); });

@@ -88,6 +88,7 @@ using WriteFn = ssize_t (*)(int, const void*, std::size_t);
 using PreadFn = ssize_t (*)(int, void*, std::size_t, off_t);
 using PwriteFn = ssize_t (*)(int, const void*, std::size_t, off_t);
 using VectorFn = ssize_t (*)(int, const struct iovec*, int);
+using PvectorFn = ssize_t (*)(int, const struct iovec*, int, off_t);
 using FreadFn = std::size_t (*)(void*, std::size_t, std::size_t, std::FILE*);
 using FwriteFn = std::size_t (*)(const void*, std::size_t, std::size_t, std::FILE*);
 using ReadChkFn = ssize_t (*)(int, void*, std::size_t, std::size_t);
@@ -110,6 +111,8 @@ constinit Next<PreadFn> libc_pread{"pread"};
 constinit Next<PwriteFn> libc_pwrite{"pwrite"};
 constinit Next<VectorFn> libc_readv{"readv"};
 constinit Next<VectorFn> libc_writev{"writev"};
+constinit Next<PvectorFn> libc_preadv{"preadv"};
+constinit Next<PvectorFn> libc_pwritev{"pwritev"};
 constinit Next<FreadFn> libc_fread{"fread"};
 constinit Next<FwriteFn> libc_fwrite{"fwrite"};
 constinit Next<FreadFn> libc_fread_unlocked{"fread_unlocked"};
@@ -136,10 +139,10 @@ void resolve(Next<Fn>&... next) {
 }
 
 [[gnu::constructor]] void resolve_all() {
-  resolve(libc_read, libc_write, libc_pread, libc_pwrite, libc_readv, libc_writev, libc_fread, libc_fwrite,
-          libc_fread_unlocked, libc_fwrite_unlocked, libc_read_chk, libc_pread_chk, libc_fread_chk, libc_recv,
-          libc_recvfrom, libc_recvmsg, libc_send, libc_sendto, libc_sendmsg, libc_recvmmsg, libc_sendmmsg,
-          libc_recv_chk, libc_recvfrom_chk);
+  resolve(libc_read, libc_write, libc_pread, libc_pwrite, libc_readv, libc_writev, libc_preadv, libc_pwritev,
+          libc_fread, libc_fwrite, libc_fread_unlocked, libc_fwrite_unlocked, libc_read_chk, libc_pread_chk,
+          libc_fread_chk, libc_recv, libc_recvfrom, libc_recvmsg, libc_send, libc_sendto, libc_sendmsg,
+          libc_recvmmsg, libc_sendmmsg, libc_recv_chk, libc_recvfrom_chk);
 }
 
 /// The runtime that owns `p`, unless this thread is inside an interposed call already.
@@ -264,6 +267,22 @@ ssize_t writev(int fd, const struct iovec* iov, int count) {
   if (shared == nullptr) return plain();
   return dispatch<ssize_t>(
       shared, -1, [&](Runtime& r) { return r.writev(fd, iov, count); }, plain);
+}
+
+ssize_t preadv(int fd, const struct iovec* iov, int count, off_t offset) {
+  const auto plain = [&] { return (*libc_preadv)(fd, iov, count, offset); };
+  const void* shared = hdsm::api::shared_vector(iov, count);
+  if (shared == nullptr) return plain();
+  return dispatch<ssize_t>(
+      shared, -1, [&](Runtime& r) { return r.preadv(fd, iov, count, offset); }, plain);
+}
+
+ssize_t pwritev(int fd, const struct iovec* iov, int count, off_t offset) {
+  const auto plain = [&] { return (*libc_pwritev)(fd, iov, count, offset); };
+  const void* shared = hdsm::api::shared_vector(iov, count);
+  if (shared == nullptr) return plain();
+  return dispatch<ssize_t>(
+      shared, -1, [&](Runtime& r) { return r.pwritev(fd, iov, count, offset); }, plain);
 }
 
 std::size_t fread(void* buf, std::size_t size, std::size_t count, std::FILE* stream) {

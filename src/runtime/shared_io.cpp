@@ -1,13 +1,13 @@
 // I/O on shared objects (seed 000 §4.4, seed 003 §5.4): read, write, pread, pwrite, readv, writev,
-// fread and fwrite with a buffer in shared memory. A system call never sees the user view (a fault
-// inside the kernel's copy would end the call with EFAULT after part of the data moved); the data
-// goes through chunks of the pinned staging pool instead, and the memory model's copy places each
-// chunk (the ADSM model: by block state, straight into the device copy where the host copy is
-// invalid). Memory the model does not mediate goes to libc: host memory at once, host-mapped and
-// unified objects once the calls that use them are done (before_direct_io). Two
-// chunks, when the pool has them free, overlap the device transfer of one chunk with the file transfer of the
-// other. Pipes, sockets and terminals, whose calls may wait for another thread, stage through pageable
-// memory instead, and a message socket's message moves whole, by one call.
+// preadv, pwritev, fread, fwrite and the socket calls with a buffer in shared memory. A system call never
+// sees the user view (a fault inside the kernel's copy would end the call with EFAULT after part of the data
+// moved); the data goes through chunks of the pinned staging pool instead, and the memory model's copy places
+// each chunk (the ADSM model: by block state, straight into the device copy where the host copy is invalid).
+// Memory the model does not mediate goes to libc: host memory at once, host-mapped and unified objects once
+// the calls that use them are done (before_direct_io). Two chunks, when the pool has them free, overlap the
+// device transfer of one chunk with the file transfer of the other. Pipes, sockets and terminals, whose calls
+// may wait for another thread, stage through pageable memory instead, and a message socket's message moves
+// whole, by one call.
 #include <hdsm/error.hpp>
 #include <hdsm/runtime.hpp>
 
@@ -22,6 +22,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -139,9 +140,15 @@ std::optional<std::size_t> total_of(std::span<const struct iovec> parts) {
 /// The largest message hdsm stages whole (a socket's buffer holds far less: net.core.*mem_max).
 constexpr std::size_t kLargestMessage = std::size_t{64} << 20;
 
+/// The runtime other than `impl`'s that owns `p`, or nullptr.
+Runtime* other_runtime(const detail::RuntimeImpl& impl, const void* p) {
+  Runtime* owner = detail::shared_ranges.owner(p);
+  return owner != impl.self ? owner : nullptr;
+}
+
 /// Copies `n` bytes between `buffer` and `parts` (shared memory or host memory, in order), starting
 /// `at` bytes into them: into the parts as readv scatters (`to_parts`), or out of them as writev
-/// gathers.
+/// gathers. A part in another runtime's objects is that runtime's to copy.
 void exchange(detail::RuntimeImpl& impl, std::span<const struct iovec> parts, std::size_t at,
               std::byte* buffer, std::size_t n, bool to_parts) {
   for (const struct iovec& v : parts) {
@@ -156,6 +163,8 @@ void exchange(detail::RuntimeImpl& impl, std::span<const struct iovec> parts, st
     const void* from = to_parts ? static_cast<const void*>(buffer) : part;
     if (detail::MemoryModel* space = shared(impl, v.iov_base))
       space->copy(to, from, take, nullptr);
+    else if (Runtime* other = other_runtime(impl, v.iov_base))
+      other->memcpy(to, from, take);
     else
       std::memcpy(to, from, take);
     buffer += take;
@@ -323,12 +332,6 @@ ssize_t write_from(detail::RuntimeImpl& impl, int fd, Descriptor kind, const voi
 
 enum class Way { in, out };
 
-/// The runtime other than `impl`'s that owns `p`, or nullptr.
-Runtime* other_runtime(const detail::RuntimeImpl& impl, const void* p) {
-  Runtime* owner = detail::shared_ranges.owner(p);
-  return owner != impl.self ? owner : nullptr;
-}
-
 /// Where a call's vectors are: 1 when one is in shared memory that hdsm moves (this runtime's
 /// mediated objects, checked whole, or another runtime's objects, which that runtime checks); 0 when
 /// libc may take them all, once the calls in flight on host-mapped and unified objects among them are
@@ -349,11 +352,53 @@ int place(detail::RuntimeImpl& impl, const struct iovec* iov, int count, const c
   return any_shared ? 1 : 0;
 }
 
-/// readv or writev (`way`): libc's when no vector is shared memory; else a message socket's message
-/// whole, by one read or write of all the vectors; else the vectors in order, stopping at the first
-/// short one, and for a stream's readv where the next vector's read would wait. A vector in another
-/// runtime's objects goes to that runtime (not for a message socket, whose message is one call).
-ssize_t vectored(detail::RuntimeImpl& impl, int fd, const struct iovec* iov, int count, Way way) {
+/// preadv or pwritev (`way`) of `parts` (some in shared memory) at `offset`: the bytes in pieces of
+/// a staging chunk, each one pread or pwrite at the offset where it belongs, gathered from the parts
+/// before a write and scattered into them after a read, so a list of many small vectors (what MPI-IO
+/// gives for a datatype with holes) costs one system call a chunk. Stops at the first short piece (the
+/// end of the file, a full disk); what moved is the result.
+ssize_t positional(detail::RuntimeImpl& impl, int fd, std::span<const struct iovec> parts, off_t offset,
+                   Way way) {
+  const std::optional<std::size_t> total = total_of(parts);
+  if (!total) return -1;
+  const bool in = way == Way::in;
+  if (*total == 0) return in ? ::preadv(fd, nullptr, 0, offset) : ::pwritev(fd, nullptr, 0, offset);
+  if (*total > static_cast<std::size_t>(std::numeric_limits<off_t>::max() - offset)) {
+    errno = EINVAL;  // the kernel's answer for a range past the largest offset
+    return -1;
+  }
+  StagingRing buffer(impl.staging(), 1);  // no wait for another thread: a pread on a pipe is ESPIPE
+  std::size_t done = 0;
+  int error = 0;
+  while (done < *total) {
+    const std::size_t take = std::min(*total - done, buffer.chunk());
+    std::byte* piece = buffer.data(0);
+    const off_t at = offset + static_cast<off_t>(done);
+    if (!in) gather(impl, parts, done, piece, take);
+    const ssize_t moved = in ? ::pread(fd, piece, take, at) : ::pwrite(fd, piece, take, at);
+    if (moved < 0) {
+      error = errno;
+      break;
+    }
+    if (in) scatter(impl, parts, done, piece, static_cast<std::size_t>(moved));
+    done += static_cast<std::size_t>(moved);
+    if (static_cast<std::size_t>(moved) < take) break;
+  }
+  if (done == 0 && error != 0) {
+    errno = error;
+    return -1;
+  }
+  return static_cast<ssize_t>(done);
+}
+
+/// readv or writev (`way`), or with `offset` preadv or pwritev: libc's when no vector is shared memory;
+/// positional()'s for preadv and pwritev (a pwritev to an O_APPEND file appends, as writev);
+/// else a message socket's message whole, by one read or write of all the vectors; else the vectors
+/// in order, stopping at the first short one, and for a stream's readv where the next vector's read
+/// would wait. A vector in another runtime's objects goes to that runtime (not for a message socket,
+/// whose message is one call).
+ssize_t vectored(detail::RuntimeImpl& impl, int fd, const struct iovec* iov, int count, Way way,
+                 std::optional<off_t> offset = std::nullopt) {
   // libc's answer for a count it refuses, before any vector is looked at (which a negative count
   // would make a walk of no end, and one above IOV_MAX a call the kernel refuses).
   if (count < 0 || count > IOV_MAX) {
@@ -368,14 +413,25 @@ ssize_t vectored(detail::RuntimeImpl& impl, int fd, const struct iovec* iov, int
       return -1;
     }
   }
-  const int placed = place(impl, iov, count, way == Way::in ? "readv" : "writev");
+  if (offset && *offset < 0) {
+    errno = EINVAL;  // checked by the kernel before anything else
+    return -1;
+  }
+  const int placed = place(impl, iov, count,
+                           way == Way::in ? (offset ? "preadv" : "readv") : (offset ? "pwritev" : "writev"));
   if (placed < 0) return -1;
-  if (placed == 0) return way == Way::in ? ::readv(fd, iov, count) : ::writev(fd, iov, count);
+  if (placed == 0) {
+    if (offset)
+      return way == Way::in ? ::preadv(fd, iov, count, *offset) : ::pwritev(fd, iov, count, *offset);
+    return way == Way::in ? ::readv(fd, iov, count) : ::writev(fd, iov, count);
+  }
   // The vectors as they are now, as the kernel copies them before it moves a byte: data a readv
   // brings in may land on the array itself (a vector pointing at it), and must not redirect the next.
   const std::vector<struct iovec> copied(iov, iov + count);
   const std::span<const struct iovec> parts(copied);
   const Descriptor kind = classify(fd);
+  if (offset && (way == Way::in || kind != Descriptor::append))
+    return positional(impl, fd, parts, *offset, way);
   if (way == Way::in && kind == Descriptor::messages) return read_message(impl, fd, parts);
   if (way == Way::out)
     if (const std::optional<std::size_t> total = total_of(parts); !total || one_write(kind, *total))
@@ -539,6 +595,14 @@ ssize_t Runtime::readv(int fd, const struct iovec* iov, int count) {
 
 ssize_t Runtime::writev(int fd, const struct iovec* iov, int count) {
   return vectored(*impl_, fd, iov, count, Way::out);
+}
+
+ssize_t Runtime::preadv(int fd, const struct iovec* iov, int count, off_t offset) {
+  return vectored(*impl_, fd, iov, count, Way::in, offset);
+}
+
+ssize_t Runtime::pwritev(int fd, const struct iovec* iov, int count, off_t offset) {
+  return vectored(*impl_, fd, iov, count, Way::out, offset);
 }
 
 ssize_t Runtime::recvmsg(int fd, struct msghdr* msg, int flags) {

@@ -1,8 +1,9 @@
 // Interposition (issue 4, part 3a): a program linked with libhdsm calls plain read, write, pread,
-// pwrite, readv, writev, fread, fwrite and the socket calls on shared memory and gets hdsm's I/O (no fault,
-// right data, libc's errno). Without interposition the kernel would refuse the protected user view (EFAULT)
-// or stop part way, so these tests fail if the symbols are not interposed. Also the reentrancy guard and the
-// memmove/memset entry points of libhdsm_preload.so.
+// pwrite, readv, writev, preadv, pwritev, fread, fwrite and the socket calls on shared memory and gets hdsm's
+// I/O (no fault, right data, libc's errno). Without interposition the kernel would refuse the protected user
+// view (EFAULT) or stop part way, so these tests fail if the symbols are not interposed. Also the reentrancy
+// guard and the memmove/memset entry points of libhdsm_preload.so.
+#include <hdsm/hdsm.h>
 #include <hdsm/hdsm.hpp>
 
 #include "api/interpose.hpp"
@@ -152,6 +153,101 @@ TEST_P(Interpose, LargeFileOffsetCallsAndVectorsMixingHostAndSharedMemory) {
   EXPECT_EQ(std::memcmp(written.data() + 4010, ref.data() + 4000, bytes - 4000), 0);
   EXPECT_EQ(std::memcmp(written.data() + bytes + 10, ref.data(), 3), 0);
   ::close(out);
+  ::close(fd);
+  rt_.free(p);
+}
+
+// preadv and pwritev with a vector list of the shape MPI-IO gives for a datatype with holes: many
+// small vectors into one shared object (4 bytes of every 8), with host vectors among them. Before
+// they were interposed, the kernel refused the protected user view: -1 with EFAULT.
+TEST_P(Interpose, PositionalVectorCallsGatherAndScatterSharedMemory) {
+  const std::size_t bytes = 10 * kBlock + 120, pieces = 900, rest = 8 * pieces;  // 910 vectors: < IOV_MAX
+  unsigned char* p = invalid_object(bytes);
+  std::vector<unsigned char> host(pieces);
+  std::vector<struct iovec> vec;
+  for (std::size_t i = 0; i < pieces; ++i) {
+    vec.push_back({p + 8 * i, 4});
+    if (i % 100 == 0) vec.push_back({host.data() + i, 1});
+  }
+  vec.push_back({p + rest, bytes - rest});  // and the rest of the object whole
+  const auto count = static_cast<int>(vec.size());
+  std::size_t total = 0;
+  for (const struct iovec& v : vec) total += v.iov_len;
+  const std::vector<unsigned char> data = pattern(total + 777, 21);
+  const int fd = memfd_with(data);
+  rt_.reset_stats();
+  EXPECT_EQ(::preadv(fd, vec.data(), count, 777), static_cast<ssize_t>(total));
+  EXPECT_EQ(faults(), 0u);
+  std::vector<unsigned char> got(bytes);
+  rt_.memcpy(got.data(), p, bytes);
+  std::size_t at = 777, bad = 0;
+  for (std::size_t i = 0; i < pieces; ++i) {
+    for (std::size_t b = 0; b < 8; ++b)
+      bad += got[8 * i + b] != (b < 4 ? data[at + b] : static_cast<unsigned char>((8 * i + b) % 251)) ? 1 : 0;
+    at += 4;
+    if (i % 100 == 0) bad += host[i] != data[at++] ? 1 : 0;
+  }
+  for (std::size_t i = rest; i < bytes; ++i) bad += got[i] != data[at++] ? 1 : 0;
+  EXPECT_EQ(bad, 0u) << "bytes read wrong";
+  EXPECT_EQ(::lseek(fd, 0, SEEK_CUR), 0) << "the file position does not move";
+
+  // Back out, at an offset past the end of the file (a hole before it), then read past the end: a
+  // short count.
+  const int out = ::memfd_create("hdsm interpose pwritev", MFD_CLOEXEC);
+  ASSERT_GE(out, 0);
+  rt_.reset_stats();
+  EXPECT_EQ(::pwritev64(out, vec.data(), count, 5), static_cast<ssize_t>(total));
+  EXPECT_EQ(faults(), 0u);
+  const std::vector<unsigned char> written = file_contents(out, total + 5);
+  EXPECT_EQ(std::memcmp(written.data() + 5, data.data() + 777, total), 0);
+  EXPECT_EQ(::preadv64(out, vec.data(), count, static_cast<off_t>(total + 5 - 10)), 10)
+      << "10 bytes before the end";
+
+  // Through the C API too, with one vector in the object.
+  const struct iovec whole { p, bytes };
+  EXPECT_EQ(hdsm_pwritev(out, &whole, 1, 0), static_cast<ssize_t>(bytes));
+  EXPECT_EQ(hdsm_preadv(out, &whole, 1, 0), static_cast<ssize_t>(bytes));
+  ::close(out);
+  ::close(fd);
+  rt_.free(p);
+}
+
+// The kernel's errors, before any byte moves; a pwritev to an O_APPEND file appends, as writev.
+TEST_P(Interpose, PositionalVectorCallErrorsAreTheKernels) {
+  unsigned char* p = invalid_object(4 * kBlock);
+  const int fd = memfd_with(pattern(8 * kBlock, 1));
+  struct iovec v[2] = {{p, kBlock}, {p + 2 * kBlock, kBlock}};
+  const auto fails = [&](ssize_t got, int expected, const char* what) {
+    EXPECT_EQ(got, -1) << what;
+    EXPECT_EQ(errno, expected) << what;
+    errno = 0;
+  };
+  errno = 0;
+  fails(::preadv(fd, v, 2, -1), EINVAL, "a negative offset");
+  fails(::pwritev(-1, v, 2, 0), EBADF, "no descriptor");
+  fails(::preadv(fd, v, -1, 0), EINVAL, "a negative count");
+  fails(::preadv(fd, v, 2, std::numeric_limits<off_t>::max() - 100), EINVAL, "past the largest offset");
+  struct iovec leaves[1] = {{p + 3 * kBlock, 2 * kBlock}};
+  fails(::preadv(fd, leaves, 1, 0), EFAULT, "a range that leaves the object");
+  int ends[2];
+  ASSERT_EQ(::pipe(ends), 0);
+  fails(::pwritev(ends[1], v, 2, 0), ESPIPE, "a pipe");
+  ::close(ends[0]);
+  ::close(ends[1]);
+
+  const std::string self = "/proc/self/fd/" + std::to_string(fd);
+  const int append = ::open(self.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  ASSERT_GE(append, 0);
+  EXPECT_EQ(::pwritev(append, v, 2, 0), static_cast<ssize_t>(2 * kBlock));
+  EXPECT_EQ(::lseek(fd, 0, SEEK_END), static_cast<off_t>(10 * kBlock)) << "appended at the end";
+  const std::vector<unsigned char> file = file_contents(fd, 10 * kBlock);
+  const std::vector<unsigned char> first = pattern(8 * kBlock, 1);
+  EXPECT_EQ(std::memcmp(file.data(), first.data(), first.size()), 0) << "the start is untouched";
+  for (std::size_t i = 0; i < 2 * kBlock; ++i) {
+    const std::size_t from = i < kBlock ? i : i + kBlock;
+    ASSERT_EQ(file[8 * kBlock + i], from % 251) << "appended byte " << i;
+  }
+  ::close(append);
   ::close(fd);
   rt_.free(p);
 }
@@ -547,6 +643,21 @@ TEST(InterposeRuntimes, VectorsInObjectsOfTwoRuntimesGoEachToItsOwn) {
   EXPECT_EQ(std::memcmp(written.data(), data.data() + n + kBlock, n), 0) << "b's vector";
   for (std::size_t i = 0; i < n; ++i)
     ASSERT_EQ(written[n + i], static_cast<unsigned char>(i % 251)) << "a's vector, byte " << i;
+  // preadv and pwritev gather and scatter through one buffer: the other runtime's part is copied by
+  // that runtime.
+  a.call(stamp_kernel(), hdsm::cover(n), hdsm::out(pa), std::uint64_t{n});
+  b.call(stamp_kernel(), hdsm::cover(n), hdsm::out(pb), std::uint64_t{n});
+  a.sync();
+  b.sync();
+  ASSERT_EQ(::ftruncate(fd, 0), 0);
+  EXPECT_EQ(::pwritev(fd, out, 2, 7), static_cast<ssize_t>(2 * n));
+  const std::vector<unsigned char> again = file_contents(fd, 2 * n + 7);
+  for (std::size_t i = 0; i < 2 * n; ++i)
+    ASSERT_EQ(again[7 + i], static_cast<unsigned char>((i % n) % 251)) << "pwritev, byte " << i;
+  EXPECT_EQ(::preadv(fd, in, 3, 1), static_cast<ssize_t>(2 * n + 6)) << "short: the end of the file";
+  EXPECT_EQ(std::memcmp(pa, again.data() + 1, n), 0);
+  EXPECT_EQ(std::memcmp(host.data(), again.data() + 1 + n, kBlock), 0);
+  EXPECT_EQ(std::memcmp(pb, again.data() + 1 + n + kBlock, n - kBlock + 6), 0);
   ::close(fd);
   a.free(pa);
   b.free(pb);

@@ -781,6 +781,7 @@ bool host_io_without_a_runtime() {
   ok &= std::memcmp(buf, data.data(), sizeof buf) == 0;
   const struct iovec v { buf, 8 };
   ok &= hdsm_writev(fd, &v, 1) == 8 && hdsm_pwrite(fd, buf, 4, 60) == 4;
+  ok &= hdsm_pwritev(fd, &v, 1, 40) == 8 && hdsm_preadv(fd, &v, 1, 40) == 8;
   std::FILE* stream = ::fdopen(fd, "r+");
   ok &= stream != nullptr && std::fseek(stream, 0, SEEK_SET) == 0;
   ok &= hdsm_fread(buf, 8, 2, stream) == 2 && std::memcmp(buf, data.data(), 16) == 0;
