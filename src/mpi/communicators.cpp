@@ -1,6 +1,6 @@
-// Communicators and windows under libhdsm_mpi: the calls that make one are collectives, which must
-// let the pending operations move while the rank waits in them (so are MPI_Win_fence and
-// MPI_Win_wait); and a communicator the
+// Communicators, windows and files under libhdsm_mpi: the calls that make one are collectives, which
+// must let the pending operations move while the rank waits in them (so are MPI_Win_fence,
+// MPI_Win_wait and the collective file calls); and a communicator the
 // program frees while an operation of hdsm_mpi's still uses it lives on until that operation is done, as
 // MPI_Comm_free promises ("pending operations complete normally").
 #include <hdsm/export.h>
@@ -44,48 +44,80 @@ int entered(MPI_Comm comm) {
   return rc != MPI_SUCCESS ? rc : wait_driving(&request, MPI_STATUS_IGNORE);
 }
 
-/// The windows of the program's one-sided communication, each with a duplicate of the communicator
-/// it was made on: the window's collective calls (MPI_Win_fence, MPI_Win_free) make their driven
-/// barrier (entered()) there, as the program may have freed its own communicator since.
-struct Windows {
+/// The program's windows and files, each with a duplicate of the communicator it was made (opened)
+/// on: their collective calls (MPI_Win_fence, MPI_Win_free, the collective file calls) make their
+/// driven barrier (entered()) there, as the program may have freed its own communicator since.
+template <class Handle>
+struct Made {
   std::mutex mutex;
-  std::map<MPI_Win, MPI_Comm> comms;
+  std::map<Handle, MPI_Comm> comms;
 };
-Windows& windows() {
-  static Windows w;
+Made<MPI_Win>& windows() {
+  static Made<MPI_Win> w;
   return w;
 }
+Made<MPI_File>& files() {
+  static Made<MPI_File> f;
+  return f;
+}
 
-/// A window constructor (`make`, libmpi's) on `comm`: first a driven MPI_Comm_idup of `comm`, which
-/// every rank has entered once it completes, then the constructor, then the duplicate recorded for
-/// the window.
-template <class Make>
-int make_window(MPI_Comm comm, MPI_Win* win, Make make) {
+/// A window constructor or MPI_File_open (`make`, libmpi's) on `comm`: first a driven MPI_Comm_idup
+/// of `comm`, which every rank has entered once it completes, then the call, then the duplicate
+/// recorded for the handle it made.
+template <class Handle, class Make>
+int make_with_dup(Made<Handle>& made, MPI_Comm comm, Handle* out, Handle null, Make make) {
   MPI_Comm dup = MPI_COMM_NULL;
-  if (comm != MPI_COMM_NULL) {  // else libmpi's constructor reports it, under its own name
+  if (comm != MPI_COMM_NULL) {  // else libmpi's call reports it, under its own name
     MPI_Request request = MPI_REQUEST_NULL;
     int rc = PMPI_Comm_idup(comm, &dup, &request);
     if (rc == MPI_SUCCESS) rc = wait_driving(&request, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) return rc;
   }
   const int rc = make();
-  if (rc != MPI_SUCCESS || win == nullptr || *win == MPI_WIN_NULL) {
+  if (rc != MPI_SUCCESS || out == nullptr || *out == null) {
     if (dup != MPI_COMM_NULL) PMPI_Comm_free(&dup);
     return rc;
   }
-  Windows& w = windows();
-  std::lock_guard lock(w.mutex);
-  if (const auto [it, added] = w.comms.emplace(*win, dup); !added && dup != MPI_COMM_NULL)
+  std::lock_guard lock(made.mutex);
+  if (const auto [it, added] = made.comms.emplace(*out, dup); !added && dup != MPI_COMM_NULL)
     PMPI_Comm_free(&dup);  // a handle libmpi gave twice: keep the first one's
   return rc;
 }
 
-/// The duplicate of a window made by make_window(); MPI_COMM_NULL for any other handle.
-MPI_Comm window_comm(MPI_Win win) {
-  Windows& w = windows();
-  std::lock_guard lock(w.mutex);
-  const auto it = w.comms.find(win);
-  return it == w.comms.end() ? MPI_COMM_NULL : it->second;
+/// The duplicate make_with_dup() recorded for `handle`; MPI_COMM_NULL for any other handle.
+template <class Handle>
+MPI_Comm comm_of(Made<Handle>& made, Handle handle) {
+  std::lock_guard lock(made.mutex);
+  const auto it = made.comms.find(handle);
+  return it == made.comms.end() ? MPI_COMM_NULL : it->second;
+}
+MPI_Comm window_comm(MPI_Win win) { return comm_of(windows(), win); }
+MPI_Comm file_comm(MPI_File file) { return comm_of(files(), file); }
+
+/// A collective call on a file (`call`, libmpi's): a driven barrier on the file's duplicate first.
+template <class Call>
+int on_file(MPI_File fh, Call call) {
+  const int rc = entered(file_comm(fh));
+  return rc != MPI_SUCCESS ? rc : call();
+}
+
+/// A collective call that frees `*handle` (`free`, libmpi's MPI_Win_free or MPI_File_close): a
+/// driven barrier on its duplicate, the call, then the duplicate freed.
+template <class Handle, class Free>
+int free_with_dup(Made<Handle>& made, Handle* handle, Free free) {
+  if (handle == nullptr) return free();
+  const Handle was = *handle;
+  MPI_Comm comm = comm_of(made, was);
+  if (const int rc = entered(comm); rc != MPI_SUCCESS) return rc;
+  const int rc = free();
+  if (rc == MPI_SUCCESS && comm != MPI_COMM_NULL) {
+    {
+      std::lock_guard lock(made.mutex);
+      made.comms.erase(was);
+    }
+    PMPI_Comm_free(&comm);
+  }
+  return rc;
 }
 
 }  // namespace
@@ -275,21 +307,24 @@ int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int source
 // the window's group (the ranks of the communicator it was made on).
 
 int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, MPI_Win* win) {
-  return make_window(comm, win, [&] { return PMPI_Win_create(base, size, disp_unit, info, comm, win); });
+  return make_with_dup(windows(), comm, win, MPI_WIN_NULL,
+                       [&] { return PMPI_Win_create(base, size, disp_unit, info, comm, win); });
 }
 
 int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void* base, MPI_Win* win) {
-  return make_window(comm, win, [&] { return PMPI_Win_allocate(size, disp_unit, info, comm, base, win); });
+  return make_with_dup(windows(), comm, win, MPI_WIN_NULL,
+                       [&] { return PMPI_Win_allocate(size, disp_unit, info, comm, base, win); });
 }
 
 int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void* base,
                             MPI_Win* win) {
-  return make_window(comm, win,
-                     [&] { return PMPI_Win_allocate_shared(size, disp_unit, info, comm, base, win); });
+  return make_with_dup(windows(), comm, win, MPI_WIN_NULL,
+                       [&] { return PMPI_Win_allocate_shared(size, disp_unit, info, comm, base, win); });
 }
 
 int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win* win) {
-  return make_window(comm, win, [&] { return PMPI_Win_create_dynamic(info, comm, win); });
+  return make_with_dup(windows(), comm, win, MPI_WIN_NULL,
+                       [&] { return PMPI_Win_create_dynamic(info, comm, win); });
 }
 
 int MPI_Win_fence(int assertion, MPI_Win win) {
@@ -307,20 +342,124 @@ int MPI_Win_wait(MPI_Win win) {
 }
 
 int MPI_Win_free(MPI_Win* win) {
-  if (win == nullptr) return PMPI_Win_free(win);
-  const MPI_Win handle = *win;
-  MPI_Comm comm = window_comm(handle);
-  if (const int rc = entered(comm); rc != MPI_SUCCESS) return rc;
-  const int rc = PMPI_Win_free(win);
-  if (rc == MPI_SUCCESS && comm != MPI_COMM_NULL) {
-    {
-      Windows& w = windows();
-      std::lock_guard lock(w.mutex);
-      w.comms.erase(handle);
-    }
-    PMPI_Comm_free(&comm);
-  }
-  return rc;
+  return free_with_dup(windows(), win, [&] { return PMPI_Win_free(win); });
+}
+
+// MPI-IO: MPI_File_open makes a driven duplicate of its communicator, kept for the file; the
+// collective file calls (closing, the view, the size, sync, the shared pointer, the collective and
+// split collective reads and writes) make a driven barrier on it first, as MPI_Win_fence does.
+
+int MPI_File_open(MPI_Comm comm, const char* filename, int amode, MPI_Info info, MPI_File* fh) {
+  return make_with_dup(files(), comm, fh, MPI_FILE_NULL,
+                       [&] { return PMPI_File_open(comm, filename, amode, info, fh); });
+}
+
+int MPI_File_close(MPI_File* fh) {
+  return free_with_dup(files(), fh, [&] { return PMPI_File_close(fh); });
+}
+
+int MPI_File_set_size(MPI_File fh, MPI_Offset size) {
+  return on_file(fh, [&] { return PMPI_File_set_size(fh, size); });
+}
+
+int MPI_File_preallocate(MPI_File fh, MPI_Offset size) {
+  return on_file(fh, [&] { return PMPI_File_preallocate(fh, size); });
+}
+
+int MPI_File_set_info(MPI_File fh, MPI_Info info) {
+  return on_file(fh, [&] { return PMPI_File_set_info(fh, info); });
+}
+
+int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype,
+                      const char* datarep, MPI_Info info) {
+  return on_file(fh, [&] { return PMPI_File_set_view(fh, disp, etype, filetype, datarep, info); });
+}
+
+int MPI_File_set_atomicity(MPI_File fh, int flag) {
+  return on_file(fh, [&] { return PMPI_File_set_atomicity(fh, flag); });
+}
+
+int MPI_File_sync(MPI_File fh) {
+  return on_file(fh, [&] { return PMPI_File_sync(fh); });
+}
+
+int MPI_File_seek_shared(MPI_File fh, MPI_Offset offset, int whence) {
+  return on_file(fh, [&] { return PMPI_File_seek_shared(fh, offset, whence); });
+}
+
+int MPI_File_read_all(MPI_File fh, void* buf, int count, MPI_Datatype type, MPI_Status* status) {
+  return on_file(fh, [&] { return PMPI_File_read_all(fh, buf, count, type, status); });
+}
+
+int MPI_File_write_all(MPI_File fh, const void* buf, int count, MPI_Datatype type, MPI_Status* status) {
+  return on_file(fh, [&] { return PMPI_File_write_all(fh, buf, count, type, status); });
+}
+
+int MPI_File_read_at_all(MPI_File fh, MPI_Offset offset, void* buf, int count, MPI_Datatype type,
+                         MPI_Status* status) {
+  return on_file(fh, [&] { return PMPI_File_read_at_all(fh, offset, buf, count, type, status); });
+}
+
+int MPI_File_write_at_all(MPI_File fh, MPI_Offset offset, const void* buf, int count, MPI_Datatype type,
+                          MPI_Status* status) {
+  return on_file(fh, [&] { return PMPI_File_write_at_all(fh, offset, buf, count, type, status); });
+}
+
+int MPI_File_read_ordered(MPI_File fh, void* buf, int count, MPI_Datatype type, MPI_Status* status) {
+  return on_file(fh, [&] { return PMPI_File_read_ordered(fh, buf, count, type, status); });
+}
+
+int MPI_File_write_ordered(MPI_File fh, const void* buf, int count, MPI_Datatype type, MPI_Status* status) {
+  return on_file(fh, [&] { return PMPI_File_write_ordered(fh, buf, count, type, status); });
+}
+
+int MPI_File_read_all_begin(MPI_File fh, void* buf, int count, MPI_Datatype type) {
+  return on_file(fh, [&] { return PMPI_File_read_all_begin(fh, buf, count, type); });
+}
+
+int MPI_File_read_all_end(MPI_File fh, void* buf, MPI_Status* status) {
+  return on_file(fh, [&] { return PMPI_File_read_all_end(fh, buf, status); });
+}
+
+int MPI_File_write_all_begin(MPI_File fh, const void* buf, int count, MPI_Datatype type) {
+  return on_file(fh, [&] { return PMPI_File_write_all_begin(fh, buf, count, type); });
+}
+
+int MPI_File_write_all_end(MPI_File fh, const void* buf, MPI_Status* status) {
+  return on_file(fh, [&] { return PMPI_File_write_all_end(fh, buf, status); });
+}
+
+int MPI_File_read_at_all_begin(MPI_File fh, MPI_Offset offset, void* buf, int count, MPI_Datatype type) {
+  return on_file(fh, [&] { return PMPI_File_read_at_all_begin(fh, offset, buf, count, type); });
+}
+
+int MPI_File_read_at_all_end(MPI_File fh, void* buf, MPI_Status* status) {
+  return on_file(fh, [&] { return PMPI_File_read_at_all_end(fh, buf, status); });
+}
+
+int MPI_File_write_at_all_begin(MPI_File fh, MPI_Offset offset, const void* buf, int count,
+                                MPI_Datatype type) {
+  return on_file(fh, [&] { return PMPI_File_write_at_all_begin(fh, offset, buf, count, type); });
+}
+
+int MPI_File_write_at_all_end(MPI_File fh, const void* buf, MPI_Status* status) {
+  return on_file(fh, [&] { return PMPI_File_write_at_all_end(fh, buf, status); });
+}
+
+int MPI_File_read_ordered_begin(MPI_File fh, void* buf, int count, MPI_Datatype type) {
+  return on_file(fh, [&] { return PMPI_File_read_ordered_begin(fh, buf, count, type); });
+}
+
+int MPI_File_read_ordered_end(MPI_File fh, void* buf, MPI_Status* status) {
+  return on_file(fh, [&] { return PMPI_File_read_ordered_end(fh, buf, status); });
+}
+
+int MPI_File_write_ordered_begin(MPI_File fh, const void* buf, int count, MPI_Datatype type) {
+  return on_file(fh, [&] { return PMPI_File_write_ordered_begin(fh, buf, count, type); });
+}
+
+int MPI_File_write_ordered_end(MPI_File fh, const void* buf, MPI_Status* status) {
+  return on_file(fh, [&] { return PMPI_File_write_ordered_end(fh, buf, status); });
 }
 
 HDSM_VISIBLE_END

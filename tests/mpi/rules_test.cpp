@@ -9,10 +9,16 @@
 
 #include <mpi.h>
 
+#include <string>
+
+#include <unistd.h>
+
 #include <array>
 #include <cstdarg>
+#include <functional>
 #include <memory>
 #include <stdexcept>
+#include <utility>
 
 namespace {
 
@@ -347,6 +353,96 @@ TEST_F(Mpi, CommunicatorsAreMadeWhileAReceiveWaitsForItsSender) {
     }
   }
   MPI_Comm_free(&alone);
+}
+
+// The collective file calls while a receive posted before them waits for a synchronous send of the
+// other rank (which enters only once that receive matched): the rank waiting in the call drives the
+// receive. Each call in turn on a file the pair opened (the open and the close as calls too).
+TEST_F(Mpi, FilesAreUsedWhileAReceiveWaitsForItsSender) {
+  long id = static_cast<long>(::getpid());
+  MPI_Bcast(&id, 1, MPI_LONG, 0, comm_);
+  const std::string path = "hdsm_mpi_collective_" + std::to_string(id) + ".bin";
+  MPI_File f = MPI_FILE_NULL;
+  char data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  const MPI_Offset at = 8 * rank();
+  MPI_Status* const none = MPI_STATUS_IGNORE;
+  const auto then = [](int rc, const std::function<int()>& next) { return rc != MPI_SUCCESS ? rc : next(); };
+  const std::pair<const char*, std::function<int()>> calls[] = {
+      {"MPI_File_open",
+       [&] {
+         return MPI_File_open(comm_, path.c_str(), MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL, &f);
+       }},
+      {"MPI_File_set_view",
+       [&] { return MPI_File_set_view(f, 0, MPI_BYTE, MPI_BYTE, "native", MPI_INFO_NULL); }},
+      {"MPI_File_set_size", [&] { return MPI_File_set_size(f, 64); }},
+      {"MPI_File_preallocate", [&] { return MPI_File_preallocate(f, 128); }},
+      {"MPI_File_set_info",
+       [&] {
+         MPI_Info info = MPI_INFO_NULL;
+         MPI_Info_create(&info);
+         const int rc = MPI_File_set_info(f, info);
+         MPI_Info_free(&info);
+         return rc;
+       }},
+      {"MPI_File_set_atomicity", [&] { return MPI_File_set_atomicity(f, 0); }},
+      {"MPI_File_sync", [&] { return MPI_File_sync(f); }},
+      {"MPI_File_seek_shared", [&] { return MPI_File_seek_shared(f, 0, MPI_SEEK_SET); }},
+      {"MPI_File_write_all", [&] { return MPI_File_write_all(f, data, 8, MPI_BYTE, none); }},
+      {"MPI_File_read_all", [&] { return MPI_File_read_all(f, data, 8, MPI_BYTE, none); }},
+      {"MPI_File_write_at_all", [&] { return MPI_File_write_at_all(f, at, data, 8, MPI_BYTE, none); }},
+      {"MPI_File_read_at_all", [&] { return MPI_File_read_at_all(f, at, data, 8, MPI_BYTE, none); }},
+      {"MPI_File_write_ordered", [&] { return MPI_File_write_ordered(f, data, 8, MPI_BYTE, none); }},
+      {"MPI_File_read_ordered", [&] { return MPI_File_read_ordered(f, data, 8, MPI_BYTE, none); }},
+      {"MPI_File_write_all_begin/end",
+       [&] {
+         return then(MPI_File_write_all_begin(f, data, 8, MPI_BYTE),
+                     [&] { return MPI_File_write_all_end(f, data, none); });
+       }},
+      {"MPI_File_read_all_begin/end",
+       [&] {
+         return then(MPI_File_read_all_begin(f, data, 8, MPI_BYTE),
+                     [&] { return MPI_File_read_all_end(f, data, none); });
+       }},
+      {"MPI_File_write_at_all_begin/end",
+       [&] {
+         return then(MPI_File_write_at_all_begin(f, at, data, 8, MPI_BYTE),
+                     [&] { return MPI_File_write_at_all_end(f, data, none); });
+       }},
+      {"MPI_File_read_at_all_begin/end",
+       [&] {
+         return then(MPI_File_read_at_all_begin(f, at, data, 8, MPI_BYTE),
+                     [&] { return MPI_File_read_at_all_end(f, data, none); });
+       }},
+      {"MPI_File_write_ordered_begin/end",
+       [&] {
+         return then(MPI_File_write_ordered_begin(f, data, 8, MPI_BYTE),
+                     [&] { return MPI_File_write_ordered_end(f, data, none); });
+       }},
+      {"MPI_File_read_ordered_begin/end",
+       [&] {
+         return then(MPI_File_read_ordered_begin(f, data, 8, MPI_BYTE),
+                     [&] { return MPI_File_read_ordered_end(f, data, none); });
+       }},
+      {"MPI_File_close", [&] { return MPI_File_close(&f); }},
+  };
+  int which = 0;
+  for (const auto& [call, run] : calls) {
+    SCOPED_TRACE(call);
+    int v = ++which, got = -1;
+    MPI_Request r = MPI_REQUEST_NULL;
+    if (rank() == 0) {
+      ASSERT_EQ(MPI_Ssend(&v, 1, MPI_INT, 1, 0, comm_), MPI_SUCCESS);
+    } else {
+      ASSERT_EQ(MPI_Irecv(&got, 1, MPI_INT, 0, 0, comm_, &r), MPI_SUCCESS);
+    }
+    EXPECT_EQ(run(), MPI_SUCCESS);
+    if (rank() == 1) {
+      ASSERT_EQ(MPI_Wait(&r, MPI_STATUS_IGNORE), MPI_SUCCESS);
+      EXPECT_EQ(got, which);
+    }
+  }
+  EXPECT_EQ(f, MPI_FILE_NULL);
+  if (rank() == 0) MPI_File_delete(path.c_str(), MPI_INFO_NULL);
 }
 
 // MPI_Comm_create_group, collective over a group that is not a communicator's: a member waits in it
