@@ -12,6 +12,8 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include <sched.h>
@@ -93,6 +95,30 @@ MPI_Comm comm_of(Made<Handle>& made, Handle handle) {
 }
 MPI_Comm window_comm(MPI_Win win) { return comm_of(windows(), win); }
 MPI_Comm file_comm(MPI_File file) { return comm_of(files(), file); }
+
+/// libmpi's `call`, a blocking call with no nonblocking form (the one-sided synchronization calls),
+/// while a helper thread drives the pending operations: the rank may wait in it for another rank (a
+/// target's MPI_Win_post, a lock's grant) that first needs a message this rank's pending operations
+/// hand over. Two threads in MPI at once need MPI_THREAD_MULTIPLE; at a lower level, or where no
+/// thread can be started, libmpi's call alone.
+template <class Call>
+int driving_meanwhile(Call call) {
+  int level = MPI_THREAD_SINGLE;
+  if (idle() || PMPI_Query_thread(&level) != MPI_SUCCESS || level != MPI_THREAD_MULTIPLE) return call();
+  std::atomic<bool> done{false};
+  std::thread helper;
+  try {
+    helper = std::thread([&done] {
+      while (!done.load(std::memory_order_acquire) && !drive()) sched_yield();
+    });
+  } catch (const std::system_error&) {
+    return call();
+  }
+  const int rc = call();
+  done.store(true, std::memory_order_release);
+  helper.join();
+  return rc;
+}
 
 /// A collective call on a file (`call`, libmpi's): a driven barrier on the file's duplicate first.
 template <class Call>
@@ -339,6 +365,48 @@ int MPI_Win_fence(int assertion, MPI_Win win) {
 int MPI_Win_wait(MPI_Win win) {
   if (idle()) return PMPI_Win_wait(win);
   return drive_until([&](int& flag) { return PMPI_Win_test(win, &flag); });
+}
+
+// The other synchronization calls of one-sided communication have no nonblocking form: with
+// MPI_THREAD_MULTIPLE a helper thread drives the pending operations while the rank waits in them.
+int MPI_Win_start(MPI_Group group, int assertion, MPI_Win win) {
+  return driving_meanwhile([&] { return PMPI_Win_start(group, assertion, win); });
+}
+
+int MPI_Win_complete(MPI_Win win) {
+  return driving_meanwhile([&] { return PMPI_Win_complete(win); });
+}
+
+int MPI_Win_lock(int type, int rank, int assertion, MPI_Win win) {
+  return driving_meanwhile([&] { return PMPI_Win_lock(type, rank, assertion, win); });
+}
+
+int MPI_Win_unlock(int rank, MPI_Win win) {
+  return driving_meanwhile([&] { return PMPI_Win_unlock(rank, win); });
+}
+
+int MPI_Win_lock_all(int assertion, MPI_Win win) {
+  return driving_meanwhile([&] { return PMPI_Win_lock_all(assertion, win); });
+}
+
+int MPI_Win_unlock_all(MPI_Win win) {
+  return driving_meanwhile([&] { return PMPI_Win_unlock_all(win); });
+}
+
+int MPI_Win_flush(int rank, MPI_Win win) {
+  return driving_meanwhile([&] { return PMPI_Win_flush(rank, win); });
+}
+
+int MPI_Win_flush_all(MPI_Win win) {
+  return driving_meanwhile([&] { return PMPI_Win_flush_all(win); });
+}
+
+int MPI_Win_flush_local(int rank, MPI_Win win) {
+  return driving_meanwhile([&] { return PMPI_Win_flush_local(rank, win); });
+}
+
+int MPI_Win_flush_local_all(MPI_Win win) {
+  return driving_meanwhile([&] { return PMPI_Win_flush_local_all(win); });
 }
 
 int MPI_Win_free(MPI_Win* win) {

@@ -513,6 +513,69 @@ TEST_F(Collectives, AReceivePostedBeforeACollectiveMatchesWhileTheRankWaitsInIt)
   MPI_Comm_free(&ring);
 }
 
+// The one-sided synchronization calls with no nonblocking form, under MPI_THREAD_MULTIPLE (ctest's
+// mpi.np2.multiple): the origin waits in MPI_Win_start/MPI_Win_complete for the target's
+// MPI_Win_post, which comes after the target's MPI_Ssend to a receive the origin posted before; a
+// helper thread drives that receive meanwhile. Then a passive-target epoch (lock, put, unlock) with
+// a receive pending the same way. Without the helper the origin hangs.
+TEST_F(Collectives, OneSidedEpochsWhileAReceiveWaitsForItsSender) {
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  if (provided != MPI_THREAD_MULTIPLE)
+    GTEST_SKIP() << "needs MPI_THREAD_MULTIPLE (HDSM_MPI_TEST_THREADS=multiple, ctest's mpi.np2.multiple)";
+  const int me = rank(), last = world_size() - 1;
+  if (last == 0) GTEST_SKIP() << "needs two ranks";
+  const std::size_t n = 1 << 20;  // past the eager limit, as a 1-byte MPI_Ssend is
+  void* exposed = nullptr;
+  MPI_Win window = MPI_WIN_NULL;
+  ASSERT_EQ(MPI_Win_allocate(sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &exposed, &window),
+            MPI_SUCCESS);
+  *static_cast<int*>(exposed) = 0;
+  MPI_Group world_group = MPI_GROUP_NULL, peer = MPI_GROUP_NULL;
+  MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+  const int other = me == last ? 0 : last;
+  MPI_Group_incl(world_group, 1, &other, &peer);
+  ASSERT_EQ(MPI_Barrier(MPI_COMM_WORLD), MPI_SUCCESS);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    SCOPED_TRACE(epoch == 0 ? "post, start, complete, wait" : "lock, unlock");
+    const std::vector<unsigned char> data = pattern(n, 60 + epoch);
+    if (me == last) {
+      std::vector<unsigned char> buf(n, 0);
+      MPI_Request request = MPI_REQUEST_NULL;
+      ASSERT_EQ(MPI_Irecv(buf.data(), static_cast<int>(n), MPI_BYTE, 0, 9, MPI_COMM_WORLD, &request),
+                MPI_SUCCESS);
+      const int put = 100 + epoch;
+      if (epoch == 0) {
+        ASSERT_EQ(MPI_Win_start(peer, 0, window), MPI_SUCCESS);
+        ASSERT_EQ(MPI_Put(&put, 1, MPI_INT, 0, 0, 1, MPI_INT, window), MPI_SUCCESS);
+        ASSERT_EQ(MPI_Win_complete(window), MPI_SUCCESS);
+      } else {
+        ASSERT_EQ(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, window), MPI_SUCCESS);
+        ASSERT_EQ(MPI_Put(&put, 1, MPI_INT, 0, 0, 1, MPI_INT, window), MPI_SUCCESS);
+        ASSERT_EQ(MPI_Win_flush(0, window), MPI_SUCCESS);
+        ASSERT_EQ(MPI_Win_unlock(0, window), MPI_SUCCESS);
+      }
+      ASSERT_EQ(MPI_Wait(&request, MPI_STATUS_IGNORE), MPI_SUCCESS);
+      EXPECT_EQ(buf, data);
+    } else if (me == 0) {
+      ASSERT_EQ(MPI_Ssend(data.data(), static_cast<int>(n), MPI_BYTE, last, 9, MPI_COMM_WORLD), MPI_SUCCESS);
+      if (epoch == 0) {
+        ASSERT_EQ(MPI_Win_post(peer, 0, window), MPI_SUCCESS);
+        ASSERT_EQ(MPI_Win_wait(window), MPI_SUCCESS);
+      }
+    }
+    ASSERT_EQ(MPI_Barrier(MPI_COMM_WORLD), MPI_SUCCESS);
+    if (me == 0) {
+      ASSERT_EQ(MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, window), MPI_SUCCESS);  // the target's own view
+      EXPECT_EQ(*static_cast<int*>(exposed), 100 + epoch) << "the last rank's MPI_Put";
+      ASSERT_EQ(MPI_Win_unlock(0, window), MPI_SUCCESS);
+    }
+  }
+  MPI_Group_free(&peer);
+  MPI_Group_free(&world_group);
+  MPI_Win_free(&window);
+}
+
 class CollectiveErrors : public MpiErrors {
  protected:
   CollectiveErrors() { pairs_only_ = false; }

@@ -4,6 +4,9 @@
 
 #include <mpi.h>
 
+#include <cstdlib>
+#include <string>
+
 namespace {
 
 using namespace mpi_test;
@@ -472,8 +475,16 @@ TEST(MpiHostMapped, ObjectsTravelAsHostMemory) {
 
 }  // namespace
 
+// HDSM_MPI_TEST_THREADS=multiple: MPI_THREAD_MULTIPLE, for the tests of what libhdsm_mpi does only
+// at that level (ctest's mpi.np2.multiple); else MPI_Init, as most programs start.
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  const char* threads = std::getenv("HDSM_MPI_TEST_THREADS");
+  if (threads != nullptr && std::string(threads) == "multiple") {
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  } else {
+    MPI_Init(&argc, &argv);
+  }
   ::testing::InitGoogleTest(&argc, argv);
   const int result = RUN_ALL_TESTS();
   int worst = 0;
