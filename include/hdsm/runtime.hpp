@@ -125,8 +125,10 @@ class Runtime {
   /// fault is raised, so no system call is interrupted halfway and restarted. A buffer range that
   /// leaves the live shared objects gives -1 with EFAULT (fread/fwrite: 0) before any byte moves.
   /// Host-mapped and unified objects go to libc once the calls in flight that use them are done;
-  /// other host memory goes straight to libc. readv/writev handle their vectors in order, each as one
-  /// read/write, and so are not atomic when a vector is shared; on a socket that keeps message
+  /// other host memory goes straight to libc. A regular file's read/write/readv/writev of several
+  /// chunks holds a lock for its descriptor, so threads sharing it never interleave their chunks.
+  /// readv/writev handle their vectors in order, each as one read/write, and so are not atomic
+  /// towards other processes when a vector is shared; on a socket that keeps message
   /// boundaries, one message is one call, whole. preadv/pwritev gather or scatter their vectors
   /// through staging chunks, one pread/pwrite per chunk (a pwritev to an O_APPEND file appends, as
   /// writev).

@@ -19,11 +19,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <climits>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <vector>
@@ -286,6 +288,17 @@ ssize_t from_shared(detail::RuntimeImpl& impl, detail::MemoryModel& space, const
   return static_cast<ssize_t>(done);
 }
 
+/// A regular file's read(2) or write(2) is one range of the file: the kernel holds the file offset's
+/// lock for the whole call, so two threads that read or write one descriptor at once never
+/// interleave. A staged call of several chunks holds a lock of hdsm's for its descriptor instead (one
+/// of 64, by descriptor number; recursive, as a readv's vector in another runtime's objects takes it
+/// again on the same thread). Pipes and sockets make no such promise past PIPE_BUF: no lock.
+std::unique_lock<std::recursive_mutex> offset_lock(int fd, Descriptor kind) {
+  static std::array<std::recursive_mutex, 64> locks;
+  if (kind != Descriptor::file && kind != Descriptor::append) return {};
+  return std::unique_lock(locks[static_cast<unsigned>(fd) % locks.size()]);
+}
+
 /// size * count, or nullopt (errno EOVERFLOW) when it does not fit.
 bool item_bytes(std::size_t size, std::size_t count, std::size_t& bytes) {
   if (size != 0 && count > SIZE_MAX / size) {
@@ -310,6 +323,7 @@ ssize_t read_into(detail::RuntimeImpl& impl, int fd, Descriptor kind, void* buf,
     return read_message(impl, fd, {&whole, 1});
   }
   const bool stream = kind == Descriptor::stream;
+  const auto lock = offset_lock(fd, kind);
   return into_shared(
       impl, *space, buf, n, stream,
       [fd](std::byte* chunk, std::size_t bytes, std::size_t) { return ::read(fd, chunk, bytes); },
@@ -321,6 +335,7 @@ ssize_t write_from(detail::RuntimeImpl& impl, int fd, Descriptor kind, const voi
   detail::MemoryModel* space = shared(impl, buf);
   if (space == nullptr || n == 0) return direct_ready(impl, buf, n, "write") ? ::write(fd, buf, n) : -1;
   if (!range_ok(*space, buf, n, "write")) return -1;
+  const auto lock = offset_lock(fd, kind);
   if (one_write(kind, n)) {
     const struct iovec whole { const_cast<void*>(buf), n };
     return write_message(impl, fd, {&whole, 1});
@@ -432,6 +447,7 @@ ssize_t vectored(detail::RuntimeImpl& impl, int fd, const struct iovec* iov, int
   const Descriptor kind = classify(fd);
   if (offset && (way == Way::in || kind != Descriptor::append))
     return positional(impl, fd, parts, *offset, way);
+  const auto lock = offset_lock(fd, kind);
   if (way == Way::in && kind == Descriptor::messages) return read_message(impl, fd, parts);
   if (way == Way::out)
     if (const std::optional<std::size_t> total = total_of(parts); !total || one_write(kind, *total))

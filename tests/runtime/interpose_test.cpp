@@ -252,6 +252,54 @@ TEST_P(Interpose, PositionalVectorCallErrorsAreTheKernels) {
   rt_.free(p);
 }
 
+// Two threads that read or write one regular file's descriptor at once, each a shared object of
+// several staging chunks: each call is one range of the file, as the kernel keeps it (the file
+// offset's lock). Before, the chunks of the two calls interleaved.
+TEST_P(Interpose, ThreadsSharingAFileDescriptorNeverInterleaveTheirCalls) {
+  const std::size_t n = 6 * 16 * 1024 + 100;  // six chunks and a bit
+  auto* a = static_cast<unsigned char*>(rt_.alloc(n));
+  auto* b = static_cast<unsigned char*>(rt_.alloc(n));
+  const std::vector<unsigned char> pa = pattern(n, 1), pb = pattern(n, 2);
+  for (int round = 0; round < 10; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    rt_.memcpy(a, pa.data(), n);
+    rt_.memcpy(b, pb.data(), n);
+    const int fd = ::memfd_create("hdsm interpose threads", MFD_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ssize_t wrote[2] = {0, 0};
+    {
+      std::thread other([&] { wrote[1] = ::write(fd, b, n); });
+      wrote[0] = ::write(fd, a, n);
+      other.join();
+    }
+    EXPECT_EQ(wrote[0], static_cast<ssize_t>(n));
+    EXPECT_EQ(wrote[1], static_cast<ssize_t>(n));
+    const std::vector<unsigned char> file = file_contents(fd, 2 * n);
+    const bool a_first = std::memcmp(file.data(), pa.data(), n) == 0;
+    EXPECT_EQ(std::memcmp(file.data(), (a_first ? pa : pb).data(), n), 0) << "the first write whole";
+    EXPECT_EQ(std::memcmp(file.data() + n, (a_first ? pb : pa).data(), n), 0) << "the second write whole";
+
+    ASSERT_EQ(::lseek(fd, 0, SEEK_SET), 0);
+    ssize_t read[2] = {0, 0};
+    {
+      std::thread other([&] { read[1] = ::read(fd, b, n); });
+      read[0] = ::read(fd, a, n);
+      other.join();
+    }
+    EXPECT_EQ(read[0], static_cast<ssize_t>(n));
+    EXPECT_EQ(read[1], static_cast<ssize_t>(n));
+    std::vector<unsigned char> got_a(n), got_b(n);
+    rt_.memcpy(got_a.data(), a, n);
+    rt_.memcpy(got_b.data(), b, n);
+    const bool a_read_first = std::memcmp(got_a.data(), file.data(), n) == 0;
+    EXPECT_EQ(std::memcmp(got_a.data(), file.data() + (a_read_first ? 0 : n), n), 0) << "one range each";
+    EXPECT_EQ(std::memcmp(got_b.data(), file.data() + (a_read_first ? n : 0), n), 0) << "one range each";
+    ::close(fd);
+  }
+  rt_.free(a);
+  rt_.free(b);
+}
+
 TEST_P(Interpose, StdioFreadAndFwriteOnSharedMemory) {
   const std::size_t bytes = 12 * kBlock + 8;
   unsigned char* p = invalid_object(bytes);
