@@ -116,6 +116,7 @@ class StagedCollective final : public Operation {
     }
     return true;
   }
+  std::vector<MPI_Request*> requests() override { return {&inner_}; }
 
  private:
   Staged buffers_[2];

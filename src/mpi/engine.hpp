@@ -15,7 +15,7 @@ namespace hdsm::mpi {
 
 /// One pass over the pending operations; true when nothing is pending any more.
 bool drive();
-/// True when no operation is pending.
+/// True when no operation is pending and no failed one waits for its requests to complete.
 bool idle();
 /// Drives until `op` is done, then fills `status`; its error goes through its communicator's error
 /// handler (unless an MPI call already took it there).

@@ -40,7 +40,30 @@ namespace {
 struct ProgressEngine {
   std::mutex mutex;
   std::list<std::shared_ptr<Operation>> pending;  // posting order
+  // Operations an exception ended with requests of their own in flight, kept (with the memory those
+  // requests use) until the requests complete; tested on every pass.
+  std::vector<std::shared_ptr<Operation>> orphans;
 };
+
+/// True while `op` has a request of its own in flight.
+bool in_flight(Operation& op) {
+  const std::vector<MPI_Request*> requests = op.requests();
+  return std::any_of(requests.begin(), requests.end(),
+                     [](const MPI_Request* r) { return *r != MPI_REQUEST_NULL; });
+}
+
+/// Tests the orphans' requests; drops the orphans whose requests all completed (an error ends a
+/// request too: libmpi has let go of its memory).
+void test_orphans(ProgressEngine& e) {
+  std::erase_if(e.orphans, [](const std::shared_ptr<Operation>& op) {
+    for (MPI_Request* r : op->requests()) {
+      int flag = 0;
+      if (*r != MPI_REQUEST_NULL && PMPI_Test(r, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+        *r = MPI_REQUEST_NULL;
+    }
+    return !in_flight(*op);
+  });
+}
 ProgressEngine& engine() {
   static ProgressEngine e;
   return e;
@@ -62,6 +85,7 @@ void drive_locked(ProgressEngine& e) {
     std::pair<int, int> pattern;
   };
   std::vector<Unmatched> unmatched;  // receives not yet matched, in posting order
+  if (!e.orphans.empty()) test_orphans(e);
   for (auto it = e.pending.begin(); it != e.pending.end();) {
     Operation& op = **it;
     if (!op.done) {
@@ -75,6 +99,7 @@ void drive_locked(ProgressEngine& e) {
         } catch (const std::exception& x) {  // a bug: fail the request rather than lose it
           op.fail_internal(x.what());
           op.done = true;
+          if (in_flight(op)) e.orphans.push_back(*it);
         }
       }
       if (!op.done && op.matching()) unmatched.push_back({op.comm(), op.pattern()});
@@ -227,7 +252,7 @@ bool drive() {
   {
     ProgressEngine& e = engine();
     std::lock_guard lock(e.mutex);
-    if (!e.pending.empty()) drive_locked(e);
+    if (!e.pending.empty() || !e.orphans.empty()) drive_locked(e);
     done = e.pending.empty();
   }
   release_freed();
@@ -237,7 +262,7 @@ bool drive() {
 bool idle() {
   ProgressEngine& e = engine();
   std::lock_guard lock(e.mutex);
-  return e.pending.empty();
+  return e.pending.empty() && e.orphans.empty();
 }
 
 int finish(const std::shared_ptr<Operation>& op, MPI_Status* status) {

@@ -103,6 +103,11 @@ class Operation {
   /// with MPI_ERR_INTERN, reported naming `what`, so its request fails instead of completing as if
   /// the transfer had happened.
   void fail_internal(const std::string& what);
+  /// The operation's own MPI requests (MPI_REQUEST_NULL when not in flight). One that ends by an
+  /// exception with any still in flight is kept alive until they complete, so libmpi never writes
+  /// into (or reads from) memory freed under it; none is cancelled, as the peer's half of the
+  /// transfer (a chunk the header promised) goes on.
+  virtual std::vector<MPI_Request*> requests() { return {}; }
   int error() const { return error_; }
   /// True when the error already went through the communicator's error handler (it came from an
   /// MPI call on the user's communicator).

@@ -323,6 +323,12 @@ class Receive final : public Operation {
     return received_ == chunks_;
   }
 
+ public:
+  std::vector<MPI_Request*> requests() override {
+    return {&plain_.request, &slots_[0].request, &slots_[1].request};
+  }
+
+ private:
   UserBuffer buffer_;
   int want_source_, want_tag_;
   State state_ = State::match;

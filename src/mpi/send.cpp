@@ -54,6 +54,7 @@ class StagedSend final : public Operation {
     if (rc != MPI_SUCCESS) fail(rc, "", true);
     return true;
   }
+  std::vector<MPI_Request*> requests() override { return {&slot_.request}; }
 
  private:
   ChunkBuffer slot_;
@@ -133,6 +134,9 @@ class ChunkedSend final : public Operation {
         rc != MPI_SUCCESS)
       fail(rc, "", true);
     return sent_ == chunks_ && header_request_ == MPI_REQUEST_NULL;
+  }
+  std::vector<MPI_Request*> requests() override {
+    return {&header_request_, &slots_[0].request, &slots_[1].request};
   }
 
  private:

@@ -9,16 +9,18 @@
 
 #include <mpi.h>
 
-#include <string>
-
-#include <unistd.h>
-
 #include <array>
+#include <chrono>
 #include <cstdarg>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <utility>
+#include <vector>
+
+#include <unistd.h>
 
 namespace {
 
@@ -257,6 +259,68 @@ TEST_F(MpiHandlersOnEveryRank, AnOperationThatThrowsFailsItsRequest) {
             MPI_ERR_INTERN);
   EXPECT_EQ(on_pair, 2);
   EXPECT_EQ(on_world, 0);
+}
+
+// An operation that posts a receive of its own into its staging chunk and then throws (an
+// allocation failure half way): it fails its request, and lives on, with the chunk, until that
+// receive completed. Before, it died with the user's request and libmpi wrote the message into
+// freed memory.
+struct Orphan {
+  bool destroyed = false;
+  bool destroyed_in_flight = false;
+  bool message_arrived = false;
+};
+
+class ThrowsAfterPosting final : public hdsm::mpi::Operation {
+ public:
+  ThrowsAfterPosting(MPI_Comm comm, Orphan& orphan) : Operation("MPI_Irecv", comm), orphan_(orphan) {}
+  ~ThrowsAfterPosting() override {
+    orphan_.destroyed = true;
+    orphan_.destroyed_in_flight = chunk_.request != MPI_REQUEST_NULL;
+    orphan_.message_arrived = std::memcmp(chunk_.data(), "hdsm orphan", 12) == 0;
+  }
+  bool progress() override {
+    if (posted_) throw std::runtime_error("injected after posting a receive");
+    chunk_.acquire(nullptr, 64);
+    std::memset(chunk_.data(), 0, 64);
+    posted_ = PMPI_Irecv(chunk_.data(), 64, MPI_BYTE, 0, 31, comm_, &chunk_.request) == MPI_SUCCESS;
+    return !posted_;
+  }
+  std::vector<MPI_Request*> requests() override { return {&chunk_.request}; }
+
+ private:
+  Orphan& orphan_;
+  hdsm::mpi::ChunkBuffer chunk_;
+  bool posted_ = false;
+};
+
+class Nothing final : public hdsm::mpi::Operation {
+ public:
+  explicit Nothing(MPI_Comm comm) : Operation("MPI_Irecv", comm) {}
+  bool progress() override { return true; }
+};
+
+TEST_F(MpiHandlers, AnOperationThatThrowsWithAReceiveInFlightLivesUntilItCompletes) {
+  char message[64] = "hdsm orphan";
+  if (rank() == 0) {
+    ASSERT_EQ(MPI_Barrier(comm_), MPI_SUCCESS);  // the receive failed on rank 1
+    ASSERT_EQ(MPI_Send(message, 64, MPI_BYTE, 1, 31, comm_), MPI_SUCCESS);
+    return;
+  }
+  Orphan orphan;
+  MPI_Request r = MPI_REQUEST_NULL;
+  ASSERT_EQ(hdsm::mpi::start(std::make_shared<ThrowsAfterPosting>(comm_, orphan), &r), MPI_SUCCESS);
+  EXPECT_EQ(error_class(MPI_Wait(&r, MPI_STATUS_IGNORE)), MPI_ERR_INTERN);
+  EXPECT_EQ(on_pair, 1);
+  EXPECT_FALSE(orphan.destroyed) << "gone while its receive was still posted";
+  ASSERT_EQ(MPI_Barrier(comm_), MPI_SUCCESS);
+  // Calls that drive the pending operations test the orphan's receive until the message is in.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!orphan.destroyed && std::chrono::steady_clock::now() < deadline)
+    hdsm::mpi::finish(std::make_shared<Nothing>(comm_), MPI_STATUS_IGNORE);
+  EXPECT_TRUE(orphan.destroyed) << "kept after its receive completed";
+  EXPECT_FALSE(orphan.destroyed_in_flight);
+  EXPECT_TRUE(orphan.message_arrived) << "the message landed in the chunk while it lived";
 }
 
 // MPI_Comm_free with a receive pending on the communicator: the receive completes normally (MPI's
