@@ -140,6 +140,10 @@ class Runtime {
   ssize_t writev(int fd, const struct iovec* iov, int count);
   ssize_t preadv(int fd, const struct iovec* iov, int count, off_t offset);
   ssize_t pwritev(int fd, const struct iovec* iov, int count, off_t offset);
+  /// With RWF_* `flags` (offset -1: the file position): at an offset as preadv/pwritev with the flags
+  /// on every chunk's call; at the file position one call through a pageable buffer (up to 64 MiB).
+  ssize_t preadv2(int fd, const struct iovec* iov, int count, off_t offset, int flags);
+  ssize_t pwritev2(int fd, const struct iovec* iov, int count, off_t offset, int flags);
   std::size_t fread(void* buf, std::size_t size, std::size_t count, std::FILE* stream);
   std::size_t fwrite(const void* buf, std::size_t size, std::size_t count, std::FILE* stream);
   /// Socket calls, as recvmsg(2) and sendmsg(2) (send, recv and the rest are these with one vector):

@@ -89,6 +89,7 @@ using PreadFn = ssize_t (*)(int, void*, std::size_t, off_t);
 using PwriteFn = ssize_t (*)(int, const void*, std::size_t, off_t);
 using VectorFn = ssize_t (*)(int, const struct iovec*, int);
 using PvectorFn = ssize_t (*)(int, const struct iovec*, int, off_t);
+using Pvector2Fn = ssize_t (*)(int, const struct iovec*, int, off_t, int);
 using FreadFn = std::size_t (*)(void*, std::size_t, std::size_t, std::FILE*);
 using FwriteFn = std::size_t (*)(const void*, std::size_t, std::size_t, std::FILE*);
 using ReadChkFn = ssize_t (*)(int, void*, std::size_t, std::size_t);
@@ -113,6 +114,8 @@ constinit Next<VectorFn> libc_readv{"readv"};
 constinit Next<VectorFn> libc_writev{"writev"};
 constinit Next<PvectorFn> libc_preadv{"preadv"};
 constinit Next<PvectorFn> libc_pwritev{"pwritev"};
+constinit Next<Pvector2Fn> libc_preadv2{"preadv2"};
+constinit Next<Pvector2Fn> libc_pwritev2{"pwritev2"};
 constinit Next<FreadFn> libc_fread{"fread"};
 constinit Next<FwriteFn> libc_fwrite{"fwrite"};
 constinit Next<FreadFn> libc_fread_unlocked{"fread_unlocked"};
@@ -140,9 +143,9 @@ void resolve(Next<Fn>&... next) {
 
 [[gnu::constructor]] void resolve_all() {
   resolve(libc_read, libc_write, libc_pread, libc_pwrite, libc_readv, libc_writev, libc_preadv, libc_pwritev,
-          libc_fread, libc_fwrite, libc_fread_unlocked, libc_fwrite_unlocked, libc_read_chk, libc_pread_chk,
-          libc_fread_chk, libc_recv, libc_recvfrom, libc_recvmsg, libc_send, libc_sendto, libc_sendmsg,
-          libc_recvmmsg, libc_sendmmsg, libc_recv_chk, libc_recvfrom_chk);
+          libc_preadv2, libc_pwritev2, libc_fread, libc_fwrite, libc_fread_unlocked, libc_fwrite_unlocked,
+          libc_read_chk, libc_pread_chk, libc_fread_chk, libc_recv, libc_recvfrom, libc_recvmsg, libc_send,
+          libc_sendto, libc_sendmsg, libc_recvmmsg, libc_sendmmsg, libc_recv_chk, libc_recvfrom_chk);
 }
 
 /// The runtime that owns `p`, unless this thread is inside an interposed call already.
@@ -283,6 +286,22 @@ ssize_t pwritev(int fd, const struct iovec* iov, int count, off_t offset) {
   if (shared == nullptr) return plain();
   return dispatch<ssize_t>(
       shared, -1, [&](Runtime& r) { return r.pwritev(fd, iov, count, offset); }, plain);
+}
+
+ssize_t preadv2(int fd, const struct iovec* iov, int count, off_t offset, int flags) {
+  const auto plain = [&] { return (*libc_preadv2)(fd, iov, count, offset, flags); };
+  const void* shared = hdsm::api::shared_vector(iov, count);
+  if (shared == nullptr) return plain();
+  return dispatch<ssize_t>(
+      shared, -1, [&](Runtime& r) { return r.preadv2(fd, iov, count, offset, flags); }, plain);
+}
+
+ssize_t pwritev2(int fd, const struct iovec* iov, int count, off_t offset, int flags) {
+  const auto plain = [&] { return (*libc_pwritev2)(fd, iov, count, offset, flags); };
+  const void* shared = hdsm::api::shared_vector(iov, count);
+  if (shared == nullptr) return plain();
+  return dispatch<ssize_t>(
+      shared, -1, [&](Runtime& r) { return r.pwritev2(fd, iov, count, offset, flags); }, plain);
 }
 
 std::size_t fread(void* buf, std::size_t size, std::size_t count, std::FILE* stream) {

@@ -1,11 +1,11 @@
 // Interposition (seed 000 §4.4): libhdsm.so defines read, write, pread, pwrite, readv, writev, preadv,
-// pwritev, fread, fwrite and the socket calls (recv, send, their kin and the multi-message forms), so a
-// program linked with it has its I/O on shared objects done by hdsm (no fault, no restarted system call)
-// without calling hdsm's own I/O; libhdsm_preload.so adds memcpy, memmove and memset, and defines the I/O
-// calls again (interposed_symbols.inc): a program that does not link hdsm loads libhdsm.so as the preload
-// library's dependency, after libc, where its definitions come too late. Calls on host memory cost one range
-// check (SharedRanges::may_touch) and go to the next definition of the symbol, libc's, found with
-// dlsym(RTLD_NEXT).
+// pwritev (and their v2 forms), fread, fwrite and the socket calls (recv, send, their kin and the
+// multi-message forms), so a program linked with it has its I/O on shared objects done by hdsm (no fault, no
+// restarted system call) without calling hdsm's own I/O; libhdsm_preload.so adds memcpy, memmove and memset,
+// and defines the I/O calls again (interposed_symbols.inc): a program that does not link hdsm loads
+// libhdsm.so as the preload library's dependency, after libc, where its definitions come too late. Calls on
+// host memory cost one range check (SharedRanges::may_touch) and go to the next definition of the symbol,
+// libc's, found with dlsym(RTLD_NEXT).
 #pragma once
 
 #include <hdsm/export.h>
@@ -54,6 +54,8 @@ ssize_t readv(int fd, const struct iovec* iov, int count);
 ssize_t writev(int fd, const struct iovec* iov, int count);
 ssize_t preadv(int fd, const struct iovec* iov, int count, off_t offset);
 ssize_t pwritev(int fd, const struct iovec* iov, int count, off_t offset);
+ssize_t preadv2(int fd, const struct iovec* iov, int count, off_t offset, int flags);
+ssize_t pwritev2(int fd, const struct iovec* iov, int count, off_t offset, int flags);
 std::size_t fread(void* buf, std::size_t size, std::size_t count, std::FILE* stream);
 std::size_t fwrite(const void* buf, std::size_t size, std::size_t count, std::FILE* stream);
 std::size_t fread_unlocked(void* buf, std::size_t size, std::size_t count, std::FILE* stream);

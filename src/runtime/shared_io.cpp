@@ -1,13 +1,13 @@
 // I/O on shared objects (seed 000 §4.4, seed 003 §5.4): read, write, pread, pwrite, readv, writev,
-// preadv, pwritev, fread, fwrite and the socket calls with a buffer in shared memory. A system call never
-// sees the user view (a fault inside the kernel's copy would end the call with EFAULT after part of the data
-// moved); the data goes through chunks of the pinned staging pool instead, and the memory model's copy places
-// each chunk (the ADSM model: by block state, straight into the device copy where the host copy is invalid).
-// Memory the model does not mediate goes to libc: host memory at once, host-mapped and unified objects once
-// the calls that use them are done (before_direct_io). Two chunks, when the pool has them free, overlap the
-// device transfer of one chunk with the file transfer of the other. Pipes, sockets and terminals, whose calls
-// may wait for another thread, stage through pageable memory instead, and a message socket's message moves
-// whole, by one call.
+// preadv, pwritev (and their v2 forms), fread, fwrite and the socket calls with a buffer in shared memory. A
+// system call never sees the user view (a fault inside the kernel's copy would end the call with EFAULT after
+// part of the data moved); the data goes through chunks of the pinned staging pool instead, and the memory
+// model's copy places each chunk (the ADSM model: by block state, straight into the device copy where the
+// host copy is invalid). Memory the model does not mediate goes to libc: host memory at once, host-mapped and
+// unified objects once the calls that use them are done (before_direct_io). Two chunks, when the pool has
+// them free, overlap the device transfer of one chunk with the file transfer of the other. Pipes, sockets and
+// terminals, whose calls may wait for another thread, stage through pageable memory instead, and a message
+// socket's message moves whole, by one call.
 #include <hdsm/error.hpp>
 #include <hdsm/runtime.hpp>
 
@@ -371,9 +371,10 @@ int place(detail::RuntimeImpl& impl, const struct iovec* iov, int count, const c
 /// a staging chunk, each one pread or pwrite at the offset where it belongs, gathered from the parts
 /// before a write and scattered into them after a read, so a list of many small vectors (what MPI-IO
 /// gives for a datatype with holes) costs one system call a chunk. Stops at the first short piece (the
-/// end of the file, a full disk); what moved is the result.
+/// end of the file, a full disk); what moved is the result. `flags` (preadv2/pwritev2's RWF_*) go
+/// with every piece.
 ssize_t positional(detail::RuntimeImpl& impl, int fd, std::span<const struct iovec> parts, off_t offset,
-                   Way way) {
+                   Way way, int flags) {
   const std::optional<std::size_t> total = total_of(parts);
   if (!total) return -1;
   const bool in = way == Way::in;
@@ -390,7 +391,11 @@ ssize_t positional(detail::RuntimeImpl& impl, int fd, std::span<const struct iov
     std::byte* piece = buffer.data(0);
     const off_t at = offset + static_cast<off_t>(done);
     if (!in) gather(impl, parts, done, piece, take);
-    const ssize_t moved = in ? ::pread(fd, piece, take, at) : ::pwrite(fd, piece, take, at);
+    const struct iovec one { piece, take };
+    const ssize_t moved = flags != 0
+                              ? (in ? ::preadv2(fd, &one, 1, at, flags) : ::pwritev2(fd, &one, 1, at, flags))
+                          : in ? ::pread(fd, piece, take, at)
+                               : ::pwrite(fd, piece, take, at);
     if (moved < 0) {
       error = errno;
       break;
@@ -406,14 +411,57 @@ ssize_t positional(detail::RuntimeImpl& impl, int fd, std::span<const struct iov
   return static_cast<ssize_t>(done);
 }
 
+/// preadv2 or pwritev2 (`way`) at the file position with `flags`: one call, as the kernel's, through
+/// one pageable buffer as large as `parts` (up to kLargestMessage: a longer call moves short),
+/// gathered before a write and scattered after a read, so the flags mean what they mean to the
+/// kernel (RWF_NOWAIT: nothing waits; a datagram whole).
+ssize_t whole_call(detail::RuntimeImpl& impl, int fd, std::span<const struct iovec> parts, int flags,
+                   Way way) {
+  const std::optional<std::size_t> total = total_of(parts);
+  if (!total) return -1;
+  const std::size_t take = std::min(*total, kLargestMessage);
+  const auto buffer = std::make_unique_for_overwrite<std::byte[]>(take);
+  const struct iovec one { buffer.get(), take };
+  if (way == Way::out) {
+    gather(impl, parts, 0, buffer.get(), take);
+    return ::pwritev2(fd, &one, 1, -1, flags);
+  }
+  const ssize_t got = ::preadv2(fd, &one, 1, -1, flags);
+  if (got > 0) scatter(impl, parts, 0, buffer.get(), static_cast<std::size_t>(got));
+  return got;
+}
+
+/// What a vectored call is: readv/writev (no offset), preadv/pwritev (an offset), or their v2 forms
+/// with RWF_* flags (an offset, or none for the file position: -1).
+struct VectorCall {
+  std::optional<off_t> offset;
+  int flags = 0;
+  bool v2 = false;
+  const char* name(Way way) const {
+    if (v2) return way == Way::in ? "preadv2" : "pwritev2";
+    if (offset) return way == Way::in ? "preadv" : "pwritev";
+    return way == Way::in ? "readv" : "writev";
+  }
+  ssize_t libc(int fd, const struct iovec* iov, int count, Way way) const {
+    if (v2)
+      return way == Way::in ? ::preadv2(fd, iov, count, offset.value_or(-1), flags)
+                            : ::pwritev2(fd, iov, count, offset.value_or(-1), flags);
+    if (offset)
+      return way == Way::in ? ::preadv(fd, iov, count, *offset) : ::pwritev(fd, iov, count, *offset);
+    return way == Way::in ? ::readv(fd, iov, count) : ::writev(fd, iov, count);
+  }
+};
+
 /// readv or writev (`way`), or with `offset` preadv or pwritev: libc's when no vector is shared memory;
 /// positional()'s for preadv and pwritev (a pwritev to an O_APPEND file appends, as writev);
 /// else a message socket's message whole, by one read or write of all the vectors; else the vectors
 /// in order, stopping at the first short one, and for a stream's readv where the next vector's read
 /// would wait. A vector in another runtime's objects goes to that runtime (not for a message socket,
-/// whose message is one call).
+/// whose message is one call). The v2 forms with flags: positional()'s with an offset, whole_call()'s
+/// at the file position (and for a pwritev2 that appends).
 ssize_t vectored(detail::RuntimeImpl& impl, int fd, const struct iovec* iov, int count, Way way,
-                 std::optional<off_t> offset = std::nullopt) {
+                 const VectorCall& form = {}) {
+  const std::optional<off_t>& offset = form.offset;
   // libc's answer for a count it refuses, before any vector is looked at (which a negative count
   // would make a walk of no end, and one above IOV_MAX a call the kernel refuses).
   if (count < 0 || count > IOV_MAX) {
@@ -432,22 +480,18 @@ ssize_t vectored(detail::RuntimeImpl& impl, int fd, const struct iovec* iov, int
     errno = EINVAL;  // checked by the kernel before anything else
     return -1;
   }
-  const int placed = place(impl, iov, count,
-                           way == Way::in ? (offset ? "preadv" : "readv") : (offset ? "pwritev" : "writev"));
+  const int placed = place(impl, iov, count, form.name(way));
   if (placed < 0) return -1;
-  if (placed == 0) {
-    if (offset)
-      return way == Way::in ? ::preadv(fd, iov, count, *offset) : ::pwritev(fd, iov, count, *offset);
-    return way == Way::in ? ::readv(fd, iov, count) : ::writev(fd, iov, count);
-  }
+  if (placed == 0) return form.libc(fd, iov, count, way);
   // The vectors as they are now, as the kernel copies them before it moves a byte: data a readv
   // brings in may land on the array itself (a vector pointing at it), and must not redirect the next.
   const std::vector<struct iovec> copied(iov, iov + count);
   const std::span<const struct iovec> parts(copied);
   const Descriptor kind = classify(fd);
   if (offset && (way == Way::in || kind != Descriptor::append))
-    return positional(impl, fd, parts, *offset, way);
+    return positional(impl, fd, parts, *offset, way, form.flags);
   const auto lock = offset_lock(fd, kind);
+  if (form.flags != 0) return whole_call(impl, fd, parts, form.flags, way);
   if (way == Way::in && kind == Descriptor::messages) return read_message(impl, fd, parts);
   if (way == Way::out)
     if (const std::optional<std::size_t> total = total_of(parts); !total || one_write(kind, *total))
@@ -614,11 +658,24 @@ ssize_t Runtime::writev(int fd, const struct iovec* iov, int count) {
 }
 
 ssize_t Runtime::preadv(int fd, const struct iovec* iov, int count, off_t offset) {
-  return vectored(*impl_, fd, iov, count, Way::in, offset);
+  return vectored(*impl_, fd, iov, count, Way::in, {.offset = offset});
 }
 
 ssize_t Runtime::pwritev(int fd, const struct iovec* iov, int count, off_t offset) {
-  return vectored(*impl_, fd, iov, count, Way::out, offset);
+  return vectored(*impl_, fd, iov, count, Way::out, {.offset = offset});
+}
+
+// offset -1: the file position, as readv/writev (with flags: one call, whole_call()).
+ssize_t Runtime::preadv2(int fd, const struct iovec* iov, int count, off_t offset, int flags) {
+  return vectored(
+      *impl_, fd, iov, count, Way::in,
+      {.offset = offset == -1 ? std::nullopt : std::optional(offset), .flags = flags, .v2 = true});
+}
+
+ssize_t Runtime::pwritev2(int fd, const struct iovec* iov, int count, off_t offset, int flags) {
+  return vectored(
+      *impl_, fd, iov, count, Way::out,
+      {.offset = offset == -1 ? std::nullopt : std::optional(offset), .flags = flags, .v2 = true});
 }
 
 ssize_t Runtime::recvmsg(int fd, struct msghdr* msg, int flags) {

@@ -46,7 +46,7 @@ foreach(line IN LISTS declarations)
   string(REPLACE "(" "" name "${name}")
   require("${hdsm}" libhdsm ${name})
 endforeach()
-require("${hdsm}" libhdsm read write pread pwrite readv writev preadv pwritev preadv64 pwritev64 fread fwrite recv recvfrom recvmsg send sendto sendmsg
+require("${hdsm}" libhdsm read write pread pwrite readv writev preadv pwritev preadv64 pwritev64 preadv2 pwritev2 preadv64v2 pwritev64v2 fread fwrite recv recvfrom recvmsg send sendto sendmsg
         recvmmsg sendmmsg
         "hdsm::Runtime::Runtime\\(hdsm::Config\\)")
 # sigaction and the signal() family, which chain later SIGSEGV/SIGBUS handlers behind hdsm's; not under
@@ -65,7 +65,7 @@ string(REPLACE "\n" ";" names "${preload}")
 list(SORT names)
 set(expected __fread_chk __memcpy_chk __memmove_chk __memset_chk __pread64_chk __pread_chk __read_chk __recv_chk
     __recvfrom_chk fread fread_unlocked fwrite fwrite_unlocked hdsm_preload_library memcpy memmove memset pread pread64
-    preadv preadv64 pwrite pwrite64 pwritev pwritev64 read readv recv recvfrom recvmmsg recvmsg send sendmmsg sendmsg
+    preadv preadv2 preadv64 preadv64v2 pwrite pwrite64 pwritev pwritev2 pwritev64 pwritev64v2 read readv recv recvfrom recvmmsg recvmsg send sendmmsg sendmsg
     sendto write writev)
 # And the signal calls, as libhdsm's, for programs that do not link libhdsm.so.
 if(NOT SANITIZE STREQUAL "thread")

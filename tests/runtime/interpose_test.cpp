@@ -212,6 +212,47 @@ TEST_P(Interpose, PositionalVectorCallsGatherAndScatterSharedMemory) {
   rt_.free(p);
 }
 
+// preadv2 and pwritev2: at an offset with flags on every chunk's call; at the file position (-1)
+// as readv/writev without flags, one call with them; the kernel's errors.
+TEST_P(Interpose, PositionalVectorCallsWithFlags) {
+  const std::size_t n = 5 * 16 * 1024 + 33;  // more than a chunk
+  unsigned char* p = invalid_object(n);
+  const std::vector<unsigned char> data = pattern(2 * n, 17);
+  const int fd = memfd_with(data);
+  struct iovec whole[2] = {{p, 100}, {p + 100, n - 100}};
+  rt_.reset_stats();
+  EXPECT_EQ(::preadv2(fd, whole, 2, 9, RWF_SYNC), static_cast<ssize_t>(n));
+  EXPECT_EQ(::pwritev2(fd, whole, 2, static_cast<off_t>(n), RWF_DSYNC), static_cast<ssize_t>(n));
+  EXPECT_EQ(faults(), 0u);
+  std::vector<unsigned char> expect(data.begin() + 9, data.begin() + 9 + static_cast<std::ptrdiff_t>(n));
+  const std::vector<unsigned char> before = file_contents(fd, 2 * n);
+  EXPECT_EQ(std::memcmp(before.data() + n, expect.data(), n), 0) << "read at 9, written at n";
+
+  ASSERT_EQ(::lseek(fd, 3, SEEK_SET), 3);
+  EXPECT_EQ(::preadv64v2(fd, whole, 2, -1, 0), static_cast<ssize_t>(n)) << "the file position, no flags";
+  EXPECT_EQ(::lseek(fd, 0, SEEK_CUR), static_cast<off_t>(n + 3));
+  EXPECT_EQ(::pwritev64v2(fd, whole, 2, -1, RWF_DSYNC), static_cast<ssize_t>(n)) << "the position, flags";
+  EXPECT_EQ(::lseek(fd, 0, SEEK_CUR), static_cast<off_t>(2 * n + 3));
+  EXPECT_EQ(faults(), 0u);
+  const std::vector<unsigned char> file = file_contents(fd, 2 * n + 3);
+  std::vector<unsigned char> got(n);
+  rt_.memcpy(got.data(), p, n);
+  EXPECT_EQ(std::memcmp(got.data(), before.data() + 3, n), 0) << "read at the position";
+  EXPECT_EQ(std::memcmp(file.data() + n + 3, got.data(), n), 0) << "written at the position";
+
+  errno = 0;
+  EXPECT_EQ(::preadv2(fd, whole, 2, -2, 0), -1);
+  EXPECT_EQ(errno, EINVAL) << "an offset below -1";
+  errno = 0;
+  EXPECT_EQ(::preadv2(fd, whole, 2, 0, 0x40000000), -1);
+  EXPECT_EQ(errno, EOPNOTSUPP) << "a flag the kernel does not know";
+  errno = 0;
+  EXPECT_EQ(::pwritev2(fd, whole, 2, -1, 0x40000000), -1);
+  EXPECT_EQ(errno, EOPNOTSUPP) << "a flag the kernel does not know, at the position";
+  ::close(fd);
+  rt_.free(p);
+}
+
 // The kernel's errors, before any byte moves; a pwritev to an O_APPEND file appends, as writev.
 TEST_P(Interpose, PositionalVectorCallErrorsAreTheKernels) {
   unsigned char* p = invalid_object(4 * kBlock);
