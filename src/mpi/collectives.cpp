@@ -1,5 +1,5 @@
-// Collectives on shared objects: MPI_Bcast, MPI_Reduce, MPI_Allreduce, MPI_Gather, MPI_Scatter,
-// MPI_Allgather and MPI_Alltoall, their v and w forms, the reduce-scatters, the scans and the
+// Collectives and nonblocking file I/O on shared objects: MPI_Bcast, MPI_Reduce, MPI_Allreduce, MPI_Gather,
+// MPI_Scatter, MPI_Allgather and MPI_Alltoall, their v and w forms, the reduce-scatters, the scans and the
 // neighbourhood collectives. libmpi reads and writes a collective's buffers itself, and on a
 // shared object that would cost a page fault per block (a fetch for every block read, a dirty block
 // for every block written). Instead a buffer in a shared object is staged through host memory: one
@@ -104,7 +104,13 @@ class StagedCollective final : public Operation {
 
   bool progress() override {
     int rc = MPI_SUCCESS;
-    if (!tested(inner_, MPI_STATUS_IGNORE, rc)) return false;
+    MPI_Status status;
+    if (!tested(inner_, &status, rc)) return false;
+    // The bytes libmpi's request moved (a file read may end short); a collective's status says nothing.
+    if (MPI_Count moved = 0; rc == MPI_SUCCESS &&
+                             PMPI_Get_elements_x(&status, MPI_BYTE, &moved) == MPI_SUCCESS &&
+                             moved != MPI_UNDEFINED)
+      bytes_ = moved;
     if (rc != MPI_SUCCESS) {
       fail(rc, "", true);  // MPI_Test raised it on the communicator's handler
       return true;
@@ -637,6 +643,53 @@ int neighbor_alltoallw(MPI_Request* request, const void* sendbuf, const int send
       });
 }
 
+/// A nonblocking file call (`begin`: libmpi's, given the buffer it gets and the request) on the
+/// `count` elements of `type` at `buf`; `into`: the call writes the buffer (a read of the file).
+/// libmpi's file layer moves a nonblocking call's bytes with POSIX AIO, whose threads call the
+/// kernel directly, not through the interposed pread/pwrite, so a shared object's protected host
+/// copy ended the process (EFAULT inside libmpi, then a crash in its error handler). A buffer in a
+/// shared object is staged through host memory instead, as a nonblocking collective's: copied from
+/// the object at the call (a read's too, so what a short read leaves comes back unchanged), written
+/// back once libmpi's request completes, before the user's request does, whose status counts the
+/// bytes libmpi's moved. A non-contiguous datatype on a shared object is refused (MPI_ERR_TYPE);
+/// errors before the call go through the file's handler.
+template <class Begin>
+int file_call(const char* call, MPI_File fh, const void* buf, int count, MPI_Datatype type, bool into,
+              MPI_Request* request, Begin begin) {
+  const auto refuse_on_file = [&](int code) {
+    PMPI_File_call_errhandler(fh, code);
+    return code;
+  };
+  try {
+    if (buf == nullptr || count <= 0 || request == nullptr || detail::shared_ranges.owner(buf) == nullptr)
+      return begin(const_cast<void*>(buf), request);
+    int size = 0;
+    MPI_Aint extent = 0;
+    bool contiguous = false;
+    if (!type_layout(type, size, extent, contiguous))
+      return begin(const_cast<void*>(buf), request);  // libmpi's error
+    if (!contiguous)
+      return refuse_on_file(report(call, MPI_ERR_TYPE,
+                                   fmt::format("a nonblocking file call on the shared object at {} needs a "
+                                               "contiguous datatype (or the blocking call)",
+                                               buf)));
+    Staged b[2];
+    if (const int rc = b[0].stage(call, buf, static_cast<std::size_t>(count), type, true, into);
+        rc != MPI_SUCCESS)
+      return refuse_on_file(rc);
+    if (!b[0].staged()) return begin(const_cast<void*>(buf), request);
+    MPI_Request inner = MPI_REQUEST_NULL;
+    if (const int rc = begin(b[0].get(), &inner); rc != MPI_SUCCESS) return rc;
+    const auto op = std::make_shared<StagedCollective>(call, MPI_COMM_SELF, b, inner);
+    const int rc = start(op, request);
+    if (rc != MPI_SUCCESS)  // no request to give: libmpi's must end before the copy goes
+      while (!op->progress()) drive();
+    return rc;
+  } catch (const std::exception& e) {
+    return refuse_on_file(report(call, MPI_ERR_INTERN, fmt::format("internal error: {}", e.what())));
+  }
+}
+
 }  // namespace
 }  // namespace hdsm::mpi
 
@@ -868,6 +921,66 @@ void hdsm_mpi_progress() {
     drive();
   } catch (...) {  // NOLINT(bugprone-empty-catch): an operation keeps its own error; only bad_alloc gets here
   }
+}
+
+// Nonblocking file I/O on shared objects (file_call).
+
+int MPI_File_iread(MPI_File fh, void* buf, int count, MPI_Datatype type, MPI_Request* request) {
+  return file_call("MPI_File_iread", fh, buf, count, type, true, request,
+                   [&](void* b, MPI_Request* r) { return PMPI_File_iread(fh, b, count, type, r); });
+}
+
+int MPI_File_iwrite(MPI_File fh, const void* buf, int count, MPI_Datatype type, MPI_Request* request) {
+  return file_call("MPI_File_iwrite", fh, buf, count, type, false, request,
+                   [&](void* b, MPI_Request* r) { return PMPI_File_iwrite(fh, b, count, type, r); });
+}
+
+int MPI_File_iread_at(MPI_File fh, MPI_Offset offset, void* buf, int count, MPI_Datatype type,
+                      MPI_Request* request) {
+  return file_call("MPI_File_iread_at", fh, buf, count, type, true, request, [&](void* b, MPI_Request* r) {
+    return PMPI_File_iread_at(fh, offset, b, count, type, r);
+  });
+}
+
+int MPI_File_iwrite_at(MPI_File fh, MPI_Offset offset, const void* buf, int count, MPI_Datatype type,
+                       MPI_Request* request) {
+  return file_call("MPI_File_iwrite_at", fh, buf, count, type, false, request, [&](void* b, MPI_Request* r) {
+    return PMPI_File_iwrite_at(fh, offset, b, count, type, r);
+  });
+}
+
+int MPI_File_iread_shared(MPI_File fh, void* buf, int count, MPI_Datatype type, MPI_Request* request) {
+  return file_call("MPI_File_iread_shared", fh, buf, count, type, true, request,
+                   [&](void* b, MPI_Request* r) { return PMPI_File_iread_shared(fh, b, count, type, r); });
+}
+
+int MPI_File_iwrite_shared(MPI_File fh, const void* buf, int count, MPI_Datatype type, MPI_Request* request) {
+  return file_call("MPI_File_iwrite_shared", fh, buf, count, type, false, request,
+                   [&](void* b, MPI_Request* r) { return PMPI_File_iwrite_shared(fh, b, count, type, r); });
+}
+
+int MPI_File_iread_all(MPI_File fh, void* buf, int count, MPI_Datatype type, MPI_Request* request) {
+  return file_call("MPI_File_iread_all", fh, buf, count, type, true, request,
+                   [&](void* b, MPI_Request* r) { return PMPI_File_iread_all(fh, b, count, type, r); });
+}
+
+int MPI_File_iwrite_all(MPI_File fh, const void* buf, int count, MPI_Datatype type, MPI_Request* request) {
+  return file_call("MPI_File_iwrite_all", fh, buf, count, type, false, request,
+                   [&](void* b, MPI_Request* r) { return PMPI_File_iwrite_all(fh, b, count, type, r); });
+}
+
+int MPI_File_iread_at_all(MPI_File fh, MPI_Offset offset, void* buf, int count, MPI_Datatype type,
+                          MPI_Request* request) {
+  return file_call(
+      "MPI_File_iread_at_all", fh, buf, count, type, true, request,
+      [&](void* b, MPI_Request* r) { return PMPI_File_iread_at_all(fh, offset, b, count, type, r); });
+}
+
+int MPI_File_iwrite_at_all(MPI_File fh, MPI_Offset offset, const void* buf, int count, MPI_Datatype type,
+                           MPI_Request* request) {
+  return file_call(
+      "MPI_File_iwrite_at_all", fh, buf, count, type, false, request,
+      [&](void* b, MPI_Request* r) { return PMPI_File_iwrite_at_all(fh, offset, b, count, type, r); });
 }
 
 HDSM_VISIBLE_END
