@@ -187,12 +187,14 @@ void gather(detail::RuntimeImpl& impl, std::span<const struct iovec> parts, std:
 /// pageable buffer as large as `parts` (up to kLargestMessage, more than any socket takes), then
 /// copied out, as readv would scatter it. Not sized by a peek at the next message: another reader
 /// of the socket may take that one first, and the next, larger one was cut to its size.
-ssize_t read_message(detail::RuntimeImpl& impl, int fd, std::span<const struct iovec> parts) {
+/// `flags`: preadv2's RWF_* flags, at the file position.
+ssize_t read_message(detail::RuntimeImpl& impl, int fd, std::span<const struct iovec> parts, int flags = 0) {
   const std::optional<std::size_t> total = total_of(parts);
   if (!total) return -1;
   const std::size_t take = std::min(*total, kLargestMessage);
   const auto buffer = std::make_unique_for_overwrite<std::byte[]>(take);
-  const ssize_t got = ::read(fd, buffer.get(), take);
+  const struct iovec one { buffer.get(), take };
+  const ssize_t got = flags != 0 ? ::preadv2(fd, &one, 1, -1, flags) : ::read(fd, buffer.get(), take);
   if (got > 0) scatter(impl, parts, 0, buffer.get(), static_cast<std::size_t>(got));
   return got;
 }
@@ -371,14 +373,15 @@ int place(detail::RuntimeImpl& impl, const struct iovec* iov, int count, const c
 /// a staging chunk, each one pread or pwrite at the offset where it belongs, gathered from the parts
 /// before a write and scattered into them after a read, so a list of many small vectors (what MPI-IO
 /// gives for a datatype with holes) costs one system call a chunk. Stops at the first short piece (the
-/// end of the file, a full disk); what moved is the result. `flags` (preadv2/pwritev2's RWF_*) go
-/// with every piece.
+/// end of the file, a full disk); what moved is the result. `flags` (preadv2/pwritev2's RWF_*; 0 for
+/// preadv/pwritev, the same call) go with every piece.
 ssize_t positional(detail::RuntimeImpl& impl, int fd, std::span<const struct iovec> parts, off_t offset,
                    Way way, int flags) {
   const std::optional<std::size_t> total = total_of(parts);
   if (!total) return -1;
   const bool in = way == Way::in;
-  if (*total == 0) return in ? ::preadv(fd, nullptr, 0, offset) : ::pwritev(fd, nullptr, 0, offset);
+  if (*total == 0)
+    return in ? ::preadv2(fd, nullptr, 0, offset, flags) : ::pwritev2(fd, nullptr, 0, offset, flags);
   if (*total > static_cast<std::size_t>(std::numeric_limits<off_t>::max() - offset)) {
     errno = EINVAL;  // the kernel's answer for a range past the largest offset
     return -1;
@@ -392,10 +395,7 @@ ssize_t positional(detail::RuntimeImpl& impl, int fd, std::span<const struct iov
     const off_t at = offset + static_cast<off_t>(done);
     if (!in) gather(impl, parts, done, piece, take);
     const struct iovec one { piece, take };
-    const ssize_t moved = flags != 0
-                              ? (in ? ::preadv2(fd, &one, 1, at, flags) : ::pwritev2(fd, &one, 1, at, flags))
-                          : in ? ::pread(fd, piece, take, at)
-                               : ::pwrite(fd, piece, take, at);
+    const ssize_t moved = in ? ::preadv2(fd, &one, 1, at, flags) : ::pwritev2(fd, &one, 1, at, flags);
     if (moved < 0) {
       error = errno;
       break;
@@ -417,18 +417,14 @@ ssize_t positional(detail::RuntimeImpl& impl, int fd, std::span<const struct iov
 /// kernel (RWF_NOWAIT: nothing waits; a datagram whole).
 ssize_t whole_call(detail::RuntimeImpl& impl, int fd, std::span<const struct iovec> parts, int flags,
                    Way way) {
+  if (way == Way::in) return read_message(impl, fd, parts, flags);
   const std::optional<std::size_t> total = total_of(parts);
   if (!total) return -1;
   const std::size_t take = std::min(*total, kLargestMessage);
   const auto buffer = std::make_unique_for_overwrite<std::byte[]>(take);
+  gather(impl, parts, 0, buffer.get(), take);
   const struct iovec one { buffer.get(), take };
-  if (way == Way::out) {
-    gather(impl, parts, 0, buffer.get(), take);
-    return ::pwritev2(fd, &one, 1, -1, flags);
-  }
-  const ssize_t got = ::preadv2(fd, &one, 1, -1, flags);
-  if (got > 0) scatter(impl, parts, 0, buffer.get(), static_cast<std::size_t>(got));
-  return got;
+  return ::pwritev2(fd, &one, 1, -1, flags);
 }
 
 /// What a vectored call is: readv/writev (no offset), preadv/pwritev (an offset), or their v2 forms
