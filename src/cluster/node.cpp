@@ -234,8 +234,8 @@ Node::Node(Transport& transport, Options options)
       heap_(space_, page_),
       executor_(exec::ExecutorOptions{options_.threads, options_.fiber_stack}) {
   place_space();
-  base_ = reinterpret_cast<std::byte*>(arenas_.back()->user_begin());
-  shadow_ = arenas_.back()->shadow(0, 0);
+  base_ = reinterpret_cast<std::byte*>(arena_->user_begin());
+  shadow_ = arena_->shadow(0, 0);
   // What each rank sets up alone may fail on one rank only (its memory, its options): the ranks
   // agree on the outcome before any collective that follows, so all of them throw together instead
   // of one throwing while the others wait for it.
@@ -331,55 +331,83 @@ Node::~Node() {
   fault_service_.reset();
 }
 
-// The ranks place their global memory together: one rank at a time proposes a range the kernel
-// gave it, the others try to map theirs at the same address, and all keep it when all succeeded. A
-// failed proposal stays mapped until the end, so the next proposal lands elsewhere.
+// The ranks place their global memory together: each lists the ranges of its address space in
+// which nothing is mapped, rank 0 intersects the lists and chooses the highest aligned range free on
+// all of them, and every rank maps it there (never over a mapping). Another thread of a rank may
+// map something into the range meanwhile: then all give it back and choose again from fresh lists.
 void Node::place_space() {
   if (transport_.shared_address_space()) {
-    arenas_.push_back(std::make_unique<os::Arena>(1, space_, kKeepBytes));
+    arena_ = std::make_unique<os::Arena>(1, space_, kKeepBytes);
     return;
   }
   std::string last_error;
   for (int attempt = 0; attempt < kPlacementAttempts; ++attempt) {
-    const int proposer = attempt % ranks();
-    std::uint64_t proposal = 0;
-    if (rank() == proposer) {
-      try {
-        arenas_.push_back(std::make_unique<os::Arena>(1, space_, kKeepBytes));
-        proposal = arenas_.back()->user_begin();
-      } catch (const std::exception& e) {  // bad_alloc too: the others wait in the allgather below
-        last_error = e.what();
+    std::vector<os::AddressRange> free;
+    try {
+      free = os::unmapped_ranges();
+    } catch (const std::exception& e) {  // this rank offers nothing; the others wait in the gather
+      last_error = e.what();
+    }
+    std::vector<std::byte> all;
+    std::vector<std::uint64_t> sizes;
+    transport_.gather(std::as_bytes(std::span(free)), all, sizes);
+    std::array<std::uint64_t, 1> at{0};
+    if (rank() == 0) {
+      std::vector<os::AddressRange> common = free;
+      std::size_t offset = 0;
+      for (const std::uint64_t size : sizes) {
+        std::vector<os::AddressRange> theirs(size / sizeof(os::AddressRange));
+        std::memcpy(theirs.data(), all.data() + offset, theirs.size() * sizeof(os::AddressRange));
+        offset += size;
+        common = os::common_ranges(common, theirs);
       }
+      at[0] = os::highest_fit(common, space_, space_);
     }
-    proposal = transport_.allgather(proposal)[static_cast<std::size_t>(proposer)];
-    bool ok = proposal != 0;
-    if (ok && rank() != proposer) {
-      try {
-        arenas_.push_back(std::make_unique<os::Arena>(1, space_, kKeepBytes, proposal));
-      } catch (const std::exception& e) {
-        ok = false;
-        last_error = e.what();
-      }
+    transport_.broadcast(0, std::as_writable_bytes(std::span(at)));
+    if (at[0] == 0) {
+      const std::string why = last_error.empty() ? "" : fmt::format(" (rank {}: {})", rank(), last_error);
+      throw SystemError("mmap",
+                        fmt::format("cluster global memory: no range of {} is free at one address on all {} "
+                                    "ranks{}; lower HDSM_CLUSTER_SPACE",
+                                    format_bytes(space_), ranks(), why),
+                        ENOMEM);
     }
-    std::uint64_t all_ok[1] = {ok ? 1u : 0u};
-    transport_.allreduce(all_ok, ReduceOp::min);
-    if (all_ok[0] == 1) {
-      // Keep the agreed arena only.
-      auto chosen = std::move(arenas_.back());
-      arenas_.clear();
-      arenas_.push_back(std::move(chosen));
-      return;
+    // Each rank's outcome: 0 mapped, 1 something was mapped in the way meanwhile (choose again), 2
+    // the mapping failed otherwise (the address-space limit, the kernel's memory): no retry helps.
+    std::uint64_t outcome = 0;
+    try {
+      arena_ = std::make_unique<os::Arena>(1, space_, kKeepBytes, at[0]);
+    } catch (const SystemError& e) {
+      outcome = e.error_number() == EEXIST ? 1 : 2;
+      last_error = e.what();
+    } catch (const std::exception& e) {
+      outcome = 2;
+      last_error = e.what();
     }
-    if (ok && rank() != proposer) arenas_.pop_back();
+    // The worst outcome, and the lowest rank that failed (as ranks - rank, under max).
+    std::array<std::uint64_t, 2> worst{outcome,
+                                       outcome == 2 ? static_cast<std::uint64_t>(ranks() - rank()) : 0};
+    transport_.allreduce(worst, ReduceOp::max);
+    if (worst[0] == 0) return;
+    arena_.reset();
+    if (worst[0] == 2) {
+      const int failed = ranks() - static_cast<int>(worst[1]);
+      const std::string why = failed == rank() ? ": " + last_error : "";
+      throw SystemError("mmap",
+                        fmt::format("cluster global memory: no range of {} is free at one address on all {} "
+                                    "ranks (rank {} could not map it at {:#x}{}); lower HDSM_CLUSTER_SPACE",
+                                    format_bytes(space_), ranks(), failed, at[0], why),
+                        ENOMEM);
+    }
   }
-  arenas_.clear();
   throw SystemError(
       "mmap",
-      fmt::format("cluster global memory: no range of {} is free at one address on all {} ranks after {} "
-                  "attempts (rank {}: {}); lower HDSM_CLUSTER_SPACE",
-                  format_bytes(space_), ranks(), kPlacementAttempts, rank(),
-                  last_error.empty() ? "its proposals were refused elsewhere" : last_error),
-      ENOMEM);
+      fmt::format(
+          "cluster global memory: {} at one address on all {} ranks was taken on some rank each of {} "
+          "times (rank {}: {}); lower HDSM_CLUSTER_SPACE",
+          format_bytes(space_), ranks(), kPlacementAttempts, rank(),
+          last_error.empty() ? "it mapped the range every time" : last_error),
+      EEXIST);
 }
 
 // The calibration of the weighted distribution: the same arithmetic loop on every rank's executor.
@@ -528,7 +556,7 @@ void* Node::alloc(std::size_t bytes) {
 }
 
 void* Node::open_allocation(std::size_t offset, std::size_t rounded, std::size_t bytes) {
-  arenas_.back()->reuse(0, offset, rounded);
+  arena_->reuse(0, offset, rounded);
   allocations_.emplace(offset, Allocation{rounded, bytes});
   const std::uint64_t first = offset >> page_shift_, count = rounded >> page_shift_;
   // With one rank there is nothing to keep coherent: every page is private to it, writable, and never
@@ -581,7 +609,7 @@ void Node::close_allocation(std::map<std::size_t, Allocation>::iterator it) {
     }
   }
   // Closed once, above: the protection map keeps count of the mappings it splits.
-  arenas_.back()->release(0, offset, it->second.rounded, os::Arena::Closing::caller);
+  arena_->release(0, offset, it->second.rounded, os::Arena::Closing::caller);
   heap_.release(offset, it->second.rounded);
   allocations_.erase(it);
   std::uint64_t used = 0;

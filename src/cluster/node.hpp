@@ -269,7 +269,7 @@ class Node final : public PageServer {
   bool check_races_;
   std::uint64_t vector_steps_from_ = 16384, vector_block_ = 64;  // see set_write_vector_steps
 
-  std::vector<std::unique_ptr<os::Arena>> arenas_;  // the one in use is the last
+  std::unique_ptr<os::Arena> arena_;
   std::byte* base_ = nullptr;
   std::byte* shadow_ = nullptr;
   os::Mapping twin_memory_;

@@ -9,13 +9,16 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <iterator>
+#include <string_view>
 #include <utility>
 
 namespace hdsm::os {
@@ -271,6 +274,105 @@ std::uint64_t Arena::resident_bytes(unsigned segment) const {
   if (::fstat(memfds_[segment], &st) != 0)
     throw SystemError("fstat", fmt::format("arena segment {}", segment), errno);
   return static_cast<std::uint64_t>(st.st_blocks) * 512;
+}
+
+namespace {
+
+// Below 4 GiB live the program's own text and heap on some layouts, and MAP_32BIT's mappings.
+constexpr std::uintptr_t kLowestPlacement = std::uintptr_t{1} << 32;
+// Above 2^47 the address space needs a hint the kernel's 5-level paging asks for explicitly.
+constexpr std::uintptr_t kHighestPlacement = std::uintptr_t{1} << 47;
+constexpr std::uintptr_t kStackGuard = std::uintptr_t{1} << 30;
+constexpr std::uintptr_t kLargestStack = std::uintptr_t{64} << 30;
+
+std::string read_whole(const char* path) {
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw SystemError("open", path, errno);
+  std::string text;
+  char buffer[16384];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int error = errno;
+      ::close(fd);
+      throw SystemError("read", path, error);
+    }
+    text.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return text;
+}
+
+// How far the main thread's stack may grow below its mapping.
+std::uintptr_t stack_reach() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_STACK, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return kLargestStack;
+  return std::min<std::uintptr_t>(limit.rlim_cur, kLargestStack);
+}
+
+}  // namespace
+
+std::vector<AddressRange> unmapped_ranges(const char* maps_file) {
+  const std::string text = read_whole(maps_file);
+  std::vector<AddressRange> mapped;
+  std::uintptr_t ceiling = kHighestPlacement;
+  for (std::size_t at = 0; at < text.size();) {
+    std::size_t end_of_line = text.find('\n', at);
+    if (end_of_line == std::string::npos) end_of_line = text.size();
+    const std::string_view line(text.data() + at, end_of_line - at);
+    at = end_of_line + 1;
+    AddressRange r;
+    const char* const first = line.data();
+    const char* const last = line.data() + line.size();
+    const auto [dash, e1] = std::from_chars(first, last, r.begin, 16);
+    if (e1 != std::errc() || dash == last || *dash != '-')
+      throw SystemError("read", fmt::format("{}: a line that is not a mapping: \"{}\"", maps_file, line),
+                        EINVAL);
+    const auto [rest, e2] = std::from_chars(dash + 1, last, r.end, 16);
+    if (e2 != std::errc() || r.end < r.begin)
+      throw SystemError("read", fmt::format("{}: a line that is not a mapping: \"{}\"", maps_file, line),
+                        EINVAL);
+    mapped.push_back(r);
+    if (line.ends_with("[stack]") && r.begin > stack_reach() + kStackGuard)
+      ceiling = std::min(ceiling, r.begin - stack_reach() - kStackGuard);
+  }
+  std::sort(mapped.begin(), mapped.end(),
+            [](const AddressRange& x, const AddressRange& y) { return x.begin < y.begin; });
+  std::vector<AddressRange> free;
+  std::uintptr_t from = kLowestPlacement;
+  for (const AddressRange& r : mapped) {
+    if (r.begin >= ceiling) break;
+    if (r.begin > from) free.push_back({from, r.begin});
+    from = std::max(from, r.end);
+  }
+  if (from < ceiling) free.push_back({from, ceiling});
+  return free;
+}
+
+std::vector<AddressRange> common_ranges(std::span<const AddressRange> a, std::span<const AddressRange> b) {
+  std::vector<AddressRange> both;
+  for (std::size_t i = 0, j = 0; i < a.size() && j < b.size();) {
+    const std::uintptr_t begin = std::max(a[i].begin, b[j].begin);
+    const std::uintptr_t end = std::min(a[i].end, b[j].end);
+    if (begin < end) both.push_back({begin, end});
+    if (a[i].end < b[j].end) {
+      ++i;
+    } else {
+      ++j;
+    }
+  }
+  return both;
+}
+
+std::uintptr_t highest_fit(std::span<const AddressRange> ranges, std::size_t bytes, std::size_t align) {
+  for (auto r = ranges.rbegin(); r != ranges.rend(); ++r) {
+    if (r->end - r->begin < bytes) continue;
+    const std::uintptr_t at = (r->end - bytes) & ~(std::uintptr_t{align} - 1);
+    if (at >= r->begin && at != 0) return at;
+  }
+  return 0;
 }
 
 }  // namespace hdsm::os

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <span>
 #include <vector>
 
 HDSM_VISIBLE_BEGIN
@@ -100,6 +101,24 @@ class Arena {
   std::vector<std::map<std::size_t, std::size_t>> kept_;  // per segment: begin offset -> end offset
   std::size_t kept_total_ = 0;
 };
+
+/// A range [begin, end) of addresses.
+struct AddressRange {
+  std::uintptr_t begin = 0;
+  std::uintptr_t end = 0;
+  friend bool operator==(const AddressRange&, const AddressRange&) = default;
+};
+
+/// The ranges of this process's address space in which nothing is mapped, ascending, as
+/// `maps_file` (the format of /proc/self/maps) lists the mappings: from 4 GiB up to the stack's
+/// growth limit (the lowest `[stack]` mapping less the stack's size limit, at most 64 GiB, and 1
+/// GiB more), and below 2^47. Throws hdsm::SystemError when the file cannot be read.
+std::vector<AddressRange> unmapped_ranges(const char* maps_file = "/proc/self/maps");
+/// The addresses both lists hold (each ascending and disjoint), ascending.
+std::vector<AddressRange> common_ranges(std::span<const AddressRange> a, std::span<const AddressRange> b);
+/// The highest address aligned to `align` (a power of two) at which `bytes` fit in one of the
+/// ranges, or 0 when they fit nowhere.
+std::uintptr_t highest_fit(std::span<const AddressRange> ranges, std::size_t bytes, std::size_t align);
 
 }  // namespace hdsm::os
 

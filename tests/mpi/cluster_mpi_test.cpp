@@ -5,6 +5,7 @@
 #include "apps/cluster_target.hpp"
 #include "cluster/model_program.hpp"
 #include "cluster/node.hpp"
+#include "os/arena.hpp"
 
 #include <hdsm/cluster.hpp>
 #include <hdsm/error.hpp>
@@ -12,8 +13,11 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <numeric>
 #include <string>
 #include <string_view>
@@ -71,6 +75,41 @@ TEST(ClusterMpi, GlobalMemoryIsAtOneAddressOnEveryRank) {
   EXPECT_EQ(mine % 4096, 0u);
   cl::free(b);
   cl::free(a);
+}
+
+// Each rank reserves a different range where its own first choice would be (the top of its highest
+// free range that is large enough): global memory goes where nothing is mapped on any rank.
+TEST(ClusterMpi, GlobalMemoryAvoidsWhatAnyRankHasMapped) {
+  int ranks = 0, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  constexpr std::size_t kBlock = std::size_t{16} << 30;
+  const std::vector<hdsm::os::AddressRange> free = hdsm::os::unmapped_ranges();
+  const auto room = std::find_if(free.rbegin(), free.rend(), [&](const hdsm::os::AddressRange& r) {
+    return r.end - r.begin >= kBlock * static_cast<std::uintptr_t>(ranks + 1);
+  });
+  ASSERT_NE(room, free.rend()) << "no free range is large enough for this test";
+  const std::uintptr_t top = room->end & ~(std::uintptr_t{kBlock} - 1);
+  const std::uintptr_t at = top - kBlock * static_cast<std::uintptr_t>(rank + 1);
+  void* blocker = mmap(reinterpret_cast<void*>(at), kBlock, PROT_NONE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+  ASSERT_EQ(blocker, reinterpret_cast<void*>(at)) << std::strerror(errno);
+  std::vector<std::uint64_t> blockers(static_cast<std::size_t>(ranks));
+  const std::uint64_t mine = at;
+  MPI_Allgather(&mine, 1, MPI_UINT64_T, blockers.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+  {
+    cl::Session session(options());
+    int* a = cl::alloc<int>(16);
+    const auto p = reinterpret_cast<std::uint64_t>(a);
+    std::uint64_t lowest = p, highest = p;
+    MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &highest, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    EXPECT_EQ(lowest, highest);
+    for (const std::uint64_t b : blockers)
+      EXPECT_FALSE(p >= b && p < b + kBlock) << "global memory in a blocked range";
+    cl::free(a);
+  }
+  munmap(blocker, kBlock);
 }
 
 TEST(ClusterMpi, RanksWriteDisjointPartsOfSharedPages) {
@@ -350,6 +389,11 @@ TEST(ClusterMpi, TooLittleCommonAddressSpaceIsAnErrorOnEveryRank) {
     ADD_FAILURE() << "a session was made";
   } catch (const hdsm::SystemError& e) {
     EXPECT_NE(std::string(e.what()).find("no range of 64 GiB is free at one address on all"),
+              std::string::npos)
+        << e.what();
+    // Every rank names the rank that could not map it, and fails at once (no retries: only a
+    // mapping in the way is worth choosing again for).
+    EXPECT_NE(std::string(e.what()).find("rank " + std::to_string(ranks - 1) + " could not map it"),
               std::string::npos)
         << e.what();
   }

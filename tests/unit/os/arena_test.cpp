@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
@@ -319,6 +320,92 @@ TEST(Arena, ManyLargeSegmentsCostOnlyAddressSpace) {
   a.protect(16, 0, 4096, PROT_READ | PROT_WRITE);
   *reinterpret_cast<int*>(a.user(16, 0)) = 5;
   EXPECT_EQ(*reinterpret_cast<const int*>(a.shadow(16, 0)), 5);
+}
+
+// The cluster runtime places global memory at an address free on every rank: each lists its
+// unmapped ranges, and the common ones give the address.
+using hdsm::os::AddressRange;
+
+// A maps file of the given text, named by /proc/self/fd (no file in a world-writable directory).
+struct FakeMaps {
+  explicit FakeMaps(const std::string& text) : fd(::memfd_create("maps", MFD_CLOEXEC)) {
+    EXPECT_GE(fd, 0);
+    EXPECT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+    path = "/proc/self/fd/" + std::to_string(fd);
+  }
+  ~FakeMaps() { ::close(fd); }
+  FakeMaps(const FakeMaps&) = delete;
+  FakeMaps& operator=(const FakeMaps&) = delete;
+  int fd;
+  std::string path;
+};
+
+TEST(AddressSpace, UnmappedRangesAreTheGapsBetweenMappingsBelowTheStacksReach) {
+  rlimit limit{};
+  ASSERT_EQ(::getrlimit(RLIMIT_STACK, &limit), 0);
+  const std::uintptr_t reach = limit.rlim_cur == RLIM_INFINITY
+                                   ? std::uintptr_t{64} << 30
+                                   : std::min<std::uintptr_t>(limit.rlim_cur, std::uintptr_t{64} << 30);
+  const std::uintptr_t stack = 0x7ff000000000;
+  // Unsorted, one mapping across the 4 GiB floor, two adjacent ones.
+  FakeMaps maps(
+      "7f0000000000-7f0000100000 r-xp 00000000 08:01 123 /usr/lib/libc.so.6\n"
+      "55d000000000-55d000200000 r--p 00000000 08:01 77 /usr/bin/program\n"
+      "ff000000-100001000 rw-p 00000000 00:00 0\n"
+      "7f0000100000-7f0000200000 rw-p 00000000 00:00 0 \n"
+      "7ff000000000-7ff000021000 rw-p 00000000 00:00 0                          [stack]\n"
+      "7ffff7fc1000-7ffff7fc5000 r--p 00000000 00:00 0                          [vvar]\n");
+  const std::vector<AddressRange> free = hdsm::os::unmapped_ranges(maps.path.c_str());
+  const std::vector<AddressRange> expected = {
+      {0x100001000, 0x55d000000000},
+      {0x55d000200000, 0x7f0000000000},
+      {0x7f0000200000, stack - reach - (std::uintptr_t{1} << 30)},
+  };
+  EXPECT_EQ(free, expected);
+}
+
+TEST(AddressSpace, UnmappedRangesOfThisProcessHoldNothingMapped) {
+  const hdsm::os::Mapping mapping(std::size_t{1} << 20, "a probe");
+  const int local = 0;
+  const std::vector<AddressRange> free = hdsm::os::unmapped_ranges();
+  ASSERT_FALSE(free.empty());
+  for (std::size_t i = 0; i < free.size(); ++i) {
+    EXPECT_LT(free[i].begin, free[i].end);
+    if (i > 0) {
+      EXPECT_LT(free[i - 1].end, free[i].begin);
+    }
+    for (const auto p : {reinterpret_cast<std::uintptr_t>(mapping.data()),
+                         reinterpret_cast<std::uintptr_t>(&local), reinterpret_cast<std::uintptr_t>(&free)}) {
+      EXPECT_FALSE(p >= free[i].begin && p < free[i].end) << std::hex << p << " is mapped";
+    }
+  }
+  // And an arena goes where the list says.
+  const std::uintptr_t at = hdsm::os::highest_fit(free, kSegment, kSegment);
+  ASSERT_NE(at, 0u);
+  const Arena arena(1, kSegment, 0, at);
+  EXPECT_EQ(arena.user_begin(), at);
+}
+
+TEST(AddressSpace, CommonRangesAndTheHighestFit) {
+  const std::vector<AddressRange> a = {{0x1000, 0x9000}, {0x10000, 0x40000}, {0x50000, 0x60000}};
+  const std::vector<AddressRange> b = {{0x0, 0x2000}, {0x8000, 0x20000}, {0x30000, 0x58000}};
+  const std::vector<AddressRange> both = {
+      {0x1000, 0x2000}, {0x8000, 0x9000}, {0x10000, 0x20000}, {0x30000, 0x40000}, {0x50000, 0x58000}};
+  EXPECT_EQ(hdsm::os::common_ranges(a, b), both);
+  EXPECT_EQ(hdsm::os::common_ranges(b, a), both);
+  EXPECT_TRUE(hdsm::os::common_ranges(a, {}).empty());
+  EXPECT_EQ(hdsm::os::highest_fit(both, 0x8000, 0x1000), 0x50000u);
+  EXPECT_EQ(hdsm::os::highest_fit(both, 0x9000, 0x1000), 0x37000u);
+  EXPECT_EQ(hdsm::os::highest_fit(both, 0x10000, 0x10000), 0x30000u);
+  EXPECT_EQ(hdsm::os::highest_fit(both, 0x4000, 0x20000), 0u);  // aligned, each would leave its range
+  EXPECT_EQ(hdsm::os::highest_fit(both, 0x10001, 0x1000), 0u);
+  EXPECT_EQ(hdsm::os::highest_fit({}, 0x1000, 0x1000), 0u);
+}
+
+TEST(AddressSpace, AMapsFileThatIsNotOneIsAnError) {
+  FakeMaps maps("7f0000000000-7f0000100000 r-xp 00000000 08:01 123 /usr/lib/libc.so.6\nnot a mapping\n");
+  EXPECT_THROW(hdsm::os::unmapped_ranges(maps.path.c_str()), hdsm::SystemError);
+  EXPECT_THROW(hdsm::os::unmapped_ranges("/proc/self/no such file"), hdsm::SystemError);
 }
 
 }  // namespace
