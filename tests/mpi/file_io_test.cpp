@@ -157,6 +157,9 @@ TEST_F(MpiFiles, NonblockingCallsStageSharedObjects) {
   ASSERT_EQ(MPI_Waitall(2, r, st), MPI_SUCCESS);
   expect_pattern(theirs, n, 70 + next, "MPI_File_iread_at of the next rank's block");
   expect_pattern(own, n, 70 + me, "MPI_File_iread_at_all of its own block");
+  // Every rank has read the next one's block before any rewrites its own below (a nonblocking
+  // collective write need not wait for the other ranks).
+  ASSERT_EQ(MPI_Barrier(MPI_COMM_WORLD), MPI_SUCCESS);
 
   // Through the individual file pointer. (Not past the end of the file: Open MPI 4.1's nonblocking
   // read that ends short never completes, into host memory as well.)

@@ -120,9 +120,15 @@ class Mpi : public ::testing::Test {
   void expect_pattern(const unsigned char* p, std::size_t n, int salt, const std::string& what) {
     std::vector<unsigned char> got(n);
     rt_.memcpy(got.data(), p, n);
-    std::size_t bad = 0;
-    for (std::size_t i = 0; i < n; ++i) bad += got[i] != expected(i, salt) ? 1 : 0;
-    EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << n << " bytes wrong";
+    std::size_t bad = 0, first = n;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (got[i] == expected(i, salt)) continue;
+      if (bad++ == 0) first = i;
+    }
+    EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << n << " bytes wrong, the first at " << first
+                       << (first < n ? ": " + std::to_string(got[first]) + " for " +
+                                           std::to_string(expected(first, salt))
+                                     : std::string());
   }
 
   /// Rank 0's side of the probe tests: to rank 1, with tags tag..tag+3, a chunked message from a
