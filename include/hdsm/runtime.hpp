@@ -150,7 +150,8 @@ class Runtime {
   /// vectors in shared memory go through pageable memory. A message, a peek and a receive that takes
   /// ancillary data are one call; a stream's bytes move in pieces of HDSM_STAGING_CHUNK, the later
   /// pieces of a receive only while data is there (with MSG_WAITALL, until all arrived), those of a
-  /// send until one goes out short. Sender, ancillary data and flags are the first piece's.
+  /// send until one goes out short. Sender, ancillary data and flags are the first piece's. An
+  /// address or ancillary data in shared memory goes through a host copy as well.
   ssize_t recvmsg(int fd, struct msghdr* msg, int flags);
   ssize_t sendmsg(int fd, const struct msghdr* msg, int flags);
 

@@ -175,16 +175,29 @@ const void* shared_vector(const struct iovec* iov, int count) noexcept {
 
 bool may_touch(const void* p, std::size_t n) noexcept { return detail::shared_ranges.may_touch(p, n); }
 
+/// `p` when its `n` bytes may touch shared memory, or nullptr.
+const void* shared_range(const void* p, std::size_t n) noexcept {
+  return n != 0 && may_touch(p, n) && owner_of(p) != nullptr ? p : nullptr;
+}
+
+/// The first of a message's vectors, address and ancillary data that may touch shared memory (the
+/// kernel reads or writes all of them), or nullptr.
+const void* shared_socket_message(const struct msghdr& m) noexcept {
+  if (m.msg_iovlen <= INT_MAX)
+    if (const void* p = shared_vector(m.msg_iov, static_cast<int>(m.msg_iovlen))) return p;
+  if (const void* p = shared_range(m.msg_name, m.msg_namelen)) return p;
+  return shared_range(m.msg_control, m.msg_controllen);
+}
+
 /// The most messages one recvmmsg or sendmmsg takes (the kernel's UIO_MAXIOV).
 constexpr unsigned kMostMessages = 1024;
 
-/// The first vector of `count` messages that may touch shared memory, or nullptr.
+/// The first vector, address or ancillary data of `count` messages that may touch shared memory, or
+/// nullptr.
 const void* shared_message(const struct mmsghdr* messages, unsigned count) noexcept {
   if (messages == nullptr) return nullptr;
   for (unsigned i = 0; i < std::min(count, kMostMessages); ++i) {
-    const struct msghdr& m = messages[i].msg_hdr;
-    if (m.msg_iovlen > INT_MAX) continue;  // libc's call refuses it
-    if (const void* p = shared_vector(m.msg_iov, static_cast<int>(m.msg_iovlen))) return p;
+    if (const void* p = shared_socket_message(messages[i].msg_hdr)) return p;
   }
   return nullptr;
 }
@@ -365,9 +378,12 @@ ssize_t recvfrom(int fd, void* buf, std::size_t n, int flags, struct sockaddr* f
     return from == nullptr && from_bytes == nullptr ? (*libc_recv)(fd, buf, n, flags)
                                                     : (*libc_recvfrom)(fd, buf, n, flags, from, from_bytes);
   };
-  if (!may_touch(buf, n)) return plain();
+  // The sender's address may be in shared memory too (its length is read and written here).
+  const void* shared = shared_range(buf, n);
+  if (shared == nullptr && from != nullptr && from_bytes != nullptr) shared = shared_range(from, *from_bytes);
+  if (shared == nullptr) return plain();
   return dispatch<ssize_t>(
-      buf, -1,
+      shared, -1,
       [&](Runtime& r) -> ssize_t {
         if (from != nullptr && from_bytes == nullptr) {  // the kernel would take the data, then fail
           errno = EFAULT;
@@ -391,7 +407,7 @@ ssize_t recvfrom(int fd, void* buf, std::size_t n, int flags, struct sockaddr* f
 ssize_t recvmsg(int fd, struct msghdr* msg, int flags) {
   const auto plain = [&] { return (*libc_recvmsg)(fd, msg, flags); };
   if (msg == nullptr || msg->msg_iovlen > INT_MAX) return plain();
-  const void* shared = hdsm::api::shared_vector(msg->msg_iov, static_cast<int>(msg->msg_iovlen));
+  const void* shared = hdsm::api::shared_socket_message(*msg);
   if (shared == nullptr) return plain();
   return dispatch<ssize_t>(
       shared, -1, [&](Runtime& r) { return r.recvmsg(fd, msg, flags); }, plain);
@@ -406,9 +422,11 @@ ssize_t sendto(int fd, const void* buf, std::size_t n, int flags, const struct s
   const auto plain = [&] {
     return to == nullptr ? (*libc_send)(fd, buf, n, flags) : (*libc_sendto)(fd, buf, n, flags, to, to_bytes);
   };
-  if (!may_touch(buf, n)) return plain();
+  const void* shared = shared_range(buf, n);
+  if (shared == nullptr && to != nullptr) shared = shared_range(to, to_bytes);
+  if (shared == nullptr) return plain();
   return dispatch<ssize_t>(
-      buf, -1,
+      shared, -1,
       [&](Runtime& r) {
         struct iovec v {
           const_cast<void*>(buf), n
@@ -426,7 +444,7 @@ ssize_t sendto(int fd, const void* buf, std::size_t n, int flags, const struct s
 ssize_t sendmsg(int fd, const struct msghdr* msg, int flags) {
   const auto plain = [&] { return (*libc_sendmsg)(fd, msg, flags); };
   if (msg == nullptr || msg->msg_iovlen > INT_MAX) return plain();
-  const void* shared = hdsm::api::shared_vector(msg->msg_iov, static_cast<int>(msg->msg_iovlen));
+  const void* shared = hdsm::api::shared_socket_message(*msg);
   if (shared == nullptr) return plain();
   return dispatch<ssize_t>(
       shared, -1, [&](Runtime& r) { return r.sendmsg(fd, msg, flags); }, plain);

@@ -568,11 +568,33 @@ ssize_t socket_transfer(detail::RuntimeImpl& impl, int fd, struct msghdr& msg,
   return static_cast<ssize_t>(done);
 }
 
-/// recvmsg or sendmsg (`way`) with the libc call's arguments: libc's when no vector is in shared
-/// memory hdsm moves (and for what the kernel refuses before it looks at a vector).
+/// A message's address or ancillary data (`side`) in shared memory, for one call through a host
+/// copy: the kernel reads both on a send, and writes both on a receive, up to the lengths the call
+/// gives back, which go back to the object. Sized by the range, which lies in a live object.
+class SocketSide {
+ public:
+  SocketSide(detail::RuntimeImpl& impl, void* side, std::size_t bytes)
+      : impl_(impl), side_{side, bytes}, copy_(std::make_unique_for_overwrite<std::byte[]>(bytes)) {
+    gather(impl_, {&side_, 1}, 0, copy_.get(), bytes);  // a receive leaves the bytes past its length
+  }
+  void* get() const { return copy_.get(); }
+  void finish(std::size_t written) {
+    scatter(impl_, {&side_, 1}, 0, copy_.get(), std::min(written, side_.iov_len));
+  }
+
+ private:
+  detail::RuntimeImpl& impl_;
+  struct iovec side_;
+  std::unique_ptr<std::byte[]> copy_;
+};
+
+/// recvmsg or sendmsg (`way`) with the libc call's arguments: libc's when no vector, address or
+/// ancillary data is in shared memory hdsm moves (and for what the kernel refuses before it looks at
+/// a vector).
 ssize_t socket_call(detail::RuntimeImpl& impl, int fd, struct msghdr* msg, int flags, Way way) {
   const auto libc = [&] { return way == Way::in ? ::recvmsg(fd, msg, flags) : ::sendmsg(fd, msg, flags); };
-  if (msg == nullptr || msg->msg_iov == nullptr || msg->msg_iovlen > IOV_MAX) return libc();
+  if (msg == nullptr || msg->msg_iovlen > IOV_MAX || (msg->msg_iov == nullptr && msg->msg_iovlen != 0))
+    return libc();
   const auto count = static_cast<int>(msg->msg_iovlen);
   for (int i = 0; i < count; ++i) {
     if (msg->msg_iov[i].iov_len > static_cast<std::size_t>(SSIZE_MAX)) {
@@ -580,10 +602,38 @@ ssize_t socket_call(detail::RuntimeImpl& impl, int fd, struct msghdr* msg, int f
       return -1;
     }
   }
-  const int placed = place(impl, msg->msg_iov, count, way == Way::in ? "recvmsg" : "sendmsg");
-  if (placed <= 0) return placed < 0 ? -1 : libc();
-  const std::vector<struct iovec> parts(msg->msg_iov, msg->msg_iov + count);
-  return socket_transfer(impl, fd, *msg, parts, flags, way);
+  const char* call = way == Way::in ? "recvmsg" : "sendmsg";
+  const int placed = place(impl, msg->msg_iov, count, call);
+  const struct iovec sides[2] = {{msg->msg_name, msg->msg_namelen}, {msg->msg_control, msg->msg_controllen}};
+  const int sides_placed = place(impl, sides, 2, call);
+  if (placed < 0 || sides_placed < 0) return -1;
+  if (placed == 0 && sides_placed == 0) return libc();
+  struct msghdr call_msg = *msg;
+  std::optional<SocketSide> name, control;
+  if (sides_placed > 0) {
+    const auto in_shared = [&](const struct iovec& v) {
+      return v.iov_len != 0 &&
+             (shared(impl, v.iov_base) != nullptr || other_runtime(impl, v.iov_base) != nullptr);
+    };
+    if (in_shared(sides[0]))
+      call_msg.msg_name = name.emplace(impl, sides[0].iov_base, sides[0].iov_len).get();
+    if (in_shared(sides[1]))
+      call_msg.msg_control = control.emplace(impl, sides[1].iov_base, sides[1].iov_len).get();
+  }
+  ssize_t moved = 0;
+  if (placed > 0) {
+    const std::vector<struct iovec> parts(msg->msg_iov, msg->msg_iov + count);
+    moved = socket_transfer(impl, fd, call_msg, parts, flags, way);
+  } else {
+    moved = way == Way::in ? ::recvmsg(fd, &call_msg, flags) : ::sendmsg(fd, &call_msg, flags);
+  }
+  if (moved < 0 || way == Way::out) return moved;
+  if (name) name->finish(call_msg.msg_namelen);
+  if (control) control->finish(call_msg.msg_controllen);
+  msg->msg_namelen = call_msg.msg_namelen;
+  msg->msg_controllen = call_msg.msg_controllen;
+  msg->msg_flags = call_msg.msg_flags;
+  return moved;
 }
 
 /// A stdio stream locked for one call (flockfile: recursive, so the stdio calls inside take it too).
