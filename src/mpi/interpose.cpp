@@ -15,6 +15,7 @@
 // once; MPI_Wait*, MPI_Test* and every blocking call drive all pending operations in posting order
 // until what they wait for is done.
 #include <hdsm/export.h>
+#include <hdsm/config.hpp>
 
 #include "mpi/engine.hpp"
 #include "mpi/persistent.hpp"
@@ -393,14 +394,21 @@ int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
 
 int MPI_Finalize(void) {
   // Requests nobody waited for still finish their transfers; but a receive no rank ever sends to
-  // would keep this loop going forever, so after 10 s they are abandoned, with a message.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  // would keep this loop going forever, so after HDSM_MPI_FINALIZE_WAIT they are abandoned, with a
+  // message. (A malformed knob failed the runtime that made the requests already: the default here.)
+  std::int64_t wait_ms = 10000;
+  try {
+    wait_ms = hdsm::Config::from_environment().integer("HDSM_MPI_FINALIZE_WAIT");
+  } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): the default above
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   while (!drive()) {
     if (std::chrono::steady_clock::now() > deadline) {
       std::fprintf(stderr,
-                   "hdsm MPI: MPI_Finalize: requests on shared objects still pending after 10 s (a receive "
-                   "that no rank sends to, or a send that no rank receives, or a cluster session still "
-                   "open: end it before MPI_Finalize); abandoned\n");
+                   "hdsm MPI: MPI_Finalize: requests on shared objects still pending after %lld ms "
+                   "(HDSM_MPI_FINALIZE_WAIT: a receive that no rank sends to, or a send that no rank "
+                   "receives, or a cluster session still open: end it before MPI_Finalize); abandoned\n",
+                   static_cast<long long>(wait_ms));
       break;
     }
     sched_yield();

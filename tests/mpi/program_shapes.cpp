@@ -9,7 +9,7 @@
 //  - "crc_direct_access": a worker's task stores through a shared pointer, which ends the job with a
 //    message naming crc::read and crc::write;
 //  - "pending_receive_at_finalize": a receive nobody sends to, pending at MPI_Finalize, which
-//    libhdsm_mpi's MPI_Finalize abandons after 10 s (before, it waited forever);
+//    libhdsm_mpi's MPI_Finalize abandons after HDSM_MPI_FINALIZE_WAIT (before, it waited forever);
 //  - "crc_space_beyond_shm": a crc shared space larger than /dev/shm's free room, which must not
 //    hang in MPI_Win_allocate;
 //  - "bad_knob_on_rank_1": rank 1 alone has a malformed HDSM_CLUSTER_PAGE_SIZE and catches the
