@@ -352,13 +352,13 @@ void Node::place_space() {
     std::vector<std::uint64_t> sizes;
     transport_.gather(std::as_bytes(std::span(free)), all, sizes);
     std::array<std::uint64_t, 1> at{0};
-    if (rank() == 0) {
+    if (rank() == 0) {  // `all` holds rank 0's own list first
       std::vector<os::AddressRange> common = free;
-      std::size_t offset = 0;
-      for (const std::uint64_t size : sizes) {
-        std::vector<os::AddressRange> theirs(size / sizeof(os::AddressRange));
+      std::size_t offset = sizes.empty() ? 0 : sizes[0];
+      for (std::size_t r = 1; r < sizes.size(); ++r) {
+        std::vector<os::AddressRange> theirs(sizes[r] / sizeof(os::AddressRange));
         std::memcpy(theirs.data(), all.data() + offset, theirs.size() * sizeof(os::AddressRange));
-        offset += size;
+        offset += sizes[r];
         common = os::common_ranges(common, theirs);
       }
       at[0] = os::highest_fit(common, space_, space_);

@@ -316,6 +316,7 @@ std::uintptr_t stack_reach() {
 
 std::vector<AddressRange> unmapped_ranges(const char* maps_file) {
   const std::string text = read_whole(maps_file);
+  const std::uintptr_t below_stack = stack_reach() + kStackGuard;
   std::vector<AddressRange> mapped;
   std::uintptr_t ceiling = kHighestPlacement;
   for (std::size_t at = 0; at < text.size();) {
@@ -325,18 +326,15 @@ std::vector<AddressRange> unmapped_ranges(const char* maps_file) {
     at = end_of_line + 1;
     AddressRange r;
     const char* const first = line.data();
-    const char* const last = line.data() + line.size();
+    const char* const last = first + line.size();
     const auto [dash, e1] = std::from_chars(first, last, r.begin, 16);
-    if (e1 != std::errc() || dash == last || *dash != '-')
-      throw SystemError("read", fmt::format("{}: a line that is not a mapping: \"{}\"", maps_file, line),
-                        EINVAL);
-    const auto [rest, e2] = std::from_chars(dash + 1, last, r.end, 16);
-    if (e2 != std::errc() || r.end < r.begin)
+    const bool begin_ok = e1 == std::errc() && dash != last && *dash == '-';
+    if (!begin_ok || std::from_chars(dash + 1, last, r.end, 16).ec != std::errc() || r.end < r.begin)
       throw SystemError("read", fmt::format("{}: a line that is not a mapping: \"{}\"", maps_file, line),
                         EINVAL);
     mapped.push_back(r);
-    if (line.ends_with("[stack]") && r.begin > stack_reach() + kStackGuard)
-      ceiling = std::min(ceiling, r.begin - stack_reach() - kStackGuard);
+    if (line.ends_with("[stack]") && r.begin > below_stack)
+      ceiling = std::min(ceiling, r.begin - below_stack);
   }
   std::sort(mapped.begin(), mapped.end(),
             [](const AddressRange& x, const AddressRange& y) { return x.begin < y.begin; });
